@@ -1,0 +1,1 @@
+"""NVRTC compilation: device unit -> cubin, diagnostics and per-kernel resources."""

@@ -1,0 +1,64 @@
+"""Plain results of a compile, shared by the CLI, the language server and the evaluator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning", "information"]
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    arch: str = "sm_90"  # "sm_XY"; resolved from the local GPU by `compile.arch.resolve_arch`
+    include_paths: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()  # "NAME" or "NAME=VALUE"
+    extra_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler message in the user's file. Lines and columns are 1-based (as printed)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    severity: Severity
+    message: str
+    code: str | None = None  # NVRTC/EDG warning or error number, e.g. "177-D"
+    file: str | None = None  # None: the file being compiled
+
+
+@dataclass(frozen=True)
+class Resources:
+    """ptxas's report for one kernel."""
+
+    registers: int
+    spill_stores: int  # bytes
+    spill_loads: int  # bytes
+    shared_bytes: int  # static shared memory
+    stack_bytes: int
+    constant_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    ok: bool
+    arch: str
+    diagnostics: tuple[Diagnostic, ...]
+    log: str
+    cubin: bytes | None = None
+    # name expression as given (source name, e.g. "saxpy" or "k<float, 128>") -> lowered symbol
+    lowered_names: dict[str, str] = field(default_factory=dict)
+    # name expression -> resources
+    resources: dict[str, Resources] = field(default_factory=dict)
+    from_cache: bool = False
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "error")
+
+
+class NvrtcUnavailable(RuntimeError):
+    """NVRTC (libnvrtc from the toolkit wheels) could not be loaded."""

@@ -1,0 +1,93 @@
+"""Settings shared by the CLI and the language server.
+
+Frozen, keyword-only, with defaults; `settings_from_mapping` never raises on bad input: it
+returns the defaults for what it could not read and a list of messages to show.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+DEFAULT_ARCH = "sm_90"
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    arch: str | None = None  # None: the local GPU's, else DEFAULT_ARCH
+    include_paths: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    nvrtc_flags: tuple[str, ...] = ()
+    model: str = field(default_factory=lambda: os.environ.get("CUDA_LLM_MODEL", DEFAULT_MODEL))
+    base_url: str | None = None  # None: OPENAI_BASE_URL, read by the SDK
+    api_key: str | None = field(default=None, repr=False)  # None: OPENAI_API_KEY
+    rounds: int = 4
+    candidates: int = 4
+    debounce_ms: int = 250
+
+
+# LSP / VS Code setting names (under "cudaLlm") -> Settings field
+_KEYS = {
+    "arch": "arch",
+    "includePaths": "include_paths",
+    "defines": "defines",
+    "nvrtcFlags": "nvrtc_flags",
+    "model": "model",
+    "baseUrl": "base_url",
+    "apiKey": "api_key",
+    "rounds": "rounds",
+    "candidates": "candidates",
+    "debounceMs": "debounce_ms",
+}
+_LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000)}
+
+
+def settings_from_mapping(
+    data: Mapping[str, Any] | None, base: Settings | None = None
+) -> tuple[Settings, list[str]]:
+    """Settings from `{"cudaLlm": {...}}` or the inner mapping; bad values keep `base`'s."""
+    base = base or Settings()
+    problems: list[str] = []
+    if not data:
+        return base, problems
+    if not isinstance(data, Mapping):
+        return base, [f"cudaLlm settings must be an object, got {type(data).__name__}"]
+    inner = data.get("cudaLlm", data)
+    if not isinstance(inner, Mapping):
+        return base, ["cudaLlm settings must be an object"]
+    types = {f.name: f.type for f in fields(Settings)}
+    changes: dict[str, Any] = {}
+    for key, value in inner.items():
+        name = _KEYS.get(key)
+        if name is None or value is None:
+            continue
+        kind = types[name]
+        try:
+            if "tuple" in str(kind):
+                if isinstance(value, str):
+                    value = [value]
+                if not isinstance(value, list | tuple) or not all(
+                    isinstance(v, str) for v in value
+                ):
+                    raise TypeError("a list of strings")
+                changes[name] = tuple(value)
+            elif kind == "int":
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise TypeError("a number")
+                low, high = _LIMITS.get(name, (0, 10**9))
+                if not low <= int(value) <= high:
+                    raise ValueError(f"between {low} and {high}")
+                changes[name] = int(value)
+            else:
+                if not isinstance(value, str):
+                    raise TypeError("a string")
+                changes[name] = value.strip() or None if name != "model" else value.strip()
+        except (TypeError, ValueError) as exc:
+            shown = "<hidden>" if name == "api_key" else repr(value)
+            problems.append(f"cudaLlm.{key}: expected {exc}, got {shown}; using the default")
+    if changes.get("model") == "":
+        changes.pop("model")
+    return replace(base, **changes), problems

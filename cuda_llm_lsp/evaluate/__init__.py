@@ -1,0 +1,1 @@
+"""The GPU evaluator: correctness against the original kernel, and honest timing."""

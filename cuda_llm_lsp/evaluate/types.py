@@ -1,0 +1,134 @@
+"""Plain data in and out of the evaluator (no CUDA imports here: the CPU side uses these too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.source.spec import TestSpec
+
+# The candidate statuses of the CLI contract (DESIGN.md).
+Status = Literal[
+    "ok",
+    "compile_error",
+    "signature_mismatch",
+    "wrong_output",
+    "unwritten_output",
+    "out_of_bounds",
+    "input_modified",
+    "nondeterministic",
+    "stale_after_timing",
+    "timeout",
+    "fault",
+    "launch_error",
+    "sanitizer",
+    "llm_error",
+    "slower",
+]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class KernelBinary:
+    """A compiled kernel ready to load: what the worker receives."""
+
+    source_name: str  # the kernel's name in the source ("transpose")
+    entry: str  # the lowered symbol to load (mangled for C++ kernels)
+    cubin: bytes
+    arch: str
+    resources: Resources | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    spread_pct: float  # interquartile range / median, in percent
+    min_ms: float
+    max_ms: float
+    samples: int
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    index: int
+    sizes: dict[str, int]
+    status: Status
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What the prompt and the reports say about the GPU; bandwidth and peaks are measured."""
+
+    name: str
+    compute_capability: tuple[int, int]
+    arch: str  # "sm_90"
+    sm_count: int
+    max_threads_per_block: int
+    shared_per_block: int
+    shared_per_block_optin: int
+    shared_per_sm: int
+    registers_per_block: int
+    registers_per_sm: int
+    l2_bytes: int
+    memory_bytes: int
+    clock_khz: int
+    memory_clock_khz: int
+    memory_bus_width: int
+    copy_bandwidth_gbs: float | None = None  # measured device-to-device copy, read + write
+    peak_fp32_gflops: float | None = None  # measured, for the suite's floor
+    peak_bf16_gflops: float | None = None
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    status: Status
+    message: str  # for a person and an LLM: case, sizes, first bad index, expected vs got
+    seed: int
+    cases: tuple[CaseOutcome, ...] = ()
+    baseline: Timing | None = None  # timed case, measured in the same process run
+    candidate: Timing | None = None
+    speedup: float | None = None  # baseline median / candidate median
+    bytes_moved: int = 0  # bytes of the spec's buffers read + written in the timed case
+    bandwidth_gbs: float | None = None  # achieved, for the kernel that was timed last
+    copy_bandwidth_gbs: float | None = None
+    fraction_of_peak: float | None = None  # bandwidth_gbs / copy_bandwidth_gbs
+    sanitizer_report: str | None = None
+
+    @property
+    def cases_passed(self) -> int:
+        return sum(1 for c in self.cases if c.status == "ok")
+
+
+class Evaluator(Protocol):
+    """What the FSR loop, the CLI and the language server need from a GPU (or a recording).
+
+    Methods block; call them from a thread. `cancel` may be called from any thread and makes the
+    call in flight raise `EvaluationCancelled` promptly (the worker is killed and restarted).
+    """
+
+    def device_facts(self) -> DeviceFacts: ...
+
+    def benchmark(
+        self, kernel: KernelBinary, spec: TestSpec, *, spec_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> EvalResult: ...  # fmt: skip
+
+    def evaluate(
+        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec, *,
+        spec_dir: Path | None = None, seed: int | None = None,
+    ) -> EvalResult: ...  # fmt: skip
+
+    def cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class EvaluationCancelled(Exception):
+    """The evaluation was cancelled by the user."""
+
+
+class NoGpuError(RuntimeError):
+    """No CUDA GPU (or driver) is available: the message says what was found."""

@@ -1,0 +1,107 @@
+"""Plain data of an optimization run: config, progress events and the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_llm_lsp.evaluate.types import EvalResult, Status
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizeConfig:
+    rounds: int = 4
+    candidates: int = 4
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None  # None: the openai SDK reads OPENAI_BASE_URL
+    api_key: str | None = field(default=None, repr=False)  # None: OPENAI_API_KEY
+    request_timeout_s: float = 180.0
+    max_retries: int = 4
+    concurrency: int = 4  # LLM requests in flight at once
+    temperature: float = 0.8
+    max_output_tokens: int = 8192
+    top_k: int = 2  # candidates carried into the next round
+    patience: int = 2  # rounds without gain before stopping early
+    time_budget_s: float | None = None
+    token_budget: int | None = None
+    record_dir: str | None = None
+    replay_dir: str | None = None
+    sanitize_winner: bool = True
+
+
+@dataclass(frozen=True)
+class CandidateOutcome:
+    round: int  # 1-based
+    index: int  # 1-based within the round
+    status: Status
+    ms: float | None
+    message: str
+    source: str  # the kernel text proposed (may be "" for llm_error)
+    speedup: float | None = None
+    tokens: int = 0
+    registers: int | None = None
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    kernel: str
+    baseline: EvalResult
+    rounds: int
+    candidates: int
+
+
+@dataclass(frozen=True)
+class RoundStarted:
+    round: int
+    rounds: int
+
+
+@dataclass(frozen=True)
+class CandidateEvaluated:
+    outcome: CandidateOutcome
+    best: CandidateOutcome | None  # best correct candidate so far
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    result: OptimizeResult
+
+
+ProgressEvent = RunStarted | RoundStarted | CandidateEvaluated | RunFinished
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    kernel: str
+    baseline_ms: float | None
+    best_ms: float | None
+    speedup: float | None
+    accepted: bool  # a candidate beat the baseline beyond noise and passed re-validation
+    candidates: tuple[CandidateOutcome, ...]
+    best_source: str | None
+    message: str  # plain words: "1.84x faster, 4/4 cases" / "no improvement: ..." / errors
+    cases_passed: int = 0
+    cases_total: int = 0
+    run_id: int | None = None
+    seed: int | None = None
+    tokens: int = 0
+    baseline_result: EvalResult | None = None
+    best_result: EvalResult | None = None
+    cancelled: bool = False
+    error: str | None = None  # why the run could not proceed (no spec, endpoint down...)
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI contract's JSON object."""
+        return {
+            "kernel": self.kernel,
+            "baseline_ms": self.baseline_ms,
+            "best_ms": self.best_ms,
+            "speedup": self.speedup,
+            "accepted": self.accepted,
+            "candidates": [
+                {"round": c.round, "index": c.index, "status": c.status, "ms": c.ms,
+                 "message": c.message}
+                for c in self.candidates
+            ],
+            "best_source": self.best_source,
+        }  # fmt: skip
