@@ -93,8 +93,12 @@ class TestSpec:
         return next((a for a in self.args if a.name == name), None)
 
 
-def parse_spec(kernel: Kernel) -> tuple[TestSpec | None, list[SpecError]]:
-    """The kernel's spec and the problems found in it (spec is None if unusable)."""
+def parse_spec(kernel: Kernel, source: str) -> tuple[TestSpec | None, list[SpecError]]:
+    """The kernel's spec (from `kernel.spec`) and the problems found in it.
+
+    `source` is the whole file text (roles of unprefixed pointers are decided from the body).
+    Returns (None, []) when the kernel has no spec block; spec is None whenever it is unusable.
+    """
     raise NotImplementedError
 
 
