@@ -8,9 +8,16 @@ definition does not parse is skipped, never raises.
 
 from __future__ import annotations
 
+import re
+import threading
 from dataclasses import dataclass
 
-from cuda_llm_lsp.source.text import Span
+import tree_sitter_cuda
+from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
+
+from cuda_llm_lsp.source.text import Point, Span
+
+SPEC_MARKER = "@cuda-llm"
 
 
 @dataclass(frozen=True)
@@ -45,15 +52,267 @@ class Kernel:
     launch_bounds: str | None  # the text inside __launch_bounds__(...)
     spec: SpecBlock | None
     instantiations: tuple[str, ...]  # e.g. ("k<float, 128>",) from launch sites in the file
+    scope: str = ""  # enclosing namespaces, "ns::inner::" ("" at global scope)
 
     @property
     def is_template(self) -> bool:
         return bool(self.template_params)
 
+    @property
+    def qualified_name(self) -> str:
+        return self.scope + self.name
+
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 
 
+_LANGUAGE = Language(tree_sitter_cuda.language())
+_FUNCTIONS = Query(_LANGUAGE, "(function_definition) @function")
+_LAUNCHES = Query(
+    _LANGUAGE,
+    "(call_expression function: (template_function) @callee (kernel_call_syntax))",
+)
+_INSTANTIATIONS = Query(
+    _LANGUAGE, "(template_instantiation (function_declarator (template_function) @callee))"
+)
+_local = threading.local()  # tree-sitter parsers are not thread-safe; one per thread
+
+
+def parse_tree(text: str) -> tuple[Tree, bytes]:
+    """The tree-sitter-cuda tree of `text` and the UTF-8 bytes it was built from."""
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = Parser(_LANGUAGE)
+    data = text.encode("utf-8", errors="surrogatepass")
+    return parser.parse(data), data
+
+
 def find_kernels(text: str) -> list[Kernel]:
     """Every `__global__` function definition in `text`, in source order."""
-    raise NotImplementedError
+    tree, data = parse_tree(text)
+    points = _PointMap(text, data)
+    instantiations = _instantiations(tree.root_node, data)
+    kernels: list[Kernel] = []
+    for node in QueryCursor(_FUNCTIONS).captures(tree.root_node).get("function", []):
+        kernel = _kernel(node, data, points, instantiations)
+        if kernel is not None:
+            kernels.append(kernel)
+    kernels.sort(key=lambda k: k.span.start)
+    return kernels
+
+
+def kernel_at(kernels: list[Kernel], point: Point) -> Kernel | None:
+    """The kernel whose definition (or spec block) contains `point`."""
+    for kernel in kernels:
+        start = kernel.spec.span.start if kernel.spec else kernel.span.start
+        if start <= point <= kernel.span.end:
+            return kernel
+    return None
+
+
+class _PointMap:
+    """Converts tree-sitter byte positions to code-point columns (cheap for ASCII files)."""
+
+    def __init__(self, text: str, data: bytes) -> None:
+        self._ascii = len(text) == len(data)
+        self._lines = data.split(b"\n") if not self._ascii else []
+
+    def point(self, row: int, byte_column: int) -> Point:
+        if self._ascii:
+            return Point(row, byte_column)
+        line = self._lines[row] if row < len(self._lines) else b""
+        return Point(row, len(line[:byte_column].decode("utf-8", errors="replace")))
+
+    def span(self, node: Node) -> Span:
+        return Span(self.point(*node.start_point), self.point(*node.end_point))
+
+
+def _text(node: Node, data: bytes) -> str:
+    return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+
+def _kernel(
+    node: Node, data: bytes, points: _PointMap, instantiations: dict[str, list[str]]
+) -> Kernel | None:
+    children = node.children
+    if not any(child.type == "__global__" for child in children):
+        return None
+    declarator = node.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        # e.g. attributes or parenthesised declarators wrapping the function declarator
+        declarator = declarator.child_by_field_name("declarator")
+    body = node.child_by_field_name("body")
+    if declarator is None or body is None:
+        return None
+    name_node = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters")
+    if name_node is None or parameters is None or name_node.type != "identifier":
+        return None
+    name = _text(name_node, data)
+
+    outer = node
+    template_params: tuple[str, ...] = ()
+    is_extern_c = False
+    parent = node.parent
+    if parent is not None and parent.type == "template_declaration":
+        template_params = _template_params(parent, data)
+        outer = parent
+        parent = parent.parent
+    if parent is not None and parent.type == "declaration_list":
+        linkage = parent.parent
+        if linkage is not None and linkage.type == "linkage_specification":
+            is_extern_c = _is_extern_c(linkage, data)
+    elif parent is not None and parent.type == "linkage_specification":
+        is_extern_c = _is_extern_c(parent, data)
+        outer = parent
+
+    launch_bounds = next(
+        (_launch_bounds_text(child, data) for child in children if child.type == "launch_bounds"),
+        None,
+    )
+    return Kernel(
+        name=name,
+        params=tuple(_params(parameters, data)),
+        span=points.span(outer),
+        name_span=points.span(name_node),
+        body_span=points.span(body),
+        is_extern_c=is_extern_c,
+        template_params=template_params,
+        launch_bounds=launch_bounds,
+        spec=_spec_block(outer, data, points),
+        instantiations=tuple(instantiations.get(name, ())) if template_params else (),
+        scope=_scope(node, data),
+    )
+
+
+def _is_extern_c(linkage: Node, data: bytes) -> bool:
+    value = linkage.child_by_field_name("value")
+    return value is not None and _text(value, data).strip('"') == "C"
+
+
+def _launch_bounds_text(node: Node, data: bytes) -> str:
+    text = _text(node, data)
+    start, end = text.find("("), text.rfind(")")
+    return text[start + 1 : end].strip() if 0 <= start < end else ""
+
+
+def _template_params(template: Node, data: bytes) -> tuple[str, ...]:
+    plist = template.child_by_field_name("parameters")
+    if plist is None:
+        return ()
+    names: list[str] = []
+    for param in plist.named_children:
+        identifiers = [
+            c for c in _walk(param) if c.type in ("type_identifier", "identifier")
+        ]  # the last identifier of `typename T`, `int N`, `typename T = float` is its name
+        declared = param.child_by_field_name("declarator") or param.child_by_field_name("name")
+        if declared is not None:
+            names.append(_text(declared, data))
+        elif identifiers:
+            names.append(_text(identifiers[0], data))
+    return tuple(names)
+
+
+def _walk(node: Node) -> list[Node]:
+    out = [node]
+    for child in node.children:
+        out.extend(_walk(child))
+    return out
+
+
+def _params(parameters: Node, data: bytes) -> list[Param]:
+    params: list[Param] = []
+    for decl in parameters.named_children:
+        if decl.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            continue
+        type_node = decl.child_by_field_name("type")
+        declarator = decl.child_by_field_name("declarator")
+        base_type = _text(type_node, data) if type_node is not None else ""
+        leading_const = any(
+            c.type == "type_qualifier" and _text(c, data) == "const"
+            for c in decl.children
+            if declarator is None or c.start_byte < declarator.start_byte
+        )
+        is_pointer = False
+        name = ""
+        node = declarator
+        while node is not None:
+            if node.type in ("pointer_declarator", "abstract_pointer_declarator"):
+                is_pointer = True
+            elif node.type in ("array_declarator", "abstract_array_declarator"):
+                is_pointer = True
+            elif node.type == "reference_declarator":
+                pass
+            if node.type == "identifier":
+                name = _text(node, data)
+                break
+            inner = node.child_by_field_name("declarator")
+            if inner is None:
+                inner = next((c for c in node.named_children if c.type == "identifier"), None)
+            node = inner
+        full = _text(decl, data)
+        if name:
+            # the declared type is the declaration without its name (keep '*' and qualifiers)
+            cut = full.rfind(name)
+            c_type = (full[:cut] + full[cut + len(name) :]).strip()
+        else:
+            c_type = full.strip()
+        params.append(
+            Param(
+                index=len(params),
+                name=name,
+                c_type=re.sub(r"\s+", " ", c_type),
+                base_type=re.sub(r"\s+", " ", base_type),
+                is_pointer=is_pointer,
+                is_const=leading_const,
+            )
+        )
+    return params
+
+
+def _spec_block(outer: Node, data: bytes, points: _PointMap) -> SpecBlock | None:
+    """The nearest `/* @cuda-llm` comment above `outer`, with only comments between."""
+    sibling = outer.prev_sibling
+    while sibling is not None and sibling.type == "comment":
+        text = _text(sibling, data)
+        if text.startswith("/*") and text[2:].lstrip().startswith(SPEC_MARKER):
+            span = points.span(sibling)
+            body_start = text.index(SPEC_MARKER) + len(SPEC_MARKER)
+            toml = text[body_start : len(text) - 2 if text.endswith("*/") else len(text)]
+            before = text[:body_start]
+            line = span.start.line + before.count("\n")
+            column = (
+                span.start.column + len(before)
+                if "\n" not in before
+                else len(before) - before.rfind("\n") - 1
+            )
+            return SpecBlock(span=span, toml=toml, toml_first_line=line, toml_first_column=column)
+        sibling = sibling.prev_sibling
+    return None
+
+
+def _scope(node: Node, data: bytes) -> str:
+    names: list[str] = []
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "namespace_definition":
+            name = parent.child_by_field_name("name")
+            if name is not None:
+                names.append(_text(name, data))
+        parent = parent.parent
+    return "".join(f"{n}::" for n in reversed(names))
+
+
+def _instantiations(root: Node, data: bytes) -> dict[str, list[str]]:
+    """Template kernel instantiations named at `<<<>>>` launch sites and explicit instantiations."""
+    found: dict[str, list[str]] = {}
+    for query in (_LAUNCHES, _INSTANTIATIONS):
+        for callee in QueryCursor(query).captures(root).get("callee", []):
+            name_node = callee.child_by_field_name("name")
+            if name_node is None:
+                continue
+            name = _text(name_node, data).split("::")[-1]
+            expression = re.sub(r"\s+", " ", _text(callee, data))
+            if expression not in found.setdefault(name, []):
+                found[name].append(expression)
+    return found

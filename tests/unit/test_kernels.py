@@ -1,0 +1,112 @@
+"""The source model: kernels, parameters, ranges, spec blocks and instantiations."""
+
+from __future__ import annotations
+
+from cuda_llm_lsp.source.kernels import find_kernels, kernel_at
+from cuda_llm_lsp.source.text import Point, Span
+
+SOURCE = """\
+#include <cstdio>
+/* @cuda-llm
+sizes.n = [1, 2]
+*/
+// a note between the spec and the kernel
+template <typename T, int BLOCK = 256>
+__global__ void __launch_bounds__(256) scale(const T* __restrict__ in, T* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * T(2);
+}
+
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+    y[0] = a * x[0];
+}
+
+extern "C" {
+__global__ void in_block(double* __restrict__ const p) {}
+}
+
+namespace ops {
+__global__ void scoped(float values[], unsigned int count) {}
+}
+
+void host_only(int* p) {}
+
+int main() {
+    scale<float, 128><<<1, 128>>>(nullptr, nullptr, 0);
+    scale< double ><<<1, 1>>>(nullptr, nullptr, 0);
+}
+"""
+
+
+def by_name() -> dict:
+    return {k.name: k for k in find_kernels(SOURCE)}
+
+
+def test_finds_every_global_function_and_no_host_function() -> None:
+    assert [k.name for k in find_kernels(SOURCE)] == ["scale", "saxpy", "in_block", "scoped"]
+
+
+def test_templated_kernel_has_parameters_bounds_and_launch_site_instantiations() -> None:
+    scale = by_name()["scale"]
+    assert scale.template_params == ("T", "BLOCK")
+    assert scale.launch_bounds == "256"
+    assert scale.instantiations == ("scale<float, 128>", "scale< double >")
+    assert scale.span.start == Point(5, 0)  # starts at `template`
+    assert scale.name_span == Span.of(6, 39, 6, 44)
+    assert scale.body_span.start == Point(6, 86) and scale.body_span.end == Point(9, 1)
+    assert not scale.is_extern_c
+
+
+def test_parameters_carry_type_pointer_and_const() -> None:
+    params = by_name()["scale"].params
+    assert [(p.name, p.base_type, p.is_pointer, p.is_const) for p in params] == [
+        ("in", "T", True, True),
+        ("out", "T", True, False),
+        ("n", "int", False, False),
+    ]
+    assert params[0].c_type == "const T* __restrict__"
+    pointer_const = by_name()["in_block"].params[0]
+    assert pointer_const.is_pointer and not pointer_const.is_const  # const pointer, not pointee
+    scoped = by_name()["scoped"]
+    assert scoped.params[0].is_pointer and scoped.params[1].base_type == "unsigned int"
+
+
+def test_extern_c_both_forms_and_namespace_scope() -> None:
+    kernels = by_name()
+    assert kernels["saxpy"].is_extern_c and kernels["saxpy"].span.start == Point(11, 0)
+    assert kernels["in_block"].is_extern_c
+    assert kernels["scoped"].qualified_name == "ops::scoped"
+
+
+def test_spec_block_above_kernel_with_comments_between() -> None:
+    spec = by_name()["scale"].spec
+    assert spec is not None
+    assert spec.span == Span.of(1, 0, 3, 2)
+    assert spec.toml == "\nsizes.n = [1, 2]\n"
+    assert (spec.toml_first_line, spec.toml_first_column) == (1, 12)
+    assert by_name()["saxpy"].spec is None
+
+
+def test_spec_block_separated_by_code_is_not_attached() -> None:
+    text = "/* @cuda-llm\nsizes.n=[1]\n*/\nint x;\n__global__ void k(int n) {}\n"
+    assert find_kernels(text)[0].spec is None
+
+
+def test_kernel_at_finds_the_kernel_around_a_point() -> None:
+    kernels = find_kernels(SOURCE)
+    assert kernel_at(kernels, Point(8, 10)).name == "scale"
+    assert kernel_at(kernels, Point(2, 0)).name == "scale"  # inside its spec block
+    assert kernel_at(kernels, Point(23, 0)) is None
+
+
+def test_half_typed_and_garbage_text_never_raises() -> None:
+    assert find_kernels("__global__ void k(float* x, int") == []
+    assert find_kernels("\x00\x01\ufffd /* unterminated") == []
+    assert find_kernels('"unterminated string\n__global__ void k() {}') is not None
+    text = "__global__ void ok(int n) {}\n__global__ void typing(int n) { if (\n"
+    assert [k.name for k in find_kernels(text)][:1] == ["ok"]
+
+
+def test_columns_count_code_points_not_bytes() -> None:
+    kernel = find_kernels("/* é */ __global__ void k(float* p) {}")[0]
+    assert kernel.name_span == Span.of(0, 24, 0, 25)
