@@ -39,6 +39,7 @@ class KernelBinary:
     cubin: bytes
     arch: str
     resources: Resources | None = None
+    kernel_source: str = ""  # the kernel text it was built from (history, recorded evaluation)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
+from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.types import EvalResult, Status
 
 
@@ -27,6 +29,17 @@ class OptimizeConfig:
     record_dir: str | None = None
     replay_dir: str | None = None
     sanitize_winner: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizeRequest:
+    """What to optimize: one kernel of one file's text (as the editor or the disk has it)."""
+
+    file_text: str
+    kernel: str
+    path: Path | None = None  # where the text lives; its directory resolves includes and inputs
+    settings: Settings = field(default_factory=Settings)
+    seed: int | None = None  # None: a fresh random seed (recorded in the result)
 
 
 @dataclass(frozen=True)
@@ -63,11 +76,20 @@ class CandidateEvaluated:
 
 
 @dataclass(frozen=True)
+class CandidateStage:
+    """A candidate moved on: its request was sent, its reply arrived, or its evaluation began."""
+
+    round: int
+    index: int
+    stage: Literal["requested", "generated", "evaluating"]
+
+
+@dataclass(frozen=True)
 class RunFinished:
     result: OptimizeResult
 
 
-ProgressEvent = RunStarted | RoundStarted | CandidateEvaluated | RunFinished
+ProgressEvent = RunStarted | RoundStarted | CandidateStage | CandidateEvaluated | RunFinished
 
 
 @dataclass(frozen=True)

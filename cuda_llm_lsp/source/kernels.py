@@ -75,6 +75,12 @@ _LAUNCHES = Query(
 _INSTANTIATIONS = Query(
     _LANGUAGE, "(template_instantiation (function_declarator (template_function) @callee))"
 )
+_POINTER_DECLARATORS = (
+    "pointer_declarator",
+    "abstract_pointer_declarator",
+    "array_declarator",
+    "abstract_array_declarator",
+)
 _local = threading.local()  # tree-sitter parsers are not thread-safe; one per thread
 
 
@@ -237,12 +243,8 @@ def _params(parameters: Node, data: bytes) -> list[Param]:
         name = ""
         node = declarator
         while node is not None:
-            if node.type in ("pointer_declarator", "abstract_pointer_declarator"):
+            if node.type in _POINTER_DECLARATORS:
                 is_pointer = True
-            elif node.type in ("array_declarator", "abstract_array_declarator"):
-                is_pointer = True
-            elif node.type == "reference_declarator":
-                pass
             if node.type == "identifier":
                 name = _text(node, data)
                 break
