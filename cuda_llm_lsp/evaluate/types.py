@@ -133,3 +133,7 @@ class EvaluationCancelled(Exception):
 
 class NoGpuError(RuntimeError):
     """No CUDA GPU (or driver) is available: the message says what was found."""
+
+
+class BaselineFailed(RuntimeError):
+    """The original kernel (the oracle) fails its own spec: no candidate can be judged."""

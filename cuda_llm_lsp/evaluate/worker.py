@@ -1,0 +1,468 @@
+"""The GPU worker: a child process that owns the CUDA context and runs kernels for the pool.
+
+Protocol: length-prefixed pickles (8-byte little-endian length, then the pickle) in both
+directions on stdin/stdout. Only the parent (our own pool) writes requests; candidates only ever
+reach this process as cubins, run as device code. Anything printed by libraries goes to stderr:
+the reply channel is a private copy of the original stdout.
+
+Requests are dicts with an "op": `facts`, `load`, `run`, `time`, `bandwidth`, `ping`, `quit`.
+Replies are dicts with a "status": "ok", or "launch_error" (the context survives: bad launch
+configuration), or "fault" / "timeout" (the context is lost: the worker replies and exits, the
+pool starts a new one), or "no_gpu" (no driver or device: sent for every request).
+
+Every device buffer is allocated with plain cuMemAlloc, with GUARD_BYTES of guard band on each
+side; `out` buffers are poisoned before each run. A per-launch watchdog polls the stream until a
+deadline; the parent has its own hard watchdog too, as a hung kernel can hang a driver call.
+
+One-shot mode (`python -m cuda_llm_lsp.evaluate.worker --oneshot FILE`) runs the pickled list of
+requests in FILE, for compute-sanitizer, and exits 0 when every reply was "ok".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import struct
+import sys
+import time
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from cuda_llm_lsp.evaluate import timing
+from cuda_llm_lsp.evaluate.compare import GUARD_BYTE, GUARD_BYTES
+
+LAUNCH_ERRORS = {1, 701, 9}  # INVALID_VALUE, LAUNCH_OUT_OF_RESOURCES, INVALID_CONFIGURATION(9)
+_ERROR_HINTS = {
+    1: "invalid launch configuration (block too large, or more shared memory than allowed)",
+    9: "invalid launch configuration",
+    700: "illegal memory access",
+    701: "too many resources requested for launch (registers or threads per block)",
+    702: "launch timed out",
+    710: "device-side assert triggered",
+    714: "misaligned address",
+    715: "illegal instruction",
+    716: "misaligned address",
+    717: "invalid address space",
+    718: "invalid program counter",
+    719: "unspecified launch failure (e.g. __trap())",
+}
+
+
+class CudaError(Exception):
+    def __init__(self, code: int, where: str) -> None:
+        self.code = code
+        self.where = where
+        hint = _ERROR_HINTS.get(code, "")
+        super().__init__(f"{where}: CUDA error {code}{f' ({hint})' if hint else ''}")
+
+
+class Timeout(Exception):
+    pass
+
+
+class Worker:
+    def __init__(self, device: int) -> None:
+        from cuda.bindings import driver
+
+        self.d = driver
+        self.check(driver.cuInit(0), "cuInit")
+        count = self.check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
+        if count == 0:
+            raise CudaError(100, "no CUDA device")
+        if device >= count:
+            raise CudaError(101, f"device {device} requested, {count} present")
+        self.dev = self.check(driver.cuDeviceGet(device), "cuDeviceGet")
+        self.ctx = self.check(driver.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+        self.check(driver.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self.stream = self.check(driver.cuStreamCreate(0), "cuStreamCreate")
+        self.modules: dict[str, tuple[Any, Any]] = {}  # key -> (module, function)
+        self.flush_buf: Any = None
+        self.flush_words = 0
+
+    # --- plumbing -------------------------------------------------------------------------
+    def check(self, result: Any, where: str) -> Any:
+        err = result[0] if isinstance(result, tuple) else result
+        code = int(err)
+        if code != 0:
+            raise CudaError(code, where)
+        if isinstance(result, tuple):
+            return result[1] if len(result) == 2 else result[1:]
+        return None
+
+    def attr(self, name: str) -> int:
+        a = getattr(self.d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return int(self.check(self.d.cuDeviceGetAttribute(a, self.dev), name))
+
+    def sync(self, timeout_s: float) -> None:
+        """Wait for the stream, polling, until `timeout_s`: the per-launch watchdog."""
+        deadline = time.monotonic() + timeout_s
+        sleep = 1e-5
+        not_ready = int(self.d.CUresult.CUDA_ERROR_NOT_READY)
+        while True:
+            (err,) = self.d.cuStreamQuery(self.stream)
+            code = int(err)
+            if code == 0:
+                return
+            if code != not_ready:
+                raise CudaError(code, "kernel execution")
+            if time.monotonic() > deadline:
+                raise Timeout(f"the kernel did not finish within {timeout_s:g} s")
+            time.sleep(sleep)
+            sleep = min(sleep * 2, 2e-3)
+
+    # --- ops ------------------------------------------------------------------------------
+    def op_facts(self, req: dict[str, Any]) -> dict[str, Any]:
+        d = self.d
+        name = self.check(d.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
+        name = bytes(name).split(b"\0", 1)[0].decode(errors="replace").strip()
+        total = self.check(d.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem")
+        driver = self.check(d.cuDriverGetVersion(), "cuDriverGetVersion")
+        major = self.attr("COMPUTE_CAPABILITY_MAJOR")
+        minor = self.attr("COMPUTE_CAPABILITY_MINOR")
+
+        def safe(attr: str) -> int:
+            try:
+                return self.attr(attr)
+            except CudaError:
+                return 0
+
+        return {
+            "status": "ok",
+            "name": name,
+            "driver_version": int(driver),
+            "compute_capability": (major, minor),
+            "sm_count": self.attr("MULTIPROCESSOR_COUNT"),
+            "max_threads_per_block": self.attr("MAX_THREADS_PER_BLOCK"),
+            "shared_per_block": self.attr("MAX_SHARED_MEMORY_PER_BLOCK"),
+            "shared_per_block_optin": self.attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            "shared_per_sm": self.attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+            "registers_per_block": self.attr("MAX_REGISTERS_PER_BLOCK"),
+            "registers_per_sm": self.attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
+            "l2_bytes": self.attr("L2_CACHE_SIZE"),
+            "memory_bytes": int(total),
+            "clock_khz": safe("CLOCK_RATE"),
+            "memory_clock_khz": safe("MEMORY_CLOCK_RATE"),
+            "memory_bus_width": safe("GLOBAL_MEMORY_BUS_WIDTH"),
+        }
+
+    def op_load(self, req: dict[str, Any]) -> dict[str, Any]:
+        cubin: bytes = req["cubin"]
+        entry: str = req["entry"]
+        key = hashlib.sha256(cubin + b"\0" + entry.encode()).hexdigest()[:24]
+        if key not in self.modules:
+            try:
+                module = self.check(self.d.cuModuleLoadData(cubin), "cuModuleLoadData")
+            except CudaError as exc:
+                return {"status": "launch_error", "message": f"cannot load the cubin: {exc}"}
+            try:
+                fn = self.check(self.d.cuModuleGetFunction(module, entry.encode()), entry)
+            except CudaError as exc:
+                self.d.cuModuleUnload(module)
+                return {"status": "launch_error", "message": f"no kernel {entry!r} in cubin: {exc}"}
+            self.modules[key] = (module, fn)
+        fn = self.modules[key][1]
+        fa = self.d.CUfunction_attribute
+        regs = self.d.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_NUM_REGS, fn)
+        smem = self.d.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn)
+        return {
+            "status": "ok",
+            "key": key,
+            "registers": int(self.check(regs, "attr")),
+            "static_smem": int(self.check(smem, "attr")),
+        }
+
+    def _function(self, key: str) -> Any:
+        if key not in self.modules:
+            raise KeyError(f"kernel {key} is not loaded")
+        return self.modules[key][1]
+
+    def _alloc(self, nbytes: int) -> int:
+        return int(self.check(self.d.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
+
+    def _free(self, ptrs: list[int]) -> None:
+        for p in ptrs:
+            self.d.cuMemFree(p)
+
+    def _upload_buffers(
+        self, buffers: list[dict[str, Any]]
+    ) -> tuple[dict[str, int], dict[str, int], list[int]]:
+        """Allocate guarded buffers and upload data (or poison). -> (data ptrs, sizes, bases)."""
+        ptrs: dict[str, int] = {}
+        sizes: dict[str, int] = {}
+        bases: list[int] = []
+        for buf in buffers:
+            nbytes = int(buf["nbytes"])
+            total = nbytes + 2 * GUARD_BYTES
+            base = self._alloc(total)
+            bases.append(base)
+            self.check(self.d.cuMemsetD8(base, GUARD_BYTE, total), "cuMemsetD8")
+            data = base + GUARD_BYTES
+            if buf.get("data") is not None:
+                host = np.frombuffer(buf["data"], dtype=np.uint8)
+                if host.size:
+                    self.check(
+                        self.d.cuMemcpyHtoD(data, host.ctypes.data, host.size), "cuMemcpyHtoD"
+                    )
+            elif buf.get("poison") is not None and nbytes:
+                pattern = bytes(buf["poison"])
+                reps = -(-nbytes // len(pattern))
+                host = np.frombuffer((pattern * reps)[:nbytes], dtype=np.uint8)
+                self.check(self.d.cuMemcpyHtoD(data, host.ctypes.data, nbytes), "cuMemcpyHtoD")
+            ptrs[buf["name"]] = data
+            sizes[buf["name"]] = nbytes
+        return ptrs, sizes, bases
+
+    def _params(self, params: list[tuple[Any, ...]], ptrs: dict[str, int]) -> tuple[Any, list[Any]]:
+        """kernelParams: an array of pointers to each argument's bytes (kept alive by `keep`)."""
+        keep: list[Any] = []
+        for p in params:
+            if p[0] == "buf":
+                keep.append(np.array([ptrs[p[1]]], dtype=np.uint64))
+            else:
+                _, dtype, value = p
+                keep.append(np.array([value], dtype=np.dtype(dtype)))
+        addresses = np.array([a.ctypes.data for a in keep], dtype=np.uint64)
+        keep.append(addresses)
+        return addresses.ctypes.data, keep
+
+    def _prepare(self, fn: Any, smem: int) -> None:
+        if smem > 48 * 1024:
+            fa = self.d.CUfunction_attribute
+            attr = fa.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            try:
+                self.check(self.d.cuFuncSetAttribute(fn, attr, smem), "cuFuncSetAttribute")
+            except CudaError as exc:
+                optin = self.attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+                raise CudaError(
+                    exc.code,
+                    f"{smem} bytes of dynamic shared memory requested; this device allows at most "
+                    f"{optin} per block (static shared memory included)",
+                ) from None
+
+    def _launch(self, fn: Any, req: dict[str, Any], params: Any) -> None:
+        g, b = req["grid"], req["block"]
+        result = self.d.cuLaunchKernel(
+            fn, g[0], g[1], g[2], b[0], b[1], b[2], int(req["smem"]), self.stream, params, 0
+        )
+        code = int(result[0] if isinstance(result, tuple) else result)
+        if code != 0:
+            raise CudaError(code, f"launch grid={tuple(g)} block={tuple(b)} smem={req['smem']}")
+
+    def op_run(self, req: dict[str, Any]) -> dict[str, Any]:
+        """One launch on fresh guarded buffers; returns every buffer with its guard bands."""
+        fn = self._function(req["key"])
+        self._prepare(fn, int(req["smem"]))
+        ptrs, sizes, bases = self._upload_buffers(req["buffers"])
+        try:
+            params, keep = self._params(req["params"], ptrs)
+            start = time.perf_counter()
+            self._launch(fn, req, params)
+            self.sync(float(req.get("timeout_s", 10.0)))
+            elapsed = (time.perf_counter() - start) * 1e3
+            del keep
+            out: dict[str, bytes] = {}
+            for buf in req["buffers"]:
+                total = sizes[buf["name"]] + 2 * GUARD_BYTES
+                host = np.empty(total, dtype=np.uint8)
+                self.check(
+                    self.d.cuMemcpyDtoH(host.ctypes.data, ptrs[buf["name"]] - GUARD_BYTES, total),
+                    "cuMemcpyDtoH",
+                )
+                if buf.get("data") is not None and buf.get("unchanged_only"):
+                    # an input: send the data back only if the kernel changed it
+                    body = host[GUARD_BYTES : GUARD_BYTES + sizes[buf["name"]]]
+                    if body.tobytes() == bytes(buf["data"]):
+                        out[buf["name"]] = (
+                            host[:GUARD_BYTES].tobytes() + host[-GUARD_BYTES:].tobytes()
+                        )
+                        continue
+                out[buf["name"]] = host.tobytes()
+            return {"status": "ok", "buffers": out, "wall_ms": elapsed}
+        finally:
+            self._free(bases)
+
+    def _ensure_flush(self) -> None:
+        if self.flush_buf is None:
+            l2 = self.attr("L2_CACHE_SIZE")
+            nbytes = max(2 * l2, 64 << 20)
+            self.flush_words = nbytes // 4
+            self.flush_buf = self._alloc(self.flush_words * 4)
+
+    def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Interleaved timing of several launches, each on its own copy of the buffers."""
+        self._ensure_flush()
+        plan = timing.Plan(**req.get("plan", {}))
+        timeout_s = float(req.get("timeout_s", 10.0))
+        bases_all: list[int] = []
+        keeps: list[Any] = []
+        launches = []
+        try:
+            for k in req["kernels"]:
+                fn = self._function(k["key"])
+                self._prepare(fn, int(k["smem"]))
+                ptrs, _, bases = self._upload_buffers(k["buffers"])
+                bases_all += bases
+                params, keep = self._params(k["params"], ptrs)
+                keeps.append(keep)
+                launches.append(lambda fn=fn, k=k, params=params: self._launch(fn, k, params))
+            counter = [0]
+
+            def flush() -> None:
+                counter[0] = (counter[0] + 1) & 0xFFFF
+                result = self.d.cuMemsetD32Async(
+                    self.flush_buf, counter[0], self.flush_words, self.stream
+                )
+                self.check(result, "L2 flush")
+
+            # the watchdog scales with the batch: every launch in it may take up to timeout_s
+            batch_timeout = timeout_s * max(plan.batch, plan.warmup) * len(launches)
+            samples = timing.time_interleaved(
+                self.d, self.stream, launches, flush, lambda: self.sync(batch_timeout), plan
+            )
+            return {"status": "ok", "samples": samples}
+        finally:
+            self._free(bases_all)
+
+    def op_bandwidth(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Device-to-device copy bandwidth in GB/s (bytes read + written), median of repeats."""
+        free, _ = self.check(self.d.cuMemGetInfo(), "cuMemGetInfo")
+        nbytes = int(min(req.get("bytes", 1 << 30), free // 4))
+        nbytes -= nbytes % 4096
+        src, dst = self._alloc(nbytes), self._alloc(nbytes)
+        try:
+            self.check(self.d.cuMemsetD8(src, 1, nbytes), "cuMemsetD8")
+            ev0 = self.check(self.d.cuEventCreate(0), "cuEventCreate")
+            ev1 = self.check(self.d.cuEventCreate(0), "cuEventCreate")
+            times = []
+            for i in range(int(req.get("repeats", 12))):
+                self.check(self.d.cuEventRecord(ev0, self.stream), "cuEventRecord")
+                self.check(self.d.cuMemcpyDtoDAsync(dst, src, nbytes, self.stream), "copy")
+                self.check(self.d.cuEventRecord(ev1, self.stream), "cuEventRecord")
+                self.sync(30.0)
+                if i >= 2:  # warm-up
+                    times.append(float(self.check(self.d.cuEventElapsedTime(ev0, ev1), "elapsed")))
+            self.d.cuEventDestroy(ev0)
+            self.d.cuEventDestroy(ev1)
+            ms = timing.median(times)
+            return {"status": "ok", "gbs": 2 * nbytes / (ms * 1e-3) / 1e9, "bytes": nbytes}
+        finally:
+            self._free([src, dst])
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        method = getattr(self, f"op_{op}", None)
+        if op == "ping":
+            return {"status": "ok"}
+        if method is None:
+            return {"status": "error", "message": f"unknown op {op!r}"}
+        try:
+            return method(req)
+        except Timeout as exc:
+            return {"status": "timeout", "message": str(exc), "fatal": True}
+        except CudaError as exc:
+            if (
+                exc.code in LAUNCH_ERRORS and "launch" in exc.where
+            ) or "shared memory" in exc.where:
+                return {"status": "launch_error", "message": str(exc)}
+            return {"status": "fault", "message": str(exc), "fatal": True}
+
+
+# --- framing ----------------------------------------------------------------------------------
+def read_message(stream: BinaryIO) -> Any:
+    header = _read_exact(stream, 8)
+    if header is None:
+        return None
+    (length,) = struct.unpack("<Q", header)
+    body = _read_exact(stream, length)
+    if body is None:
+        return None
+    return pickle.loads(body)
+
+
+def write_message(stream: BinaryIO, message: Any) -> None:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(body)) + body)
+    stream.flush()
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
+    chunks = []
+    while n:
+        chunk = stream.read(n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _start(device: int) -> tuple[Worker | None, dict[str, Any] | None]:
+    try:
+        return Worker(device), None
+    except CudaError as exc:
+        return None, {"status": "no_gpu", "message": f"no usable CUDA GPU: {exc}"}
+    except Exception as exc:  # the driver library itself is missing
+        return None, {"status": "no_gpu", "message": f"no CUDA driver: {exc}"}
+
+
+def serve(device: int) -> int:
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)  # stray prints (ours or a library's) go to stderr
+    sys.stdout = sys.stderr
+    replies = os.fdopen(reply_fd, "wb")
+    requests = os.fdopen(0, "rb")
+    worker, failure = _start(device)
+    write_message(replies, failure or {"status": "ok", "pid": os.getpid()})
+    while True:
+        req = read_message(requests)
+        if req is None or req.get("op") == "quit":
+            return 0
+        if worker is None:
+            write_message(replies, failure)
+            continue
+        try:
+            reply = worker.handle(req)
+        except Exception as exc:  # a bug on our side: report it, keep serving
+            reply = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+        write_message(replies, reply)
+        if reply.get("fatal"):
+            replies.close()
+            os._exit(3)  # the context is unusable after a fault or while a kernel hangs
+
+
+def oneshot(path: str, device: int) -> int:
+    with open(path, "rb") as f:
+        requests = pickle.load(f)
+    worker, failure = _start(device)
+    if worker is None:
+        print(failure["message"] if failure else "no GPU", file=sys.stderr)
+        return 2
+    worst = 0
+    for req in requests:
+        reply = worker.handle(req)
+        if reply.get("status") != "ok":
+            print(
+                f"{req.get('op')}: {reply.get('status')}: {reply.get('message')}", file=sys.stderr
+            )
+            worst = 1
+            if reply.get("fatal"):
+                break
+    return worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--oneshot", metavar="FILE")
+    args = parser.parse_args(argv)
+    if args.oneshot:
+        return oneshot(args.oneshot, args.device)
+    return serve(args.device)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
