@@ -1,0 +1,72 @@
+"""textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands.
+
+Lenses sit on the kernels of the last analysis; a client that does not ask for code lenses
+(Neovim 0.7 without a plugin) simply never calls this.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from cuda_llm_lsp.lsp.positions import split_lines, to_range
+
+if TYPE_CHECKING:
+    from cuda_llm_lsp.compile.types import Resources
+    from cuda_llm_lsp.lsp.server import CudaLlmServer
+
+
+def resources_line(name: str, resources: Resources | None) -> str:
+    """'saxpy · 24 regs · 0 spill · 0 B smem' (or why there are no figures)."""
+    if resources is None:
+        return f"{name} · no resource figures (see compile diagnostics)"
+    spill = resources.spill_stores + resources.spill_loads
+    text = (
+        f"{name} · {resources.registers} regs · {spill} B spill · {resources.shared_bytes} B smem"
+    )
+    if resources.stack_bytes:
+        text += f" · {resources.stack_bytes} B stack"
+    return text
+
+
+def register(server: CudaLlmServer) -> None:
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    def code_lens(ls: CudaLlmServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+        uri = params.text_document.uri
+        state = ls.documents.get(uri)
+        if state is None or state.analysis is None:
+            return []
+        return lenses(ls, uri, state.analysis)
+
+
+def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLens]:
+    lines = split_lines(analysis.text)
+    found: list[types.CodeLens] = []
+    for info in analysis.kernels:
+        name = info.kernel.name
+        where = to_range(lines, info.kernel.name_span, server.codec)
+        args = [{"uri": uri, "kernel": name}]
+        running = server.jobs.running(uri, name)
+        found.append(
+            types.CodeLens(
+                range=where, command=types.Command(resources_line(name, info.resources), "")
+            )
+        )
+        if running is not None:
+            found.append(
+                types.CodeLens(
+                    range=where,
+                    command=types.Command(f"Cancel {running.kind}", "cudaLlm.cancel", args),
+                )
+            )
+            continue
+        found.append(
+            types.CodeLens(range=where, command=types.Command("Optimize", "cudaLlm.optimize", args))
+        )
+        found.append(
+            types.CodeLens(
+                range=where, command=types.Command("Benchmark", "cudaLlm.benchmark", args)
+            )
+        )
+    return found

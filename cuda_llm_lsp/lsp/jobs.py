@@ -1,0 +1,229 @@
+"""Background jobs (optimize, benchmark): one per kernel at a time, with work-done progress.
+
+A job is an asyncio task kept in the server's task set. Its progress is created with
+`window/workDoneProgress/create` (a client that refuses still gets the work done), begins
+cancellable, reports as the work goes, and ALWAYS ends, in a `finally`, also on errors and
+cancels. Cancel, from the progress UI (`window/workDoneProgress/cancel`) or `cudaLlm.cancel`,
+sets the job's event, runs its cancel hooks (stop the LLM requests, kill the GPU run) and ends
+the progress at once; the work's thread winds down on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+if TYPE_CHECKING:
+    from cuda_llm_lsp.lsp.server import CudaLlmServer
+
+log = logging.getLogger(__name__)
+
+
+class JobError(Exception):
+    """A job cannot go on; the message is shown to the user as is."""
+
+
+@dataclass(eq=False)
+class Job:
+    uri: str
+    kernel: str
+    kind: str  # "optimize" | "benchmark"
+    token: str
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    cancel_hooks: list[Callable[[], None]] = field(default_factory=list)
+    task: asyncio.Task[Any] | None = None
+    final_message: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+    def cancel(self) -> None:
+        if self.cancel_event.is_set():
+            return
+        self.cancel_event.set()
+        for hook in list(self.cancel_hooks):
+            try:
+                hook()
+            except Exception:
+                log.exception("a cancel hook of %s %s failed", self.kind, self.kernel)
+
+
+class Progress:
+    """Work-done progress for one job; safe to call from any thread; silent when refused."""
+
+    def __init__(self, server: CudaLlmServer, job: Job, loop: asyncio.AbstractEventLoop) -> None:
+        self.server, self.job, self.loop = server, job, loop
+        self.enabled = False
+        self.ended = False
+
+    async def create(self) -> None:
+        window = self.server.client_capabilities.window
+        if not (window and window.work_done_progress):
+            return
+        try:
+            await asyncio.wait_for(
+                self.server.work_done_progress.create_async(self.job.token), timeout=10
+            )
+            self.enabled = True
+        except Exception as exc:  # refused or no answer: the job runs without progress
+            log.info("progress creation refused for %s: %s", self.job.kernel, exc)
+
+    def begin(self, title: str, message: str) -> None:
+        if self.enabled:
+            self.server.work_done_progress.begin(
+                self.job.token,
+                types.WorkDoneProgressBegin(
+                    title=title, message=message, cancellable=True, percentage=0
+                ),
+            )
+
+    def report(self, message: str, percentage: int | None = None) -> None:
+        """Report from the event loop or from a worker thread."""
+        if _on_loop(self.loop):
+            self._report(message, percentage)
+        else:
+            self.loop.call_soon_threadsafe(self._report, message, percentage)
+
+    def _report(self, message: str, percentage: int | None) -> None:
+        if self.enabled and not self.ended:
+            value = types.WorkDoneProgressReport(message=message, cancellable=True)
+            if percentage is not None:
+                value.percentage = max(0, min(100, percentage))
+            self.server.work_done_progress.report(self.job.token, value)
+
+    def end(self, message: str) -> None:
+        if self.enabled and not self.ended:
+            self.server.work_done_progress.end(
+                self.job.token, types.WorkDoneProgressEnd(message=message)
+            )
+        self.ended = True
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+Work = Callable[[Job, Progress], Awaitable[str]]  # returns the progress end message
+
+
+class JobManager:
+    def __init__(self, server: CudaLlmServer) -> None:
+        self.server = server
+        self.jobs: dict[tuple[str, str], Job] = {}
+        self.by_token: dict[str, Job] = {}
+
+    def running(self, uri: str, kernel: str) -> Job | None:
+        return self.jobs.get((uri, kernel))
+
+    def start(self, uri: str, kernel: str, kind: str, title: str, work: Work) -> Job | None:
+        """Start `work` for the kernel, unless a job already runs for it (then say so)."""
+        current = self.jobs.get((uri, kernel))
+        if current is not None:
+            self.server.message(
+                f"cuda-llm: {kernel} already has a {current.kind} running; cancel it first "
+                f"(command cudaLlm.cancel or the progress notification)",
+                types.MessageType.Warning,
+            )
+            return None
+        job = Job(uri, kernel, kind, token=f"cuda-llm-{kind}-{uuid.uuid4().hex[:12]}")
+        self.jobs[(uri, kernel)] = job
+        self.by_token[job.token] = job
+        job.task = self.server.spawn(self._run(job, title, work), f"{kind} of {kernel}")
+        self._refresh_lenses()
+        return job
+
+    async def _run(self, job: Job, title: str, work: Work) -> None:
+        progress = Progress(self.server, job, asyncio.get_running_loop())
+        end_message = "done"
+        try:
+            await progress.create()
+            progress.begin(title, "starting")
+            inner = asyncio.ensure_future(work(job, progress))
+            cancelled = asyncio.get_running_loop().create_future()
+            job.cancel_hooks.append(
+                lambda: cancelled.get_loop().call_soon_threadsafe(_set_done, cancelled)
+            )
+            if job.cancelled:
+                _set_done(cancelled)
+            await asyncio.wait({inner, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            if inner.done():
+                end_message = inner.result()
+            else:
+                end_message = "cancelled"
+                inner.add_done_callback(_log_late_failure)
+                inner.cancel()
+        except JobError as exc:
+            end_message = str(exc)
+            self.server.message(f"cuda-llm: {exc}", types.MessageType.Warning)
+        except asyncio.CancelledError:
+            end_message = "cancelled"
+            raise
+        except Exception as exc:
+            log.exception("%s of %s failed", job.kind, job.kernel)
+            end_message = f"failed: {exc}"
+            self.server.message(
+                f"cuda-llm: {job.kind} of {job.kernel} failed: {exc}", types.MessageType.Error
+            )
+        finally:
+            job.final_message = end_message
+            progress.end(end_message)
+            self.jobs.pop((job.uri, job.kernel), None)
+            self.by_token.pop(job.token, None)
+            self._refresh_lenses()
+
+    def cancel(self, uri: str, kernel: str) -> bool:
+        job = self.jobs.get((uri, kernel))
+        if job is None:
+            return False
+        job.cancel()
+        return True
+
+    def cancel_token(self, token: str) -> bool:
+        job = self.by_token.get(token)
+        if job is None:
+            return False
+        job.cancel()
+        return True
+
+    def cancel_all(self) -> None:
+        for job in list(self.jobs.values()):
+            job.cancel()
+
+    def _refresh_lenses(self) -> None:
+        workspace = self.server.client_capabilities.workspace
+        lens = workspace.code_lens if workspace else None
+        if lens and lens.refresh_support:
+            self.server.spawn(self._ask_refresh(), "code lens refresh")
+
+    async def _ask_refresh(self) -> None:
+        try:
+            await asyncio.wait_for(self.server.workspace_code_lens_refresh_async(None), 5)
+        except Exception as exc:
+            log.debug("code lens refresh failed: %s", exc)
+
+
+def _set_done(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _log_late_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.info("a cancelled job ended with: %s", task.exception())
+
+
+def register(server: CudaLlmServer) -> None:
+    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def on_cancel(ls: CudaLlmServer, params: types.WorkDoneProgressCancelParams) -> None:
+        ls.jobs.cancel_token(str(params.token))

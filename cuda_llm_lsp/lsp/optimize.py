@@ -1,0 +1,193 @@
+"""The Optimize job: the FSR loop on one kernel of an open document, in the background.
+
+Runs `fsr.loop.optimize` on the document's text as it is when the job starts, reports each
+candidate through work-done progress and the kernel's result diagnostics, and on success keeps
+the best kernel as a suggestion (never applied without the user's Accept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from cuda_llm_lsp.evaluate.types import NoGpuError
+from cuda_llm_lsp.lsp import results
+from cuda_llm_lsp.lsp.jobs import Job, JobError, Progress
+from cuda_llm_lsp.lsp.suggestions import Suggestion
+
+if TYPE_CHECKING:
+    from cuda_llm_lsp.fsr.types import OptimizeResult, ProgressEvent
+    from cuda_llm_lsp.lsp.server import CudaLlmServer
+
+log = logging.getLogger(__name__)
+
+
+def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
+    async def work(job: Job, progress: Progress) -> str:
+        return await run(server, job, progress)
+
+    return server.jobs.start(uri, kernel, "optimize", f"Optimizing {kernel}", work)
+
+
+def _cases(result: Any) -> tuple[int, int]:
+    return (result.cases_passed, len(result.cases)) if result is not None else (0, 0)
+
+
+class _Tracker:
+    """Turns the loop's progress events into progress reports and the kernel's diagnostics."""
+
+    def __init__(
+        self, server: CudaLlmServer, job: Job, progress: Progress, original: str, total: int
+    ) -> None:
+        self.server, self.job, self.progress, self.original = server, job, progress, original
+        self.total = max(total, 1)
+        self.outcomes: list[Any] = []
+        self.baseline: Any = None
+        self.best: Any = None
+        self.round = 0
+        self.rounds = 0
+
+    def __call__(self, event: ProgressEvent) -> None:
+        from cuda_llm_lsp.fsr.types import CandidateEvaluated, RoundStarted, RunStarted
+
+        try:
+            if isinstance(event, RunStarted):
+                self.baseline = event.baseline
+                self.rounds = event.rounds
+                self.total = max(event.rounds * event.candidates, 1)
+                ms = self._baseline_ms()
+                self.progress.report(f"baseline {results.format_ms(ms)}", 0)
+                self._publish("running")
+            elif isinstance(event, RoundStarted):
+                self.round, self.rounds = event.round, event.rounds
+                self.progress.report(f"round {event.round}/{event.rounds}")
+                self._publish(f"round {event.round}/{event.rounds}")
+            elif isinstance(event, CandidateEvaluated):
+                self.outcomes.append(event.outcome)
+                self.best = event.best
+                o = event.outcome
+                said = f"candidate {o.round}.{o.index}: {o.status}"
+                if o.ms is not None:
+                    said += f" {results.format_ms(o.ms)}"
+                if self.best is not None and self.best.speedup:
+                    said += f" · best {self.best.speedup:.2f}×"
+                self.progress.report(said, len(self.outcomes) * 100 // self.total)
+                self._publish(f"round {o.round}/{self.rounds or '?'}")
+        except Exception:
+            log.exception("progress event handling failed")
+
+    def _baseline_ms(self) -> float | None:
+        from cuda_llm_lsp.fsr.loop import timing_ms
+
+        return timing_ms(self.baseline) if self.baseline is not None else None
+
+    def _publish(self, state: str) -> None:
+        passed, total = _cases(self.baseline)
+        best = self.best
+        info = results.optimize_summary(
+            self.job.kernel,
+            baseline_ms=self._baseline_ms(),
+            best_ms=best.ms if best else None,
+            speedup=best.speedup if best else None,
+            cases_passed=total if best else passed,
+            cases_total=total,
+            fraction_of_peak=getattr(self.baseline, "fraction_of_peak", None),
+            state=state,
+        )
+        report = results.KernelReport(
+            self.job.kernel, self.original, info, results.failure_hint(self.outcomes)
+        )
+        results.set_report(self.server, self.job.uri, report)
+
+    def finish(self, result: OptimizeResult) -> None:
+        if result.error and result.baseline_ms is None:
+            return
+        best = result.best_result
+        fraction = getattr(best, "fraction_of_peak", None) if best is not None else None
+        if fraction is None and self.baseline is not None:
+            fraction = self.baseline.fraction_of_peak
+        state = (
+            "cancelled" if result.cancelled else ("done" if result.accepted else "done, no gain")
+        )
+        info = results.optimize_summary(
+            self.job.kernel,
+            baseline_ms=result.baseline_ms,
+            best_ms=result.best_ms,
+            speedup=result.speedup,
+            cases_passed=result.cases_passed or None,
+            cases_total=result.cases_total or _cases(self.baseline)[1],
+            fraction_of_peak=fraction,
+            state=state,
+        )
+        hint = results.failure_hint(result.candidates or tuple(self.outcomes))
+        results.set_report(
+            self.server,
+            self.job.uri,
+            results.KernelReport(self.job.kernel, self.original, info, hint),
+        )
+
+
+async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
+    from cuda_llm_lsp.fsr.history import RunHistory
+    from cuda_llm_lsp.fsr.loop import optimize
+    from cuda_llm_lsp.fsr.types import OptimizeRequest, config_from_settings
+
+    text, kernel = server.kernel(job.uri, job.kernel)
+    if kernel is None:
+        raise JobError(f"no kernel named {job.kernel} in the document")
+    original = kernel.span.slice(text)
+    try:
+        evaluator = await asyncio.to_thread(server.evaluator)
+    except NoGpuError as exc:
+        raise JobError(f"cannot optimize {job.kernel}: no GPU ({exc})") from exc
+    settings = server.settings
+    config = config_from_settings(settings)
+    llm = server.llm_factory(config)
+    try:
+        history: Any = await asyncio.to_thread(RunHistory)
+    except Exception as exc:  # the run matters more than its record
+        log.warning("history unavailable: %s", exc)
+        history = None
+    cancel = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    job.cancel_hooks.append(lambda: loop.call_soon_threadsafe(cancel.set))
+    tracker = _Tracker(server, job, progress, original, config.rounds * config.candidates)
+    request = OptimizeRequest(
+        file_text=text, kernel=job.kernel, path=server.path_of(job.uri), settings=settings
+    )
+    try:
+        result = await optimize(
+            request, config, evaluator, llm, on_event=tracker, cancel=cancel, history=history
+        )
+    finally:
+        await llm.close()
+    tracker.finish(result)
+    if result.cancelled:
+        return result.message or "cancelled"
+    if result.accepted and result.best_source:
+        suggestion = Suggestion(
+            uri=job.uri,
+            kernel=job.kernel,
+            original=original,
+            suggested=result.best_source,
+            speedup=result.speedup,
+            baseline_ms=result.baseline_ms,
+            best_ms=result.best_ms,
+            cases_passed=result.cases_passed,
+            cases_total=result.cases_total,
+            message=result.message,
+            run_id=result.run_id,
+        )
+        server.suggestions[(job.uri, job.kernel)] = suggestion
+        server.message(
+            f"cuda-llm: {job.kernel}: {suggestion.figures}. Use the code action "
+            f"'Accept optimized {job.kernel}' to apply it, 'Show suggested {job.kernel}' to "
+            "review it, or 'Reject'."
+        )
+        return f"{suggestion.figures}: suggestion ready"
+    kind = types.MessageType.Warning if result.error else types.MessageType.Info
+    server.message(f"cuda-llm: {job.kernel}: {result.message}", kind)
+    return result.message

@@ -1,0 +1,223 @@
+"""`CudaLlmServer`: the one owner of the language server's state, and the place features are wired.
+
+Handlers stay thin and live one behaviour per module (`diagnostics`, `code_lens`, `hover`,
+`symbols`, `settings`, `code_actions`, `commands`, `jobs`, `results`, `suggestions`); this module
+only holds state (open documents' analyses, jobs, reports, suggestions, settings) and the
+factories through which tests substitute the GPU evaluator and the analyzer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls import uris
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+from pygls.workspace.position_codec import PositionCodec
+
+from cuda_llm_lsp import __version__
+from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+
+if TYPE_CHECKING:
+    from cuda_llm_lsp.evaluate.types import Evaluator
+    from cuda_llm_lsp.fsr.llm import LlmClient
+    from cuda_llm_lsp.fsr.types import OptimizeConfig
+    from cuda_llm_lsp.lsp.jobs import JobManager
+    from cuda_llm_lsp.lsp.results import KernelReport
+    from cuda_llm_lsp.lsp.suggestions import Suggestion
+
+log = logging.getLogger(__name__)
+
+Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
+EvaluatorFactory = Callable[[], "Evaluator"]
+LlmFactory = Callable[["OptimizeConfig"], "LlmClient"]
+
+
+def default_analyzer(text: str, path: Path | None, settings: Settings) -> Any:
+    from cuda_llm_lsp.analysis import analyze
+
+    return analyze(text, path, settings)
+
+
+def default_evaluator_factory() -> Evaluator:
+    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+
+    return GpuEvaluator()
+
+
+def default_llm_factory(config: OptimizeConfig) -> LlmClient:
+    from cuda_llm_lsp.fsr.llm import make_llm
+
+    return make_llm(config)
+
+
+@dataclass
+class DocumentState:
+    """What the server knows about one open document."""
+
+    uri: str
+    analysis: Any = None  # analysis.FileAnalysis of `version`'s text, the last one published
+    version: int | None = None
+    diagnostics: list[types.Diagnostic] = field(default_factory=list)  # compile + spec
+    generation: int = 0  # bumped by every change; a debounced analysis runs only if still current
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class CudaLlmServer(LanguageServer):
+    """The language server and its state; feature modules register their handlers on it."""
+
+    def __init__(
+        self,
+        *,
+        analyzer: Analyzer | None = None,
+        evaluator_factory: EvaluatorFactory | None = None,
+        llm_factory: LlmFactory | None = None,
+    ) -> None:
+        super().__init__(
+            "cuda-llm-lsp",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
+        from cuda_llm_lsp.lsp.jobs import JobManager
+
+        self.settings = Settings()
+        self.analyzer: Analyzer = analyzer or default_analyzer
+        self.evaluator_factory: EvaluatorFactory = evaluator_factory or default_evaluator_factory
+        self.llm_factory: LlmFactory = llm_factory or default_llm_factory
+        self.documents: dict[str, DocumentState] = {}
+        self.reports: dict[tuple[str, str], KernelReport] = {}
+        self.suggestions: dict[tuple[str, str], Suggestion] = {}
+        self.jobs: JobManager = JobManager(self)
+        self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded
+        # Compiles run here, one at a time per document (a per-document lock); two threads so
+        # two files can compile at once on the 2-core machines we target.
+        self.compile_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-llm-compile")
+        self._kernels: dict[str, tuple[int | None, str, list[Kernel]]] = {}
+        self._evaluator: Evaluator | None = None
+        self._evaluator_lock = threading.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # --- documents -------------------------------------------------------------------------
+
+    def state(self, uri: str) -> DocumentState:
+        if uri not in self.documents:
+            self.documents[uri] = DocumentState(uri)
+        return self.documents[uri]
+
+    def document(self, uri: str) -> TextDocument | None:
+        """The open document (None once closed or never opened)."""
+        if uri not in self.documents:
+            return None
+        return self.workspace.get_text_document(uri)
+
+    @property
+    def codec(self) -> PositionCodec:
+        return self.workspace.position_codec
+
+    def kernels(self, uri: str) -> tuple[str, list[Kernel]]:
+        """The current text of `uri` and its kernels (tree-sitter; cached per document version)."""
+        doc = self.document(uri)
+        if doc is None:
+            return "", []
+        text = doc.source
+        cached = self._kernels.get(uri)
+        if cached is not None and cached[0] == doc.version and cached[1] == text:
+            return text, cached[2]
+        try:
+            found = find_kernels(text)
+        except Exception:  # the source model must never take the server down
+            log.exception("find_kernels failed for %s", uri)
+            found = []
+        self._kernels[uri] = (doc.version, text, found)
+        return text, found
+
+    def kernel(self, uri: str, name: str) -> tuple[str, Kernel | None]:
+        text, found = self.kernels(uri)
+        return text, next((k for k in found if k.name == name), None)
+
+    def forget(self, uri: str) -> None:
+        self.documents.pop(uri, None)
+        self._kernels.pop(uri, None)
+
+    @staticmethod
+    def path_of(uri: str) -> Path | None:
+        path = uris.to_fs_path(uri)
+        return Path(path) if path else None
+
+    # --- engine ----------------------------------------------------------------------------
+
+    def evaluator(self) -> Evaluator:
+        """The GPU evaluator, created on first use (blocking: call from a thread)."""
+        with self._evaluator_lock:
+            if self._evaluator is None:
+                self._evaluator = self.evaluator_factory()
+            return self._evaluator
+
+    def close_engine(self) -> None:
+        with self._evaluator_lock:
+            if self._evaluator is not None:
+                try:
+                    self._evaluator.close()
+                except Exception:
+                    log.exception("closing the evaluator failed")
+                self._evaluator = None
+        self.compile_pool.shutdown(wait=False, cancel_futures=True)
+
+    # --- messages and tasks ----------------------------------------------------------------
+
+    def message(self, text: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=text))
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run `coro` in the background, keeping a reference and logging any failure."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed", what, exc_info=t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+
+def create_server(
+    *,
+    analyzer: Analyzer | None = None,
+    evaluator_factory: EvaluatorFactory | None = None,
+    llm_factory: LlmFactory | None = None,
+) -> CudaLlmServer:
+    """A server with every feature registered."""
+    from cuda_llm_lsp.lsp import (
+        code_actions,
+        code_lens,
+        commands,
+        diagnostics,
+        hover,
+        jobs,
+        settings,
+        symbols,
+    )
+
+    server = CudaLlmServer(
+        analyzer=analyzer, evaluator_factory=evaluator_factory, llm_factory=llm_factory
+    )
+    for module in (settings, diagnostics, code_lens, hover, symbols, code_actions, commands, jobs):
+        module.register(server)
+
+    @server.feature(types.SHUTDOWN)
+    def on_shutdown(ls: CudaLlmServer, params: None) -> None:
+        ls.jobs.cancel_all()
+        ls.close_engine()
+
+    return server
