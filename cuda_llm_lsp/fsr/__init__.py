@@ -1,1 +1,1 @@
-"""Feature Search and Reinforcement: LLM-proposed kernels, evaluated and fed back, round by round."""
+"""Feature Search and Reinforcement: LLM-proposed kernels, judged and fed back, round by round."""

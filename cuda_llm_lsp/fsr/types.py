@@ -29,6 +29,20 @@ class OptimizeConfig:
     record_dir: str | None = None
     replay_dir: str | None = None
     sanitize_winner: bool = True
+    profile: bool = True  # where ncu is on PATH, profile the best kernel for the next prompt
+
+
+def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig:
+    """The run's config from the shared settings (model, endpoint, rounds, candidates)."""
+    values: dict[str, Any] = {
+        "rounds": settings.rounds,
+        "candidates": settings.candidates,
+        "model": settings.model,
+        "base_url": settings.base_url,
+        "api_key": settings.api_key,
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return OptimizeConfig(**values)
 
 
 @dataclass(frozen=True, kw_only=True)

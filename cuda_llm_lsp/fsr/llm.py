@@ -1,0 +1,314 @@
+"""The LLM client: one chat completion per candidate on any OpenAI-compatible endpoint.
+
+Built on the openai SDK's async client with the SDK's own retries off: this module retries
+429 / 5xx / connection errors itself (exponential backoff with jitter, honouring Retry-After,
+bounded), limits the requests in flight, and turns every failure into a plain `LlmReply.error`
+that never contains the API key. It never asks for `n > 1` (vLLM, Ollama and llama.cpp differ
+there): one request per candidate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import re
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+from cuda_llm_lsp.fsr.types import OptimizeConfig
+
+MAX_BACKOFF_S = 30.0
+MAX_RETRY_AFTER_S = 60.0
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The chat messages for one candidate, and which candidate they are for."""
+
+    kernel: str
+    round: int  # 1-based
+    index: int  # 1-based within the round
+    messages: tuple[dict[str, str], ...]
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
+
+
+@dataclass(frozen=True)
+class LlmReply:
+    """One reply: the kernel source taken from it, or why there is none."""
+
+    text: str  # the reply's content as received ("" on errors)
+    code: str | None  # the complete kernel from the fenced block; None when `error` is set
+    error: str | None = None
+    fatal: bool = False  # the endpoint cannot serve this run at all (bad key, unknown model...)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    model: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class LlmClient(Protocol):
+    """What the loop needs from a model: the real endpoint, a recording or a replay."""
+
+    async def complete(self, prompt: Prompt) -> LlmReply: ...
+
+    async def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Extracting the kernel from a reply
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*$", re.MULTILINE)
+_CODE_LANGS = {"", "cuda", "cu", "cpp", "c++", "cxx", "c", "cc", "h", "hpp", "cuh"}
+
+
+@dataclass(frozen=True)
+class _Block:
+    lang: str
+    body: str
+    closed: bool
+
+
+def _fenced_blocks(text: str) -> list[_Block]:
+    blocks: list[_Block] = []
+    position = 0
+    while True:
+        opening = _FENCE.search(text, position)
+        if opening is None:
+            return blocks
+        fence = opening.group(1)
+        lang = opening.group(2).lower()
+        start = opening.end() + 1
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
+        end = closing.search(text, start)
+        if end is None:
+            blocks.append(_Block(lang, text[start:], closed=False))
+            return blocks
+        blocks.append(_Block(lang, text[start : end.start()], closed=True))
+        position = end.end()
+
+
+def _defines_kernel(code: str, kernel: str) -> bool:
+    pattern = rf"__global__[^;{{}}]*?\b{re.escape(kernel)}\s*(<[^;{{}}]*>)?\s*\("
+    return re.search(pattern, code, re.DOTALL) is not None
+
+
+def extract_kernel(
+    text: str, kernel: str, finish_reason: str | None = None
+) -> tuple[str | None, str | None]:
+    """(code, None) with the fenced block defining `__global__ ... kernel(`, or (None, why not)."""
+    blocks = [b for b in _fenced_blocks(text) if b.lang in _CODE_LANGS]
+    truncated = finish_reason == "length"
+    defining = [b for b in blocks if _defines_kernel(b.body, kernel)]
+    if defining:
+        block = defining[-1] if all(b.closed for b in defining) else defining[0]
+        if not block.closed and truncated:
+            return (
+                None,
+                "reply truncated: the model hit its output token limit inside the code block",
+            )
+        code = block.body.strip("\n")
+        if "{" not in code or code.count("{") != code.count("}"):
+            if truncated:
+                return (
+                    None,
+                    "reply truncated: the model hit its output token limit inside the kernel",
+                )
+            return None, f"the code block defining {kernel} has unbalanced braces"
+        return code.rstrip() + "\n", None
+    if truncated:
+        return (
+            None,
+            "reply truncated: the model hit its output token limit before finishing the kernel",
+        )
+    if not blocks:
+        return None, (
+            f"no code block in the reply: expected the full kernel `__global__ void {kernel}(...)` "
+            "inside one ```cuda fenced block"
+        )
+    return None, f"no code block in the reply defines `__global__ void {kernel}(...)`"
+
+
+# ---------------------------------------------------------------------------------------------
+# The OpenAI-compatible client
+
+
+def _retry_after_s(headers: Any) -> float | None:
+    if headers is None:
+        return None
+    for name in ("retry-after-ms", "retry-after"):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / (1000.0 if name.endswith("-ms") else 1.0)
+        except ValueError:
+            try:
+                when = parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                continue
+            import datetime
+
+            seconds = (when - datetime.datetime.now(when.tzinfo)).total_seconds()
+        return max(0.0, min(seconds, MAX_RETRY_AFTER_S))
+    return None
+
+
+def backoff_s(attempt: int, retry_after: float | None, base: float = 0.5) -> float:
+    """Seconds before retry `attempt` (0-based): Retry-After if given, else 2^n with jitter."""
+    if retry_after is not None:
+        return retry_after + random.uniform(0.0, 0.1)
+    ceiling = min(MAX_BACKOFF_S, base * (2**attempt))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+class OpenAiLlm:
+    """`LlmClient` on `openai.AsyncOpenAI`; settings from `OptimizeConfig` or the environment."""
+
+    def __init__(self, config: OptimizeConfig, *, backoff_base_s: float = 0.5) -> None:
+        import openai
+
+        self._openai = openai
+        self.config = config
+        self.model = config.model or os.environ.get("CUDA_LLM_MODEL") or "gpt-4o-mini"
+        key = config.api_key or os.environ.get("OPENAI_API_KEY")
+        self._key_missing = not key
+        self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._client = openai.AsyncOpenAI(
+            api_key=key or "no-key-set",  # local servers need none; OpenAI answers 401
+            base_url=self.base_url,
+            timeout=config.request_timeout_s,
+            max_retries=0,
+        )
+        self._semaphore = asyncio.Semaphore(max(1, config.concurrency))
+        self._backoff_base_s = backoff_base_s
+
+    @property
+    def endpoint(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._client.close()
+
+    async def complete(self, prompt: Prompt) -> LlmReply:
+        async with self._semaphore:
+            return await self._complete(prompt)
+
+    async def _complete(self, prompt: Prompt) -> LlmReply:
+        openai = self._openai
+        attempts = max(0, self.config.max_retries) + 1
+        last_error = "no attempt made"
+        for attempt in range(attempts):
+            retry_after: float | None = None
+            try:
+                response = await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=list(prompt.messages),  # type: ignore[arg-type]
+                    temperature=self.config.temperature,
+                    max_tokens=self.config.max_output_tokens,
+                )
+            except openai.AuthenticationError:
+                hint = " (OPENAI_API_KEY is not set)" if self._key_missing else ""
+                return self._fatal(f"the endpoint {self.endpoint} rejected the API key (401){hint}")
+            except openai.PermissionDeniedError:
+                return self._fatal(
+                    f"the endpoint {self.endpoint} refused access (403) for this key"
+                )
+            except openai.NotFoundError:
+                return self._fatal(
+                    f"model {self.model!r} not found at {self.endpoint} (404): "
+                    "check CUDA_LLM_MODEL / cudaLlm.model and the base URL"
+                )
+            except openai.RateLimitError as exc:
+                retry_after = _retry_after_s(exc.response.headers)
+                last_error = f"rate limited by {self.endpoint} (429) after {attempt + 1} attempts"
+            except openai.APITimeoutError:
+                last_error = (
+                    f"request timed out after {self.config.request_timeout_s:g} s "
+                    f"({attempt + 1} attempts)"
+                )
+            except openai.APIConnectionError:
+                last_error = f"cannot reach the endpoint {self.endpoint} (connection failed)"
+                if attempt + 1 == attempts:
+                    return self._fatal(
+                        f"{last_error}: is the server running? "
+                        "Set OPENAI_BASE_URL / cudaLlm.baseUrl"
+                    )
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                if status < 500:
+                    return LlmReply(
+                        text="",
+                        code=None,
+                        error=f"the endpoint refused the request ({status}): {_brief(exc)}",
+                    )
+                retry_after = _retry_after_s(exc.response.headers)
+                last_error = (
+                    f"server error {status} from {self.endpoint} after {attempt + 1} attempts"
+                )
+            except openai.OpenAIError as exc:
+                return LlmReply(text="", code=None, error=f"LLM request failed: {_brief(exc)}")
+            else:
+                return self._reply(prompt, response)
+            if attempt + 1 < attempts:
+                await asyncio.sleep(backoff_s(attempt, retry_after, self._backoff_base_s))
+        return LlmReply(text="", code=None, error=last_error)
+
+    def _fatal(self, message: str) -> LlmReply:
+        return LlmReply(text="", code=None, error=message, fatal=True)
+
+    def _reply(self, prompt: Prompt, response: Any) -> LlmReply:
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            return LlmReply(
+                text="",
+                code=None,
+                error="the endpoint returned no choices",
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+            )
+        choice = choices[0]
+        text = (getattr(choice.message, "content", None) or "") if choice.message else ""
+        finish = getattr(choice, "finish_reason", None)
+        code, error = extract_kernel(text, prompt.kernel, finish)
+        return LlmReply(
+            text=text,
+            code=code,
+            error=error,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            finish_reason=finish,
+            model=getattr(response, "model", None),
+        )
+
+
+def _brief(exc: BaseException) -> str:
+    """A one-line message from the server's error, without anything that looks like a key."""
+    message = str(getattr(exc, "message", None) or exc).splitlines()[0] if str(exc) else ""
+    message = re.sub(r"\b(sk|key|api)[-_A-Za-z0-9*]{6,}", "<redacted>", message)
+    return message[:300] or type(exc).__name__
+
+
+def make_llm(config: OptimizeConfig) -> LlmClient:
+    """The client a run uses: a replay, or the endpoint (recorded when `record_dir` is set)."""
+    from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm
+
+    if config.replay_dir:
+        return ReplayLlm(config.replay_dir)
+    client: LlmClient = OpenAiLlm(config)
+    if config.record_dir:
+        client = RecordingLlm(client, config.record_dir)
+    return client

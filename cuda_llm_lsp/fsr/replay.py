@@ -1,0 +1,114 @@
+"""Record every prompt and reply of a run, and replay a run without an endpoint.
+
+A recording is a directory of JSON files, one per candidate, named
+`<kernel>-r<round>-c<index>-<hash of the prompt>.json`. Replay matches a request by
+(kernel, round, index), never by the prompt's hash: prompts carry measured timings that differ
+from run to run. The prompt is kept in the file for people to read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from cuda_llm_lsp.fsr.llm import LlmClient, LlmReply, Prompt, extract_kernel
+
+FORMAT_VERSION = 1
+
+
+def _stem(kernel: str, round_: int, index: int) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_]+", "_", kernel) or "kernel"
+    return f"{safe}-r{round_:02d}-c{index:02d}"
+
+
+def prompt_hash(prompt: Prompt) -> str:
+    return hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()[:12]
+
+
+class RecordingLlm:
+    """Passes requests to `inner` and writes each prompt and its reply under `directory`."""
+
+    def __init__(self, inner: LlmClient, directory: str | Path) -> None:
+        self.inner = inner
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    async def complete(self, prompt: Prompt) -> LlmReply:
+        reply = await self.inner.complete(prompt)
+        stem = _stem(prompt.kernel, prompt.round, prompt.index)
+        for old in self.directory.glob(f"{stem}-*.json"):
+            old.unlink()  # one file per candidate: a re-recording replaces it
+        record: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "kernel": prompt.kernel,
+            "round": prompt.round,
+            "index": prompt.index,
+            "prompt_sha256": prompt_hash(prompt),
+            "messages": list(prompt.messages),
+            "reply": {
+                "text": reply.text,
+                "error": reply.error,
+                "fatal": reply.fatal,
+                "finish_reason": reply.finish_reason,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "model": reply.model,
+            },
+        }
+        path = self.directory / f"{stem}-{prompt_hash(prompt)}.json"
+        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        return reply
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class ReplayLlm:
+    """Answers from a recording made by `RecordingLlm`; needs no endpoint."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.requests: list[Prompt] = []
+
+    async def complete(self, prompt: Prompt) -> LlmReply:
+        self.requests.append(prompt)
+        stem = _stem(prompt.kernel, prompt.round, prompt.index)
+        if not self.directory.is_dir():
+            return LlmReply(
+                text="", code=None, error=f"recording {self.directory} not found", fatal=True
+            )
+        matches = sorted(self.directory.glob(f"{stem}-*.json"))
+        if not matches:
+            return LlmReply(
+                text="",
+                code=None,
+                error=f"not in recording: round {prompt.round} candidate {prompt.index} "
+                f"of {prompt.kernel} (in {self.directory})",
+            )
+        try:
+            record = json.loads(matches[0].read_text(encoding="utf-8"))
+            reply = record["reply"]
+            text = str(reply.get("text") or "")
+            finish = reply.get("finish_reason")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return LlmReply(text="", code=None, error=f"unreadable recording {matches[0]}: {exc}")
+        if reply.get("error") and not text:
+            return LlmReply(
+                text="", code=None, error=str(reply["error"]), fatal=bool(reply.get("fatal"))
+            )
+        code, error = extract_kernel(text, prompt.kernel, finish)
+        return LlmReply(
+            text=text,
+            code=code,
+            error=error,
+            finish_reason=finish,
+            prompt_tokens=int(reply.get("prompt_tokens") or 0),
+            completion_tokens=int(reply.get("completion_tokens") or 0),
+            model=reply.get("model"),
+        )
+
+    async def close(self) -> None:
+        return None
