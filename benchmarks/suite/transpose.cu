@@ -1,0 +1,39 @@
+// Basic algebra: matrix transpose (rows x cols -> cols x rows), FP32.
+// First version: one thread per element; reads are coalesced, writes are strided.
+#include <cstdio>
+#include <cuda_runtime.h>
+
+/* @cuda-llm
+sizes.rows = [1, 17, 1000, 8192]
+sizes.cols = [1, 33, 999, 8192]
+grid = ["cdiv(cols, 16)", "cdiv(rows, 16)"]
+block = [16, 16]
+args.in = "float32[rows * cols]"
+args.out = "out float32[rows * cols]"
+args.rows = "rows"
+args.cols = "cols"
+*/
+extern "C" __global__ void transpose_f32(const float* in, float* out, int rows, int cols)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < rows && c < cols) {
+        out[(size_t)c * rows + r] = in[(size_t)r * cols + c];
+    }
+}
+
+int main()
+{
+    const int rows = 1000, cols = 999;
+    float *in, *out;
+    cudaMalloc(&in, (size_t)rows * cols * sizeof(float));
+    cudaMalloc(&out, (size_t)rows * cols * sizeof(float));
+    cudaMemset(in, 0, (size_t)rows * cols * sizeof(float));
+    dim3 block(16, 16);
+    dim3 grid((cols + 15) / 16, (rows + 15) / 16);
+    transpose_f32<<<grid, block>>>(in, out, rows, cols);
+    cudaError_t err = cudaDeviceSynchronize();
+    printf("transpose: %s\n", cudaGetErrorString(err));
+    cudaFree(in); cudaFree(out);
+    return err == cudaSuccess ? 0 : 1;
+}
