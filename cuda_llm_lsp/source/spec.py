@@ -15,7 +15,7 @@ Decisions beyond the contract (kept here so the evaluator and the docs agree):
   makes the spec unusable (`parse_spec` returns None).
 - Default tolerances: the loosest over the compared outputs (float16/bfloat16: 1e-2/1e-2,
   float32/float64: 1e-4/1e-5, integers: exact). Pointers always get an `init` (the default
-  when none is written).
+  when none is written); `randint(lo, hi)` includes both ends, as the evaluator draws it.
 """
 
 from __future__ import annotations
@@ -1011,7 +1011,7 @@ class _SpecParser:
                 continue
             if init.kind == "randint" and dtype in _INT_RANGES:
                 low, high = _INT_RANGES[dtype]
-                if init.a < low or init.b - 1 > high:
+                if init.a < low or init.b > high:
                     self.error(
                         path,
                         f"init.{name}: randint({int(init.a)}, {int(init.b)}) does not fit {dtype}",
@@ -1048,8 +1048,11 @@ class _SpecParser:
         if kind == "randint" and not all(isinstance(v, int) for v in values):
             self.error(path, f"init.{name}: randint() takes integers", text)
             return None
-        if kind in ("uniform", "randint") and not a < b:
-            self.error(path, f"init.{name}: {kind}(lo, hi) needs lo < hi", text)
+        if kind == "uniform" and not a < b:
+            self.error(path, f"init.{name}: uniform(lo, hi) needs lo < hi", text)
+            return None
+        if kind == "randint" and not a <= b:  # both ends included
+            self.error(path, f"init.{name}: randint(lo, hi) needs lo <= hi", text)
             return None
         if kind == "normal" and b < 0:
             self.error(path, f"init.{name}: normal(mean, std) needs std >= 0", text)

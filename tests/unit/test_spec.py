@@ -271,6 +271,7 @@ def test_toml_error_on_the_marker_line_keeps_the_marker_offset() -> None:
         ("block = 256", 'block = 256\ninit.a = "uniform(1)"', "init.a", "takes 2"),
         ("block = 256", 'block = 256\ninit.a = "uniform(1, -1)"', "init.a", "lo < hi"),
         ("block = 256", 'block = 256\ninit.a = "uniform(x, 1)"', "init.a", "not a number"),
+        ("block = 256", 'block = 256\ninit.a = "randint(0.5, 1)"', "init.a", "takes integers"),
         ("block = 256", 'block = 256\ninit.n = "zeros()"', "init.n", "only pointer"),
         ("block = 256", 'block = 256\noutputs = ["n"]', "outputs", "not a pointer"),
         ("block = 256", 'block = 256\noutputs = ["q"]', "outputs", "no parameter 'q'"),
@@ -456,7 +457,9 @@ def test_float_init_on_integer_buffer_is_an_error() -> None:
 def test_randint_must_fit_the_dtype() -> None:
     kernel = VADD.replace("const float* b", "const unsigned char* b")
     body = edit(VADD_SPEC, 'args.b = "float32[n]"', 'args.b = "uint8[n]"')
-    only_error(body + 'init.b = "randint(0, 1000)"\n', "init.b", "does not fit uint8", kernel)
+    only_error(body + 'init.b = "randint(0, 256)"\n', "init.b", "does not fit uint8", kernel)
+    spec, errors, _ = parse(body + 'init.b = "randint(0, 255)"\n', kernel)  # both ends included
+    assert errors == [] and spec is not None
 
 
 def test_error_spans_are_inside_the_block() -> None:
@@ -517,7 +520,7 @@ def test_explicit_role_overrides_inference() -> None:
     assert errors == [] and spec is not None and spec.arg("c").role == "inout"
 
 
-# --- tolerances ------------------------------------------------------------------------------------
+# --- tolerances --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -535,7 +538,7 @@ def test_default_tolerance_by_output_dtype(
     c_type: str, dtype: str, tolerance: tuple[float, float]
 ) -> None:
     kernel = f"__global__ void k(const float* a, {c_type}* c, int n) {{ c[0] = a[0]; }}\n"
-    body = f'sizes.n = [4]\ngrid = 1\nblock = 4\nargs.a = "float32[n]"\n'
+    body = 'sizes.n = [4]\ngrid = 1\nblock = 4\nargs.a = "float32[n]"\n'
     body += f'args.c = "{dtype}[n]"\nargs.n = "n"\n'
     spec, errors, _ = parse(body, kernel)
     assert errors == [] and spec is not None
@@ -579,7 +582,7 @@ def test_c_type_dtype(c_type: str, dtype: str | None) -> None:
     assert c_type_dtype(c_type) == dtype
 
 
-# --- drafts ----------------------------------------------------------------------------------------
+# --- drafts ------------------------------------------------------------------------------------
 
 
 def round_trip(kernel_source: str, name: str | None = None) -> tuple[str, TestSpec]:
@@ -629,7 +632,7 @@ __global__ void matmul(const float* A, const float* B, float* C, int M, int N, i
   }
 }
 """
-    draft, spec = round_trip(kernel)
+    _, spec = round_trip(kernel)
     assert spec.arg("A").count == "M * K"
     assert spec.arg("B").count == "K * N"
     assert spec.arg("C").count == "M * N"
