@@ -661,7 +661,8 @@ class _SpecParser:
         instance, template_args = self.parse_instance(doc.get("instance"))
         sizes = self.parse_sizes(doc.get("sizes"))
         constants = _template_constants(template_args)
-        declared = doc.get("sizes") if isinstance(doc.get("sizes"), dict) else {}
+        raw_sizes = doc.get("sizes")
+        declared: dict[str, Any] = raw_sizes if isinstance(raw_sizes, dict) else {}
         # a size with a bad value is still a known name: no follow-on "unknown name" errors
         self.names = set(sizes) | set(declared) | set(constants)
 
