@@ -315,28 +315,9 @@ class GpuEvaluator:
     def _run(
         self, key: str, spec: TestSpec, case: Case, inputs: dict[str, np.ndarray], where: str
     ) -> _Run:
-        buffers: list[dict[str, Any]] = []
-        params: list[tuple[Any, ...]] = []
-        nbytes_total = 0
-        for arg in spec.args:
-            if arg.is_pointer:
-                dtype = arg.dtype or "float32"
-                count = int(case.counts.get(arg.name, 0))
-                nbytes = count * storage_dtype(dtype).itemsize
-                nbytes_total += nbytes
-                if arg.name in inputs:
-                    buffers.append({"name": arg.name, "nbytes": nbytes,
-                                    "data": inputs[arg.name].tobytes(),
-                                    "unchanged_only": arg.role == "in"})  # fmt: skip
-                else:
-                    buffers.append({"name": arg.name, "nbytes": nbytes,
-                                    "poison": poison_pattern(dtype)})  # fmt: skip
-                params.append(("buf", arg.name))
-            else:
-                params.append(_scalar_param(arg, case))
-        req = {"op": "run", "key": key, "grid": case.grid, "block": case.block,
-               "smem": case.smem, "params": params, "buffers": buffers,
-               "timeout_s": self.launch_timeout_s}  # fmt: skip
+        launch = case_launch(spec, case, inputs, key, unchanged_only=True)
+        req = {"op": "run", **launch, "timeout_s": self.launch_timeout_s}
+        nbytes_total = sum(b["nbytes"] for b in launch["buffers"])
         reply = self._request(req, self.launch_timeout_s + 30.0 + nbytes_total * 4 / 2e8)
         if reply["status"] != "ok":
             return _Run(reply["status"], f"{where}: {reply.get('message', '')}", {}, OK)
@@ -517,25 +498,7 @@ class GpuEvaluator:
     def _time(
         self, keys: list[str], spec: TestSpec, case: Case, inputs: dict[str, np.ndarray]
     ) -> list[list[float]] | EvalResult:
-        kernels = []
-        for key in keys:
-            buffers: list[dict[str, Any]] = []
-            params: list[tuple[Any, ...]] = []
-            for arg in spec.args:
-                if arg.is_pointer:
-                    dtype = arg.dtype or "float32"
-                    nbytes = int(case.counts.get(arg.name, 0)) * storage_dtype(dtype).itemsize
-                    if arg.name in inputs:
-                        buffers.append({"name": arg.name, "nbytes": nbytes,
-                                        "data": inputs[arg.name].tobytes()})  # fmt: skip
-                    else:
-                        buffers.append({"name": arg.name, "nbytes": nbytes,
-                                        "poison": poison_pattern(dtype)})  # fmt: skip
-                    params.append(("buf", arg.name))
-                else:
-                    params.append(_scalar_param(arg, case))
-            kernels.append({"key": key, "grid": case.grid, "block": case.block,
-                            "smem": case.smem, "params": params, "buffers": buffers})  # fmt: skip
+        kernels = [case_launch(spec, case, inputs, key) for key in keys]
         plan = self.plan
         req = {"op": "time", "kernels": kernels, "timeout_s": self.launch_timeout_s,
                "plan": plan.__dict__}  # fmt: skip
@@ -622,6 +585,38 @@ def bytes_moved(spec: TestSpec, case: Case) -> int:
             n = int(case.counts.get(arg.name, 0)) * storage_dtype(arg.dtype or "float32").itemsize
             total += 2 * n if arg.role == "inout" else n
     return total
+
+
+def case_launch(
+    spec: TestSpec,
+    case: Case,
+    inputs: dict[str, np.ndarray],
+    key: str | None,
+    *,
+    unchanged_only: bool = False,
+) -> dict[str, Any]:
+    """The worker's description of one launch: buffers (data or poison) and packed params.
+
+    `unchanged_only`: the worker sends `in` buffers back only if the kernel changed them.
+    """
+    buffers: list[dict[str, Any]] = []
+    params: list[tuple[Any, ...]] = []
+    for arg in spec.args:
+        if arg.is_pointer:
+            dtype = arg.dtype or "float32"
+            nbytes = int(case.counts.get(arg.name, 0)) * storage_dtype(dtype).itemsize
+            buf: dict[str, Any] = {"name": arg.name, "nbytes": nbytes}
+            if arg.name in inputs:
+                buf["data"] = inputs[arg.name].tobytes()
+                buf["unchanged_only"] = unchanged_only and arg.role == "in"
+            else:
+                buf["poison"] = poison_pattern(dtype)
+            buffers.append(buf)
+            params.append(("buf", arg.name))
+        else:
+            params.append(_scalar_param(arg, case))
+    return {"key": key, "grid": case.grid, "block": case.block, "smem": case.smem,
+            "params": params, "buffers": buffers}  # fmt: skip
 
 
 def _scalar_param(arg: ArgSpec, case: Case) -> tuple[str, str, int | float]:

@@ -440,8 +440,12 @@ def oneshot(path: str, device: int) -> int:
         print(failure["message"] if failure else "no GPU", file=sys.stderr)
         return 2
     worst = 0
+    key = None
     for req in requests:
+        if req.get("op") == "run" and req.get("key") is None:
+            req = dict(req, key=key)
         reply = worker.handle(req)
+        key = reply.get("key", key)
         if reply.get("status") != "ok":
             print(
                 f"{req.get('op')}: {reply.get('status')}: {reply.get('message')}", file=sys.stderr

@@ -1,0 +1,184 @@
+"""Turn a file (and optionally an LLM's replacement kernel text) into a loadable `KernelBinary`.
+
+A candidate's text replaces the original kernel's span in the file; the result must still define
+exactly one kernel of that name with the same parameters (types and names; qualifiers such as
+`__restrict__` and launch bounds may change). It is compiled by NVRTC as a device-only unit:
+no host code from a candidate is ever compiled or run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_llm_lsp.compile.types import CompileOptions, CompileResult
+from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.evaluate.types import KernelBinary, Status
+from cuda_llm_lsp.source.kernels import Kernel, Param, find_kernels
+from cuda_llm_lsp.source.text import Span
+
+LOG_LINES = 40
+
+
+@dataclass(frozen=True)
+class CandidateRejected:
+    """Why a candidate never reached the GPU: `compile_error` or `signature_mismatch`."""
+
+    status: Status
+    message: str
+
+
+def find_kernel(text: str, name: str) -> Kernel | None:
+    found = [k for k in find_kernels(text) if k.name == name]
+    return found[0] if len(found) == 1 else None
+
+
+def splice(file_text: str, kernel: Kernel, kernel_source: str) -> str:
+    """`file_text` with `kernel`'s whole definition replaced by `kernel_source`."""
+    start = _offset(file_text, kernel.span.start.line, kernel.span.start.character)
+    end = _offset(file_text, kernel.span.end.line, kernel.span.end.character)
+    return file_text[:start] + kernel_source.strip("\n") + file_text[end:]
+
+
+def _offset(text: str, line: int, character: int) -> int:
+    offset = 0
+    for _ in range(line):
+        nl = text.find("\n", offset)
+        if nl < 0:
+            return len(text)
+        offset = nl + 1
+    return min(offset + character, len(text))
+
+
+def _norm_type(c_type: str) -> str:
+    t = re.sub(r"\b(__restrict__|__restrict|restrict)\b", " ", c_type)
+    t = re.sub(r"\s*([*&,<>])\s*", r"\1", t)
+    t = " ".join(t.split())
+    # a top-level const on the parameter itself (`float* const p`) does not change the ABI
+    return re.sub(r"\*const$", "*", t).strip()
+
+
+def signature_of(kernel: Kernel) -> list[tuple[str, str]]:
+    return [(_norm_type(p.c_type), p.name) for p in kernel.params]
+
+
+def check_signature(original: Kernel, candidate: Kernel) -> str | None:
+    """None when the candidate keeps the original's parameters, else what differs."""
+    a, b = signature_of(original), signature_of(candidate)
+    if a == b and original.template_params == candidate.template_params:
+        return None
+    if len(a) != len(b):
+        return (f"{original.name} must keep its {len(a)} parameters ({_sig(original.params)}); "
+                f"the candidate has {len(b)} ({_sig(candidate.params)})")  # fmt: skip
+    for (ta, na), (tb, nb) in zip(a, b, strict=True):
+        if (ta, na) != (tb, nb):
+            return (f"parameter `{ta} {na}` became `{tb} {nb}`: {original.name} must keep its "
+                    f"signature ({_sig(original.params)})")  # fmt: skip
+    return (f"template parameters changed from <{', '.join(original.template_params)}> to "
+            f"<{', '.join(candidate.template_params)}>")  # fmt: skip
+
+
+def _sig(params: tuple[Param, ...]) -> str:
+    return ", ".join(f"{p.c_type} {p.name}" for p in params)
+
+
+def name_expression(kernel: Kernel, instance: str | None) -> str:
+    """What NVRTC is asked to lower: the template instance if any, else the kernel's name."""
+    return instance or kernel.name
+
+
+def build_binary(
+    file_text: str,
+    path: Path | None,
+    kernel_name: str,
+    settings: Settings,
+    *,
+    kernel_source: str | None = None,
+    instance: str | None = None,
+    arch: str | None = None,
+) -> KernelBinary | CandidateRejected:
+    """Compile `kernel_name` from `file_text` (with `kernel_source` spliced in, if given).
+
+    `arch` defaults to the evaluating GPU's (`compile.arch.resolve_arch(settings)`).
+    """
+    original = find_kernel(file_text, kernel_name)
+    if original is None:
+        return CandidateRejected(
+            "signature_mismatch", f"no single kernel {kernel_name!r} in the file"
+        )
+    text = file_text
+    if kernel_source is not None:
+        text = splice(file_text, original, kernel_source)
+        found = [k for k in find_kernels(text) if k.name == kernel_name]
+        if len(found) != 1:
+            return CandidateRejected(
+                "signature_mismatch",
+                f"the candidate must define exactly one __global__ kernel named {kernel_name} "
+                f"(found {len(found)})",
+            )
+        problem = check_signature(original, found[0])
+        if problem:
+            return CandidateRejected("signature_mismatch", problem)
+        kernel = found[0]
+        # the candidate's lines in the file, to point compile errors at them
+        first_line = original.span.start.line
+    else:
+        kernel = original
+        first_line = None
+    expr = name_expression(kernel, instance)
+    result = _compile(text, path, settings, arch, expr)
+    if not result.ok or result.cubin is None:
+        return CandidateRejected("compile_error", _compile_message(result, first_line))
+    entry = result.lowered_names.get(expr) or (kernel.name if kernel.is_extern_c else None)
+    if entry is None:
+        return CandidateRejected("compile_error", f"NVRTC did not lower {expr!r}")
+    return KernelBinary(
+        source_name=kernel_name,
+        entry=entry,
+        cubin=result.cubin,
+        arch=result.arch,
+        resources=result.resources.get(expr),
+    )
+
+
+def _compile(
+    text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
+) -> CompileResult:
+    from cuda_llm_lsp.compile.arch import resolve_arch
+    from cuda_llm_lsp.compile.nvrtc import compile_unit
+    from cuda_llm_lsp.source.device_unit import build_device_unit
+
+    unit = build_device_unit(text, path, settings.include_paths)
+    options = CompileOptions(
+        arch=arch or resolve_arch(settings),
+        include_paths=tuple(settings.include_paths),
+        defines=tuple(settings.defines),
+        extra_flags=tuple(settings.nvrtc_flags),
+    )
+    return compile_unit(unit, options, name_expressions=(expr,))
+
+
+def _compile_message(result: CompileResult, first_line: int | None) -> str:
+    errors = result.errors
+    if errors:
+        lines = [
+            f"line {d.line}:{d.column}: {d.severity}: {d.message}"
+            + (
+                f" (line {d.line - first_line} of the candidate)"
+                if first_line is not None and d.line - 1 >= first_line
+                else ""
+            )
+            for d in errors
+        ]
+    else:
+        lines = result.log.splitlines()
+    text = "\n".join(lines[:LOG_LINES])
+    if len(lines) > LOG_LINES:
+        text += f"\n... ({len(lines) - LOG_LINES} more lines)"
+    return text or "compilation failed"
+
+
+def kernel_span(file_text: str, kernel_name: str) -> Span | None:
+    k = find_kernel(file_text, kernel_name)
+    return k.span if k else None

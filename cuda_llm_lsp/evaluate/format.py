@@ -1,0 +1,54 @@
+"""One-line summaries of evaluation results, shared by the CLI, the language server and reports.
+
+`transpose: 0.311 ms ±0.4% · 215 GB/s (7% of copy peak) · 4/4 cases pass`
+"""
+
+from __future__ import annotations
+
+from cuda_llm_lsp.evaluate.types import EvalResult, Timing
+
+
+def format_ms(ms: float) -> str:
+    if ms >= 100:
+        return f"{ms:.0f} ms"
+    if ms >= 10:
+        return f"{ms:.1f} ms"
+    if ms >= 0.01:
+        return f"{ms:.3f} ms"
+    return f"{ms * 1000:.2f} µs"
+
+
+def format_timing(t: Timing) -> str:
+    return f"{format_ms(t.median_ms)} ±{t.spread_pct:.1f}%"
+
+
+def summary_line(kernel_name: str, result: EvalResult) -> str:
+    """The result in one line: latency, bandwidth against the copy peak, cases passed.
+
+    For `evaluate` results the candidate's figures are shown with its speedup; a failure shows
+    its status and the first line of its message instead of the figures.
+    """
+    total = len(result.cases)
+    passed = result.cases_passed
+    cases = f"{passed}/{total} cases pass" if total else ""
+    timing = result.candidate or result.baseline
+    parts: list[str] = []
+    if timing is not None and result.status == "ok":
+        parts.append(format_timing(timing))
+        if result.bandwidth_gbs is not None:
+            bw = f"{result.bandwidth_gbs:.0f} GB/s"
+            if result.fraction_of_peak is not None:
+                bw += f" ({result.fraction_of_peak * 100:.0f}% of copy peak)"
+            parts.append(bw)
+        if result.speedup is not None:
+            parts.append(f"{result.speedup:.2f}x vs original")
+        if cases:
+            parts.append(cases)
+        return f"{kernel_name}: " + " · ".join(parts)
+    first = result.message.splitlines()[0] if result.message else ""
+    parts.append(result.status + (f": {first}" if first else ""))
+    if timing is not None:
+        parts.append(format_timing(timing))
+    if cases:
+        parts.append(cases)
+    return f"{kernel_name}: " + " · ".join(parts)

@@ -1,0 +1,125 @@
+"""compute-sanitizer pass (memcheck, racecheck) over a kernel's small test cases.
+
+Runs the worker in one-shot mode under `compute-sanitizer --tool T` in a child process with a
+timeout. The FSR loop runs it on a winner before offering it: a kernel that passes the output
+checks can still read out of bounds (inside its own allocations) or race on shared memory.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cuda_llm_lsp.evaluate.compare import storage_dtype
+from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.evaluate.pool import case_launch
+from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
+from cuda_llm_lsp.source.spec import Case, TestSpec
+
+MAX_CASE_BYTES = 64 << 20  # larger cases are skipped: the sanitizer runs them ~100x slower
+REPORT_LINES = 60
+
+
+def sanitizer_path() -> str | None:
+    return shutil.which("compute-sanitizer")
+
+
+def _requests(binary: KernelBinary, spec: TestSpec, cases: Sequence[Case], seed: int,
+              spec_dir: Path | None) -> list[dict[str, Any]]:  # fmt: skip
+    reqs: list[dict[str, Any]] = [{"op": "load", "cubin": binary.cubin, "entry": binary.entry}]
+
+    for case in cases:
+        inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
+        reqs.append({"op": "run", **case_launch(spec, case, inputs, None), "timeout_s": 120.0})
+    return reqs
+
+
+def _case_bytes(spec: TestSpec, case: Case) -> int:
+    return sum(
+        int(case.counts.get(a.name, 0)) * storage_dtype(a.dtype or "float32").itemsize
+        for a in spec.args
+        if a.is_pointer
+    )
+
+
+def run_sanitizer(
+    binary: KernelBinary,
+    spec: TestSpec,
+    spec_dir: Path | None = None,
+    tools: Sequence[str] = ("memcheck", "racecheck"),
+    *,
+    seed: int | None = None,
+    timeout_s: float = 300.0,
+    device: int = 0,
+) -> EvalResult:
+    """`ok`, or `sanitizer` with the tool's report; `ok` with a note when it is not installed."""
+    seed = secrets.randbits(63) if seed is None else seed
+    exe = sanitizer_path()
+    if exe is None:
+        return EvalResult("ok", "compute-sanitizer is not on PATH: sanitizer pass skipped", seed)
+    cases = [c for c in spec.cases() if _case_bytes(spec, c) <= MAX_CASE_BYTES]
+    if not cases:
+        return EvalResult("ok", "every case is too large for the sanitizer: skipped", seed)
+    requests = _requests(binary, spec, cases, seed, spec_dir)
+    reports: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-sanitizer-") as tmp:
+        req_file = Path(tmp) / "requests.pkl"
+        req_file.write_bytes(pickle.dumps(requests))
+        for tool in tools:
+            cmd = [exe, "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
+                   sys.executable, "-m", "cuda_llm_lsp.evaluate.worker", "--oneshot",
+                   str(req_file), "--device", str(device)]  # fmt: skip
+            if tool == "racecheck":
+                cmd[3:3] = ["--racecheck-report", "hazard"]
+            try:
+                proc = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=timeout_s,
+                    env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                reports.append(f"{tool}: did not finish within {timeout_s:.0f} s")
+                continue
+            output = (proc.stdout + proc.stderr).strip()
+            if proc.returncode == 86 or _has_errors(output):
+                reports.append(f"{tool}:\n" + _trim(output))
+            elif proc.returncode != 0:
+                reports.append(f"{tool}: exited with {proc.returncode}:\n" + _trim(output))
+    names = ", ".join(tools)
+    if reports:
+        report = "\n\n".join(reports)
+        first = reports[0].splitlines()
+        return EvalResult(
+            "sanitizer",
+            f"compute-sanitizer ({names}) found problems: "
+            + " ".join(line.strip() for line in first[1:3] if line.strip()),
+            seed,
+            sanitizer_report=report,
+        )
+    return EvalResult(
+        "ok", f"compute-sanitizer {names}: no errors on {len(cases)} case(s)", seed,
+        sanitizer_report="",
+    )  # fmt: skip
+
+
+def _has_errors(output: str) -> bool:
+    counts = re.findall(r"(?:ERROR SUMMARY|RACECHECK SUMMARY):\s*(\d+)", output)
+    return any(int(c) > 0 for c in counts)
+
+
+def _trim(output: str) -> str:
+    lines = [
+        ln for ln in output.splitlines() if ln.startswith("=========") or "error" in ln.lower()
+    ]
+    lines = lines or output.splitlines()
+    text = "\n".join(lines[:REPORT_LINES])
+    return text + (f"\n... ({len(lines) - REPORT_LINES} more lines)" if len(lines) > REPORT_LINES
+                   else "")  # fmt: skip
