@@ -87,6 +87,13 @@ _C_TYPES: dict[str, str] = {
     "unsigned char": "uint8", "uint8_t": "uint8",
     "bool": "bool",
 }  # fmt: skip
+# CUDA vector types: (element type, lanes); a `float4*` buffer of n vectors is float32[n * 4].
+_VECTOR_TYPES: dict[str, tuple[str, int]] = {
+    "float2": ("float32", 2), "float4": ("float32", 4), "double2": ("float64", 2),
+    "int2": ("int32", 2), "int4": ("int32", 4), "uint2": ("uint32", 2), "uint4": ("uint32", 4),
+    "half2": ("float16", 2), "__half2": ("float16", 2), "__nv_bfloat162": ("bfloat16", 2),
+    "char4": ("int8", 4), "uchar4": ("uint8", 4), "longlong2": ("int64", 2),
+}  # fmt: skip
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -855,6 +862,13 @@ class _SpecParser:
                 )
         missing = [p for p in kernel.params if p.name not in value]
         for p in missing:
+            if not p.is_pointer and c_type_dtype(_resolved_base(p, template_args)) is None:
+                self.error(
+                    ("args",),
+                    f"missing args.{p.name}, and a {p.c_type.strip()} cannot be given in a spec "
+                    "(only integer, floating-point and bool scalars can)",
+                )
+                continue
             example = f'"{roles.get(p.name, "in")} float32[n]"' if p.is_pointer else f'"{p.name}"'
             self.error(("args",), f"missing args.{p.name} (e.g. args.{p.name} = {example})")
         args: list[ArgSpec] = []
@@ -926,7 +940,7 @@ class _SpecParser:
             return None
         count_ok = self.expression(path, count, f"{where} count") is not None
         base = _resolved_base(param, template_args)
-        declared = c_type_dtype(base)
+        declared = c_type_dtype(base) or _VECTOR_TYPES.get(base, (None, 1))[0]
         if declared is not None and declared != dtype:
             self.warn(
                 path,
@@ -1357,6 +1371,7 @@ def _to_error(locator: _Locator, problem: _Problem) -> SpecError:
 # Draft
 
 
+_SIZE_DTYPES = frozenset({"int32", "uint32", "int64", "uint64"})
 _ONE_D_NAMES = (
     "n",
     "size",
@@ -1401,7 +1416,8 @@ def draft_spec(kernel: Kernel, source: str) -> str:
             floats.append(p)
         elif dtype is not None:
             ints.append(p)
-    by_lower = {p.name.lower(): p.name for p in ints}
+    sizable = [p for p in ints if c_type_dtype(_resolved_base(p, template_args)) in _SIZE_DTYPES]
+    by_lower = {p.name.lower(): p.name for p in sizable}
     block_size = _draft_block_size(kernel, constants)
 
     sizes: dict[str, list[int]] = {}
@@ -1436,8 +1452,8 @@ def draft_spec(kernel: Kernel, source: str) -> str:
                     counts[p.name] = f"{k} * {x}"
     else:
         main = next((by_lower[n] for n in _ONE_D_NAMES if n in by_lower), None)
-        if main is None and ints:
-            main = ints[0].name
+        if main is None and sizable:
+            main = sizable[0].name
         if main is None:
             main = _fresh_name("n", {p.name for p in kernel.params})
             sizes[main] = [256, 1024, 65536, 1048576]
@@ -1445,7 +1461,7 @@ def draft_spec(kernel: Kernel, source: str) -> str:
                 f"# {kernel.name} takes no size, so {main} is only the buffer length: these are "
                 f"multiples of the block size; check what the kernel really indexes."
             )
-        others = [p.name for p in ints if p.name != main]
+        others = [p.name for p in sizable if p.name != main]
         if others:
             sizes[main] = [1, 17, 1000, 65536]
             for name in others:
@@ -1475,11 +1491,15 @@ def draft_spec(kernel: Kernel, source: str) -> str:
         if p.is_pointer:
             base = _resolved_base(p, template_args)
             dtype = c_type_dtype(base)
+            count = counts.get(p.name, default_count)
             note = ""
-            if dtype not in DTYPES:
+            if base in _VECTOR_TYPES:
+                dtype, lanes = _VECTOR_TYPES[base]
+                count = f"({count}) * {lanes}" if " " in count else f"{count} * {lanes}"
+                note = f"  # {base}: {lanes} {dtype} per element"
+            elif dtype not in DTYPES:
                 note = f"  # review: {base}* has no listed element type; counted as float32"
                 dtype = "float32"
-            count = counts.get(p.name, default_count)
             lines.append(
                 f"args.{p.name}{pad} = {_quote(f'{roles[p.name]} {dtype}[{count}]')}{note}"
             )
@@ -1492,6 +1512,8 @@ def draft_spec(kernel: Kernel, source: str) -> str:
             lines.append(
                 f"# TODO args.{p.name}: a {p.c_type.strip()} cannot be given a value in a spec"
             )
+    if not pointers:
+        lines.append(f"# {kernel.name} has no pointer parameters: there is no output to compare.")
     lines.append("*/")
     return "\n".join(lines) + "\n"
 

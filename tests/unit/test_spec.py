@@ -730,3 +730,60 @@ def test_draft_comments_explain_what_to_review() -> None:
     comments = [line for line in draft.split("\n") if line.startswith("#")]
     assert any("review" in c for c in comments)
     assert any("timed" in c for c in comments)
+
+
+def test_draft_vector_types_and_small_scalars() -> None:
+    kernel = """\
+__global__ void fill4(float4* v, int n, bool flag, unsigned char c) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) v[i] = make_float4(flag, c, 0.f, 1.f);
+}
+"""
+    draft, spec = round_trip(kernel)
+    assert 'args.v    = "out float32[n * 4]"' in draft
+    assert spec.arg("flag").dtype == "bool" and spec.arg("c").dtype == "uint8"
+    assert spec.cases()[0].scalars == {"n": 1, "flag": 1, "c": 1}
+    assert list(spec.sizes) == ["n"]
+
+
+def test_draft_for_an_untestable_parameter_says_so_and_parse_explains() -> None:
+    source = "struct P { int a; };\n__global__ void k(float* x, P p, int n) { x[0] = p.a; }\n"
+    kernel = kernel_in(source)
+    draft = draft_spec(kernel, source)
+    assert "# TODO args.p" in draft
+    lines = source.split("\n")
+    with_draft = lines[0] + "\n" + draft + "\n".join(lines[1:])
+    spec, errors = parse_spec(kernel_in(with_draft), with_draft)
+    assert spec is None
+    assert [e.message for e in errors] == [
+        "missing args.p, and a P cannot be given in a spec (only integer, floating-point and "
+        "bool scalars can)"
+    ]
+
+
+def test_parse_spec_never_raises_on_mangled_specs() -> None:
+    import random
+
+    rng = random.Random(7)
+    alphabet = "[]{}\"'=.,#\n -+*/%()abcnrowsl0123456789_e"
+    base = VADD_SPEC + 'smem = "n*4"\ninit.a = "uniform(-1, 1)"\noutputs = ["c"]\nflops = "n"\n'
+    for _ in range(400):
+        body = list(base)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(len(body))
+            choice = rng.random()
+            if choice < 0.4:
+                body.insert(pos, rng.choice(alphabet))
+            elif choice < 0.8:
+                del body[pos]
+            else:
+                body[pos] = rng.choice(alphabet)
+        source = with_spec("".join(body).rstrip("\n") + "\n")
+        for kernel in find_kernels(source):
+            spec, errors = parse_spec(kernel, source)
+            if kernel.spec is not None:
+                for error in errors:
+                    assert kernel.spec.span.start <= error.span.start <= kernel.spec.span.end
+                    assert error.span.start <= error.span.end
+            if spec is not None:
+                assert len(spec.cases()) == spec.case_count
