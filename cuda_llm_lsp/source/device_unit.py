@@ -1,17 +1,26 @@
 """Turn a `.cu` file into the translation unit NVRTC compiles: device code only.
 
 Host-only code (functions that are not `__global__`/`__device__`, `main`, `<<<...>>>` launch
-sites, host-only headers) is blanked out with spaces so every line keeps its number and
-diagnostics map 1:1 onto the user's file. Standard headers NVRTC lacks are replaced by small
-device-side stand-ins (see `compile/stub_headers/`).
+sites, host variables, declarations that need host-only headers) is blanked out with spaces so
+every line keeps its number and diagnostics map 1:1 onto the user's file. `#include "..."` is
+resolved relative to the file, then the configured include paths; found headers get the same
+treatment and travel to NVRTC in memory. Standard headers NVRTC lacks are served by small
+device-side stand-ins (`compile/stub_headers/`); host-only ones are dropped silently.
+Structure comes from tree-sitter-cuda; regexes only read single `#include` lines and words.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tree_sitter
+import tree_sitter_cuda
+
+from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.source.text import Span
 
 
@@ -33,8 +42,435 @@ class DeviceUnit:
     problems: tuple[IncludeProblem, ...] = ()
 
 
+MAX_INCLUDE_DEPTH = 16
+_LANGUAGE = tree_sitter.Language(tree_sitter_cuda.language())
+_local = threading.local()
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_DEVICE_WORDS = frozenset({"__device__", "__global__"})
+_MEMORY_SPACE_WORDS = frozenset({"__device__", "__constant__", "__managed__", "__shared__"})
+_CONTAINERS = frozenset(
+    {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
+     "preproc_elifdef", "declaration_list", "ERROR"}
+)  # fmt: skip
+# std:: names the prelude and stand-ins provide; any other std:: name marks host-only code.
+_STD_PROVIDED = std_headers.names(
+    """
+    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t
+    intmax_t uintmax_t size_t ptrdiff_t nullptr_t abs acos acosh asin asinh atan atan2 atanh
+    cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 fabs fdim floor fma fmax fmin fmod frexp
+    hypot ilogb isfinite isinf isnan ldexp lgamma llrint llround log log10 log1p log2 logb lrint
+    lround modf nearbyint nextafter pow remainder remquo rint round scalbln scalbn signbit sin
+    sinh sqrt tan tanh tgamma trunc sqrtf expf logf fabsf fmaxf fminf powf sinf cosf tanhf floorf
+    ceilf roundf truncf fmaf exp2f log2f erff printf malloc free memcpy memset
+    """
+)
+
+
+def _parser() -> tree_sitter.Parser:
+    parser = getattr(_local, "parser", None)  # a Parser is not safe to share across threads
+    if parser is None:
+        parser = _local.parser = tree_sitter.Parser(_LANGUAGE)
+    return parser
+
+
 def build_device_unit(
     text: str, path: Path | None = None, include_paths: Sequence[str] = ()
 ) -> DeviceUnit:
     """The device-only unit for `text` (the contents of `path`, which may not exist on disk)."""
-    raise NotImplementedError
+    include_dirs: list[str] = []
+    if path is not None:
+        include_dirs.append(str(Path(path).resolve().parent))
+    include_dirs.extend(p for p in include_paths if p not in include_dirs)
+    state = _IncludeState(configured=tuple(include_paths))
+    own = Path(path).resolve() if path is not None else None
+    if own is not None:
+        state.seen.add(own)
+    body, includes = _blank_host_code(text)
+    lines = body.split("\n")
+    problems: list[IncludeProblem] = []
+    include_lines: dict[str, int] = {}
+    for line_no, name, quoted, span in includes:
+        if quoted:
+            resolved = _resolve_quoted(name, own.parent if own else None, state.configured)
+            if resolved is None:
+                problems.append(IncludeProblem(span, f'cannot find include file "{name}"'))
+                lines[line_no] = " " * len(lines[line_no])
+                continue
+            include_lines.setdefault(name, line_no)
+            nested = _load_header(name, resolved, state, depth=1)
+            for header_name in nested:
+                include_lines.setdefault(header_name, line_no)
+            for message in state.take_problems():
+                problems.append(IncludeProblem(span, message))
+        elif _keep_system_include(name, state.configured, own):
+            include_lines.setdefault(name, line_no)
+        else:
+            lines[line_no] = " " * len(lines[line_no])
+    unit_text = "\n".join(lines)
+    name = Path(path).name if path is not None else "input.cu"
+    if name in state.headers:
+        name = f"cuda_llm_main_{name}"
+    return DeviceUnit(
+        text=unit_text,
+        name=name,
+        include_dirs=tuple(include_dirs),
+        headers=dict(state.headers),
+        include_lines=include_lines,
+        problems=tuple(problems),
+    )
+
+
+@dataclass
+class _IncludeState:
+    configured: tuple[str, ...]
+    headers: dict[str, str] = field(default_factory=dict)
+    seen: set[Path] = field(default_factory=set)
+    pending: list[str] = field(default_factory=list)
+
+    def take_problems(self) -> list[str]:
+        problems, self.pending = self.pending, []
+        return problems
+
+
+def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> Path | None:
+    candidates = [base / name] if base is not None else []
+    candidates.extend(Path(d) / name for d in configured)
+    for candidate in candidates:
+        try:
+            if candidate.is_file():
+                return candidate.resolve()
+        except OSError:
+            continue
+    return None
+
+
+def _keep_system_include(name: str, configured: tuple[str, ...], own: Path | None) -> bool:
+    """Whether `#include <name>` stays in the unit: stand-ins and headers NVRTC can find."""
+    if name in std_headers.STUBBED:
+        return True
+    if std_headers.is_host_only(name):
+        return False
+    return std_headers.find_system_header(name, configured) is not None
+
+
+def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str]:
+    """Blank the host code of a user header and register it (and its includes) in memory."""
+    if resolved in state.seen or name in state.headers:
+        return []
+    if depth > MAX_INCLUDE_DEPTH:
+        state.pending.append(f'"{name}": includes nested deeper than {MAX_INCLUDE_DEPTH} levels')
+        return []
+    state.seen.add(resolved)
+    try:
+        raw = resolved.read_bytes()
+    except OSError as exc:
+        state.pending.append(f'cannot read include file "{name}": {exc.strerror or exc}')
+        return []
+    text = raw.decode("utf-8", errors="replace")
+    body, includes = _blank_host_code(text)
+    lines = body.split("\n")
+    names = [name]
+    for line_no, inner, quoted, _span in includes:
+        if quoted:
+            found = _resolve_quoted(inner, resolved.parent, state.configured)
+            if found is None:
+                state.pending.append(
+                    f'cannot find include file "{inner}" '
+                    f'(included from "{name}" line {line_no + 1})'
+                )
+                lines[line_no] = " " * len(lines[line_no])
+            else:
+                names.extend(_load_header(inner, found, state, depth + 1))
+        elif not _keep_system_include(inner, state.configured, resolved):
+            lines[line_no] = " " * len(lines[line_no])
+    state.headers[name] = "\n".join(lines)
+    return names
+
+
+# --- blanking host code ----------------------------------------------------------------------
+
+
+def _blank_host_code(text: str) -> tuple[str, list[tuple[int, str, bool, Span]]]:
+    """`text` with host-only code blanked, and its `#include` lines (line, name, quoted, span)."""
+    text = text.replace("\0", " ")  # NVRTC reads a C string: a NUL would end the file
+    data = text.encode("utf-8", errors="surrogatepass")
+    tree = _parser().parse(data)
+    walker = _Walker(data)
+    walker.visit_container(tree.root_node)
+    ranges = walker.ranges
+    blanked = _apply_blanks(text, data, ranges)
+    blanked = _drop_unused_constants(blanked, walker.constants, text, data)
+    includes: list[tuple[int, str, bool, Span]] = []
+    lines = blanked.split("\n")
+    for row in walker.include_rows:
+        if row >= len(lines):
+            continue
+        match = _INCLUDE.match(lines[row])
+        if match is None:
+            continue
+        quoted = match.group("quoted") is not None
+        name = (match.group("quoted") if quoted else match.group("system")) or ""
+        group = "quoted" if quoted else "system"
+        span = Span.of(row, match.start(group) - 1, row, match.end(group) + 1)
+        includes.append((row, name.strip(), quoted, span))
+    return blanked, includes
+
+
+class _Walker:
+    """Collects byte ranges of host-only code and the rows of `#include` directives."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.ranges: list[tuple[int, int]] = []
+        self.include_rows: list[int] = []
+        # unannotated namespace-scope constants: (name, start byte, end byte)
+        self.constants: list[tuple[str, int, int]] = []
+        self.device_macros: set[str] = set()
+
+    def text(self, node: tree_sitter.Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+    def blank(self, node: tree_sitter.Node) -> None:
+        self.ranges.append((node.start_byte, node.end_byte))
+
+    def visit_container(self, node: tree_sitter.Node) -> None:
+        for child in node.children:
+            self.visit(child, child)
+
+    def visit(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        """Decide about one namespace-scope item; `outer` is what gets blanked (with prefixes)."""
+        kind = node.type
+        if kind == "preproc_include":
+            self.include_rows.append(node.start_point[0])
+        elif kind in ("preproc_def", "preproc_function_def"):
+            self._note_macro(node)
+        elif kind in _CONTAINERS:
+            self.visit_container(node)
+        elif kind == "namespace_definition":
+            body = node.child_by_field_name("body")
+            if body is not None:
+                self.visit_container(body)
+        elif kind == "linkage_specification":
+            body = node.child_by_field_name("body")
+            if body is None:
+                return
+            if body.type == "declaration_list":
+                self.visit_container(body)
+            else:
+                self.visit(body, outer)
+        elif kind == "template_declaration":
+            inner = next(
+                (c for c in node.named_children if c.type not in ("template_parameter_list",)),
+                None,
+            )
+            if inner is not None:
+                self.visit(inner, outer)
+        elif kind == "function_definition":
+            if not self._is_device_function(node):
+                self.blank(outer)
+        elif kind == "declaration":
+            self._visit_declaration(node, outer)
+        elif kind in ("struct_specifier", "class_specifier", "union_specifier"):
+            self._visit_class(node)
+        elif kind in ("using_declaration", "alias_declaration", "type_definition") and (
+            self._needs_host_std(node)
+        ):
+            self.blank(outer)
+
+    def _note_macro(self, node: tree_sitter.Node) -> None:
+        name = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        if (
+            name is not None
+            and value is not None
+            and _DEVICE_WORDS & set(_WORD.findall(self.text(value)))
+        ):
+            self.device_macros.add(self.text(name))
+
+    def _head_words(self, node: tree_sitter.Node) -> set[str]:
+        """Words before the declarator: specifiers, qualifiers, macros standing for them."""
+        declarator = node.child_by_field_name("declarator")
+        end = declarator.start_byte if declarator is not None else node.end_byte
+        head = self.data[node.start_byte : end].decode("utf-8", errors="replace")
+        return set(_WORD.findall(head))
+
+    def _is_device_function(self, node: tree_sitter.Node) -> bool:
+        words = self._head_words(node)
+        if words & _DEVICE_WORDS or words & self.device_macros:
+            return True
+        # a constexpr function is judged by NVRTC exactly as nvcc would (relaxed-constexpr rules)
+        return "constexpr" in words and not self._needs_host_std(node)
+
+    def _visit_declaration(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        words = self._head_words(node)
+        if words & _MEMORY_SPACE_WORDS or words & _DEVICE_WORDS or words & self.device_macros:
+            return
+        for child in node.named_children:
+            if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
+                self._visit_class(child)
+        declarators = [c for c in node.children_by_field_name("declarator") if c.type != "ERROR"]
+        if any(self._is_function_declarator(d) for d in declarators):
+            self.blank(outer)  # a host function's prototype
+            return
+        if self._needs_host_std(node):
+            self.blank(outer)
+            return
+        if not declarators:
+            return  # `struct S {...};`, `enum {...};`
+        if "typedef" in words:
+            return
+        if words & {"const", "constexpr"} and "extern" not in words:
+            names = [self._declared_name(d) for d in declarators]
+            if all(names):
+                for name in names:
+                    self.constants.append((name or "", outer.start_byte, outer.end_byte))
+            return
+        self.blank(outer)  # a host variable: NVRTC rejects those in JIT mode
+
+    def _visit_class(self, node: tree_sitter.Node) -> None:
+        body = node.child_by_field_name("body")
+        if body is None:
+            return
+        for member in body.named_children:
+            target = member
+            if member.type == "template_declaration":
+                target = next(
+                    (c for c in member.named_children if c.type != "template_parameter_list"),
+                    member,
+                )
+            if target.type == "function_definition":
+                if not self._is_device_function(target) and not self._is_defaulted(target):
+                    self.blank(member)
+            elif target.type in ("field_declaration", "declaration") and self._needs_host_std(
+                target
+            ):
+                self.blank(member)
+
+    def _is_defaulted(self, node: tree_sitter.Node) -> bool:
+        body = node.child_by_field_name("body")
+        return body is None
+
+    def _is_function_declarator(self, node: tree_sitter.Node | None) -> bool:
+        while node is not None:
+            if node.type == "function_declarator":
+                return True
+            if node.type in ("init_declarator", "array_declarator"):
+                return False
+            node = node.child_by_field_name("declarator")
+        return False
+
+    def _declared_name(self, node: tree_sitter.Node | None) -> str | None:
+        while node is not None:
+            if node.type == "identifier":
+                return self.text(node)
+            node = node.child_by_field_name("declarator")
+        return None
+
+    def _needs_host_std(self, node: tree_sitter.Node) -> bool:
+        """Whether `node` names something in `std::` that only host headers declare."""
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if current.type == "qualified_identifier":
+                scope = current.child_by_field_name("scope")
+                name = current.child_by_field_name("name")
+                if scope is not None and self.text(scope) == "std" and name is not None:
+                    word = _WORD.match(self.text(name))
+                    if word is None or word.group(0) not in _STD_PROVIDED:
+                        return True
+            if current.type == "using_declaration" and current.child_count >= 2:
+                parts = [self.text(c) for c in current.named_children]
+                if parts and parts[-1].startswith("std::"):
+                    rest = parts[-1][5:]
+                    if rest not in _STD_PROVIDED:
+                        return True
+            stack.extend(current.children)
+        return False
+
+
+def _apply_blanks(text: str, data: bytes, ranges: list[tuple[int, int]]) -> str:
+    """Replace every character in the byte `ranges` except newlines by a space."""
+    if not ranges:
+        return text
+    pieces: list[str] = []
+    cursor = 0
+    for s, e in _char_ranges(text, data, _merge(ranges)):
+        s = max(s, cursor)
+        if e <= s:
+            continue
+        pieces.append(text[cursor:s])
+        pieces.append(_spaces(text[s:e]))
+        cursor = e
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def _char_ranges(text: str, data: bytes, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted byte ranges of `data` (UTF-8 of `text`) as character ranges of `text`."""
+    if len(data) == len(text):
+        return ranges
+    out: list[tuple[int, int]] = []
+    byte_pos = char_pos = 0
+    for start, end in ranges:  # sorted: decode only the gaps once
+        char_pos += len(data[byte_pos:start].decode("utf-8", errors="surrogatepass"))
+        s = char_pos
+        char_pos += len(data[start:end].decode("utf-8", errors="surrogatepass"))
+        out.append((s, char_pos))
+        byte_pos = end
+    return out
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+_NOT_NEWLINE = re.compile(r"[^\n]")
+
+
+def _spaces(chunk: str) -> str:
+    return _NOT_NEWLINE.sub(" ", chunk)
+
+
+def _drop_unused_constants(
+    blanked: str, constants: list[tuple[str, int, int]], text: str, data: bytes
+) -> str:
+    """Blank namespace-scope constants that no kept code mentions (host-only constants).
+
+    NVRTC warns about unreferenced ones (#177-D) on lines the user sees as host code.
+    """
+    if not constants:
+        return blanked
+    by_decl: dict[tuple[int, int], list[str]] = {}
+    for name, start, end in constants:
+        by_decl.setdefault((start, end), []).append(name)
+    wanted = {name for name, _, _ in constants}
+    total: dict[str, int] = {}
+    for word in _WORD.findall(blanked):
+        if word in wanted:
+            total[word] = total.get(word, 0) + 1
+    decls = sorted(by_decl)
+    unused: list[tuple[int, int]] = []
+    for (s, e), (start, end) in zip(_char_ranges(text, data, decls), decls, strict=True):
+        own = _WORD.findall(blanked[s:e])
+        if not any(total.get(n, 0) > own.count(n) for n in by_decl[(start, end)]):
+            unused.append((s, e))
+    if not unused:
+        return blanked
+    pieces: list[str] = []
+    cursor = 0
+    for s, e in unused:
+        if s < cursor:
+            continue
+        pieces.append(blanked[cursor:s])
+        pieces.append(_spaces(blanked[s:e]))
+        cursor = e
+    pieces.append(blanked[cursor:])
+    return "".join(pieces)

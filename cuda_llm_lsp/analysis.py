@@ -1,0 +1,158 @@
+"""One file's analysis: kernels, specs, the NVRTC compile, every diagnostic (CLI and LSP).
+
+`analyze` is blocking (NVRTC): the language server calls it from a worker thread. Lines and
+columns of `FileAnalysis.diagnostics` are 1-based (as printed), sorted by position.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from cuda_llm_lsp.compile.arch import resolve_arch
+from cuda_llm_lsp.compile.cache import compile_cached
+from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
+from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.source.device_unit import build_device_unit
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.spec import TestSpec, parse_spec
+from cuda_llm_lsp.source.text import Span
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    kernel: Kernel
+    name_expression: str | None  # what NVRTC resolved for resources; None: unknown (template)
+    resources: Resources | None
+    spec: TestSpec | None
+
+    @property
+    def symbol_note(self) -> str:
+        """Why resources are missing, for display ('' when they are known)."""
+        if self.resources is not None:
+            return ""
+        if self.kernel.is_template and self.name_expression is None:
+            return "template: no instantiation (add `instance` to its spec or launch it)"
+        return "resources unknown"
+
+
+@dataclass(frozen=True)
+class FileAnalysis:
+    path: Path | None
+    text: str
+    kernels: tuple[KernelInfo, ...]
+    compile: CompileResult | None
+    diagnostics: tuple[Diagnostic, ...]  # compile + include problems + spec errors, sorted
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "error")
+
+
+def compile_options(settings: Settings) -> CompileOptions:
+    return CompileOptions(
+        arch=resolve_arch(settings.arch),
+        include_paths=tuple(settings.include_paths),
+        defines=tuple(settings.defines),
+        extra_flags=tuple(settings.nvrtc_flags),
+    )
+
+
+def name_expressions(kernel: Kernel, spec: TestSpec | None) -> tuple[str, ...]:
+    """What to ask NVRTC to resolve for `kernel`: its name, or its instantiations if a template."""
+    if not kernel.is_template:
+        return (kernel.name,)
+    if spec is not None and spec.instance:
+        return (spec.instance,)
+    return tuple(dict.fromkeys(kernel.instantiations))
+
+
+def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
+    """Analyse `text` (the contents of `path`, possibly unsaved). Raises only NvrtcUnavailable."""
+    if "\0" in text:
+        binary = Diagnostic(
+            1, 1, 1, 2, "error", "the file contains NUL bytes (binary content?): not compiled",
+            code="input",
+        )  # fmt: skip
+        return FileAnalysis(path, text, (), None, (binary,))
+    kernels = find_kernels(text)
+    diagnostics: list[Diagnostic] = []
+    specs: list[TestSpec | None] = []
+    for kernel in kernels:
+        spec, problems = _spec_of(kernel, text)
+        specs.append(spec)
+        diagnostics.extend(_span_diagnostic(p.span, p.message, "spec") for p in problems)
+    unit = build_device_unit(text, path, settings.include_paths)
+    diagnostics.extend(_span_diagnostic(p.span, p.message, "include") for p in unit.problems)
+    wanted = [name_expressions(k, s) for k, s in zip(kernels, specs, strict=True)]
+    flat = tuple(dict.fromkeys(e for group in wanted for e in group))
+    result = compile_cached(unit, compile_options(settings), flat)
+    diagnostics.extend(_place(d, kernels, result) for d in result.diagnostics)
+    infos: list[KernelInfo] = []
+    for kernel, spec, expressions in zip(kernels, specs, wanted, strict=True):
+        resolved = next((e for e in expressions if e in result.resources), None)
+        chosen = resolved or (expressions[0] if expressions else None)
+        infos.append(
+            KernelInfo(kernel, chosen, result.resources.get(resolved) if resolved else None, spec)
+        )
+        if result.ok and spec is not None and spec.instance and resolved is None:
+            diagnostics.append(
+                replace(
+                    _span_diagnostic(kernel.name_span, "", "spec"),
+                    severity="warning",
+                    message=f'spec instance "{spec.instance}" is not a valid instantiation of '
+                    f"{kernel.name}: resources unknown",
+                )
+            )
+    ordered = tuple(sorted(set(diagnostics), key=_position))
+    return FileAnalysis(path, text, tuple(infos), result, ordered)
+
+
+def _spec_of(kernel: Kernel, text: str) -> tuple[TestSpec | None, list]:
+    if kernel.spec is None:
+        return None, []
+    try:
+        return parse_spec(kernel, text)
+    except NotImplementedError:
+        return None, []
+    except Exception:  # a bug in spec parsing must not cost the user the compile diagnostics
+        log.exception("parsing the spec of %s failed", kernel.name)
+        return None, []
+
+
+def _span_diagnostic(span: Span, message: str, code: str) -> Diagnostic:
+    end = span.end if span.end > span.start else span.start
+    end_column = end.column + 1 if end > span.start else span.start.column + 2
+    return Diagnostic(
+        span.start.line + 1, span.start.column + 1, end.line + 1, end_column, "error", message,
+        code=code,
+    )  # fmt: skip
+
+
+def _place(d: Diagnostic, kernels: list[Kernel], result: CompileResult) -> Diagnostic:
+    """ptxas problems carry no line: put them on the kernel they name."""
+    if d.code != "ptxas":
+        return d
+    symbols = {symbol: name for name, symbol in result.lowered_names.items()}
+    for kernel in kernels:
+        named = f"'{kernel.name}'" in d.message or any(
+            f"'{symbol}'" in d.message and kernel.name in name for symbol, name in symbols.items()
+        )
+        mangled = f"{len(kernel.name)}{kernel.name}" in d.message
+        if named or mangled:
+            span = kernel.name_span
+            return replace(
+                d,
+                line=span.start.line + 1,
+                column=span.start.column + 1,
+                end_line=span.end.line + 1,
+                end_column=span.end.column + 1,
+            )
+    return d
+
+
+def _position(d: Diagnostic) -> tuple[int, int, int, str]:
+    return (d.line, d.column, 0 if d.severity == "error" else 1, d.message)

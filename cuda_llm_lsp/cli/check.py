@@ -1,0 +1,122 @@
+"""`cuda-llm check FILE...`: compile diagnostics and per-kernel resources (CLI contract, DESIGN.md).
+
+Text: `FILE:LINE:COL: error|warning: MESSAGE` (1-based) and one resource line per kernel;
+`--format json` prints exactly the contract's keys. Exit status 1 when any error was found,
+2 when NVRTC itself cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cuda_llm_lsp.analysis import FileAnalysis, KernelInfo, analyze
+from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
+from cuda_llm_lsp.config import Settings
+
+HELP = "compile CUDA files with NVRTC: diagnostics and per-kernel resource use"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help=".cu / .cuh files to check")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--arch", default=None, help="sm_XY (default: the local GPU's, else sm_90)")
+    parser.add_argument(
+        "-I", "--include-path", action="append", default=[], metavar="DIR",
+        help="extra include directory (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
+        help="preprocessor definition (repeatable)",
+    )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings(
+        arch=args.arch,
+        include_paths=tuple(args.include_path),
+        defines=tuple(args.define),
+    )
+    diagnostics: list[dict[str, Any]] = []
+    kernels: list[dict[str, Any]] = []
+    failed = False
+    for name in args.files:
+        try:
+            text = Path(name).read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            failed = True
+            problem = Diagnostic(1, 1, 1, 1, "error", f"cannot read file: {exc.strerror or exc}")
+            diagnostics.append(_diagnostic_json(name, problem))
+            if args.format == "text":
+                print(f"{name}:1:1: error: {problem.message}")
+            continue
+        try:
+            analysis = analyze(text, Path(name), settings)
+        except NvrtcUnavailable as exc:
+            print(f"cuda-llm check: {exc}", file=sys.stderr)
+            return 2
+        failed = failed or bool(analysis.errors)
+        file_diagnostics = [_diagnostic_json(name, d) for d in analysis.diagnostics]
+        file_kernels = [_kernel_json(name, info) for info in analysis.kernels]
+        diagnostics.extend(file_diagnostics)
+        kernels.extend(file_kernels)
+        if args.format == "text":
+            _print_text(name, analysis)
+    if args.format == "json":
+        print(json.dumps({"diagnostics": diagnostics, "kernels": kernels}, indent=2))
+    return 1 if failed else 0
+
+
+def _message(d: Diagnostic) -> str:
+    if d.code and d.code[:1].isdigit():
+        return f"{d.message} [#{d.code}]"
+    return d.message
+
+
+def _diagnostic_json(name: str, d: Diagnostic) -> dict[str, Any]:
+    return {
+        "file": name,
+        "line": d.line,
+        "column": d.column,
+        "end_line": d.end_line,
+        "end_column": d.end_column,
+        "severity": d.severity,
+        "message": _message(d),
+    }
+
+
+def _kernel_json(name: str, info: KernelInfo) -> dict[str, Any]:
+    r = info.resources
+    return {
+        "file": name,
+        "name": info.kernel.name,
+        "line": info.kernel.name_span.start.line + 1,
+        "registers": r.registers if r else None,
+        "spill_stores": r.spill_stores if r else None,
+        "spill_loads": r.spill_loads if r else None,
+        "shared_bytes": r.shared_bytes if r else None,
+        "stack_bytes": r.stack_bytes if r else None,
+    }
+
+
+def _print_text(name: str, analysis: FileAnalysis) -> None:
+    for d in analysis.diagnostics:
+        if d.severity in ("error", "warning"):
+            print(f"{name}:{d.line}:{d.column}: {d.severity}: {_message(d)}")
+    for info in analysis.kernels:
+        line = info.kernel.name_span.start.line + 1
+        label = info.name_expression or info.kernel.name
+        r = info.resources
+        if r is None:
+            compiled = analysis.compile is not None and analysis.compile.ok
+            note = info.symbol_note if compiled else "resources unknown (the file did not compile)"
+            print(f"{name}:{line}: kernel {label}: {note}")
+            continue
+        print(
+            f"{name}:{line}: kernel {label}: {r.registers} registers, "
+            f"{r.spill_stores} bytes spill stores, {r.spill_loads} bytes spill loads, "
+            f"{r.shared_bytes} bytes shared, {r.stack_bytes} bytes stack"
+        )

@@ -1,0 +1,154 @@
+"""Compile results cached in memory (LRU) and on disk, keyed by everything that shapes them.
+
+The key hashes the unit text, its in-memory headers, the options (arch, -I, -D, flags), the name
+expressions, the NVRTC version and the stand-in headers. Disk entries are JSON (never pickle:
+the cache directory is not trusted to hold code) written atomically; a corrupt or unreadable
+entry is a miss, never an error. `CUDA_LLM_CACHE_DIR` overrides the platformdirs location.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from cuda_llm_lsp import __version__
+from cuda_llm_lsp.compile import headers as std_headers
+from cuda_llm_lsp.compile.nvrtc import build_flags, compile_unit, nvrtc_version
+from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
+from cuda_llm_lsp.source.device_unit import DeviceUnit
+
+MEMORY_ENTRIES = 256
+_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    override = os.environ.get("CUDA_LLM_CACHE_DIR")
+    base = Path(override) if override else Path(platformdirs.user_cache_dir("cuda-llm-lsp"))
+    return base / "compile"
+
+
+def cache_key(unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    parts: list[Any] = [
+        _FORMAT,
+        __version__,
+        nvrtc_version(),
+        std_headers.stub_fingerprint(),
+        unit.name,
+        unit.text,
+        sorted(unit.headers.items()),
+        sorted(unit.include_lines.items()),
+        build_flags(unit, options),
+        list(name_expressions),
+    ]
+    digest.update(json.dumps(parts, default=str).encode("utf-8", errors="surrogatepass"))
+    return digest.hexdigest()
+
+
+class CompileCache:
+    """Thread-safe two-level cache; one shared instance serves the CLI and the server."""
+
+    def __init__(self, memory_entries: int = MEMORY_ENTRIES, use_disk: bool = True) -> None:
+        self._memory: OrderedDict[str, CompileResult] = OrderedDict()
+        self._limit = memory_entries
+        self._use_disk = use_disk
+        self._lock = threading.Lock()
+
+    def compile(
+        self, unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]
+    ) -> CompileResult:
+        key = cache_key(unit, options, name_expressions)
+        hit = self.get(key)
+        if hit is not None:
+            return hit
+        result = compile_unit(unit, options, name_expressions)
+        self.put(key, result)
+        return result
+
+    def get(self, key: str) -> CompileResult | None:
+        with self._lock:
+            found = self._memory.get(key)
+            if found is not None:
+                self._memory.move_to_end(key)
+                return replace(found, from_cache=True)
+        if not self._use_disk:
+            return None
+        loaded = _read(cache_dir() / key[:2] / f"{key}.json")
+        if loaded is None:
+            return None
+        self._remember(key, loaded)
+        return replace(loaded, from_cache=True)
+
+    def put(self, key: str, result: CompileResult) -> None:
+        self._remember(key, result)
+        if self._use_disk:
+            _write(cache_dir() / key[:2] / f"{key}.json", result)
+
+    def clear_memory(self) -> None:
+        with self._lock:
+            self._memory.clear()
+
+    def _remember(self, key: str, result: CompileResult) -> None:
+        with self._lock:
+            self._memory[key] = replace(result, from_cache=False)
+            self._memory.move_to_end(key)
+            while len(self._memory) > self._limit:
+                self._memory.popitem(last=False)
+
+
+_shared = CompileCache()
+
+
+def compile_cached(
+    unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]
+) -> CompileResult:
+    """`compile_unit` through the process-wide cache (`from_cache` tells whether it hit)."""
+    return _shared.compile(unit, options, name_expressions)
+
+
+def shared_cache() -> CompileCache:
+    return _shared
+
+
+def _write(path: Path, result: CompileResult) -> None:
+    data = asdict(result)
+    data["cubin"] = base64.b64encode(result.cubin).decode() if result.cubin else None
+    data.pop("from_cache", None)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"format": _FORMAT, "result": data}, handle)
+        os.replace(tmp, path)
+    except OSError:
+        return  # a read-only or full disk only costs the next compile
+
+
+def _read(path: Path) -> CompileResult | None:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if raw.get("format") != _FORMAT:
+            return None
+        data = raw["result"]
+        return CompileResult(
+            ok=bool(data["ok"]),
+            arch=str(data["arch"]),
+            diagnostics=tuple(Diagnostic(**d) for d in data["diagnostics"]),
+            log=str(data["log"]),
+            cubin=base64.b64decode(data["cubin"]) if data.get("cubin") else None,
+            lowered_names={str(k): str(v) for k, v in data["lowered_names"].items()},
+            resources={str(k): Resources(**v) for k, v in data["resources"].items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None

@@ -1,0 +1,90 @@
+"""Where NVRTC's headers come from: the toolkit wheels, CCCL, and our stand-ins for libc/libstdc++.
+
+NVRTC ships no standard library headers. nvcc gets them from the host compiler and implicitly
+includes `cuda_runtime.h` (which drags in `<math.h>`, `<cstdlib>`, ...). We mirror that with a
+pre-included prelude and a few small stand-ins in `stub_headers/`, most of which forward to
+libcu++ (`cuda/std/...`) where it is cheap. Headers that only host code needs are dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+STUB_DIR = Path(__file__).with_name("stub_headers")
+PRELUDE = "cuda_llm_prelude.h"
+
+# Standard headers with a device-side stand-in in STUB_DIR (kept in the unit, found through -I).
+STUBBED: frozenset[str] = frozenset(
+    p.name for p in STUB_DIR.iterdir() if p.is_file() and p.name != PRELUDE
+)
+
+
+# Host-only standard/system headers: the `#include` line is blanked, never reported.
+def names(text: str) -> frozenset[str]:
+    """The whitespace-separated names in `text` (for long literal lists)."""
+    return frozenset(text.split())
+
+
+HOST_ONLY: frozenset[str] = names(
+    """
+    algorithm any array atomic bitset cctype cerrno charconv chrono cinttypes clocale codecvt
+    complex condition_variable csignal cstdarg ctime cuchar cwchar cwctype deque exception
+    execution filesystem forward_list fstream functional future initializer_list iomanip ios
+    iosfwd iostream istream iterator limits list locale map memory memory_resource mutex new
+    numeric optional ostream queue random ratio regex scoped_allocator set shared_mutex
+    span sstream stack stdexcept streambuf string string_view system_error thread tuple
+    type_traits typeindex typeinfo unordered_map unordered_set utility valarray variant vector
+    bit numbers concepts compare format ranges source_location barrier latch semaphore
+    ctype.h errno.h locale.h signal.h stdarg.h time.h wchar.h unistd.h sys/time.h sys/types.h
+    omp.h pthread.h windows.h fcntl.h dirent.h
+    cuda.h cudaProfiler.h cuda_profiler_api.h nvrtc.h nvToolsExt.h nvtx3/nvToolsExt.h
+    """
+)
+HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/")
+
+
+@functools.lru_cache(maxsize=1)
+def toolkit_include_dirs() -> tuple[str, ...]:
+    """CUDA toolkit header directories found by cuda.pathfinder: cudart (with crt/), then CCCL."""
+    dirs: list[str] = []
+    try:
+        from cuda import pathfinder
+    except ImportError:  # pragma: no cover - cuda-python is a dependency
+        return ()
+    for lib in ("cudart", "cccl"):
+        try:
+            found = pathfinder.find_nvidia_header_directory(lib)
+        except Exception:  # a missing wheel only loses those headers
+            found = None
+        if found and found not in dirs:
+            dirs.append(str(found))
+    return tuple(dirs)
+
+
+def is_host_only(name: str) -> bool:
+    return name in HOST_ONLY or name.startswith(HOST_ONLY_PREFIXES)
+
+
+def find_system_header(name: str, extra_dirs: tuple[str, ...] = ()) -> Path | None:
+    """The file `#include <name>` would open: configured dirs, then the toolkit's."""
+    for directory in (*extra_dirs, *toolkit_include_dirs()):
+        candidate = Path(directory) / name
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def stub_fingerprint() -> str:
+    """A hash of the stand-in headers (part of every compile cache key)."""
+    digest = hashlib.sha256()
+    for path in sorted(STUB_DIR.iterdir()):
+        if path.is_file():
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]

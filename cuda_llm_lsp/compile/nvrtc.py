@@ -1,0 +1,437 @@
+"""Compile a device unit with NVRTC (cuda.bindings.nvrtc): cubin, diagnostics, ptxas resources.
+
+The log is EDG's: `FILE(LINE): error|warning #NNN-D: MESSAGE`, optional continuation lines,
+the source line echoed with two spaces of indent, a caret line, then `detected during ...`
+context. Errors in an included header are attached to that header's `#include` line in the
+user's file. `-Xptxas -v` output gives registers, spills, shared memory and stack per entry
+function; mangled names are mapped back to the name expressions with `nvrtcGetLoweredName`.
+NVRTC calls block (tens of milliseconds to seconds): callers run us in a thread. Separate
+programs may be compiled from several threads at once (NVRTC is thread-safe per program).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_llm_lsp.compile import headers as std_headers
+from cuda_llm_lsp.compile.types import (
+    CompileOptions,
+    CompileResult,
+    Diagnostic,
+    NvrtcUnavailable,
+    Resources,
+    Severity,
+)
+from cuda_llm_lsp.source.device_unit import DeviceUnit
+
+NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
+BASE_FLAGS = (
+    "-std=c++17",  # nvcc's default dialect with a current host compiler
+    "-Xptxas=-v",  # per-kernel registers, spills, shared memory, stack
+    "-lineinfo",  # source lines in the cubin for profilers; costs nothing measurable
+    # NVRTC rejects every unannotated function and namespace-scope variable ("not allowed in
+    # JIT mode"). Host ones are blanked from the unit; what remains unannotated is what device
+    # code may use: constexpr helpers (nvcc --expt-relaxed-constexpr style) and constants.
+    "-default-device",
+)
+
+_load_lock = threading.Lock()
+_module: Any = None
+_version: tuple[int, int] | None = None
+
+
+def nvrtc_module() -> Any:
+    """`cuda.bindings.nvrtc`, checked to load libnvrtc; raises NvrtcUnavailable otherwise."""
+    global _module, _version
+    if _module is not None:
+        return _module
+    with _load_lock:
+        if _module is None:
+            try:
+                from cuda.bindings import nvrtc
+
+                err, major, minor = nvrtc.nvrtcVersion()
+                if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                    raise RuntimeError(f"nvrtcVersion failed: {err}")
+            except Exception as exc:
+                raise NvrtcUnavailable(
+                    "NVRTC could not be loaded (install the CUDA toolkit wheels: "
+                    f"pip install 'cuda-toolkit[nvrtc,cudart,crt,cccl]==13.*'): {exc}"
+                ) from exc
+            _version = (major, minor)
+            _module = nvrtc
+    return _module
+
+
+def nvrtc_version() -> tuple[int, int]:
+    nvrtc_module()
+    assert _version is not None
+    return _version
+
+
+def build_flags(unit: DeviceUnit, options: CompileOptions) -> list[str]:
+    """The NVRTC command line for `unit`; the order of -I matters (stand-ins first)."""
+    flags = [f"--gpu-architecture={options.arch}", *BASE_FLAGS]
+    flags.append(f"--pre-include={std_headers.PRELUDE}")
+    dirs: list[str] = [str(std_headers.STUB_DIR)]
+    for directory in (
+        *unit.include_dirs,
+        *options.include_paths,
+        *std_headers.toolkit_include_dirs(),
+    ):
+        if directory not in dirs:
+            dirs.append(directory)
+    flags.extend(f"-I{d}" for d in dirs)
+    flags.extend(f"-D{d}" for d in options.defines if d.strip())
+    flags.extend(options.extra_flags)
+    return flags
+
+
+def compile_unit(
+    unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]
+) -> CompileResult:
+    """Compile `unit` for `options.arch`; never raises on bad source, only NvrtcUnavailable."""
+    nvrtc = nvrtc_module()
+    expressions = list(dict.fromkeys(e.strip() for e in name_expressions if e.strip()))
+    headers = dict(unit.headers)
+    prelude = std_headers.STUB_DIR / std_headers.PRELUDE
+    headers.setdefault(std_headers.PRELUDE, prelude.read_text())
+    flags = build_flags(unit, options)
+    run = _run(nvrtc, unit, headers, flags, expressions)
+    bad = _bad_name_expressions(run.log, expressions)
+    if bad:  # an unusable instantiation must not hide the file's own diagnostics
+        expressions = [e for e in expressions if e not in bad]
+        run = _run(nvrtc, unit, headers, flags, expressions)
+    diagnostics = parse_log(run.log, unit, run.lowered)
+    resources = _resources_by_expression(parse_ptxas(run.log), run.lowered)
+    ok = run.ok and not any(d.severity == "error" for d in diagnostics)
+    return CompileResult(
+        ok=ok,
+        arch=options.arch,
+        diagnostics=tuple(diagnostics),
+        log=run.log,
+        cubin=run.cubin if ok else None,
+        lowered_names=run.lowered,
+        resources=resources,
+    )
+
+
+@dataclass
+class _Run:
+    ok: bool
+    log: str
+    cubin: bytes | None
+    lowered: dict[str, str]
+
+
+def _run(
+    nvrtc: Any,
+    unit: DeviceUnit,
+    headers: dict[str, str],
+    flags: list[str],
+    expressions: list[str],
+) -> _Run:
+    success = nvrtc.nvrtcResult.NVRTC_SUCCESS
+    names = list(headers)
+    err, prog = nvrtc.nvrtcCreateProgram(
+        _c_string(unit.text),
+        unit.name.encode(),
+        len(names),
+        [_c_string(headers[n]) for n in names],
+        [n.encode() for n in names],
+    )
+    if err != success:
+        return _Run(
+            False, f"nvrtc: error: cannot create program: {_error_string(nvrtc, err)}", None, {}
+        )
+    try:
+        for expression in expressions:
+            nvrtc.nvrtcAddNameExpression(prog, expression.encode())
+        encoded = [f.encode() for f in flags]
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        log = _program_log(nvrtc, prog)
+        if result not in (success, nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION) and not log.strip():
+            log = f"nvrtc: error: {_error_string(nvrtc, result)}"
+        if result != success:
+            return _Run(False, log, None, {})
+        lowered: dict[str, str] = {}
+        for expression in expressions:
+            err, symbol = nvrtc.nvrtcGetLoweredName(prog, expression.encode())
+            if err == success and symbol:
+                lowered[expression] = symbol.decode()
+        return _Run(True, log, _cubin(nvrtc, prog), lowered)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _c_string(text: str) -> bytes:
+    return text.replace("\0", " ").encode("utf-8", errors="replace")
+
+
+def _error_string(nvrtc: Any, result: Any) -> str:
+    try:
+        return nvrtc.nvrtcGetErrorString(result)[1].decode()
+    except Exception:  # only used to word a message
+        return str(result)
+
+
+def _program_log(nvrtc: Any, prog: Any) -> str:
+    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
+        return ""
+    buffer = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buffer)
+    return buffer.rstrip(b"\0").decode("utf-8", errors="replace")
+
+
+def _cubin(nvrtc: Any, prog: Any) -> bytes | None:
+    err, size = nvrtc.nvrtcGetCUBINSize(prog)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size == 0:
+        return None
+    buffer = b" " * size
+    (err,) = nvrtc.nvrtcGetCUBIN(prog, buffer)
+    return buffer if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else None
+
+
+# --- the log ---------------------------------------------------------------------------------
+
+_HEAD = re.compile(
+    r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>catastrophic error|fatal error|error|warning"
+    r"|remark)(?: #(?P<code>\w+(?:-\w)?))?: (?P<message>.*)$"
+)
+_CARET = re.compile(r"^[ \t]*\^[ \t]*$")
+_PTXAS_PROBLEM = re.compile(r"^ptxas (?P<kind>error|warning|fatal)\s*: (?P<message>.*)$")
+_NVRTC_PROBLEM = re.compile(r"^(?:nvrtc: )?(?P<kind>error|warning): (?P<message>.*)$")
+_TOKEN = re.compile(r"[A-Za-z_0-9]\w*|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|\S")
+_SEVERITY: dict[str, Severity] = {
+    "catastrophic error": "error",
+    "fatal error": "error",
+    "error": "error",
+    "fatal": "error",
+    "warning": "warning",
+    "remark": "information",
+}
+
+
+def parse_log(
+    log: str, unit: DeviceUnit, lowered: dict[str, str] | None = None
+) -> list[Diagnostic]:
+    """NVRTC's log as diagnostics in the user's file (1-based; end_column exclusive)."""
+    lines = log.replace("\r\n", "\n").split("\n")
+    main_lines = unit.text.split("\n")
+    symbols = {symbol: name for name, symbol in (lowered or {}).items()}
+    out: list[Diagnostic] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        head = _HEAD.match(line)
+        if head is None:
+            extra = _other_problem(line, symbols)
+            if extra is not None:
+                out.append(extra)
+            i += 1
+            continue
+        i += 1
+        file = head.group("file")
+        if file == NAME_MAP_FILE:
+            while i < len(lines) and lines[i].strip():
+                i += 1
+            continue
+        message = head.group("message").strip()
+        source_lines = _source_of(file, unit, main_lines)
+        row = int(head.group("line")) - 1
+        source = (
+            source_lines[row] if source_lines is not None and 0 <= row < len(source_lines) else None
+        )
+        caret: int | None = None
+        context: list[str] = []
+        while i < len(lines) and lines[i].strip():
+            current = lines[i]
+            if _CARET.match(current):
+                caret = current.index("^") - 2
+            elif (
+                source is not None
+                and current.rstrip() == ("  " + source).rstrip()
+                and caret is None
+            ):
+                pass  # the echoed source line
+            elif caret is None and not context:
+                message += " " + current.strip()  # continuation of the message
+            else:
+                context.append(current.strip())
+            i += 1
+        if context:
+            message += " (" + "; ".join(context) + ")"
+        out.append(_diagnostic(head, file, message, row, source, caret, unit))
+    return _unique(out)
+
+
+def _source_of(file: str, unit: DeviceUnit, main_lines: list[str]) -> list[str] | None:
+    if file == unit.name:
+        return main_lines
+    header = unit.headers.get(file)
+    return header.split("\n") if header is not None else None
+
+
+def _diagnostic(
+    head: re.Match[str],
+    file: str,
+    message: str,
+    row: int,
+    source: str | None,
+    caret: int | None,
+    unit: DeviceUnit,
+) -> Diagnostic:
+    severity = _SEVERITY[head.group("severity")]
+    code = head.group("code")
+    if file == unit.name:
+        column = _char_column(source, caret) if source is not None and caret is not None else 0
+        end = _token_end(source, column) if source is not None else column
+        return Diagnostic(row + 1, column + 1, row + 1, end + 1, severity, message, code)
+    include_row, span = _include_site(file, unit)
+    where = f'in included file "{file}" line {row + 1}: {message}'
+    return Diagnostic(
+        include_row + 1, span[0] + 1, include_row + 1, span[1] + 1, severity, where, code
+    )
+
+
+def _include_site(file: str, unit: DeviceUnit) -> tuple[int, tuple[int, int]]:
+    """The main-file `#include` line that brought `file` in (0-based row, column range)."""
+    row: int | None = unit.include_lines.get(file)
+    if row is None:
+        normalized = file.replace("\\", "/")
+        for name, line in sorted(unit.include_lines.items(), key=lambda item: item[1]):
+            stem = name.rsplit(".", 1)[0]
+            if (
+                normalized.endswith("/" + name)
+                or normalized.endswith(name)
+                or (stem and f"/{stem}." in normalized)
+            ):
+                row = line
+                break
+    if row is None:
+        row = min(unit.include_lines.values(), default=0)
+    text_lines = unit.text.split("\n")
+    text = text_lines[row] if row < len(text_lines) else ""
+    stripped = text.rstrip()
+    start = len(text) - len(text.lstrip())
+    return row, (start, max(start, len(stripped)))
+
+
+def _char_column(source: str, caret_bytes: int) -> int:
+    """EDG counts the caret in bytes; the user's editor counts characters."""
+    if caret_bytes <= 0:
+        return 0
+    encoded = source.encode("utf-8", errors="replace")
+    return len(encoded[:caret_bytes].decode("utf-8", errors="ignore"))
+
+
+def _token_end(source: str, column: int) -> int:
+    match = _TOKEN.match(source, column)
+    if match is None:
+        return column
+    return match.end()
+
+
+def _other_problem(line: str, symbols: dict[str, str]) -> Diagnostic | None:
+    """ptxas and driver-level messages that carry no source line: reported at 1:1."""
+    match = _PTXAS_PROBLEM.match(line.strip())
+    prefix = "ptxas: "
+    if match is None:
+        match = _NVRTC_PROBLEM.match(line.strip())
+        prefix = ""
+        if match is None:
+            return None
+    message = match.group("message").strip()
+    for symbol, name in symbols.items():
+        message = message.replace(f"'{symbol}'", f"'{name}'")
+    severity = _SEVERITY.get(match.group("kind"), "error")
+    return Diagnostic(1, 1, 1, 1, severity, prefix + message, "ptxas" if prefix else "nvrtc")
+
+
+def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    seen: set[tuple[object, ...]] = set()
+    out: list[Diagnostic] = []
+    for d in diagnostics:
+        key = (d.line, d.column, d.severity, d.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return sorted(out, key=lambda d: (d.line, d.column, d.severity != "error"))
+
+
+def _bad_name_expressions(log: str, expressions: list[str]) -> set[str]:
+    """Name expressions NVRTC could not resolve (reported in its synthetic __nv_name_map)."""
+    if NAME_MAP_FILE not in log:
+        return set()
+    bad: set[str] = set()
+    squeeze = re.compile(r"\s+")
+    wanted = {squeeze.sub("", e): e for e in expressions}
+    for line in log.split("\n"):
+        marker = "#pragma nv_mangled_name"
+        if marker in line:
+            text = squeeze.sub("", line.split(marker, 1)[1])
+            if text in wanted:
+                bad.add(wanted[text])
+        elif "Input name expression was:" in line:
+            text = squeeze.sub("", line.rsplit(":", 1)[1].strip().strip('"'))
+            if text in wanted:
+                bad.add(wanted[text])
+    return bad
+
+
+# --- ptxas -v --------------------------------------------------------------------------------
+
+_ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_PROPERTIES = re.compile(r"Function properties for (?P<name>\S+)")
+_FRAME = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, "
+    r"(?P<loads>\d+) bytes spill loads"
+)
+_USED = re.compile(r"Used (?P<registers>\d+) registers")
+_SMEM = re.compile(r"(?P<bytes>\d+) bytes smem")
+_CMEM = re.compile(r"(?P<bytes>\d+) bytes cmem\[\d+\]")
+
+
+def parse_ptxas(log: str) -> dict[str, Resources]:
+    """Resources per entry function (mangled symbol) from `ptxas -v` lines."""
+    frames: dict[str, tuple[int, int, int]] = {}
+    out: dict[str, Resources] = {}
+    entry: str | None = None
+    properties_of: str | None = None
+    for line in log.split("\n"):
+        if not line.startswith("ptxas"):
+            continue
+        if m := _ENTRY.search(line):
+            entry = m.group("name")
+        elif m := _PROPERTIES.search(line):
+            properties_of = m.group("name")
+        elif (m := _FRAME.search(line)) and properties_of is not None:
+            frames[properties_of] = (int(m["stack"]), int(m["stores"]), int(m["loads"]))
+        elif (m := _USED.search(line)) and entry is not None:
+            stack, stores, loads = frames.get(entry, (0, 0, 0))
+            smem = _SMEM.search(line)
+            out[entry] = Resources(
+                registers=int(m["registers"]),
+                spill_stores=stores,
+                spill_loads=loads,
+                shared_bytes=int(smem["bytes"]) if smem else 0,
+                stack_bytes=stack,
+                constant_bytes=sum(int(c["bytes"]) for c in _CMEM.finditer(line)),
+            )
+            entry = None
+    return out
+
+
+def _resources_by_expression(
+    by_symbol: dict[str, Resources], lowered: dict[str, str]
+) -> dict[str, Resources]:
+    out: dict[str, Resources] = {}
+    for expression, symbol in lowered.items():
+        if symbol in by_symbol:
+            out[expression] = by_symbol[symbol]
+    return out

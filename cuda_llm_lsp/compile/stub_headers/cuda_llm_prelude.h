@@ -1,0 +1,59 @@
+/* cuda-llm-lsp: pre-included in every NVRTC compile.
+ * nvcc implicitly includes cuda_runtime.h, which brings the host <math.h>, <stdlib.h>, <cmath>
+ * and <cstdlib> with it; NVRTC has none of them. This header gives device code the same names
+ * so a file that nvcc accepts gets no false errors here. */
+#ifndef CUDA_LLM_PRELUDE_H
+#define CUDA_LLM_PRELUDE_H
+
+namespace std {}
+
+#ifndef INFINITY
+#define INFINITY (__builtin_bit_cast(float, 0x7f800000u))
+#endif
+#ifndef NAN
+#define NAN (__builtin_bit_cast(float, 0x7fc00000u))
+#endif
+#ifndef HUGE_VALF
+#define HUGE_VALF (__builtin_bit_cast(float, 0x7f800000u))
+#endif
+#ifndef HUGE_VAL
+#define HUGE_VAL (__builtin_bit_cast(double, 0x7ff0000000000000ull))
+#endif
+#ifndef MAXFLOAT
+#define MAXFLOAT 3.40282347e+38F
+#endif
+
+/* Spelled exactly as glibc's <math.h>, so a file that repeats them gets no redefinition warning. */
+# define M_E		2.7182818284590452354	/* e */
+# define M_LOG2E	1.4426950408889634074	/* log_2 e */
+# define M_LOG10E	0.43429448190325182765	/* log_10 e */
+# define M_LN2		0.69314718055994530942	/* log_e 2 */
+# define M_LN10		2.30258509299404568402	/* log_e 10 */
+# define M_PI		3.14159265358979323846	/* pi */
+# define M_PI_2		1.57079632679489661923	/* pi/2 */
+# define M_PI_4		0.78539816339744830962	/* pi/4 */
+# define M_1_PI		0.31830988618379067154	/* 1/pi */
+# define M_2_PI		0.63661977236758134308	/* 2/pi */
+# define M_2_SQRTPI	1.12837916709551257390	/* 2/sqrt(pi) */
+# define M_SQRT2	1.41421356237309504880	/* sqrt(2) */
+# define M_SQRT1_2	0.70710678118654752440	/* 1/sqrt(2) */
+
+/* std:: spellings of the math functions NVRTC declares in the global namespace. */
+namespace std {
+using ::abs; using ::acos; using ::acosh; using ::asin; using ::asinh; using ::atan;
+using ::atan2; using ::atanh; using ::cbrt; using ::ceil; using ::copysign; using ::cos;
+using ::cosh; using ::erf; using ::erfc; using ::exp; using ::exp2; using ::expm1; using ::fabs;
+using ::fdim; using ::floor; using ::fma; using ::fmax; using ::fmin; using ::fmod;
+using ::frexp; using ::hypot; using ::ilogb; using ::isfinite; using ::isinf; using ::isnan;
+using ::ldexp; using ::lgamma; using ::llrint; using ::llround; using ::log; using ::log10;
+using ::log1p; using ::log2; using ::logb; using ::lrint; using ::lround; using ::modf;
+using ::nearbyint; using ::nextafter; using ::pow; using ::remainder; using ::remquo;
+using ::rint; using ::round; using ::scalbln; using ::scalbn; using ::signbit; using ::sin;
+using ::sinh; using ::sqrt; using ::tan; using ::tanh; using ::tgamma; using ::trunc;
+using ::sqrtf; using ::expf; using ::logf; using ::fabsf; using ::fmaxf; using ::fminf;
+using ::powf; using ::sinf; using ::cosf; using ::tanhf; using ::floorf; using ::ceilf;
+using ::roundf; using ::truncf; using ::fmaf; using ::exp2f; using ::log2f; using ::erff;
+using ::printf; using ::malloc; using ::free; using ::memcpy; using ::memset;
+}
+
+#endif

@@ -1,0 +1,2 @@
+/* cuda-llm-lsp stand-in for <math.h>: the names live in cuda_llm_prelude.h, pre-included. */
+#include "cuda_llm_prelude.h"
