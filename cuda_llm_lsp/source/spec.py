@@ -672,6 +672,8 @@ class _SpecParser:
         declared: dict[str, Any] = raw_sizes if isinstance(raw_sizes, dict) else {}
         # a size with a bad value is still a known name: no follow-on "unknown name" errors
         self.names = set(sizes) | set(declared) | set(constants)
+        if kernel.is_template and not template_args:  # instance missing or bad: reported once
+            self.names |= set(kernel.template_params)
 
         grid = self.parse_dims("grid", doc.get("grid"))
         block = self.parse_dims("block", doc.get("block"))
@@ -776,7 +778,16 @@ class _SpecParser:
                 f"{len(kernel.template_params)} ({', '.join(kernel.template_params)})",
             )
             return None, {}
-        return value.strip(), dict(zip(kernel.template_params, args, strict=False))
+        given = dict(zip(kernel.template_params, args, strict=False))
+        for param in template_parameters(kernel, self.source)[len(args) :]:
+            if param.default is None:
+                self.error(
+                    ("instance",),
+                    f"instance gives no argument for {param.name}, which has no default",
+                )
+                return None, {}
+            given[param.name] = param.default
+        return value.strip(), given
 
     def parse_sizes(self, value: object) -> dict[str, list[int]]:
         if value is None:

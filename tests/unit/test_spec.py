@@ -787,3 +787,14 @@ def test_parse_spec_never_raises_on_mangled_specs() -> None:
                     assert error.span.start <= error.span.end
             if spec is not None:
                 assert len(spec.cases()) == spec.case_count
+
+
+def test_instance_may_rely_on_template_defaults() -> None:
+    kernel = "template <typename T, int B = 64>\n__global__ void f(T* x, int n) { x[0] = B; }\n"
+    body = 'sizes.n = [4]\ngrid = 1\nblock = "B"\nargs.x = "float32[n]"\nargs.n = "n"\n'
+    spec, errors, _ = parse('instance = "f<float>"\n' + body, kernel)
+    assert errors == [] and spec is not None
+    assert spec.template_args == {"T": "float", "B": "64"}
+    assert spec.cases()[0].block == (64, 1, 1)
+    kernel = kernel.replace(" = 64", "")
+    only_error('instance = "f<float>"\n' + body, "instance", "no argument for B", kernel)
