@@ -110,28 +110,40 @@ class RecordedEvaluator:
         return self._device
 
     def benchmark(
-        self, kernel: KernelBinary, spec: TestSpec, *, spec_dir: Path | None = None,
+        self,
+        kernel: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
         seed: int | None = None,
-    ) -> EvalResult:  # fmt: skip
+    ) -> EvalResult:
         self.calls.append(("benchmark", kernel.kernel_source))
         entry = self._match(kernel.kernel_source) or self._baseline()
         self._wait(entry)
         timing = self._timing(entry)
         status = entry.get("status", "ok")
         return EvalResult(
-            status=status, message=str(entry.get("message", "")), seed=seed or 0,
-            cases=self._cases(spec, status, entry), candidate=timing if status == "ok" else None,
-        )  # fmt: skip
+            status=status,
+            message=str(entry.get("message", "")),
+            seed=seed or 0,
+            cases=self._cases(spec, status, entry),
+            candidate=timing if status == "ok" else None,
+        )
 
     def evaluate(
-        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec, *,
-        spec_dir: Path | None = None, seed: int | None = None,
-    ) -> EvalResult:  # fmt: skip
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> EvalResult:
         self.calls.append(("evaluate", candidate.kernel_source))
         entry = self._match(candidate.kernel_source) or dict(
-            self._data.get("default") or {"status": "wrong_output",
-                                           "message": "no recorded outcome for this kernel"}
-        )  # fmt: skip
+            self._data.get("default")
+            or {"status": "wrong_output", "message": "no recorded outcome for this kernel"}
+        )
         key = hashlib.sha256(candidate.kernel_source.encode("utf-8")).hexdigest()
         self._seen[key] = self._seen.get(key, 0) + 1
         if self._seen[key] > 1 and isinstance(entry.get("later"), dict):
@@ -140,14 +152,22 @@ class RecordedEvaluator:
         status = entry.get("status", "ok")
         base = self._timing(self._baseline())
         if status != "ok":
-            return EvalResult(status=status, message=str(entry.get("message", "")),
-                              seed=seed or 0, cases=self._cases(spec, status, entry))  # fmt: skip
+            return EvalResult(
+                status=status,
+                message=str(entry.get("message", "")),
+                seed=seed or 0,
+                cases=self._cases(spec, status, entry),
+            )
         timing = self._timing(entry)
         return EvalResult(
-            status="ok", message=str(entry.get("message", "")), seed=seed or 0,
-            cases=self._cases(spec, "ok", entry), baseline=base, candidate=timing,
+            status="ok",
+            message=str(entry.get("message", "")),
+            seed=seed or 0,
+            cases=self._cases(spec, "ok", entry),
+            baseline=base,
+            candidate=timing,
             speedup=base.median_ms / timing.median_ms,
-        )  # fmt: skip
+        )
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -180,8 +200,13 @@ class RecordedEvaluator:
     def _timing(entry: Mapping[str, Any]) -> Timing:
         ms = float(entry.get("ms", 1.0))
         spread = float(entry.get("spread_pct", 0.5))
-        return Timing(median_ms=ms, spread_pct=spread, min_ms=ms * (1 - spread / 200),
-                      max_ms=ms * (1 + spread / 200), samples=100)  # fmt: skip
+        return Timing(
+            median_ms=ms,
+            spread_pct=spread,
+            min_ms=ms * (1 - spread / 200),
+            max_ms=ms * (1 + spread / 200),
+            samples=100,
+        )
 
     @staticmethod
     def _cases(spec: TestSpec, status: str, entry: Mapping[str, Any]) -> tuple[CaseOutcome, ...]:
@@ -191,6 +216,12 @@ class RecordedEvaluator:
         for index in range(count):
             sizes = {name: values[index] for name, values in spec.sizes.items()}
             bad = index == failing
-            cases.append(CaseOutcome(index, sizes, status if bad else "ok",  # type: ignore[arg-type]
-                                     str(entry.get("message", "")) if bad else ""))  # fmt: skip
+            cases.append(
+                CaseOutcome(
+                    index,
+                    sizes,
+                    status if bad else "ok",  # type: ignore[arg-type]
+                    str(entry.get("message", "")) if bad else "",
+                )
+            )
         return tuple(cases)

@@ -157,10 +157,17 @@ class RunHistory:
                 "(run_id, round, idx, status, ms, speedup, message, tokens, source) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    run_id, outcome.round, outcome.index, outcome.status, outcome.ms,
-                    outcome.speedup, outcome.message, outcome.tokens, outcome.source,
+                    run_id,
+                    outcome.round,
+                    outcome.index,
+                    outcome.status,
+                    outcome.ms,
+                    outcome.speedup,
+                    outcome.message,
+                    outcome.tokens,
+                    outcome.source,
                 ),
-            )  # fmt: skip
+            )
 
     def finish_run(self, run_id: int, result: OptimizeResult) -> None:
         """The outcome; candidates are written again as the result has them (final statuses)."""
@@ -170,18 +177,27 @@ class RunHistory:
                 "accepted = ?, cancelled = ?, tokens = ?, outcome = ?, error = ?, best_source = ? "
                 "WHERE id = ?",
                 (
-                    time.time(), result.baseline_ms, result.best_ms, result.speedup,
-                    int(result.accepted), int(result.cancelled), result.tokens, result.message,
-                    result.error, result.best_source, run_id,
+                    time.time(),
+                    result.baseline_ms,
+                    result.best_ms,
+                    result.speedup,
+                    int(result.accepted),
+                    int(result.cancelled),
+                    result.tokens,
+                    result.message,
+                    result.error,
+                    result.best_source,
+                    run_id,
                 ),
-            )  # fmt: skip
+            )
         for outcome in result.candidates:
             self.add_candidate(run_id, outcome)
 
-    def record_decision(self, run_id: int, decision: Decision | None) -> None:
+    def record_decision(self, run_id: int, decision: str | None) -> None:
         """The user's accept / reject of the run's suggestion (None clears it)."""
-        if decision not in ("accept", "reject", None):
-            raise ValueError(f"decision must be 'accept', 'reject' or None, not {decision!r}")
+        decision = _DECISIONS.get(decision, "?") if decision is not None else None
+        if decision == "?":
+            raise ValueError("decision must be 'accept', 'reject' or None")
         with self._connect() as db:
             db.execute(
                 "UPDATE runs SET decision = ?, decided_at = ? WHERE id = ?",
@@ -208,14 +224,27 @@ class RunHistory:
             rows = db.execute(query, params).fetchall()
         return [
             RunRecord(
-                id=row[0], file=row[1], kernel=row[2], model=row[3], started=row[4],
-                finished=row[5], seed=row[6], baseline_ms=row[7], best_ms=row[8], speedup=row[9],
+                id=row[0],
+                file=row[1],
+                kernel=row[2],
+                model=row[3],
+                started=row[4],
+                finished=row[5],
+                seed=row[6],
+                baseline_ms=row[7],
+                best_ms=row[8],
+                speedup=row[9],
                 accepted=None if row[10] is None else bool(row[10]),
-                cancelled=bool(row[11]), tokens=row[12] or 0, outcome=row[13], error=row[14],
-                decision=row[15], decided_at=row[16], candidates=row[17],
+                cancelled=bool(row[11]),
+                tokens=row[12] or 0,
+                outcome=row[13],
+                error=row[14],
+                decision=row[15],
+                decided_at=row[16],
+                candidates=row[17],
             )
             for row in rows
-        ]  # fmt: skip
+        ]
 
     def candidates(self, run_id: int) -> list[CandidateRecord]:
         with self._connect() as db:
@@ -225,10 +254,19 @@ class RunHistory:
                 (run_id,),
             ).fetchall()
         return [
-            CandidateRecord(row[0], row[1], row[2], row[3], row[4], row[5] or "", row[6] or 0,
-                            row[7] or "")
+            CandidateRecord(
+                row[0], row[1], row[2], row[3], row[4], row[5] or "", row[6] or 0, row[7] or ""
+            )
             for row in rows
-        ]  # fmt: skip
+        ]
+
+
+_DECISIONS = {"accept": "accept", "accepted": "accept", "reject": "reject", "rejected": "reject"}
+
+
+def record_decision(run_id: int, decision: str | None, path: str | Path | None = None) -> None:
+    """The user's decision on run `run_id` ("accept"/"accepted", "reject"/"rejected", None)."""
+    RunHistory(path).record_decision(run_id, decision)
 
 
 def _normalise(file: str) -> str:

@@ -117,9 +117,15 @@ class FakeToolchain:
         return f'/* @cuda-llm\nsizes.n = [1, 1024]\ngrid = "cdiv(n, 256)"\n*/ // {kernel.name}'
 
     def build(
-        self, file_text: str, path: Path | None, kernel_name: str, settings: Settings, *,
-        kernel_source: str | None = None, instance: str | None = None,
-    ) -> KernelBinary | FakeRejection:  # fmt: skip
+        self,
+        file_text: str,
+        path: Path | None,
+        kernel_name: str,
+        settings: Settings,
+        *,
+        kernel_source: str | None = None,
+        instance: str | None = None,
+    ) -> KernelBinary | FakeRejection:
         with self.lock:
             self.builds.append(kernel_source)
         source = kernel_source or ""
@@ -132,11 +138,15 @@ class FakeToolchain:
         marker = re.search(r"variant: (\S+)", source)
         registers = self.registers.get(marker.group(1), 16) if marker else 16
         return KernelBinary(
-            source_name=kernel_name, entry=kernel_name, cubin=source.encode(), arch="sm_90",
-            resources=Resources(registers=registers, spill_stores=0, spill_loads=0,
-                                shared_bytes=0, stack_bytes=0),
+            source_name=kernel_name,
+            entry=kernel_name,
+            cubin=source.encode(),
+            arch="sm_90",
+            resources=Resources(
+                registers=registers, spill_stores=0, spill_loads=0, shared_bytes=0, stack_bytes=0
+            ),
             kernel_source=source,
-        )  # fmt: skip
+        )
 
     def sanitize(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> Any:
         for marker, report in self.sanitizer.items():
@@ -151,8 +161,14 @@ class FakeToolchain:
 class FakeLlm:
     """An in-process `LlmClient`: replies by (round, index), or a function of the prompt."""
 
-    def __init__(self, replies: dict[tuple[int, int], Any] | None = None, *,
-                 default: Any = None, delay_s: float = 0.0, tokens: int = 100) -> None:  # fmt: skip
+    def __init__(
+        self,
+        replies: dict[tuple[int, int], Any] | None = None,
+        *,
+        default: Any = None,
+        delay_s: float = 0.0,
+        tokens: int = 100,
+    ) -> None:
         self.replies = dict(replies or {})
         self.default = default
         self.delay_s = delay_s
@@ -185,8 +201,13 @@ class FakeLlm:
             return LlmReply(text="", code=None, error="not scripted")
         text = f"Faster:\n```cuda\n{answer}\n```\n"
         code, error = extract_kernel(text, prompt.kernel)
-        return LlmReply(text=text, code=code, error=error, prompt_tokens=self.tokens // 2,
-                        completion_tokens=self.tokens - self.tokens // 2)  # fmt: skip
+        return LlmReply(
+            text=text,
+            code=code,
+            error=error,
+            prompt_tokens=self.tokens // 2,
+            completion_tokens=self.tokens - self.tokens // 2,
+        )
 
     async def close(self) -> None:
         self.closed = True

@@ -52,8 +52,13 @@ def kernel_reply(code: str, note: str = "Here is a faster version.", lang: str =
 class ScriptedLlmServer:
     """The server; `base_url` ends in `/v1` as the openai SDK expects."""
 
-    def __init__(self, steps: Iterable[dict[str, Any]] = (), *, port: int = 0,
-                 models: tuple[str, ...] = ("scripted-model",)) -> None:  # fmt: skip
+    def __init__(
+        self,
+        steps: Iterable[dict[str, Any]] = (),
+        *,
+        port: int = 0,
+        models: tuple[str, ...] = ("scripted-model",),
+    ) -> None:
         self._lock = threading.Lock()
         self._steps: list[dict[str, Any]] = [dict(s) for s in steps]
         self.requests: list[dict[str, Any]] = []
@@ -69,8 +74,10 @@ class ScriptedLlmServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
-                            for m in server.models]  # fmt: skip
+                    data = [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                        for m in server.models
+                    ]
                     self._send(200, {"object": "list", "data": data})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -82,8 +89,12 @@ class ScriptedLlmServer:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {"_unparsed": raw.decode("utf-8", "replace")}
-                record = {"path": self.path, "headers": dict(self.headers.items()), "body": body,
-                          "time": time.monotonic()}  # fmt: skip
+                record = {
+                    "path": self.path,
+                    "body": body,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "time": time.monotonic(),
+                }
                 with server._lock:
                     server.requests.append(record)
                 if not self.path.rstrip("/").endswith("/chat/completions"):
@@ -91,22 +102,38 @@ class ScriptedLlmServer:
                     return
                 step = server._take(body)
                 if step is None:
-                    self._send(400, {"error": {"message": "scripted server: script exhausted",
-                                               "type": "invalid_request_error"}})  # fmt: skip
+                    self._send(
+                        400,
+                        {
+                            "error": {
+                                "message": "scripted server: script exhausted",
+                                "type": "invalid_request_error",
+                            }
+                        },
+                    )
                     return
                 delay = float(step.get("delay_s", 0) or 0)
                 if delay and server._closing.wait(delay):
                     return
                 status = int(step.get("status", 200))
                 if status != 200:
-                    self._send(status, {"error": {"message": step.get("error", "scripted error"),
-                                                  "type": "scripted", "code": status}},
-                               step.get("headers") or {})  # fmt: skip
+                    self._send(
+                        status,
+                        {
+                            "error": {
+                                "message": step.get("error", "scripted error"),
+                                "type": "scripted",
+                                "code": status,
+                            }
+                        },
+                        step.get("headers") or {},
+                    )
                     return
                 self._send(200, server._completion(body, step), step.get("headers") or {})
 
-            def _send(self, status: int, payload: dict[str, Any],
-                      headers: dict[str, str] | None = None) -> None:  # fmt: skip
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 data = json.dumps(payload).encode("utf-8")
                 try:
                     self.send_response(status)
@@ -136,8 +163,14 @@ class ScriptedLlmServer:
 
     def _take(self, body: dict[str, Any]) -> dict[str, Any] | None:
         messages = body.get("messages") or []
-        last_user = next((m.get("content", "") for m in reversed(messages)
-                          if isinstance(m, dict) and m.get("role") == "user"), "")  # fmt: skip
+        last_user = next(
+            (
+                m.get("content", "")
+                for m in reversed(messages)
+                if isinstance(m, dict) and m.get("role") == "user"
+            ),
+            "",
+        )
         with self._lock:
             for position, step in enumerate(self._steps):
                 if "match" in step and str(step["match"]) not in str(last_user):
@@ -153,23 +186,29 @@ class ScriptedLlmServer:
     def _completion(self, body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
         text = str(step.get("text", ""))
         messages = body.get("messages") or []
-        prompt_words = sum(len(str(m.get("content", "")).split()) for m in messages
-                           if isinstance(m, dict))  # fmt: skip
+        prompt_words = sum(
+            len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict)
+        )
         payload: dict[str, Any] = {
             "id": f"chatcmpl-scripted-{len(self.requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", self.models[0]),
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": step.get("finish_reason", "stop"),
-            }],
-        }  # fmt: skip
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": step.get("finish_reason", "stop"),
+                }
+            ],
+        }
         if step.get("usage", True):
             completion = len(text.split())
-            payload["usage"] = {"prompt_tokens": prompt_words, "completion_tokens": completion,
-                                "total_tokens": prompt_words + completion}  # fmt: skip
+            payload["usage"] = {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": completion,
+                "total_tokens": prompt_words + completion,
+            }
         return payload
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -187,8 +226,9 @@ class ScriptedLlmServer:
             return [r for r in self.requests if r["path"].rstrip("/").endswith("/chat/completions")]
 
     def start(self) -> ScriptedLlmServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="scripted-llm")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="scripted-llm"
+        )
         self._thread.start()
         return self
 

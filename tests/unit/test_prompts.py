@@ -1,0 +1,168 @@
+"""Prompt building: what the model is told about the task, the file, the GPU and the feedback."""
+
+from __future__ import annotations
+
+from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.evaluate.recorded import DEFAULT_DEVICE
+from cuda_llm_lsp.evaluate.types import EvalResult, Timing
+from cuda_llm_lsp.fsr import prompts
+from cuda_llm_lsp.fsr.loop import clean_candidate, required_speedup, top_correct
+from cuda_llm_lsp.fsr.types import CandidateOutcome
+from cuda_llm_lsp.source.kernels import find_kernels
+from tests.support.fsr_fakes import SAXPY_FILE, saxpy_candidate
+
+
+def outcome(
+    index: int,
+    status: str = "ok",
+    *,
+    speedup: float | None = None,
+    message: str = "",
+    source: str = "",
+    registers: int | None = None,
+    round_: int = 1,
+) -> CandidateOutcome:
+    ms = 1.0 / speedup if speedup else None
+    return CandidateOutcome(
+        round_,
+        index,
+        status,
+        ms,
+        message,
+        source or saxpy_candidate(str(index)),  # type: ignore[arg-type]
+        speedup=speedup,
+        registers=registers,
+    )
+
+
+def task() -> prompts.TaskContext:
+    [kernel] = find_kernels(SAXPY_FILE)
+    return prompts.TaskContext(
+        kernel_name="saxpy",
+        kernel_source=kernel.span.slice(SAXPY_FILE),
+        file=prompts.file_context(SAXPY_FILE, kernel),
+        spec_text=kernel.spec.toml if kernel.spec else "",
+        sizes={"n": [1, 1000, 1048576]},
+        device=DEFAULT_DEVICE,
+        baseline_resources=Resources(12, 0, 0, 0, 0),
+        baseline_ms=0.1234,
+        baseline_spread_pct=0.8,
+        baseline_bandwidth_gbs=1800.0,
+        baseline_fraction_of_peak=0.62,
+    )
+
+
+def user_text(**kwargs: object) -> str:
+    messages = prompts.build_messages(task(), round_=2, index=3, candidates=4, **kwargs)  # type: ignore[arg-type]
+    assert [m["role"] for m in messages] == ["system", "user"]
+    return messages[1]["content"]
+
+
+def test_file_context_has_includes_defines_helpers_and_launch_site() -> None:
+    [kernel] = find_kernels(SAXPY_FILE)
+    context = prompts.file_context(SAXPY_FILE, kernel)
+    assert context.includes == ("#include <cstdio>", "#include <cuda_runtime.h>")
+    assert context.defines == ("#define BLOCK 256",)
+    assert context.helpers == ("__device__ float scale(float a, float x) { return a * x; }",)
+    assert len(context.launch_sites) == 1 and "saxpy<<<" in context.launch_sites[0]
+    assert all("__global__" not in h for h in context.helpers)
+
+
+def test_multiline_defines_and_commented_code_are_handled() -> None:
+    text = (
+        "#define MUL(a, b) \\\n  ((a) * (b))\n// __device__ int fake() { return 0; }\n"
+        "__global__ void k(int* p) { p[0] = MUL(2, 3); }\n"
+    )
+    [kernel] = find_kernels(text)
+    context = prompts.file_context(text, kernel)
+    assert context.defines == ("#define MUL(a, b) \\\n  ((a) * (b))",)
+    assert context.helpers == ()
+
+
+def test_prompt_states_the_task_and_the_rules() -> None:
+    system = prompts.SYSTEM_PROMPT
+    assert "same grid, block" in system.lower() and "```cuda" in system
+    assert "__device__" in system and "No host code" in system
+    text = user_text()
+    assert "round 2, candidate 3 of 4" in text
+    assert "__global__ void saxpy(const float* x, float* y, float a, int n)" in text
+
+
+def test_prompt_has_spec_sizes_gpu_and_baseline() -> None:
+    text = user_text()
+    assert 'args.y = "inout float32[n]"' in text
+    assert "case 2: n=1048576 (timed)" in text
+    assert "compute capability 9.0 (sm_90), 132 SMs" in text
+    assert "227 KiB opt-in" in text and "L2 cache: 50 MiB" in text
+    assert "2900 GB/s" in text and "65536 per SM" in text
+    assert "12 registers/thread" in text and "0.1234 ms (±0.8%)" in text
+    assert "62% of the copy bandwidth" in text
+
+
+def test_feedback_shows_best_with_figures_and_failures_with_details() -> None:
+    best = [
+        prompts.Attempt(
+            outcome(1, speedup=2.0, source=saxpy_candidate("best")), Resources(24, 8, 4, 1024, 0)
+        )
+    ]
+    failures = [
+        prompts.Attempt(outcome(2, "compile_error", message="line 3: error: x\n" * 60)),
+        prompts.Attempt(
+            outcome(3, "wrong_output", message="case 1 (n=1000): y[7] expected 2.0, got 0.0")
+        ),
+        prompts.Attempt(outcome(4, "slower", speedup=0.5), Resources(40, 0, 0, 0, 0)),
+    ]
+    text = user_text(best=best, failures=failures, profile="Bottleneck: memory-bandwidth-bound")
+    assert "variant: best" in text and "2.00x the original's speed" in text
+    assert "24 registers/thread, spills 8 B stores / 4 B loads, 1024 B static shared" in text
+    assert (
+        "[... log trimmed]" in text and text.count("line 3: error: x") == prompts.COMPILE_LOG_LINES
+    )
+    assert "wrong_output: case 1 (n=1000): y[7] expected 2.0, got 0.0" in text
+    assert "correct but slower than the original (2.0000 ms, 0.50x); 40 registers/thread" in text
+    assert "Bottleneck: memory-bandwidth-bound" in text
+
+
+def test_only_the_latest_failures_are_shown() -> None:
+    failures = [prompts.Attempt(outcome(i, "timeout", message=f"hang {i}")) for i in range(1, 11)]
+    text = user_text(failures=failures)
+    assert "hang 10" in text and "hang 5" in text and "hang 4" not in text
+
+
+def test_top_correct_ranks_dedupes_and_limits() -> None:
+    same = saxpy_candidate("same")
+    outcomes = [
+        outcome(1, speedup=1.5, source=same),
+        outcome(2, speedup=1.5, source=same + "\n"),
+        outcome(3, speedup=3.0),
+        outcome(4, "wrong_output"),
+        outcome(5, "slower", speedup=0.5),
+        outcome(6, speedup=3.0, registers=8),
+    ]
+    ranked = top_correct(outcomes, 3)
+    assert [o.index for o in ranked] == [6, 3, 1]
+
+
+def test_required_speedup_is_at_least_two_percent_or_the_spread() -> None:
+    def result(b: float, c: float) -> EvalResult:
+        return EvalResult(
+            "ok",
+            "",
+            1,
+            baseline=Timing(1, b, 1, 1, 10),
+            candidate=Timing(1, c, 1, 1, 10),
+            speedup=1.0,
+        )
+
+    assert required_speedup(result(0.1, 0.1)) == 1.02
+    assert abs(required_speedup(result(2.0, 3.0)) - 1.05) < 1e-12
+
+
+def test_clean_candidate_drops_spec_block_and_known_includes() -> None:
+    code = (
+        "/* @cuda-llm\nsizes.n = [1]\n*/\n#include <cstdio>\n#include <cub/cub.cuh>\n"
+        + saxpy_candidate("x")
+    )
+    cleaned = clean_candidate(code, SAXPY_FILE)
+    assert "@cuda-llm" not in cleaned and "#include <cstdio>" not in cleaned
+    assert "#include <cub/cub.cuh>" in cleaned and cleaned.endswith("}\n")
