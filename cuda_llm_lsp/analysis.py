@@ -12,7 +12,13 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile.arch import resolve_arch
 from cuda_llm_lsp.compile.cache import compile_cached
-from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
+from cuda_llm_lsp.compile.types import (
+    CompileOptions,
+    CompileResult,
+    Diagnostic,
+    Resources,
+    Severity,
+)
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.source.device_unit import build_device_unit
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
@@ -84,7 +90,9 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
     for kernel in kernels:
         spec, problems = _spec_of(kernel, text)
         specs.append(spec)
-        diagnostics.extend(_span_diagnostic(p.span, p.message, "spec") for p in problems)
+        diagnostics.extend(
+            _span_diagnostic(p.span, p.message, "spec", p.severity) for p in problems
+        )
     unit = build_device_unit(text, path, settings.include_paths)
     diagnostics.extend(_span_diagnostic(p.span, p.message, "include") for p in unit.problems)
     wanted = [name_expressions(k, s) for k, s in zip(kernels, specs, strict=True)]
@@ -123,11 +131,13 @@ def _spec_of(kernel: Kernel, text: str) -> tuple[TestSpec | None, list]:
         return None, []
 
 
-def _span_diagnostic(span: Span, message: str, code: str) -> Diagnostic:
+def _span_diagnostic(
+    span: Span, message: str, code: str, severity: Severity = "error"
+) -> Diagnostic:
     end = span.end if span.end > span.start else span.start
     end_column = end.column + 1 if end > span.start else span.start.column + 2
     return Diagnostic(
-        span.start.line + 1, span.start.column + 1, end.line + 1, end_column, "error", message,
+        span.start.line + 1, span.start.column + 1, end.line + 1, end_column, severity, message,
         code=code,
     )  # fmt: skip
 

@@ -101,7 +101,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 class SpecError:
     span: Span  # file coordinates (0-based), inside the spec block
     message: str
-    severity: str = "error"  # "error" (spec unusable) or "warning" (spec still usable)
+    severity: Literal["error", "warning"] = "error"  # a warning leaves the spec usable
 
 
 @dataclass(frozen=True)
@@ -552,7 +552,7 @@ class _Problem:
     message: str
     needle: str | None = None
     column: int | None = None
-    severity: str = "error"
+    severity: Literal["error", "warning"] = "error"
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
