@@ -13,6 +13,9 @@ Decisions beyond the contract (kept here so the evaluator and the docs agree):
 - Unknown top-level keys and a spec dtype that disagrees with the signature are warnings
   (`SpecError.severity == "warning"`); the spec stays usable. Everything else is an error and
   makes the spec unusable (`parse_spec` returns None).
+- `flops = "<expression>"` (optional): floating-point operations of one launch, over the size
+  names (e.g. `"2 * M * N * K"`); evaluated per case into `Case.flops` (the suite's floor is
+  max(bytes / copy bandwidth, flops / peak rate)). Must be non-negative.
 - Default tolerances: the loosest over the compared outputs (float16/bfloat16: 1e-2/1e-2,
   float32/float64: 1e-4/1e-5, integers: exact). Pointers always get an `init` (the default
   when none is written); `randint(lo, hi)` includes both ends, as the evaluator draws it.
