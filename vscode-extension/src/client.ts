@@ -1,0 +1,112 @@
+/**
+ * The language-client wiring: how the server is started and which of its messages the extension
+ * takes over.
+ *
+ * Taken over: `workspace/configuration` for `cudaLlm` (answered with the API key merged in),
+ * work-done progress (shown by the session as a notification with Cancel, instead of the
+ * library's silent window progress), and the `cudaLlm/suggestion` notification.
+ */
+
+import type * as vscode from 'vscode';
+import {
+    ConfigurationParams,
+    DidChangeConfigurationNotification,
+    ExecuteCommandRequest,
+    LanguageClient,
+    LanguageClientOptions,
+    ResponseError,
+    RevealOutputChannelOn,
+    ServerOptions,
+    StaticFeature,
+    TransportKind,
+    WorkDoneProgressCancelNotification,
+} from 'vscode-languageclient/node';
+import { ProgressToken, ProgressValue } from './common/status';
+import { ServerLaunch } from './common/serverCommand';
+import { SUGGESTION_NOTIFICATION } from './common/suggestion';
+
+export const CLIENT_ID = 'cudaLlm';
+export const CLIENT_NAME = 'CUDA-LLM';
+
+export interface ClientHooks {
+    readonly launch: ServerLaunch;
+    readonly cwd?: string;
+    readonly outputChannel: vscode.OutputChannel;
+    /** Computed at every (re)start, so a new API key is picked up by a restart. */
+    readonly initializationOptions: () => unknown;
+    /** Our answer for the items of a `workspace/configuration` request; `fallback` is VS Code's. */
+    readonly configuration: (items: ConfigurationParams['items'], fallback: unknown[]) => unknown[];
+    readonly onProgress: (token: ProgressToken, value: ProgressValue) => void;
+    readonly onSuggestion: (params: unknown) => void;
+}
+
+/**
+ * Tells the server this client shows `cudaLlm/suggestion` as a diff, so it need not also open the
+ * suggested file with `window/showDocument`.
+ */
+class SuggestionCapability implements StaticFeature {
+    getState(): { kind: 'static' } {
+        return { kind: 'static' };
+    }
+    fillClientCapabilities(capabilities: { experimental?: unknown }): void {
+        const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+        capabilities.experimental = { ...experimental, cudaLlm: { suggestionNotification: true } };
+    }
+    initialize(): void {}
+    clear(): void {}
+}
+
+export function createClient(hooks: ClientHooks): LanguageClient {
+    const executable = {
+        command: hooks.launch.command,
+        args: [...hooks.launch.args],
+        transport: TransportKind.stdio,
+        options: { cwd: hooks.cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
+    };
+    const serverOptions: ServerOptions = { run: executable, debug: executable };
+    const clientOptions: LanguageClientOptions = {
+        documentSelector: [
+            { scheme: 'file', language: 'cuda-cpp' },
+            { scheme: 'untitled', language: 'cuda-cpp' },
+        ],
+        outputChannel: hooks.outputChannel,
+        traceOutputChannel: hooks.outputChannel,
+        revealOutputChannelOn: RevealOutputChannelOn.Never,
+        initializationOptions: hooks.initializationOptions,
+        middleware: {
+            workspace: {
+                configuration: async (params, token, next) => {
+                    const fallback = await next(params, token);
+                    if (fallback instanceof ResponseError) {
+                        return fallback;
+                    }
+                    return hooks.configuration(params.items, fallback);
+                },
+            },
+            handleWorkDoneProgress: (token, params, next) => {
+                hooks.onProgress(token, params as ProgressValue);
+                // The library's own progress part only needs the end, to clean up.
+                if (params.kind === 'end') {
+                    next(token, params);
+                }
+            },
+        },
+    };
+    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+    client.registerFeature(new SuggestionCapability());
+    client.onNotification(SUGGESTION_NOTIFICATION, (params: unknown) => hooks.onSuggestion(params));
+    return client;
+}
+
+/** Runs one of the server's `workspace/executeCommand` commands. */
+export function executeServerCommand(client: LanguageClient, command: string, args: unknown[]): Promise<unknown> {
+    return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+}
+
+export function cancelProgress(client: LanguageClient, token: ProgressToken): Promise<void> {
+    return client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+}
+
+export function sendConfiguration(client: LanguageClient, params: unknown): Promise<void> {
+    return client.sendNotification(DidChangeConfigurationNotification.type, params as { settings: unknown });
+}

@@ -1,0 +1,154 @@
+/**
+ * How the language server is started, and whether it can be.
+ *
+ * Either `cudaLlm.server.command` (a full command line as an array) or
+ * `<cudaLlm.server.python> -m cuda_llm_lsp`. Before the client starts, the Python interpreter is
+ * asked to import the package, so a missing install gives one clear message with the fix instead
+ * of a crashed server and a stack trace in the output channel.
+ */
+
+import { spawn } from 'node:child_process';
+import { ConfigReader, PathVariables, expandVariables } from './settings';
+
+export const DEFAULT_PYTHON = 'python3';
+export const SERVER_MODULE = 'cuda_llm_lsp';
+export const INSTALL_CHECK_TIMEOUT_MS = 30_000;
+
+export interface ServerLaunch {
+    readonly command: string;
+    readonly args: readonly string[];
+    /** The interpreter when started as `python -m cuda_llm_lsp`; undefined for a full command. */
+    readonly python?: string;
+}
+
+export type Resolved<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string };
+
+/** The command line from settings (`server.command` wins over `server.python`). */
+export function resolveServerLaunch(config: ConfigReader, vars: PathVariables = {}): Resolved<ServerLaunch> {
+    const command = config.get<unknown>('server.command');
+    if (command !== undefined && command !== null && !(Array.isArray(command) && command.length === 0)) {
+        if (!Array.isArray(command) || !command.every((c) => typeof c === 'string') || String(command[0]).trim() === '') {
+            return {
+                ok: false,
+                message:
+                    'cudaLlm.server.command must be a list of strings, the program first, ' +
+                    'e.g. ["/path/to/python", "-m", "cuda_llm_lsp"]',
+            };
+        }
+        const [program, ...args] = (command as string[]).map((c) => expandVariables(c, vars));
+        return { ok: true, value: { command: program.trim(), args } };
+    }
+    const raw = config.get<unknown>('server.python');
+    if (raw !== undefined && raw !== null && typeof raw !== 'string') {
+        return { ok: false, message: 'cudaLlm.server.python must be the path of a Python interpreter (a string)' };
+    }
+    const python = expandVariables((raw ?? '').trim() || DEFAULT_PYTHON, vars);
+    return { ok: true, value: { command: python, args: ['-m', SERVER_MODULE], python } };
+}
+
+export function notInstalledMessage(python: string): string {
+    return `cuda-llm-lsp is not installed for ${python}: run \`${python} -m pip install cuda-llm-lsp\` or set cudaLlm.server.python to the interpreter where it is installed.`;
+}
+
+export function brokenInstallMessage(python: string, error: string): string {
+    return `cuda-llm-lsp fails to import in ${python} (${error}): run \`${python} -m pip install --upgrade cuda-llm-lsp\` and see the output for details.`;
+}
+
+export function interpreterMissingMessage(python: string): string {
+    return `Python interpreter \`${python}\` was not found: install Python 3.10+ and cuda-llm-lsp (\`pip install cuda-llm-lsp\`), or set cudaLlm.server.python to its path.`;
+}
+
+export function programMissingMessage(program: string): string {
+    return `The language server command \`${program}\` was not found: check cudaLlm.server.command.`;
+}
+
+export interface RunResult {
+    /** Exit code, or null when the process could not start or was killed. */
+    readonly code: number | null;
+    /** Node's error code when the process could not start (ENOENT, EACCES). */
+    readonly errorCode?: string;
+    readonly stderr: string;
+    readonly timedOut: boolean;
+}
+
+export type ProcessRunner = (
+    command: string,
+    args: readonly string[],
+    options: { timeoutMs: number; cwd?: string; env?: NodeJS.ProcessEnv },
+) => Promise<RunResult>;
+
+/** Runs a short command to completion; never rejects. */
+export const runProcess: ProcessRunner = (command, args, options) =>
+    new Promise((resolve) => {
+        let stderr = '';
+        let timedOut = false;
+        let settled = false;
+        const finish = (r: RunResult): void => {
+            if (!settled) {
+                settled = true;
+                clearTimeout(timer);
+                resolve(r);
+            }
+        };
+        const child = spawn(command, [...args], {
+            cwd: options.cwd,
+            env: options.env,
+            stdio: ['ignore', 'ignore', 'pipe'],
+            windowsHide: true,
+        });
+        const timer = setTimeout(() => {
+            timedOut = true;
+            child.kill();
+        }, options.timeoutMs);
+        child.stderr?.on('data', (chunk: Buffer) => {
+            if (stderr.length < 8192) {
+                stderr += chunk.toString();
+            }
+        });
+        child.on('error', (err: NodeJS.ErrnoException) =>
+            finish({ code: null, errorCode: err.code ?? 'ERROR', stderr: err.message, timedOut }),
+        );
+        child.on('close', (code) => finish({ code, stderr, timedOut }));
+    });
+
+export interface CheckOutcome {
+    readonly ok: boolean;
+    /** What to show the user when not ok. */
+    readonly message?: string;
+    /** Details for the output channel (the interpreter's stderr). */
+    readonly detail?: string;
+}
+
+/**
+ * Asks the interpreter to import the server package. A full `server.command` is not checked
+ * beyond existing: it may be a wrapper script that takes no `-c`.
+ */
+export async function checkServerInstalled(
+    launch: ServerLaunch,
+    run: ProcessRunner = runProcess,
+    options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<CheckOutcome> {
+    if (launch.python === undefined) {
+        return { ok: true };
+    }
+    const result = await run(launch.python, ['-c', `import ${SERVER_MODULE}`], {
+        timeoutMs: options.timeoutMs ?? INSTALL_CHECK_TIMEOUT_MS,
+        cwd: options.cwd,
+        env: options.env,
+    });
+    if (result.errorCode === 'ENOENT' || result.errorCode === 'EACCES') {
+        return { ok: false, message: interpreterMissingMessage(launch.python), detail: result.stderr };
+    }
+    if (result.timedOut) {
+        // A slow first import (cold disk) is not a missing install: let the client try.
+        return { ok: true, detail: `\`${launch.python} -c "import ${SERVER_MODULE}"\` took too long; starting anyway` };
+    }
+    if (result.code !== 0) {
+        const detail = result.stderr.trim();
+        const lastLine = detail.split(/\r?\n/).pop() ?? '';
+        const missing = detail === '' || new RegExp(`No module named '?${SERVER_MODULE}`).test(detail);
+        const message = missing ? notInstalledMessage(launch.python) : brokenInstallMessage(launch.python, lastLine);
+        return { ok: false, message, detail };
+    }
+    return { ok: true };
+}

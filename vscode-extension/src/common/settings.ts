@@ -1,0 +1,151 @@
+/**
+ * VS Code settings (section `cudaLlm`) -> what the server reads.
+ *
+ * The server takes the same mapping from `initializationOptions` (`{cudaLlm: {...}, apiKey}`),
+ * from `workspace/configuration` for the section `cudaLlm`, and from
+ * `workspace/didChangeConfiguration` (`{settings: {cudaLlm: {...}}}`). The API key comes from
+ * SecretStorage, never from settings, and is merged in only here.
+ */
+
+/** Reads one key relative to the `cudaLlm` section (vscode.WorkspaceConfiguration satisfies it). */
+export interface ConfigReader {
+    get<T>(key: string): T | undefined;
+}
+
+/** Paths in settings may use these, as in VS Code's own settings. */
+export interface PathVariables {
+    readonly workspaceFolder?: string;
+    readonly home?: string;
+}
+
+/** The settings the server understands, under the names it reads (`config.settings_from_mapping`). */
+export interface ServerSettings {
+    model?: string;
+    baseUrl?: string;
+    rounds?: number;
+    candidates?: number;
+    arch?: string;
+    includePaths?: string[];
+    defines?: string[];
+    nvrtcFlags?: string[];
+    debounceMs?: number;
+    apiKey?: string;
+}
+
+export const SECTION = 'cudaLlm';
+export const STRING_KEYS = ['model', 'baseUrl', 'arch'] as const;
+export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs'] as const;
+export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
+/** Every setting forwarded to the server (the rest, `server.*` and `trace.*`, stay in the client). */
+export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...LIST_KEYS];
+/** Settings that change how the server is started: a change needs a restart. */
+export const LAUNCH_KEYS: readonly string[] = ['server.python', 'server.command'];
+
+/** `${workspaceFolder}`, `${userHome}` and a leading `~` expanded; unknown variables left as they are. */
+export function expandVariables(value: string, vars: PathVariables): string {
+    let out = value;
+    if (vars.home !== undefined && (out === '~' || out.startsWith('~/'))) {
+        out = vars.home + out.slice(1);
+    }
+    return out.replace(/\$\{(workspaceFolder|userHome)\}/g, (whole, name: string) => {
+        const v = name === 'workspaceFolder' ? vars.workspaceFolder : vars.home;
+        return v ?? whole;
+    });
+}
+
+/**
+ * The server's view of the settings. Unset or blank values are left out so the server falls back
+ * to its own defaults and the environment (OPENAI_BASE_URL, CUDA_LLM_MODEL). Values of the wrong
+ * type are left out too; the server validates ranges and reports problems itself.
+ */
+export function serverSettings(config: ConfigReader, apiKey?: string, vars: PathVariables = {}): ServerSettings {
+    const out: ServerSettings = {};
+    for (const key of STRING_KEYS) {
+        const v = config.get<unknown>(key);
+        if (typeof v === 'string' && v.trim() !== '') {
+            out[key] = v.trim();
+        }
+    }
+    for (const key of NUMBER_KEYS) {
+        const v = config.get<unknown>(key);
+        if (typeof v === 'number' && Number.isFinite(v)) {
+            out[key] = Math.trunc(v);
+        }
+    }
+    for (const key of LIST_KEYS) {
+        const v = config.get<unknown>(key);
+        const list = typeof v === 'string' ? [v] : Array.isArray(v) ? v : [];
+        const strings = list.filter((x): x is string => typeof x === 'string' && x.trim() !== '');
+        if (strings.length > 0 || Array.isArray(v)) {
+            out[key] = key === 'includePaths' ? strings.map((p) => expandVariables(p.trim(), vars)) : strings;
+        }
+    }
+    if (apiKey !== undefined && apiKey !== '') {
+        out.apiKey = apiKey;
+    }
+    return out;
+}
+
+/** `initializationOptions`: the settings under `cudaLlm`, and the key also at the top level. */
+export function initializationOptions(
+    config: ConfigReader,
+    apiKey?: string,
+    vars: PathVariables = {},
+): { cudaLlm: ServerSettings; apiKey?: string } {
+    const settings = serverSettings(config, apiKey, vars);
+    return settings.apiKey === undefined ? { cudaLlm: settings } : { cudaLlm: settings, apiKey: settings.apiKey };
+}
+
+/** `workspace/didChangeConfiguration` params carrying the full current settings. */
+export function didChangeConfigurationParams(
+    config: ConfigReader,
+    apiKey?: string,
+    vars: PathVariables = {},
+): { settings: { cudaLlm: ServerSettings } } {
+    return { settings: { cudaLlm: serverSettings(config, apiKey, vars) } };
+}
+
+export interface ConfigurationItemLike {
+    readonly section?: string;
+    readonly scopeUri?: string;
+}
+
+/**
+ * The answer to `workspace/configuration`: items asking for `cudaLlm` get the server's view with the
+ * key; `cudaLlm.<key>` gets that one value; anything else keeps `fallback` (VS Code's own answer).
+ */
+export function configurationAnswer(
+    items: readonly ConfigurationItemLike[],
+    configFor: (scopeUri?: string) => ConfigReader,
+    apiKey: string | undefined,
+    fallback: readonly unknown[],
+    vars: PathVariables = {},
+): unknown[] {
+    return items.map((item, i) => {
+        if (item.section === SECTION) {
+            return serverSettings(configFor(item.scopeUri), apiKey, vars);
+        }
+        if (item.section?.startsWith(`${SECTION}.`)) {
+            const key = item.section.slice(SECTION.length + 1);
+            if (key === 'apiKey') {
+                return apiKey ?? null;
+            }
+            if (FORWARDED_KEYS.includes(key)) {
+                const all = serverSettings(configFor(item.scopeUri), undefined, vars) as Record<string, unknown>;
+                return all[key] ?? null;
+            }
+        }
+        return fallback[i] ?? null;
+    });
+}
+
+/** Which kind of reaction a settings change needs (`trace.server` is handled by the client library). */
+export function changeKind(affects: (key: string) => boolean): 'restart' | 'forward' | 'none' {
+    if (LAUNCH_KEYS.some((k) => affects(`${SECTION}.${k}`))) {
+        return 'restart';
+    }
+    if (FORWARDED_KEYS.some((k) => affects(`${SECTION}.${k}`))) {
+        return 'forward';
+    }
+    return 'none';
+}

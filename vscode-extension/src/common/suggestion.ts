@@ -1,0 +1,227 @@
+/**
+ * `cudaLlm/suggestion` notifications -> what the diff view and the notification show.
+ *
+ * The server sends the kernel's original and suggested text with the figures; the client keeps the
+ * latest suggestion per kernel and serves both texts as virtual documents under
+ * `cuda-llm-suggestion:` so VS Code's diff editor can show them side by side. The server stays the
+ * one that edits the file (`cudaLlm.accept`).
+ */
+
+import { KernelRef, kernelKey } from './commands';
+
+export const SUGGESTION_NOTIFICATION = 'cudaLlm/suggestion';
+export const SUGGESTION_SCHEME = 'cuda-llm-suggestion';
+
+export interface Position {
+    readonly line: number;
+    readonly character: number;
+}
+
+export interface Suggestion extends KernelRef {
+    readonly range: { readonly start: Position; readonly end: Position };
+    readonly original: string;
+    readonly suggested: string;
+    readonly speedup?: number;
+    readonly baselineMs?: number;
+    readonly bestMs?: number;
+    readonly casesPassed?: number;
+    readonly casesTotal?: number;
+    readonly message?: string;
+}
+
+export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+/** Checks the notification's params; a malformed one is reported, never thrown. */
+export function parseSuggestion(raw: unknown): Parsed<Suggestion> {
+    if (typeof raw !== 'object' || raw === null) {
+        return { ok: false, error: 'cudaLlm/suggestion params must be an object' };
+    }
+    const p = raw as Record<string, unknown>;
+    for (const key of ['uri', 'kernel', 'original', 'suggested'] as const) {
+        if (typeof p[key] !== 'string') {
+            return { ok: false, error: `cudaLlm/suggestion params: "${key}" must be a string` };
+        }
+    }
+    if (p.uri === '' || p.kernel === '') {
+        return { ok: false, error: 'cudaLlm/suggestion params: "uri" and "kernel" must not be empty' };
+    }
+    const range = parseRange(p.range);
+    if (range === undefined) {
+        return { ok: false, error: 'cudaLlm/suggestion params: "range" must be {start: {line, character}, end: {...}}' };
+    }
+    return {
+        ok: true,
+        value: {
+            uri: p.uri as string,
+            kernel: p.kernel as string,
+            range,
+            original: p.original as string,
+            suggested: p.suggested as string,
+            speedup: finite(p.speedup),
+            baselineMs: finite(p.baselineMs),
+            bestMs: finite(p.bestMs),
+            casesPassed: count(p.casesPassed),
+            casesTotal: count(p.casesTotal),
+            message: typeof p.message === 'string' && p.message.trim() !== '' ? p.message.trim() : undefined,
+        },
+    };
+}
+
+function finite(v: unknown): number | undefined {
+    return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+}
+
+function count(v: unknown): number | undefined {
+    return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
+}
+
+function parsePosition(v: unknown): Position | undefined {
+    if (typeof v !== 'object' || v === null) {
+        return undefined;
+    }
+    const { line, character } = v as Record<string, unknown>;
+    return count(line) !== undefined && count(character) !== undefined
+        ? { line: line as number, character: character as number }
+        : undefined;
+}
+
+function parseRange(v: unknown): Suggestion['range'] | undefined {
+    if (typeof v !== 'object' || v === null) {
+        return undefined;
+    }
+    const start = parsePosition((v as Record<string, unknown>).start);
+    const end = parsePosition((v as Record<string, unknown>).end);
+    return start && end ? { start, end } : undefined;
+}
+
+/** `2.10×`; two decimals below 100×. */
+export function formatSpeedup(speedup: number): string {
+    return speedup >= 100 ? `${Math.round(speedup)}×` : `${speedup.toFixed(2)}×`;
+}
+
+/** `0.420 ms`, `12.5 µs`, `1.25 s`: three significant figures in a readable unit. */
+export function formatMs(ms: number): string {
+    if (ms < 1) {
+        return `${precise(ms * 1000)} µs`;
+    }
+    if (ms >= 1000) {
+        return `${precise(ms / 1000)} s`;
+    }
+    return `${precise(ms)} ms`;
+}
+
+function precise(x: number): string {
+    return x >= 100 ? x.toFixed(0) : x.toPrecision(3);
+}
+
+/** `2.10× faster, 4/4 cases` (the parts that are known). */
+export function figures(s: Suggestion): string {
+    const parts: string[] = [];
+    if (s.speedup !== undefined) {
+        parts.push(s.speedup >= 1 ? `${formatSpeedup(s.speedup)} faster` : `${formatSpeedup(s.speedup)} (slower)`);
+    }
+    if (s.casesTotal !== undefined) {
+        parts.push(`${s.casesPassed ?? 0}/${s.casesTotal} cases`);
+    }
+    return parts.join(', ');
+}
+
+/** The diff editor's title, e.g. `saxpy: original ↔ suggested (2.10× faster, 4/4 cases)`. */
+export function diffTitle(s: Suggestion): string {
+    const f = figures(s);
+    return `${s.kernel}: original ↔ suggested${f === '' ? '' : ` (${f})`}`;
+}
+
+/** The notification text: what was found, with timings and cases. */
+export function notificationText(s: Suggestion): string {
+    let text = `CUDA-LLM: a faster ${s.kernel}`;
+    if (s.speedup !== undefined) {
+        text =
+            s.speedup >= 1
+                ? `CUDA-LLM: ${s.kernel} is ${formatSpeedup(s.speedup)} faster`
+                : `CUDA-LLM: suggested ${s.kernel} runs at ${formatSpeedup(s.speedup)}`;
+    }
+    if (s.baselineMs !== undefined && s.bestMs !== undefined) {
+        text += ` (${formatMs(s.baselineMs)} → ${formatMs(s.bestMs)})`;
+    }
+    if (s.casesTotal !== undefined) {
+        text += `; ${s.casesPassed ?? 0}/${s.casesTotal} test cases pass`;
+    }
+    text += '.';
+    if (s.message !== undefined) {
+        text += ` ${s.message}`;
+    }
+    return text;
+}
+
+export type Side = 'original' | 'suggested';
+
+/**
+ * The virtual document URI of one side, e.g. `cuda-llm-suggestion:/7/saxpy.suggested.cu`.
+ * The number is the suggestion's id in the store (a new suggestion gets a new document, so VS Code
+ * never shows a stale cached one); the `.cu` suffix gives the CUDA highlighting.
+ */
+export function suggestionDocUri(id: number, kernel: string, side: Side): string {
+    const name = kernel.replace(/[^A-Za-z0-9_.-]+/g, '_') || 'kernel';
+    return `${SUGGESTION_SCHEME}:/${id}/${name}.${side}.cu`;
+}
+
+/** The id and side in a virtual document's path (`/7/saxpy.suggested.cu`). */
+export function parseSuggestionDocPath(path: string): { id: number; side: Side } | undefined {
+    const m = /^\/(\d+)\/[^/]*\.(original|suggested)\.cu$/.exec(path);
+    return m ? { id: Number(m[1]), side: m[2] as Side } : undefined;
+}
+
+export interface StoredSuggestion {
+    readonly id: number;
+    readonly suggestion: Suggestion;
+}
+
+/** The latest suggestion per kernel; ids only grow, so document URIs are never reused. */
+export class SuggestionStore {
+    private nextId = 1;
+    private readonly byKernel = new Map<string, StoredSuggestion>();
+
+    put(suggestion: Suggestion): StoredSuggestion {
+        const stored = { id: this.nextId++, suggestion };
+        this.byKernel.set(kernelKey(suggestion), stored);
+        return stored;
+    }
+
+    get(ref: KernelRef): StoredSuggestion | undefined {
+        return this.byKernel.get(kernelKey(ref));
+    }
+
+    byId(id: number): StoredSuggestion | undefined {
+        for (const s of this.byKernel.values()) {
+            if (s.id === id) {
+                return s;
+            }
+        }
+        return undefined;
+    }
+
+    /** The text of one side of a virtual document, if that suggestion is still pending. */
+    content(path: string): string | undefined {
+        const parsed = parseSuggestionDocPath(path);
+        const stored = parsed && this.byId(parsed.id);
+        return stored && parsed ? stored.suggestion[parsed.side] : undefined;
+    }
+
+    remove(ref: KernelRef): StoredSuggestion | undefined {
+        const stored = this.get(ref);
+        this.byKernel.delete(kernelKey(ref));
+        return stored;
+    }
+
+    /** Pending suggestions, newest first; for one document when `uri` is given. */
+    pending(uri?: string): StoredSuggestion[] {
+        return [...this.byKernel.values()]
+            .filter((s) => uri === undefined || s.suggestion.uri === uri)
+            .sort((a, b) => b.id - a.id);
+    }
+
+    clear(): void {
+        this.byKernel.clear();
+    }
+}

@@ -1,0 +1,520 @@
+/**
+ * One activation of the extension: owns the language client, the pending suggestions, the running
+ * jobs and the UI that shows them, and wires the commands to them.
+ *
+ * State lives here and only here; the pure logic it applies is in `common/`, and every VS Code call
+ * goes through `vscodeApi`.
+ */
+
+import * as os from 'node:os';
+import type { LanguageClient } from 'vscode-languageclient/node';
+import { cancelProgress, createClient, executeServerCommand, sendConfiguration } from './client';
+import {
+    ClientCommand,
+    KernelRef,
+    ServerCommand,
+    acceptRefused,
+    cancelAllArgs,
+    isKernelRef,
+    kernelAt,
+    kernelArgs,
+    kernelsFromLenses,
+    scanKernels,
+} from './common/commands';
+import { Redactor, redactText } from './common/log';
+import { checkServerInstalled, resolveServerLaunch } from './common/serverCommand';
+import {
+    ConfigurationItemLike,
+    PathVariables,
+    SECTION,
+    changeKind,
+    configurationAnswer,
+    didChangeConfigurationParams,
+    initializationOptions,
+} from './common/settings';
+import { JobTracker, ProgressToken, ProgressValue, ServerState, statusView } from './common/status';
+import {
+    SUGGESTION_SCHEME,
+    StoredSuggestion,
+    SuggestionStore,
+    diffTitle,
+    figures,
+    notificationText,
+    parseSuggestion,
+    parseSuggestionDocPath,
+    suggestionDocUri,
+} from './common/suggestion';
+import * as api from './vscodeApi';
+
+export const API_KEY_SECRET = 'cudaLlm.apiKey';
+export const SUGGESTION_CONTEXT_KEY = 'cudaLlm.suggestionPending';
+
+interface ProgressUi {
+    report(value: { message?: string; percentage?: number }): void;
+    end(): void;
+}
+
+export class Session {
+    private client: LanguageClient | undefined;
+    private state: ServerState = { kind: 'stopped' };
+    private apiKey: string | undefined;
+    /** Start / stop / restart run one after the other, never interleaved. */
+    private lifecycle: Promise<void> = Promise.resolve();
+    private readonly redactor = new Redactor();
+    private readonly output: api.OutputChannel;
+    private readonly status: api.StatusBarItem;
+    private readonly jobs = new JobTracker();
+    private readonly progressUi = new Map<ProgressToken, ProgressUi>();
+    private readonly suggestions = new SuggestionStore();
+    private readonly refreshDoc: (uri: string) => void;
+
+    constructor(private readonly context: api.ExtensionContext) {
+        this.output = api.redactingChannel(api.createOutputChannel('CUDA-LLM'), this.redactor);
+        this.status = api.createStatusBarItem('cudaLlm.status', 'CUDA-LLM');
+        const provider = api.registerContentProvider(
+            SUGGESTION_SCHEME,
+            (path) =>
+                this.suggestions.content(path) ??
+                '// This suggestion is no longer pending (accepted, rejected or replaced by a newer one).\n',
+        );
+        this.refreshDoc = provider.refresh;
+        context.subscriptions.push(this.output, this.status, provider.disposable);
+    }
+
+    async activate(): Promise<void> {
+        const c = ClientCommand;
+        const commands: Array<[string, (...args: any[]) => unknown]> = [
+            [c.restartServer, () => this.restart()],
+            [c.setApiKey, () => this.setApiKey()],
+            [c.clearApiKey, () => this.clearApiKey()],
+            [c.optimizeKernel, (arg?: unknown) => this.runOnKernel(ServerCommand.optimize, arg)],
+            [c.benchmarkKernel, (arg?: unknown) => this.runOnKernel(ServerCommand.benchmark, arg)],
+            [c.acceptSuggestion, (arg?: unknown) => this.decide('accept', arg)],
+            [c.rejectSuggestion, (arg?: unknown) => this.decide('reject', arg)],
+            [c.showSuggestion, (arg?: unknown) => this.showPicked(arg)],
+            [c.cancelAll, () => this.cancelAll()],
+            [c.showOutput, () => this.output.show(true)],
+        ];
+        for (const [id, handler] of commands) {
+            this.context.subscriptions.push(api.registerCommand(id, (...args: unknown[]) => this.guard(id, () => handler(...args))));
+        }
+        this.context.subscriptions.push(
+            api.onDidChangeConfiguration((e) => this.onConfigurationChanged((key) => e.affectsConfiguration(key))),
+            this.context.secrets.onDidChange(async (e) => {
+                if (e.key === API_KEY_SECRET) {
+                    this.setKey(await this.context.secrets.get(API_KEY_SECRET));
+                }
+            }),
+        );
+        this.setKey(await this.context.secrets.get(API_KEY_SECRET));
+        this.render();
+        void api.setContext(SUGGESTION_CONTEXT_KEY, false);
+        await this.start();
+    }
+
+    async dispose(): Promise<void> {
+        await this.stop();
+    }
+
+    // ---- server lifecycle ----------------------------------------------------------------
+
+    private serialized(step: () => Promise<void>): Promise<void> {
+        this.lifecycle = this.lifecycle.then(step, step);
+        return this.lifecycle;
+    }
+
+    start(): Promise<void> {
+        return this.serialized(() => this.doStart());
+    }
+
+    stop(): Promise<void> {
+        return this.serialized(() => this.doStop());
+    }
+
+    restart(): Promise<void> {
+        return this.serialized(async () => {
+            this.log('Restarting the language server');
+            await this.doStop();
+            await this.doStart();
+        });
+    }
+
+    private vars(): PathVariables {
+        return { workspaceFolder: api.firstWorkspaceFolder(), home: os.homedir() };
+    }
+
+    private config(scope?: string) {
+        return api.getConfiguration(SECTION, scope);
+    }
+
+    private async doStart(): Promise<void> {
+        this.setState({ kind: 'starting' });
+        const launch = resolveServerLaunch(this.config(), this.vars());
+        if (!launch.ok) {
+            return this.failed(launch.message);
+        }
+        const cwd = api.firstWorkspaceFolder();
+        this.log(`Starting the language server: ${[launch.value.command, ...launch.value.args].join(' ')}`);
+        const check = await checkServerInstalled(launch.value, undefined, { cwd });
+        if (check.detail) {
+            this.log(check.detail);
+        }
+        if (!check.ok) {
+            return this.failed(check.message ?? 'the language server cannot be started');
+        }
+        const client = createClient({
+            launch: launch.value,
+            cwd,
+            outputChannel: this.output,
+            initializationOptions: () => initializationOptions(this.config(), this.apiKey, this.vars()),
+            configuration: (items, fallback) => this.configurationAnswer(items, fallback),
+            onProgress: (token, value) => this.onProgress(token, value),
+            onSuggestion: (params) => this.onSuggestion(params),
+        });
+        this.client = client;
+        try {
+            await client.start();
+            this.setState({ kind: 'running' });
+        } catch (err) {
+            this.client = undefined;
+            await client.dispose().catch(() => undefined);
+            return this.failed(`the language server did not start: ${errorText(err)}`);
+        }
+    }
+
+    private async doStop(): Promise<void> {
+        const client = this.client;
+        this.client = undefined;
+        for (const ui of this.progressUi.values()) {
+            ui.end();
+        }
+        this.progressUi.clear();
+        this.jobs.clear();
+        if (client !== undefined) {
+            try {
+                await client.dispose(5000);
+            } catch (err) {
+                this.log(`Stopping the language server: ${errorText(err)}`);
+            }
+        }
+        this.setState({ kind: 'stopped' });
+    }
+
+    /** Shows the problem with its fix; does not wait for the user (activation must not hang on a toast). */
+    private failed(message: string): void {
+        this.setState({ kind: 'failed', message });
+        this.log(message);
+        void api.showErrorMessage(`CUDA-LLM: ${message}`, 'Open Settings', 'Show Output').then((choice) => {
+            if (choice === 'Open Settings') {
+                void api.openSettings('cudaLlm.server');
+            } else if (choice === 'Show Output') {
+                this.output.show(true);
+            }
+        });
+    }
+
+    private setState(state: ServerState): void {
+        this.state = state;
+        this.render();
+    }
+
+    // ---- settings and the API key ------------------------------------------------------------
+
+    private configurationAnswer(items: readonly ConfigurationItemLike[], fallback: unknown[]): unknown[] {
+        return configurationAnswer(items, (scope) => this.config(scope), this.apiKey, fallback, this.vars());
+    }
+
+    private async onConfigurationChanged(affects: (key: string) => boolean): Promise<void> {
+        const kind = changeKind(affects);
+        if (kind === 'restart') {
+            await this.restart();
+        } else if (kind === 'forward') {
+            await this.forwardSettings();
+        }
+    }
+
+    private async forwardSettings(): Promise<void> {
+        if (this.client?.isRunning()) {
+            await sendConfiguration(this.client, didChangeConfigurationParams(this.config(), this.apiKey, this.vars()));
+        }
+    }
+
+    private setKey(key: string | undefined): void {
+        this.apiKey = key === '' ? undefined : key;
+        this.redactor.setSecret(API_KEY_SECRET, this.apiKey);
+    }
+
+    private async setApiKey(): Promise<void> {
+        const key = (await api.askSecret('API key for the OpenAI-compatible endpoint (stored in VS Code\'s secret storage)'))?.trim();
+        if (!key) {
+            return;
+        }
+        this.setKey(key);
+        await this.context.secrets.store(API_KEY_SECRET, key);
+        await this.applyKeyChange('API key stored');
+    }
+
+    private async clearApiKey(): Promise<void> {
+        this.setKey(undefined);
+        await this.context.secrets.delete(API_KEY_SECRET);
+        await this.applyKeyChange('API key cleared');
+    }
+
+    /** Running jobs keep going: the key is forwarded; when idle the server restarts with it in initializationOptions. */
+    private async applyKeyChange(what: string): Promise<void> {
+        if (this.jobs.all().length > 0) {
+            await this.forwardSettings();
+            void api.showInformationMessage(`CUDA-LLM: ${what}; it applies to the next optimization.`);
+        } else {
+            await this.restart();
+            void api.showInformationMessage(`CUDA-LLM: ${what}; the language server was restarted.`);
+        }
+    }
+
+    // ---- progress and the status bar --------------------------------------------------------
+
+    private onProgress(token: ProgressToken, value: ProgressValue): void {
+        if (this.jobs.update(token, value)) {
+            this.render();
+        }
+        if (value.kind === 'begin') {
+            this.showProgress(token, value.title, value.cancellable ?? false, value);
+        } else if (value.kind === 'report') {
+            this.progressUi.get(token)?.report(value);
+        } else {
+            this.progressUi.get(token)?.end();
+            this.progressUi.delete(token);
+        }
+    }
+
+    private showProgress(
+        token: ProgressToken,
+        title: string,
+        cancellable: boolean,
+        first: { message?: string; percentage?: number },
+    ): void {
+        let reported = 0;
+        let resolveEnd: () => void = () => undefined;
+        const ended = new Promise<void>((resolve) => (resolveEnd = resolve));
+        let progress: api.Progress<{ message?: string; increment?: number }> | undefined;
+        const pending: Array<{ message?: string; percentage?: number }> = [first];
+        const report = (value: { message?: string; percentage?: number }): void => {
+            if (progress === undefined) {
+                pending.push(value);
+                return;
+            }
+            let increment: number | undefined;
+            if (value.percentage !== undefined) {
+                const pct = Math.max(0, Math.min(100, value.percentage));
+                increment = Math.max(0, pct - reported);
+                reported += increment;
+            }
+            progress.report({ message: value.message, increment });
+        };
+        this.progressUi.set(token, { report, end: resolveEnd });
+        void api.withNotificationProgress(title, cancellable, (p, cancel) => {
+            progress = p;
+            pending.splice(0).forEach(report);
+            cancel.onCancellationRequested(() => {
+                if (this.client?.isRunning()) {
+                    void cancelProgress(this.client, token).catch((err) => this.log(`Cancel failed: ${errorText(err)}`));
+                }
+            });
+            return ended;
+        });
+    }
+
+    private render(): void {
+        const view = statusView(this.jobs.all(), this.state);
+        this.status.text = view.text;
+        this.status.tooltip = view.tooltip;
+        this.status.command = view.action === 'cancel' ? ClientCommand.cancelAll : ClientCommand.showOutput;
+        this.status.backgroundColor = view.error ? api.errorBackground() : undefined;
+        this.status.show();
+    }
+
+    private async cancelAll(): Promise<void> {
+        const client = this.client;
+        if (client === undefined || !client.isRunning()) {
+            return;
+        }
+        for (const token of this.jobs.cancellableTokens()) {
+            await cancelProgress(client, token);
+        }
+        await executeServerCommand(client, ServerCommand.cancel, cancelAllArgs());
+    }
+
+    // ---- kernels and suggestions ------------------------------------------------------------
+
+    private runningClient(): LanguageClient {
+        if (this.client === undefined || !this.client.isRunning()) {
+            const why = this.state.kind === 'failed' ? `: ${this.state.message}` : '';
+            throw new UserError(`the language server is not running${why}`);
+        }
+        return this.client;
+    }
+
+    /** Optimize / Benchmark from the palette or the editor menu: the kernel at the cursor. */
+    private async runOnKernel(command: string, arg: unknown): Promise<void> {
+        const client = this.runningClient();
+        const ref = isKernelRef(arg) ? arg : await this.kernelAtCursor();
+        if (ref !== undefined) {
+            await executeServerCommand(client, command, kernelArgs(ref.uri, ref.kernel));
+        }
+    }
+
+    private async kernelAtCursor(): Promise<KernelRef | undefined> {
+        const editor = api.activeTextEditor();
+        if (editor === undefined || editor.document.languageId !== 'cuda-cpp') {
+            throw new UserError('open a CUDA file (.cu / .cuh) and put the cursor in a kernel');
+        }
+        const uri = editor.document.uri.toString();
+        let kernels = kernelsFromLenses(await api.codeLenses(editor.document.uri), uri);
+        if (kernels.length === 0) {
+            kernels = scanKernels(editor.document.getText());
+        }
+        const found = kernelAt(kernels, editor.selection.active.line);
+        if (found === undefined) {
+            throw new UserError('no __global__ kernel found in this file');
+        }
+        return { uri, kernel: found.kernel };
+    }
+
+    private onSuggestion(raw: unknown): void {
+        const parsed = parseSuggestion(raw);
+        if (!parsed.ok) {
+            this.log(parsed.error);
+            return;
+        }
+        const s = parsed.value;
+        const previous = this.suggestions.get(s);
+        const stored = this.suggestions.put(s);
+        if (s.speedup !== undefined) {
+            this.jobs.noteSpeedup(s.speedup);
+            this.render();
+        }
+        this.log(`Suggestion for ${s.kernel} (${figures(s) || 'no figures'}) in ${s.uri}`);
+        void this.updateContext();
+        void (async () => {
+            if (previous !== undefined) {
+                await api.closeDiffTabs(SUGGESTION_SCHEME, (path) => parseSuggestionDocPath(path)?.id === previous.id);
+            }
+            await this.showDiff(stored);
+            const choice = await api.showInformationMessage(notificationText(s), 'Accept', 'Reject', 'Show Diff');
+            if (choice === 'Accept' || choice === 'Reject') {
+                await this.guard(choice, () => this.decide(choice === 'Accept' ? 'accept' : 'reject', s));
+            } else if (choice === 'Show Diff') {
+                await this.showDiff(stored);
+            }
+        })().catch((err) => this.log(`Showing the suggestion for ${s.kernel}: ${errorText(err)}`));
+    }
+
+    private async showDiff(stored: StoredSuggestion): Promise<void> {
+        const { id, suggestion } = stored;
+        const left = suggestionDocUri(id, suggestion.kernel, 'original');
+        const right = suggestionDocUri(id, suggestion.kernel, 'suggested');
+        this.refreshDoc(left);
+        this.refreshDoc(right);
+        await api.openDiff(left, right, diffTitle(suggestion));
+    }
+
+    /** The suggestion a command is about: from its argument, the active diff or document, or a pick. */
+    private async pickSuggestion(arg: unknown): Promise<StoredSuggestion | undefined> {
+        if (isKernelRef(arg)) {
+            return this.suggestions.get(arg) ?? this.missing(arg.kernel);
+        }
+        const fromUri = (uri: api.Uri): StoredSuggestion | undefined => {
+            const parsed = uri.scheme === SUGGESTION_SCHEME ? parseSuggestionDocPath(uri.path) : undefined;
+            return parsed && this.suggestions.byId(parsed.id);
+        };
+        if (api.isUri(arg)) {
+            if (arg.scheme === SUGGESTION_SCHEME) {
+                return fromUri(arg) ?? this.missing('this kernel');
+            }
+        }
+        const editor = api.activeTextEditor();
+        const active = editor && fromUri(editor.document.uri);
+        if (active) {
+            return active;
+        }
+        const docUri = api.isUri(arg) ? arg.toString() : editor?.document.uri.toString();
+        const inDoc = docUri === undefined ? [] : this.suggestions.pending(docUri);
+        const candidates = inDoc.length > 0 ? inDoc : this.suggestions.pending();
+        if (candidates.length === 0) {
+            throw new UserError('no suggestion is pending');
+        }
+        if (candidates.length === 1) {
+            return candidates[0];
+        }
+        const picked = await api.showQuickPick(
+            candidates.map((stored) => ({
+                label: stored.suggestion.kernel,
+                description: figures(stored.suggestion),
+                detail: stored.suggestion.uri,
+                stored,
+            })),
+            { placeHolder: 'Which suggestion?' },
+        );
+        return picked?.stored;
+    }
+
+    private missing(what: string): undefined {
+        throw new UserError(`no pending suggestion for ${what} (it was accepted, rejected or replaced)`);
+    }
+
+    private async showPicked(arg: unknown): Promise<void> {
+        const stored = await this.pickSuggestion(arg);
+        if (stored !== undefined) {
+            await this.showDiff(stored);
+        }
+    }
+
+    /** Accept or Reject: the server makes (or refuses) the edit; we forget the suggestion once it has. */
+    private async decide(decision: 'accept' | 'reject', arg: unknown): Promise<void> {
+        const stored = await this.pickSuggestion(arg);
+        if (stored === undefined) {
+            return;
+        }
+        const { suggestion } = stored;
+        const command = decision === 'accept' ? ServerCommand.accept : ServerCommand.reject;
+        const result = await executeServerCommand(this.runningClient(), command, kernelArgs(suggestion.uri, suggestion.kernel));
+        if (decision === 'accept' && acceptRefused(result)) {
+            // The server explains why (the kernel changed meanwhile); the suggestion stays to show.
+            this.log(`Accepting ${suggestion.kernel} was refused by the server`);
+            return;
+        }
+        if (this.suggestions.get(suggestion)?.id === stored.id) {
+            this.suggestions.remove(suggestion);
+        }
+        await this.updateContext();
+        await api.closeDiffTabs(SUGGESTION_SCHEME, (path) => parseSuggestionDocPath(path)?.id === stored.id);
+    }
+
+    private updateContext(): Thenable<unknown> {
+        return api.setContext(SUGGESTION_CONTEXT_KEY, this.suggestions.pending().length > 0);
+    }
+
+    // ---- errors and logging ------------------------------------------------------------------
+
+    private log(message: string): void {
+        this.output.appendLine(`[cuda-llm] ${message}`);
+    }
+
+    /** Runs a command handler; failures become one clear message, never an unhandled rejection. */
+    private async guard(what: string, body: () => unknown): Promise<void> {
+        try {
+            await body();
+        } catch (err) {
+            const message = redactText(errorText(err), this.apiKey ? [this.apiKey] : []);
+            this.log(`${what}: ${message}`);
+            void api.showErrorMessage(`CUDA-LLM: ${message}`);
+        }
+    }
+}
+
+/** A problem the user can fix; shown as it is. */
+export class UserError extends Error {}
+
+function errorText(err: unknown): string {
+    return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+    FORWARDED_KEYS,
+    changeKind,
+    configurationAnswer,
+    didChangeConfigurationParams,
+    expandVariables,
+    initializationOptions,
+    serverSettings,
+} from '../../src/common/settings';
+import { reader } from './helpers';
+
+
+const DEFAULTS = {
+    'server.python': 'python3',
+    'server.command': [],
+    model: '',
+    baseUrl: '',
+    rounds: 4,
+    candidates: 4,
+    arch: '',
+    includePaths: [],
+    defines: [],
+    nvrtcFlags: [],
+    debounceMs: 250,
+    'trace.server': 'off',
+};
+
+describe('server settings', () => {
+    it('leave blank strings out so the server uses the environment', () => {
+        assert.deepEqual(serverSettings(reader(DEFAULTS)), {
+            rounds: 4,
+            candidates: 4,
+            debounceMs: 250,
+            includePaths: [],
+            defines: [],
+            nvrtcFlags: [],
+        });
+    });
+
+    it('forward every cudaLlm key under the names the server reads', () => {
+        const s = serverSettings(
+            reader({
+                ...DEFAULTS,
+                model: ' qwen2.5-coder ',
+                baseUrl: 'http://127.0.0.1:8000/v1',
+                rounds: 6,
+                candidates: 3,
+                arch: 'sm_90',
+                includePaths: ['${workspaceFolder}/include', '~/cutlass/include', ''],
+                defines: ['TILE=32'],
+                nvrtcFlags: ['--use_fast_math'],
+            }),
+            undefined,
+            { workspaceFolder: '/w', home: '/home/u' },
+        );
+        assert.deepEqual(s, {
+            model: 'qwen2.5-coder',
+            baseUrl: 'http://127.0.0.1:8000/v1',
+            arch: 'sm_90',
+            rounds: 6,
+            candidates: 3,
+            debounceMs: 250,
+            includePaths: ['/w/include', '/home/u/cutlass/include'],
+            defines: ['TILE=32'],
+            nvrtcFlags: ['--use_fast_math'],
+        });
+        assert.ok(!('server.python' in s) && !('server' in s), 'launch settings stay in the client');
+    });
+
+    it('drop values of the wrong type instead of sending them', () => {
+        const s = serverSettings(reader({ rounds: 'many', candidates: Number.NaN, model: 42, defines: 'ONE=1', nvrtcFlags: [1, '-G'] }));
+        assert.equal(s.rounds, undefined);
+        assert.equal(s.candidates, undefined);
+        assert.equal(s.model, undefined);
+        assert.deepEqual(s.defines, ['ONE=1']);
+        assert.deepEqual(s.nvrtcFlags, ['-G']);
+    });
+
+    it('carry the API key only when there is one', () => {
+        assert.equal(serverSettings(reader(DEFAULTS), 'sk-test').apiKey, 'sk-test');
+        assert.ok(!('apiKey' in serverSettings(reader(DEFAULTS), '')));
+        assert.ok(!('apiKey' in serverSettings(reader(DEFAULTS))));
+    });
+
+    it('list the forwarded keys of the contract', () => {
+        for (const key of ['model', 'baseUrl', 'rounds', 'candidates', 'arch', 'includePaths', 'defines', 'nvrtcFlags']) {
+            assert.ok(FORWARDED_KEYS.includes(key), key);
+        }
+    });
+});
+
+describe('initializationOptions', () => {
+    it('put the settings under cudaLlm and the key both inside and at the top level', () => {
+        const opts = initializationOptions(reader({ ...DEFAULTS, model: 'm' }), 'sk-secret');
+        assert.equal(opts.cudaLlm.model, 'm');
+        assert.equal(opts.cudaLlm.apiKey, 'sk-secret');
+        assert.equal(opts.apiKey, 'sk-secret');
+    });
+
+    it('have no apiKey at all without a key', () => {
+        const opts = initializationOptions(reader(DEFAULTS));
+        assert.deepEqual(Object.keys(opts), ['cudaLlm']);
+        assert.ok(!JSON.stringify(opts).includes('apiKey'));
+    });
+
+    it('match the didChangeConfiguration settings', () => {
+        const r = reader({ ...DEFAULTS, arch: 'sm_80' });
+        assert.deepEqual(didChangeConfigurationParams(r, 'k3y-value').settings.cudaLlm, initializationOptions(r, 'k3y-value').cudaLlm);
+    });
+});
+
+describe('workspace/configuration answer', () => {
+    const configFor = (scope?: string) => reader({ ...DEFAULTS, model: scope === 'file:///a/x.cu' ? 'scoped' : 'global' });
+
+    it('answers cudaLlm with the server view and the key, per scope', () => {
+        const answer = configurationAnswer(
+            [{ section: 'cudaLlm' }, { section: 'cudaLlm', scopeUri: 'file:///a/x.cu' }],
+            configFor,
+            'sk-key',
+            [{ raw: true }, { raw: true }],
+        ) as Array<Record<string, unknown>>;
+        assert.equal(answer[0].model, 'global');
+        assert.equal(answer[1].model, 'scoped');
+        assert.equal(answer[0].apiKey, 'sk-key');
+        assert.ok(!('raw' in answer[0]));
+    });
+
+    it('answers single keys and leaves other sections to VS Code', () => {
+        const answer = configurationAnswer(
+            [{ section: 'cudaLlm.model' }, { section: 'cudaLlm.apiKey' }, { section: 'editor' }, { section: 'cudaLlm.arch' }, {}],
+            configFor,
+            undefined,
+            ['m0', 'k0', { tabSize: 4 }, 'a0', { all: 1 }],
+        );
+        assert.deepEqual(answer, ['global', null, { tabSize: 4 }, null, { all: 1 }]);
+    });
+});
+
+describe('settings changes', () => {
+    const affected = (...keys: string[]) => (key: string) => keys.some((k) => k === key || k.startsWith(`${key}.`));
+
+    it('restart the server when the launch command changes', () => {
+        assert.equal(changeKind(affected('cudaLlm.server.python')), 'restart');
+        assert.equal(changeKind(affected('cudaLlm.server.command', 'cudaLlm.model')), 'restart');
+    });
+
+    it('forward LLM and compile settings without a restart', () => {
+        assert.equal(changeKind(affected('cudaLlm.model')), 'forward');
+        assert.equal(changeKind(affected('cudaLlm.includePaths')), 'forward');
+    });
+
+    it('ignore the rest', () => {
+        assert.equal(changeKind(affected('cudaLlm.trace.server')), 'none');
+        assert.equal(changeKind(affected('editor.fontSize')), 'none');
+    });
+});
+
+describe('path variables', () => {
+    it('expand workspaceFolder, userHome and a leading ~', () => {
+        const vars = { workspaceFolder: '/w', home: '/h' };
+        assert.equal(expandVariables('${workspaceFolder}/.venv/bin/python', vars), '/w/.venv/bin/python');
+        assert.equal(expandVariables('~/py/bin/python3', vars), '/h/py/bin/python3');
+        assert.equal(expandVariables('${userHome}/x', vars), '/h/x');
+        assert.equal(expandVariables('/opt/~x', vars), '/opt/~x');
+        assert.equal(expandVariables('${workspaceFolder}/x', {}), '${workspaceFolder}/x');
+        assert.equal(expandVariables('${env:HOME}/x', vars), '${env:HOME}/x');
+    });
+});
