@@ -60,7 +60,11 @@ def actions(
 
     def command(title: str, command: str, kind: str = KIND) -> None:
         found.append(
-            types.CodeAction(title=title, kind=kind, command=types.Command(title, command, args))
+            types.CodeAction(
+                title=title,
+                kind=kind,
+                command=types.Command(title=title, command=command, arguments=args),
+            )
         )
 
     job = server.jobs.running(uri, name)

@@ -50,23 +50,32 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
         running = server.jobs.running(uri, name)
         found.append(
             types.CodeLens(
-                range=where, command=types.Command(resources_line(name, info.resources), "")
+                range=where,
+                command=types.Command(title=resources_line(name, info.resources), command=""),
             )
         )
         if running is not None:
             found.append(
                 types.CodeLens(
                     range=where,
-                    command=types.Command(f"Cancel {running.kind}", "cudaLlm.cancel", args),
+                    command=types.Command(
+                        title=f"Cancel {running.kind}", command="cudaLlm.cancel", arguments=args
+                    ),
                 )
             )
             continue
         found.append(
-            types.CodeLens(range=where, command=types.Command("Optimize", "cudaLlm.optimize", args))
+            types.CodeLens(
+                range=where,
+                command=types.Command(title="Optimize", command="cudaLlm.optimize", arguments=args),
+            )
         )
         found.append(
             types.CodeLens(
-                range=where, command=types.Command("Benchmark", "cudaLlm.benchmark", args)
+                range=where,
+                command=types.Command(
+                    title="Benchmark", command="cudaLlm.benchmark", arguments=args
+                ),
             )
         )
     return found

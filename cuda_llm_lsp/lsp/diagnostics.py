@@ -31,6 +31,7 @@ _SEVERITY = {
 }
 SPEC_SOURCE = "cuda-llm"
 COMPILE_SOURCE = "nvrtc"
+_OWN_CODES = ("spec", "input")  # analysis codes of problems that are ours, not the compiler's
 
 
 def register(server: CudaLlmServer) -> None:
@@ -143,10 +144,6 @@ def _convert_one(server: CudaLlmServer, lines: list[str], d: Diagnostic) -> type
         range=to_range(lines, Span.of(start_line, start_col, end_line, end_col), server.codec),
         message=d.message,
         severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Error),
-        code=d.code,
-        source=_source_of(d),
+        code=None if d.code in _OWN_CODES else d.code,
+        source=SPEC_SOURCE if d.code in _OWN_CODES else COMPILE_SOURCE,
     )
-
-
-def _source_of(d: Diagnostic) -> str:
-    return SPEC_SOURCE if getattr(d, "source", None) == "spec" else COMPILE_SOURCE

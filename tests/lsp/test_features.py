@@ -1,0 +1,79 @@
+"""Code lenses, hover and document symbols on the kernels of a file (UTF-16 columns included)."""
+
+from __future__ import annotations
+
+import time
+
+from lsprotocol import types
+
+from tests.lsp.conftest import DATA, EditorClient, lsp_fixture
+
+client = lsp_fixture()
+
+
+async def test_document_symbols_list_kernels_in_the_negotiated_encoding(
+    client: EditorClient,
+) -> None:
+    uri = client.open(DATA / "saxpy.cu")
+    symbols = await client.text_document_document_symbol_async(
+        types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    assert [s.name for s in symbols] == ["saxpy", "scale_rows"]
+    line_text = client.text(uri).split("\n")[20]
+    scale = symbols[1]
+    assert scale.selection_range.start.line == 20
+    assert scale.selection_range.start.character == client.units(
+        line_text[: line_text.index("scale_rows")]
+    )
+    assert scale.kind == types.SymbolKind.Function
+
+
+async def test_code_lens_shows_resources_and_commands(client: EditorClient) -> None:
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    titles = [lens.command.title for lens in lenses if lens.command]
+    assert any(t.startswith("saxpy · ") and " regs · " in t and "B smem" in t for t in titles), (
+        titles
+    )
+    assert any(t.startswith("scale_rows · ") and " regs" in t for t in titles), titles
+    commands = {lens.command.command for lens in lenses if lens.command}
+    assert {"cudaLlm.optimize", "cudaLlm.benchmark"} <= commands
+    saxpy_line = (
+        client.text(uri)
+        .split("\n")
+        .index(next(line for line in client.text(uri).split("\n") if "void saxpy" in line))
+    )
+    assert all(lens.range.start.line in (saxpy_line, 20) for lens in lenses)
+
+
+async def test_hover_on_kernel_name_shows_resources_and_spec(client: EditorClient) -> None:
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    lines = client.text(uri).split("\n")
+    line = next(i for i, t in enumerate(lines) if "void saxpy" in t)
+    started = time.monotonic()
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=lines[line].index("saxpy") + 2),
+        )
+    )
+    assert time.monotonic() - started < 1.0
+    assert hover is not None
+    text = hover.contents.value
+    assert "regs" in text and "Test spec: 3 cases" in text and "n=1048576" in text
+
+
+async def test_hover_elsewhere_is_empty(client: EditorClient) -> None:
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=0, character=3),
+        )
+    )
+    assert hover is None
