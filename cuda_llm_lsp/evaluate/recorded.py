@@ -127,7 +127,7 @@ class RecordedEvaluator:
             message=str(entry.get("message", "")),
             seed=seed or 0,
             cases=self._cases(spec, status, entry),
-            candidate=timing if status == "ok" else None,
+            baseline=timing if status == "ok" else None,
         )
 
     def evaluate(

@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.types import (
+    BaselineFailed,
     EvalResult,
     EvaluationCancelled,
     Evaluator,
@@ -138,16 +139,12 @@ class DefaultToolchain:
         self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
     ) -> EvalResult | None:
         try:
-            from cuda_llm_lsp.evaluate import sanitizer
+            from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
         except ImportError:
             return None
-        available = getattr(sanitizer, "sanitizer_available", None) or getattr(
-            sanitizer, "available", None
-        )
-        check = getattr(sanitizer, "sanitize", None) or getattr(sanitizer, "run_sanitizer", None)
-        if check is None or (available is not None and not available()):
+        if sanitizer_path() is None:
             return None
-        return check(binary, spec, spec_dir=spec_dir)  # type: ignore[no-any-return]
+        return run_sanitizer(binary, spec, spec_dir)
 
     def profile(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
         from cuda_llm_lsp.fsr.profile import profile_summary
@@ -393,6 +390,10 @@ class _Run:
             )
         except NoGpuError as exc:
             return self.error(f"no GPU: {exc}")
+        except (EvaluationCancelled, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # BaselineFailed, a broken inputs hook...
+            return self.error(f"cannot benchmark the original {request.kernel}: {exc}")
         self.baseline = baseline
         if baseline.status != "ok":
             return self.error(
@@ -527,6 +528,8 @@ class _Run:
                         outcome = task.result()
                     except EvaluationCancelled:
                         continue
+                    except (BaselineFailed, NoGpuError):
+                        raise
                     except Exception as exc:  # a bug or an unexpected evaluator failure
                         log.exception("candidate %d.%d failed", slot.round, slot.index)
                         outcome = self.outcome(
@@ -736,6 +739,8 @@ async def optimize(
                 result = work.result()
             except NoGpuError as exc:
                 result = run.error(f"no GPU: {exc}")
+            except BaselineFailed as exc:
+                result = run.error(f"the original {request.kernel} cannot be judged: {exc}")
             except EvaluationCancelled:
                 result = run.result(message="cancelled", cancelled=True)
             except Exception as exc:

@@ -211,3 +211,19 @@ class FakeLlm:
 
     async def close(self) -> None:
         self.closed = True
+
+
+def make_recording(directory: Path, kernel: str, replies: dict[tuple[int, int], str]) -> None:
+    """A `--replay` directory answering candidate (round, index) with `replies[...]` as code."""
+    import asyncio
+
+    from cuda_llm_lsp.fsr.llm import Prompt
+    from cuda_llm_lsp.fsr.replay import RecordingLlm
+
+    async def record() -> None:
+        recorder = RecordingLlm(FakeLlm(replies), directory)
+        for round_, index in replies:
+            messages = ({"role": "user", "content": f"(made by a test) r{round_} c{index}"},)
+            await recorder.complete(Prompt(kernel, round_, index, messages))
+
+    asyncio.run(record())

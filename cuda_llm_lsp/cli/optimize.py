@@ -1,0 +1,321 @@
+"""`cuda-llm optimize FILE --kernel NAME`: the FSR loop from the terminal (CLI contract, DESIGN.md).
+
+Progress goes to stderr (a rounds x candidates table redrawn in place on a terminal, plain lines
+otherwise); stdout gets the unified diff of the winner, or with `--format json` exactly the
+contract's JSON object and nothing else. `--write` replaces only the kernel's range, and only if
+the file is byte-identical to what the run started from.
+
+Exit codes: 0 the run completed (improvement or plainly none); 1 error (unreadable file, unknown
+kernel, no or bad test spec, endpoint failure, refused write); 2 usage; 3 no CUDA GPU;
+130 interrupted.
+
+`CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU by recorded outcomes
+(`evaluate.recorded.RecordedEvaluator`): for tests and demos only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from cuda_llm_lsp.fsr.types import (
+    CandidateEvaluated,
+    CandidateOutcome,
+    CandidateStage,
+    OptimizeResult,
+    ProgressEvent,
+    RoundStarted,
+    RunFinished,
+    RunStarted,
+)
+
+HELP = "Optimize a kernel with the FSR loop: LLM candidates, checked and timed on the GPU."
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, metavar="FILE", help=".cu file")
+    parser.add_argument("--kernel", required=True, metavar="NAME", help="the kernel to optimize")
+    parser.add_argument("--rounds", type=_positive, default=None, metavar="R",
+                        help="rounds of candidates (default 4)")  # fmt: skip
+    parser.add_argument("--candidates", type=_positive, default=None, metavar="N",
+                        help="candidates per round (default 4)")  # fmt: skip
+    parser.add_argument("--write", action="store_true",
+                        help="apply the winner to FILE (only the kernel's range)")  # fmt: skip
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--record", metavar="DIR", help="save every prompt and reply in DIR")
+    parser.add_argument("--replay", metavar="DIR", help="answer from a recording, no endpoint")
+    parser.add_argument("--model", help="model name (default: CUDA_LLM_MODEL or gpt-4o-mini)")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
+    parser.add_argument("--seed", type=int, help="input seed (default: a fresh one)")
+    parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
+    parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
+    parser.add_argument("--no-history", action="store_true", help="do not record the run")
+    parser.epilog = (
+        "exit codes: 0 done (improved or not), 1 error, 2 usage, 3 no GPU, 130 interrupted. "
+        "The API key comes from OPENAI_API_KEY."
+    )
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress display
+
+
+_SHORT = {
+    "ok": "ok", "compile_error": "compile", "signature_mismatch": "signature",
+    "wrong_output": "wrong", "unwritten_output": "unwritten", "out_of_bounds": "oob",
+    "input_modified": "input-mod", "nondeterministic": "nondet", "stale_after_timing": "stale",
+    "timeout": "timeout", "fault": "fault", "launch_error": "launch", "sanitizer": "sanitizer",
+    "llm_error": "llm-error", "slower": "slower",
+}  # fmt: skip
+
+
+@dataclass
+class Display:
+    """Shows progress events on `stream`: a redrawn table on a terminal, else plain lines."""
+
+    stream: TextIO
+    live: bool
+    rounds: int = 0
+    candidates: int = 0
+    cells: dict[tuple[int, int], str] = field(default_factory=dict)
+    header: str = ""
+    best: CandidateOutcome | None = None
+    round: int = 0
+    _drawn: int = 0
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.rounds, self.candidates = event.rounds, event.candidates
+            timing = event.baseline.baseline or event.baseline.candidate
+            figure = f"{timing.median_ms:.4f} ms (±{timing.spread_pct:.1f}%)" if timing else "?"
+            self.header = (
+                f"{event.kernel}: baseline {figure}, {len(event.baseline.cases)} cases; "
+                f"{event.rounds} rounds x {event.candidates} candidates"
+            )
+            self._line(self.header)
+        elif isinstance(event, RoundStarted):
+            self.round = event.round
+            if not self.live:
+                self._line(f"round {event.round}/{event.rounds}")
+        elif isinstance(event, CandidateStage):
+            self.cells[(event.round, event.index)] = {
+                "requested": "writing", "generated": "building", "evaluating": "timing",
+            }[event.stage]  # fmt: skip
+        elif isinstance(event, CandidateEvaluated):
+            o = event.outcome
+            self.best = event.best
+            cell = _SHORT.get(o.status, o.status)
+            if o.status in ("ok", "slower") and o.speedup is not None:
+                cell += f" {o.speedup:.2f}x"
+            self.cells[(o.round, o.index)] = cell
+            if not self.live:
+                self._line(f"  {o.round}.{o.index} {self._plain(o)}")
+        elif isinstance(event, RunFinished):
+            if self.live:
+                self._redraw(final=True)
+            return
+        if self.live:
+            self._redraw()
+
+    def _plain(self, o: CandidateOutcome) -> str:
+        text = o.status
+        if o.ms is not None:
+            text += f" {o.ms:.4f} ms"
+        if o.speedup is not None:
+            text += f" {o.speedup:.2f}x"
+        if o.status not in ("ok", "slower") and o.message:
+            text += ": " + o.message.strip().splitlines()[0][:160]
+        if self.best is not None and self.best.speedup is not None:
+            text += f"  (best {self.best.speedup:.2f}x)"
+        return text
+
+    def _line(self, text: str) -> None:
+        if self.live:
+            return
+        print(text, file=self.stream, flush=True)
+
+    def _redraw(self, final: bool = False) -> None:
+        width = 14
+        lines = [self.header]
+        lines.append(
+            "round  " + "".join(f"{f'#{i}':<{width}}" for i in range(1, self.candidates + 1))
+        )
+        for r in range(1, self.round + 1):
+            row = [self.cells.get((r, i), "") for i in range(1, self.candidates + 1)]
+            lines.append(f"{r:<7}" + "".join(f"{c[: width - 1]:<{width}}" for c in row))
+        if self.best is not None and self.best.speedup is not None:
+            lines.append(f"best: {self.best.speedup:.2f}x (round {self.best.round} "
+                         f"candidate {self.best.index})")  # fmt: skip
+        out = ""
+        if self._drawn:
+            out += f"\x1b[{self._drawn}F\x1b[J"
+        out += "\n".join(lines) + "\n"
+        self.stream.write(out)
+        self.stream.flush()
+        self._drawn = len(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Wiring
+
+
+def make_evaluator() -> Any:
+    """The GPU evaluator, or recorded outcomes when `CUDA_LLM_EVALUATOR=recorded:PATH`."""
+    choice = os.environ.get("CUDA_LLM_EVALUATOR", "").strip()
+    if choice.startswith("recorded:"):
+        from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
+
+        return RecordedEvaluator(choice.removeprefix("recorded:"))
+    if choice not in ("", "gpu"):
+        raise ValueError(f"CUDA_LLM_EVALUATOR must be 'gpu' or 'recorded:PATH', not {choice!r}")
+    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+
+    return GpuEvaluator()
+
+
+def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
+    print(f"cuda-llm optimize: {message}", file=sys.stderr)
+    if as_json:
+        empty = OptimizeResult(kernel=kernel, baseline_ms=None, best_ms=None, speedup=None,
+                               accepted=False, candidates=(), best_source=None, message=message,
+                               error=message)  # fmt: skip
+        print(json.dumps(empty.to_json(), indent=2))
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_llm_lsp.config import Settings
+    from cuda_llm_lsp.evaluate.recorded import RecordingError
+    from cuda_llm_lsp.evaluate.types import NoGpuError
+    from cuda_llm_lsp.fsr.types import config_from_settings
+
+    as_json = args.format == "json"
+    path: Path = args.file
+    if args.record and args.replay:
+        return _fail("--record and --replay exclude each other", EXIT_USAGE, as_json, args.kernel)
+    try:
+        original_bytes = path.read_bytes()
+    except OSError as exc:
+        return _fail(f"cannot read {path}: {exc.strerror or exc}", EXIT_ERROR, as_json, args.kernel)
+    try:
+        text = original_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        return _fail(f"{path} is not UTF-8 text", EXIT_ERROR, as_json, args.kernel)
+
+    settings = Settings()
+    if args.model:
+        settings = _replace(settings, model=args.model)
+    if args.base_url:
+        settings = _replace(settings, base_url=args.base_url)
+    config = config_from_settings(
+        settings, rounds=args.rounds, candidates=args.candidates, record_dir=args.record,
+        replay_dir=args.replay, time_budget_s=args.time_budget, token_budget=args.token_budget,
+    )  # fmt: skip
+    try:
+        evaluator = make_evaluator()
+        evaluator.device_facts()
+    except NoGpuError as exc:
+        return _fail(f"no CUDA GPU: {exc}", EXIT_NO_GPU, as_json, args.kernel)
+    except (ValueError, RecordingError) as exc:
+        return _fail(str(exc), EXIT_USAGE, as_json, args.kernel)
+    try:
+        result = asyncio.run(_optimize(args, text, settings, config, evaluator, as_json))
+    finally:
+        evaluator.close()
+
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+    if result.error:
+        print(f"cuda-llm optimize: {result.message}", file=sys.stderr)
+        return EXIT_ERROR
+    if result.cancelled:
+        print(f"cuda-llm optimize: {result.message}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if not as_json:
+        print(result.message, file=sys.stderr)
+    if not result.accepted or result.best_source is None:
+        return EXIT_OK
+    new_text = _new_text(text, args.kernel, result.best_source)
+    if new_text is None:
+        return _fail(f"kernel {args.kernel} not found again in {path}", EXIT_ERROR, False, "")
+    if not as_json:
+        from cuda_llm_lsp.fsr.edit import unified_diff
+
+        sys.stdout.write(unified_diff(text, new_text, str(path)))
+    if args.write:
+        return _write(path, original_bytes, new_text)
+    return EXIT_OK
+
+
+def _replace(settings: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(settings, **changes)
+
+
+def _new_text(text: str, kernel_name: str, source: str) -> str | None:
+    from cuda_llm_lsp.fsr.edit import apply_candidate
+    from cuda_llm_lsp.source.kernels import find_kernels
+
+    kernel = next((k for k in find_kernels(text) if k.name == kernel_name), None)
+    return apply_candidate(text, kernel.span, source) if kernel else None
+
+
+def _write(path: Path, original: bytes, new_text: str) -> int:
+    try:
+        current = path.read_bytes()
+    except OSError as exc:
+        print(f"cuda-llm optimize: not written: cannot read {path}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if current != original:
+        print(f"cuda-llm optimize: not written: {path} changed while the run was going; "
+              "the diff above still applies to the original text", file=sys.stderr)  # fmt: skip
+        return EXIT_ERROR
+    try:
+        path.write_bytes(new_text.encode("utf-8"))
+    except OSError as exc:
+        print(f"cuda-llm optimize: not written: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"cuda-llm optimize: wrote {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _optimize(
+    args: argparse.Namespace, text: str, settings: Any, config: Any, evaluator: Any,
+    as_json: bool,
+) -> OptimizeResult:  # fmt: skip
+    from cuda_llm_lsp.fsr.llm import make_llm
+    from cuda_llm_lsp.fsr.loop import optimize
+    from cuda_llm_lsp.fsr.types import OptimizeRequest
+
+    history = None
+    if not args.no_history:
+        try:
+            from cuda_llm_lsp.fsr.history import RunHistory
+
+            history = await asyncio.to_thread(RunHistory)
+        except Exception as exc:  # the run matters more than its record
+            print(f"cuda-llm optimize: history not recorded: {exc}", file=sys.stderr)
+    display = Display(sys.stderr, live=sys.stderr.isatty())
+    llm = make_llm(config)
+    request = OptimizeRequest(file_text=text, kernel=args.kernel, path=args.file.resolve(),
+                              settings=settings, seed=args.seed)  # fmt: skip
+    try:
+        return await optimize(request, config, evaluator, llm, on_event=display, history=history)
+    finally:
+        await llm.close()
