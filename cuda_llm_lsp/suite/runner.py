@@ -1,0 +1,351 @@
+"""Run the suite: `bench` every kernel of every `.cu` file in a directory, optionally the FSR
+loop (live endpoint or a recorded / hand-written replay), then vendor-library timings, the
+device's peaks and the floor of each kernel; the result is a `SuiteReport` (see `report`).
+
+One failing kernel never stops the others: its row says what went wrong. Only "no GPU"
+(`NoGpuError`) ends the run, because nothing else could be measured either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, Evaluator, KernelBinary, NoGpuError
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
+from cuda_llm_lsp.suite import floor
+from cuda_llm_lsp.suite.report import KernelRow, SuiteReport
+
+SCENARIOS = ("Basic algebra", "LLM kernels", "Sparse", "Scientific")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteOptions:
+    directory: Path
+    kernels: tuple[str, ...] = ()  # only these kernel names (empty: all)
+    optimize: bool = False
+    replay_dir: Path | None = None  # recorded replies: DIR/<kernel>/ or DIR itself
+    rounds: int | None = None  # FSR rounds / candidates (replay: taken from the recording)
+    candidates: int | None = None
+    sanitize: bool = False  # compute-sanitizer on each winner (slow on large cases)
+    vendor: bool = True
+    settings: Settings = field(default_factory=Settings)
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class SuiteKernel:
+    path: Path
+    text: str
+    kernel: Kernel
+    spec: TestSpec | None
+    errors: tuple[SpecError, ...]
+    scenario: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of the run, for the progress bar: `row` is set when a kernel is finished."""
+
+    index: int  # 1-based
+    total: int
+    kernel: str
+    stage: str  # "bench", "optimize", "done", "vendor", "peaks"
+    row: KernelRow | None = None
+
+
+def scenario_of(text: str) -> str:
+    """The scenario named at the top of a suite file (`// Sparse: ...`), else "other"."""
+    for line in text.splitlines()[:5]:
+        m = re.match(r"\s*//\s*([^:]+):", line)
+        if m and m.group(1).strip() in SCENARIOS:
+            return m.group(1).strip()
+    return "other"
+
+
+def discover(directory: Path, names: tuple[str, ...] = ()) -> list[SuiteKernel]:
+    """Every kernel (with or without a spec) of every `.cu` file under `directory`, sorted."""
+    found: list[SuiteKernel] = []
+    for path in sorted(directory.glob("*.cu")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for kernel in find_kernels(text):
+            if names and kernel.name not in names:
+                continue
+            spec, errors = parse_spec(kernel, text)
+            found.append(SuiteKernel(path, text, kernel, spec, tuple(errors), scenario_of(text)))
+    return found
+
+
+def replay_dir_for(replay: Path, kernel: str) -> tuple[Path, int, int] | None:
+    """Where the recording of `kernel` lives and its (rounds, candidates); None if absent."""
+    from cuda_llm_lsp.fsr.replay import _stem
+
+    stem = _stem(kernel, 1, 1).rsplit("-r", 1)[0]
+    for where in (replay / kernel, replay):
+        files = list(where.glob(f"{stem}-r*-c*-*.json")) if where.is_dir() else []
+        pattern = re.compile(rf"^{re.escape(stem)}-r(\d+)-c(\d+)-")
+        keys = [m.groups() for f in files if (m := pattern.match(f.name))]
+        if keys:
+            return where, max(int(r) for r, _ in keys), max(int(c) for _, c in keys)
+    return None
+
+
+def _base_row(item: SuiteKernel) -> KernelRow:
+    spec = item.spec
+    dtype = floor.dtype_label(spec) if spec else "-"
+    return KernelRow(
+        file=item.path.name,
+        kernel=item.kernel.name,
+        scenario=item.scenario,
+        dtype=dtype,
+        status="error",
+        cases_total=spec.case_count if spec else 0,
+    )
+
+
+def _timing_ms(result: EvalResult) -> tuple[float | None, float | None]:
+    t = result.candidate or result.baseline
+    return (t.median_ms, t.spread_pct) if t else (None, None)
+
+
+class SuiteRunner:
+    """Runs the suite on one evaluator (one GPU worker, reused for every kernel)."""
+
+    def __init__(
+        self,
+        options: SuiteOptions,
+        evaluator: Evaluator,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.options = options
+        self.evaluator = evaluator
+        self.on_progress = on_progress or (lambda _p: None)
+        self.facts: DeviceFacts | None = None
+
+    def run(self) -> SuiteReport:
+        """Raises NoGpuError when there is no GPU; every other problem lands in a row."""
+        opts = self.options
+        items = discover(opts.directory, opts.kernels)
+        self.facts = self.evaluator.device_facts()  # NoGpuError propagates: nothing to measure
+        rows: list[KernelRow] = []
+        notes: list[str] = []
+        total = len(items)
+        for i, item in enumerate(items, 1):
+            self.on_progress(Progress(i, total, item.kernel.name, "bench"))
+            try:
+                row = self.run_kernel(item, i, total)
+            except NoGpuError:
+                raise
+            except Exception as exc:  # one broken kernel never stops the suite
+                row = replace(_base_row(item), status="error",
+                              message=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            rows.append(row)
+            self.on_progress(Progress(i, total, item.kernel.name, "done", row))
+
+        peaks = self._peaks(notes)
+        rows = [self._with_floor(row, item, peaks) for row, item in zip(rows, items, strict=True)]
+        if opts.vendor:
+            self.on_progress(Progress(total, total, "vendor libraries", "vendor"))
+            rows = self._with_vendor(rows, items, notes)
+        if opts.optimize and not opts.sanitize:
+            notes.append("winners were not run under compute-sanitizer (use --sanitize)")
+        facts = self.facts
+        return SuiteReport(
+            rows=tuple(rows),
+            device=f"{facts.name} ({facts.arch}, {facts.sm_count} SMs)",
+            command=opts.command,
+            created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            optimize=opts.optimize,
+            copy_bandwidth_gbs=facts.copy_bandwidth_gbs,
+            peak_fp32_gflops=peaks.fp32_gflops if peaks else None,
+            peak_bf16_gflops=peaks.bf16_gflops if peaks else None,
+            peaks_source=peaks.source if peaks else "",
+            notes=tuple(notes),
+        )
+
+    # -- one kernel -------------------------------------------------------------------------
+
+    def run_kernel(self, item: SuiteKernel, index: int, total: int) -> KernelRow:
+        row = _base_row(item)
+        if item.spec is None:
+            if item.errors:
+                shown = "; ".join(f"line {e.span.start.line + 1}: {e.message}" for e in item.errors)
+                return replace(row, status="spec_error", message=shown)
+            return replace(row, status="skipped", message="no test spec")
+        if self.options.optimize:
+            recording = None
+            if self.options.replay_dir is not None:
+                recording = replay_dir_for(self.options.replay_dir, item.kernel.name)
+            if self.options.replay_dir is None or recording is not None:
+                self.on_progress(Progress(index, total, item.kernel.name, "optimize"))
+                optimized = self._optimize(item, row, recording)
+                if optimized is not None:
+                    return optimized
+        return self._bench(item, row)
+
+    def _bench(self, item: SuiteKernel, row: KernelRow) -> KernelRow:
+        from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
+        from cuda_llm_lsp.evaluate.inputs import InputError
+        from cuda_llm_lsp.evaluate.types import BaselineFailed
+
+        spec = item.spec
+        assert spec is not None and self.facts is not None
+        binary = build_binary(item.text, item.path, item.kernel.name, self.options.settings,
+                              instance=spec.instance, arch=self.facts.arch)  # fmt: skip
+        if isinstance(binary, CandidateRejected):
+            return replace(row, status=binary.status, message=binary.message)
+        assert isinstance(binary, KernelBinary)
+        try:
+            result = self.evaluator.benchmark(binary, spec, spec_dir=item.path.parent)
+        except (InputError, BaselineFailed) as exc:
+            return replace(row, status="error", message=str(exc))
+        ms, spread = _timing_ms(result)
+        return replace(
+            row,
+            status=result.status,
+            message=result.message,
+            cases_passed=result.cases_passed,
+            cases_total=len(result.cases) or row.cases_total,
+            baseline_ms=ms,
+            baseline_spread_pct=spread,
+            best_ms=ms,
+            speedup=1.0 if ms else None,
+        )
+
+    def _optimize(
+        self, item: SuiteKernel, row: KernelRow, recording: tuple[Path, int, int] | None
+    ) -> KernelRow | None:
+        """The FSR loop's row; None when the loop could not even measure the baseline."""
+        from cuda_llm_lsp.fsr.llm import make_llm
+        from cuda_llm_lsp.fsr.loop import optimize
+        from cuda_llm_lsp.fsr.types import OptimizeRequest, OptimizeResult, config_from_settings
+
+        opts = self.options
+        overrides: dict[str, object] = {"sanitize_winner": opts.sanitize, "profile": False}
+        if recording is not None:
+            where, rounds, candidates = recording
+            overrides.update(replay_dir=str(where), rounds=rounds, candidates=candidates,
+                             patience=rounds)  # fmt: skip
+        else:
+            overrides.update(rounds=opts.rounds, candidates=opts.candidates)
+        config = config_from_settings(opts.settings, **overrides)
+        request = OptimizeRequest(file_text=item.text, kernel=item.kernel.name, path=item.path,
+                                  settings=opts.settings)  # fmt: skip
+
+        async def go() -> OptimizeResult:
+            llm = make_llm(config)
+            try:
+                return await optimize(request, config, self.evaluator, llm)
+            finally:
+                await llm.close()
+
+        result = asyncio.run(go())
+        base = result.baseline_result
+        if result.error and (base is None or base.status != "ok"):
+            return None  # the plain bench reports the baseline's own problem
+        statuses = Counter(c.status for c in result.candidates)
+        base_ms, base_spread = _timing_ms(base) if base is not None else (None, None)
+        baseline_ms = result.baseline_ms or base_ms
+        accepted = bool(result.accepted)
+        best_ms = result.best_ms if accepted else baseline_ms
+        speedup = result.speedup if accepted else (1.0 if baseline_ms else None)
+        cases_total = len(base.cases) if base is not None else row.cases_total
+        cases_passed = base.cases_passed if base is not None else 0
+        best = result.best_result
+        if accepted and best is not None and best.cases:
+            cases_total, cases_passed = len(best.cases), best.cases_passed
+        return replace(
+            row,
+            status="ok"
+            if cases_passed == cases_total and cases_total
+            else (base.status if base is not None else "error"),
+            message=str(result.message),
+            cases_passed=cases_passed,
+            cases_total=cases_total,
+            baseline_ms=baseline_ms,
+            baseline_spread_pct=base_spread,
+            best_ms=best_ms,
+            speedup=speedup,
+            optimized=True,
+            accepted=accepted,
+            candidates=len(result.candidates),
+            candidate_statuses=dict(statuses),
+        )
+
+    # -- device-wide figures ----------------------------------------------------------------
+
+    def _peaks(self, notes: list[str]) -> object | None:
+        from cuda_llm_lsp.suite import peaks
+
+        self.on_progress(Progress(0, 0, "device peaks", "peaks"))
+        assert self.facts is not None
+        try:
+            found = peaks.device_peaks(self.facts, self.evaluator)
+        except NoGpuError:
+            raise
+        except Exception as exc:
+            notes.append(f"peaks not measured: {type(exc).__name__}: {exc}")
+            return None
+        if found.note:
+            notes.append(found.note)
+        return found
+
+    def _with_floor(self, row: KernelRow, item: SuiteKernel, peaks: object | None) -> KernelRow:
+        spec = item.spec
+        if spec is None or self.facts is None:
+            return row
+        cases = spec.cases()
+        if not cases:
+            return row
+        f = floor.kernel_floor(
+            spec,
+            cases[-1],
+            self.facts.copy_bandwidth_gbs,
+            getattr(peaks, "fp32_gflops", None),
+            getattr(peaks, "bf16_gflops", None),
+        )
+        return replace(
+            row,
+            bytes=f.bytes,
+            flops=f.flops,
+            floor_ms=f.ms,
+            bound=f.bound,
+            pct_of_floor_baseline=floor.percent_of_floor(f.ms, row.baseline_ms),
+            pct_of_floor_best=floor.percent_of_floor(f.ms, row.best_ms),
+        )
+
+    def _with_vendor(
+        self, rows: list[KernelRow], items: list[SuiteKernel], notes: list[str]
+    ) -> list[KernelRow]:
+        from cuda_llm_lsp.suite import vendor
+
+        jobs = [
+            vendor.VendorJob(str(item.path), item.kernel.name, op)
+            for item in items
+            if (op := vendor.VENDOR_OPS.get(item.kernel.name)) is not None and item.spec
+        ]
+        if not jobs:
+            return rows
+        started = time.monotonic()
+        results, problem = vendor.measure(jobs, l2_bytes=self.facts.l2_bytes if self.facts else 0)
+        if problem:
+            notes.append(f"vendor libraries: {problem}")
+        notes.append(f"vendor timings took {time.monotonic() - started:.0f} s")
+        out = []
+        for row in rows:
+            found = results.get(row.kernel)
+            if found is None:
+                out.append(row)
+            elif found.ms is not None:
+                out.append(replace(row, vendor=found.library, vendor_ms=found.ms))
+            else:
+                out.append(replace(row, vendor=found.library, vendor_note=found.note))
+        return out
