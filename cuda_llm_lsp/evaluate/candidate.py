@@ -16,7 +16,7 @@ from cuda_llm_lsp.compile.types import CompileOptions, CompileResult
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
 from cuda_llm_lsp.source.kernels import Kernel, Param, find_kernels
-from cuda_llm_lsp.source.text import Span
+from cuda_llm_lsp.source.text import Span, replace_span
 
 LOG_LINES = 40
 
@@ -36,19 +36,7 @@ def find_kernel(text: str, name: str) -> Kernel | None:
 
 def splice(file_text: str, kernel: Kernel, kernel_source: str) -> str:
     """`file_text` with `kernel`'s whole definition replaced by `kernel_source`."""
-    start = _offset(file_text, kernel.span.start.line, kernel.span.start.character)
-    end = _offset(file_text, kernel.span.end.line, kernel.span.end.character)
-    return file_text[:start] + kernel_source.strip("\n") + file_text[end:]
-
-
-def _offset(text: str, line: int, character: int) -> int:
-    offset = 0
-    for _ in range(line):
-        nl = text.find("\n", offset)
-        if nl < 0:
-            return len(text)
-        offset = nl + 1
-    return min(offset + character, len(text))
+    return replace_span(file_text, kernel.span, kernel_source.strip("\n"))
 
 
 def _norm_type(c_type: str) -> str:
@@ -84,8 +72,12 @@ def _sig(params: tuple[Param, ...]) -> str:
 
 
 def name_expression(kernel: Kernel, instance: str | None) -> str:
-    """What NVRTC is asked to lower: the template instance if any, else the kernel's name."""
-    return instance or kernel.name
+    """What NVRTC is asked to lower: the spec's template instance, a launch site's, or the name."""
+    if instance:
+        return instance
+    if kernel.is_template and kernel.instantiations:
+        return kernel.instantiations[0]
+    return kernel.name
 
 
 def build_binary(
@@ -146,7 +138,7 @@ def _compile(
     text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
 ) -> CompileResult:
     from cuda_llm_lsp.compile.arch import resolve_arch
-    from cuda_llm_lsp.compile.nvrtc import compile_unit
+    from cuda_llm_lsp.compile.cache import compile_cached
     from cuda_llm_lsp.source.device_unit import build_device_unit
 
     unit = build_device_unit(text, path, settings.include_paths)
@@ -156,7 +148,7 @@ def _compile(
         defines=tuple(settings.defines),
         extra_flags=tuple(settings.nvrtc_flags),
     )
-    return compile_unit(unit, options, name_expressions=(expr,))
+    return compile_cached(unit, options, (expr,))
 
 
 def _compile_message(result: CompileResult, first_line: int | None) -> str:

@@ -45,10 +45,7 @@ def summary_line(kernel_name: str, result: EvalResult) -> str:
         if cases:
             parts.append(cases)
         return f"{kernel_name}: " + " · ".join(parts)
+    # a failure: evaluation stops at the first failing case, so no "n/m cases" count
     first = result.message.splitlines()[0] if result.message else ""
     parts.append(result.status + (f": {first}" if first else ""))
-    if timing is not None:
-        parts.append(format_timing(timing))
-    if cases:
-        parts.append(cases)
     return f"{kernel_name}: " + " · ".join(parts)

@@ -21,6 +21,7 @@ requests in FILE, for compute-sanitizer, and exits 0 when every reply was "ok".
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import pickle
 import struct
@@ -50,6 +51,19 @@ _ERROR_HINTS = {
 }
 
 
+# CPU tests point this at a test double of cuda.bindings.driver (tests/unit/fake_cuda_driver.py)
+DRIVER_ENV = "CUDA_LLM_LSP_DRIVER"
+
+
+def _driver_module() -> Any:
+    name = os.environ.get(DRIVER_ENV)
+    if name:
+        return importlib.import_module(name)
+    from cuda.bindings import driver
+
+    return driver
+
+
 class CudaError(Exception):
     def __init__(self, code: int, where: str) -> None:
         self.code = code
@@ -64,8 +78,7 @@ class Timeout(Exception):
 
 class Worker:
     def __init__(self, device: int) -> None:
-        from cuda.bindings import driver
-
+        driver = _driver_module()
         self.d = driver
         self.check(driver.cuInit(0), "cuInit")
         count = self.check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
@@ -186,7 +199,7 @@ class Worker:
             self.d.cuMemFree(p)
 
     def _upload_buffers(
-        self, buffers: list[dict[str, Any]]
+        self, buffers: list[dict[str, Any]], guard: int = GUARD_BYTES
     ) -> tuple[dict[str, int], dict[str, int], list[int]]:
         """Allocate guarded buffers and upload data (or poison). -> (data ptrs, sizes, bases)."""
         ptrs: dict[str, int] = {}
@@ -194,11 +207,11 @@ class Worker:
         bases: list[int] = []
         for buf in buffers:
             nbytes = int(buf["nbytes"])
-            total = nbytes + 2 * GUARD_BYTES
+            total = nbytes + 2 * guard
             base = self._alloc(total)
             bases.append(base)
             self.check(self.d.cuMemsetD8(base, GUARD_BYTE, total), "cuMemsetD8")
-            data = base + GUARD_BYTES
+            data = base + guard
             if buf.get("data") is not None:
                 host = np.frombuffer(buf["data"], dtype=np.uint8)
                 if host.size:
@@ -251,10 +264,15 @@ class Worker:
             raise CudaError(code, f"launch grid={tuple(g)} block={tuple(b)} smem={req['smem']}")
 
     def op_run(self, req: dict[str, Any]) -> dict[str, Any]:
-        """One launch on fresh guarded buffers; returns every buffer with its guard bands."""
+        """One launch on fresh guarded buffers; returns every buffer with its guard bands.
+
+        `"guards": False` (the sanitizer's mode) allocates exact sizes, so that memcheck sees
+        any access past a buffer.
+        """
         fn = self._function(req["key"])
         self._prepare(fn, int(req["smem"]))
-        ptrs, sizes, bases = self._upload_buffers(req["buffers"])
+        guard = GUARD_BYTES if req.get("guards", True) else 0
+        ptrs, sizes, bases = self._upload_buffers(req["buffers"], guard)
         try:
             params, keep = self._params(req["params"], ptrs)
             start = time.perf_counter()
@@ -264,21 +282,17 @@ class Worker:
             del keep
             out: dict[str, bytes] = {}
             for buf in req["buffers"]:
-                total = sizes[buf["name"]] + 2 * GUARD_BYTES
+                name = buf["name"]
+                total = sizes[name] + 2 * guard
                 host = np.empty(total, dtype=np.uint8)
-                self.check(
-                    self.d.cuMemcpyDtoH(host.ctypes.data, ptrs[buf["name"]] - GUARD_BYTES, total),
-                    "cuMemcpyDtoH",
-                )
-                if buf.get("data") is not None and buf.get("unchanged_only"):
-                    # an input: send the data back only if the kernel changed it
-                    body = host[GUARD_BYTES : GUARD_BYTES + sizes[buf["name"]]]
-                    if body.tobytes() == bytes(buf["data"]):
-                        out[buf["name"]] = (
-                            host[:GUARD_BYTES].tobytes() + host[-GUARD_BYTES:].tobytes()
-                        )
-                        continue
-                out[buf["name"]] = host.tobytes()
+                result = self.d.cuMemcpyDtoH(host.ctypes.data, ptrs[name] - guard, total)
+                self.check(result, "cuMemcpyDtoH")
+                # an input: send its data back only if the kernel changed it
+                check_only = buf.get("data") is not None and buf.get("unchanged_only") and guard
+                if check_only and host[guard : guard + sizes[name]].tobytes() == buf["data"]:
+                    out[name] = host[:guard].tobytes() + host[total - guard :].tobytes()
+                    continue
+                out[name] = host.tobytes()
             return {"status": "ok", "buffers": out, "wall_ms": elapsed}
         finally:
             self._free(bases)

@@ -1,0 +1,356 @@
+"""A CPU test double of the parts of `cuda.bindings.driver` the evaluator's worker uses.
+
+Selected in the worker with `CUDA_LLM_LSP_DRIVER=tests.unit.fake_cuda_driver` (CPU tests only),
+so the pool's evaluation rules, the worker protocol, restarts, watchdogs and cancellation are
+exercised without a GPU. "Device memory" is host memory (numpy arrays, their addresses are the
+device pointers); a "cubin" is `b"FAKE:" + kernel name`; kernels are the Python functions below,
+each a planted behaviour mirroring the GPU tests' CUDA candidates. Time is simulated: each
+kernel has a cost in ms, with a small deterministic jitter.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class CUresult(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_NOT_FOUND = 500
+    CUDA_ERROR_NOT_READY = 600
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700
+    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+    CUDA_ERROR_LAUNCH_FAILED = 719
+
+
+class CUdevice_attribute(enum.IntEnum):
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81
+    CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12
+    CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR = 82
+    CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
+    CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13
+    CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = 36
+    CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = 37
+
+
+class CUfunction_attribute(enum.IntEnum):
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+    CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+
+_ATTRS = {
+    "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MULTIPROCESSOR_COUNT": 132,
+    "MAX_THREADS_PER_BLOCK": 1024, "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 233472,
+    "MAX_REGISTERS_PER_BLOCK": 65536, "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
+    "L2_CACHE_SIZE": 1 << 20, "CLOCK_RATE": 1980000, "MEMORY_CLOCK_RATE": 2619000,
+    "GLOBAL_MEMORY_BUS_WIDTH": 5120,
+}  # fmt: skip
+
+OK = (CUresult.CUDA_SUCCESS,)
+
+
+class Fault(Exception):
+    pass
+
+
+class _State:
+    def __init__(self) -> None:
+        self.allocations: dict[int, np.ndarray] = {}
+        self.clock_ms = 0.0
+        self.sticky = 0
+        self.pending = 0  # error the next stream query reports
+        self.hung = False
+        self.launches: dict[str, int] = {}
+        self.device_globals: dict[str, Any] = {}
+        self.dyn_smem: dict[str, int] = {}
+
+
+S = _State()
+
+
+def _view(addr: int, count: int, dtype: Any) -> np.ndarray:
+    nbytes = count * np.dtype(dtype).itemsize
+    for base, arr in S.allocations.items():
+        if base <= addr and addr + nbytes <= base + arr.size:
+            off = addr - base
+            return arr[off : off + nbytes].view(dtype)
+    raise Fault(f"illegal address {addr:#x}")
+
+
+# --- kernels: (x: const float*, y: float*, n: int) -------------------------------------------
+def _twice(x: np.ndarray, n: int) -> np.ndarray:
+    return (2.0 * x[:n]).astype(np.float32)
+
+
+def k_twice(x: int, y: int, n: int) -> None:
+    _view(y, n, np.float32)[:] = _twice(_view(x, n, np.float32), n)
+
+
+def k_nothing(x: int, y: int, n: int) -> None:
+    pass
+
+
+def k_skip_last(x: int, y: int, n: int) -> None:
+    if n > 1:
+        _view(y, n - 1, np.float32)[:] = _twice(_view(x, n, np.float32), n - 1)
+
+
+def k_past_end(x: int, y: int, n: int) -> None:
+    k_twice(x, y, n)
+    _view(y + 4 * n, 1, np.float32)[:] = 1.0
+
+
+def k_racy(x: int, y: int, n: int) -> None:
+    k_twice(x, y, n)
+    count = S.launches.get("racy", 0)
+    if count % 2 == 1 and n > 7:  # every other launch loses a write race
+        _view(y + 4 * 7, 1, np.float32)[:] = 123.0
+
+
+def k_caching(x: int, y: int, n: int) -> None:
+    count = S.launches.get("caching", 0)
+    cache = S.device_globals.setdefault("cache", {})
+    if count >= 10 and n in cache:
+        _view(y, n, np.float32)[:] = cache[n]
+        return
+    k_twice(x, y, n)
+    cache[n] = _view(y, n, np.float32).copy()
+
+
+def k_modifies_input(x: int, y: int, n: int) -> None:
+    k_twice(x, y, n)
+    _view(x, 1, np.float32)[:] = 0.0
+
+
+def k_half(x: int, y: int, n: int) -> None:
+    v = _twice(_view(x, n, np.float32), n)
+    _view(y, n, np.float32)[:] = (v.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def k_illegal(x: int, y: int, n: int) -> None:
+    _view(8, 1, np.float32)[:] = 1.0
+
+
+def k_hang(x: int, y: int, n: int) -> None:
+    S.hung = True
+
+
+def k_trap(x: int, y: int, n: int) -> None:
+    S.pending = CUresult.CUDA_ERROR_LAUNCH_FAILED
+
+
+# name -> (function, cost in ms, launch error code or 0)
+KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
+    "twice": (k_twice, 0.040, 0),
+    "fast": (k_twice, 0.010, 0),
+    "nothing": (k_nothing, 0.005, 0),
+    "skip_last": (k_skip_last, 0.010, 0),
+    "past_end": (k_past_end, 0.010, 0),
+    "racy": (k_racy, 0.010, 0),
+    "caching": (k_caching, 0.010, 0),
+    "modifies_input": (k_modifies_input, 0.010, 0),
+    "half": (k_half, 0.010, 0),
+    "illegal": (k_illegal, 0.010, 0),
+    "hang": (k_hang, 0.010, 0),
+    "trap": (k_trap, 0.010, 0),
+    "launch_bounds": (k_twice, 0.010, CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
+}
+
+
+def cubin(name: str) -> bytes:
+    return b"FAKE:" + name.encode()
+
+
+# --- driver API ------------------------------------------------------------------------------
+def _err() -> tuple[Any, ...] | None:
+    return (CUresult(S.sticky),) if S.sticky else None
+
+
+def cuInit(flags: int) -> tuple[Any, ...]:
+    return OK
+
+
+def cuDeviceGetCount() -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, 1)
+
+
+def cuDeviceGet(i: int) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, i)
+
+
+def cuDevicePrimaryCtxRetain(dev: int) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, "ctx")
+
+
+def cuCtxSetCurrent(ctx: Any) -> tuple[Any, ...]:
+    return OK
+
+
+def cuStreamCreate(flags: int) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, "stream")
+
+
+def cuDeviceGetAttribute(attr: CUdevice_attribute, dev: int) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, _ATTRS[attr.name.removeprefix("CU_DEVICE_ATTRIBUTE_")])
+
+
+def cuDeviceGetName(length: int, dev: int) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, b"Fake H100 (CPU test double)\0")
+
+
+def cuDeviceTotalMem(dev: int) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, 80 << 30)
+
+
+def cuDriverGetVersion() -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, 13000)
+
+
+def cuMemGetInfo() -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, 64 << 20, 80 << 30)
+
+
+def cuModuleLoadData(image: bytes) -> tuple[Any, ...]:
+    if not bytes(image).startswith(b"FAKE:"):
+        return (CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    return (CUresult.CUDA_SUCCESS, bytes(image)[5:].decode())
+
+
+def cuModuleGetFunction(module: str, name: bytes) -> tuple[Any, ...]:
+    if name.decode() != module or module not in KERNELS:
+        return (CUresult.CUDA_ERROR_NOT_FOUND, None)
+    return (CUresult.CUDA_SUCCESS, module)
+
+
+def cuModuleUnload(module: Any) -> tuple[Any, ...]:
+    return OK
+
+
+def cuFuncGetAttribute(attr: CUfunction_attribute, fn: str) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, 16 if attr.name.endswith("NUM_REGS") else 0)
+
+
+def cuFuncSetAttribute(fn: str, attr: CUfunction_attribute, value: int) -> tuple[Any, ...]:
+    if value > _ATTRS["MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"]:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+    S.dyn_smem[fn] = value
+    return OK
+
+
+def cuMemAlloc(n: int) -> tuple[Any, ...]:
+    if e := _err():
+        return (*e, 0)
+    arr = np.zeros(int(n), dtype=np.uint8)
+    addr = arr.ctypes.data
+    S.allocations[addr] = arr
+    return (CUresult.CUDA_SUCCESS, addr)
+
+
+def cuMemFree(addr: int) -> tuple[Any, ...]:
+    S.allocations.pop(int(addr), None)
+    return OK
+
+
+def cuMemsetD8(addr: int, value: int, n: int) -> tuple[Any, ...]:
+    if e := _err():
+        return e
+    _view(int(addr), int(n), np.uint8)[:] = value
+    return OK
+
+
+def cuMemsetD32Async(addr: int, value: int, n: int, stream: Any) -> tuple[Any, ...]:
+    _view(int(addr), int(n), np.uint32)[:] = value
+    S.clock_ms += 0.02
+    return OK
+
+
+def cuMemcpyHtoD(dst: int, src: int, n: int) -> tuple[Any, ...]:
+    if e := _err():
+        return e
+    _view(int(dst), int(n), np.uint8)
+    ctypes.memmove(int(dst), int(src), int(n))
+    return OK
+
+
+def cuMemcpyDtoH(dst: int, src: int, n: int) -> tuple[Any, ...]:
+    if e := _err():
+        return e
+    _view(int(src), int(n), np.uint8)
+    ctypes.memmove(int(dst), int(src), int(n))
+    return OK
+
+
+def cuMemcpyDtoDAsync(dst: int, src: int, n: int, stream: Any) -> tuple[Any, ...]:
+    ctypes.memmove(int(dst), int(src), int(n))
+    S.clock_ms += 2 * n / 3.0e12 * 1e3  # a 3 TB/s device
+    return OK
+
+
+def cuLaunchKernel(
+    fn: str, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int, stream: Any,
+    params: int, extra: Any,
+) -> tuple[Any, ...]:  # fmt: skip
+    if e := _err():
+        return e
+    func, cost, launch_error = KERNELS[fn]
+    if launch_error:
+        return (CUresult(launch_error),)
+    if smem > 48 * 1024 and S.dyn_smem.get(fn, 0) < smem:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+    addrs = (ctypes.c_uint64 * 3).from_address(params)
+    x = ctypes.c_uint64.from_address(addrs[0]).value
+    y = ctypes.c_uint64.from_address(addrs[1]).value
+    n = ctypes.c_int32.from_address(addrs[2]).value
+    try:
+        func(x, y, n)
+    except Fault:
+        S.pending = CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    S.launches[fn] = S.launches.get(fn, 0) + 1
+    jitter = 1 + 0.001 * ((S.launches[fn] * 7919) % 5 - 2)
+    S.clock_ms += cost * jitter
+    return OK
+
+
+def cuStreamQuery(stream: Any) -> tuple[Any, ...]:
+    if S.hung:
+        return (CUresult.CUDA_ERROR_NOT_READY,)
+    if S.pending:
+        S.sticky, S.pending = S.pending, 0
+    if e := _err():
+        return e
+    return OK
+
+
+class _Event:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+
+def cuEventCreate(flags: int) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, _Event())
+
+
+def cuEventRecord(ev: _Event, stream: Any) -> tuple[Any, ...]:
+    ev.t = S.clock_ms
+    return OK
+
+
+def cuEventElapsedTime(a: _Event, b: _Event) -> tuple[Any, ...]:
+    return (CUresult.CUDA_SUCCESS, b.t - a.t)
+
+
+def cuEventDestroy(ev: _Event) -> tuple[Any, ...]:
+    return OK

@@ -1,0 +1,187 @@
+"""The evaluation rules, the worker protocol, restarts and cancel, on a CPU test double.
+
+The worker process runs for real (framing, watchdogs, restarts); only `cuda.bindings.driver` is
+replaced by `tests/unit/fake_cuda_driver.py`, whose planted kernels mirror the GPU tests'.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.evaluate import timing
+from cuda_llm_lsp.evaluate.format import summary_line
+from cuda_llm_lsp.evaluate.pool import GpuEvaluator, bytes_moved
+from cuda_llm_lsp.evaluate.types import (
+    BaselineFailed,
+    EvaluationCancelled,
+    KernelBinary,
+    NoGpuError,
+)
+from cuda_llm_lsp.evaluate.worker import DRIVER_ENV
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.spec import TestSpec, parse_spec
+from tests.unit.fake_cuda_driver import cubin
+
+SOURCE = """
+/* @cuda-llm
+sizes.n = [1, 100, 1000, 5000]
+grid = "cdiv(n, 256)"
+block = 256
+args.x = "float32[n]"
+args.y = "out float32[n]"
+args.n = "n"
+*/
+extern "C" __global__ void twice(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def spec() -> TestSpec:
+    kernel = find_kernels(SOURCE)[0]
+    parsed, problems = parse_spec(kernel, SOURCE)
+    assert parsed is not None, problems
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> GpuEvaluator:
+    mp = pytest.MonkeyPatch()
+    mp.setenv(DRIVER_ENV, "tests.unit.fake_cuda_driver")
+    plan = timing.Plan(budget_s=0.3, batch=5)
+    ev = GpuEvaluator(launch_timeout_s=0.5, plan=plan, cache_dir=tmp_path_factory.mktemp("c"))
+    yield ev
+    ev.close()
+    mp.undo()
+
+
+def binary(name: str) -> KernelBinary:
+    return KernelBinary(source_name="twice", entry=name, cubin=cubin(name), arch="sm_90")
+
+
+BASE = binary("twice")
+
+
+def test_device_facts_are_queried_and_copy_bandwidth_measured(evaluator: GpuEvaluator) -> None:
+    facts = evaluator.device_facts()
+    assert facts.arch == "sm_90" and facts.sm_count == 132
+    assert facts.copy_bandwidth_gbs == pytest.approx(3000, rel=0.01)
+    assert "Fake H100" in facts.name
+
+
+def test_correct_faster_candidate_is_ok_with_speedup(
+    evaluator: GpuEvaluator, spec: TestSpec
+) -> None:
+    r = evaluator.evaluate(BASE, binary("fast"), spec, seed=7)
+    assert r.status == "ok", r.message
+    assert r.seed == 7 and r.cases_passed == 4
+    assert r.baseline and r.candidate
+    assert r.speedup == pytest.approx(4.0, rel=0.01)
+    assert r.candidate.samples >= timing.MIN_SAMPLES
+    assert r.bytes_moved == bytes_moved(spec, spec.cases()[-1]) == 2 * 4 * 5000
+    assert r.fraction_of_peak is not None
+    line = summary_line("twice", r)
+    assert line.startswith("twice: 0.010 ms ±") and "4.00x vs original" in line
+    assert line.endswith("4/4 cases pass")
+
+
+def test_seed_is_fresh_per_call_and_recorded(evaluator: GpuEvaluator, spec: TestSpec) -> None:
+    a = evaluator.evaluate(BASE, binary("fast"), spec)
+    b = evaluator.evaluate(BASE, binary("fast"), spec)
+    assert a.seed != b.seed
+
+
+@pytest.mark.parametrize(
+    ("kernel", "status", "needle"),
+    [
+        ("nothing", "unwritten_output", "case 0 (n=1): y[0] was never written"),
+        ("skip_last", "unwritten_output", "y[0] was never written (the last element)"),
+        ("past_end", "out_of_bounds", "y[1] past the end (y has 1 elements)"),
+        ("racy", "nondeterministic", "y[7]"),
+        ("caching", "stale_after_timing", "new input values"),
+        ("modifies_input", "input_modified", "modified its input x: x[0] was"),
+        ("half", "wrong_output", "elements differ"),
+        ("illegal", "fault", "illegal memory access"),
+        ("trap", "fault", "unspecified launch failure"),
+        ("hang", "timeout", "did not finish within 0.5 s"),
+        ("launch_bounds", "launch_error", "too many resources"),
+    ],
+)
+def test_planted_candidate_gets_its_status_and_the_worker_carries_on(
+    evaluator: GpuEvaluator, spec: TestSpec, kernel: str, status: str, needle: str
+) -> None:
+    r = evaluator.evaluate(BASE, binary(kernel), spec)
+    assert r.status == status, r.message
+    assert needle in r.message
+    assert r.speedup is None
+    after = evaluator.evaluate(BASE, binary("fast"), spec)
+    assert after.status == "ok", after.message
+
+
+def test_faults_restart_the_worker(evaluator: GpuEvaluator, spec: TestSpec) -> None:
+    before = evaluator.restarts
+    assert evaluator.evaluate(BASE, binary("illegal"), spec).status == "fault"
+    assert evaluator.evaluate(BASE, binary("fast"), spec).status == "ok"
+    assert evaluator.restarts == before + 1
+
+
+def test_launch_errors_keep_the_worker(evaluator: GpuEvaluator, spec: TestSpec) -> None:
+    evaluator.evaluate(BASE, binary("fast"), spec)
+    before = evaluator.restarts
+    assert evaluator.evaluate(BASE, binary("launch_bounds"), spec).status == "launch_error"
+    assert evaluator.evaluate(BASE, binary("fast"), spec).status == "ok"
+    assert evaluator.restarts == before
+
+
+def test_unloadable_cubin_is_a_launch_error(evaluator: GpuEvaluator, spec: TestSpec) -> None:
+    bad = KernelBinary("twice", "twice", b"not a cubin", "sm_90")
+    r = evaluator.evaluate(BASE, bad, spec)
+    assert r.status == "launch_error" and "cannot load" in r.message
+
+
+def test_broken_oracle_raises_instead_of_blaming_the_candidate(
+    evaluator: GpuEvaluator, spec: TestSpec
+) -> None:
+    with pytest.raises(BaselineFailed, match="original kernel"):
+        evaluator.evaluate(binary("nothing"), binary("fast"), spec)
+
+
+def test_benchmark_reports_every_case_and_timing(evaluator: GpuEvaluator, spec: TestSpec) -> None:
+    r = evaluator.benchmark(BASE, spec, seed=3)
+    assert r.status == "ok", r.message
+    assert [c.status for c in r.cases] == ["ok"] * 4
+    assert r.baseline and r.baseline.median_ms == pytest.approx(0.04, rel=0.01)
+    assert r.bandwidth_gbs == pytest.approx(40000 / 0.04e-3 / 1e9, rel=0.01)
+    bad = evaluator.benchmark(binary("skip_last"), spec)
+    assert bad.status == "unwritten_output"
+    assert [c.status for c in bad.cases] == ["unwritten_output"] * 4
+
+
+def test_cancel_kills_the_call_in_flight(evaluator: GpuEvaluator, spec: TestSpec) -> None:
+    slow = GpuEvaluator(launch_timeout_s=30.0, plan=evaluator.plan, cache_dir=evaluator._cache_dir)
+    try:
+        slow.device_facts()
+        timer = threading.Timer(0.5, slow.cancel)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(EvaluationCancelled):
+            slow.evaluate(BASE, binary("hang"), spec)
+        assert time.monotonic() - started < 5
+        assert slow.evaluate(BASE, binary("fast"), spec).status == "ok"  # restarted
+    finally:
+        slow.close()
+
+
+def test_no_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(DRIVER_ENV, "no_such_driver_module_for_test")
+    ev = GpuEvaluator(cache_dir=tmp_path)
+    with pytest.raises(NoGpuError, match="no CUDA driver"):
+        ev.device_facts()
+    with pytest.raises(NoGpuError):  # remembered, no second process
+        ev.benchmark(BASE, None)  # type: ignore[arg-type]
