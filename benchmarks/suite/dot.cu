@@ -7,7 +7,7 @@
 #include <cuda_bf16.h>
 
 /* @cuda-llm
-sizes.n = [1, 1000, 65537, 33554432]
+sizes.n = [1, 1000, 65537, 16777216]
 grid = "cdiv(n, 256)"
 block = 256
 args.a = "float32[n]"
@@ -35,7 +35,7 @@ extern "C" __global__ void dot_f32(const float* a, const float* b, float* partia
 }
 
 /* @cuda-llm
-sizes.n = [1, 1000, 65537, 33554432]
+sizes.n = [1, 1000, 65537, 16777216]
 grid = "cdiv(n, 256)"
 block = 256
 args.a = "bfloat16[n]"

@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 
 /* @cuda-llm
-sizes.n = [1, 1000, 65537, 33554432]
+sizes.n = [1, 1000, 65537, 16777216]
 grid = "cdiv(n, 256)"
 block = 256
 args.x = "float32[n]"
@@ -25,7 +25,7 @@ extern "C" __global__ void gelu_f32(const float* x, float* y, int n)
 }
 
 /* @cuda-llm
-sizes.n = [1, 1000, 65537, 33554432]
+sizes.n = [1, 1000, 65537, 16777216]
 grid = "cdiv(n, 256)"
 block = 256
 args.x = "bfloat16[n]"

@@ -6,7 +6,7 @@
 #include <cuda_bf16.h>
 
 /* @cuda-llm
-sizes.rows = [1, 5, 999, 16384]
+sizes.rows = [1, 5, 999, 4096]
 sizes.cols = [1, 100, 1023, 4096]
 grid = "rows"
 block = 256
@@ -59,7 +59,7 @@ extern "C" __global__ void layer_norm_f32(const float* x, const float* gamma, co
 }
 
 /* @cuda-llm
-sizes.rows = [1, 5, 999, 16384]
+sizes.rows = [1, 5, 999, 4096]
 sizes.cols = [1, 100, 1023, 4096]
 grid = "rows"
 block = 256

@@ -6,7 +6,7 @@
 
 /* @cuda-llm
 sizes.rows = [1, 17, 1000, 8192]
-sizes.cols = [1, 33, 999, 8192]
+sizes.cols = [1, 33, 999, 4096]
 grid = "cdiv(rows, 128)"
 block = 128
 args.A = "float32[rows * cols]"
@@ -31,7 +31,7 @@ extern "C" __global__ void matvec_f32(const float* A, const float* x, float* y, 
 
 /* @cuda-llm
 sizes.rows = [1, 17, 1000, 8192]
-sizes.cols = [1, 33, 999, 8192]
+sizes.cols = [1, 33, 999, 4096]
 grid = "cdiv(rows, 128)"
 block = 128
 args.A = "bfloat16[rows * cols]"

@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 
 /* @cuda-llm
-sizes.rows = [1, 3, 100, 16384]
+sizes.rows = [1, 3, 100, 4096]
 sizes.cols = [1, 1000, 257, 4096]
 grid = "rows"
 block = 256

@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 
 /* @cuda-llm
-sizes.rows = [1, 5, 999, 16384]
+sizes.rows = [1, 5, 999, 4096]
 sizes.cols = [1, 100, 1023, 4096]
 grid = "rows"
 block = 256
@@ -41,7 +41,7 @@ extern "C" __global__ void rms_norm_f32(const float* x, const float* weight, flo
 }
 
 /* @cuda-llm
-sizes.rows = [1, 5, 999, 16384]
+sizes.rows = [1, 5, 999, 4096]
 sizes.cols = [1, 100, 1023, 4096]
 grid = "rows"
 block = 256

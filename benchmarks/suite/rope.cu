@@ -6,7 +6,7 @@
 #include <cuda_bf16.h>
 
 /* @cuda-llm
-sizes.tokens = [1, 7, 100, 8192]
+sizes.tokens = [1, 7, 100, 4096]
 sizes.heads = [1, 3, 8, 32]
 sizes.dim = [2, 64, 128, 128]
 grid = "cdiv(tokens * heads * (dim / 2), 256)"
@@ -39,7 +39,7 @@ extern "C" __global__ void rope_f32(float* q, const float* cos_t, const float* s
 }
 
 /* @cuda-llm
-sizes.tokens = [1, 7, 100, 8192]
+sizes.tokens = [1, 7, 100, 4096]
 sizes.heads = [1, 3, 8, 32]
 sizes.dim = [2, 64, 128, 128]
 grid = "cdiv(tokens * heads * (dim / 2), 256)"

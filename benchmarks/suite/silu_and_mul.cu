@@ -16,7 +16,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 }
 
 /* @cuda-llm
-sizes.tokens = [1, 5, 100, 8192]
+sizes.tokens = [1, 5, 100, 4096]
 sizes.d = [1, 33, 1000, 4096]
 grid = "cdiv(tokens * d, 256)"
 block = 256
@@ -41,7 +41,7 @@ __global__ void silu_and_mul(const T* x, T* out, int tokens, int d)
 }
 
 /* @cuda-llm
-sizes.tokens = [1, 5, 100, 8192]
+sizes.tokens = [1, 5, 100, 4096]
 sizes.d = [1, 33, 1000, 4096]
 grid = "cdiv(tokens * d, 256)"
 block = 256

@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 
 /* @cuda-llm
-sizes.rows = [1, 7, 1000, 16384]
+sizes.rows = [1, 7, 1000, 4096]
 sizes.cols = [1, 33, 1000, 4096]
 grid = "cdiv(rows, 128)"
 block = 128
@@ -30,7 +30,7 @@ extern "C" __global__ void softmax_f32(const float* x, float* y, int rows, int c
 }
 
 /* @cuda-llm
-sizes.rows = [1, 7, 1000, 16384]
+sizes.rows = [1, 7, 1000, 4096]
 sizes.cols = [1, 33, 1000, 4096]
 grid = "cdiv(rows, 128)"
 block = 128

@@ -5,8 +5,8 @@
 #include <cuda_runtime.h>
 
 /* @cuda-llm
-sizes.ny = [1, 17, 1000, 8192]
-sizes.nx = [1, 33, 999, 8192]
+sizes.ny = [1, 17, 1000, 4096]
+sizes.nx = [1, 33, 999, 4096]
 grid = ["cdiv(nx, 32)", "cdiv(ny, 8)"]
 block = [32, 8]
 args.in = "float32[ny * nx]"

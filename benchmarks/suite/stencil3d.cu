@@ -5,9 +5,9 @@
 #include <cuda_runtime.h>
 
 /* @cuda-llm
-sizes.nz = [1, 7, 40, 384]
-sizes.ny = [1, 9, 33, 384]
-sizes.nx = [1, 31, 65, 384]
+sizes.nz = [1, 7, 40, 256]
+sizes.ny = [1, 9, 33, 256]
+sizes.nx = [1, 31, 65, 256]
 grid = ["cdiv(nx, 32)", "cdiv(ny, 8)", "nz"]
 block = [32, 8, 1]
 args.in = "float32[nz * ny * nx]"

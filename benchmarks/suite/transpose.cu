@@ -4,8 +4,8 @@
 #include <cuda_runtime.h>
 
 /* @cuda-llm
-sizes.rows = [1, 17, 1000, 8192]
-sizes.cols = [1, 33, 999, 8192]
+sizes.rows = [1, 17, 1000, 4096]
+sizes.cols = [1, 33, 999, 4096]
 grid = ["cdiv(cols, 16)", "cdiv(rows, 16)"]
 block = [16, 16]
 args.in = "float32[rows * cols]"

@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 
 /* @cuda-llm
-sizes.n = [1, 1000, 65537, 33554432]   # the last case (2^25) is timed
+sizes.n = [1, 1000, 65537, 16777216]   # the last case (2^24) is timed
 grid = "cdiv(n, 256)"
 block = 256
 args.a = "float32[n]"
@@ -23,7 +23,7 @@ extern "C" __global__ void vector_add_f32(const float* a, const float* b, float*
 }
 
 /* @cuda-llm
-sizes.n = [1, 1000, 65537, 33554432]
+sizes.n = [1, 1000, 65537, 16777216]
 grid = "cdiv(n, 256)"
 block = 256
 args.a = "bfloat16[n]"
