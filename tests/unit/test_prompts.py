@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.recorded import DEFAULT_DEVICE
 from cuda_llm_lsp.evaluate.types import EvalResult, Timing
@@ -166,3 +168,95 @@ def test_clean_candidate_drops_spec_block_and_known_includes() -> None:
     cleaned = clean_candidate(code, SAXPY_FILE)
     assert "@cuda-llm" not in cleaned and "#include <cstdio>" not in cleaned
     assert "#include <cub/cub.cuh>" in cleaned and cleaned.endswith("}\n")
+
+
+# -- the ncu profile section ---------------------------------------------------------------------
+
+_NCU_HEADER = [
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__time_duration.sum",
+    "l1tex__t_sector_hit_rate.pct",
+    "lts__t_sector_hit_rate.pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+]
+_NCU_UNITS = [""] * 11 + ["%", "%", "nsecond", "%", "%", "%", "%"]
+_NCU_ROW = [
+    "0",
+    "4242",
+    "python3",
+    "host",
+    "saxpy",
+    "1",
+    "7",
+    "(256, 1, 1)",
+    "(65536, 1, 1)",
+    "0",
+    "9.0",
+    "91.52",
+    "91.60",
+    "1,234,567",
+    "0",
+    "33.3",
+    "12.75",
+    "84.1",
+]
+NCU_CSV = (
+    "==PROF== Connected to process 4242\n"
+    + "\n".join(",".join(f'"{v}"' for v in row) for row in (_NCU_HEADER, _NCU_UNITS, _NCU_ROW))
+    + "\n"
+)
+
+
+def test_ncu_csv_is_parsed_and_classified() -> None:
+    from cuda_llm_lsp.fsr import profile
+
+    metrics = profile.parse_ncu_csv(NCU_CSV)
+    assert metrics[profile.DRAM] == 91.52 and metrics[profile.SM] == 12.75
+    assert metrics[profile.DURATION] == 1234567.0
+    result = profile.Profile(profile.classify(metrics), metrics)
+    assert result.bottleneck == "memory-bandwidth-bound"
+    text = result.summary()
+    assert text.startswith("Bottleneck: memory-bandwidth-bound.")
+    assert "DRAM bandwidth: 91.5%" in text and "L2 hit rate: 33.3%" in text
+    assert "occupancy" not in text  # only the metrics that matter for this class
+    assert "1234.57 us" in text
+
+
+def test_bottleneck_classes() -> None:
+    from cuda_llm_lsp.fsr.profile import DRAM, MEMORY, SM, classify
+
+    assert classify({SM: 85.0, MEMORY: 40.0, DRAM: 30.0}) == "compute-bound"
+    assert classify({SM: 70.0, MEMORY: 80.0}) == "memory-bandwidth-bound"
+    assert classify({SM: 20.0, MEMORY: 25.0, DRAM: 20.0}) == "memory-latency-bound"
+    assert classify({}) == "memory-latency-bound"
+
+
+def test_garbage_ncu_output_gives_no_metrics() -> None:
+    from cuda_llm_lsp.fsr.profile import parse_ncu_csv
+
+    assert parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM - no permission\n") == {}
+    assert parse_ncu_csv("") == {}
+
+
+def test_profile_is_skipped_cleanly_without_ncu(monkeypatch: pytest.MonkeyPatch) -> None:
+
+    from cuda_llm_lsp.evaluate.types import KernelBinary
+    from cuda_llm_lsp.fsr import profile
+    from tests.support.fsr_fakes import saxpy_spec
+
+    monkeypatch.setattr(profile, "ncu_path", lambda: None)
+    binary = KernelBinary("saxpy", "saxpy", b"", "sm_90")
+    assert profile.profile_summary(binary, saxpy_spec(), None) is None

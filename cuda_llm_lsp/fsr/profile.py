@@ -1,0 +1,177 @@
+"""Where `ncu` (Nsight Compute) is on PATH: the bottleneck class of a kernel, for the next prompt.
+
+Runs the evaluator's one-shot worker on the timed case under `ncu` in a child process, reads a
+handful of metrics, and classifies the kernel as compute-bound, memory-bandwidth-bound or
+memory-latency-bound (neither the SMs nor memory busy: too little in flight), in the spirit of
+CUDAMaster. The prompt gets the class and only the metrics that matter for it. Best effort:
+without ncu, without counter permissions or on any failure the profile is skipped (None).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cuda_llm_lsp.evaluate.types import KernelBinary
+from cuda_llm_lsp.source.spec import TestSpec
+
+log = logging.getLogger(__name__)
+
+Bottleneck = Literal["compute-bound", "memory-bandwidth-bound", "memory-latency-bound"]
+
+SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEMORY = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+L1_HIT = "l1tex__t_sector_hit_rate.pct"
+L2_HIT = "lts__t_sector_hit_rate.pct"
+DURATION = "gpu__time_duration.sum"
+CORE_METRICS = (SM, MEMORY, DRAM, DURATION)
+METRICS = (*CORE_METRICS, OCCUPANCY, L1_HIT, L2_HIT)
+BUSY_PCT = 60.0  # a unit this busy (of its peak) is the bottleneck
+
+LABELS = {
+    SM: "SM throughput",
+    MEMORY: "memory throughput",
+    DRAM: "DRAM bandwidth",
+    OCCUPANCY: "achieved occupancy",
+    L1_HIT: "L1 hit rate",
+    L2_HIT: "L2 hit rate",
+}
+RELEVANT: dict[str, tuple[str, ...]] = {
+    "memory-bandwidth-bound": (DRAM, MEMORY, L2_HIT, L1_HIT),
+    "compute-bound": (SM, OCCUPANCY),
+    "memory-latency-bound": (OCCUPANCY, SM, MEMORY, L1_HIT, L2_HIT),
+}
+ADVICE = {
+    "memory-bandwidth-bound": "Memory traffic is the limit: move fewer bytes (reuse through "
+    "shared memory or registers, wider coalesced loads, avoid re-reading data).",
+    "compute-bound": "The SMs are busy: do less work per element (cheaper instructions, fewer "
+    "index computations, exploit structure).",
+    "memory-latency-bound": "Neither compute nor memory is near its peak: the kernel waits on "
+    "latency. Put more independent work in flight (more threads or more elements per thread, "
+    "ILP, prefetching, fewer synchronizations).",
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    bottleneck: Bottleneck
+    metrics: dict[str, float]
+
+    def summary(self) -> str:
+        lines = [f"Bottleneck: {self.bottleneck}. {ADVICE[self.bottleneck]}"]
+        for name in RELEVANT[self.bottleneck]:
+            if name in self.metrics:
+                lines.append(f"- {LABELS[name]}: {self.metrics[name]:.1f}%")
+        if DURATION in self.metrics:
+            lines.append(f"- kernel duration (ncu): {self.metrics[DURATION] / 1000:.2f} us")
+        return "\n".join(lines)
+
+
+def classify(metrics: dict[str, float]) -> Bottleneck:
+    """Compute-bound, memory-bandwidth-bound or memory-latency-bound from throughput figures."""
+    sm = metrics.get(SM, 0.0)
+    memory = max(metrics.get(MEMORY, 0.0), metrics.get(DRAM, 0.0))
+    if memory >= BUSY_PCT and memory >= sm:
+        return "memory-bandwidth-bound"
+    if sm >= BUSY_PCT:
+        return "compute-bound"
+    return "memory-latency-bound"
+
+
+def parse_ncu_csv(text: str) -> dict[str, float]:
+    """Metric values of the first profiled kernel in `ncu --csv --page raw` output."""
+    rows = [row for row in csv.reader(io.StringIO(_csv_part(text))) if row]
+    if len(rows) < 2:
+        return {}
+    header = rows[0]
+    data = next((row for row in rows[1:] if row and not _is_units_row(row, header)), None)
+    if data is None:
+        return {}
+    values: dict[str, float] = {}
+    for name, value in zip(header, data, strict=False):
+        if name in METRICS:
+            try:
+                values[name] = float(value.replace(",", ""))
+            except ValueError:
+                continue
+    return values
+
+
+def _csv_part(text: str) -> str:
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    return "\n".join(lines[start:]) if start is not None else ""
+
+
+def _is_units_row(row: list[str], header: list[str]) -> bool:
+    return bool(row) and row[0] == "" and len(row) == len(header)
+
+
+def ncu_path() -> str | None:
+    return shutil.which("ncu")
+
+
+def profile_kernel(
+    binary: KernelBinary, spec: TestSpec, spec_dir: Path | None = None, *,
+    timeout_s: float = 180.0, device: int = 0,
+) -> Profile | None:  # fmt: skip
+    """The profile of `binary` on the spec's timed case, or None (no ncu, no permission...)."""
+    exe = ncu_path()
+    if exe is None:
+        return None
+    try:
+        from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+        from cuda_llm_lsp.evaluate.pool import case_launch
+
+        case = spec.cases()[-1]
+        inputs = make_inputs(spec, case, case_rng(1, case.index), spec_dir)
+        launch = case_launch(spec, case, inputs, None)
+    except Exception as exc:
+        log.info("profile skipped: cannot prepare the timed case: %s", exc)
+        return None
+    requests = [
+        {"op": "load", "cubin": binary.cubin, "entry": binary.entry},
+        {"op": "run", **launch, "timeout_s": timeout_s, "guards": False},
+    ]
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-ncu-") as tmp:
+        path = Path(tmp) / "requests.pkl"
+        path.write_bytes(pickle.dumps(requests))
+        for metrics in (METRICS, CORE_METRICS):
+            cmd = [exe, "--csv", "--page", "raw", "--print-units", "base",
+                   "--metrics", ",".join(metrics),
+                   "--kernel-name", f"regex:^{re.escape(binary.entry)}$", "--launch-count", "1",
+                   sys.executable, "-m", "cuda_llm_lsp.evaluate.worker", "--oneshot", str(path),
+                   "--device", str(device)]  # fmt: skip
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                      env=dict(os.environ, PYTHONUNBUFFERED="1"))  # fmt: skip
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.info("profile skipped: ncu failed: %s", exc)
+                return None
+            values = parse_ncu_csv(done.stdout)
+            if values:
+                return Profile(classify(values), values)
+            if "ERR_NVGPUCTRPERM" in done.stdout + done.stderr:
+                log.info("profile skipped: no permission for GPU performance counters")
+                return None
+    log.info("profile skipped: ncu gave no metrics")
+    return None
+
+
+def profile_summary(binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
+    """The prompt's profile section text for `binary`, or None."""
+    profile = profile_kernel(binary, spec, spec_dir)
+    return profile.summary() if profile else None
