@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
                     as_json,
                 )  # fmt: skip
             shown = "\n".join(
-                f"{path}:{p.span.start.line + 1}:{p.span.start.character + 1}: error: {p.message}"
+                f"{path}:{p.span.start.line + 1}:{p.span.start.column + 1}: "
+                f"{getattr(p, 'severity', 'error')}: {p.message}"
                 for p in problems
             )
             return _error(f"the test spec of {kernel.name} has errors:\n{shown}", EXIT_USAGE,

@@ -25,7 +25,7 @@ from cuda_llm_lsp.evaluate.pool import case_launch
 from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
 from cuda_llm_lsp.source.spec import Case, TestSpec
 
-MAX_CASE_BYTES = 64 << 20  # larger cases are skipped: the sanitizer runs them ~100x slower
+MAX_CASE_BYTES = 16 << 20  # larger cases are skipped: the sanitizer runs them ~100x slower
 REPORT_LINES = 60
 
 

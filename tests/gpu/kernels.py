@@ -1,0 +1,166 @@
+"""CUDA sources for the evaluator's GPU tests and benchmarks: an oracle and planted candidates.
+
+`TWICE` is the original kernel (y = 2x, computed slowly by a converging loop); each entry of
+`PLANTED` replaces it with a candidate that breaks one evaluation rule, and the status the
+evaluator must give it.
+"""
+
+from __future__ import annotations
+
+TWICE = """
+/* @cuda-llm
+sizes.n = [1, 1000, 4097, 4194304]
+grid = "cdiv(n, 256)"
+block = 256
+args.x = "float32[n]"
+args.y = "out float32[n]"
+args.n = "n"
+*/
+extern "C" __global__ void twice(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i], acc = 0.0f;
+        for (int k = 0; k < 512; ++k) acc = fmaf(acc, 0.5f, v);  // converges to 2v
+        y[i] = acc;
+    }
+}
+"""
+
+HEAD = 'extern "C" __global__ void twice(const float* x, float* y, int n) {\n'
+INDEX = "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+
+FAST = HEAD + INDEX + "    if (i < n) y[i] = 2.0f * x[i];\n}\n"
+
+PLANTED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "does_nothing": (HEAD + "}\n", ("unwritten_output",)),
+    "skips_last_element": (
+        HEAD + INDEX + "    if (i < n - 1) y[i] = 2.0f * x[i];\n}\n",
+        ("unwritten_output",),
+    ),
+    "writes_past_the_end": (
+        HEAD + INDEX + "    if (i <= n) y[i] = 2.0f * x[i < n ? i : 0];\n}\n",
+        ("out_of_bounds",),
+    ),
+    "races_on_shared_memory": (
+        HEAD
+        + """    __shared__ float tile[256];
+    int t = threadIdx.x, base = blockIdx.x * blockDim.x, i = base + t;
+    if ((t >> 5) == 7) { long long s = clock64(); while (clock64() - s < 20000) { } }
+    tile[t] = (i < n) ? 2.0f * x[i] : 0.0f;
+    /* missing __syncthreads(): warp 0 reads what warp 7 has not written yet */
+    int j = base + 255 - t;
+    if (j < n) y[j] = tile[255 - t];
+}
+""",
+        ("nondeterministic", "wrong_output"),
+    ),
+    "caches_across_launches": (
+        """__device__ unsigned int launches_seen;
+__device__ float cached[4194304];
+"""
+        + HEAD
+        + INDEX
+        + """    unsigned int seen = *((volatile unsigned int*)&launches_seen);
+    if (i < n) {
+        if (seen >= 10 && n <= 4194304) {
+            y[i] = cached[i];
+        } else {
+            float v = 2.0f * x[i];
+            y[i] = v;
+            if (n <= 4194304) cached[i] = v;
+        }
+    }
+    if (i == 0) atomicAdd(&launches_seen, 1u);
+}
+""",
+        ("stale_after_timing",),
+    ),
+    "modifies_its_input": (
+        HEAD + INDEX + "    if (i < n) { y[i] = 2.0f * x[i]; ((float*)x)[i] = 0.0f; }\n}\n",
+        ("input_modified",),
+    ),
+    "loses_precision": (  # keeps half's 10-bit mantissa
+        HEAD
+        + INDEX
+        + "    if (i < n) y[i] = __int_as_float(__float_as_int(2.0f * x[i]) & 0xFFFFE000);\n}\n",
+        ("wrong_output",),
+    ),
+    "hangs": (
+        HEAD
+        + INDEX
+        + "    if (i == 0) { volatile int spin = 1; while (spin) { } }\n"
+        + "    if (i < n) y[i] = 2.0f * x[i];\n}\n",
+        ("timeout",),
+    ),
+    "illegal_address": (
+        HEAD + INDEX + "    if (i < n) y[i] = *((const float*)0x10 + i);\n}\n",
+        ("fault",),
+    ),
+    "traps": (
+        HEAD + INDEX + "    if (i == 0) __trap();\n    if (i < n) y[i] = 2.0f * x[i];\n}\n",
+        ("fault",),
+    ),
+    "changes_its_signature": (
+        FAST.replace("int n)", "long n)"),
+        ("signature_mismatch",),
+    ),
+    "launch_bounds_too_small": (
+        FAST.replace(
+            'extern "C" __global__ void', 'extern "C" __global__ void __launch_bounds__(128)'
+        ),
+        ("launch_error",),
+    ),
+    "does_not_compile": (
+        FAST.replace("2.0f * x[i]", "2.0f * x[i] + undefined_symbol"),
+        ("compile_error",),
+    ),
+}
+
+# Reads far past its input: invisible to the output checks, found by memcheck.
+READS_OUT_OF_BOUNDS = (
+    HEAD + INDEX + "    if (i < n) y[i] = 2.0f * x[i] + 0.0f * x[i + n + 70000];\n}\n"
+)
+
+# A kernel needing more than 48 KiB of dynamic shared memory (the opt-in path).
+STAGED = """
+/* @cuda-llm
+sizes.n = [1000, 65536]
+grid = "cdiv(n, 256)"
+block = 256
+smem = "200 * 1024"
+args.x = "float32[n]"
+args.y = "out float32[n]"
+args.n = "n"
+*/
+extern "C" __global__ void staged(const float* x, float* y, int n) {
+    extern __shared__ float buf[];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    buf[t + 50000] = (i < n) ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) y[i] = 2.0f * buf[t + 50000];
+}
+"""
+
+STAGED_HEAD = 'extern "C" __global__ void staged(const float* x, float* y, int n) {\n'
+
+# 32 KiB of static shared memory on top of the 200 KiB dynamic: over the 227 KiB per block.
+TOO_MUCH_SHARED = (
+    STAGED_HEAD
+    + """    extern __shared__ float buf[];
+    __shared__ float extra[8192];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    buf[t + 50000] = (i < n) ? x[i] : 0.0f;
+    extra[t] = buf[t + 50000];
+    __syncthreads();
+    if (i < n) y[i] = 2.0f * extra[t];
+}
+"""
+)
+
+STAGED_OK = (
+    STAGED_HEAD
+    + """    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+)

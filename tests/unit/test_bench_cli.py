@@ -1,0 +1,96 @@
+"""`cuda-llm bench`: exit codes and messages without a GPU, and a full run on the driver double."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gpu.kernels import TWICE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+NO_SPEC = """
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+FAST_TWICE = TWICE.replace(
+    "for (int k = 0; k < 512; ++k) acc = fmaf(acc, 0.5f, v);  // converges to 2v", "acc = 2.0f * v;"
+)
+
+
+def bench(*args: str, driver: str | None = "no_such_driver_module", home: Path | None = None):
+    env = dict(os.environ)
+    if driver:
+        env["CUDA_LLM_LSP_DRIVER"] = driver
+    if home:
+        env["XDG_CACHE_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "bench", *args],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )  # fmt: skip
+
+
+def test_no_gpu_is_exit_code_3_with_a_clear_message(tmp_path: Path) -> None:
+    f = tmp_path / "twice.cu"
+    f.write_text(TWICE)
+    out = bench(str(f))
+    assert out.returncode == 3
+    assert "cuda-llm bench: no CUDA GPU available" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    js = bench(str(f), "--format", "json")
+    assert js.returncode == 3
+    assert json.loads(js.stdout)["exit_code"] == 3
+
+
+def test_kernel_without_spec_points_to_a_draft(tmp_path: Path) -> None:
+    f = tmp_path / "scale.cu"
+    f.write_text(NO_SPEC)
+    out = bench(str(f))
+    assert out.returncode == 2
+    assert "kernel scale has no test spec" in out.stderr
+    assert "/* @cuda-llm" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "needle"),
+    [
+        (None, (), "cannot read"),
+        (TWICE, ("--kernel", "nope"), "no kernel 'nope'"),
+        (TWICE.replace('"float32[n]"', '"float33[n]"'), (), "has errors"),
+        ("int main() { return 0; }\n", (), "no __global__ kernel"),
+    ],
+)
+def test_usage_problems_are_exit_code_2(tmp_path: Path, text, args, needle) -> None:
+    f = tmp_path / "k.cu"
+    if text is not None:
+        f.write_text(text)
+    out = bench(str(f), *args)
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_full_run_on_the_driver_double_prints_every_case_and_the_summary(tmp_path: Path) -> None:
+    f = tmp_path / "twice.cu"
+    f.write_text(FAST_TWICE)
+    out = bench(str(f), driver="tests.unit.fake_cuda_driver", home=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len(re.findall(r"  case \d \(n=\d+\): ok", out.stdout)) == 4
+    assert re.search(
+        r"twice: 0\.040 ms ±\d\.\d% · \d+ GB/s \(\d+% of copy peak\) · 4/4 cases pass", out.stdout
+    ), out.stdout
+    js = bench(str(f), "--format", "json", "--seed", "5", driver="tests.unit.fake_cuda_driver",
+               home=tmp_path)  # fmt: skip
+    report = json.loads(js.stdout)
+    k = report["kernels"][0]
+    assert k["status"] == "ok" and k["seed"] == 5 and k["median_ms"] == pytest.approx(0.04, 0.01)
+    assert k["bytes_moved"] == 2 * 4 * 4194304
