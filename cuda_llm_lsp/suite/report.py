@@ -242,7 +242,9 @@ def write_chart(report: SuiteReport, path: Path) -> Path:
     names = [r.kernel for r in rows] or ["(none)"]
     xs = list(range(len(names)))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8.0, 0.45 * len(names) + 2), 8), sharex=True)
-    speed = [r.speedup if r.speedup and r.correct else 0.0 for r in rows] or [0.0]
+    speed = [
+        r.speedup if r.speedup and r.correct and math.isfinite(r.speedup) else 0.0 for r in rows
+    ] or [0.0]
     colors = ["tab:green" if r.accepted else "tab:gray" for r in rows] or ["tab:gray"]
     ax1.bar(xs, speed, color=colors)
     ax1.axhline(1.0, color="black", linewidth=0.8)
