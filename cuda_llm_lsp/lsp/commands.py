@@ -7,15 +7,13 @@ arguments) and returns at once; long work runs as a background job.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
 from cuda_llm_lsp.lsp import benchmark, optimize, suggestions
 from cuda_llm_lsp.lsp.code_actions import add_spec_edit
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
+from cuda_llm_lsp.lsp.server import CudaLlmServer  # at run time: pygls reads the annotations
 
 OPTIMIZE = "cudaLlm.optimize"
 BENCHMARK = "cudaLlm.benchmark"

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from cuda_llm_lsp.lsp.server import CudaLlmServer
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
@@ -102,6 +105,10 @@ class _Tracker:
         )
         results.set_report(self.server, self.job.uri, report)
 
+    def cancelled(self) -> None:
+        if self.baseline is not None:
+            self._publish("cancelled")
+
     def finish(self, result: OptimizeResult) -> None:
         if result.error and result.baseline_ms is None:
             return
@@ -130,6 +137,47 @@ class _Tracker:
         )
 
 
+async def run_in_own_loop(
+    engine: Callable[[asyncio.Event], Coroutine[Any, Any, T]], job: Job, name: str
+) -> T:
+    """Run `engine` on its own event loop in a thread, so nothing it does (imports, SDK setup,
+    a slow callback) can stall the language server; the job's cancel sets its `cancel` event."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+    box: dict[str, Any] = {}
+
+    def deliver(ok: bool, value: Any) -> None:
+        if answer.done():
+            return
+        if ok:
+            answer.set_result(value)
+        else:
+            answer.set_exception(value)
+
+    async def main() -> T:
+        box["loop"], box["cancel"] = asyncio.get_running_loop(), asyncio.Event()
+        if job.cancelled:
+            box["cancel"].set()
+        return await engine(box["cancel"])
+
+    def thread() -> None:
+        try:
+            value = asyncio.run(main())
+        except BaseException as exc:
+            loop.call_soon_threadsafe(deliver, False, exc)
+        else:
+            loop.call_soon_threadsafe(deliver, True, value)
+
+    def cancel() -> None:  # before the engine's loop exists, `main` sees `job.cancelled`
+        engine_loop = box.get("loop")
+        if engine_loop is not None and not engine_loop.is_closed():
+            engine_loop.call_soon_threadsafe(box["cancel"].set)
+
+    job.cancel_hooks.append(cancel)
+    threading.Thread(target=thread, name=name, daemon=True).start()
+    return await answer
+
+
 async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     from cuda_llm_lsp.fsr.history import RunHistory
     from cuda_llm_lsp.fsr.loop import optimize
@@ -145,25 +193,34 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
         raise JobError(f"cannot optimize {job.kernel}: no GPU ({exc})") from exc
     settings = server.settings
     config = config_from_settings(settings)
-    llm = server.llm_factory(config)
     try:
         history: Any = await asyncio.to_thread(RunHistory)
     except Exception as exc:  # the run matters more than its record
         log.warning("history unavailable: %s", exc)
         history = None
-    cancel = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    job.cancel_hooks.append(lambda: loop.call_soon_threadsafe(cancel.set))
     tracker = _Tracker(server, job, progress, original, config.rounds * config.candidates)
     request = OptimizeRequest(
         file_text=text, kernel=job.kernel, path=server.path_of(job.uri), settings=settings
     )
+    loop = asyncio.get_running_loop()
+
+    def on_event(event: ProgressEvent) -> None:  # called on the engine's loop
+        loop.call_soon_threadsafe(tracker, event)
+
+    async def engine(cancel: asyncio.Event) -> OptimizeResult:
+        llm = server.llm_factory(config)
+        try:
+            return await optimize(
+                request, config, evaluator, llm, on_event=on_event, cancel=cancel, history=history
+            )
+        finally:
+            await llm.close()
+
     try:
-        result = await optimize(
-            request, config, evaluator, llm, on_event=tracker, cancel=cancel, history=history
-        )
-    finally:
-        await llm.close()
+        result = await run_in_own_loop(engine, job, f"cuda-llm-optimize-{job.kernel}")
+    except asyncio.CancelledError:
+        tracker.cancelled()
+        raise
     tracker.finish(result)
     if result.cancelled:
         return result.message or "cancelled"
@@ -172,7 +229,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
             uri=job.uri,
             kernel=job.kernel,
             original=original,
-            suggested=result.best_source,
+            suggested=result.best_source.strip("\n"),
             speedup=result.speedup,
             baseline_ms=result.baseline_ms,
             best_ms=result.best_ms,

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import pytest_lsp
 from lsprotocol import types
@@ -117,7 +117,7 @@ class EditorClient(LanguageClient):
     def text(self, uri: str) -> str:
         return self.docs[uri].source
 
-    def version(self, uri: str) -> int:
+    def doc_version(self, uri: str) -> int:
         return self.docs[uri].version or 0
 
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
@@ -156,8 +156,23 @@ def _apply_edit(
     return types.ApplyWorkspaceEditResult(applied=True)
 
 
+def _plain(value: Any) -> Any:
+    """pygls hands custom notifications over as named tuples: back to plain JSON values."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _suggestion(client: EditorClient, params: Any) -> None:
-    client.suggestion_notes.append(params)
+    client.suggestion_notes.append(_plain(params))
+
+
+def _code_lens_refresh(client: EditorClient, params: None) -> None:
+    return None
 
 
 def make_client() -> EditorClient:
@@ -166,9 +181,24 @@ def make_client() -> EditorClient:
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = _publish
     features[types.WORKSPACE_APPLY_EDIT] = _apply_edit
     features["cudaLlm/suggestion"] = _suggestion
-    features[types.WORKSPACE_CODE_LENS_REFRESH] = lambda client, params: None
+    features[types.WORKSPACE_CODE_LENS_REFRESH] = _code_lens_refresh
     register_lsp_features(client, features)
+    _fix_code_action_hook(client)
     return client
+
+
+def _fix_code_action_hook(client: EditorClient) -> None:
+    """lsprotocol reads every code action that carries a command as a bare `Command`; a
+    `CodeAction` has a command *object*. Tell them apart properly on the test client."""
+    converter = client.protocol._converter
+
+    def hook(value: Any, _: type) -> types.Command | types.CodeAction:
+        if isinstance(value.get("command"), str):
+            return converter.structure(value, types.Command)
+        return converter.structure(value, types.CodeAction)
+
+    converter.register_structure_hook(types.Command | types.CodeAction, hook)
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], hook)  # noqa: UP007
 
 
 def lsp_fixture(
