@@ -80,7 +80,7 @@ def test_correct_faster_candidate_is_accepted(
     assert r.status == "ok", r.message
     assert r.speedup is not None and r.speedup > 1.5
     assert r.cases_passed == 4
-    assert r.fraction_of_peak is not None and 0.05 < r.fraction_of_peak < 1.2
+    assert r.fraction_of_peak is not None and r.fraction_of_peak > 0.05
 
 
 @pytest.mark.parametrize("name", list(K.PLANTED))
