@@ -246,8 +246,7 @@ def run(args: argparse.Namespace) -> int:
     if result.cancelled:
         print(f"cuda-llm optimize: {result.message}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if not as_json:
-        print(result.message, file=sys.stderr)
+    print(result.message, file=sys.stderr)
     if not result.accepted or result.best_source is None:
         return EXIT_OK
     new_text = _new_text(text, args.kernel, result.best_source)
