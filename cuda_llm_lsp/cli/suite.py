@@ -3,12 +3,15 @@
 FSR loop with --optimize), then write report.md, report.json and chart.png.
 
 Exit codes: 0 every kernel is correct; 1 some kernel failed; 2 bad usage; 3 no CUDA GPU.
+`CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU by recorded outcomes (tests and demos only,
+as for `cuda-llm optimize`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -155,7 +158,15 @@ def run(args: argparse.Namespace) -> int:
         command=command,
     )
     plan = timing.Plan(budget_s=args.time_budget) if args.time_budget else None
-    evaluator = GpuEvaluator(plan=plan)
+    if os.environ.get("CUDA_LLM_EVALUATOR", "").strip() not in ("", "gpu"):
+        from cuda_llm_lsp.cli.optimize import make_evaluator
+
+        try:
+            evaluator = make_evaluator()
+        except (OSError, ValueError) as exc:
+            return _error(str(exc), EXIT_USAGE, as_json)
+    else:
+        evaluator = GpuEvaluator(plan=plan)
     progress = _ProgressView(sys.stderr, quiet=False)
     try:
         try:

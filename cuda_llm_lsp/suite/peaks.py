@@ -32,9 +32,12 @@ class Peaks:
 
 
 def cache_path() -> Path:
+    """`peaks.json` in the platformdirs cache dir (`CUDA_LLM_CACHE_DIR` overrides it)."""
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir("cuda-llm-lsp")) / "peaks.json"
+    override = os.environ.get("CUDA_LLM_CACHE_DIR")
+    base = Path(override) if override else Path(platformdirs.user_cache_dir("cuda-llm-lsp"))
+    return base / "peaks.json"
 
 
 def _key(facts: DeviceFacts) -> str:

@@ -109,11 +109,22 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: Sequence[KernelRow]) -> str:
+def candidates_cell(row: KernelRow) -> str:
+    """ "3: 1 ok, 2 wrong_output" (what the FSR loop tried), or "–" when it did not run."""
+    if not row.optimized:
+        return "–"
+    detail = ", ".join(f"{n} {s}" for s, n in sorted(row.candidate_statuses.items()))
+    return f"{row.candidates}: {detail}" if detail else str(row.candidates)
+
+
+def markdown_table(rows: Sequence[KernelRow], optimize: bool = False) -> str:
     header = (
         "| kernel | scenario | dtype | baseline ms | best ms | speedup | correct | "
-        "% of floor (base → best) | bound | vs vendor |\n"
-        "|---|---|---|---:|---:|---:|:---:|---:|---|---:|\n"
+        "% of floor (base → best) | bound | vs vendor |"
+        + (" FSR candidates |" if optimize else "")
+        + "\n|---|---|---|---:|---:|---:|:---:|---:|---|---:|"
+        + ("---|" if optimize else "")
+        + "\n"
     )
     lines = []
     for r in rows:
@@ -147,6 +158,7 @@ def markdown_table(rows: Sequence[KernelRow]) -> str:
                     floor,
                     r.bound or "–",
                     vendor,
+                    *((candidates_cell(r),) if optimize else ()),
                 )
             )
             + " |"
@@ -184,7 +196,7 @@ def markdown(report: SuiteReport, chart_name: str | None = "chart.png") -> str:
         + f"): FP32 {_gflops(report.peak_fp32_gflops)}, BF16 {_gflops(report.peak_bf16_gflops)}",
         "",
         "## Kernels\n",
-        markdown_table(rows),
+        markdown_table(rows, report.optimize),
         "Speedup = baseline ms / best ms (both measured in the same run). % of floor = floor ms /"
         " measured ms, floor = max(bytes / copy bandwidth, flops / peak). vs vendor = vendor ms /"
         " best ms (1.0: as fast as the library).\n",
@@ -246,11 +258,15 @@ def write_chart(report: SuiteReport, path: Path) -> Path:
         r.speedup if r.speedup and r.correct and math.isfinite(r.speedup) else 0.0 for r in rows
     ] or [0.0]
     colors = ["tab:green" if r.accepted else "tab:gray" for r in rows] or ["tab:gray"]
-    ax1.bar(xs, speed, color=colors)
+    bars = ax1.bar(xs, speed, color=colors)
     ax1.axhline(1.0, color="black", linewidth=0.8)
-    if any(s > 0 for s in speed):
+    if max(speed) > 10:
         ax1.set_yscale("log")
-    ax1.set_ylabel("speedup (baseline / best)")
+    for bar, value in zip(bars, speed, strict=True):
+        if value > 0:
+            ax1.annotate(f"{value:.2f}×", (bar.get_x() + bar.get_width() / 2, value),
+                         ha="center", va="bottom", fontsize=7)  # fmt: skip
+    ax1.set_ylabel("speedup (baseline / best)\ngreen: accepted candidate")
     ax1.set_title(f"Kernel suite on {report.device or 'GPU'}")
     width = 0.4
     base = [r.pct_of_floor_baseline or 0.0 for r in rows] or [0.0]

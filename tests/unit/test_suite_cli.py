@@ -1,0 +1,97 @@
+"""`cuda-llm suite` end to end on the CPU: the hand-written replay through the real FSR loop and
+real NVRTC, with recorded GPU outcomes standing in for the device (`CUDA_LLM_EVALUATOR`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "benchmarks" / "suite"
+RECORDING = ROOT / "benchmarks" / "recordings" / "hand-written"
+
+OUTCOMES = {
+    "baseline": {"ms": 1.0, "spread_pct": 0.5},
+    "candidates": [
+        {"contains": "DELIBERATELY WRONG", "status": "out_of_bounds",
+         "message": "case 1 (rows=17, cols=33): out was written past its end"},
+        {"contains": "16x16 shared-memory tile", "status": "ok", "ms": 0.2},
+        {"contains": "classic shared-memory tiling", "status": "ok", "ms": 0.4},
+    ],
+}  # fmt: skip
+
+
+def suite(tmp_path: Path, *args: str, recorded: bool = True) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "outcomes.json").write_text(json.dumps(OUTCOMES))
+    env = dict(os.environ, CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
+               CUDA_LLM_DATA_DIR=str(tmp_path / "data"))  # fmt: skip
+    env.pop("CUDA_LLM_EVALUATOR", None)
+    if recorded:
+        env["CUDA_LLM_EVALUATOR"] = f"recorded:{tmp_path / 'outcomes.json'}"
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "suite", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+
+
+def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    proc = suite(tmp_path, str(SUITE), "--kernel", "transpose_f32", "--kernel", "matmul_f32",
+                 "--kernel", "vector_add_f32", "--replay", str(RECORDING), "--out", str(out),
+                 "--no-vendor", "--format", "json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout)
+    assert printed["files"]["json"].endswith("report.json")
+    data = json.loads((out / "report.json").read_text())
+    rows = {r["kernel"]: r for r in data["kernels"]}
+    assert rows["transpose_f32"]["candidate_statuses"] == {"out_of_bounds": 1, "ok": 1}
+    assert rows["transpose_f32"]["accepted"] and rows["transpose_f32"]["speedup"] == pytest.approx(
+        5
+    )
+    assert rows["matmul_f32"]["accepted"] and rows["matmul_f32"]["speedup"] == pytest.approx(2.5)
+    assert not rows["vector_add_f32"]["optimized"]  # no recording: benched only
+    assert rows["vector_add_f32"]["speedup"] == 1.0
+    assert data["fast_p"] == {"fast_1": pytest.approx(2 / 3), "fast_2": pytest.approx(2 / 3),
+                              "fast_4": pytest.approx(1 / 3), "fast_8": 0.0}  # fmt: skip
+    assert rows["matmul_f32"]["floor_ms"] and rows["matmul_f32"]["bound"] == "compute"
+    md = (out / "report.md").read_text()
+    assert "2: 1 ok, 1 out_of_bounds" in md and "fast_1" in md
+    assert (out / "chart.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "cache" / "peaks.json").exists()  # measured once, then cached
+
+
+def test_plain_run_benches_and_reports_zero_fast_p(tmp_path: Path) -> None:
+    out = tmp_path / "plain"
+    proc = suite(tmp_path, str(SUITE), "--kernel", "gelu_bf16", "--out", str(out), "--no-vendor")
+    assert proc.returncode == 0, proc.stderr
+    assert "1/1 kernels correct; fast_1 0.00" in proc.stdout
+    assert "[1/1] gelu_bf16: ok" in proc.stderr  # plain progress lines when not a terminal
+
+
+def test_bad_usage_is_a_clear_message(tmp_path: Path) -> None:
+    proc = suite(tmp_path, str(tmp_path / "nowhere"))
+    assert proc.returncode == 2 and "is not a directory" in proc.stderr
+    proc = suite(tmp_path, str(SUITE), "--kernel", "no_such_kernel")
+    assert proc.returncode == 2 and "no kernels named no_such_kernel" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_no_gpu_exits_3(tmp_path: Path) -> None:
+    try:
+        from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+        from cuda_llm_lsp.evaluate.types import NoGpuError
+
+        with GpuEvaluator() as ev:
+            ev.device_facts()
+        pytest.skip("a GPU is present: the no-GPU path cannot be shown here")
+    except NoGpuError:
+        pass
+    proc = suite(tmp_path, str(SUITE), "--kernel", "gelu_f32", "--out", str(tmp_path / "o"),
+                 recorded=False)  # fmt: skip
+    assert proc.returncode == 3 and "no CUDA GPU" in proc.stderr
+    assert "Traceback" not in proc.stderr
