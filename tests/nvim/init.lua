@@ -1,0 +1,7 @@
+-- Test harness for real headless Neovim: the README's snippet (docs/neovim.lua), configured
+-- from the environment the pytest test sets, then the scenario named by CUDA_LLM_TEST_SCENARIO.
+vim.opt.swapfile = false
+vim.opt.shadafile = 'NONE'
+vim.g.cuda_llm_cmd = vim.fn.json_decode(vim.env.CUDA_LLM_LSP_CMD)
+vim.g.cuda_llm_settings = vim.fn.json_decode(vim.env.CUDA_LLM_SETTINGS or '{}')
+dofile(vim.env.CUDA_LLM_REPO .. '/docs/neovim.lua')

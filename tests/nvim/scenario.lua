@@ -1,0 +1,95 @@
+-- Scenarios run by tests/nvim/test_neovim.py in headless Neovim 0.7; results go to a JSON file.
+local out = {}
+local bufnr = vim.api.nvim_get_current_buf()
+
+local function finish()
+  local file = io.open(vim.env.CUDA_LLM_TEST_OUT, 'w')
+  file:write(vim.fn.json_encode(out))
+  file:close()
+  vim.cmd('qa!')
+end
+
+local function ready()
+  local _, client = next(vim.lsp.buf_get_clients(bufnr))
+  return client ~= nil and client.server_capabilities ~= nil
+end
+
+local function line_of(needle)
+  for i, line in ipairs(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)) do
+    if line:find(needle, 1, true) then
+      return i - 1
+    end
+  end
+  return nil
+end
+
+local function code_actions(line)
+  local params = {
+    textDocument = vim.lsp.util.make_text_document_params(bufnr),
+    range = { start = { line = line, character = 4 }, ['end'] = { line = line, character = 4 } },
+    context = { diagnostics = {} },
+  }
+  local titles = {}
+  local results = vim.lsp.buf_request_sync(bufnr, 'textDocument/codeAction', params, 10000) or {}
+  for _, result in pairs(results) do
+    for _, action in ipairs(result.result or {}) do
+      table.insert(titles, action.title)
+    end
+  end
+  return titles
+end
+
+-- Choose a code action through Neovim's own code-action path, as a user picking from the menu.
+local function choose(line, prefix)
+  local chosen = nil
+  vim.ui.select = function(items, _, on_choice)
+    for _, item in ipairs(items) do
+      if item[2].title:sub(1, #prefix) == prefix then
+        chosen = item[2].title
+        return on_choice(item)
+      end
+    end
+    on_choice(nil)
+  end
+  vim.api.nvim_win_set_cursor(0, { line + 1, 4 })
+  vim.lsp.buf.code_action()
+  vim.wait(5000, function() return chosen ~= nil end, 50)
+  return chosen
+end
+
+local scenario = vim.env.CUDA_LLM_TEST_SCENARIO
+out.attached = vim.wait(20000, ready, 50)
+
+if scenario == 'diagnostics' then
+  vim.wait(60000, function() return #vim.diagnostic.get(bufnr) > 0 end, 50)
+  out.diagnostics = {}
+  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+    table.insert(out.diagnostics, {
+      lnum = d.lnum, col = d.col, severity = d.severity, message = d.message, source = d.source,
+    })
+  end
+elseif scenario == 'optimize' then
+  local body = line_of('y[i] = a * x[i] + y[i];')
+  out.original = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  out.actions = code_actions(body)
+  out.optimize = choose(body, 'Optimize ')
+  local accept = nil
+  vim.wait(120000, function()
+    for _, title in ipairs(code_actions(body)) do
+      if title:sub(1, 7) == 'Accept ' then
+        accept = title
+        return true
+      end
+    end
+    return false
+  end, 200)
+  out.accept_title = accept
+  if accept then
+    out.accepted = choose(body, 'Accept ')
+    vim.wait(10000, function() return line_of('variant: fast') ~= nil end, 50)
+    out.after_accept = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+    vim.cmd('undo')
+    out.after_undo = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  end
+end
+finish()

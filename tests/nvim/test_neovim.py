@@ -1,0 +1,114 @@
+"""Real headless Neovim 0.7+ with the README's Lua snippet (docs/neovim.lua).
+
+1. A `.cu` file with a device-code error on line 9: the diagnostic comes back at that line.
+2. On a kernel the code-action menu offers Optimize and Benchmark; after an optimize run (scripted
+   LLM on 127.0.0.1, recorded GPU outcomes) Accept applies the edit to the buffer, and one undo
+   restores the original.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.lsp.conftest import DATA, ROOT, SERVERS, server_env
+from tests.lsp.test_editor_flow import FAST
+from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
+
+NVIM = shutil.which("nvim")
+HERE = Path(__file__).parent
+
+
+def _nvim_version() -> tuple[int, int]:
+    if NVIM is None:
+        return (0, 0)
+    first = subprocess.run([NVIM, "--version"], capture_output=True, text=True).stdout
+    found = re.search(r"NVIM v(\d+)\.(\d+)", first)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+pytestmark = pytest.mark.skipif(
+    _nvim_version() < (0, 7), reason="needs Neovim 0.7+ on PATH (Debian: apt-get install neovim)"
+)
+
+
+def run_scenario(
+    tmp_path: Path, scenario: str, file: Path, command: list[str], settings: dict[str, Any]
+) -> dict[str, Any]:
+    work = tmp_path / file.name
+    shutil.copy(file, work)
+    out = tmp_path / "result.json"
+    env = server_env(
+        CUDA_LLM_LSP_CMD=json.dumps(command),
+        CUDA_LLM_SETTINGS=json.dumps(settings),
+        CUDA_LLM_REPO=str(ROOT),
+        CUDA_LLM_TEST_SCENARIO=scenario,
+        CUDA_LLM_TEST_OUT=str(out),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_DATA_HOME=str(tmp_path / "share"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+    )
+    argv = [
+        NVIM or "nvim", "--headless", "-n", "-i", "NONE",
+        "-u", str(HERE / "init.lua"),
+        str(work),
+        "-c", f"luafile {HERE / 'scenario.lua'}",
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=240)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"Neovim did not finish: {exc.stderr!r}") from exc
+    assert out.exists(), f"no result; stderr: {done.stderr.decode(errors='replace')[-2000:]}"
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_device_error_comes_back_at_line_9(tmp_path: Path) -> None:
+    result = run_scenario(
+        tmp_path,
+        "diagnostics",
+        DATA / "broken.cu",
+        [sys.executable, "-m", "cuda_llm_lsp"],
+        {"debounceMs": 50},
+    )
+    assert result["attached"] is True
+    errors = [d for d in result["diagnostics"] if d["severity"] == 1]
+    assert len(errors) == 1, result
+    assert errors[0]["lnum"] == 8  # line 9
+    assert "undefined_factor" in errors[0]["message"]
+    assert all(4 <= d["lnum"] <= 10 for d in result["diagnostics"])  # nothing on host lines
+
+
+def test_code_actions_and_accept_apply_the_edit_in_one_undo_step(tmp_path: Path) -> None:
+    with ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]) as llm:
+        result = run_scenario(
+            tmp_path,
+            "optimize",
+            DATA / "saxpy.cu",
+            [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")],
+            {
+                "debounceMs": 50,
+                "baseUrl": llm.base_url,
+                "model": "scripted-model",
+                "rounds": 1,
+                "candidates": 1,
+                "apiKey": "sk-test-not-a-real-key",
+            },
+        )
+        assert llm.chat_requests(), "the optimize run never reached the LLM"
+    assert result["attached"] is True
+    assert "Optimize saxpy" in result["actions"] and "Benchmark saxpy" in result["actions"]
+    assert result["optimize"] == "Optimize saxpy"
+    assert result["accept_title"] == "Accept optimized saxpy (2.00× faster, 3/3 cases)"
+    after = "\n".join(result["after_accept"])
+    original = "\n".join(result["original"])
+    assert FAST in after
+    assert "y[i] = a * x[i] + y[i];" not in after
+    assert after.split(FAST)[0] == original.split('extern "C" __global__ void saxpy')[0]
+    assert result["after_undo"] == result["original"]
