@@ -133,7 +133,7 @@ class Display:
             self._redraw()
 
     def _plain(self, o: CandidateOutcome) -> str:
-        text = o.status
+        text: str = o.status
         if o.ms is not None:
             text += f" {o.ms:.4f} ms"
         if o.speedup is not None:

@@ -68,8 +68,11 @@ ROUND_GAIN = 0.01  # a round "gains" when the best speedup grows by more than th
 class Rejection(Protocol):
     """A candidate that could not be built (`evaluate.candidate.CandidateRejected`)."""
 
-    status: Status
-    message: str
+    @property
+    def status(self) -> Status: ...
+
+    @property
+    def message(self) -> str: ...
 
 
 class Toolchain(Protocol):
@@ -131,7 +134,7 @@ class DefaultToolchain:
     ) -> KernelBinary | Rejection:
         from cuda_llm_lsp.evaluate.candidate import build_binary
 
-        return build_binary(  # type: ignore[no-any-return]
+        return build_binary(
             file_text, path, kernel_name, settings, kernel_source=kernel_source, instance=instance
         )
 
@@ -400,6 +403,7 @@ class _Run:
                 f"the original {request.kernel} fails its own test spec ({baseline.status}): "
                 f"{baseline.message}"
             )
+        timing = baseline.baseline or baseline.candidate
         self.task_context = prompts.TaskContext(
             kernel_name=request.kernel,
             kernel_source=kernel.span.slice(request.file_text),
@@ -409,9 +413,7 @@ class _Run:
             device=facts,
             baseline_resources=built.resources,
             baseline_ms=timing_ms(baseline),
-            baseline_spread_pct=(baseline.candidate or baseline.baseline).spread_pct
-            if (baseline.candidate or baseline.baseline)
-            else None,
+            baseline_spread_pct=timing.spread_pct if timing else None,
             baseline_bandwidth_gbs=baseline.bandwidth_gbs,
             baseline_fraction_of_peak=baseline.fraction_of_peak,
         )
