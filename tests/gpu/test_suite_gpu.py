@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cuda_llm_lsp.config import Settings
@@ -70,3 +71,212 @@ def test_suite_command_writes_the_report(tmp_path: Path, evaluator) -> None:  # 
     bad = {s for s in transpose["candidate_statuses"] if s not in ("ok", "slower")}
     assert bad, "the deliberately wrong candidate was not rejected"
     assert (out / "chart.png").stat().st_size > 1000 and (out / "report.md").exists()
+
+
+# --- the baselines compute the right math ---------------------------------------------------
+# The evaluator takes the original kernel as the oracle, so a wrong baseline would pass its own
+# cases. Here each baseline runs once (through CuPy, from the cubin our NVRTC path built) on
+# its third case and is compared with a float64 NumPy reference of the operation.
+
+
+def _pcg(v: np.ndarray) -> np.ndarray:
+    state = (v * np.uint32(747796405) + np.uint32(2891336453)).astype(np.uint32)
+    shift = ((state >> np.uint32(28)) + np.uint32(4)).astype(np.uint32)
+    word = (((state >> shift) ^ state) * np.uint32(277803737)).astype(np.uint32)
+    return ((word >> np.uint32(22)) ^ word).astype(np.uint32)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _rope(q: np.ndarray, c: np.ndarray, s: np.ndarray, sz: dict[str, int]) -> np.ndarray:
+    t, h, d = sz["tokens"], sz["heads"], sz["dim"]
+    q = q.reshape(t, h, d)
+    c = c.reshape(t, 1, d // 2)
+    s = s.reshape(t, 1, d // 2)
+    x1, x2 = q[..., : d // 2], q[..., d // 2 :]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).ravel()
+
+
+def _csr_dense(rp: np.ndarray, ci: np.ndarray, v: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    dense = np.zeros((rows, cols))
+    for r in range(rows):
+        for j in range(int(rp[r]), int(rp[r + 1])):
+            dense[r, int(ci[j])] += v[j]
+    return dense
+
+
+def _ell_dense(ci: np.ndarray, v: np.ndarray, sz: dict[str, int]) -> np.ndarray:
+    rows, width = sz["rows"], sz["width"]
+    dense = np.zeros((rows, sz["cols"]))
+    ci = ci.reshape(width, rows)
+    v = v.reshape(width, rows)
+    for k in range(width):
+        for r in range(rows):
+            if ci[k, r] >= 0:
+                dense[r, int(ci[k, r])] += v[k, r]
+    return dense
+
+
+def _stencil2d(x: np.ndarray, sz: dict[str, int]) -> np.ndarray:
+    ny, nx = sz["ny"], sz["nx"]
+    x = x.reshape(ny, nx)
+    out = x.copy()
+    out[1:-1, 1:-1] = 0.25 * (x[1:-1, :-2] + x[1:-1, 2:] + x[:-2, 1:-1] + x[2:, 1:-1])
+    return out.ravel()
+
+
+def _stencil3d(x: np.ndarray, sz: dict[str, int], alpha: float) -> np.ndarray:
+    x = x.reshape(sz["nz"], sz["ny"], sz["nx"])
+    out = x.copy()
+    i = x[1:-1, 1:-1, 1:-1]
+    nb = (x[1:-1, 1:-1, :-2] + x[1:-1, 1:-1, 2:] + x[1:-1, :-2, 1:-1] + x[1:-1, 2:, 1:-1]
+          + x[:-2, 1:-1, 1:-1] + x[2:, 1:-1, 1:-1])  # fmt: skip
+    out[1:-1, 1:-1, 1:-1] = i + alpha * (nb - 6 * i)
+    return out.ravel()
+
+
+def _monte_carlo(seeds: np.ndarray, sz: dict[str, int]) -> np.ndarray:
+    threads, samples = sz["threads"], sz["samples"]
+    seed = seeds.astype(np.uint32)[:, None]
+    s = np.arange(samples, dtype=np.uint32)[None, :]
+    golden = np.uint32(2654435769)
+    hx = _pcg(seed ^ (np.uint32(2) * s * golden).astype(np.uint32))
+    hy = _pcg(seed ^ ((np.uint32(2) * s + np.uint32(1)) * golden).astype(np.uint32))
+    x = (hx >> np.uint32(8)).astype(np.float64) / 16777216.0
+    y = (hy >> np.uint32(8)).astype(np.float64) / 16777216.0
+    per_thread = np.exp(-(x * x + y * y)).sum(axis=1)
+    blocks = -(-threads // 256)
+    padded = np.zeros(blocks * 256)
+    padded[:threads] = per_thread
+    return padded.reshape(blocks, 256).sum(axis=1)
+
+
+def _partials(p: np.ndarray, n: int) -> np.ndarray:
+    blocks = -(-n // 256)
+    padded = np.zeros(blocks * 256)
+    padded[:n] = p
+    return padded.reshape(blocks, 256).sum(axis=1)
+
+
+def _norm(x: np.ndarray, sz: dict[str, int]) -> np.ndarray:
+    return x.reshape(sz["rows"], sz["cols"])
+
+
+REFERENCES = {
+    "vector_add": lambda f, sz, sc: {"c": f("a") + f("b")},
+    "dot": lambda f, sz, sc: {"partial": _partials(f("a") * f("b"), sz["n"])},
+    "matvec": lambda f, sz, sc: {"y": _norm(f("A"), sz) @ f("x")},
+    "matmul": lambda f, sz, sc: {
+        "C": (f("A").reshape(sz["M"], sz["K"]) @ f("B").reshape(sz["K"], sz["N"])).ravel()
+    },
+    "transpose": lambda f, sz, sc: {"out": _norm(f("in"), sz).T.ravel()},
+    "prefix_sum_rows": lambda f, sz, sc: {"out": np.cumsum(_norm(f("in"), sz), axis=1).ravel()},
+    "softmax": lambda f, sz, sc: {"y": _softmax(_norm(f("x"), sz)).ravel()},
+    "layer_norm": lambda f, sz, sc: {
+        "y": (
+            (_norm(f("x"), sz) - _norm(f("x"), sz).mean(1, keepdims=True))
+            / np.sqrt(_norm(f("x"), sz).var(1, keepdims=True) + sc["eps"])
+            * f("gamma")
+            + f("beta")
+        ).ravel()
+    },
+    "rms_norm": lambda f, sz, sc: {
+        "y": (
+            _norm(f("x"), sz)
+            / np.sqrt((_norm(f("x"), sz) ** 2).mean(1, keepdims=True) + sc["eps"])
+            * f("weight")
+        ).ravel()
+    },
+    "gelu": lambda f, sz, sc: {"y": _gelu(f("x"))},
+    "rope": lambda f, sz, sc: {"q": _rope(f("q"), f("cos_t"), f("sin_t"), sz)},
+    "silu_and_mul": lambda f, sz, sc: {
+        "out": (
+            (g := f("x").reshape(sz["tokens"], 2 * sz["d"])[:, : sz["d"]])
+            / (1 + np.exp(-g))
+            * f("x").reshape(sz["tokens"], 2 * sz["d"])[:, sz["d"] :]
+        ).ravel()
+    },
+    "spmv_csr": lambda f, sz, sc: {
+        "y": _csr_dense(f("row_ptr"), f("col_idx"), f("vals"), sz["rows"], sz["cols"]) @ f("x")
+    },
+    "spmv_ell": lambda f, sz, sc: {"y": _ell_dense(f("col_idx"), f("vals"), sz) @ f("x")},
+    "spmm_csr": lambda f, sz, sc: {
+        "C": (
+            _csr_dense(f("row_ptr"), f("col_idx"), f("vals"), sz["rows"], sz["k"])
+            @ f("B").reshape(sz["k"], sz["n"])
+        ).ravel()
+    },
+    "stencil2d": lambda f, sz, sc: {"out": _stencil2d(f("in"), sz)},
+    "stencil3d": lambda f, sz, sc: {"out": _stencil3d(f("in"), sz, sc["alpha"])},
+    "monte_carlo": lambda f, sz, sc: {"partial": _monte_carlo(f("seeds"), sz)},
+}
+
+
+def _reference_for(name: str):  # type: ignore[no-untyped-def]
+    base = name.removesuffix("_f32").removesuffix("_bf16").removesuffix("_i32")
+    return REFERENCES[base]
+
+
+def test_every_suite_kernel_has_a_reference() -> None:
+    for item in ITEMS:
+        assert _reference_for(item.kernel.name) is not None
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[i.kernel.name for i in ITEMS])
+def test_baseline_matches_a_numpy_reference(evaluator, item, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cp = pytest.importorskip("cupy", reason="CuPy runs the reference check")
+    from cuda_llm_lsp.evaluate.compare import as_float64, storage_dtype
+    from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+
+    _, facts = evaluator
+    spec = item.spec
+    binary = build_binary(item.text, item.path, item.kernel.name, Settings(),
+                          instance=spec.instance, arch=facts.arch)  # fmt: skip
+    assert isinstance(binary, KernelBinary)
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(binary.cubin)
+    fn = cp.RawModule(path=str(cubin)).get_function(binary.entry)
+    case = spec.cases()[2]
+    inputs = make_inputs(spec, case, case_rng(7, case.index), item.path.parent)
+    args, device = [], {}
+    for arg in spec.args:
+        if arg.is_pointer:
+            sd = storage_dtype(arg.dtype or "float32")
+            host = inputs.get(arg.name)
+            if host is None:
+                host = np.zeros(case.counts[arg.name], dtype=sd)
+            device[arg.name] = cp.asarray(np.ascontiguousarray(host))
+            args.append(device[arg.name])
+        else:
+            value = case.scalars[arg.name]
+            args.append(np.float32(value) if "float" in arg.c_type else np.int32(value))
+    fn(case.grid, case.block, tuple(args), shared_mem=case.smem)
+    cp.cuda.runtime.deviceSynchronize()
+
+    def f(name: str) -> np.ndarray:
+        a = spec.arg(name)
+        assert a is not None
+        return as_float64(inputs[name], a.dtype or "float32")
+
+    expected = _reference_for(item.kernel.name)(f, case.sizes, case.scalars)
+    for name, want in expected.items():
+        a = spec.arg(name)
+        assert a is not None
+        got = as_float64(cp.asnumpy(device[name]), a.dtype or "float32")
+        tol = 3e-2 if a.dtype == "bfloat16" or floor_precision(spec) == "bf16" else 1e-3
+        np.testing.assert_allclose(
+            got, want, rtol=tol, atol=tol, err_msg=f"{item.kernel.name}.{name}"
+        )
+
+
+def floor_precision(spec) -> str:  # type: ignore[no-untyped-def]
+    from cuda_llm_lsp.suite.floor import precision
+
+    return precision(spec)
