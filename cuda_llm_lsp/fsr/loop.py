@@ -756,8 +756,11 @@ async def optimize(
                 cancelled=True,
                 best_ms=None,
             )
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # the caller cancelled us (Ctrl-C, a shutting-down server)
         await asyncio.shield(_stop(run, work))
+        if run.run_id is not None:
+            stopped = run.result(message="interrupted; nothing was applied", cancelled=True)
+            await asyncio.shield(run.recorded("finish_run", run.run_id, stopped))
         raise
     finally:
         if waiter is not None:

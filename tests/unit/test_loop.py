@@ -384,3 +384,22 @@ async def test_history_records_failed_runs_too(tmp_path: Any) -> None:
     await run(FakeLlm(), evaluator(), text=NO_SPEC_FILE, kernel="scale", history=history)
     [record] = history.runs()
     assert record.error is not None and "no test spec" in record.error
+
+
+async def test_cancelling_the_task_stops_everything_and_is_recorded(tmp_path: Any) -> None:
+    history = RunHistory(tmp_path / "h.sqlite3")
+    llm = FakeLlm(default=(saxpy_candidate("slow"), 30.0))
+    task = asyncio.ensure_future(run(llm, evaluator(), candidates=2, history=history))
+    while len(llm.prompts) < 2:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    started = time.monotonic()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("optimize swallowed the cancellation")
+    assert time.monotonic() - started < 1.0 and llm.cancelled == 2
+    [record] = history.runs()
+    assert record.cancelled and record.outcome == "interrupted; nothing was applied"
