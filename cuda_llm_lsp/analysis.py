@@ -7,6 +7,7 @@ columns of `FileAnalysis.diagnostics` are 1-based (as printed), sorted by positi
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,12 +21,14 @@ from cuda_llm_lsp.compile.types import (
     Severity,
 )
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.source.device_unit import build_device_unit
+from cuda_llm_lsp.source.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Span
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_DEVICE_CODE = 256_000  # characters of non-blank device code (about 8 s of NVRTC)
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,19 @@ def compile_options(settings: Settings) -> CompileOptions:
     )
 
 
+def device_code_size(unit: DeviceUnit) -> int:
+    """Non-blank characters NVRTC would compile (NVRTC's time grows with them: ~3 s per 130 kB)."""
+    parts = (unit.text, *unit.headers.values())
+    return sum(len(part) - sum(part.count(c) for c in " \n\t\r") for part in parts)
+
+
+def max_device_code() -> int:
+    try:
+        return int(os.environ.get("CUDA_LLM_MAX_DEVICE_CODE", DEFAULT_MAX_DEVICE_CODE))
+    except ValueError:
+        return DEFAULT_MAX_DEVICE_CODE
+
+
 def name_expressions(kernel: Kernel, spec: TestSpec | None) -> tuple[str, ...]:
     """What to ask NVRTC to resolve for `kernel`: its name, or its instantiations if a template."""
     if not kernel.is_template:
@@ -97,6 +113,17 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
     diagnostics.extend(_span_diagnostic(p.span, p.message, "include") for p in unit.problems)
     wanted = [name_expressions(k, s) for k, s in zip(kernels, specs, strict=True)]
     flat = tuple(dict.fromkeys(e for group in wanted for e in group))
+    size, limit = device_code_size(unit), max_device_code()
+    if size > limit:
+        too_big = Diagnostic(
+            1, 1, 1, 2, "warning",
+            f"not compiled: {size // 1000} kB of device code is over the {limit // 1000} kB "
+            "limit for compiling on every edit (CUDA_LLM_MAX_DEVICE_CODE raises it)",
+            code="size",
+        )  # fmt: skip
+        unknown = tuple(KernelInfo(k, None, None, s) for k, s in zip(kernels, specs, strict=True))
+        ordered = tuple(sorted({*diagnostics, too_big}, key=_position))
+        return FileAnalysis(path, text, unknown, None, ordered)
     result = compile_cached(unit, compile_options(settings), flat)
     diagnostics.extend(_place(d, kernels, result) for d in result.diagnostics)
     infos: list[KernelInfo] = []

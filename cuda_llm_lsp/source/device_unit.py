@@ -48,6 +48,7 @@ _local = threading.local()
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
 _WORD = re.compile(r"[A-Za-z_]\w*")
+_STD_SCOPE = re.compile(rb"\bstd\s*::")
 _DEVICE_WORDS = frozenset({"__device__", "__global__"})
 _MEMORY_SPACE_WORDS = frozenset({"__device__", "__constant__", "__managed__", "__shared__"})
 _CONTAINERS = frozenset(
@@ -370,6 +371,8 @@ class _Walker:
 
     def _needs_host_std(self, node: tree_sitter.Node) -> bool:
         """Whether `node` names something in `std::` that only host headers declare."""
+        if _STD_SCOPE.search(self.data, node.start_byte, node.end_byte) is None:
+            return False  # cheap: big initializer lists need no tree walk
         stack = [node]
         while stack:
             current = stack.pop()
@@ -432,11 +435,8 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-_NOT_NEWLINE = re.compile(r"[^\n]")
-
-
 def _spaces(chunk: str) -> str:
-    return _NOT_NEWLINE.sub(" ", chunk)
+    return "\n".join(" " * len(line) for line in chunk.split("\n"))
 
 
 def _drop_unused_constants(

@@ -1,0 +1,156 @@
+"""analyze(): kernels + specs + compile + diagnostics, the entry both the CLI and the server use."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.analysis import analyze, name_expressions
+from cuda_llm_lsp.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+GOOD_EXAMPLES = ("saxpy.cu", "transpose.cu", "reduction.cu", "softmax.cu", "matmul.cu")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def run(path: Path, settings: Settings | None = None):
+    return analyze(path.read_text(), path, settings or Settings(arch="sm_90"))
+
+
+def test_acceptance_host_code_and_a_device_error_on_line_9() -> None:
+    text = (EXAMPLES / "broken.cu").read_text()
+    assert "int main()" in text and "<<<" in text and "#include <vector>" in text
+    analysis = run(EXAMPLES / "broken.cu")
+    (d,) = analysis.diagnostics
+    assert (d.line, d.severity) == (9, "error")
+    assert d.message == 'identifier "facter" is undefined'
+    assert d.column == text.split("\n")[8].index("facter") + 1
+
+
+@pytest.mark.parametrize("name", GOOD_EXAMPLES)
+def test_every_example_compiles_cleanly_and_reports_registers(name: str) -> None:
+    analysis = run(EXAMPLES / name)
+    assert analysis.diagnostics == ()
+    assert analysis.kernels, "every example has a kernel"
+    for info in analysis.kernels:
+        assert info.resources is not None and info.resources.registers > 0, info.kernel.name
+        assert info.spec is not None
+
+
+def test_examples_cover_templates_mangled_and_extern_c() -> None:
+    infos = [i for n in GOOD_EXAMPLES for i in run(EXAMPLES / n).kernels]
+    assert any(i.kernel.is_template for i in infos)
+    assert any(i.kernel.is_extern_c for i in infos)
+    assert any(not i.kernel.is_extern_c and not i.kernel.is_template for i in infos)
+    matmul = next(i for i in infos if i.kernel.name == "matmul")
+    assert matmul.name_expression == "matmul<float, 16>"
+
+
+def test_template_without_instance_uses_launch_sites_else_has_no_resources() -> None:
+    launched = (
+        "template <int B> __global__ void k(float* x) { x[0] = B; }\n"
+        "void go(float* x) { k<64><<<1, 64>>>(x); }\n"
+    )
+    (info,) = analyze(launched, None, Settings(arch="sm_90")).kernels
+    assert info.name_expression == "k<64>" and info.resources is not None
+    alone = "template <int B> __global__ void k(float* x) { x[0] = B; }\n"
+    analysis = analyze(alone, None, Settings(arch="sm_90"))
+    (info,) = analysis.kernels
+    assert info.resources is None and info.name_expression is None
+    assert "instantiation" in info.symbol_note
+    assert analysis.diagnostics == ()  # unknown resources are not a problem in the file
+
+
+def test_spec_errors_become_one_based_diagnostics() -> None:
+    text = (
+        "/* @cuda-llm\n"
+        "sizes.n = [1, 2]\n"
+        "grid = 1\n"
+        "block = 32\n"
+        'args.x = "float99[n]"\n'
+        'args.n = "n"\n'
+        "*/\n"
+        'extern "C" __global__ void k(float* x, int n) { x[0] = n; }\n'
+    )
+    analysis = analyze(text, None, Settings(arch="sm_90"))
+    spec_problems = [d for d in analysis.diagnostics if d.code == "spec"]
+    assert spec_problems, analysis.diagnostics
+    assert all(1 <= d.line <= 7 and d.column >= 1 for d in spec_problems)
+    assert any(d.line == 5 for d in spec_problems)
+
+
+def test_missing_include_is_a_diagnostic_and_the_rest_still_compiles(tmp_path: Path) -> None:
+    path = tmp_path / "k.cu"
+    text = '#include "not_there.cuh"\n__global__ void k(float* x) { x[0] = 1; }\n'
+    analysis = analyze(text, path, Settings(arch="sm_90"))
+    (d,) = analysis.diagnostics
+    assert (d.line, d.code, d.severity) == (1, "include", "error")
+    assert "not_there.cuh" in d.message
+    assert analysis.kernels[0].resources is not None
+
+
+def test_binary_content_gives_one_clear_diagnostic() -> None:
+    garbage = bytes(range(256)).decode("utf-8", errors="replace") * 10
+    analysis = analyze(garbage, None, Settings(arch="sm_90"))
+    (d,) = analysis.diagnostics
+    assert d.line == 1 and "NUL" in d.message and analysis.compile is None
+
+
+def test_invalid_utf8_decoded_with_replacement_still_analyses() -> None:
+    raw = b"// caf\xe9\n__global__ void k(float* x) { x[0] = 1; }\n"
+    analysis = analyze(raw.decode("utf-8", errors="replace"), None, Settings(arch="sm_90"))
+    assert analysis.diagnostics == () and analysis.kernels[0].resources is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__global__ void k(float* x) { /* never closed\n x[0] = 1; }\n",
+        '__global__ void k(char* x) { const char* s = "open;\n}\n',
+        "",
+        "int main() { return 0; }\n",
+        "__global__ void k(float* x) { x[0] = 1;\n",  # half typed
+    ],
+)
+def test_broken_or_empty_input_never_raises(text: str) -> None:
+    analysis = analyze(text, None, Settings(arch="sm_90"))
+    assert all(d.line >= 1 and d.column >= 1 for d in analysis.diagnostics)
+
+
+def test_no_kernels_no_diagnostics() -> None:
+    analysis = analyze("__device__ int f() { return 1; }\n", None, Settings(arch="sm_90"))
+    assert analysis.kernels == () and analysis.diagnostics == ()
+
+
+def test_five_megabyte_file_is_not_fed_to_nvrtc_whole() -> None:
+    kernel = "__global__ void k{i}(float* x) {{ x[threadIdx.x] = {i}.0f; }}\n"
+    text = "".join(kernel.format(i=i) for i in range(90_000))
+    assert len(text) > 5_000_000
+    start = time.perf_counter()
+    analysis = analyze(text, None, Settings(arch="sm_90"))
+    elapsed = time.perf_counter() - start
+    assert analysis.compile is None
+    (d,) = analysis.diagnostics
+    assert d.severity == "warning" and "not compiled" in d.message
+    assert elapsed < 60, elapsed  # measured ~10 s on the 2-core CI machine; no hang
+
+
+def test_name_expressions_for_kernels() -> None:
+    text = 'extern "C" __global__ void a() {}\n__global__ void b() {}\n'
+    kernels = analyze(text, None, Settings(arch="sm_90")).kernels
+    assert [name_expressions(i.kernel, None) for i in kernels] == [("a",), ("b",)]
+
+
+def test_compile_is_cached_between_identical_analyses() -> None:
+    text = "__global__ void cached_k(float* x) { x[0] = 3; }\n"
+    first = analyze(text, None, Settings(arch="sm_90"))
+    second = analyze(text, None, Settings(arch="sm_90"))
+    assert first.compile is not None and second.compile is not None
+    assert second.compile.from_cache

@@ -1,0 +1,140 @@
+"""The device unit: host code blanked with line numbers kept, includes resolved, headers handled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuda_llm_lsp.source.device_unit import build_device_unit
+
+HOST_FILE = """\
+#include <vector>
+#include <cstdio>
+#include <cuda_runtime.h>
+#define HD __host__ __device__
+using namespace std;
+static std::vector<float> cache;
+int counter = 0;
+const int kUnusedOnDevice = 7;
+const int kBlock = 256;
+struct Timer { Timer() { cudaEventCreate(&e); } cudaEvent_t e; __device__ int get() { return 1; } };
+void prototype(std::vector<float>& v);
+HD inline float twice(float x) { return 2 * x; }
+__device__ float helper(float x) { return x + kBlock; }
+__global__ void kernel(float* x) { x[0] = helper(twice(x[0])); }
+namespace util { int host_only() { return 1; } __device__ int dev() { return 2; } }
+extern "C" { void c_host() {} }
+template <typename T> T host_template(T x) { return x; }
+int main() {
+  std::vector<float> h(kUnusedOnDevice);
+  kernel<<<1, kBlock>>>(nullptr);
+  return counter;
+}
+"""
+
+
+def lines_of(unit_text: str) -> list[str]:
+    return unit_text.split("\n")
+
+
+def test_line_structure_is_kept_exactly() -> None:
+    unit = build_device_unit(HOST_FILE)
+    original = HOST_FILE.split("\n")
+    blanked = lines_of(unit.text)
+    assert len(blanked) == len(original)
+    for before, after in zip(original, blanked, strict=True):
+        assert len(after) == len(before)
+        assert after.strip() == "" or after == before or set(after) - {" "} <= set(before)
+
+
+def test_host_code_is_blanked_and_device_code_kept() -> None:
+    unit = build_device_unit(HOST_FILE)
+    text = lines_of(unit.text)
+    assert text[0].strip() == ""  # <vector>: host-only header dropped
+    assert text[1] == "#include <cstdio>"  # served by a stand-in
+    assert text[2] == "#include <cuda_runtime.h>"  # exists in the toolkit, NVRTC can read it
+    assert text[5].strip() == ""  # std::vector variable
+    assert text[6].strip() == ""  # host variable (NVRTC rejects them in JIT mode)
+    assert text[7].strip() == ""  # constant only host code uses
+    assert text[8] == "const int kBlock = 256;"  # constant device code uses
+    assert "Timer()" not in text[9] and "__device__ int get()" in text[9]
+    assert text[10].strip() == ""  # host prototype
+    assert text[11].startswith("HD inline float twice")  # macro standing for __device__
+    assert text[12].startswith("__device__ float helper")
+    assert text[13].startswith("__global__ void kernel")
+    assert "host_only" not in text[14] and "__device__ int dev()" in text[14]
+    assert "c_host" not in text[15]
+    assert text[16].strip() == ""
+    assert all(line.strip() == "" for line in text[17:22])  # main with its <<<>>> launch
+
+
+def test_quoted_include_resolved_relative_to_file_and_host_code_in_it_blanked(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "util.cuh").write_text(
+        '#pragma once\n#include <vector>\n#include "deeper.cuh"\n'
+        "void host_side(std::vector<int>& v) { v.clear(); }\n"
+        "__device__ float scale(float x) { return x * 2; }\n"
+    )
+    (tmp_path / "inc" / "deeper.cuh").write_text("__device__ int deeper() { return 1; }\n")
+    source = '#include "inc/util.cuh"\n__global__ void k(float* x) { x[0] = scale(x[0]); }\n'
+    unit = build_device_unit(source, tmp_path / "k.cu")
+    assert unit.problems == ()
+    assert set(unit.headers) == {"inc/util.cuh", "deeper.cuh"}
+    header = unit.headers["inc/util.cuh"].split("\n")
+    assert header[1].strip() == "" and header[3].strip() == ""
+    assert header[4].startswith("__device__ float scale")
+    assert unit.include_lines == {"inc/util.cuh": 0, "deeper.cuh": 0}
+    assert unit.include_dirs[0] == str(tmp_path.resolve())
+
+
+def test_include_found_through_configured_paths(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "common.cuh").write_text("#define FACTOR 3\n")
+    unit = build_device_unit('#include "common.cuh"\n', tmp_path / "src" / "a.cu", [str(lib)])
+    assert unit.problems == ()
+    assert unit.headers["common.cuh"].startswith("#define FACTOR 3")
+
+
+def test_missing_include_is_a_problem_on_its_line_not_a_crash(tmp_path: Path) -> None:
+    source = '// header\n#include "nowhere.cuh"\n__global__ void k() {}\n'
+    unit = build_device_unit(source, tmp_path / "a.cu")
+    (problem,) = unit.problems
+    assert problem.span.start.line == 1
+    assert problem.span.slice(source) == '"nowhere.cuh"'
+    assert "nowhere.cuh" in problem.message
+    assert unit.text.split("\n")[1].strip() == ""  # NVRTC must not stop at it
+
+
+def test_missing_nested_include_reported_on_the_top_level_include(tmp_path: Path) -> None:
+    (tmp_path / "a.cuh").write_text('#include "gone.cuh"\n')
+    unit = build_device_unit('\n#include "a.cuh"\n', tmp_path / "k.cu")
+    (problem,) = unit.problems
+    assert problem.span.start.line == 1 and "gone.cuh" in problem.message
+
+
+def test_unknown_system_header_dropped_silently() -> None:
+    unit = build_device_unit("#include <curand_kernel_missing.h>\n#include <omp.h>\n")
+    assert unit.problems == ()
+    assert unit.text.strip() == ""
+
+
+def test_nul_bytes_and_non_ascii_keep_columns() -> None:
+    source = "int host() { return 0; /* é */ } __device__ int d() { return 1; }\nchar\0x;\n"
+    unit = build_device_unit(source)
+    first = unit.text.split("\n")[0]
+    assert len(first) == len(source.split("\n")[0])
+    assert first.index("__device__") == source.index("__device__")
+    assert "\0" not in unit.text
+
+
+def test_unterminated_comment_or_string_does_not_crash() -> None:
+    for source in ("__global__ void k() { /* never closed\n", 'const char* s = "open\n', "{{{{"):
+        unit = build_device_unit(source)
+        assert len(unit.text) == len(source.replace("\0", " "))
+
+
+def test_no_path_gives_a_stable_name() -> None:
+    assert build_device_unit("").name == "input.cu"
+    assert build_device_unit("", Path("/x/y/kern.cu")).name == "kern.cu"
