@@ -33,10 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kernel",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="NAME",
-        help="only this kernel (repeatable)",
+        help="only these kernels (repeatable)",
     )
     parser.add_argument(
         "--out",

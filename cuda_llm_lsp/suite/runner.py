@@ -22,6 +22,7 @@ from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, Evaluator, Kern
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
 from cuda_llm_lsp.suite import floor
+from cuda_llm_lsp.suite.peaks import Peaks
 from cuda_llm_lsp.suite.report import KernelRow, SuiteReport
 
 SCENARIOS = ("Basic algebra", "LLM kernels", "Sparse", "Scientific")
@@ -251,7 +252,7 @@ class SuiteRunner:
         base = result.baseline_result
         if result.error and (base is None or base.status != "ok"):
             return None  # the plain bench reports the baseline's own problem
-        statuses = Counter(c.status for c in result.candidates)
+        statuses = Counter(str(c.status) for c in result.candidates)
         base_ms, base_spread = _timing_ms(base) if base is not None else (None, None)
         baseline_ms = result.baseline_ms or base_ms
         accepted = bool(result.accepted)
@@ -282,7 +283,7 @@ class SuiteRunner:
 
     # -- device-wide figures ----------------------------------------------------------------
 
-    def _peaks(self, notes: list[str]) -> object | None:
+    def _peaks(self, notes: list[str]) -> Peaks | None:
         from cuda_llm_lsp.suite import peaks
 
         self.on_progress(Progress(0, 0, "device peaks", "peaks"))
@@ -298,7 +299,7 @@ class SuiteRunner:
             notes.append(found.note)
         return found
 
-    def _with_floor(self, row: KernelRow, item: SuiteKernel, peaks: object | None) -> KernelRow:
+    def _with_floor(self, row: KernelRow, item: SuiteKernel, peaks: Peaks | None) -> KernelRow:
         spec = item.spec
         if spec is None or self.facts is None:
             return row
@@ -309,8 +310,8 @@ class SuiteRunner:
             spec,
             cases[-1],
             self.facts.copy_bandwidth_gbs,
-            getattr(peaks, "fp32_gflops", None),
-            getattr(peaks, "bf16_gflops", None),
+            peaks.fp32_gflops if peaks else None,
+            peaks.bf16_gflops if peaks else None,
         )
         return replace(
             row,
