@@ -267,7 +267,7 @@ class _Run:
         self.spec: TestSpec | None = None
         self.kernel: Kernel | None = None
         self.stop_reason: str | None = None
-        self.evaluating = False
+        self._gpu_calls = 0  # evaluator calls running or queued on the GPU thread
         self.pending: set[asyncio.Task[Any]] = set()
         # one thread for every evaluator call: calls never overlap, even after a cancel
         self.gpu = concurrent.futures.ThreadPoolExecutor(
@@ -292,11 +292,15 @@ class _Run:
 
     async def on_gpu(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
-        self.evaluating = True
+        self._gpu_calls += 1
         try:
             return await loop.run_in_executor(self.gpu, lambda: fn(*args, **kwargs))
         finally:
-            self.evaluating = False
+            self._gpu_calls -= 1
+
+    @property
+    def evaluating(self) -> bool:
+        return self._gpu_calls > 0
 
     async def recorded(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if self.history is None:

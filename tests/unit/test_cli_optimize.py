@@ -263,3 +263,73 @@ def test_live_table_redraws_in_place() -> None:
     assert "\x1b[" in text and "F\x1b[J" in text
     last = text.rsplit("\x1b[J", 1)[1]
     assert "writing" in last and "ok 2.00x" in last and "best: 2.00x" in last
+
+
+def test_record_with_an_endpoint_then_replay_without_it(workdir: Path) -> None:
+    from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
+
+    steps = [
+        {"text": kernel_reply(code), "match": f"candidate {i} of 3."}
+        for i, code in ((1, FAST), (2, BROKEN), (3, RENAMED))
+    ]
+    record = workdir / "recorded"
+    with ScriptedLlmServer(steps) as server:
+        live = cli(
+            workdir,
+            str(workdir / "saxpy.cu"),
+            "--kernel",
+            "saxpy",
+            "--rounds",
+            "1",
+            "--candidates",
+            "3",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--record",
+            str(record),
+            "--format",
+            "json",
+        )
+        assert len(server.chat_requests()) == 3
+    assert live.returncode == 0, live.stderr
+    assert len(list(record.glob("saxpy-r01-c0*.json"))) == 3
+    replayed = cli(
+        workdir,
+        str(workdir / "saxpy.cu"),
+        "--kernel",
+        "saxpy",
+        "--rounds",
+        "1",
+        "--candidates",
+        "3",
+        "--replay",
+        str(record),
+        "--format",
+        "json",
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout) == json.loads(live.stdout)
+
+
+def test_unreachable_endpoint_is_a_clear_error(workdir: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = cli(
+        workdir,
+        str(workdir / "saxpy.cu"),
+        "--kernel",
+        "saxpy",
+        "--rounds",
+        "2",
+        "--candidates",
+        "2",
+        "--base-url",
+        f"http://127.0.0.1:{port}/v1",
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert "cannot reach the endpoint" in done.stderr and "Traceback" not in done.stderr
