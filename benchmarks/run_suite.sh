@@ -6,7 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-benchmarks/results}"
-PY="${PYTHON:-python}"
+PY="${PYTHON:-python3}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # works without `pip install -e .`
 BUDGET="${SUITE_TIME_BUDGET:-0.5}"   # timing budget per timed kernel, seconds
 mkdir -p "$OUT"
 
