@@ -22,6 +22,7 @@ from cuda_llm_lsp.fsr.types import OptimizeConfig
 
 MAX_BACKOFF_S = 30.0
 MAX_RETRY_AFTER_S = 60.0
+MAX_CONNECTION_ATTEMPTS = 3  # a refused connection is rarely transient: give up sooner
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,7 @@ class OpenAiLlm:
         openai = self._openai
         attempts = max(0, self.config.max_retries) + 1
         last_error = "no attempt made"
+        connection_failures = 0
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
@@ -239,7 +241,8 @@ class OpenAiLlm:
                 )
             except openai.APIConnectionError:
                 last_error = f"cannot reach the endpoint {self.endpoint} (connection failed)"
-                if attempt + 1 == attempts:
+                connection_failures += 1
+                if attempt + 1 == attempts or connection_failures >= MAX_CONNECTION_ATTEMPTS:
                     return self._fatal(
                         f"{last_error}: is the server running? "
                         "Set OPENAI_BASE_URL / cudaLlm.baseUrl"
