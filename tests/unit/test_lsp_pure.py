@@ -1,0 +1,105 @@
+"""Pure helpers of the language server: position encodings, result texts, suggestion files."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.workspace.position_codec import PositionCodec
+
+from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.fsr.types import CandidateOutcome
+from cuda_llm_lsp.lsp.code_lens import resources_line
+from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position, to_range
+from cuda_llm_lsp.lsp.results import failure_hint, optimize_summary
+from cuda_llm_lsp.lsp.suggestions import Suggestion, write_files
+from cuda_llm_lsp.source.text import Point, Span
+
+TEXT = 'x = "😋"; k<<<1, 1>>>();\nsecond line'
+
+
+def test_positions_round_trip_in_every_encoding() -> None:
+    lines = split_lines(TEXT)
+    quote = TEXT.index('"', 5)  # the closing quote, after the emoji
+    for encoding, expected in (("utf-8", 9), ("utf-16", 7), ("utf-32", 6)):
+        codec = PositionCodec(encoding=types.PositionEncodingKind(encoding))
+        position = to_position(lines, Point(0, quote), codec)
+        assert position == types.Position(line=0, character=expected), encoding
+        assert to_point(lines, position, codec) == Point(0, quote)
+
+
+def test_positions_are_clamped_to_the_text() -> None:
+    codec = PositionCodec()
+    lines = split_lines(TEXT)
+    assert to_point(lines, types.Position(line=9, character=0), codec) == Point(1, 11)
+    assert to_point(lines, types.Position(line=1, character=99), codec) == Point(1, 11)
+    span = Span.of(1, 0, 1, 6)
+    assert to_range(lines, span, codec).end == types.Position(line=1, character=6)
+
+
+def test_resources_line() -> None:
+    assert resources_line("saxpy", Resources(24, 0, 0, 0, 0)) == (
+        "saxpy · 24 regs · 0 B spill · 0 B smem"
+    )
+    assert "no resource figures" in resources_line("k", None)
+
+
+def _outcome(status: str, message: str = "") -> CandidateOutcome:
+    return CandidateOutcome(1, 1, status, None, message, "")  # type: ignore[arg-type]
+
+
+def test_failure_hint_names_the_main_reasons() -> None:
+    hint = failure_hint(
+        [
+            _outcome("wrong_output", "case 2: y[17] expected 1, got 0"),
+            _outcome("wrong_output", "case 1"),
+            _outcome("compile_error", "line 3: error"),
+            _outcome("ok"),
+            _outcome("slower"),
+        ]
+    )
+    assert hint is not None and hint.startswith("Candidates failed: 2 wrong_output (case 2:")
+    assert "1 compile_error" in hint
+    assert failure_hint([_outcome("ok"), _outcome("slower")]) is None
+
+
+def test_optimize_summary() -> None:
+    text = optimize_summary(
+        "saxpy",
+        baseline_ms=0.12,
+        best_ms=0.06,
+        speedup=2.0,
+        cases_passed=4,
+        cases_total=4,
+        fraction_of_peak=0.71,
+        state="done",
+    )
+    assert text == (
+        "saxpy: baseline 0.120 ms → best 0.060 ms (2.00× faster) · 4/4 cases · "
+        "71% of copy peak · done"
+    )
+
+
+def test_suggestion_preview_files_are_read_only(tmp_path: Path) -> None:
+    suggestion = Suggestion(
+        uri="file:///tmp/a.cu",
+        kernel="saxpy",
+        original="__global__ void saxpy() {\n}",
+        suggested="__global__ void saxpy() {\n  // faster\n}",
+        speedup=2.1,
+        baseline_ms=1.0,
+        best_ms=0.47,
+        cases_passed=4,
+        cases_total=4,
+        message="2.10x faster",
+    )
+    assert suggestion.figures == "2.10× faster, 4/4 cases"
+    source, diff = write_files(suggestion, tmp_path)
+    again, _ = write_files(suggestion, tmp_path)  # rewriting a read-only preview works
+    assert again == source
+    assert "// faster" in source.read_text(encoding="utf-8")
+    assert "+  // faster" in diff.read_text(encoding="utf-8")
+    for path in (source, diff):
+        assert not os.stat(path).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
