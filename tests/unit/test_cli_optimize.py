@@ -333,3 +333,51 @@ def test_unreachable_endpoint_is_a_clear_error(workdir: Path) -> None:
     )
     assert done.returncode == 1 and done.stdout == ""
     assert "cannot reach the endpoint" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_planted_gpu_scenario_on_cpu(tmp_path: Path) -> None:
+    """The GPU test's scenario with recorded outcomes: routing, builds and statuses hold."""
+    import shutil
+
+    from tests.support.planted import CONVERGE
+    from tests.support.scripted_llm import ScriptedLlmServer
+
+    source = tmp_path / "converge.cu"
+    shutil.copy(CONVERGE.file, source)
+    outcomes = {
+        "baseline": {"ms": 0.3},
+        "candidates": [
+            {"contains": "variant: triple", "status": "wrong_output", "message": "y[0]: 3 vs 2"},
+            {"contains": "variant: slow", "status": "ok", "ms": 1.2},
+            {"contains": "variant: good", "status": "ok", "ms": 0.03},
+            {
+                "contains": "variant: short",
+                "status": "unwritten_output",
+                "message": "y[0] unwritten",
+            },
+            {"contains": "variant: past", "status": "out_of_bounds", "message": "y[1] written"},
+        ],
+    }
+    (tmp_path / "outcomes.json").write_text(json.dumps(outcomes))
+    with ScriptedLlmServer(CONVERGE.steps()) as server:
+        done = cli(
+            tmp_path,
+            str(source),
+            "--kernel",
+            "converge",
+            "--rounds",
+            "2",
+            "--candidates",
+            "4",
+            "--base-url",
+            server.base_url,
+            "--format",
+            "json",
+            "--write",
+        )
+        assert len(server.chat_requests()) == 8
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert CONVERGE.mismatches(result["candidates"]) == []
+    assert result["accepted"] and CONVERGE.winner in result["best_source"]
+    assert CONVERGE.winner in source.read_text()
