@@ -191,6 +191,8 @@ class OpenAiLlm:
             max_retries=0,
         )
         self._semaphore = asyncio.Semaphore(max(1, config.concurrency))
+        self._completion_tokens_param = False  # True once the model refused `max_tokens`
+        self._send_temperature = True
         self._backoff_base_s = backoff_base_s
 
     @property
@@ -210,14 +212,15 @@ class OpenAiLlm:
         attempts = max(0, self.config.max_retries) + 1
         last_error = "no attempt made"
         connection_failures = 0
-        for attempt in range(attempts):
+        adaptations = 0
+        attempt = 0
+        while attempt < attempts:
             retry_after: float | None = None
             try:
                 response = await self._client.chat.completions.create(
                     model=self.model,
                     messages=list(prompt.messages),  # type: ignore[arg-type]
-                    temperature=self.config.temperature,
-                    max_tokens=self.config.max_output_tokens,
+                    **self._sampling(),
                 )
             except openai.AuthenticationError:
                 hint = " (OPENAI_API_KEY is not set)" if self._key_missing else ""
@@ -249,6 +252,9 @@ class OpenAiLlm:
                     )
             except openai.APIStatusError as exc:
                 status = exc.status_code
+                if status == 400 and adaptations < 2 and self._adapt(exc):
+                    adaptations += 1
+                    continue  # the same attempt, with parameters this model accepts
                 if status < 500:
                     return LlmReply(
                         text="",
@@ -265,7 +271,29 @@ class OpenAiLlm:
                 return self._reply(prompt, response)
             if attempt + 1 < attempts:
                 await asyncio.sleep(backoff_s(attempt, retry_after, self._backoff_base_s))
+            attempt += 1
         return LlmReply(text="", code=None, error=last_error)
+
+    def _sampling(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if self._send_temperature:
+            params["temperature"] = self.config.temperature
+        if self._completion_tokens_param:
+            params["max_completion_tokens"] = self.config.max_output_tokens
+        else:
+            params["max_tokens"] = self.config.max_output_tokens
+        return params
+
+    def _adapt(self, exc: Exception) -> bool:
+        """Newer OpenAI models refuse `max_tokens` or a temperature: switch and say so."""
+        message = str(getattr(exc, "message", "") or exc)
+        if "max_tokens" in message and not self._completion_tokens_param:
+            self._completion_tokens_param = True
+            return True
+        if "temperature" in message and self._send_temperature:
+            self._send_temperature = False
+            return True
+        return False
 
     def _fatal(self, message: str) -> LlmReply:
         return LlmReply(text="", code=None, error=message, fatal=True)

@@ -253,3 +253,28 @@ def test_backoff_grows_and_is_bounded() -> None:
     assert backoff_s(0, 1.5) >= 1.5
     waits = [backoff_s(n, None, base=1.0) for n in range(12)]
     assert waits[3] >= 4.0 and max(waits) <= 30.0
+
+
+async def test_models_refusing_max_tokens_and_temperature_are_adapted_to(
+    scripted_llm: ScriptedLlmServer,
+) -> None:
+    scripted_llm.add(
+        error(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+        ),
+        error(400, "Unsupported value: 'temperature' does not support 0.8 with this model."),
+        reply(kernel_reply(KERNEL)),
+        reply(kernel_reply(KERNEL)),
+    )
+    llm = client(scripted_llm)
+    first = await llm.complete(prompt(1))
+    second = await llm.complete(prompt(2))
+    await llm.close()
+    assert first.code is not None and second.code is not None
+    bodies = [r["body"] for r in scripted_llm.chat_requests()]
+    assert len(bodies) == 4
+    assert "max_tokens" in bodies[0] and "temperature" in bodies[0]
+    assert "max_completion_tokens" in bodies[2] and "max_tokens" not in bodies[2]
+    assert "temperature" not in bodies[2] and "temperature" not in bodies[3]
