@@ -75,10 +75,13 @@ def precision(spec: TestSpec) -> Literal["bf16", "fp32"]:
 
 
 def dtype_label(spec: TestSpec) -> str:
-    """The kernel's data type for the report: the first pointer argument's element type."""
+    """The kernel's data type for the report: its 16-bit float type if any, else its first
+    floating-point buffer's type, else its first buffer's (index arrays do not count)."""
     pointer = [a.dtype for a in spec.args if a.is_pointer and a.dtype]
-    if any(d in ("bfloat16", "float16") for d in pointer):
-        return next(d for d in pointer if d in ("bfloat16", "float16"))
+    for group in (("bfloat16", "float16"), ("float32", "float64")):
+        found = [d for d in pointer if d in group]
+        if found:
+            return found[0]
     return pointer[0] if pointer else "-"
 
 

@@ -141,7 +141,7 @@ def markdown_table(rows: Sequence[KernelRow], optimize: bool = False) -> str:
         vendor = (
             f"{r.vendor_ratio:.2f} ({r.vendor} {_ms(r.vendor_ms)} ms)"
             if r.vendor_ratio is not None
-            else (f"– ({r.vendor_note})" if r.vendor_note else "–")
+            else ("n/a¹" if r.vendor_note else "–")
         )
         lines.append(
             "| "
@@ -216,9 +216,15 @@ def markdown(report: SuiteReport, chart_name: str | None = "chart.png") -> str:
         parts.extend(f"- `{r.kernel}` ({r.file}): {r.status}: {_cell(r.message)[:400]}"
                      for r in failing)  # fmt: skip
         parts.append("")
-    if report.notes:
+    vendor_notes: dict[str, list[str]] = {}
+    for r in rows:
+        if r.vendor_note and r.vendor_ms is None:
+            vendor_notes.setdefault(r.vendor_note, []).append(r.kernel)
+    if report.notes or vendor_notes:
         parts.append("## Notes\n")
         parts.extend(f"- {n}" for n in report.notes)
+        parts.extend(f"- ¹ no vendor timing for {', '.join(ks)}: {_cell(note)}"
+                     for note, ks in vendor_notes.items())  # fmt: skip
         parts.append("")
     return "\n".join(p for p in parts if p is not None) + "\n"
 
