@@ -231,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
         evaluator.device_facts()
     except NoGpuError as exc:
         return _fail(f"no CUDA GPU: {exc}", EXIT_NO_GPU, as_json, args.kernel)
+    except ImportError as exc:
+        return _fail(f"cannot load the GPU evaluator: {exc}", EXIT_NO_GPU, as_json, args.kernel)
     except (ValueError, RecordingError) as exc:
         return _fail(str(exc), EXIT_USAGE, as_json, args.kernel)
     try:

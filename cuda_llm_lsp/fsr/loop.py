@@ -371,16 +371,19 @@ class _Run:
                 f"so candidates can be checked. A draft to review:\n{draft.rstrip()}"
             )
         self.spec = spec
-        built = await asyncio.to_thread(
-            functools.partial(
-                self.toolchain.build,
-                request.file_text,
-                request.path,
-                request.kernel,
-                request.settings,
-                instance=spec.instance,
+        try:
+            built = await asyncio.to_thread(
+                functools.partial(
+                    self.toolchain.build,
+                    request.file_text,
+                    request.path,
+                    request.kernel,
+                    request.settings,
+                    instance=spec.instance,
+                )
             )
-        )
+        except Exception as exc:  # NVRTC missing, a broken toolkit...
+            return self.error(f"cannot build the original {request.kernel}: {exc}")
         if not isinstance(built, KernelBinary):
             return self.error(f"the original {request.kernel} does not build: {built.message}")
         self.baseline_binary = dataclasses.replace(
@@ -459,15 +462,20 @@ class _Run:
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
         self.emit(CandidateStage(slot.round, slot.index, "generated"))
         source = clean_candidate(reply.code, self.request.file_text)
-        built = await asyncio.to_thread(
-            self.toolchain.build,
-            self.request.file_text,
-            self.request.path,
-            self.request.kernel,
-            self.request.settings,
-            kernel_source=source,
-            instance=self.spec.instance if self.spec else None,
-        )
+        try:
+            built = await asyncio.to_thread(
+                self.toolchain.build,
+                self.request.file_text,
+                self.request.path,
+                self.request.kernel,
+                self.request.settings,
+                kernel_source=source,
+                instance=self.spec.instance if self.spec else None,
+            )
+        except Exception as exc:
+            log.exception("building candidate %d.%d failed", slot.round, slot.index)
+            message = f"the build failed: {exc}"
+            return self.outcome(slot, "compile_error", message, source=source, tokens=reply.tokens)
         if not isinstance(built, KernelBinary):
             return self.outcome(
                 slot, built.status, built.message, source=source, tokens=reply.tokens

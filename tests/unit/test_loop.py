@@ -403,3 +403,27 @@ async def test_cancelling_the_task_stops_everything_and_is_recorded(tmp_path: An
     assert time.monotonic() - started < 1.0 and llm.cancelled == 2
     [record] = history.runs()
     assert record.cancelled and record.outcome == "interrupted; nothing was applied"
+
+
+class _CrashingBuild(FakeToolchain):
+    def __init__(self, crash_original: bool) -> None:
+        super().__init__()
+        self.crash_original = crash_original
+
+    def build(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("kernel_source") is None and not self.crash_original:
+            return super().build(*args, **kwargs)
+        raise RuntimeError("libnvrtc.so: cannot open shared object file")
+
+
+async def test_a_build_that_raises_is_a_clear_error() -> None:
+    result = await run(FakeLlm(), evaluator(), toolchain=_CrashingBuild(crash_original=True))
+    assert result.error is not None and "cannot build the original saxpy: libnvrtc" in result.error
+    result = await run(
+        FakeLlm(default=saxpy_candidate("x")),
+        evaluator(),
+        candidates=1,
+        toolchain=_CrashingBuild(crash_original=False),
+    )
+    assert statuses(result) == {1: "compile_error"}
+    assert "the build failed: libnvrtc" in result.candidates[0].message
