@@ -122,7 +122,7 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
             code="size",
         )  # fmt: skip
         unknown = tuple(KernelInfo(k, None, None, s) for k, s in zip(kernels, specs, strict=True))
-        ordered = tuple(sorted({*diagnostics, too_big}, key=_position))
+        ordered = tuple(sorted(dict.fromkeys([*diagnostics, too_big]), key=_position))
         return FileAnalysis(path, text, unknown, None, ordered)
     result = compile_cached(unit, compile_options(settings), flat)
     diagnostics.extend(_place(d, kernels, result) for d in result.diagnostics)
@@ -142,7 +142,7 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
                     f"{kernel.name}: resources unknown",
                 )
             )
-    ordered = tuple(sorted(set(diagnostics), key=_position))
+    ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
     return FileAnalysis(path, text, tuple(infos), result, ordered)
 
 
@@ -191,5 +191,5 @@ def _place(d: Diagnostic, kernels: list[Kernel], result: CompileResult) -> Diagn
     return d
 
 
-def _position(d: Diagnostic) -> tuple[int, int, int, str]:
-    return (d.line, d.column, 0 if d.severity == "error" else 1, d.message)
+def _position(d: Diagnostic) -> tuple[int, int, int]:
+    return (d.line, d.column, 0 if d.severity == "error" else 1)  # stable: log order kept

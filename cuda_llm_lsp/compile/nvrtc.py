@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cuda_llm_lsp.compile import headers as std_headers
@@ -28,7 +28,10 @@ from cuda_llm_lsp.compile.types import (
 )
 from cuda_llm_lsp.source.device_unit import DeviceUnit
 
-NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
+NAME_MAP_FILE = "__nv_name_map"
+MAX_PER_INCLUDE = (
+    10  # header messages shown on one #include line  # where NVRTC reports bad name expressions
+)
 BASE_FLAGS = (
     "-std=c++17",  # nvcc's default dialect with a current host compiler
     "-Xptxas=-v",  # per-kernel registers, spills, shared memory, stack
@@ -201,7 +204,7 @@ def _cubin(nvrtc: Any, prog: Any) -> bytes | None:
 
 _HEAD = re.compile(
     r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>catastrophic error|fatal error|error|warning"
-    r"|remark)(?: #(?P<code>\w+(?:-\w)?))?: (?P<message>.*)$"
+    r"|remark|note)(?: #(?P<code>\w+(?:-\w)?))?: (?P<message>.*)$"
 )
 _CARET = re.compile(r"^[ \t]*\^[ \t]*$")
 _PTXAS_PROBLEM = re.compile(r"^ptxas (?P<kind>error|warning|fatal)\s*: (?P<message>.*)$")
@@ -214,6 +217,7 @@ _SEVERITY: dict[str, Severity] = {
     "fatal": "error",
     "warning": "warning",
     "remark": "information",
+    "note": "information",
 }
 
 
@@ -248,22 +252,23 @@ def parse_log(
             source_lines[row] if source_lines is not None and 0 <= row < len(source_lines) else None
         )
         caret: int | None = None
+        before: list[str] = []  # continuation lines, then the echoed source line
         context: list[str] = []
-        while i < len(lines) and lines[i].strip():
+        while i < len(lines) and lines[i].strip() and not _HEAD.match(lines[i]):
             current = lines[i]
-            if _CARET.match(current):
+            if caret is None and _CARET.match(current):
                 caret = current.index("^") - 2
-            elif (
-                source is not None
-                and current.rstrip() == ("  " + source).rstrip()
-                and caret is None
-            ):
-                pass  # the echoed source line
-            elif caret is None and not context:
-                message += " " + current.strip()  # continuation of the message
+                if before:
+                    before.pop()  # the line above the caret echoes the source
+            elif caret is None:
+                before.append(current)
             else:
-                context.append(current.strip())
+                context.append(current.strip())  # "detected during instantiation of ..."
             i += 1
+        echoed = source is not None and bool(before)
+        if caret is None and echoed and before[-1].rstrip() == ("  " + str(source)).rstrip():
+            before.pop()
+        message = " ".join([message, *(b.strip() for b in before)])
         if context:
             message += " (" + "; ".join(context) + ")"
         out.append(_diagnostic(head, file, message, row, source, caret, unit))
@@ -293,10 +298,20 @@ def _diagnostic(
         end = _token_end(source, column) if source is not None else column
         return Diagnostic(row + 1, column + 1, row + 1, end + 1, severity, message, code)
     include_row, span = _include_site(file, unit)
-    where = f'in included file "{file}" line {row + 1}: {message}'
+    where = f'in included file "{_display_name(file)}" line {row + 1}: {message}'
     return Diagnostic(
         include_row + 1, span[0] + 1, include_row + 1, span[1] + 1, severity, where, code
     )
+
+
+def _display_name(file: str) -> str:
+    """Toolkit and stand-in headers by their include name (`<cuda_fp16.h>`), not a venv path."""
+    normalized = file.replace("\\", "/")
+    for directory in (str(std_headers.STUB_DIR), *std_headers.toolkit_include_dirs()):
+        prefix = directory.replace("\\", "/").rstrip("/") + "/"
+        if normalized.startswith(prefix):
+            return f"<{normalized[len(prefix) :]}>"
+    return file
 
 
 def _include_site(file: str, unit: DeviceUnit) -> tuple[int, tuple[int, int]]:
@@ -354,13 +369,25 @@ def _other_problem(line: str, symbols: dict[str, str]) -> Diagnostic | None:
 
 
 def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Drop repeats; at most MAX_PER_INCLUDE header messages on one `#include` line."""
     seen: set[tuple[object, ...]] = set()
+    per_include: dict[int, int] = {}
+    hidden: dict[int, Diagnostic] = {}
     out: list[Diagnostic] = []
     for d in diagnostics:
         key = (d.line, d.column, d.severity, d.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(d)
+        if key in seen:
+            continue
+        seen.add(key)
+        if d.message.startswith("in included file "):
+            per_include[d.line] = per_include.get(d.line, 0) + 1
+            if per_include[d.line] > MAX_PER_INCLUDE:
+                hidden.setdefault(d.line, d)
+                continue
+        out.append(d)
+    for line, first in hidden.items():
+        more = per_include[line] - MAX_PER_INCLUDE
+        out.append(replace(first, message=f"... and {more} more in included files (see the log)"))
     return sorted(out, key=lambda d: (d.line, d.column, d.severity != "error"))
 
 

@@ -220,3 +220,44 @@ def test_defines_and_extra_flags_reach_nvrtc() -> None:
     assert not missing.ok
     defined = compile_unit(unit, CompileOptions(arch="sm_90", defines=("SCALE=2.0f",)), ("k",))
     assert defined.ok and defined.diagnostics == ()
+
+
+def test_continuation_lines_join_the_message_and_notes_are_information() -> None:
+    source = (
+        "__device__ void f(int a) {}\n"
+        "__device__ void f(float a) {}\n"
+        '__global__ void k() {\n  f("x");\n}\n'
+    )
+    result = compile_text(source)
+    error = next(d for d in result.diagnostics if d.severity == "error")
+    assert error.line == 4 and (error.column, error.end_column) == (3, 4)
+    assert error.message == (
+        'no instance of overloaded function "f" matches the argument list '
+        "argument types are: (const char [2])"
+    )
+    notes = [d for d in result.diagnostics if d.severity == "information"]
+    assert {d.line for d in notes} == {1, 2} and all(d.code == "3326-D" for d in notes)
+
+
+def test_toolkit_header_errors_named_by_include_and_capped(tmp_path: Path) -> None:
+    source = "#define __half int\n#include <cuda_fp16.h>\n__global__ void k(float* x) {}\n"
+    result = compile_text(source, ("k",), tmp_path / "k.cu")
+    assert not result.ok
+    assert {d.line for d in result.diagnostics} == {2}
+    assert len(result.diagnostics) <= nvrtc_module.MAX_PER_INCLUDE + 1
+    assert result.diagnostics[0].message.startswith('in included file "<cuda_fp16.h')
+    assert "site-packages" not in "".join(d.message for d in result.diagnostics)
+    assert result.diagnostics[-1].message.startswith("... and ")
+
+
+def test_compiles_from_many_threads_at_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> int:
+        text = f"__global__ void k{i}(float* x) {{ x[0] = {i}; }}\n"
+        result = compile_text(text, (f"k{i}",))
+        assert result.ok, result.log
+        return result.resources[f"k{i}"].registers
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(r > 0 for r in pool.map(one, range(12)))
