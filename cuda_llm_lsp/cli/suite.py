@@ -101,6 +101,9 @@ class _ProgressView:
             else:
                 print(text, file=out, flush=True)  # type: ignore[call-overload]
             return
+        if p.stage.startswith("candidate") and not self.tty:
+            print(f"  {p.kernel} {p.stage}", file=out, flush=True)  # type: ignore[call-overload]
+            return
         if self.tty:
             width = 30
             filled = int(width * (p.index - 1) / max(p.total, 1))

@@ -59,7 +59,7 @@ class Progress:
     index: int  # 1-based
     total: int
     kernel: str
-    stage: str  # "bench", "optimize", "done", "vendor", "peaks"
+    stage: str  # "bench", "optimize", "candidate r1c2: ok, 0.2 ms", "done", "vendor", "peaks"
     row: KernelRow | None = None
 
 
@@ -187,7 +187,7 @@ class SuiteRunner:
                 recording = replay_dir_for(self.options.replay_dir, item.kernel.name)
             if self.options.replay_dir is None or recording is not None:
                 self.on_progress(Progress(index, total, item.kernel.name, "optimize"))
-                optimized = self._optimize(item, row, recording)
+                optimized = self._optimize(item, row, recording, index, total)
                 if optimized is not None:
                     return optimized
         return self._bench(item, row)
@@ -222,12 +222,22 @@ class SuiteRunner:
         )
 
     def _optimize(
-        self, item: SuiteKernel, row: KernelRow, recording: tuple[Path, int, int] | None
+        self,
+        item: SuiteKernel,
+        row: KernelRow,
+        recording: tuple[Path, int, int] | None,
+        index: int = 0,
+        total: int = 0,
     ) -> KernelRow | None:
         """The FSR loop's row; None when the loop could not even measure the baseline."""
         from cuda_llm_lsp.fsr.llm import make_llm
         from cuda_llm_lsp.fsr.loop import optimize
-        from cuda_llm_lsp.fsr.types import OptimizeRequest, OptimizeResult, config_from_settings
+        from cuda_llm_lsp.fsr.types import (
+            CandidateEvaluated,
+            OptimizeRequest,
+            OptimizeResult,
+            config_from_settings,
+        )
 
         opts = self.options
         overrides: dict[str, object] = {"sanitize_winner": opts.sanitize, "profile": False}
@@ -241,10 +251,19 @@ class SuiteRunner:
         request = OptimizeRequest(file_text=item.text, kernel=item.kernel.name, path=item.path,
                                   settings=opts.settings)  # fmt: skip
 
+        name = item.kernel.name
+
+        def on_event(event: object) -> None:
+            if isinstance(event, CandidateEvaluated):
+                o = event.outcome
+                ms = f", {o.ms:.4g} ms" if o.ms else ""
+                stage = f"candidate r{o.round}c{o.index}: {o.status}{ms}"
+                self.on_progress(Progress(index, total, name, stage))
+
         async def go() -> OptimizeResult:
             llm = make_llm(config)
             try:
-                return await optimize(request, config, self.evaluator, llm)
+                return await optimize(request, config, self.evaluator, llm, on_event=on_event)
             finally:
                 await llm.close()
 
