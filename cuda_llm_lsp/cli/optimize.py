@@ -126,8 +126,12 @@ class Display:
             if not self.live:
                 self._line(f"  {o.round}.{o.index} {self._plain(o)}")
         elif isinstance(event, RunFinished):
-            if self.live:
-                self._redraw(final=True)
+            if self.live and self._drawn:
+                self._redraw()
+                for o in event.result.candidates:  # the table has no room for the reasons
+                    if o.status not in ("ok", "slower") and o.message.strip():
+                        reason = o.message.strip().splitlines()[0][:160]
+                        print(f"  {o.round}.{o.index} {o.status}: {reason}", file=self.stream)
             return
         if self.live:
             self._redraw()
@@ -149,7 +153,7 @@ class Display:
             return
         print(text, file=self.stream, flush=True)
 
-    def _redraw(self, final: bool = False) -> None:
+    def _redraw(self) -> None:
         width = 14
         lines = [self.header]
         lines.append(
