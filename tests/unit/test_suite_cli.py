@@ -95,3 +95,26 @@ def test_no_gpu_exits_3(tmp_path: Path) -> None:
                  recorded=False)  # fmt: skip
     assert proc.returncode == 3 and "no CUDA GPU" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_broken_kernel_does_not_stop_the_others(tmp_path: Path) -> None:
+    suite_dir = tmp_path / "mine"
+    suite_dir.mkdir()
+    good = (SUITE / "gelu.cu").read_text()
+    (suite_dir / "gelu.cu").write_text(good)
+    bad = good.replace('args.n = "n"', 'args.n = "m"', 1)  # unknown size name in gelu_f32
+    (suite_dir / "broken.cu").write_text(bad.replace("gelu_f32", "broken_f32")
+                                         .replace("gelu_bf16", "broken_bf16"))  # fmt: skip
+    (suite_dir / "nospec.cu").write_text(
+        'extern "C" __global__ void lonely(float* p) { p[0] = 1.0f; }\n'
+    )
+    out = tmp_path / "report"
+    proc = suite(tmp_path, str(suite_dir), "--out", str(out), "--no-vendor")
+    assert proc.returncode == 1, proc.stderr
+    rows = {r["kernel"]: r for r in json.loads((out / "report.json").read_text())["kernels"]}
+    assert rows["broken_f32"]["status"] == "spec_error" and "'m'" in rows["broken_f32"]["message"]
+    assert rows["lonely"]["status"] == "skipped"
+    assert rows["gelu_f32"]["correct"] and rows["gelu_bf16"]["correct"]
+    assert rows["broken_bf16"]["correct"]
+    md = (out / "report.md").read_text()
+    assert "## Problems" in md and "`broken_f32`" in md
