@@ -102,13 +102,21 @@ def run_one(
         summary["error"] = "optimize printed no JSON"
         return summary
     mismatches = planted.mismatches(result["candidates"])
-    found = bool(result["accepted"]) and planted.winner in (result["best_source"] or "")
+    found = bool(result["accepted"]) and planted.won(result["best_source"])
     summary.update(
         baseline_ms=result["baseline_ms"],
         best_ms=result["best_ms"],
         speedup=result["speedup"],
         accepted=result["accepted"],
         winner_found=found,
+        winner=next(
+            (
+                m
+                for m in (planted.winner, *planted.also_winning)
+                if m in (result["best_source"] or "")
+            ),
+            None,
+        ),
         status_mismatches=mismatches,
         statuses={f"{c['round']}.{c['index']}": c["status"] for c in result["candidates"]},
     )

@@ -46,6 +46,7 @@ def _bench_ms(path: Path, kernel: str, env: dict[str, str]) -> float:
     return float(report["median_ms"])
 
 
+@pytest.mark.timeout(900)
 def test_planted_candidates_end_to_end(server: ScriptedLlmServer, tmp_path: Path) -> None:
     source = tmp_path / CONVERGE.file.name
     shutil.copy(CONVERGE.file, source)

@@ -32,6 +32,7 @@ class PlantedRun:
     candidates: int
     planted: tuple[Planted, ...]
     winner: str  # a marker in the source of the candidate that must win
+    also_winning: tuple[str, ...] = ()  # markers of other planted faster kernels
 
     def steps(self) -> list[dict[str, Any]]:
         """Steps for `ScriptedLlmServer`: each routed to its (round, candidate)."""
@@ -42,6 +43,12 @@ class PlantedRun:
             }
             for p in self.planted
         ]
+
+    def won(self, best_source: str | None) -> bool:
+        """Whether `best_source` is one of the planted faster kernels."""
+        return bool(best_source) and any(
+            marker in (best_source or "") for marker in (self.winner, *self.also_winning)
+        )
 
     def expected(self) -> dict[tuple[int, int], str]:
         return {(p.round, p.index): p.status for p in self.planted}
@@ -157,6 +164,7 @@ REDUCTION = PlantedRun(
     rounds=1,
     candidates=4,
     winner="variant: grouped",
+    also_winning=("variant: shuffled",),
     planted=(
         Planted(
             1,
