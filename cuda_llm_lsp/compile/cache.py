@@ -9,6 +9,7 @@ entry is a miss, never an error. `CUDA_LLM_CACHE_DIR` overrides the platformdirs
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ import platformdirs
 
 from cuda_llm_lsp import __version__
 from cuda_llm_lsp.compile import headers as std_headers
+from cuda_llm_lsp.compile import nvrtc
 from cuda_llm_lsp.compile.nvrtc import build_flags, compile_unit, nvrtc_version
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
 from cuda_llm_lsp.source.device_unit import DeviceUnit
@@ -45,6 +47,7 @@ def cache_key(unit: DeviceUnit, options: CompileOptions, name_expressions: Seque
         __version__,
         nvrtc_version(),
         std_headers.stub_fingerprint(),
+        _code_fingerprint(),
         unit.name,
         unit.text,
         sorted(unit.headers.items()),
@@ -54,6 +57,12 @@ def cache_key(unit: DeviceUnit, options: CompileOptions, name_expressions: Seque
     ]
     digest.update(json.dumps(parts, default=str).encode("utf-8", errors="surrogatepass"))
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _code_fingerprint() -> str:
+    """The log parser's source: a changed parser must not serve diagnostics parsed by the old."""
+    return hashlib.sha256(Path(nvrtc.__file__).read_bytes()).hexdigest()[:16]
 
 
 class CompileCache:

@@ -245,7 +245,7 @@ def parse_log(
             while i < len(lines) and lines[i].strip():
                 i += 1
             continue
-        message = head.group("message").strip()
+        message = _name_stand_ins(head.group("message").strip())
         source_lines = _source_of(file, unit, main_lines)
         row = int(head.group("line")) - 1
         source = (
@@ -302,6 +302,15 @@ def _diagnostic(
     return Diagnostic(
         include_row + 1, span[0] + 1, include_row + 1, span[1] + 1, severity, where, code
     )
+
+
+def _name_stand_ins(message: str) -> str:
+    """Name our prelude for what it stands for where EDG mentions it (macro redefinitions)."""
+    prelude = std_headers.PRELUDE
+    if prelude not in message:
+        return message
+    message = message.replace(str(std_headers.STUB_DIR / prelude), prelude)
+    return message.replace(prelude, "cuda-llm's stand-in for nvcc's implicit <math.h>")
 
 
 def _display_name(file: str) -> str:
