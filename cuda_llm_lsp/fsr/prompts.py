@@ -134,7 +134,12 @@ def file_context(text: str, kernel: Kernel, others: Sequence[Kernel] = ()) -> Fi
         if "__global__" in head:
             continue
         end = _matching_brace(code, match.end() - 1)
-        helpers.append(text[match.start() : end + 1].strip())
+        start = match.start()
+        before = code[:start].rstrip()
+        previous = before[before.rfind("\n") + 1 :]
+        if re.fullmatch(r"\s*template\s*<[^;{}]*>\s*", previous):  # `template <...>` line above
+            start = len(before) - len(previous)
+        helpers.append(text[start : end + 1].strip())
     launch_sites: list[str] = []
     for number, line in enumerate(code_lines):
         if re.search(rf"\b{re.escape(kernel.name)}\b\s*(<[^<>]*>)?\s*<<<", line):

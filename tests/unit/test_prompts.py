@@ -260,3 +260,15 @@ def test_profile_is_skipped_cleanly_without_ncu(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(profile, "ncu_path", lambda: None)
     binary = KernelBinary("saxpy", "saxpy", b"", "sm_90")
     assert profile.profile_summary(binary, saxpy_spec(), None) is None
+
+
+def test_template_helpers_keep_their_template_line() -> None:
+    text = (
+        "template <typename T>\n__device__ T twice(T v) { return v + v; }\n\n"
+        "template <typename T, int B>\n__global__ void k(T* p) { p[0] = twice(p[0]); }\n\n"
+        "void launch(float* p) { k<float, 128><<<1, 128>>>(p); }\n"
+    )
+    [kernel] = find_kernels(text)
+    context = prompts.file_context(text, kernel)
+    assert context.helpers == ("template <typename T>\n__device__ T twice(T v) { return v + v; }",)
+    assert context.launch_sites and "k<float, 128><<<1, 128>>>(p);" in context.launch_sites[0]
