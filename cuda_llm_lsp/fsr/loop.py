@@ -206,9 +206,18 @@ def top_correct(outcomes: list[CandidateOutcome], k: int) -> list[CandidateOutco
     return best
 
 
+def _squashed(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
 def clean_candidate(code: str, file_text: str) -> str:
-    """The candidate as it replaces the kernel: no spec block, no includes the file has."""
+    """The candidate as it replaces the kernel: no spec block, and none of the includes or
+    `__device__` helpers the file already has (models often repeat them: a redefinition)."""
     code = re.sub(r"\A\s*/\*\s*@cuda-llm.*?\*/\s*", "", code, flags=re.DOTALL)
+    known = {_squashed(file_text[s:e]) for s, e in prompts.helper_spans(file_text)}
+    for start, end in reversed(prompts.helper_spans(code)):
+        if _squashed(code[start:end]) in known:
+            code = code[:start] + code[end:]
     file_includes = {
         re.sub(r"\s+", "", line)
         for line in file_text.splitlines()

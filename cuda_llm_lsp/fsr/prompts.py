@@ -109,6 +109,23 @@ def _matching_brace(code: str, open_at: int) -> int:
     return len(code) - 1
 
 
+def helper_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) offsets of the `__device__` function definitions in `text`."""
+    code = _strip_comments(text)
+    spans: list[tuple[int, int]] = []
+    for match in re.finditer(r"(?m)^[^\n;{}]*\b__device__\b[^;{}]*\)[^;{}]*\{", code):
+        if "__global__" in code[match.start() : match.end()]:
+            continue
+        end = _matching_brace(code, match.end() - 1)
+        start = match.start()
+        before = code[:start].rstrip()
+        previous = before[before.rfind("\n") + 1 :]
+        if re.fullmatch(r"\s*template\s*<[^;{}]*>\s*", previous):  # `template <...>` line above
+            start = len(before) - len(previous)
+        spans.append((start, end + 1))
+    return spans
+
+
 def file_context(text: str, kernel: Kernel, others: Sequence[Kernel] = ()) -> FileContext:
     """Includes, defines, `__device__` helpers and launch sites of `kernel` in `text`."""
     code = _strip_comments(text)
@@ -128,18 +145,7 @@ def file_context(text: str, kernel: Kernel, others: Sequence[Kernel] = ()) -> Fi
                 i += 1
             defines.append("\n".join(lines[start : i + 1]).strip())
         i += 1
-    helpers: list[str] = []
-    for match in re.finditer(r"(?m)^[^\n;{}]*\b__device__\b[^;{}]*\)[^;{}]*\{", code):
-        head = code[match.start() : match.end()]
-        if "__global__" in head:
-            continue
-        end = _matching_brace(code, match.end() - 1)
-        start = match.start()
-        before = code[:start].rstrip()
-        previous = before[before.rfind("\n") + 1 :]
-        if re.fullmatch(r"\s*template\s*<[^;{}]*>\s*", previous):  # `template <...>` line above
-            start = len(before) - len(previous)
-        helpers.append(text[start : end + 1].strip())
+    helpers = [text[start:end].strip() for start, end in helper_spans(text)]
     launch_sites: list[str] = []
     for number, line in enumerate(code_lines):
         if re.search(rf"\b{re.escape(kernel.name)}\b\s*(<[^<>]*>)?\s*<<<", line):

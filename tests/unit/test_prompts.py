@@ -272,3 +272,14 @@ def test_template_helpers_keep_their_template_line() -> None:
     context = prompts.file_context(text, kernel)
     assert context.helpers == ("template <typename T>\n__device__ T twice(T v) { return v + v; }",)
     assert context.launch_sites and "k<float, 128><<<1, 128>>>(p);" in context.launch_sites[0]
+
+
+def test_clean_candidate_drops_repeated_helpers_but_keeps_new_ones() -> None:
+    code = (
+        "__device__ float scale(float a,  float x) { return a * x; }\n\n"
+        "__device__ float twice(float v) { return v + v; }\n\n" + saxpy_candidate("x")
+    )
+    cleaned = clean_candidate(code, SAXPY_FILE)
+    assert "scale(float a" not in cleaned  # the file's own helper: would be a redefinition
+    assert "__device__ float twice(float v)" in cleaned
+    assert "variant: x" in cleaned
