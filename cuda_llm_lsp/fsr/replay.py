@@ -24,6 +24,11 @@ def _stem(kernel: str, round_: int, index: int) -> str:
     return f"{safe}-r{round_:02d}-c{index:02d}"
 
 
+def record_stem(kernel: str, round_: int, index: int) -> str:
+    """The start of a record's file name: `<kernel>-rNN-cNN` (the rest is `-<anything>.json`)."""
+    return _stem(kernel, round_, index)
+
+
 def prompt_hash(prompt: Prompt) -> str:
     return hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()[:12]
 
