@@ -261,3 +261,15 @@ def test_compiles_from_many_threads_at_once() -> None:
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert all(r > 0 for r in pool.map(one, range(12)))
+
+
+def test_stand_ins_work_without_cccl(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_llm_lsp.compile import headers
+
+    cudart_only = tuple(d for d in headers.toolkit_include_dirs() if not d.endswith("cccl"))
+    assert cudart_only
+    monkeypatch.setattr(headers, "toolkit_include_dirs", lambda: cudart_only)
+    flags = nvrtc_module.build_flags(build_device_unit(""), OPTIONS)
+    assert not any(f.endswith("cccl") for f in flags)
+    result = compile_text(REALISTIC, ("mix",))
+    assert result.diagnostics == () and result.ok

@@ -1,3 +1,2 @@
-/* cuda-llm-lsp stand-in for <assert.h>: libcu++ (CCCL) provides it for NVRTC. */
+/* cuda-llm-lsp stand-in for <assert.h>: NVRTC declares assert() itself (crt/common_functions.h). */
 #pragma once
-#include <cuda/std/cassert>

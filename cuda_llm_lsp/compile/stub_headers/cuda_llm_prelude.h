@@ -5,7 +5,10 @@
 #ifndef CUDA_LLM_PRELUDE_H
 #define CUDA_LLM_PRELUDE_H
 
-namespace std {}
+namespace std {
+using ::size_t;
+using ::ptrdiff_t;
+}
 
 #ifndef INFINITY
 #define INFINITY (__builtin_bit_cast(float, 0x7f800000u))

@@ -1,6 +1,5 @@
-/* cuda-llm-lsp stand-in for <stddef.h>: libcu++ (CCCL) provides it for NVRTC. */
+/* cuda-llm-lsp stand-in for <stddef.h>: NVRTC has size_t and ptrdiff_t built in. */
 #pragma once
-#include <cuda/std/cstddef>
 namespace std {
 using ::size_t;
 using ::ptrdiff_t;
