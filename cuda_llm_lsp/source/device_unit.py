@@ -96,8 +96,13 @@ def build_device_unit(
         if quoted:
             resolved = _resolve_quoted(name, own.parent if own else None, state.configured)
             if resolved is None:
-                problems.append(IncludeProblem(span, f'cannot find include file "{name}"'))
-                lines[line_no] = " " * len(lines[line_no])
+                known = _as_system_include(name)  # "cuda_fp16.h": nvcc falls back to <...>
+                if known is None:
+                    problems.append(IncludeProblem(span, f'cannot find include file "{name}"'))
+                if known:
+                    include_lines.setdefault(name, line_no)
+                else:
+                    lines[line_no] = " " * len(lines[line_no])
                 continue
             include_lines.setdefault(name, line_no)
             nested = _load_header(name, resolved, state, depth=1)
@@ -147,6 +152,18 @@ def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> 
     return None
 
 
+def _as_system_include(name: str) -> bool | None:
+    """A quoted include found nowhere near the file, searched as `<name>` (as nvcc does).
+
+    True: keep (a stand-in or a toolkit header); False: host-only, drop; None: not found.
+    """
+    if name in std_headers.STUBBED:
+        return True
+    if std_headers.is_host_only(name):
+        return False
+    return True if std_headers.find_system_header(name) is not None else None
+
+
 def _keep_system_include(name: str, configured: tuple[str, ...], own: Path | None) -> bool:
     """Whether `#include <name>` stays in the unit: stand-ins and headers NVRTC can find."""
     if name in std_headers.STUBBED:
@@ -176,7 +193,13 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     for line_no, inner, quoted, _span in includes:
         if quoted:
             found = _resolve_quoted(inner, resolved.parent, state.configured)
+            known = _as_system_include(inner) if found is None else None
+            if known:
+                continue
             if found is None:
+                if known is False:
+                    lines[line_no] = " " * len(lines[line_no])
+                    continue
                 state.pending.append(
                     f'cannot find include file "{inner}" '
                     f'(included from "{name}" line {line_no + 1})'

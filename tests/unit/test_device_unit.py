@@ -138,3 +138,11 @@ def test_unterminated_comment_or_string_does_not_crash() -> None:
 def test_no_path_gives_a_stable_name() -> None:
     assert build_device_unit("").name == "input.cu"
     assert build_device_unit("", Path("/x/y/kern.cu")).name == "kern.cu"
+
+
+def test_quoted_toolkit_and_standard_headers_fall_back_to_system_search(tmp_path: Path) -> None:
+    source = '#include "cuda_fp16.h"\n#include "vector"\n#include "math.h"\n'
+    unit = build_device_unit(source, tmp_path / "a.cu")
+    assert unit.problems == ()
+    kept = unit.text.split("\n")
+    assert kept[0] == '#include "cuda_fp16.h"' and kept[1].strip() == "" and kept[2] != ""
