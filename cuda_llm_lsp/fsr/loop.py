@@ -630,6 +630,12 @@ class _Run:
             key = (outcome.round, outcome.index)
             binary = self.binaries[key]
             label = f"round {outcome.round} candidate {outcome.index}"
+            if outcome.speedup is not None and outcome.speedup <= 1.0 + MIN_GAIN:
+                notes.append(
+                    f"{label} is {outcome.speedup:.3f}x, within measurement noise "
+                    f"(needs > {1.0 + MIN_GAIN:.3f}x)"
+                )
+                continue  # both measurements must clear the bar: no need for a second one
             check = await self.on_gpu(
                 self.evaluator.evaluate,
                 self.baseline_binary,

@@ -427,3 +427,10 @@ async def test_a_build_that_raises_is_a_clear_error() -> None:
     )
     assert statuses(result) == {1: "compile_error"}
     assert "the build failed: libnvrtc" in result.candidates[0].message
+
+
+async def test_no_revalidation_is_spent_on_a_gain_within_noise() -> None:
+    ev = evaluator({"contains": "variant: tiny", "status": "ok", "ms": 0.985})
+    result = await run(FakeLlm(default=saxpy_candidate("tiny")), ev, candidates=1)
+    assert not result.accepted and "needs > 1.020x" in result.message
+    assert [c[0] for c in ev.calls] == ["benchmark", "evaluate"]
