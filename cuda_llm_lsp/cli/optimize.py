@@ -105,7 +105,7 @@ class Display:
             figure = f"{timing.median_ms:.4f} ms (±{timing.spread_pct:.1f}%)" if timing else "?"
             self.header = (
                 f"{event.kernel}: baseline {figure}, {len(event.baseline.cases)} cases; "
-                f"{event.rounds} rounds x {event.candidates} candidates"
+                f"{_plural(event.rounds, 'round')} x {_plural(event.candidates, 'candidate')}"
             )
             self._line(self.header)
         elif isinstance(event, RoundStarted):
@@ -176,6 +176,10 @@ class Display:
 
 # ---------------------------------------------------------------------------------------------
 # Wiring
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def make_evaluator() -> Any:
