@@ -206,6 +206,9 @@ _HEAD = re.compile(
     r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>catastrophic error|fatal error|error|warning"
     r"|remark|note)(?: #(?P<code>\w+(?:-\w)?))?: (?P<message>.*)$"
 )
+_AT_END = re.compile(
+    r"^At end of source: (?P<severity>error|warning|catastrophic error): (?P<message>.*)$"
+)
 _CARET = re.compile(r"^[ \t]*\^[ \t]*$")
 _PTXAS_PROBLEM = re.compile(r"^ptxas (?P<kind>error|warning|fatal)\s*: (?P<message>.*)$")
 _NVRTC_PROBLEM = re.compile(r"^(?:nvrtc: )?(?P<kind>error|warning): (?P<message>.*)$")
@@ -234,6 +237,15 @@ def parse_log(
         line = lines[i]
         head = _HEAD.match(line)
         if head is None:
+            at_end = _AT_END.match(line)
+            if at_end is not None:  # an unclosed brace or comment: the end of the user's file
+                row = max(len(main_lines) - 1, 0)
+                column = len(main_lines[row]) if main_lines else 0
+                severity = _SEVERITY.get(at_end.group("severity"), "error")
+                message = at_end.group("message").strip() + " at the end of the file"
+                out.append(Diagnostic(row + 1, column + 1, row + 1, column + 1, severity, message))
+                i += 1
+                continue
             extra = _other_problem(line, symbols)
             if extra is not None:
                 out.append(extra)

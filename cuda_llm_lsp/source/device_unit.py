@@ -51,6 +51,13 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 _STD_SCOPE = re.compile(rb"\bstd\s*::")
 _DEVICE_WORDS = frozenset({"__device__", "__global__"})
 _MEMORY_SPACE_WORDS = frozenset({"__device__", "__constant__", "__managed__", "__shared__"})
+# node types that make up a function's head before its declarator
+_HEAD_TYPES = frozenset(
+    {"primitive_type", "type_identifier", "qualified_identifier", "template_type",
+     "sized_type_specifier", "storage_class_specifier", "type_qualifier", "launch_bounds",
+     "attribute_declaration", "attribute_specifier", "ms_call_modifier", "virtual",
+     "placeholder_type_specifier", "identifier"}
+)  # fmt: skip
 _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
@@ -260,8 +267,37 @@ class _Walker:
         self.ranges.append((node.start_byte, node.end_byte))
 
     def visit_container(self, node: tree_sitter.Node) -> None:
-        for child in node.children:
+        children = node.children
+        for index, child in enumerate(children):
+            if node.type == "ERROR" and self._unterminated_function(children, index, node):
+                return  # the rest of this ERROR node is that function's body
             self.visit(child, child)
+
+    def _unterminated_function(
+        self, children: list[tree_sitter.Node], index: int, error: tree_sitter.Node
+    ) -> bool:
+        """`head declarator {` inside an ERROR node: a function whose `}` never came.
+
+        Typing inside `main` (or a kernel) leaves such a node reaching to the end of the file.
+        Host: blank from its head to the end of the node. Device: keep all of it.
+        """
+        child = children[index]
+        if child.type not in _HEAD_TYPES and not child.type.startswith("__"):
+            return False
+        end = index
+        while end < len(children) and (
+            children[end].type in _HEAD_TYPES or children[end].type.startswith("__")
+        ):
+            end += 1
+        if end + 1 >= len(children) or children[end].type != "function_declarator":
+            return False
+        if children[end + 1].type != "{":
+            return False
+        head = self.data[child.start_byte : children[end].start_byte].decode("utf-8", "replace")
+        words = set(_WORD.findall(head))
+        if not (words & _DEVICE_WORDS or words & self.device_macros or "constexpr" in words):
+            self.ranges.append((child.start_byte, error.end_byte))
+        return True
 
     def visit(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         """Decide about one namespace-scope item; `outer` is what gets blanked (with prefixes)."""
@@ -292,7 +328,7 @@ class _Walker:
             if inner is not None:
                 self.visit(inner, outer)
         elif kind == "function_definition":
-            if not self._is_device_function(node):
+            if self._is_surely_host(node) and not self._is_device_function(node):
                 self.blank(outer)
         elif kind == "declaration":
             self._visit_declaration(node, outer)
@@ -319,6 +355,25 @@ class _Walker:
         end = declarator.start_byte if declarator is not None else node.end_byte
         head = self.data[node.start_byte : end].decode("utf-8", errors="replace")
         return set(_WORD.findall(head))
+
+    def _is_surely_host(self, node: tree_sitter.Node) -> bool:
+        """Only a well-formed head is judged; a head tree-sitter misread is left to NVRTC.
+
+        `struct __align__(16) V {...};` parses as a function with an ERROR in its head, and
+        `__global__ void __cluster_dims__(2,1,1) k(...)` leaves a definition with no type.
+        """
+        declarator = node.child_by_field_name("declarator")
+        body = node.child_by_field_name("body")
+        if declarator is None or body is None or not self._is_function_declarator(declarator):
+            return False
+        for child in node.children:
+            if child.start_byte >= body.start_byte:
+                break
+            if child.type == "ERROR" or child.is_missing or child.has_error:
+                return False
+        if declarator.start_byte == node.start_byte:  # no return type: ctor or misparse
+            return b"::" in self.data[declarator.start_byte : declarator.end_byte]
+        return True
 
     def _is_device_function(self, node: tree_sitter.Node) -> bool:
         words = self._head_words(node)

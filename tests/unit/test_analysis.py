@@ -154,3 +154,11 @@ def test_compile_is_cached_between_identical_analyses() -> None:
     second = analyze(text, None, Settings(arch="sm_90"))
     assert first.compile is not None and second.compile is not None
     assert second.compile.from_cache
+
+
+def test_half_typed_examples_never_raise_and_stay_in_range() -> None:
+    text = (EXAMPLES / "softmax.cu").read_text()
+    lines = text.count("\n") + 1
+    for cut in range(100, len(text), 211):
+        analysis = analyze(text[:cut], EXAMPLES / "softmax.cu", Settings(arch="sm_90"))
+        assert all(1 <= d.line <= lines for d in analysis.diagnostics), cut

@@ -146,3 +146,37 @@ def test_quoted_toolkit_and_standard_headers_fall_back_to_system_search(tmp_path
     assert unit.problems == ()
     kept = unit.text.split("\n")
     assert kept[0] == '#include "cuda_fp16.h"' and kept[1].strip() == "" and kept[2] != ""
+
+
+def test_every_prefix_of_the_examples_keeps_its_shape() -> None:
+    """Half-typed files: whatever tree-sitter makes of them, lines and lengths never move."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for example in sorted(examples.glob("*.cu")):
+        text = example.read_text()
+        for cut in range(0, len(text), 37):
+            prefix = text[:cut]
+            unit = build_device_unit(prefix, example)
+            assert [len(line) for line in unit.text.split("\n")] == [
+                len(line) for line in prefix.split("\n")
+            ], (example.name, cut)
+
+
+def test_heads_tree_sitter_misreads_are_kept_for_nvrtc() -> None:
+    source = (
+        "struct __align__(16) Vec { float x, y; };\n"
+        "struct Timer { Timer(); int a; };\n"
+        "Timer::Timer() { a = 1; }\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[0].startswith("struct __align__(16) Vec")  # parsed as a broken function
+    assert lines[2].strip() == ""  # an out-of-class constructor is host code
+
+
+def test_unterminated_host_function_is_blanked_to_the_end_unterminated_kernel_kept() -> None:
+    kernel = "__global__ void k(float* x) {\n  x[0] = 1;\n}\n"
+    typing_in_main = kernel + "int main() {\n  float* d;\n  cudaMalloc(&d, 4);\n  k<<<1, 1>>>(d);\n"
+    lines = build_device_unit(typing_in_main).text.split("\n")
+    assert lines[:3] == kernel.split("\n")[:3]
+    assert all(line.strip() == "" for line in lines[3:])
+    typing_in_kernel = "__global__ void k(float* x) {\n  int row = blockIdx.x;\n  if (row) {\n"
+    assert build_device_unit(typing_in_kernel).text == typing_in_kernel

@@ -273,3 +273,12 @@ def test_stand_ins_work_without_cccl(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not any(f.endswith("cccl") for f in flags)
     result = compile_text(REALISTIC, ("mix",))
     assert result.diagnostics == () and result.ok
+
+
+def test_unclosed_brace_is_reported_at_the_end_of_the_file() -> None:
+    source = "__global__ void k(float* x) {\n  if (x) {\n    x[0] = 1;\n"
+    result = compile_text(source)
+    error = next(d for d in result.diagnostics if d.severity == "error")
+    assert error.line == 4 and error.message == 'expected a "}" at the end of the file'
+    notes = [d for d in result.diagnostics if d.severity == "information"]
+    assert {d.line for d in notes} <= {1, 2} and notes
