@@ -13,9 +13,9 @@ def format_ms(ms: float) -> str:
         return f"{ms:.0f} ms"
     if ms >= 10:
         return f"{ms:.1f} ms"
-    if ms >= 0.01:
+    if ms >= 0.1:
         return f"{ms:.3f} ms"
-    return f"{ms * 1000:.2f} µs"
+    return f"{ms * 1000:.1f} µs"
 
 
 def format_timing(t: Timing) -> str:

@@ -460,7 +460,7 @@ class GpuEvaluator:
                 status: Status = problem.status or "stale_after_timing"
                 if status not in ("timeout", "fault", "launch_error"):
                     status = "stale_after_timing"
-                msg = (f"after {cand_t.samples + self.plan.warmup} timed launches, a run on new "
+                msg = (f"after the timing runs ({cand_t.samples} timed launches), a run on new "
                        f"input values is wrong: {problem.message}")  # fmt: skip
                 outcomes[-1] = CaseOutcome(timed.index, dict(timed.sizes), status, msg)
                 return EvalResult(status, msg, seed, tuple(outcomes), base_t, cand_t)

@@ -97,14 +97,11 @@ def run_sanitizer(
     names = ", ".join(tools)
     if reports:
         report = "\n\n".join(reports)
-        first = reports[0].splitlines()
+        first = next((ln for ln in report.splitlines()[1:] if ln.strip()), "")
         return EvalResult(
-            "sanitizer",
-            f"compute-sanitizer ({names}) found problems: "
-            + " ".join(line.strip() for line in first[1:3] if line.strip()),
-            seed,
+            "sanitizer", f"compute-sanitizer ({names}) found problems: {first}", seed,
             sanitizer_report=report,
-        )
+        )  # fmt: skip
     return EvalResult(
         "ok", f"compute-sanitizer {names}: no errors on {len(cases)} case(s)", seed,
         sanitizer_report="",
@@ -117,10 +114,22 @@ def _has_errors(output: str) -> bool:
 
 
 def _trim(output: str) -> str:
-    lines = [
-        ln for ln in output.splitlines() if ln.startswith("=========") or "error" in ln.lower()
-    ]
-    lines = lines or output.splitlines()
+    """The tool's findings without its banner and host backtraces (they only name our worker)."""
+    lines = []
+    skipping = False
+    for raw in output.splitlines():
+        if not raw.startswith("========="):
+            continue
+        line = raw.removeprefix("=========").strip()
+        if line.startswith("Saved host backtrace"):
+            skipping = True
+            continue
+        if skipping and (line.startswith("Host Frame") or not line):
+            continue
+        skipping = False
+        if line and line != "COMPUTE-SANITIZER":
+            lines.append(line)
     text = "\n".join(lines[:REPORT_LINES])
-    return text + (f"\n... ({len(lines) - REPORT_LINES} more lines)" if len(lines) > REPORT_LINES
-                   else "")  # fmt: skip
+    if len(lines) > REPORT_LINES:
+        text += f"\n... ({len(lines) - REPORT_LINES} more lines)"
+    return text or output[-4000:]

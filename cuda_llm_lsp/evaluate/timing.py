@@ -16,11 +16,12 @@ from typing import Any
 
 from cuda_llm_lsp.evaluate.types import Timing
 
-MIN_SAMPLES = 20
-MAX_SAMPLES = 2000
-TARGET_REL_CI = 0.005  # half-width of the median's ~95% confidence interval, relative
+MIN_SAMPLES = 30
+MAX_SAMPLES = 3000
+TARGET_REL_CI = 0.003  # half-width of the median's ~95% confidence interval, relative
 BUDGET_S = 1.5  # per kernel
-WARMUP = 3
+WARMUP = 3  # launches of each kernel at least ...
+WARMUP_S = 0.05  # ... and for at least this long: the clocks ramp up from idle
 BATCH = 10
 
 
@@ -92,6 +93,7 @@ class Plan:
     target_rel_ci: float = TARGET_REL_CI
     budget_s: float = BUDGET_S  # per kernel
     warmup: int = WARMUP
+    warmup_s: float = WARMUP_S
     batch: int = BATCH
 
 
@@ -128,10 +130,15 @@ def time_interleaved(
             raise RuntimeError(f"CUDA error {int(err)} while timing")
         return result[1] if isinstance(result, tuple) and len(result) > 1 else None
 
-    for _ in range(plan.warmup):
+    warm_start = time.perf_counter()
+    rounds = 0
+    while rounds < plan.warmup or time.perf_counter() - warm_start < plan.warmup_s:
         for launch in launches:
             flush()
             launch()
+        rounds += 1
+        if rounds % plan.batch == 0 or rounds == plan.warmup:
+            sync()
     sync()
     k = len(launches)
     events = [

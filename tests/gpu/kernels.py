@@ -85,10 +85,11 @@ __device__ float cached[4194304];
         + "    if (i < n) y[i] = __int_as_float(__float_as_int(2.0f * x[i]) & 0xFFFFE000);\n}\n",
         ("wrong_output",),
     ),
-    "hangs": (
-        HEAD
+    "hangs": (  # spins on a flag nothing ever sets (a plain `while (1)` may be optimised away)
+        "__device__ volatile int never_set;\n"
+        + HEAD
         + INDEX
-        + "    if (i == 0) { volatile int spin = 1; while (spin) { } }\n"
+        + "    if (i == 0) { while (never_set == 0) { } }\n"
         + "    if (i < n) y[i] = 2.0f * x[i];\n}\n",
         ("timeout",),
     ),

@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
 from cuda_llm_lsp.evaluate.format import summary_line
 from cuda_llm_lsp.evaluate.pool import GpuEvaluator
 from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
-from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
+from cuda_llm_lsp.evaluate.types import EvalResult, EvaluationCancelled, KernelBinary
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from tests.gpu import kernels as K
@@ -98,6 +100,26 @@ def test_planted_candidate_gets_its_status_and_the_worker_carries_on(
 
 def test_workers_were_restarted_after_faults_and_hangs(evaluator: GpuEvaluator) -> None:
     assert evaluator.restarts >= 3  # hang, illegal address, trap
+
+
+def test_cancel_stops_a_hanging_kernel_at_once(
+    evaluator: GpuEvaluator, base: KernelBinary, arch: str
+) -> None:
+    slow = GpuEvaluator(launch_timeout_s=60.0)
+    try:
+        slow.device_facts()
+        hang = build(K.TWICE, "twice", arch, K.PLANTED["hangs"][0])
+        assert isinstance(hang, KernelBinary)
+        timer = threading.Timer(1.0, slow.cancel)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(EvaluationCancelled):
+            slow.evaluate(base, hang, spec_of(K.TWICE))
+        assert time.monotonic() - started < 10
+        fast = build(K.TWICE, "twice", arch, K.FAST)
+        assert slow.evaluate(base, fast, spec_of(K.TWICE)).status == "ok"
+    finally:
+        slow.close()
 
 
 def test_more_than_48k_dynamic_shared_memory(evaluator: GpuEvaluator, arch: str) -> None:

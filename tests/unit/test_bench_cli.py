@@ -86,7 +86,7 @@ def test_full_run_on_the_driver_double_prints_every_case_and_the_summary(tmp_pat
     assert out.returncode == 0, out.stderr
     assert len(re.findall(r"  case \d \(n=\d+\): ok", out.stdout)) == 4
     assert re.search(
-        r"twice: 0\.040 ms ±\d\.\d% · \d+ GB/s \(\d+% of copy peak\) · 4/4 cases pass", out.stdout
+        r"twice: 4\d\.\d µs ±\d\.\d% · \d+ GB/s \(\d+% of copy peak\) · 4/4 cases pass", out.stdout
     ), out.stdout
     js = bench(str(f), "--format", "json", "--seed", "5", driver="tests.unit.fake_cuda_driver",
                home=tmp_path)  # fmt: skip
