@@ -95,8 +95,8 @@ def build_device_unit(
     own = Path(path).resolve() if path is not None else None
     if own is not None:
         state.seen.add(own)
-    body, includes = _blank_host_code(text)
-    lines = body.split("\n")
+    body, includes, own_macros = _blank_host_code(text, {})
+    dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
     for line_no, name, quoted, span in includes:
@@ -109,7 +109,7 @@ def build_device_unit(
                 if known:
                     include_lines.setdefault(name, line_no)
                 else:
-                    lines[line_no] = " " * len(lines[line_no])
+                    dropped.add(line_no)
                 continue
             include_lines.setdefault(name, line_no)
             nested = _load_header(name, resolved, state, depth=1)
@@ -120,7 +120,12 @@ def build_device_unit(
         elif _keep_system_include(name, state.configured, own):
             include_lines.setdefault(name, line_no)
         else:
-            lines[line_no] = " " * len(lines[line_no])
+            dropped.add(line_no)
+    if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
+        body, _, _ = _blank_host_code(text, state.macros)
+    lines = body.split("\n")
+    for row in dropped:
+        lines[row] = " " * len(lines[row])
     unit_text = "\n".join(lines)
     name = Path(path).name if path is not None else "input.cu"
     if name in state.headers:
@@ -141,6 +146,7 @@ class _IncludeState:
     headers: dict[str, str] = field(default_factory=dict)
     seen: set[Path] = field(default_factory=set)
     pending: list[str] = field(default_factory=list)
+    macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
 
     def take_problems(self) -> list[str]:
         problems, self.pending = self.pending, []
@@ -194,7 +200,8 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.pending.append(f'cannot read include file "{name}": {exc.strerror or exc}')
         return []
     text = raw.decode("utf-8", errors="replace")
-    body, includes = _blank_host_code(text)
+    body, includes, macros = _blank_host_code(text, state.macros)
+    state.macros.update(macros)
     lines = body.split("\n")
     names = [name]
     for line_no, inner, quoted, _span in includes:
@@ -223,12 +230,15 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
 # --- blanking host code ----------------------------------------------------------------------
 
 
-def _blank_host_code(text: str) -> tuple[str, list[tuple[int, str, bool, Span]]]:
-    """`text` with host-only code blanked, and its `#include` lines (line, name, quoted, span)."""
+def _blank_host_code(
+    text: str, macros: dict[str, str]
+) -> tuple[str, list[tuple[int, str, bool, Span]], dict[str, str]]:
+    """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span) and
+    the execution-space macros it defines; `macros` are those known from headers."""
     text = text.replace("\0", " ")  # NVRTC reads a C string: a NUL would end the file
     data = text.encode("utf-8", errors="surrogatepass")
     tree = _parser().parse(data)
-    walker = _Walker(data)
+    walker = _Walker(data, macros)
     walker.visit_container(tree.root_node)
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
@@ -246,19 +256,21 @@ def _blank_host_code(text: str) -> tuple[str, list[tuple[int, str, bool, Span]]]
         group = "quoted" if quoted else "system"
         span = Span.of(row, match.start(group) - 1, row, match.end(group) + 1)
         includes.append((row, name.strip(), quoted, span))
-    return blanked, includes
+    return blanked, includes, walker.defined
 
 
 class _Walker:
     """Collects byte ranges of host-only code and the rows of `#include` directives."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, macros: dict[str, str]) -> None:
         self.data = data
         self.ranges: list[tuple[int, int]] = []
         self.include_rows: list[int] = []
         # unannotated namespace-scope constants: (name, start byte, end byte)
         self.constants: list[tuple[str, int, int]] = []
-        self.device_macros: set[str] = set()
+        self.device_macros = {n for n, kind in macros.items() if kind == "device"}
+        self.host_macros = {n for n, kind in macros.items() if kind == "host"}
+        self.defined: dict[str, str] = {}  # execution-space macros this text defines
 
     def text(self, node: tree_sitter.Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
@@ -342,12 +354,15 @@ class _Walker:
     def _note_macro(self, node: tree_sitter.Node) -> None:
         name = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
-        if (
-            name is not None
-            and value is not None
-            and _DEVICE_WORDS & set(_WORD.findall(self.text(value)))
-        ):
+        if name is None or value is None:
+            return
+        words = set(_WORD.findall(self.text(value)))
+        if words & _DEVICE_WORDS:
             self.device_macros.add(self.text(name))
+            self.defined[self.text(name)] = "device"
+        elif "__host__" in words:
+            self.host_macros.add(self.text(name))
+            self.defined[self.text(name)] = "host"
 
     def _head_words(self, node: tree_sitter.Node) -> set[str]:
         """Words before the declarator: specifiers, qualifiers, macros standing for them."""
@@ -370,7 +385,8 @@ class _Walker:
             if child.start_byte >= body.start_byte:
                 break
             if child.type == "ERROR" or child.is_missing or child.has_error:
-                return False
+                # a head misread because of an unknown macro; a known __host__ one is clear
+                return bool(self._head_words(node) & self.host_macros)
         if declarator.start_byte == node.start_byte:  # no return type: ctor or misparse
             return b"::" in self.data[declarator.start_byte : declarator.end_byte]
         return True

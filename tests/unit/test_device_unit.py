@@ -180,3 +180,17 @@ def test_unterminated_host_function_is_blanked_to_the_end_unterminated_kernel_ke
     assert all(line.strip() == "" for line in lines[3:])
     typing_in_kernel = "__global__ void k(float* x) {\n  int row = blockIdx.x;\n  if (row) {\n"
     assert build_device_unit(typing_in_kernel).text == typing_in_kernel
+
+
+def test_execution_space_macros_from_user_headers(tmp_path: Path) -> None:
+    (tmp_path / "macros.h").write_text(
+        "#define HOST_FN __host__\n#define DEV_FN __device__ __forceinline__\n"
+    )
+    source = (
+        '#include "macros.h"\n'
+        "HOST_FN int host_side() { return 1; }\n"
+        "DEV_FN float dev_side(float x) { return x; }\n"
+    )
+    lines = build_device_unit(source, tmp_path / "k.cu").text.split("\n")
+    assert lines[1].strip() == ""
+    assert lines[2].startswith("DEV_FN float dev_side")
