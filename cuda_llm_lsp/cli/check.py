@@ -18,6 +18,7 @@ from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 
 HELP = "compile CUDA files with NVRTC: diagnostics and per-kernel resource use"
+_SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"cuda-llm check: {exc}", file=sys.stderr)
             return 2
         failed = failed or bool(analysis.errors)
-        file_diagnostics = [_diagnostic_json(name, d) for d in analysis.diagnostics]
+        file_diagnostics = [
+            _diagnostic_json(name, d) for d in analysis.diagnostics if d.severity in _SHOWN
+        ]
         file_kernels = [_kernel_json(name, info) for info in analysis.kernels]
         diagnostics.extend(file_diagnostics)
         kernels.extend(file_kernels)
@@ -104,7 +107,7 @@ def _kernel_json(name: str, info: KernelInfo) -> dict[str, Any]:
 
 def _print_text(name: str, analysis: FileAnalysis) -> None:
     for d in analysis.diagnostics:
-        if d.severity in ("error", "warning"):
+        if d.severity in _SHOWN:
             print(f"{name}:{d.line}:{d.column}: {d.severity}: {_message(d)}")
     for info in analysis.kernels:
         line = info.kernel.name_span.start.line + 1
