@@ -1,0 +1,237 @@
+/**
+ * The bundled extension (dist/extension.js) activated in node against a fake `vscode` module and a
+ * scripted language server over real stdio JSON-RPC: commands registered, settings and key
+ * forwarded, progress shown and cancellable, the suggestion's diff and Accept, secrets redacted,
+ * and the "not installed" message.
+ */
+
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import Module from 'node:module';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { notInstalledMessage } from '../../src/common/serverCommand';
+import { RecordedProgress, Uri, fake, makeContext } from './fakeVscode';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const BUNDLE = path.join(ROOT, 'dist', 'extension.js');
+const MANIFEST = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+const KEY = 'sk-test-ABCDEFGHIJKLMNOPQRSTUVWX';
+const NEW_KEY = 'sk-next-ZYXWVUTSRQPONMLKJIHGFEDC';
+const DOC = 'file:///work/saxpy.cu';
+
+interface ExtensionModule {
+    activate(context: unknown): Promise<void>;
+    deactivate(): Promise<void>;
+}
+
+function loadBundle(): ExtensionModule {
+    const M = Module as unknown as { _resolveFilename: (request: string, ...rest: unknown[]) => string };
+    const original = M._resolveFilename;
+    M._resolveFilename = function (request: string, ...rest: unknown[]) {
+        return request === 'vscode' ? require.resolve('./fakeVscode') : original.call(this, request, ...rest);
+    };
+    delete require.cache[BUNDLE];
+    return require(BUNDLE) as ExtensionModule;
+}
+
+async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+        const value = probe();
+        if (value) {
+            return value;
+        }
+        if (Date.now() > deadline) {
+            throw new Error(`timed out waiting for ${what}\n--- output ---\n${fake.output}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+}
+
+function serverLog(logFile: string): any[] {
+    return fs.existsSync(logFile)
+        ? fs
+              .readFileSync(logFile, 'utf8')
+              .split('\n')
+              .filter((l) => l !== '')
+              .map((l) => JSON.parse(l))
+        : [];
+}
+
+function executedOnServer(logFile: string, command: string): any[] {
+    return serverLog(logFile).filter((m) => m.method === 'workspace/executeCommand' && m.params.command === command);
+}
+
+function resetSettings(): void {
+    fake.settings.clear();
+    for (const [key, spec] of Object.entries<any>(MANIFEST.contributes.configuration.properties)) {
+        fake.settings.set(key, spec.default);
+    }
+}
+
+describe('the bundled extension', { timeout: 120_000 }, () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-ext-'));
+    const logFile = path.join(dir, 'server.jsonl');
+    let ext: ExtensionModule;
+    let context: any;
+
+    before(async () => {
+        assert.ok(fs.existsSync(BUNDLE), 'dist/extension.js exists (npm run compile)');
+        ext = loadBundle();
+        assert.equal(typeof ext.activate, 'function');
+        assert.equal(typeof ext.deactivate, 'function');
+        fake.reset();
+        resetSettings();
+        fake.settings.set('cudaLlm.server.command', [process.execPath, path.join(__dirname, 'fakeServer.js'), logFile]);
+        fake.settings.set('cudaLlm.model', 'test-model');
+        fake.settings.set('cudaLlm.includePaths', ['include']);
+        fake.settings.set('cudaLlm.trace.server', 'verbose');
+        fake.secrets.set('cudaLlm.apiKey', KEY);
+        context = makeContext();
+        await ext.activate(context);
+    });
+
+    after(async () => {
+        await ext.deactivate();
+        context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+        fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('activates on cuda-cpp and registers every contributed command', async () => {
+        assert.deepEqual(MANIFEST.activationEvents, ['onLanguage:cuda-cpp']);
+        assert.equal(MANIFEST.main, './dist/extension.js');
+        for (const { command } of MANIFEST.contributes.commands) {
+            assert.ok(fake.commands.has(command), `${command} is registered`);
+        }
+        for (const id of ['cudaLlm.optimize', 'cudaLlm.accept', 'cudaLlm.reject', 'cudaLlm.cancel']) {
+            assert.ok(fake.commands.has(id), `the server's ${id} is registered by the client library`);
+        }
+        assert.equal(fake.statusBar.text, '$(zap) CUDA-LLM');
+    });
+
+    it('passes settings and the API key in initializationOptions and workspace/configuration', async () => {
+        const init = await until('initialize', () => serverLog(logFile).find((m) => m.method === 'initialize'));
+        assert.equal(init.params.initializationOptions.cudaLlm.model, 'test-model');
+        assert.deepEqual(init.params.initializationOptions.cudaLlm.includePaths, ['include']);
+        assert.equal(init.params.initializationOptions.cudaLlm.rounds, 4);
+        assert.equal(init.params.initializationOptions.cudaLlm.apiKey, KEY);
+        assert.equal(init.params.initializationOptions.apiKey, KEY);
+        assert.ok(!('server' in init.params.initializationOptions.cudaLlm));
+        assert.equal(init.params.capabilities.experimental.cudaLlm.suggestionNotification, true);
+        const answer = await until('configuration answer', () => serverLog(logFile).find((m) => m.configurationAnswer));
+        assert.equal(answer.configurationAnswer[0].model, 'test-model');
+        assert.equal(answer.configurationAnswer[0].apiKey, KEY);
+        assert.equal(answer.configurationAnswer[1], 'test-model');
+    });
+
+    it('shows an optimization as a cancellable notification and in the status bar, then the diff; Accept runs cudaLlm.accept', async () => {
+        let offered: { text: string; items: string[]; original?: string; suggested?: string } | undefined;
+        fake.answer = (text, items) => {
+            if (text.includes('saxpy is 2.10× faster')) {
+                const diff = fake.executed.find((e) => e.id === 'vscode.diff');
+                const provider = fake.contentProviders.get('cuda-llm-suggestion');
+                offered = {
+                    text,
+                    items,
+                    original: diff && provider?.provideTextDocumentContent(diff.args[0] as Uri),
+                    suggested: diff && provider?.provideTextDocumentContent(diff.args[1] as Uri),
+                };
+                return 'Accept';
+            }
+            return undefined;
+        };
+        await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'saxpy' });
+        const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing saxpy'));
+        assert.equal(progress.cancellable, true);
+        const accepted = await until('accept', () => executedOnServer(logFile, 'cudaLlm.accept')[0]);
+        assert.deepEqual(accepted.params.arguments, [{ uri: DOC, kernel: 'saxpy' }]);
+        assert.ok(fake.statusHistory.includes('$(sync~spin) CUDA-LLM: 1 optimizing · best 1.80×'), fake.statusHistory.join('\n'));
+        assert.ok(progress.reports.some((r) => r.message === 'round 1/4: best 1.80×'));
+        await until('progress end', () => progress.done);
+
+        const diff = fake.executed.find((e) => e.id === 'vscode.diff');
+        assert.ok(diff, 'the diff editor was opened');
+        assert.equal(String(diff.args[0]), 'cuda-llm-suggestion:/1/saxpy.original.cu');
+        assert.equal(String(diff.args[1]), 'cuda-llm-suggestion:/1/saxpy.suggested.cu');
+        assert.equal(diff.args[2], 'saxpy: original ↔ suggested (2.10× faster, 4/4 cases)');
+        assert.ok(offered);
+        assert.equal(offered.text, 'CUDA-LLM: saxpy is 2.10× faster (420 µs → 200 µs); 4/4 test cases pass. vectorised loads');
+        assert.deepEqual(offered.items, ['Accept', 'Reject', 'Show Diff']);
+        assert.match(offered.original ?? '', /slow/);
+        assert.match(offered.suggested ?? '', /faster/);
+        await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+        assert.ok(fake.executed.some((e) => e.id === 'setContext' && e.args[0] === 'cudaLlm.suggestionPending' && e.args[1] === false));
+    });
+
+    it('cancels a job from its notification with window/workDoneProgress/cancel', async () => {
+        await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'gemm' });
+        const progress: RecordedProgress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing gemm'));
+        progress.cancel();
+        await until('cancel sent', () =>
+            serverLog(logFile).find((m) => m.method === 'window/workDoneProgress/cancel' && m.params.token === 'job-gemm'),
+        );
+        await until('progress end', () => progress.done);
+        await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+    });
+
+    it('cancels every job when the status bar item is clicked', async () => {
+        await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'k2' });
+        await until('busy status', () => fake.statusBar.text.includes('1 optimizing'));
+        assert.equal(fake.statusBar.command, 'cudaLlm.client.cancelAll');
+        await fake.commands.get(fake.statusBar.command as string)!();
+        const cancel = await until('cudaLlm.cancel', () => executedOnServer(logFile, 'cudaLlm.cancel')[0]);
+        assert.deepEqual(cancel.params.arguments, []);
+        await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+    });
+
+    it('never writes the API key to the output, even with a verbose trace and a server that logs it', async () => {
+        await until('server stderr in the output', () => fake.output.includes('fake server started'));
+        await until('trace in the output', () => fake.output.includes("Sending request 'initialize"));
+        assert.ok(!fake.output.includes(KEY), 'the key leaked into the output channel');
+        assert.match(fake.output, /<redacted>/);
+    });
+
+    it('restarts the server with a new key from Set API Key, stored only in secret storage', async () => {
+        fake.inputBoxAnswer = NEW_KEY;
+        await fake.commands.get('cudaLlm.client.setApiKey')!();
+        assert.equal(fake.secrets.get('cudaLlm.apiKey'), NEW_KEY);
+        const inits = await until('second initialize', () => {
+            const all = serverLog(logFile).filter((m) => m.method === 'initialize');
+            return all.length >= 2 && all;
+        });
+        assert.equal(inits[1].params.initializationOptions.apiKey, NEW_KEY);
+        assert.ok(![...fake.settings.values()].some((v) => JSON.stringify(v ?? null).includes(NEW_KEY)));
+        await until('running again', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+        assert.ok(!fake.output.includes(NEW_KEY));
+    });
+});
+
+describe('the bundled extension without the server package', { timeout: 60_000 }, () => {
+    it('says how to install cuda-llm-lsp for the configured Python', { skip: process.platform === 'win32' && 'POSIX shell' }, async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-nopkg-'));
+        const python = path.join(dir, 'python3');
+        fs.writeFileSync(python, '#!/bin/sh\necho "ModuleNotFoundError: No module named \'cuda_llm_lsp\'" >&2\nexit 1\n', { mode: 0o755 });
+        const ext = loadBundle();
+        fake.reset();
+        resetSettings();
+        fake.settings.set('cudaLlm.server.python', python);
+        const context = makeContext();
+        try {
+            await ext.activate(context);
+            const shown = await until('error message', () => fake.messages.find((m) => m.level === 'error'));
+            assert.equal(shown.text, `CUDA-LLM: ${notInstalledMessage(python)}`);
+            assert.deepEqual(shown.items, ['Open Settings', 'Show Output']);
+            assert.equal(fake.statusBar.text, '$(error) CUDA-LLM');
+            fake.messages = [];
+            await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'saxpy' });
+            const refused = await until('refusal', () => fake.messages.find((m) => m.level === 'error'));
+            assert.match(refused.text, /the language server is not running: cuda-llm-lsp is not installed/);
+        } finally {
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});
