@@ -117,7 +117,7 @@ def build_device_unit(
                 include_lines.setdefault(header_name, line_no)
             for message in state.take_problems():
                 problems.append(IncludeProblem(span, message))
-        elif _keep_system_include(name, state.configured, own):
+        elif _keep_system_include(name, state.configured):
             include_lines.setdefault(name, line_no)
         else:
             dropped.add(line_no)
@@ -177,7 +177,7 @@ def _as_system_include(name: str) -> bool | None:
     return True if std_headers.find_system_header(name) is not None else None
 
 
-def _keep_system_include(name: str, configured: tuple[str, ...], own: Path | None) -> bool:
+def _keep_system_include(name: str, configured: tuple[str, ...]) -> bool:
     """Whether `#include <name>` stays in the unit: stand-ins and headers NVRTC can find."""
     if name in std_headers.STUBBED:
         return True
@@ -221,7 +221,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
                 lines[line_no] = " " * len(lines[line_no])
             else:
                 names.extend(_load_header(inner, found, state, depth + 1))
-        elif not _keep_system_include(inner, state.configured, resolved):
+        elif not _keep_system_include(inner, state.configured):
             lines[line_no] = " " * len(lines[line_no])
     state.headers[name] = "\n".join(lines)
     return names
