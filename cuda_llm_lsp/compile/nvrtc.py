@@ -101,8 +101,6 @@ def compile_unit(
     nvrtc = nvrtc_module()
     expressions = list(dict.fromkeys(e.strip() for e in name_expressions if e.strip()))
     headers = dict(unit.headers)
-    prelude = std_headers.STUB_DIR / std_headers.PRELUDE
-    headers.setdefault(std_headers.PRELUDE, prelude.read_text())
     flags = build_flags(unit, options)
     run = _run(nvrtc, unit, headers, flags, expressions)
     bad = _bad_name_expressions(run.log, expressions)
