@@ -2,8 +2,8 @@
  * The language-client wiring: how the server is started and which of its messages the extension
  * takes over.
  *
- * Taken over: `workspace/configuration` for `cudaLlm` (answered with the API key merged in),
- * work-done progress (shown by the session as a notification with Cancel, instead of the
+ * Taken over: `workspace/configuration` for `cudaLlm` (answered with the server's view of the
+ * settings), the results of server commands (to learn which job is which kernel), work-done progress (shown by the session as a notification with Cancel, instead of the
  * library's silent window progress), and the `cudaLlm/suggestion` notification.
  */
 
@@ -37,6 +37,8 @@ export interface ClientHooks {
     /** Our answer for the items of a `workspace/configuration` request; `fallback` is VS Code's. */
     readonly configuration: (items: ConfigurationParams['items'], fallback: unknown[]) => unknown[];
     readonly onProgress: (token: ProgressToken, value: ProgressValue) => void;
+    /** Every server command run through VS Code (code lenses, code actions), with its result. */
+    readonly onCommandResult: (command: string, args: unknown[], result: unknown) => void;
     readonly onSuggestion: (params: unknown) => void;
 }
 
@@ -74,6 +76,11 @@ export function createClient(hooks: ClientHooks): LanguageClient {
         revealOutputChannelOn: RevealOutputChannelOn.Never,
         initializationOptions: hooks.initializationOptions,
         middleware: {
+            executeCommand: async (command, args, next) => {
+                const result = await next(command, args);
+                hooks.onCommandResult(command, args, result);
+                return result;
+            },
             workspace: {
                 configuration: async (params, token, next) => {
                     const fallback = await next(params, token);

@@ -15,7 +15,9 @@ import {
     ServerCommand,
     acceptRefused,
     cancelAllArgs,
+    endsWithSuggestion,
     isKernelRef,
+    jobToken,
     kernelAt,
     kernelArgs,
     kernelsFromLenses,
@@ -66,6 +68,8 @@ export class Session {
     private readonly jobs = new JobTracker();
     private readonly progressUi = new Map<ProgressToken, ProgressUi>();
     private readonly suggestions = new SuggestionStore();
+    /** Optimizations started in this session, by progress token, until their progress ends. */
+    private readonly optimizations = new Map<string, { ref: KernelRef; suggested: boolean }>();
     private readonly refreshDoc: (uri: string) => void;
 
     constructor(private readonly context: api.ExtensionContext) {
@@ -169,6 +173,7 @@ export class Session {
             initializationOptions: () => initializationOptions(this.config(), this.apiKey, this.vars()),
             configuration: (items, fallback) => this.configurationAnswer(items, fallback),
             onProgress: (token, value) => this.onProgress(token, value),
+            onCommandResult: (command, args, result) => this.onCommandResult(command, args, result),
             onSuggestion: (params) => this.onSuggestion(params),
         });
         this.client = client;
@@ -190,6 +195,7 @@ export class Session {
         }
         this.progressUi.clear();
         this.jobs.clear();
+        this.optimizations.clear();
         if (client !== undefined) {
             try {
                 await client.dispose(5000);
@@ -221,7 +227,7 @@ export class Session {
     // ---- settings and the API key ------------------------------------------------------------
 
     private configurationAnswer(items: readonly ConfigurationItemLike[], fallback: unknown[]): unknown[] {
-        return configurationAnswer(items, (scope) => this.config(scope), this.apiKey, fallback, this.vars());
+        return configurationAnswer(items, (scope) => this.config(scope), fallback, this.vars());
     }
 
     private async onConfigurationChanged(affects: (key: string) => boolean): Promise<void> {
@@ -235,7 +241,7 @@ export class Session {
 
     private async forwardSettings(): Promise<void> {
         if (this.client?.isRunning()) {
-            await sendConfiguration(this.client, didChangeConfigurationParams(this.config(), this.apiKey, this.vars()));
+            await sendConfiguration(this.client, didChangeConfigurationParams(this.config(), this.vars()));
         }
     }
 
@@ -260,15 +266,23 @@ export class Session {
         await this.applyKeyChange('API key cleared');
     }
 
-    /** Running jobs keep going: the key is forwarded; when idle the server restarts with it in initializationOptions. */
+    /**
+     * The key reaches the server only in `initializationOptions`, so it takes a restart; running
+     * jobs are not cut short without asking.
+     */
     private async applyKeyChange(what: string): Promise<void> {
-        if (this.jobs.all().length > 0) {
-            await this.forwardSettings();
-            void api.showInformationMessage(`CUDA-LLM: ${what}; it applies to the next optimization.`);
-        } else {
-            await this.restart();
-            void api.showInformationMessage(`CUDA-LLM: ${what}; the language server was restarted.`);
+        const running = this.jobs.all().length;
+        if (running > 0) {
+            const choice = await api.showInformationMessage(
+                `CUDA-LLM: ${what}. The server uses it after a restart, which cancels the ${running} running job(s).`,
+                'Restart Now',
+            );
+            if (choice !== 'Restart Now') {
+                return;
+            }
         }
+        await this.restart();
+        void api.showInformationMessage(`CUDA-LLM: ${what}; the language server was restarted.`);
     }
 
     // ---- progress and the status bar --------------------------------------------------------
@@ -284,7 +298,31 @@ export class Session {
         } else {
             this.progressUi.get(token)?.end();
             this.progressUi.delete(token);
+            this.jobEnded(token, value.message);
         }
+    }
+
+    /** Which kernel each optimization is, from the server's `{token}` answer to `cudaLlm.optimize`. */
+    private onCommandResult(command: string, args: unknown[], result: unknown): void {
+        const token = jobToken(result);
+        if (command === ServerCommand.optimize && token !== undefined && isKernelRef(args[0])) {
+            this.optimizations.set(token, { ref: { uri: args[0].uri, kernel: args[0].kernel }, suggested: false });
+        }
+    }
+
+    /**
+     * A finished optimization whose end says a suggestion is ready, without a `cudaLlm/suggestion`
+     * having arrived: ask the server to send it.
+     */
+    private jobEnded(token: ProgressToken, message: string | undefined): void {
+        const job = this.optimizations.get(String(token));
+        this.optimizations.delete(String(token));
+        if (job === undefined || job.suggested || !endsWithSuggestion(message) || !this.client?.isRunning()) {
+            return;
+        }
+        void executeServerCommand(this.client, ServerCommand.showSuggestion, kernelArgs(job.ref.uri, job.ref.kernel)).catch(
+            (err) => this.log(`Fetching the suggestion for ${job.ref.kernel}: ${errorText(err)}`),
+        );
     }
 
     private showProgress(
@@ -333,15 +371,22 @@ export class Session {
         this.status.show();
     }
 
+    /**
+     * Cancels every job through its progress token (standard LSP, what the notification's Cancel
+     * does); `cudaLlm.cancel` with no argument ("cancel all") only when no job is known here.
+     */
     private async cancelAll(): Promise<void> {
         const client = this.client;
         if (client === undefined || !client.isRunning()) {
             return;
         }
-        for (const token of this.jobs.cancellableTokens()) {
+        const tokens = this.jobs.cancellableTokens();
+        for (const token of tokens) {
             await cancelProgress(client, token);
         }
-        await executeServerCommand(client, ServerCommand.cancel, cancelAllArgs());
+        if (tokens.length === 0) {
+            await executeServerCommand(client, ServerCommand.cancel, cancelAllArgs());
+        }
     }
 
     // ---- kernels and suggestions ------------------------------------------------------------
@@ -359,7 +404,8 @@ export class Session {
         const client = this.runningClient();
         const ref = isKernelRef(arg) ? arg : await this.kernelAtCursor();
         if (ref !== undefined) {
-            await executeServerCommand(client, command, kernelArgs(ref.uri, ref.kernel));
+            const args = kernelArgs(ref.uri, ref.kernel);
+            this.onCommandResult(command, args, await executeServerCommand(client, command, args));
         }
     }
 
@@ -389,6 +435,11 @@ export class Session {
         const s = parsed.value;
         const previous = this.suggestions.get(s);
         const stored = this.suggestions.put(s);
+        for (const job of this.optimizations.values()) {
+            if (job.ref.uri === s.uri && job.ref.kernel === s.kernel) {
+                job.suggested = true;
+            }
+        }
         if (s.speedup !== undefined) {
             this.jobs.noteSpeedup(s.speedup);
             this.render();

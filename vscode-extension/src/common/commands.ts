@@ -68,6 +68,24 @@ export function acceptRefused(result: unknown): boolean {
     return typeof result === 'object' && result !== null && (result as { applied?: unknown }).applied === false;
 }
 
+/** The job's progress token in the server's answer to `cudaLlm.optimize` / `benchmark` (`{token}`). */
+export function jobToken(result: unknown): string | undefined {
+    if (typeof result !== 'object' || result === null) {
+        return undefined;
+    }
+    const token = (result as { token?: unknown }).token;
+    return typeof token === 'string' && token !== '' ? token : undefined;
+}
+
+/**
+ * Whether a finished optimization's end message says a suggestion is waiting ("2.10× faster,
+ * 4/4 cases: suggestion ready"): then the client asks for it with `cudaLlm.showSuggestion` unless
+ * the server already sent `cudaLlm/suggestion`.
+ */
+export function endsWithSuggestion(message: string | undefined): boolean {
+    return message !== undefined && /suggestion ready/i.test(message);
+}
+
 /** A stable key for maps of per-kernel state. */
 export function kernelKey(ref: KernelRef): string {
     return `${ref.uri}#${ref.kernel}`;

@@ -4,7 +4,8 @@
  * The server takes the same mapping from `initializationOptions` (`{cudaLlm: {...}, apiKey}`),
  * from `workspace/configuration` for the section `cudaLlm`, and from
  * `workspace/didChangeConfiguration` (`{settings: {cudaLlm: {...}}}`). The API key comes from
- * SecretStorage, never from settings, and is merged in only here.
+ * SecretStorage, never from settings, and travels only in `initializationOptions` (the server
+ * ignores, and warns about, a key in workspace settings): a new key means a server restart.
  */
 
 /** Reads one key relative to the `cudaLlm` section (vscode.WorkspaceConfiguration satisfies it). */
@@ -96,13 +97,12 @@ export function initializationOptions(
     return settings.apiKey === undefined ? { cudaLlm: settings } : { cudaLlm: settings, apiKey: settings.apiKey };
 }
 
-/** `workspace/didChangeConfiguration` params carrying the full current settings. */
+/** `workspace/didChangeConfiguration` params carrying the full current settings (never the key). */
 export function didChangeConfigurationParams(
     config: ConfigReader,
-    apiKey?: string,
     vars: PathVariables = {},
 ): { settings: { cudaLlm: ServerSettings } } {
-    return { settings: { cudaLlm: serverSettings(config, apiKey, vars) } };
+    return { settings: { cudaLlm: serverSettings(config, undefined, vars) } };
 }
 
 export interface ConfigurationItemLike {
@@ -111,25 +111,22 @@ export interface ConfigurationItemLike {
 }
 
 /**
- * The answer to `workspace/configuration`: items asking for `cudaLlm` get the server's view with the
- * key; `cudaLlm.<key>` gets that one value; anything else keeps `fallback` (VS Code's own answer).
+ * The answer to `workspace/configuration`: items asking for `cudaLlm` get the server's view (not
+ * VS Code's raw section with the client-only `server.*` keys); `cudaLlm.<key>` gets that one value;
+ * anything else keeps `fallback` (VS Code's own answer). The key is never part of it.
  */
 export function configurationAnswer(
     items: readonly ConfigurationItemLike[],
     configFor: (scopeUri?: string) => ConfigReader,
-    apiKey: string | undefined,
     fallback: readonly unknown[],
     vars: PathVariables = {},
 ): unknown[] {
     return items.map((item, i) => {
         if (item.section === SECTION) {
-            return serverSettings(configFor(item.scopeUri), apiKey, vars);
+            return serverSettings(configFor(item.scopeUri), undefined, vars);
         }
         if (item.section?.startsWith(`${SECTION}.`)) {
             const key = item.section.slice(SECTION.length + 1);
-            if (key === 'apiKey') {
-                return apiKey ?? null;
-            }
             if (FORWARDED_KEYS.includes(key)) {
                 const all = serverSettings(configFor(item.scopeUri), undefined, vars) as Record<string, unknown>;
                 return all[key] ?? null;

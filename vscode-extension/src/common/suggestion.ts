@@ -18,7 +18,8 @@ export interface Position {
 }
 
 export interface Suggestion extends KernelRef {
-    readonly range: { readonly start: Position; readonly end: Position };
+    /** Where the kernel is now; null when the server no longer finds the original text there. */
+    readonly range: { readonly start: Position; readonly end: Position } | null;
     readonly original: string;
     readonly suggested: string;
     readonly speedup?: number;
@@ -45,9 +46,9 @@ export function parseSuggestion(raw: unknown): Parsed<Suggestion> {
     if (p.uri === '' || p.kernel === '') {
         return { ok: false, error: 'cudaLlm/suggestion params: "uri" and "kernel" must not be empty' };
     }
-    const range = parseRange(p.range);
+    const range = p.range === null || p.range === undefined ? null : parseRange(p.range);
     if (range === undefined) {
-        return { ok: false, error: 'cudaLlm/suggestion params: "range" must be {start: {line, character}, end: {...}}' };
+        return { ok: false, error: 'cudaLlm/suggestion params: "range" must be null or {start: {line, character}, end: {...}}' };
     }
     return {
         ok: true,

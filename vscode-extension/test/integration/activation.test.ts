@@ -122,7 +122,8 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
         assert.equal(init.params.capabilities.experimental.cudaLlm.suggestionNotification, true);
         const answer = await until('configuration answer', () => serverLog(logFile).find((m) => m.configurationAnswer));
         assert.equal(answer.configurationAnswer[0].model, 'test-model');
-        assert.equal(answer.configurationAnswer[0].apiKey, KEY);
+        assert.ok(!('apiKey' in answer.configurationAnswer[0]), 'the key travels only in initializationOptions');
+        assert.ok(!('server' in answer.configurationAnswer[0]));
         assert.equal(answer.configurationAnswer[1], 'test-model');
     });
 
@@ -178,12 +179,45 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
 
     it('cancels every job when the status bar item is clicked', async () => {
         await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'k2' });
-        await until('busy status', () => fake.statusBar.text.includes('1 optimizing'));
+        await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'k3' });
+        await until('busy status', () => fake.statusBar.text.includes('2 optimizing'));
         assert.equal(fake.statusBar.command, 'cudaLlm.client.cancelAll');
         await fake.commands.get(fake.statusBar.command as string)!();
+        for (const token of ['job-k2', 'job-k3']) {
+            await until(`cancel of ${token}`, () =>
+                serverLog(logFile).find((m) => m.method === 'window/workDoneProgress/cancel' && m.params.token === token),
+            );
+        }
+        await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+        assert.deepEqual(executedOnServer(logFile, 'cudaLlm.cancel'), [], 'no cancel-all needed when every job is known');
+    });
+
+    it('sends cudaLlm.cancel without an argument (cancel all) when it knows no job', async () => {
+        await fake.commands.get('cudaLlm.client.cancelAll')!();
         const cancel = await until('cudaLlm.cancel', () => executedOnServer(logFile, 'cudaLlm.cancel')[0]);
         assert.deepEqual(cancel.params.arguments, []);
-        await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+    });
+
+    it('asks for the suggestion when an optimization started from a code lens ends with one but the server sent none', async () => {
+        fake.answer = () => undefined;
+        await fake.commands.get('cudaLlm.optimize')!({ uri: DOC, kernel: 'quiet' });
+        const shown = await until('showSuggestion', () => executedOnServer(logFile, 'cudaLlm.showSuggestion')[0]);
+        assert.deepEqual(shown.params.arguments, [{ uri: DOC, kernel: 'quiet' }]);
+        const diff = await until('diff', () => fake.executed.find((e) => e.id === 'vscode.diff' && String(e.args[1]).endsWith('/quiet.suggested.cu')));
+        assert.equal(diff.args[2], 'quiet: original ↔ suggested (2.10× faster, 4/4 cases)');
+        assert.equal(executedOnServer(logFile, 'cudaLlm.showSuggestion').length, 1, 'saxpy announced its own suggestion');
+    });
+
+    it('rejects the pending suggestion shown in the active diff from the editor title button', async () => {
+        const diff = fake.executed.find((e) => e.id === 'vscode.diff' && String(e.args[1]).endsWith('/quiet.suggested.cu'));
+        assert.ok(diff);
+        await fake.commands.get('cudaLlm.client.rejectSuggestion')!(diff.args[1]);
+        const rejected = await until('reject', () => executedOnServer(logFile, 'cudaLlm.reject')[0]);
+        assert.deepEqual(rejected.params.arguments, [{ uri: DOC, kernel: 'quiet' }]);
+        fake.messages = [];
+        await fake.commands.get('cudaLlm.client.rejectSuggestion')!(diff.args[1]);
+        const refused = await until('error', () => fake.messages.find((m) => m.level === 'error'));
+        assert.match(refused.text, /no pending suggestion/);
     });
 
     it('never writes the API key to the output, even with a verbose trace and a server that logs it', async () => {

@@ -38,28 +38,44 @@ function notify(method: string, params: unknown): void {
 
 const SUGGESTED = '__global__ void saxpy(int n, float a, const float* x, float* y) { /* faster */ }';
 
+
+function suggestion(uri: string, kernel: string): object {
+    return {
+        uri,
+        kernel,
+        range: { start: { line: 0, character: 0 }, end: { line: 0, character: 60 } },
+        original: `__global__ void ${kernel}(int n, float a, const float* x, float* y) { /* slow */ }`,
+        suggested: SUGGESTED.replace('saxpy', kernel),
+        speedup: 2.1,
+        baselineMs: 0.42,
+        bestMs: 0.2,
+        casesPassed: 4,
+        casesTotal: 4,
+        message: 'vectorised loads',
+    };
+}
+
+function jobToken(kernel: string): string {
+    return `job-${kernel}`;
+}
+
 async function startJob(uri: string, kernel: string): Promise<void> {
-    const token = `job-${kernel}`;
+    const token = jobToken(kernel);
     jobs.set(token, { uri, kernel });
     await request('window/workDoneProgress/create', { token });
     notify('$/progress', { token, value: { kind: 'begin', title: `Optimizing ${kernel}`, cancellable: true, message: 'round 1/4', percentage: 0 } });
     notify('$/progress', { token, value: { kind: 'report', message: 'round 1/4: best 1.80×', percentage: 25 } });
     if (kernel === 'saxpy') {
+        // Announces the suggestion itself, then ends.
         setTimeout(() => {
-            notify('cudaLlm/suggestion', {
-                uri,
-                kernel,
-                range: { start: { line: 0, character: 0 }, end: { line: 0, character: 60 } },
-                original: '__global__ void saxpy(int n, float a, const float* x, float* y) { /* slow */ }',
-                suggested: SUGGESTED,
-                speedup: 2.1,
-                baselineMs: 0.42,
-                bestMs: 0.2,
-                casesPassed: 4,
-                casesTotal: 4,
-                message: 'vectorised loads',
-            });
-            notify('$/progress', { token, value: { kind: 'end', message: 'best 2.10×' } });
+            notify('cudaLlm/suggestion', suggestion(uri, kernel));
+            notify('$/progress', { token, value: { kind: 'end', message: '2.10× faster, 4/4 cases: suggestion ready' } });
+            jobs.delete(token);
+        }, 300);
+    } else if (kernel === 'quiet') {
+        // Only says so in the end message; sends the suggestion on cudaLlm.showSuggestion.
+        setTimeout(() => {
+            notify('$/progress', { token, value: { kind: 'end', message: '2.10× faster, 4/4 cases: suggestion ready' } });
             jobs.delete(token);
         }, 300);
     }
@@ -111,9 +127,14 @@ function handle(message: Message): void {
             return;
         case 'workspace/executeCommand': {
             const { command, arguments: args } = message.params;
-            send({ id: message.id, result: command === 'cudaLlm.accept' ? { applied: true } : null });
             if (command === 'cudaLlm.optimize') {
+                send({ id: message.id, result: { token: jobToken(args[0].kernel) } });
                 void startJob(args[0].uri, args[0].kernel);
+                return;
+            }
+            send({ id: message.id, result: command === 'cudaLlm.accept' ? true : null });
+            if (command === 'cudaLlm.showSuggestion') {
+                notify('cudaLlm/suggestion', suggestion(args[0].uri, args[0].kernel));
             }
             if (command === 'cudaLlm.cancel') {
                 for (const token of [...jobs.keys()]) {

@@ -5,6 +5,8 @@ import {
     ServerCommand,
     acceptRefused,
     cancelAllArgs,
+    endsWithSuggestion,
+    jobToken,
     isKernelRef,
     kernelAt,
     kernelArgs,
@@ -67,6 +69,22 @@ describe('command arguments', () => {
         assert.ok(!acceptRefused(null));
         assert.ok(!acceptRefused(undefined));
         assert.ok(!acceptRefused({ applied: true }));
+    });
+});
+
+describe('job results', () => {
+    it('give the progress token of a started job', () => {
+        assert.equal(jobToken({ token: 'cuda-llm-optimize-1a2b' }), 'cuda-llm-optimize-1a2b');
+        assert.equal(jobToken(null), undefined, 'a job already running for the kernel');
+        assert.equal(jobToken({ token: 3 }), undefined);
+        assert.equal(jobToken(true), undefined);
+    });
+
+    it('tell an optimization that ended with a suggestion', () => {
+        assert.ok(endsWithSuggestion('2.10× faster, 4/4 cases: suggestion ready'));
+        assert.ok(!endsWithSuggestion('no correct candidate faster than the original'));
+        assert.ok(!endsWithSuggestion('cancelled'));
+        assert.ok(!endsWithSuggestion(undefined));
     });
 });
 

@@ -105,25 +105,27 @@ describe('initializationOptions', () => {
         assert.ok(!JSON.stringify(opts).includes('apiKey'));
     });
 
-    it('match the didChangeConfiguration settings', () => {
+    it('match the didChangeConfiguration settings, which never carry the key', () => {
         const r = reader({ ...DEFAULTS, arch: 'sm_80' });
-        assert.deepEqual(didChangeConfigurationParams(r, 'k3y-value').settings.cudaLlm, initializationOptions(r, 'k3y-value').cudaLlm);
+        const { apiKey, ...settings } = initializationOptions(r, 'k3y-value').cudaLlm;
+        assert.equal(apiKey, 'k3y-value');
+        assert.deepEqual(didChangeConfigurationParams(r).settings.cudaLlm, settings);
+        assert.ok(!JSON.stringify(didChangeConfigurationParams(r)).includes('apiKey'));
     });
 });
 
 describe('workspace/configuration answer', () => {
     const configFor = (scope?: string) => reader({ ...DEFAULTS, model: scope === 'file:///a/x.cu' ? 'scoped' : 'global' });
 
-    it('answers cudaLlm with the server view and the key, per scope', () => {
+    it('answers cudaLlm with the server view, per scope, without the key (the server refuses keys from settings)', () => {
         const answer = configurationAnswer(
             [{ section: 'cudaLlm' }, { section: 'cudaLlm', scopeUri: 'file:///a/x.cu' }],
             configFor,
-            'sk-key',
             [{ raw: true }, { raw: true }],
         ) as Array<Record<string, unknown>>;
         assert.equal(answer[0].model, 'global');
         assert.equal(answer[1].model, 'scoped');
-        assert.equal(answer[0].apiKey, 'sk-key');
+        assert.ok(!('apiKey' in answer[0]));
         assert.ok(!('raw' in answer[0]));
     });
 
@@ -131,10 +133,9 @@ describe('workspace/configuration answer', () => {
         const answer = configurationAnswer(
             [{ section: 'cudaLlm.model' }, { section: 'cudaLlm.apiKey' }, { section: 'editor' }, { section: 'cudaLlm.arch' }, {}],
             configFor,
-            undefined,
             ['m0', 'k0', { tabSize: 4 }, 'a0', { all: 1 }],
         );
-        assert.deepEqual(answer, ['global', null, { tabSize: 4 }, null, { all: 1 }]);
+        assert.deepEqual(answer, ['global', 'k0', { tabSize: 4 }, null, { all: 1 }]);
     });
 });
 

@@ -38,6 +38,11 @@ describe('parsing cudaLlm/suggestion', () => {
         assert.deepEqual(parsed(), PARAMS);
     });
 
+    it('accepts a null range (the kernel moved or changed since the run)', () => {
+        assert.equal(parsed({ ...PARAMS, range: null }).range, null);
+        assert.equal(parsed({ ...PARAMS, range: undefined }).range, null);
+    });
+
     it('tolerates missing figures', () => {
         const s = parsed({ ...PARAMS, speedup: null, baselineMs: undefined, casesPassed: -1, message: '  ' });
         assert.equal(s.speedup, undefined);
