@@ -35,7 +35,7 @@ HOST_ONLY: frozenset[str] = names(
     iosfwd iostream istream iterator limits list locale map memory memory_resource mutex new
     numeric optional ostream queue random ratio regex scoped_allocator set shared_mutex
     span sstream stack stdexcept streambuf string string_view system_error thread tuple
-    type_traits typeindex typeinfo unordered_map unordered_set utility valarray variant vector
+    typeindex typeinfo unordered_map unordered_set utility valarray variant vector
     bit numbers concepts compare format ranges source_location barrier latch semaphore
     ctype.h errno.h locale.h signal.h stdarg.h time.h wchar.h unistd.h sys/time.h sys/types.h
     omp.h pthread.h windows.h fcntl.h dirent.h

@@ -72,6 +72,12 @@ _STD_PROVIDED = std_headers.names(
     lround modf nearbyint nextafter pow remainder remquo rint round scalbln scalbn signbit sin
     sinh sqrt tan tanh tgamma trunc sqrtf expf logf fabsf fmaxf fminf powf sinf cosf tanhf floorf
     ceilf roundf truncf fmaf exp2f log2f erff printf malloc free memcpy memset
+    integral_constant true_type false_type bool_constant is_same is_same_v enable_if enable_if_t
+    conditional conditional_t remove_const remove_volatile remove_cv remove_cv_t remove_const_t
+    remove_reference remove_reference_t remove_pointer remove_pointer_t remove_cvref
+    remove_cvref_t decay decay_t is_pointer is_pointer_v is_const is_const_v is_integral
+    is_integral_v is_floating_point is_floating_point_v is_arithmetic is_arithmetic_v is_signed
+    is_signed_v is_unsigned is_unsigned_v
     """
 )
 

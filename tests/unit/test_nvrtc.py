@@ -282,3 +282,19 @@ def test_unclosed_brace_is_reported_at_the_end_of_the_file() -> None:
     assert error.line == 4 and error.message == 'expected a "}" at the end of the file'
     notes = [d for d in result.diagnostics if d.severity == "information"]
     assert {d.line for d in notes} <= {1, 2} and notes
+
+
+def test_type_traits_in_device_templates() -> None:
+    source = (
+        "#include <type_traits>\n"
+        "#include <cuda_fp16.h>\n"
+        "template <typename T>\n"
+        "using Acc = std::conditional_t<std::is_same_v<T, __half>, float, T>;\n"
+        "template <typename T, typename = std::enable_if_t<std::is_floating_point<T>::value>>\n"
+        "__global__ void k(T* x) {\n"
+        "  if constexpr (std::is_same_v<T, double>) { x[0] = 2; }\n"
+        "  x[1] = static_cast<T>(Acc<T>(x[0]) + std::is_integral_v<std::remove_cv_t<const int>>);\n"
+        "}\n"
+    )
+    result = compile_text(source, ("k<float>", "k<double>"))
+    assert result.diagnostics == () and set(result.resources) == {"k<float>", "k<double>"}
