@@ -436,7 +436,7 @@ class GpuEvaluator:
                         problem = Finding("nondeterministic", "two runs on the same inputs "
                                           f"differ: {problem.message}")  # fmt: skip
                 if problem is not OK:
-                    status = problem.status or "nondeterministic"
+                    status: Status = problem.status or "nondeterministic"
                     if status in ("wrong_output", "unwritten_output"):
                         status = "nondeterministic"  # the first run was right
                         problem = replace(problem, message="the second run on the same inputs "
@@ -457,7 +457,7 @@ class GpuEvaluator:
             after = self._run(cand_key, spec, timed, fresh, where + ", recheck")
             problem = self._judge(spec, timed, oracle, after, where)
             if problem is not OK:
-                status: Status = problem.status or "stale_after_timing"
+                status = problem.status or "stale_after_timing"
                 if status not in ("timeout", "fault", "launch_error"):
                     status = "stale_after_timing"
                 msg = (f"after the timing runs ({cand_t.samples} timed launches), a run on new "

@@ -294,6 +294,9 @@ class Worker:
                     continue
                 out[name] = host.tobytes()
             return {"status": "ok", "buffers": out, "wall_ms": elapsed}
+        except Timeout:
+            bases = []  # cuMemFree would wait for the hung kernel: the process exits instead
+            raise
         finally:
             self._free(bases)
 
@@ -336,6 +339,9 @@ class Worker:
                 self.d, self.stream, launches, flush, lambda: self.sync(batch_timeout), plan
             )
             return {"status": "ok", "samples": samples}
+        except Timeout:
+            bases_all = []  # cuMemFree would wait for the hung kernel: the process exits instead
+            raise
         finally:
             self._free(bases_all)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -264,6 +265,8 @@ def cuMemAlloc(n: int) -> tuple[Any, ...]:
 
 
 def cuMemFree(addr: int) -> tuple[Any, ...]:
+    while S.hung:  # like the real one: waits for the device, here forever
+        time.sleep(1)
     S.allocations.pop(int(addr), None)
     return OK
 
