@@ -110,7 +110,10 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
             _span_diagnostic(p.span, p.message, "spec", p.severity) for p in problems
         )
     unit = build_device_unit(text, path, settings.include_paths)
-    diagnostics.extend(_span_diagnostic(p.span, p.message, "include") for p in unit.problems)
+    diagnostics.extend(
+        replace(_span_diagnostic(p.span, p.message, "include"), severity=p.severity)
+        for p in unit.problems
+    )
     wanted = [name_expressions(k, s) for k, s in zip(kernels, specs, strict=True)]
     flat = tuple(dict.fromkeys(e for group in wanted for e in group))
     size, limit = device_code_size(unit), max_device_code()

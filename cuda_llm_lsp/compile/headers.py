@@ -42,18 +42,25 @@ HOST_ONLY: frozenset[str] = names(
     cuda.h cudaProfiler.h cuda_profiler_api.h nvrtc.h nvToolsExt.h nvtx3/nvToolsExt.h
     """
 )
+# Device-side library headers that may be missing from the installed wheels: a missing one is
+# worth a warning, since device code using it will fail with undefined names.
+DEVICE_LIBRARIES: dict[str, str] = {
+    "curand_kernel.h": "cuda-toolkit[curand]",
+    "curand_philox4x32_x.h": "cuda-toolkit[curand]",
+    "curand_mtgp32_kernel.h": "cuda-toolkit[curand]",
+}
 HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/")
 
 
 @functools.lru_cache(maxsize=1)
 def toolkit_include_dirs() -> tuple[str, ...]:
-    """CUDA toolkit header directories found by cuda.pathfinder: cudart (with crt/), then CCCL."""
+    """Toolkit header directories cuda.pathfinder finds: cudart (with crt/), CCCL, cuRAND."""
     dirs: list[str] = []
     try:
         from cuda import pathfinder
     except ImportError:  # pragma: no cover - cuda-python is a dependency
         return ()
-    for lib in ("cudart", "cccl"):
+    for lib in ("cudart", "cccl", "curand"):
         try:
             found = pathfinder.find_nvidia_header_directory(lib)
         except Exception:  # a missing wheel only loses those headers

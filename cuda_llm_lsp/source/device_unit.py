@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import tree_sitter
 import tree_sitter_cuda
@@ -30,6 +31,7 @@ class IncludeProblem:
 
     span: Span
     message: str
+    severity: Literal["error", "warning"] = "error"
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,13 @@ def build_device_unit(
             include_lines.setdefault(name, line_no)
         else:
             dropped.add(line_no)
+            wheel = std_headers.DEVICE_LIBRARIES.get(name)
+            if wheel is not None:
+                message = (
+                    f"<{name}> is not installed: device code using it cannot be checked "
+                    f"(pip install '{wheel}==13.*')"
+                )
+                problems.append(IncludeProblem(span, message, "warning"))
     if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
         body, _, _ = _blank_host_code(text, state.macros)
     lines = body.split("\n")

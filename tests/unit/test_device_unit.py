@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cuda_llm_lsp.source.device_unit import build_device_unit
 
 HOST_FILE = """\
@@ -194,3 +196,14 @@ def test_execution_space_macros_from_user_headers(tmp_path: Path) -> None:
     lines = build_device_unit(source, tmp_path / "k.cu").text.split("\n")
     assert lines[1].strip() == ""
     assert lines[2].startswith("DEV_FN float dev_side")
+
+
+def test_missing_device_library_header_is_a_warning() -> None:
+    from cuda_llm_lsp.compile.headers import find_system_header
+
+    if find_system_header("curand_kernel.h") is not None:
+        pytest.skip("cuRAND headers are installed here")
+    unit = build_device_unit("#include <curand_kernel.h>\n#include <vector>\n")
+    (problem,) = unit.problems
+    assert problem.severity == "warning" and problem.span.start.line == 0
+    assert "curand" in problem.message
