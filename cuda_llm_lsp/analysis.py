@@ -111,8 +111,7 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
         )
     unit = build_device_unit(text, path, settings.include_paths)
     diagnostics.extend(
-        replace(_span_diagnostic(p.span, p.message, "include"), severity=p.severity)
-        for p in unit.problems
+        _span_diagnostic(p.span, p.message, "include", p.severity) for p in unit.problems
     )
     wanted = [name_expressions(k, s) for k, s in zip(kernels, specs, strict=True)]
     flat = tuple(dict.fromkeys(e for group in wanted for e in group))
