@@ -92,7 +92,9 @@ def build_binary(
 ) -> KernelBinary | CandidateRejected:
     """Compile `kernel_name` from `file_text` (with `kernel_source` spliced in, if given).
 
-    `arch` defaults to the evaluating GPU's (`compile.arch.resolve_arch(settings)`).
+    `arch` defaults to the evaluating GPU's (`compile.arch.resolve_arch(settings)`); `instance`
+    (a templated kernel's instantiation) defaults to the spec's, else the first launch site's.
+    Raises only `NvrtcUnavailable`; every problem of the candidate is a `CandidateRejected`.
     """
     original = find_kernel(file_text, kernel_name)
     if original is None:
@@ -118,6 +120,11 @@ def build_binary(
     else:
         kernel = original
         first_line = None
+    if instance is None and original.is_template and original.spec is not None:
+        from cuda_llm_lsp.source.spec import parse_spec  # the spec names the instance to test
+
+        spec, _ = parse_spec(original, file_text)
+        instance = spec.instance if spec is not None else None
     expr = name_expression(kernel, instance)
     result = _compile(text, path, settings, arch, expr)
     if not result.ok or result.cubin is None:
