@@ -25,9 +25,9 @@ def run(path: Path, settings: Settings | None = None):
 
 
 def test_acceptance_host_code_and_a_device_error_on_line_9() -> None:
-    text = (EXAMPLES / "broken.cu").read_text()
+    text = (EXAMPLES / "errors" / "broken.cu").read_text()
     assert "int main()" in text and "<<<" in text and "#include <vector>" in text
-    analysis = run(EXAMPLES / "broken.cu")
+    analysis = run(EXAMPLES / "errors" / "broken.cu")
     (d,) = analysis.diagnostics
     assert (d.line, d.severity) == (9, "error")
     assert d.message == 'identifier "facter" is undefined'

@@ -36,23 +36,23 @@ def check(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_acceptance_broken_file_reports_exactly_line_9_and_exits_1() -> None:
-    done = check("examples/broken.cu")
+    done = check("examples/errors/broken.cu")
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     problems = [line for line in lines if ": error: " in line or ": warning: " in line]
-    assert problems == ['examples/broken.cu:9:25: error: identifier "facter" is undefined']
+    assert problems == ['examples/errors/broken.cu:9:25: error: identifier "facter" is undefined']
     assert done.stderr == ""
 
 
 def test_json_has_exactly_the_contract_keys() -> None:
-    done = check("--format", "json", "examples/broken.cu", "examples/saxpy.cu")
+    done = check("--format", "json", "examples/errors/broken.cu", "examples/saxpy.cu")
     assert done.returncode == 1
     data = json.loads(done.stdout)
     assert set(data) == {"diagnostics", "kernels"}
     assert all(set(d) == DIAGNOSTIC_KEYS for d in data["diagnostics"])
     assert all(set(k) == KERNEL_KEYS for k in data["kernels"])
     (error,) = data["diagnostics"]
-    assert (error["file"], error["line"], error["severity"]) == ("examples/broken.cu", 9, "error")
+    assert (error["file"], error["line"], error["severity"]) == ("examples/errors/broken.cu", 9, "error")
     saxpy = next(k for k in data["kernels"] if k["name"] == "saxpy")
     assert saxpy["file"] == "examples/saxpy.cu" and saxpy["line"] == 15
     assert saxpy["registers"] > 0 and saxpy["spill_stores"] == 0
