@@ -29,6 +29,7 @@ FAST_TWICE = TWICE.replace(
 
 def bench(*args: str, driver: str | None = "no_such_driver_module", home: Path | None = None):
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if driver:
         env["CUDA_LLM_LSP_DRIVER"] = driver
     if home:

@@ -6,6 +6,7 @@ replaced by `tests/unit/fake_cuda_driver.py`, whose planted kernels mirror the G
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -55,6 +56,8 @@ def spec() -> TestSpec:
 def evaluator(tmp_path_factory: pytest.TempPathFactory) -> GpuEvaluator:
     mp = pytest.MonkeyPatch()
     mp.setenv(DRIVER_ENV, "tests.unit.fake_cuda_driver")
+    root = str(Path(__file__).resolve().parents[2])  # the worker imports the double from here
+    mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     plan = timing.Plan(budget_s=0.3, batch=5)
     ev = GpuEvaluator(launch_timeout_s=0.5, plan=plan, cache_dir=tmp_path_factory.mktemp("c"))
     yield ev
