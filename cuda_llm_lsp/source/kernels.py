@@ -90,7 +90,18 @@ def parse_tree(text: str) -> tuple[Tree, bytes]:
     if parser is None:
         parser = _local.parser = Parser(_LANGUAGE)
     data = text.encode("utf-8", errors="surrogatepass")
-    return parser.parse(data), data
+    return parser.parse(_mask_unknown_attributes(data)), data
+
+
+# Kernel attributes tree-sitter-cuda does not know; blanked (same length) before parsing so
+# the kernel after them is still found and every byte offset stays exact.
+_UNKNOWN_ATTRIBUTES = re.compile(rb"\b(?:__cluster_dims__|__maxnreg__)\s*\([^()]*\)")
+
+
+def _mask_unknown_attributes(data: bytes) -> bytes:
+    if b"__cluster_dims__" not in data and b"__maxnreg__" not in data:
+        return data
+    return _UNKNOWN_ATTRIBUTES.sub(lambda m: b" " * len(m.group(0)), data)
 
 
 def find_kernels(text: str) -> list[Kernel]:

@@ -110,3 +110,13 @@ def test_half_typed_and_garbage_text_never_raises() -> None:
 def test_columns_count_code_points_not_bytes() -> None:
     kernel = find_kernels("/* é */ __global__ void k(float* p) {}")[0]
     assert kernel.name_span == Span.of(0, 24, 0, 25)
+
+
+def test_kernels_with_cluster_dims_or_maxnreg_are_found() -> None:
+    text = (
+        "__global__ void __cluster_dims__(2, 1, 1) clustered(float* x) { x[0] = 1; }\n"
+        "__global__ void __maxnreg__(32) capped(float* x) { x[0] = 2; }\n"
+    )
+    kernels = find_kernels(text)
+    assert [k.name for k in kernels] == ["clustered", "capped"]
+    assert kernels[0].name_span == Span.of(0, 43, 0, 52)
