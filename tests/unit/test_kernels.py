@@ -119,4 +119,4 @@ def test_kernels_with_cluster_dims_or_maxnreg_are_found() -> None:
     )
     kernels = find_kernels(text)
     assert [k.name for k in kernels] == ["clustered", "capped"]
-    assert kernels[0].name_span == Span.of(0, 43, 0, 52)
+    assert kernels[0].name_span == Span.of(0, 42, 0, 51)
