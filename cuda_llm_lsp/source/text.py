@@ -6,6 +6,7 @@ Lines and columns are 0-based and columns count Unicode code points within the l
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -31,20 +32,27 @@ class Span:
 
     def slice(self, text: str) -> str:
         """The text this span covers in `text`."""
-        lines = text.split("\n")
-        start = _offset(lines, self.start)
-        end = _offset(lines, self.end)
-        return "\n".join(lines)[start:end]
+        return text[offset_of(text, self.start) : offset_of(text, self.end)]
 
 
-def _offset(lines: list[str], point: Point) -> int:
-    line = min(point.line, len(lines) - 1) if lines else 0
-    return sum(len(text) + 1 for text in lines[:line]) + min(point.column, len(lines[line]))
+@functools.lru_cache(maxsize=16)
+def _line_starts(text: str) -> tuple[int, ...]:
+    """Offsets where each line starts (cached: many spans are sliced from one big text)."""
+    starts = [0]
+    found = text.find("\n")
+    while found != -1:
+        starts.append(found + 1)
+        found = text.find("\n", found + 1)
+    return tuple(starts)
 
 
 def offset_of(text: str, point: Point) -> int:
-    """Character offset of `point` in `text`."""
-    return _offset(text.split("\n"), point)
+    """Character offset of `point` in `text` (line and column clamped to the text)."""
+    starts = _line_starts(text)
+    line = min(point.line, len(starts) - 1)
+    start = starts[line]
+    end = starts[line + 1] - 1 if line + 1 < len(starts) else len(text)
+    return start + min(point.column, end - start)
 
 
 def point_at(text: str, offset: int) -> Point:
