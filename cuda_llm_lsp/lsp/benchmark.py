@@ -29,7 +29,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     from cuda_llm_lsp.evaluate.format import summary_line
     from cuda_llm_lsp.source.spec import parse_spec
 
-    text, kernel = server.kernel(job.uri, job.kernel)
+    text, kernel = await server.kernel(job.uri, job.kernel)
     if kernel is None:
         raise JobError(f"no kernel named {job.kernel} in the document")
     original = kernel.span.slice(text)

@@ -30,16 +30,16 @@ def register(server: CudaLlmServer) -> None:
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[OPTIMIZE_KIND, KIND], resolve_provider=False),
     )
-    def code_actions(
+    async def code_actions(
         ls: CudaLlmServer, params: types.CodeActionParams
     ) -> list[types.CodeAction | types.Command]:
-        return actions(ls, params)
+        return await actions(ls, params)
 
 
-def kernel_at(
+async def kernel_at(
     server: CudaLlmServer, uri: str, position: types.Position
 ) -> tuple[str, Kernel | None]:
-    text, kernels = server.kernels(uri)
+    text, kernels = await server.kernels(uri)
     point = to_point(split_lines(text), position, server.codec)
     spec_or_kernel = (
         k for k in kernels if k.span.contains(point) or (k.spec and k.spec.span.contains(point))
@@ -47,11 +47,11 @@ def kernel_at(
     return text, next(spec_or_kernel, None)
 
 
-def actions(
+async def actions(
     server: CudaLlmServer, params: types.CodeActionParams
 ) -> list[types.CodeAction | types.Command]:
     uri = params.text_document.uri
-    text, kernel = kernel_at(server, uri, params.range.start)
+    text, kernel = await kernel_at(server, uri, params.range.start)
     if kernel is None:
         return []
     name = kernel.name

@@ -44,8 +44,8 @@ def target(server: CudaLlmServer, args: tuple[Any, ...]) -> tuple[str, str] | No
     return uri, kernel
 
 
-def _known_kernel(server: CudaLlmServer, uri: str, kernel: str) -> bool:
-    if server.kernel(uri, kernel)[1] is None:
+async def _known_kernel(server: CudaLlmServer, uri: str, kernel: str) -> bool:
+    if (await server.kernel(uri, kernel))[1] is None:
         server.message(f"cuda-llm: no kernel named {kernel} in {uri}", types.MessageType.Error)
         return False
     return True
@@ -66,14 +66,14 @@ def register(server: CudaLlmServer) -> None:
 
     @command(OPTIMIZE)
     async def do_optimize(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
-        if _known_kernel(ls, uri, kernel):
+        if await _known_kernel(ls, uri, kernel):
             job = optimize.start(ls, uri, kernel)
             return {"token": job.token} if job else None
         return None
 
     @command(BENCHMARK)
     async def do_benchmark(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
-        if _known_kernel(ls, uri, kernel):
+        if await _known_kernel(ls, uri, kernel):
             job = benchmark.start(ls, uri, kernel)
             return {"token": job.token} if job else None
         return None
@@ -99,9 +99,9 @@ def register(server: CudaLlmServer) -> None:
 
     @command(ADD_SPEC)
     async def do_add_spec(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
-        text, found = ls.kernel(uri, kernel)
+        text, found = await ls.kernel(uri, kernel)
         if found is None:
-            return _known_kernel(ls, uri, kernel)
+            return await _known_kernel(ls, uri, kernel)
         if found.spec is not None:
             ls.message(f"cuda-llm: {kernel} already has a test spec")
             return False

@@ -151,9 +151,11 @@ class JobManager:
             progress.begin(title, "starting")
             inner = asyncio.ensure_future(work(job, progress))
             cancelled = asyncio.get_running_loop().create_future()
-            job.cancel_hooks.append(
-                lambda: cancelled.get_loop().call_soon_threadsafe(_set_done, cancelled)
-            )
+
+            def wake() -> None:
+                cancelled.get_loop().call_soon_threadsafe(_set_done, cancelled)
+
+            job.cancel_hooks.append(wake)
             if job.cancelled:
                 _set_done(cancelled)
             await asyncio.wait({inner, cancelled}, return_when=asyncio.FIRST_COMPLETED)

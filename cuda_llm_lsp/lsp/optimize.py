@@ -183,7 +183,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     from cuda_llm_lsp.fsr.loop import optimize
     from cuda_llm_lsp.fsr.types import OptimizeRequest, config_from_settings
 
-    text, kernel = server.kernel(job.uri, job.kernel)
+    text, kernel = await server.kernel(job.uri, job.kernel)
     if kernel is None:
         raise JobError(f"no kernel named {job.kernel} in the document")
     original = kernel.span.slice(text)

@@ -42,6 +42,17 @@ EvaluatorFactory = Callable[[], "Evaluator"]
 LlmFactory = Callable[["OptimizeConfig"], "LlmClient"]
 
 
+BIG_TEXT = 200_000  # characters: parse such documents off the event loop
+
+
+def _find(uri: str, text: str) -> list[Kernel]:
+    try:
+        return find_kernels(text)
+    except Exception:  # the source model must never take the server down
+        log.exception("find_kernels failed for %s", uri)
+        return []
+
+
 def default_analyzer(text: str, path: Path | None, settings: Settings) -> Any:
     from cuda_llm_lsp.analysis import analyze
 
@@ -123,25 +134,28 @@ class CudaLlmServer(LanguageServer):
     def codec(self) -> PositionCodec:
         return self.workspace.position_codec
 
-    def kernels(self, uri: str) -> tuple[str, list[Kernel]]:
-        """The current text of `uri` and its kernels (tree-sitter; cached per document version)."""
+    async def kernels(self, uri: str) -> tuple[str, list[Kernel]]:
+        """The current text of `uri` and its kernels (cached per version; a big file's parse
+        runs in a thread, and the last analysis is reused when it is of the same text)."""
         doc = self.document(uri)
         if doc is None:
             return "", []
-        text = doc.source
+        text, version = doc.source, doc.version
         cached = self._kernels.get(uri)
-        if cached is not None and cached[0] == doc.version and cached[1] == text:
+        if cached is not None and cached[0] == version and cached[1] == text:
             return text, cached[2]
-        try:
-            found = find_kernels(text)
-        except Exception:  # the source model must never take the server down
-            log.exception("find_kernels failed for %s", uri)
-            found = []
-        self._kernels[uri] = (doc.version, text, found)
+        state = self.documents.get(uri)
+        if state is not None and state.analysis is not None and state.analysis.text == text:
+            found = [info.kernel for info in state.analysis.kernels]
+        elif len(text) > BIG_TEXT:
+            found = await asyncio.get_running_loop().run_in_executor(None, _find, uri, text)
+        else:
+            found = _find(uri, text)
+        self._kernels[uri] = (version, text, found)
         return text, found
 
-    def kernel(self, uri: str, name: str) -> tuple[str, Kernel | None]:
-        text, found = self.kernels(uri)
+    async def kernel(self, uri: str, name: str) -> tuple[str, Kernel | None]:
+        text, found = await self.kernels(uri)
         return text, next((k for k in found if k.name == name), None)
 
     def forget(self, uri: str) -> None:

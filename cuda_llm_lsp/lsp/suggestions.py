@@ -67,9 +67,14 @@ async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
     if suggestion is None:
         server.message(f"cuda-llm: there is no suggestion for {kernel} to accept")
         return False
+    text, current = await server.kernel(uri, kernel)
     doc = server.document(uri)
-    text, current = server.kernel(uri, kernel)
-    if doc is None or current is None or current.span.slice(text) != suggestion.original:
+    if (
+        doc is None
+        or doc.source != text  # edited while we looked: the version would not match the range
+        or current is None
+        or current.span.slice(text) != suggestion.original
+    ):
         server.message(
             f"cuda-llm: {kernel} changed since the optimization started, so the suggestion was "
             f"not applied (it would not fit the new text). Use 'Show suggested {kernel}' to see "
@@ -82,7 +87,7 @@ async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
     label = f"Optimized {kernel} ({suggestion.figures})"
     if _capability(server, "workspace.workspace_edit.document_changes"):
         annotated = bool(_capability(server, "workspace.workspace_edit.change_annotation_support"))
-        edit: types.TextEdit = (
+        edit: types.TextEdit | types.AnnotatedTextEdit = (
             types.AnnotatedTextEdit(
                 range=where, new_text=suggestion.suggested, annotation_id=ANNOTATION_ID
             )
@@ -160,9 +165,9 @@ async def _record(server: CudaLlmServer, suggestion: Suggestion, decision: str) 
         log.warning("could not record the %s decision: %s", decision, exc)
 
 
-def payload(server: CudaLlmServer, suggestion: Suggestion) -> dict[str, Any]:
+async def payload(server: CudaLlmServer, suggestion: Suggestion) -> dict[str, Any]:
     """The `cudaLlm/suggestion` notification's body (for the VS Code extension's diff view)."""
-    text, current = server.kernel(suggestion.uri, suggestion.kernel)
+    text, current = await server.kernel(suggestion.uri, suggestion.kernel)
     where = None
     if current is not None and current.span.slice(text) == suggestion.original:
         rng = to_range(split_lines(text), current.span, server.codec)
@@ -224,7 +229,7 @@ async def show(server: CudaLlmServer, uri: str, kernel: str) -> bool:
     if suggestion is None:
         server.message(f"cuda-llm: there is no suggestion for {kernel} to show")
         return False
-    server.protocol.notify(NOTIFICATION, payload(server, suggestion))
+    server.protocol.notify(NOTIFICATION, await payload(server, suggestion))
     if not _capability(server, "window.show_document.support"):
         return True
     import asyncio

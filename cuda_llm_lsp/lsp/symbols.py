@@ -14,10 +14,10 @@ if TYPE_CHECKING:
 
 def register(server: CudaLlmServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    def document_symbols(
+    async def document_symbols(
         ls: CudaLlmServer, params: types.DocumentSymbolParams
     ) -> list[types.DocumentSymbol]:
-        text, kernels = ls.kernels(params.text_document.uri)
+        text, kernels = await ls.kernels(params.text_document.uri)
         lines = split_lines(text)
         return [
             types.DocumentSymbol(
