@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, for the device machine (no package index there: the project's
+# dependencies travel as wheels in .whl, made by ../shared/gpu/make-wheels.sh .whl pytest-lsp
+# pytest-asyncio). Two parts, so each fits one 10-minute device call:
+#   bash benchmarks/gpu_all.sh tests   # every GPU test (pytest -m gpu)
+#   bash benchmarks/gpu_all.sh bench   # FSR acceptance (planted kernels) and the kernel suite
+# Logs and reports land in $OUT (default gpu-logs/): a summary log and one tarball.
+set -u
+part=${1:-tests}
+out=${OUT:-gpu-logs}; mkdir -p "$out"
+work=/tmp/gpu-results; rm -rf "$work"; mkdir -p "$work"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+  || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export CUDA_LLM_CACHE_DIR=/tmp/cuda-llm-cache CUDA_LLM_DATA_DIR=/tmp/cuda-llm-data
+{ date -u; git log -1 --format='commit %H %s' 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+  python3 -c "import sys, cuda.bindings, numpy; print(sys.version.split()[0], 'cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
+  command -v compute-sanitizer ncu; } 2>&1 | tee "$work/env.log"
+
+case "$part" in
+tests)
+  timeout 560 python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 300 tests/gpu \
+    2>&1 | tee "$work/gpu-tests.log"
+  echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/gpu-tests.log"
+  ;;
+bench)
+  timeout 240 python3 benchmarks/fsr_planted.py --out "$work/fsr_planted.json" 2>&1 | tee "$work/fsr_planted.log"
+  echo "fsr_planted exit: ${PIPESTATUS[0]}" | tee -a "$work/fsr_planted.log"
+  OUT="$work" timeout 320 bash benchmarks/run_suite.sh 2>&1 | tee "$work/suite-run.log"
+  ;;
+esac
+tar -C "$work" -czf "$out/gpu-$part.tar.gz" . && ls -l "$out"
+echo "=== summary ($part)"
+grep -hE "passed|failed|error|PASS|FAIL|exit" "$work"/*.log | tail -n 40
