@@ -17,8 +17,8 @@ import {
     ResponseError,
     RevealOutputChannelOn,
     ServerOptions,
+    State,
     StaticFeature,
-    TransportKind,
     WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
 import { ProgressToken, ProgressValue } from './common/status';
@@ -59,10 +59,11 @@ class SuggestionCapability implements StaticFeature {
 }
 
 export function createClient(hooks: ClientHooks): LanguageClient {
+    // No `transport`: it would be stdio anyway, but `TransportKind.stdio` appends `--stdio` to the
+    // command line, which `python -m cuda_llm_lsp` (and user wrapper commands) need not accept.
     const executable = {
         command: hooks.launch.command,
         args: [...hooks.launch.args],
-        transport: TransportKind.stdio,
         options: { cwd: hooks.cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
     };
     const serverOptions: ServerOptions = { run: executable, debug: executable };
@@ -108,6 +109,13 @@ export function createClient(hooks: ClientHooks): LanguageClient {
 /** Runs one of the server's `workspace/executeCommand` commands. */
 export function executeServerCommand(client: LanguageClient, command: string, args: unknown[]): Promise<unknown> {
     return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+}
+
+/** Calls `listener` with 'running' / 'starting' / 'stopped' whenever the client's state changes. */
+export function onStateChange(client: LanguageClient, listener: (state: 'running' | 'starting' | 'stopped') => void): { dispose(): unknown } {
+    return client.onDidChangeState((e) =>
+        listener(e.newState === State.Running ? 'running' : e.newState === State.Starting ? 'starting' : 'stopped'),
+    );
 }
 
 export function cancelProgress(client: LanguageClient, token: ProgressToken): Promise<void> {

@@ -8,7 +8,7 @@
 
 import * as os from 'node:os';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { cancelProgress, createClient, executeServerCommand, sendConfiguration } from './client';
+import { cancelProgress, createClient, executeServerCommand, onStateChange, sendConfiguration } from './client';
 import {
     ClientCommand,
     KernelRef,
@@ -58,6 +58,7 @@ interface ProgressUi {
 
 export class Session {
     private client: LanguageClient | undefined;
+    private stateListener: { dispose(): unknown } | undefined;
     private state: ServerState = { kind: 'stopped' };
     private apiKey: string | undefined;
     /** Start / stop / restart run one after the other, never interleaved. */
@@ -177,6 +178,17 @@ export class Session {
             onSuggestion: (params) => this.onSuggestion(params),
         });
         this.client = client;
+        // The library restarts a crashed server a few times; the status bar follows it, and jobs
+        // of a server that went away are gone.
+        this.stateListener = onStateChange(client, (state) => {
+            if (this.client !== client) {
+                return;
+            }
+            if (state !== 'running') {
+                this.forgetJobs();
+            }
+            this.setState(state === 'stopped' ? { kind: 'failed', message: 'the language server stopped (see the output)' } : { kind: state });
+        });
         try {
             await client.start();
             this.setState({ kind: 'running' });
@@ -187,15 +199,21 @@ export class Session {
         }
     }
 
-    private async doStop(): Promise<void> {
-        const client = this.client;
-        this.client = undefined;
+    private forgetJobs(): void {
         for (const ui of this.progressUi.values()) {
             ui.end();
         }
         this.progressUi.clear();
         this.jobs.clear();
         this.optimizations.clear();
+    }
+
+    private async doStop(): Promise<void> {
+        const client = this.client;
+        this.client = undefined;
+        this.stateListener?.dispose();
+        this.stateListener = undefined;
+        this.forgetJobs();
         if (client !== undefined) {
             try {
                 await client.dispose(5000);

@@ -113,6 +113,7 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
 
     it('passes settings and the API key in initializationOptions and workspace/configuration', async () => {
         const init = await until('initialize', () => serverLog(logFile).find((m) => m.method === 'initialize'));
+        assert.deepEqual(serverLog(logFile)[0], { argv: [logFile] }, 'the server gets exactly the configured command line');
         assert.equal(init.params.initializationOptions.cudaLlm.model, 'test-model');
         assert.deepEqual(init.params.initializationOptions.cudaLlm.includePaths, ['include']);
         assert.equal(init.params.initializationOptions.cudaLlm.rounds, 4);
@@ -239,6 +240,19 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
         assert.ok(![...fake.settings.values()].some((v) => JSON.stringify(v ?? null).includes(NEW_KEY)));
         await until('running again', () => fake.statusBar.text === '$(zap) CUDA-LLM');
         assert.ok(!fake.output.includes(NEW_KEY));
+    });
+
+    it('forgets the jobs of a server that crashed, and follows the library restarting it', async () => {
+        await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'k9' });
+        const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing k9'));
+        const initsBefore = serverLog(logFile).filter((m) => m.method === 'initialize').length;
+        fake.statusHistory = [];
+        await Promise.resolve(fake.commands.get('cudaLlm.addSpec')!({ uri: DOC, kernel: 'crash' })).catch(() => undefined);
+        await until('progress closed', () => progress.done);
+        await until('restarted', () => serverLog(logFile).filter((m) => m.method === 'initialize').length > initsBefore);
+        await until('running again', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+        assert.ok(fake.statusHistory.includes('$(loading~spin) CUDA-LLM'), `the restart shows: ${fake.statusHistory.join(' | ')}`);
+        assert.ok(!fake.statusBar.text.includes('optimizing'));
     });
 });
 

@@ -127,6 +127,9 @@ function handle(message: Message): void {
             return;
         case 'workspace/executeCommand': {
             const { command, arguments: args } = message.params;
+            if (command === 'cudaLlm.addSpec' && args[0].kernel === 'crash') {
+                process.exit(3);
+            }
             if (command === 'cudaLlm.optimize') {
                 send({ id: message.id, result: { token: jobToken(args[0].kernel) } });
                 void startJob(args[0].uri, args[0].kernel);
@@ -182,4 +185,5 @@ process.stdin.on('data', (chunk: Buffer) => {
     }
 });
 process.stdin.on('end', () => process.exit(0));
+record({ argv: process.argv.slice(2) });
 process.stderr.write('fake server started\n');

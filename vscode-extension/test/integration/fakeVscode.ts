@@ -168,6 +168,8 @@ export const fake = {
     statusBar: { text: '', tooltip: '' as unknown, command: '' as unknown, visible: false },
     statusHistory: [] as string[],
     contentProviders: new Map<string, { provideTextDocumentContent(uri: Uri): string }>(),
+    /** Open documents, as `workspace.textDocuments`; add before activation to have them synced. */
+    documents: [] as FakeDocument[],
     configListeners: new EventEmitter<{ affectsConfiguration(key: string): boolean }>(),
     reset(): void {
         this.commands.clear();
@@ -176,8 +178,21 @@ export const fake = {
         this.messages = [];
         this.progress = [];
         this.contentProviders.clear();
+        this.documents = [];
     },
 };
+
+export interface FakeDocument {
+    uri: Uri;
+    languageId: string;
+    version: number;
+    getText(): string;
+    isClosed: boolean;
+}
+
+export function makeDocument(uri: string, languageId: string, text: string): FakeDocument {
+    return { uri: Uri.parse(uri), languageId, version: 1, getText: () => text, isClosed: false };
+}
 
 function message(level: string) {
     return (text: string, ...rest: any[]): Promise<string | undefined> => {
@@ -244,7 +259,9 @@ export const window = withStubs('window', {
 export const workspace = withStubs('workspace', {
     workspaceFolders: undefined,
     rootPath: undefined,
-    textDocuments: [],
+    get textDocuments() {
+        return fake.documents;
+    },
     getConfiguration(section?: string) {
         const prefix = section ? `${section}.` : '';
         return {
@@ -280,7 +297,15 @@ export const commands = withStubs('commands', {
 });
 
 export const languages = withStubs('languages', {
-    match: () => 0,
+    match(selector: unknown, document: FakeDocument): number {
+        const filters = (Array.isArray(selector) ? selector : [selector]) as Array<string | { language?: string; scheme?: string }>;
+        const hit = filters.some((f) =>
+            typeof f === 'string'
+                ? f === document.languageId
+                : (f.language === undefined || f.language === document.languageId) && (f.scheme === undefined || f.scheme === document.uri.scheme),
+        );
+        return hit ? 10 : 0;
+    },
 });
 
 export const env = withStubs('env', {

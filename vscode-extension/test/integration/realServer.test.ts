@@ -1,0 +1,117 @@
+/**
+ * The bundled extension against the real Python server (`python -m cuda_llm_lsp`), when this
+ * checkout has one: the interpreter from CUDA_LLM_PYTHON, else the repository's `.venv`. Checks
+ * the contract between the two sides: launch through `cudaLlm.server.python`, the server's
+ * commands, settings and key accepted without complaint, and a job's work-done progress reaching
+ * the status bar. Skipped, with the reason, where no such interpreter exists.
+ */
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import Module from 'node:module';
+import * as path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { fake, makeContext, makeDocument } from './fakeVscode';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const REPO = path.resolve(ROOT, '..');
+const BUNDLE = path.join(ROOT, 'dist', 'extension.js');
+const MANIFEST = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+const KEY = 'sk-real-ABCDEFGHIJKLMNOPQRSTUVWX';
+
+function findPython(): { python?: string; reason?: string } {
+    const candidates = [process.env.CUDA_LLM_PYTHON, path.join(REPO, '.venv', 'bin', 'python')].filter(
+        (p): p is string => p !== undefined && p !== '',
+    );
+    // A checkout not pip-installed into its venv: the package is found through PYTHONPATH.
+    const env = { ...process.env, PYTHONPATH: [REPO, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
+    for (const python of candidates) {
+        if (fs.existsSync(python) && spawnSync(python, ['-c', 'import cuda_llm_lsp.lsp.server'], { timeout: 60_000, env }).status === 0) {
+            process.env.PYTHONPATH = env.PYTHONPATH;
+            return { python };
+        }
+    }
+    return { reason: `no Python with cuda_llm_lsp (set CUDA_LLM_PYTHON; tried ${candidates.join(', ') || 'nothing'})` };
+}
+
+const found = findPython();
+const SAXPY = path.join(REPO, 'examples', 'saxpy.cu');
+
+async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+        const value = probe();
+        if (value) {
+            return value;
+        }
+        if (Date.now() > deadline) {
+            throw new Error(`timed out waiting for ${what}\n--- output ---\n${fake.output.slice(-4000)}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+}
+
+describe('the bundled extension with the real server', { skip: found.reason ?? (!fs.existsSync(SAXPY) && 'examples/saxpy.cu is missing'), timeout: 180_000 }, () => {
+    let ext: { activate(c: unknown): Promise<void>; deactivate(): Promise<void> };
+    let context: any;
+    const uri = pathToFileURL(SAXPY).toString();
+
+    before(async () => {
+        const M = Module as unknown as { _resolveFilename: (request: string, ...rest: unknown[]) => string };
+        const original = M._resolveFilename;
+        M._resolveFilename = function (request: string, ...rest: unknown[]) {
+            return request === 'vscode' ? require.resolve('./fakeVscode') : original.call(this, request, ...rest);
+        };
+        delete require.cache[BUNDLE];
+        ext = require(BUNDLE);
+        fake.reset();
+        fake.settings.clear();
+        for (const [key, spec] of Object.entries<any>(MANIFEST.contributes.configuration.properties)) {
+            fake.settings.set(key, spec.default);
+        }
+        fake.settings.set('cudaLlm.server.python', found.python);
+        fake.settings.set('cudaLlm.model', 'test-model');
+        fake.settings.set('cudaLlm.baseUrl', 'http://127.0.0.1:9/v1');
+        fake.secrets.set('cudaLlm.apiKey', KEY);
+        fake.documents.push(makeDocument(uri, 'cuda-cpp', fs.readFileSync(SAXPY, 'utf8')));
+        context = makeContext();
+        await ext.activate(context);
+    });
+
+    after(async () => {
+        await ext.deactivate();
+        context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+    });
+
+    it('starts python -m cuda_llm_lsp and gets the server commands of the contract', async () => {
+        await until('running', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+        for (const id of ['cudaLlm.optimize', 'cudaLlm.benchmark', 'cudaLlm.accept', 'cudaLlm.reject', 'cudaLlm.cancel', 'cudaLlm.showSuggestion', 'cudaLlm.addSpec']) {
+            await until(id, () => fake.commands.has(id));
+        }
+    });
+
+    it('has its settings and key accepted without a complaint', async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        const complaints = fake.messages.filter((m) => m.level !== 'info');
+        assert.deepEqual(complaints, []);
+        assert.ok(!fake.output.includes(KEY));
+    });
+
+    it('shows a job of the server in the status bar from its work-done progress, until it ends', async () => {
+        await fake.commands.get('cudaLlm.client.benchmarkKernel')!({ uri, kernel: 'saxpy' });
+        await until('busy status', () => fake.statusHistory.some((t) => t.includes('1 benchmarking')));
+        const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Benchmarking saxpy'));
+        assert.equal(progress.cancellable, true);
+        await until('progress end', () => progress.done, 120_000);
+        await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+    });
+
+    it('cancels all jobs with cudaLlm.cancel and no argument', { todo: 'server: accept a missing argument as "cancel all"' }, async () => {
+        fake.messages = [];
+        await fake.commands.get('cudaLlm.client.cancelAll')!();
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+    });
+});
