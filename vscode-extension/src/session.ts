@@ -104,12 +104,16 @@ export class Session {
             this.context.subscriptions.push(api.registerCommand(id, (...args: unknown[]) => this.guard(id, () => handler(...args))));
         }
         this.context.subscriptions.push(
-            api.onDidChangeConfiguration((e) => this.onConfigurationChanged((key) => e.affectsConfiguration(key))),
-            this.context.secrets.onDidChange(async (e) => {
-                if (e.key === API_KEY_SECRET) {
-                    this.setKey(await this.context.secrets.get(API_KEY_SECRET));
-                }
-            }),
+            api.onDidChangeConfiguration((e) =>
+                this.guard('settings change', () => this.onConfigurationChanged((key) => e.affectsConfiguration(key))),
+            ),
+            this.context.secrets.onDidChange((e) =>
+                this.guard('secret storage', async () => {
+                    if (e.key === API_KEY_SECRET) {
+                        this.setKey(await this.context.secrets.get(API_KEY_SECRET));
+                    }
+                }),
+            ),
         );
         this.setKey(await this.context.secrets.get(API_KEY_SECRET));
         this.render();
@@ -265,7 +269,7 @@ export class Session {
 
     private setKey(key: string | undefined): void {
         this.apiKey = key === '' ? undefined : key;
-        this.redactor.setSecret(API_KEY_SECRET, this.apiKey);
+        this.redactor.addSecret(this.apiKey);
     }
 
     private async setApiKey(): Promise<void> {

@@ -35,18 +35,16 @@ export function redactText(text: string, secrets: Iterable<string> = []): string
     return out;
 }
 
-/** Holds the secrets currently in use (the API key from SecretStorage). */
+/**
+ * Holds the secrets to hide: the API key from SecretStorage and every earlier value of it this
+ * session (a server started with the old key may still print it while it shuts down).
+ */
 export class Redactor {
-    private readonly named = new Map<string, string | undefined>();
     private readonly secrets = new Set<string>();
 
-    setSecret(name: string, value: string | undefined): void {
-        this.named.set(name, value);
-        this.secrets.clear();
-        for (const v of this.named.values()) {
-            if (v !== undefined && v !== '') {
-                this.secrets.add(v);
-            }
+    addSecret(value: string | undefined): void {
+        if (value !== undefined && value !== '') {
+            this.secrets.add(value);
         }
     }
 

@@ -242,6 +242,16 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
         assert.ok(!fake.output.includes(NEW_KEY));
     });
 
+    it('forwards a changed setting with didChangeConfiguration, never with the key', async () => {
+        fake.settings.set('cudaLlm.model', 'changed-model');
+        fake.configListeners.fire({ affectsConfiguration: (key) => key === 'cudaLlm' || key === 'cudaLlm.model' });
+        const change = await until('didChangeConfiguration', () =>
+            serverLog(logFile).find((m) => m.method === 'workspace/didChangeConfiguration'),
+        );
+        assert.equal(change.params.settings.cudaLlm.model, 'changed-model');
+        assert.ok(!JSON.stringify(change).includes('apiKey'));
+    });
+
     it('forgets the jobs of a server that crashed, and follows the library restarting it', async () => {
         await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'k9' });
         const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing k9'));
