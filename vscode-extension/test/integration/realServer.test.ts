@@ -94,7 +94,8 @@ describe('the bundled extension with the real server', { skip: found.reason ?? (
 
     it('has its settings and key accepted without a complaint', async () => {
         await new Promise((resolve) => setTimeout(resolve, 1000));
-        const complaints = fake.messages.filter((m) => m.level !== 'info');
+        // Other warnings (no GPU on this machine) are the server's business; settings ones are ours.
+        const complaints = fake.messages.filter((m) => m.level !== 'info' && /cudaLlm|setting|apiKey|initializationOptions/i.test(m.text));
         assert.deepEqual(complaints, []);
         assert.ok(!fake.output.includes(KEY));
     });
