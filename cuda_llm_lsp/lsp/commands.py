@@ -1,7 +1,9 @@
 """workspace/executeCommand: the `cudaLlm.*` commands behind the code actions and lenses.
 
 Every command takes one argument `{"uri": ..., "kernel": ...}` (or the two as positional
-arguments) and returns at once; long work runs as a background job.
+arguments; `cudaLlm.cancel` without one cancels every job) and returns at once; long work runs
+as a background job (`cudaLlm.optimize` / `cudaLlm.benchmark` answer `{"token": ...}`, the
+job's progress token).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ ADD_SPEC = "cudaLlm.addSpec"
 COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC)
 
 
-def target(server: CudaLlmServer, args: tuple[Any, ...]) -> tuple[str, str] | None:
+def target(
+    server: CudaLlmServer, args: tuple[Any, ...], *, need_open: bool = True
+) -> tuple[str, str] | None:
     """(uri, kernel) from the command's arguments, or None after telling the user why not."""
     uri = kernel = None
     if len(args) == 1 and isinstance(args[0], dict):
@@ -38,7 +42,7 @@ def target(server: CudaLlmServer, args: tuple[Any, ...]) -> tuple[str, str] | No
             types.MessageType.Error,
         )
         return None
-    if server.document(uri) is None:
+    if need_open and server.document(uri) is None:
         server.message(f"cuda-llm: {uri} is not open in the editor", types.MessageType.Error)
         return None
     return uri, kernel
@@ -78,10 +82,18 @@ def register(server: CudaLlmServer) -> None:
             return {"token": job.token} if job else None
         return None
 
-    @command(CANCEL)
-    async def do_cancel(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
-        if not ls.jobs.cancel(uri, kernel):
-            ls.message(f"cuda-llm: nothing is running for {kernel}")
+    @server.command(CANCEL)
+    async def do_cancel(ls: CudaLlmServer, *args: Any) -> bool:
+        """`{uri, kernel}`: that kernel's job; no argument: every job."""
+        if not args:
+            running = bool(ls.jobs.jobs)
+            ls.jobs.cancel_all()
+            return running
+        found = target(ls, args, need_open=False)
+        if found is None:
+            return False
+        if not ls.jobs.cancel(*found):
+            ls.message(f"cuda-llm: nothing is running for {found[1]}")
             return False
         return True
 

@@ -46,6 +46,10 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+class ProgressRefused(Exception):
+    """Raised by the test client to answer window/workDoneProgress/create with an error."""
+
+
 class EditorClient(LanguageClient):
     """A pytest-lsp client that also records what an editor would see and keeps its texts."""
 
@@ -55,9 +59,15 @@ class EditorClient(LanguageClient):
         self.applied_edits: list[types.ApplyWorkspaceEditParams] = []
         self.suggestion_notes: list[dict[str, Any]] = []
         self.apply_answer = True
+        self.refuse_progress = False  # answer window/workDoneProgress/create with an error
         self.docs: dict[str, TextDocument] = {}
         self.kind = ""  # the capability set this client was initialized with
         self.init_result: types.InitializeResult | None = None
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        if isinstance(sys.exc_info()[1], ProgressRefused):
+            return  # a refusal the test asked for, answered to the server as an error
+        super().report_server_error(error, source)
 
     def units(self, text: str) -> int:
         """Length of `text` in the negotiated position encoding's code units."""
@@ -171,6 +181,12 @@ def _suggestion(client: EditorClient, params: Any) -> None:
     client.suggestion_notes.append(_plain(params))
 
 
+def _create_progress(client: EditorClient, params: types.WorkDoneProgressCreateParams) -> None:
+    if client.refuse_progress:
+        raise ProgressRefused("this editor refuses server-initiated progress")
+    client.progress_reports.setdefault(params.token, [])
+
+
 def _code_lens_refresh(client: EditorClient, params: None) -> None:
     return None
 
@@ -182,6 +198,7 @@ def make_client() -> EditorClient:
     features[types.WORKSPACE_APPLY_EDIT] = _apply_edit
     features["cudaLlm/suggestion"] = _suggestion
     features[types.WORKSPACE_CODE_LENS_REFRESH] = _code_lens_refresh
+    features[types.WINDOW_WORK_DONE_PROGRESS_CREATE] = _create_progress
     register_lsp_features(client, features)
     _fix_code_action_hook(client)
     return client

@@ -339,3 +339,34 @@ async def test_bad_command_arguments_get_a_message_not_a_crash(client: EditorCli
     await client.wait_for(
         lambda: any("no kernel named no_such_kernel" in m.message for m in client.messages)
     )
+
+
+async def test_a_refused_progress_still_gets_the_work_done(client: EditorClient) -> None:
+    client.refuse_progress = True
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    answer = await _command(client, "cudaLlm.benchmark", uri, "saxpy")
+    info = await client.wait_for(
+        lambda: [
+            d
+            for d in client.diagnostics.get(uri, [])
+            if d.source == "cuda-llm" and d.severity == types.DiagnosticSeverity.Information
+        ]
+    )
+    assert info[0].message.startswith("saxpy: 1.000 ms")
+    assert _values(client, answer["token"]) == []  # no progress was sent on a refused token
+
+
+async def test_cancel_without_arguments_cancels_every_job(client: EditorClient) -> None:
+    uri = client.open(DATA / "slow.cu")
+    await client.diagnostics_for(uri, 1)
+    token = (await _command(client, "cudaLlm.optimize", uri, "slow_copy"))["token"]
+    await client.wait_for(lambda: _values(client, token))
+    assert await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="cudaLlm.cancel", arguments=[])
+    )
+    end = await client.wait_for(
+        lambda: [v for v in _values(client, token) if isinstance(v, types.WorkDoneProgressEnd)],
+        timeout=5,
+    )
+    assert "cancel" in end[0].message
