@@ -49,7 +49,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     if not isinstance(built, KernelBinary):
         raise JobError(f"{job.kernel} does not build: {built.message}")
     try:
-        evaluator = await asyncio.to_thread(server.evaluator)
+        evaluator = await asyncio.to_thread(server.job_evaluator)
         job.cancel_hooks.append(evaluator.cancel)
         progress.report(f"running {spec.case_count} cases on the GPU", 30)
         result = await asyncio.to_thread(

@@ -188,9 +188,10 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
         raise JobError(f"no kernel named {job.kernel} in the document")
     original = kernel.span.slice(text)
     try:
-        evaluator = await asyncio.to_thread(server.evaluator)
+        evaluator = await asyncio.to_thread(server.job_evaluator)
     except NoGpuError as exc:
         raise JobError(f"cannot optimize {job.kernel}: no GPU ({exc})") from exc
+    job.cancel_hooks.append(evaluator.cancel)  # GPU work stops at once, whatever the loop does
     settings = server.settings
     config = config_from_settings(settings)
     try:

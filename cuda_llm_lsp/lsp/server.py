@@ -71,6 +71,71 @@ def default_llm_factory(config: OptimizeConfig) -> LlmClient:
     return make_llm(config)
 
 
+class JobEvaluator:
+    """One job's view of the shared GPU evaluator: its `cancel` stops only its own GPU work.
+
+    The evaluator has one worker per GPU and its `cancel` kills whatever runs on it; with
+    several kernels optimizing at once, cancelling one job must not cost another its run.
+    Calls pass one at a time through `gate`, so a cancel reaches the worker only while this
+    job's call is the one running.
+    """
+
+    def __init__(self, inner: Evaluator, gate: threading.Lock) -> None:
+        self.inner, self.gate = inner, gate
+        self._cancelled = threading.Event()
+        self._running = False
+        self._state = threading.Lock()
+
+    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        from cuda_llm_lsp.evaluate.types import EvaluationCancelled
+
+        while not self.gate.acquire(timeout=0.02):  # waiting for another job's GPU call
+            if self._cancelled.is_set():
+                raise EvaluationCancelled("cancelled")
+        try:
+            with self._state:
+                if self._cancelled.is_set():
+                    raise EvaluationCancelled("cancelled")
+                self._running = True
+            try:
+                result = method(*args, **kwargs)
+            finally:
+                with self._state:
+                    self._running = False
+        finally:
+            self.gate.release()
+        if self._cancelled.is_set():
+            raise EvaluationCancelled("cancelled")
+        return result
+
+    def device_facts(self) -> Any:
+        return self._call(self.inner.device_facts)
+
+    def benchmark(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(self.inner.benchmark, *args, **kwargs)
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(self.inner.evaluate, *args, **kwargs)
+
+    def cancel(self) -> None:
+        with self._state:
+            self._cancelled.set()
+            running = self._running
+        if running:
+            self.inner.cancel()
+            # The worker clears a cancel when a call begins: repeat it once the call is under way.
+            threading.Timer(0.05, self._cancel_again).start()
+
+    def _cancel_again(self) -> None:
+        with self._state:
+            running = self._running
+        if running:
+            self.inner.cancel()
+
+    def close(self) -> None:
+        """The shared evaluator outlives jobs: the server closes it at shutdown."""
+
+
 @dataclass
 class DocumentState:
     """What the server knows about one open document."""
@@ -115,6 +180,7 @@ class CudaLlmServer(LanguageServer):
         self._kernels: dict[str, tuple[int | None, str, list[Kernel]]] = {}
         self._evaluator: Evaluator | None = None
         self._evaluator_lock = threading.Lock()
+        self._gpu_gate = threading.Lock()  # one job's GPU call at a time on the one worker
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- documents -------------------------------------------------------------------------
@@ -175,6 +241,10 @@ class CudaLlmServer(LanguageServer):
             if self._evaluator is None:
                 self._evaluator = self.evaluator_factory()
             return self._evaluator
+
+    def job_evaluator(self) -> JobEvaluator:
+        """A job's own handle on the shared evaluator (blocking: call from a thread)."""
+        return JobEvaluator(self.evaluator(), self._gpu_gate)
 
     def close_engine(self) -> None:
         with self._evaluator_lock:

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.evaluate.types import EvaluationCancelled
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.code_lens import resources_line
 from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position, to_range
 from cuda_llm_lsp.lsp.results import failure_hint, optimize_summary
+from cuda_llm_lsp.lsp.server import JobEvaluator
 from cuda_llm_lsp.lsp.suggestions import Suggestion, write_files
 from cuda_llm_lsp.source.text import Point, Span
 
@@ -103,3 +108,47 @@ def test_suggestion_preview_files_are_read_only(tmp_path: Path) -> None:
     assert "+  // faster" in diff.read_text(encoding="utf-8")
     for path in (source, diff):
         assert not os.stat(path).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
+class _SlowGpu:
+    """Blocks each call until released or cancelled, like the worker pool."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.cancelled = threading.Event()
+        self.started = threading.Event()
+
+    def benchmark(self, name: str) -> str:
+        self.cancelled.clear()
+        self.started.set()
+        while not self.release.wait(0.01):
+            if self.cancelled.is_set():
+                raise EvaluationCancelled("killed")
+        return name
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+def test_cancelling_one_job_leaves_the_other_jobs_gpu_run_alone() -> None:
+    gpu = _SlowGpu()
+    gate = threading.Lock()
+    running, waiting = JobEvaluator(gpu, gate), JobEvaluator(gpu, gate)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(running.benchmark, "b")
+        assert gpu.started.wait(5)
+        second = pool.submit(waiting.benchmark, "a")
+        waiting.cancel()  # a job whose call waits for the GPU: only that call ends
+        with pytest.raises(EvaluationCancelled):
+            second.result(5)
+        assert not first.done()
+        gpu.release.set()
+        assert first.result(5) == "b"
+    gpu.release.clear()
+    with ThreadPoolExecutor(1) as pool:
+        gpu.started.clear()
+        third = pool.submit(running.benchmark, "c")
+        assert gpu.started.wait(5)
+        running.cancel()  # the job whose call runs: the GPU run is killed at once
+        with pytest.raises(EvaluationCancelled):
+            third.result(5)
