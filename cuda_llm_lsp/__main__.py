@@ -4,8 +4,27 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import re
 import sys
 from collections.abc import Sequence
+
+# `"apiKey": "..."`, `'apiKey': '...'`, `apiKey=...` and `api_key=...` in any logged text.
+_KEY_FIELD = re.compile(r"""((?:apiKey|api_key)['"]?\s*[:=]\s*['"]?)([^'",)\s}]+)""")
+
+
+class RedactSecrets(logging.Filter):
+    """Keeps API keys out of the log: pygls logs the whole `initialize` request at INFO."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        clean = _KEY_FIELD.sub(r"\1<redacted>", text)
+        env_key = os.environ.get("OPENAI_API_KEY")
+        if env_key and len(env_key) >= 6:
+            clean = clean.replace(env_key, "<redacted>")
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     else:  # stdout is the protocol channel: log warnings to stderr only
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactSecrets())
 
     from cuda_llm_lsp.lsp.server import create_server
 

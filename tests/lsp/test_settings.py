@@ -6,7 +6,7 @@ import sys
 
 from lsprotocol import types
 
-from tests.lsp.conftest import DATA, SERVERS, EditorClient, lsp_fixture
+from tests.lsp.conftest import DATA, SCRATCH, SERVERS, EditorClient, lsp_fixture
 
 SECRET_INIT = "sk-init-secret-0123456789"
 SECRET_WORKSPACE = "sk-workspace-secret-0123456789"
@@ -15,6 +15,15 @@ client = lsp_fixture(
     init_options={"cudaLlm": {"debounceMs": 0, "rounds": "many", "apiKey": SECRET_INIT}},
     configuration={"cudaLlm": {"defines": ["FACTOR=2.0f"], "apiKey": SECRET_WORKSPACE}},
 )
+
+LOG = SCRATCH / "server-debug.log"
+logged = lsp_fixture(
+    server_command=[
+        sys.executable, "-m", "cuda_llm_lsp", "--log-file", str(LOG), "--log-level", "DEBUG",
+    ],
+    init_options={"cudaLlm": {"apiKey": SECRET_INIT}},
+    clients=["visual-studio-code"],
+)  # fmt: skip
 
 no_nvrtc = lsp_fixture(server_command=[sys.executable, str(SERVERS / "no_nvrtc_server.py")])
 
@@ -70,3 +79,11 @@ async def test_missing_nvrtc_is_reported_and_the_server_keeps_running(
         types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )
     assert [s.name for s in symbols] == ["scale"]
+
+
+async def test_api_key_stays_out_of_a_debug_log(logged: EditorClient) -> None:
+    uri = logged.open(DATA / "saxpy.cu")
+    await logged.diagnostics_for(uri, 1)
+    text = LOG.read_text(encoding="utf-8")
+    assert "initialize" in text.lower() and "<redacted>" in text  # the request was logged...
+    assert SECRET_INIT not in text  # ...without the key
