@@ -230,19 +230,24 @@ async def show(server: CudaLlmServer, uri: str, kernel: str) -> bool:
         server.message(f"cuda-llm: there is no suggestion for {kernel} to show")
         return False
     server.protocol.notify(NOTIFICATION, await payload(server, suggestion))
-    if not _capability(server, "window.show_document.support"):
-        return True
     import asyncio
 
     try:
-        source, _diff = await asyncio.to_thread(write_files, suggestion)
+        source, diff = await asyncio.to_thread(write_files, suggestion)
     except OSError as exc:
         server.message(f"cuda-llm: could not write the preview: {exc}", types.MessageType.Error)
         return False
-    try:
-        await server.window_show_document_async(
-            types.ShowDocumentParams(uri=source.as_uri(), take_focus=True)
+    shown = False
+    if _capability(server, "window.show_document.support"):
+        try:
+            answer = await server.window_show_document_async(
+                types.ShowDocumentParams(uri=source.as_uri(), take_focus=True)
+            )
+            shown = bool(answer and answer.success)
+        except Exception as exc:
+            log.info("showDocument failed: %s", exc)
+    if not shown:  # e.g. Neovim 0.7: say where the read-only preview and its diff are
+        server.message(
+            f"cuda-llm: suggested {kernel} ({suggestion.figures}): {source} (diff: {diff})"
         )
-    except Exception as exc:
-        log.info("showDocument failed: %s", exc)
     return True
