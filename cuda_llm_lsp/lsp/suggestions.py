@@ -133,7 +133,7 @@ async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
         server.message(f"cuda-llm: the suggestion for {kernel} was not applied ({reason})")
         return False
     server.suggestions.pop((uri, kernel), None)
-    await _record(server, suggestion, "accepted")
+    await _record(server, suggestion, "accept")
     return True
 
 
@@ -142,7 +142,7 @@ async def reject(server: CudaLlmServer, uri: str, kernel: str) -> bool:
     if suggestion is None:
         server.message(f"cuda-llm: there is no suggestion for {kernel} to reject")
         return False
-    await _record(server, suggestion, "rejected")
+    await _record(server, suggestion, "reject")
     from cuda_llm_lsp.lsp.results import clear_report
 
     clear_report(server, uri, kernel)
@@ -155,10 +155,8 @@ async def _record(server: CudaLlmServer, suggestion: Suggestion, decision: str) 
 
     if suggestion.run_id is None:
         return
-    try:
-        from cuda_llm_lsp.fsr.history import record_decision
-    except ImportError:
-        return
+    from cuda_llm_lsp.fsr.history import record_decision
+
     try:
         await asyncio.to_thread(record_decision, suggestion.run_id, decision)
     except Exception as exc:
