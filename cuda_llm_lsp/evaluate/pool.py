@@ -321,15 +321,27 @@ class GpuEvaluator:
         reply = self._request(req, self.launch_timeout_s + 30.0 + nbytes_total * 4 / 2e8)
         if reply["status"] != "ok":
             return _Run(reply["status"], f"{where}: {reply.get('message', '')}", {}, OK)
+        return self._parse(spec, case, inputs, reply["buffers"], where)
+
+    def _parse(
+        self,
+        spec: TestSpec,
+        case: Case,
+        inputs: dict[str, np.ndarray],
+        buffers: dict[str, bytes],
+        where: str,
+    ) -> _Run:
+        """The worker's guarded buffers -> outputs, and guard / input-unchanged findings.
+        Buffers the worker did not send back (`op_time`'s "last": outputs only) are skipped."""
         outputs: dict[str, np.ndarray] = {}
         finding = OK
         for arg in spec.args:
-            if not arg.is_pointer:
+            if not arg.is_pointer or arg.name not in buffers:
                 continue
             dtype = arg.dtype or "float32"
             sd = storage_dtype(dtype)
             count = int(case.counts.get(arg.name, 0))
-            raw = reply["buffers"][arg.name]
+            raw = buffers[arg.name]
             unchanged = arg.role == "in" and len(raw) == 2 * GUARD_BYTES and count > 0
             nbytes = 0 if unchanged else count * sd.itemsize
             guard = check_guards(arg.name, raw, nbytes, sd.itemsize, where)
@@ -444,24 +456,37 @@ class GpuEvaluator:
                     return fail(case, status, problem.message)
                 outcomes.append(CaseOutcome(case.index, dict(case.sizes), "ok"))
 
-            timed = cases[-1]
+            timed, timed_oracle = cases[-1], oracle
             where = f"case {timed.index} ({timed.describe()})"
             inputs = make_inputs(spec, timed, case_rng(seed, timed.index), spec_dir)
-            samples = self._time([base_key, cand_key], spec, timed, inputs)
-            if isinstance(samples, EvalResult):
-                return replace(samples, seed=seed, cases=tuple(outcomes))
-            base_t, cand_t = (timing.summarize(s) for s in samples)
-
             fresh = make_inputs(spec, timed, case_rng(seed, timed.index, draw=1), spec_dir)
-            oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck")
-            after = self._run(cand_key, spec, timed, fresh, where + ", recheck")
-            problem = self._judge(spec, timed, oracle, after, where)
+            fresh_oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck")
+            timed_result = self._time([base_key, cand_key], spec, timed, inputs, {1: fresh})
+            if isinstance(timed_result, EvalResult):
+                return replace(timed_result, seed=seed, cases=tuple(outcomes))
+            samples, rechecks = timed_result
+            base_t, cand_t = (timing.summarize(s) for s in samples)
+            recheck = rechecks[1]
+            problem = OK
+            what = ""
+            if recheck is not None and not any(a.role == "inout" for a in spec.args):
+                # outputs were poisoned before every timed launch: the last one must have
+                # computed them (no inout buffer evolves across launches, so they are comparable)
+                last = self._parse(spec, timed, inputs, recheck["last"], where)
+                problem = self._judge(spec, timed, timed_oracle, last, where)
+                what = (f"the last of {cand_t.samples} timed launches (outputs poisoned before "
+                        "each, same inputs as the first runs) is wrong")  # fmt: skip
+            if problem is OK and recheck is not None:
+                after = self._parse(spec, timed, fresh, recheck["buffers"], where + ", recheck")
+                problem = self._judge(spec, timed, fresh_oracle, after, where)
+                what = (f"after the timing runs ({cand_t.samples} timed launches), a run on new "
+                        "input values in the same buffers is wrong")  # fmt: skip
             if problem is not OK:
                 status = problem.status or "stale_after_timing"
-                if status not in ("timeout", "fault", "launch_error"):
+                if status not in ("timeout", "fault", "launch_error", "out_of_bounds",
+                                  "input_modified"):  # fmt: skip
                     status = "stale_after_timing"
-                msg = (f"after the timing runs ({cand_t.samples} timed launches), a run on new "
-                       f"input values is wrong: {problem.message}")  # fmt: skip
+                msg = f"{what}: {problem.message}"
                 outcomes[-1] = CaseOutcome(timed.index, dict(timed.sizes), status, msg)
                 return EvalResult(status, msg, seed, tuple(outcomes), base_t, cand_t)
 
@@ -496,21 +521,36 @@ class GpuEvaluator:
         return self._compare(spec, case, oracle, run, where)
 
     def _time(
-        self, keys: list[str], spec: TestSpec, case: Case, inputs: dict[str, np.ndarray]
-    ) -> list[list[float]] | EvalResult:
+        self,
+        keys: list[str],
+        spec: TestSpec,
+        case: Case,
+        inputs: dict[str, np.ndarray],
+        recheck: dict[int, dict[str, np.ndarray]] | None = None,
+    ) -> tuple[list[list[float]], list[dict[str, Any] | None]] | EvalResult:
+        """Samples per kernel; `recheck[i]`: new input values that kernel i is run on once more
+        after the timing, on the very buffers it was timed on (-> the worker's "rechecks")."""
         kernels = [case_launch(spec, case, inputs, key) for key in keys]
+        outs = tuple(a.name for a in spec.args if a.is_pointer and a.name not in inputs)
+        for i, k in enumerate(kernels):
+            k["repoison"] = outs
+            if recheck and i in recheck:
+                fresh = case_launch(spec, case, recheck[i], None, unchanged_only=True)
+                k["recheck"] = {"buffers": fresh["buffers"]}
         plan = self.plan
         req = {"op": "time", "kernels": kernels, "timeout_s": self.launch_timeout_s,
                "plan": plan.__dict__}  # fmt: skip
+        nbytes_total = sum(b["nbytes"] for k in kernels for b in k["buffers"])
         hard = (
             60.0
             + plan.budget_s * len(keys) * 2
-            + self.launch_timeout_s * plan.batch * 2 * len(keys)
+            + self.launch_timeout_s * (plan.batch + 1) * 2 * len(keys)
+            + nbytes_total * 8 / 2e8
         )
         reply = self._request(req, hard)
         if reply["status"] != "ok":
             return EvalResult(reply["status"], f"while timing: {reply.get('message')}", 0)
-        return reply["samples"]
+        return reply["samples"], reply.get("rechecks") or [None] * len(keys)
 
     # --- benchmark -----------------------------------------------------------------------------
     def benchmark(
@@ -560,10 +600,10 @@ class GpuEvaluator:
                 return EvalResult(first_bad.status, first_bad.message, seed, tuple(outcomes))
             timed = cases[-1]
             inputs = make_inputs(spec, timed, case_rng(seed, timed.index), spec_dir)
-            samples = self._time([key], spec, timed, inputs)
-            if isinstance(samples, EvalResult):
-                return replace(samples, seed=seed, cases=tuple(outcomes))
-            t = timing.summarize(samples[0])
+            timed_result = self._time([key], spec, timed, inputs)
+            if isinstance(timed_result, EvalResult):
+                return replace(timed_result, seed=seed, cases=tuple(outcomes))
+            t = timing.summarize(timed_result[0][0])
             moved = bytes_moved(spec, timed)
             bw = moved / (t.median_ms * 1e-3) / 1e9 if t.median_ms > 0 else None
             peak = facts.copy_bandwidth_gbs

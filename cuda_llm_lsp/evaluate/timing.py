@@ -110,6 +110,10 @@ def done(per_kernel: Sequence[Sequence[float]], elapsed_s: float, plan: Plan) ->
     )
 
 
+def _nothing() -> None:
+    pass
+
+
 def time_interleaved(
     driver: Any,
     stream: Any,
@@ -117,12 +121,17 @@ def time_interleaved(
     flush: Callable[[], None],
     sync: Callable[[], None],
     plan: Plan,
+    *,
+    prepare: Sequence[Callable[[], None]] | None = None,
 ) -> list[list[float]]:
     """Milliseconds per launch for each of `launches`, interleaved, with an L2 flush before each.
 
     `launches[k]()` enqueues kernel k on `stream`; `flush()` enqueues the L2 flush; `sync()`
     waits for the stream (with the worker's watchdog) and raises on any CUDA error.
+    `prepare[k]()` (optional) enqueues work to do before each launch of kernel k (re-poisoning
+    its outputs): before the flush, so it neither sits in the timed region nor warms the L2.
     """
+    before = list(prepare) if prepare is not None else [_nothing] * len(launches)
 
     def check(result: Any) -> Any:
         err = result[0] if isinstance(result, tuple) else result
@@ -133,7 +142,8 @@ def time_interleaved(
     warm_start = time.perf_counter()
     rounds = 0
     while rounds < plan.warmup or time.perf_counter() - warm_start < plan.warmup_s:
-        for launch in launches:
+        for launch, prep in zip(launches, before, strict=True):
+            prep()
             flush()
             launch()
         rounds += 1
@@ -150,7 +160,8 @@ def time_interleaved(
     try:
         while not done(samples, time.perf_counter() - start, plan):
             for row in events:
-                for (ev_start, ev_end), launch in zip(row, launches, strict=True):
+                for (ev_start, ev_end), launch, prep in zip(row, launches, before, strict=True):
+                    prep()
                     flush()
                     check(driver.cuEventRecord(ev_start, stream))
                     launch()

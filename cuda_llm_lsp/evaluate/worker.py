@@ -198,6 +198,37 @@ class Worker:
         for p in ptrs:
             self.d.cuMemFree(p)
 
+    def _fill(self, ptr: int, nbytes: int, pattern: bytes) -> None:
+        """Fill `nbytes` at `ptr` with `pattern` repeated: a device memset where it can be one."""
+        if not nbytes:
+            return
+        if len(pattern) == 4 and nbytes % 4 == 0 and ptr % 4 == 0:
+            value = int.from_bytes(pattern, "little")
+            self.check(self.d.cuMemsetD32(ptr, value, nbytes // 4), "cuMemsetD32")
+        elif len(pattern) == 2 and nbytes % 2 == 0 and ptr % 2 == 0:
+            value = int.from_bytes(pattern, "little")
+            self.check(self.d.cuMemsetD16(ptr, value, nbytes // 2), "cuMemsetD16")
+        elif len(set(pattern)) == 1:
+            self.check(self.d.cuMemsetD8(ptr, pattern[0], nbytes), "cuMemsetD8")
+        else:
+            reps = -(-nbytes // len(pattern))
+            host = np.frombuffer((pattern * reps)[:nbytes], dtype=np.uint8)
+            self.check(self.d.cuMemcpyHtoD(ptr, host.ctypes.data, nbytes), "cuMemcpyHtoD")
+
+    def _fill_data(self, buffers: list[dict[str, Any]], ptrs: dict[str, int]) -> None:
+        """Each buffer's data (uploaded) or poison (filled on the device), guards untouched."""
+        for buf in buffers:
+            nbytes = int(buf["nbytes"])
+            data = ptrs[buf["name"]]
+            if buf.get("data") is not None:
+                host = np.frombuffer(buf["data"], dtype=np.uint8)
+                if host.size:
+                    self.check(
+                        self.d.cuMemcpyHtoD(data, host.ctypes.data, host.size), "cuMemcpyHtoD"
+                    )
+            elif buf.get("poison") is not None:
+                self._fill(data, nbytes, bytes(buf["poison"]))
+
     def _upload_buffers(
         self, buffers: list[dict[str, Any]], guard: int = GUARD_BYTES
     ) -> tuple[dict[str, int], dict[str, int], list[int]]:
@@ -211,21 +242,29 @@ class Worker:
             base = self._alloc(total)
             bases.append(base)
             self.check(self.d.cuMemsetD8(base, GUARD_BYTE, total), "cuMemsetD8")
-            data = base + guard
-            if buf.get("data") is not None:
-                host = np.frombuffer(buf["data"], dtype=np.uint8)
-                if host.size:
-                    self.check(
-                        self.d.cuMemcpyHtoD(data, host.ctypes.data, host.size), "cuMemcpyHtoD"
-                    )
-            elif buf.get("poison") is not None and nbytes:
-                pattern = bytes(buf["poison"])
-                reps = -(-nbytes // len(pattern))
-                host = np.frombuffer((pattern * reps)[:nbytes], dtype=np.uint8)
-                self.check(self.d.cuMemcpyHtoD(data, host.ctypes.data, nbytes), "cuMemcpyHtoD")
-            ptrs[buf["name"]] = data
+            ptrs[buf["name"]] = base + guard
             sizes[buf["name"]] = nbytes
+        self._fill_data(buffers, ptrs)
         return ptrs, sizes, bases
+
+    def _read_back(
+        self, buffers: list[dict[str, Any]], ptrs: dict[str, int], sizes: dict[str, int], guard: int
+    ) -> dict[str, bytes]:
+        """Every buffer with its guard bands; an `unchanged_only` input that is unchanged comes
+        back as its guard bands alone (the parent knows its data)."""
+        out: dict[str, bytes] = {}
+        for buf in buffers:
+            name = buf["name"]
+            total = sizes[name] + 2 * guard
+            host = np.empty(total, dtype=np.uint8)
+            result = self.d.cuMemcpyDtoH(host.ctypes.data, ptrs[name] - guard, total)
+            self.check(result, "cuMemcpyDtoH")
+            check_only = buf.get("data") is not None and buf.get("unchanged_only") and guard
+            if check_only and host[guard : guard + sizes[name]].tobytes() == buf["data"]:
+                out[name] = host[:guard].tobytes() + host[total - guard :].tobytes()
+                continue
+            out[name] = host.tobytes()
+        return out
 
     def _params(self, params: list[tuple[Any, ...]], ptrs: dict[str, int]) -> tuple[Any, list[Any]]:
         """kernelParams: an array of pointers to each argument's bytes (kept alive by `keep`)."""
@@ -280,19 +319,7 @@ class Worker:
             self.sync(float(req.get("timeout_s", 10.0)))
             elapsed = (time.perf_counter() - start) * 1e3
             del keep
-            out: dict[str, bytes] = {}
-            for buf in req["buffers"]:
-                name = buf["name"]
-                total = sizes[name] + 2 * guard
-                host = np.empty(total, dtype=np.uint8)
-                result = self.d.cuMemcpyDtoH(host.ctypes.data, ptrs[name] - guard, total)
-                self.check(result, "cuMemcpyDtoH")
-                # an input: send its data back only if the kernel changed it
-                check_only = buf.get("data") is not None and buf.get("unchanged_only") and guard
-                if check_only and host[guard : guard + sizes[name]].tobytes() == buf["data"]:
-                    out[name] = host[:guard].tobytes() + host[total - guard :].tobytes()
-                    continue
-                out[name] = host.tobytes()
+            out = self._read_back(req["buffers"], ptrs, sizes, guard)
             return {"status": "ok", "buffers": out, "wall_ms": elapsed}
         except Timeout:
             bases = []  # cuMemFree would wait for the hung kernel: the process exits instead
@@ -308,22 +335,46 @@ class Worker:
             self.flush_buf = self._alloc(self.flush_words * 4)
 
     def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Interleaved timing of several launches, each on its own copy of the buffers."""
+        """Interleaved timing of several launches, each on its own copy of the buffers.
+
+        Before every launch (warm-up and timed, outside the timed region, before the L2 flush)
+        each kernel's `out` buffers are poisoned again (`"repoison"` names them per kernel), so a
+        launch that skips its work leaves poison behind, not the previous launch's result.
+        A kernel with a `"recheck"` (`{"buffers": [...]}`: new input values and poison, the same
+        names and sizes) is then checked on the very allocations it was timed on: its buffers
+        after the last timed launch come back as `"last"`, then the new values are written into
+        the same allocations (guards untouched), it is launched once more, and everything comes
+        back with its guard bands as `"buffers"`, as from `op_run`.
+        """
         self._ensure_flush()
         plan = timing.Plan(**req.get("plan", {}))
         timeout_s = float(req.get("timeout_s", 10.0))
         bases_all: list[int] = []
         keeps: list[Any] = []
         launches = []
+        prepares = []
+        kept: list[tuple[Any, dict[str, Any], Any, dict[str, int], dict[str, int]]] = []
         try:
             for k in req["kernels"]:
                 fn = self._function(k["key"])
                 self._prepare(fn, int(k["smem"]))
-                ptrs, _, bases = self._upload_buffers(k["buffers"])
+                ptrs, sizes, bases = self._upload_buffers(k["buffers"])
                 bases_all += bases
                 params, keep = self._params(k["params"], ptrs)
                 keeps.append(keep)
+                kept.append((fn, k, params, ptrs, sizes))
                 launches.append(lambda fn=fn, k=k, params=params: self._launch(fn, k, params))
+                poison = []
+                for b in k["buffers"]:
+                    if b["name"] in k.get("repoison", ()) and b.get("poison") is not None:
+                        nbytes, pattern = int(b["nbytes"]), bytes(b["poison"])
+                        source = None
+                        if nbytes and len(pattern) not in (1, 2, 4):  # float64: copy a poisoned
+                            source = self._alloc(nbytes)  # buffer, no 64-bit memset exists
+                            bases_all.append(source)
+                            self._fill(source, nbytes, pattern)
+                        poison.append((ptrs[b["name"]], nbytes, pattern, source))
+                prepares.append(lambda poison=poison: self._repoison(poison))
             counter = [0]
 
             def flush() -> None:
@@ -336,14 +387,50 @@ class Worker:
             # the watchdog scales with the batch: every launch in it may take up to timeout_s
             batch_timeout = timeout_s * max(plan.batch, plan.warmup) * len(launches)
             samples = timing.time_interleaved(
-                self.d, self.stream, launches, flush, lambda: self.sync(batch_timeout), plan
+                self.d,
+                self.stream,
+                launches,
+                flush,
+                lambda: self.sync(batch_timeout),
+                plan,
+                prepare=prepares,
             )
-            return {"status": "ok", "samples": samples}
+            rechecks: list[dict[str, Any] | None] = []
+            for fn, k, params, ptrs, sizes in kept:
+                recheck = k.get("recheck")
+                if recheck is None:
+                    rechecks.append(None)
+                    continue
+                outputs = [b for b in k["buffers"] if b.get("data") is None]
+                last = self._read_back(outputs, ptrs, sizes, GUARD_BYTES)
+                self._fill_data(recheck["buffers"], ptrs)
+                self._launch(fn, k, params)
+                self.sync(timeout_s)
+                after = self._read_back(recheck["buffers"], ptrs, sizes, GUARD_BYTES)
+                rechecks.append({"last": last, "buffers": after})
+            return {"status": "ok", "samples": samples, "rechecks": rechecks}
         except Timeout:
             bases_all = []  # cuMemFree would wait for the hung kernel: the process exits instead
             raise
         finally:
             self._free(bases_all)
+
+    def _repoison(self, poison: list[tuple[int, int, bytes, int | None]]) -> None:
+        """Poison buffers on the worker's stream (ordered with the launches; async)."""
+        for ptr, nbytes, pattern, source in poison:
+            if not nbytes:
+                continue
+            if source is not None:
+                result = self.d.cuMemcpyDtoDAsync(ptr, source, nbytes, self.stream)
+            elif len(pattern) == 4:
+                value = int.from_bytes(pattern, "little")
+                result = self.d.cuMemsetD32Async(ptr, value, nbytes // 4, self.stream)
+            elif len(pattern) == 2:
+                value = int.from_bytes(pattern, "little")
+                result = self.d.cuMemsetD16Async(ptr, value, nbytes // 2, self.stream)
+            else:
+                result = self.d.cuMemsetD8Async(ptr, pattern[0], nbytes, self.stream)
+            self.check(result, "poison")
 
     def op_bandwidth(self, req: dict[str, Any]) -> dict[str, Any]:
         """Device-to-device copy bandwidth in GB/s (bytes read + written), median of repeats."""
