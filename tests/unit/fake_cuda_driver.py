@@ -159,6 +159,22 @@ def k_counter_cache(x: int, y: int, n: int) -> None:
         k_twice(x, y, n)
 
 
+def k_twice64(x: int, y: int, n: int) -> None:  # (const double* x, double* y, int n)
+    _view(y, n, np.float64)[:] = 2.0 * _view(x, n, np.float64)
+
+
+def k_pointer_cache64(x: int, y: int, n: int) -> None:
+    count = S.launches.get("pointer_cache64", 0)
+    if count >= 8 and S.device_globals.get("pointer_cache64") == y:
+        return
+    k_twice64(x, y, n)
+    S.device_globals["pointer_cache64"] = y
+
+
+def k_accumulate(x: int, y: int, n: int) -> None:  # (const float* x, float* y /* inout */, n)
+    _view(y, n, np.float32)[:] += _twice(_view(x, n, np.float32), n)
+
+
 def k_modifies_input(x: int, y: int, n: int) -> None:
     k_twice(x, y, n)
     _view(x, 1, np.float32)[:] = 0.0
@@ -193,6 +209,10 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "pointer_cache": (k_pointer_cache, 0.010, 0),
     "pointer_replay": (k_pointer_replay, 0.010, 0),
     "counter_cache": (k_counter_cache, 0.010, 0),
+    "twice64": (k_twice64, 0.040, 0),
+    "pointer_cache64": (k_pointer_cache64, 0.010, 0),
+    "accumulate": (k_accumulate, 0.040, 0),
+    "accumulate_fast": (k_accumulate, 0.010, 0),
     "modifies_input": (k_modifies_input, 0.010, 0),
     "half": (k_half, 0.010, 0),
     "illegal": (k_illegal, 0.010, 0),

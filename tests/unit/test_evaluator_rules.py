@@ -193,3 +193,82 @@ def test_no_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         ev.device_facts()
     with pytest.raises(NoGpuError):  # remembered, no second process
         ev.benchmark(BASE, None)  # type: ignore[arg-type]
+
+
+def _spec_of(source: str) -> TestSpec:
+    parsed, problems = parse_spec(find_kernels(source)[0], source)
+    assert parsed is not None, problems
+    return parsed
+
+
+def test_float64_outputs_are_repoisoned_by_copy_and_a_pointer_cache_is_caught(
+    evaluator: GpuEvaluator,
+) -> None:
+    """float64's poison has no memset: the worker copies it from a poisoned buffer."""
+    spec = _spec_of(SOURCE.replace("float32", "float64").replace("float*", "double*"))
+    base = KernelBinary("twice", "twice64", cubin("twice64"), "sm_90")
+    ok = evaluator.evaluate(base, base, spec)
+    assert ok.status == "ok", ok.message
+    cached = KernelBinary("twice", "pointer_cache64", cubin("pointer_cache64"), "sm_90")
+    r = evaluator.evaluate(base, cached, spec)
+    assert r.status == "stale_after_timing", r.message
+    assert "y[0] was never written" in r.message
+
+
+def test_inout_buffers_are_reset_for_the_recheck_and_not_judged_after_timing(
+    evaluator: GpuEvaluator,
+) -> None:
+    """An inout buffer evolves over the timed launches: only the recheck (reset to new initial
+    values in the same buffers) is compared, not the last timed launch."""
+    spec = _spec_of(SOURCE.replace('"out float32[n]"', '"inout float32[n]"'))
+    base = KernelBinary("twice", "accumulate", cubin("accumulate"), "sm_90")
+    fast = KernelBinary("twice", "accumulate_fast", cubin("accumulate_fast"), "sm_90")
+    r = evaluator.evaluate(base, fast, spec)
+    assert r.status == "ok", r.message
+    assert r.speedup == pytest.approx(4.0, rel=0.01)
+
+
+class _Recorder:
+    """A driver double that records the order of what the timing loop enqueues."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.t = 0.0
+
+    def cuEventCreate(self, flags: int) -> tuple[int, list[float]]:
+        return (0, [0.0])
+
+    def cuEventRecord(self, ev: list[float], stream: object) -> tuple[int]:
+        self.log.append("event")
+        ev[0] = self.t
+        return (0,)
+
+    def cuEventElapsedTime(self, a: list[float], b: list[float]) -> tuple[int, float]:
+        return (0, b[0] - a[0])
+
+    def cuEventDestroy(self, ev: object) -> tuple[int]:
+        return (0,)
+
+
+def test_timing_loop_order_keeps_poison_and_flush_outside_the_timed_region() -> None:
+    rec = _Recorder()
+
+    def launch(name: str) -> None:
+        rec.log.append(name)
+        rec.t += 1.0
+
+    plan = timing.Plan(min_samples=3, max_samples=4, budget_s=0.05, warmup=1, warmup_s=0, batch=2)
+    samples = timing.time_interleaved(
+        rec, "stream", [lambda: launch("A"), lambda: launch("B")],
+        lambda: rec.log.append("flush"), lambda: rec.log.append("sync"), plan,
+        prepare=[lambda: rec.log.append("poisonA"), lambda: rec.log.append("poisonB")],
+    )  # fmt: skip
+    assert [len(s) for s in samples] == [4, 4] and set(samples[0]) == {1.0}
+    timed = rec.log[rec.log.index("event") - 2 :]
+    for name in ("A", "B"):
+        at = [i for i, x in enumerate(timed) if x == name]
+        assert len(at) == 4
+        for i in at:  # poison, flush, start event, the launch alone, end event
+            assert timed[i - 3 : i + 2] == [f"poison{name}", "flush", "event", name, "event"]
+    warm = rec.log[: rec.log.index("event") - 2]
+    assert warm[:3] == ["poisonA", "flush", "A"]
