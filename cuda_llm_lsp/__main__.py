@@ -1,4 +1,5 @@
-"""`cuda-llm-lsp` / `python -m cuda_llm_lsp`: the language server on stdio, or `--tcp HOST:PORT`."""
+"""`cuda-llm-lsp` / `python -m cuda_llm_lsp`: the language server on stdio (`--stdio`, the
+default), or `--tcp HOST:PORT`."""
 
 from __future__ import annotations
 
@@ -35,7 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="The cuda-llm language server (stdio unless --tcp is given).",
     )
     parser.add_argument("--version", action="version", version=f"cuda-llm-lsp {__version__}")
-    parser.add_argument(
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument(
+        "--stdio",
+        action="store_true",
+        help="talk over stdin/stdout (the default; accepted because many clients pass it)",
+    )
+    transport.add_argument(
         "--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead of stdio"
     )
     parser.add_argument("--log-file", metavar="PATH", help="write the server's log to this file")
