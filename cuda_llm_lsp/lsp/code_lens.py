@@ -1,5 +1,8 @@
 """textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands.
 
+Clicking the resources lens runs `cudaLlm.showResources`: the hover's facts (resources, spec,
+last result) as a message, so the lens is never a dead link.
+
 Lenses sit on the kernels of the last analysis; a client that does not ask for code lenses
 (Neovim 0.7 without a plugin) simply never calls this.
 """
@@ -51,7 +54,11 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
         found.append(
             types.CodeLens(
                 range=where,
-                command=types.Command(title=resources_line(name, info.resources), command=""),
+                command=types.Command(
+                    title=resources_line(name, info.resources),
+                    command="cudaLlm.showResources",
+                    arguments=args,
+                ),
             )
         )
         if running is not None:

@@ -24,7 +24,8 @@ REJECT = "cudaLlm.reject"
 CANCEL = "cudaLlm.cancel"
 SHOW = "cudaLlm.showSuggestion"
 ADD_SPEC = "cudaLlm.addSpec"
-COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC)
+RESOURCES = "cudaLlm.showResources"  # behind the resources code lens
+COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES)
 
 
 def target(
@@ -108,6 +109,26 @@ def register(server: CudaLlmServer) -> None:
     @command(SHOW)
     async def do_show(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
         return await suggestions.show(ls, uri, kernel)
+
+    @command(RESOURCES)
+    async def do_resources(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
+        """The kernel's resources, spec and last result as a message (the hover, on a click)."""
+        from cuda_llm_lsp.lsp.hover import plain_summary
+
+        state = ls.documents.get(uri)
+        analysis = state.analysis if state is not None else None
+        info = (
+            next((i for i in analysis.kernels if i.kernel.name == kernel), None)
+            if analysis
+            else None
+        )
+        if info is None:
+            if analysis is None:
+                ls.message(f"cuda-llm: {uri} is still being compiled; try again in a moment")
+                return False
+            return await _known_kernel(ls, uri, kernel)
+        ls.message(plain_summary(ls, uri, info))
+        return True
 
     @command(ADD_SPEC)
     async def do_add_spec(ls: CudaLlmServer, uri: str, kernel: str) -> bool:

@@ -68,6 +68,21 @@ def describe(server: CudaLlmServer, uri: str, info: Any) -> str:
     return "\n\n".join(parts)
 
 
+def plain_summary(server: CudaLlmServer, uri: str, info: Any) -> str:
+    """The hover's facts as one plain-text message (what the resources lens shows on a click)."""
+    kernel = info.kernel
+    parts = [resources_line(kernel.name, info.resources)]
+    if info.resources is not None and info.resources.constant_bytes:
+        parts[0] += f" · {info.resources.constant_bytes} B const"
+    if kernel.launch_bounds:
+        parts.append(f"__launch_bounds__({kernel.launch_bounds})")
+    parts.append(spec_summary(info).replace("*", "").replace("\n\n", " · "))
+    report = server.reports.get((uri, kernel.name))
+    if report is not None:
+        parts.append(f"last result: {report.info}")
+    return "cuda-llm: " + "; ".join(parts)
+
+
 def spec_summary(info: Any) -> str:
     spec = info.spec
     if spec is None:

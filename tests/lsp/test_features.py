@@ -49,6 +49,29 @@ async def test_code_lens_shows_resources_and_commands(client: EditorClient) -> N
     assert all(lens.range.start.line in (saxpy_line, 20) for lens in lenses)
 
 
+async def test_clicking_the_resources_lens_shows_the_kernel_summary(client: EditorClient) -> None:
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    (resources,) = [
+        lens.command
+        for lens in lenses
+        if lens.command and lens.command.title.startswith("saxpy · ")
+    ]
+    assert resources.command == "cudaLlm.showResources"
+    assert list(resources.arguments or []) == [{"uri": uri, "kernel": "saxpy"}]
+    assert await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=resources.command, arguments=resources.arguments)
+    )
+    said = await client.wait_for(
+        lambda: [m for m in client.messages if m.message.startswith("cuda-llm: saxpy · ")]
+    )
+    assert " regs · " in said[-1].message and "Test spec: " in said[-1].message
+    assert "*" not in said[-1].message and "\n" not in said[-1].message
+
+
 async def test_hover_on_kernel_name_shows_resources_and_spec(client: EditorClient) -> None:
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
