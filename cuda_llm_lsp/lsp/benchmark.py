@@ -58,6 +58,8 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     except NoGpuError as exc:
         raise JobError(f"cannot benchmark {job.kernel}: no GPU ({exc})") from exc
     line = summary_line(job.kernel, result)
-    hint = None if result.status == "ok" else f"{result.status}: {result.message}"
+    hint = (
+        None if result.status == "ok" else f"{results.status_text(result.status)}: {result.message}"
+    )
     results.set_report(server, job.uri, results.KernelReport(job.kernel, original, line, hint))
     return line

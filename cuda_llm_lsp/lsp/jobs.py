@@ -132,7 +132,8 @@ class JobManager:
         if current is not None:
             self.server.message(
                 f"cuda-llm: {kernel} already has a {current.kind} running; cancel it first "
-                f"(command cudaLlm.cancel or the progress notification)",
+                f"(Cancel on its progress notification, or the code action "
+                f"'Cancel {current.kind} of {kernel}')",
                 types.MessageType.Warning,
             )
             return None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lsprotocol import types
 
 from cuda_llm_lsp.evaluate.types import NoGpuError
-from cuda_llm_lsp.lsp import results
+from cuda_llm_lsp.lsp import results, suggestions
 from cuda_llm_lsp.lsp.jobs import Job, JobError, Progress
 from cuda_llm_lsp.lsp.suggestions import Suggestion
 
@@ -72,7 +72,7 @@ class _Tracker:
                 self.outcomes.append(event.outcome)
                 self.best = event.best
                 o = event.outcome
-                said = f"candidate {o.round}.{o.index}: {o.status}"
+                said = f"candidate {o.round}.{o.index}: {results.status_text(o.status)}"
                 if o.ms is not None:
                     said += f" {results.format_ms(o.ms)}"
                 if self.best is not None and self.best.speedup:
@@ -113,6 +113,7 @@ class _Tracker:
         if result.error and result.baseline_ms is None:
             return
         best = result.best_result
+        baseline_passed = _cases(self.baseline)[0]
         fraction = getattr(best, "fraction_of_peak", None) if best is not None else None
         if fraction is None and self.baseline is not None:
             fraction = self.baseline.fraction_of_peak
@@ -124,7 +125,8 @@ class _Tracker:
             baseline_ms=result.baseline_ms,
             best_ms=result.best_ms,
             speedup=result.speedup,
-            cases_passed=result.cases_passed or None,
+            # No better kernel: the figures are the baseline's, so are its cases.
+            cases_passed=result.cases_passed if result.best_ms is not None else baseline_passed,
             cases_total=result.cases_total or _cases(self.baseline)[1],
             fraction_of_peak=fraction,
             state=state,
@@ -240,11 +242,15 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
             run_id=result.run_id,
         )
         server.suggestions[(job.uri, job.kernel)] = suggestion
-        server.message(
-            f"cuda-llm: {job.kernel}: {suggestion.figures}. Use the code action "
-            f"'Accept optimized {job.kernel}' to apply it, 'Show suggested {job.kernel}' to "
-            "review it, or 'Reject'."
-        )
+        if suggestions.wants_notification(server):
+            # The client shows its diff with Accept / Reject: sent before the progress ends.
+            await suggestions.notify(server, suggestion)
+        else:
+            server.message(
+                f"cuda-llm: {job.kernel}: {suggestion.figures}. Use the code action "
+                f"'Accept optimized {job.kernel}' to apply it, 'Show suggested {job.kernel}' "
+                f"to review it, or 'Reject suggestion for {job.kernel}'."
+            )
         return f"{suggestion.figures}: suggestion ready"
     kind = types.MessageType.Warning if result.error else types.MessageType.Info
     server.message(f"cuda-llm: {job.kernel}: {result.message}", kind)

@@ -83,8 +83,13 @@ def diagnostics(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.Di
     return found
 
 
+def status_text(status: str) -> str:
+    """'wrong_output' -> 'wrong output': statuses as words in what users read."""
+    return status.replace("_", " ")
+
+
 def failure_hint(outcomes: Iterable[CandidateOutcome]) -> str | None:
-    """'Candidates failed: 3 wrong_output (case 2: ...), 1 compile_error' or None."""
+    """'Candidates failed: 3 wrong output (case 2: ...); 1 compile error' or None."""
     failed = [o for o in outcomes if o.status not in ("ok", "slower")]
     if not failed:
         return None
@@ -95,7 +100,7 @@ def failure_hint(outcomes: Iterable[CandidateOutcome]) -> str | None:
         example = " ".join(example.split())
         if len(example) > 120:
             example = example[:117] + "..."
-        parts.append(f"{count} {status}" + (f" ({example})" if example else ""))
+        parts.append(f"{count} {status_text(status)}" + (f" ({example})" if example else ""))
     return "Candidates failed: " + "; ".join(parts)
 
 
@@ -122,6 +127,8 @@ def optimize_summary(
         text += f" → best {format_ms(best_ms)}"
         if speedup is not None:
             text += f" ({speedup:.2f}× faster)"
+    elif state.startswith(("done", "cancelled")):
+        text += " · no faster correct candidate"
     else:
         text += " · no faster correct candidate yet"
     if cases_total:

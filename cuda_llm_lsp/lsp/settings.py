@@ -75,8 +75,9 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     if isinstance(inner, Mapping) and not allow_api_key and "apiKey" in inner:
         inner = {k: v for k, v in inner.items() if k != "apiKey"}
         server.message(
-            "cuda-llm: cudaLlm.apiKey is ignored in workspace settings; set OPENAI_API_KEY "
-            "in the environment or pass apiKey in initializationOptions",
+            "cuda-llm: cudaLlm.apiKey is ignored in workspace settings (they may be shared or "
+            "committed); set OPENAI_API_KEY in the server's environment, pass apiKey in "
+            "initializationOptions, or in VS Code run 'CUDA-LLM: Set API Key'",
             types.MessageType.Warning,
         )
     settings, problems = settings_from_mapping({SECTION: inner}, base=before)

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 ANNOTATION_ID = "cudaLlm.suggestion"
 NOTIFICATION = "cudaLlm/suggestion"
+EXPERIMENTAL = "cudaLlm"  # capabilities.experimental.cudaLlm.suggestionNotification
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,25 @@ def _capability(server: CudaLlmServer, path: str) -> Any:
         if value is None:
             return None
     return value
+
+
+def wants_notification(server: CudaLlmServer) -> bool:
+    """True when the client shows `cudaLlm/suggestion` itself (the VS Code extension's diff),
+    declared as `capabilities.experimental.cudaLlm.suggestionNotification = true`."""
+    experimental = getattr(server.client_capabilities, "experimental", None)
+    return _field(_field(experimental, EXPERIMENTAL), "suggestionNotification") is True
+
+
+def _field(value: Any, name: str) -> Any:
+    """`value[name]` of a JSON object, whether it was left a dict or made an object."""
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None) if value is not None else None
+
+
+async def notify(server: CudaLlmServer, suggestion: Suggestion) -> None:
+    """Send `cudaLlm/suggestion` for `suggestion`."""
+    server.protocol.notify(NOTIFICATION, await payload(server, suggestion))
 
 
 async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
@@ -223,11 +244,16 @@ def write_files(suggestion: Suggestion, directory: Path | None = None) -> tuple[
 
 
 async def show(server: CudaLlmServer, uri: str, kernel: str) -> bool:
+    """Show the pending suggestion: only the notification for a client that renders it (a
+    preview opened beside its diff would steal the focus); for other clients the notification,
+    then the read-only preview with `window/showDocument`, else a message with its paths."""
     suggestion = server.suggestions.get((uri, kernel))
     if suggestion is None:
         server.message(f"cuda-llm: there is no suggestion for {kernel} to show")
         return False
-    server.protocol.notify(NOTIFICATION, await payload(server, suggestion))
+    await notify(server, suggestion)
+    if wants_notification(server):
+        return True
     import asyncio
 
     try:

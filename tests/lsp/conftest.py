@@ -225,8 +225,10 @@ def lsp_fixture(
     server_command: list[str] | None = None,
     env: dict[str, str] | None = None,
     clients: list[str] | None = None,
+    experimental: dict[str, Any] | None = None,
 ) -> Any:
-    """A client fixture for the real server, one test per capability set."""
+    """A client fixture for the real server, one test per capability set (with `experimental`
+    as its `capabilities.experimental`, e.g. the VS Code extension's `cudaLlm` block)."""
 
     @pytest_lsp.fixture(
         params=clients or CLIENTS,
@@ -240,9 +242,12 @@ def lsp_fixture(
         lsp_client.kind = request.param
         if configuration is not None:
             lsp_client.set_configuration(configuration)
+        capabilities = client_capabilities(request.param)
+        if experimental is not None:
+            capabilities.experimental = experimental
         lsp_client.init_result = await lsp_client.initialize_session(
             types.InitializeParams(
-                capabilities=client_capabilities(request.param),
+                capabilities=capabilities,
                 initialization_options=init_options or {"cudaLlm": {"debounceMs": 50}},
                 root_uri=DATA.as_uri(),
                 workspace_folders=[types.WorkspaceFolder(uri=DATA.as_uri(), name="data")],

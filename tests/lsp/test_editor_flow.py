@@ -141,7 +141,7 @@ async def test_optimize_reports_progress_results_and_accept_applies_one_edit(
     assert sum(isinstance(v, types.WorkDoneProgressBegin) for v in values) == 1
     assert sum(isinstance(v, types.WorkDoneProgressEnd) for v in values) == 1
     reports = [v.message for v in values if isinstance(v, types.WorkDoneProgressReport)]
-    assert any("candidate 1.1: wrong_output" in (m or "") for m in reports), reports
+    assert any("candidate 1.1: wrong output" in (m or "") for m in reports), reports
     assert any("candidate 1.2: ok" in (m or "") for m in reports), reports
     assert "2.00× faster" in values[-1].message
 
@@ -157,7 +157,7 @@ async def test_optimize_reports_progress_results_and_accept_applies_one_edit(
     assert info[0].range.start.line == name_line
     assert "baseline 1.000 ms" in info[0].message and "2.00× faster" in info[0].message
     hints = [d for d in client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Hint]
-    assert hints and "wrong_output" in hints[0].message
+    assert hints and "wrong output" in hints[0].message
 
     titles = [a.title for a in await _actions(client, uri, name_line + 1)]
     assert "Accept optimized saxpy (2.00× faster, 3/3 cases)" in titles

@@ -65,8 +65,8 @@ def test_failure_hint_names_the_main_reasons() -> None:
             _outcome("slower"),
         ]
     )
-    assert hint is not None and hint.startswith("Candidates failed: 2 wrong_output (case 2:")
-    assert "1 compile_error" in hint
+    assert hint is not None and hint.startswith("Candidates failed: 2 wrong output (case 2:")
+    assert "1 compile error" in hint
     assert failure_hint([_outcome("ok"), _outcome("slower")]) is None
 
 
