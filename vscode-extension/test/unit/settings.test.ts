@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import {
     FORWARDED_KEYS,
@@ -23,7 +25,7 @@ const DEFAULTS = {
     includePaths: [],
     defines: [],
     nvrtcFlags: [],
-    debounceMs: 250,
+    debounceMs: null,
     'trace.server': 'off',
 };
 
@@ -32,7 +34,6 @@ describe('server settings', () => {
         assert.deepEqual(serverSettings(reader(DEFAULTS)), {
             rounds: 4,
             candidates: 4,
-            debounceMs: 250,
             includePaths: [],
             defines: [],
             nvrtcFlags: [],
@@ -51,6 +52,7 @@ describe('server settings', () => {
                 includePaths: ['${workspaceFolder}/include', '~/cutlass/include', ''],
                 defines: ['TILE=32'],
                 nvrtcFlags: ['--use_fast_math'],
+                debounceMs: 250,
             }),
             undefined,
             { workspaceFolder: '/w', home: '/home/u' },
@@ -67,6 +69,14 @@ describe('server settings', () => {
             nvrtcFlags: ['--use_fast_math'],
         });
         assert.ok(!('server.python' in s) && !('server' in s), 'launch settings stay in the client');
+    });
+
+    it('leave debounceMs out unless the user set it, so the server default (100 ms) rules', () => {
+        const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '../../../package.json'), 'utf8'));
+        const spec = manifest.contributes.configuration.properties['cudaLlm.debounceMs'];
+        assert.equal(spec.default, null);
+        assert.ok(!('debounceMs' in serverSettings(reader({ ...DEFAULTS, debounceMs: spec.default }))));
+        assert.equal(serverSettings(reader({ ...DEFAULTS, debounceMs: 0 })).debounceMs, 0);
     });
 
     it('drop values of the wrong type instead of sending them', () => {
