@@ -334,7 +334,9 @@ export class Session {
 
     /**
      * A finished optimization whose end says a suggestion is ready, without a `cudaLlm/suggestion`
-     * having arrived: ask the server to send it.
+     * having arrived: ask the server to send it. Current servers send the notification before the
+     * progress ends to clients declaring `experimental.cudaLlm.suggestionNotification` (we do), so
+     * this only runs against older servers that sent it on `cudaLlm.showSuggestion` alone.
      */
     private jobEnded(token: ProgressToken, message: string | undefined): void {
         const job = this.optimizations.get(String(token));

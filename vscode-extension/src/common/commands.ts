@@ -80,7 +80,7 @@ export function jobToken(result: unknown): string | undefined {
 /**
  * Whether a finished optimization's end message says a suggestion is waiting ("2.10× faster,
  * 4/4 cases: suggestion ready"): then the client asks for it with `cudaLlm.showSuggestion` unless
- * the server already sent `cudaLlm/suggestion`.
+ * the server already sent `cudaLlm/suggestion` (current servers do; older ones did not).
  */
 export function endsWithSuggestion(message: string | undefined): boolean {
     return message !== undefined && /suggestion ready/i.test(message);

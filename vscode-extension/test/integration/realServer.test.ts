@@ -109,10 +109,22 @@ describe('the bundled extension with the real server', { skip: found.reason ?? (
         await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
     });
 
-    it('cancels all jobs with cudaLlm.cancel and no argument', { todo: 'server: accept a missing argument as "cancel all"' }, async () => {
+    it('cancels all jobs with cudaLlm.cancel and no argument', async () => {
         fake.messages = [];
+        await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+        // No job known to the client: Cancel Optimizations sends `cudaLlm.cancel` with no argument.
         await fake.commands.get('cudaLlm.client.cancelAll')!();
+        // The server's answer: `false`, nothing was running; a second one proves it is still fine.
+        assert.equal(await fake.commands.get('cudaLlm.cancel')!(), false);
         await new Promise((resolve) => setTimeout(resolve, 1000));
-        assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+        assert.deepEqual(fake.messages.filter((m) => m.level !== 'info'), []);
+        assert.doesNotMatch(fake.output, /commands take one argument|Traceback/);
+    });
+
+    it('shows the kernel summary when the resources lens is clicked', async () => {
+        fake.messages = [];
+        assert.equal(await fake.commands.get('cudaLlm.showResources')!({ uri, kernel: 'saxpy' }), true);
+        const said = await until('summary', () => fake.messages.find((m) => m.text.startsWith('cuda-llm: saxpy · ')));
+        assert.match(said.text, / regs · .*Test spec: /);
     });
 });
