@@ -11,11 +11,47 @@ Per case of `evaluate` (the original kernel is the oracle), in order of preceden
   > unwritten_output                       an output element still holds the poison
   > wrong_output                           outside rtol/atol of the oracle
   > nondeterministic                       a second run on the same inputs differs
-then, on the timed (last) case only, after interleaved timing with the oracle:
-  > stale_after_timing                     a run on NEW inputs after the timing is wrong.
+then, on the timed (last) case only, after interleaved timing with the oracle, on the very
+device buffers the candidate was timed on (same allocations, same pointers):
+  > stale_after_timing                     the last timed launch's outputs are wrong or
+                                           unwritten (outputs are re-poisoned before every
+                                           timed launch; skipped when the spec has an inout
+                                           buffer, whose values evolve across launches), or a
+                                           run on NEW input values written into those buffers
+                                           (outputs poisoned, inout reset) is wrong;
+  (out_of_bounds / input_modified / fault / timeout there keep their own status.)
 Evaluation stops at the first failing case. A correct candidate gets "ok" with its speedup
 (whether it is "slower" is the FSR loop's call). If the ORACLE fails, `BaselineFailed` is raised:
 no candidate is blamed for a broken reference.
+
+Timing holes, and why each is closed (or what remains):
+- Caching across launches. Keyed on values, on a launch counter or on its pointer arguments: the
+  outputs are poisoned before every timed launch, so a launch that skips its work leaves poison,
+  and the last one is checked; then new values go into the same allocations, so a cache keyed on
+  the pointers replays a stale result there (a fresh allocation, as the recheck used to get,
+  would have a new address, or by luck the old one). Remains: a kernel that computes on exactly
+  the launches we check and skips the others; a change-detector on the inputs (a hash of a few
+  values) that skips the work in between costs reading them, and is caught by the last launch's
+  check only if it skips that launch. Re-poisoning costs one memset per launch, outside the events.
+- Work on other streams, dynamic parallelism: candidates are compiled by NVRTC as a device-only
+  unit without -rdc and without cudadevrt, so a device-side `<<<>>>`, `cudaLaunchDevice` (even
+  declared by hand) or `cudaStreamCreateWithFlags` does not compile (compile_error; planted in
+  tests/gpu/kernels.py). Candidates cannot run host code, so they cannot enqueue anything on
+  another stream. (A user's own `nvrtc_flags` adding -rdc gives a cubin with unresolved externs,
+  which fails to load: launch_error.)
+- Work left running after the kernel returns: none can exist without child launches or streams
+  (above); the end event is recorded on the same stream right after the launch, so it completes
+  only after every block of the kernel has finished.
+- Reading other launches' inputs: each kernel is timed on its own allocations (baseline and
+  candidate never share buffers), inputs are fresh seeded values per evaluation, and the oracle
+  runs in its own module, so there is nothing of the reference to read; a `__device__` copy of the
+  candidate's own earlier inputs/outputs is the caching case above.
+- L2 flush before every timed launch: `timing.time_interleaved` enqueues flush -> start event ->
+  launch -> end event for every sample (warm-up included), with a memset over >= 2x the L2
+  (min 64 MiB) whose value changes each time; the CPU test double fails any launch recorded
+  between events without a flush since the previous launch.
+- Baseline and candidate interleaved: A B A B ... in the same process, stream and batch, the same
+  flush and re-poison before each, until both medians are stable or the budget is spent.
 """
 
 from __future__ import annotations

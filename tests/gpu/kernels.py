@@ -31,6 +31,27 @@ INDEX = "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
 
 FAST = HEAD + INDEX + "    if (i < n) y[i] = 2.0f * x[i];\n}\n"
 
+# Launch counting done right: the last block to finish a launch (all others have read the
+# counters by then) updates them, so every block of one launch sees the same values.
+COUNTERS = "__device__ unsigned int launches_done;\n__device__ unsigned int blocks_done;\n"
+LAST_BLOCK = """    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(&blocks_done, 1u) == gridDim.x - 1) {
+            /* last block */
+            launches_done += 1;
+            blocks_done = 0;
+            __threadfence();
+        }
+    }
+}
+"""
+CHILD = (
+    "__global__ void child(const float* x, float* y, int n) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) y[i] = 2.0f * x[i];\n}\n"
+)
+
 PLANTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "does_nothing": (HEAD + "}\n", ("unwritten_output",)),
     "skips_last_element": (
@@ -74,6 +95,62 @@ __device__ float cached[4194304];
 }
 """,
         ("stale_after_timing",),
+    ),
+    # caches the timing loop used to reward: they stay correct on fresh buffers, so only the
+    # checks on the very buffers the candidate was timed on can catch them
+    "skips_work_for_the_same_output_pointer": (
+        COUNTERS
+        + "__device__ float* last_out;\n"
+        + HEAD
+        + INDEX
+        + "    bool cached = *(volatile unsigned int*)&launches_done >= 8\n"
+        + "                  && *(float* volatile*)&last_out == y;\n"
+        + "    if (!cached && i < n) y[i] = 2.0f * x[i];\n"
+        + LAST_BLOCK.replace("/* last block */", "*(float* volatile*)&last_out = y;"),
+        ("stale_after_timing",),
+    ),
+    "replays_its_result_for_the_same_output_pointer": (
+        COUNTERS
+        + "__device__ float* last_out;\n__device__ float saved[4194304];\n"
+        + HEAD
+        + INDEX
+        + "    bool cached = *(volatile unsigned int*)&launches_done >= 8\n"
+        + "                  && *(float* volatile*)&last_out == y && n <= 4194304;\n"
+        + "    if (i < n) {\n"
+        + "        if (cached) y[i] = saved[i];\n"
+        + "        else { float v = 2.0f * x[i]; y[i] = v; if (n <= 4194304) saved[i] = v; }\n"
+        + "    }\n"
+        + LAST_BLOCK.replace("/* last block */", "*(float* volatile*)&last_out = y;"),
+        ("stale_after_timing",),
+    ),
+    "computes_only_on_its_first_launches": (
+        COUNTERS
+        + HEAD
+        + INDEX
+        + "    if (*(volatile unsigned int*)&launches_done < 16 && i < n) y[i] = 2.0f * x[i];\n"
+        + LAST_BLOCK.replace("/* last block */", ""),
+        ("stale_after_timing",),
+    ),
+    # dynamic parallelism needs -rdc and cudadevrt, which candidates never get
+    "launches_a_child_kernel": (
+        CHILD + HEAD + "    if (blockIdx.x == 0 && threadIdx.x == 0) "
+        "child<<<(n + 255) / 256, 256>>>(x, y, n);\n}\n",
+        ("compile_error",),
+    ),
+    "declares_the_device_launch_api_itself": (
+        CHILD
+        + "struct CUstream_st;\n"
+        + 'extern "C" __device__ int cudaLaunchDevice(void* f, void* p, dim3 g, dim3 b,\n'
+        + "                                           unsigned int smem, CUstream_st* s);\n"
+        + HEAD
+        + "    if (threadIdx.x == 0) cudaLaunchDevice((void*)child, 0, dim3(1), dim3(1), 0, 0);\n"
+        + "}\n",
+        ("compile_error",),
+    ),
+    "creates_a_device_side_stream": (
+        HEAD
+        + "    cudaStream_t s;\n    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n}\n",
+        ("compile_error",),
     ),
     "modifies_its_input": (
         HEAD + INDEX + "    if (i < n) { y[i] = 2.0f * x[i]; ((float*)x)[i] = 0.0f; }\n}\n",

@@ -85,6 +85,21 @@ def test_correct_faster_candidate_is_accepted(
     assert r.fraction_of_peak is not None and r.fraction_of_peak > 0.05
 
 
+# outputs poisoned before every timed launch: a launch that skips its work leaves poison
+LAST_TIMED = "timed launches (outputs poisoned before each, same inputs as the first runs)"
+# new input values written into the very buffers the candidate was timed on
+SAME_BUFFERS = "a run on new input values in the same buffers is wrong"
+CAUGHT_BY = {
+    "caches_across_launches": SAME_BUFFERS,
+    "skips_work_for_the_same_output_pointer": LAST_TIMED,
+    "replays_its_result_for_the_same_output_pointer": SAME_BUFFERS,
+    "computes_only_on_its_first_launches": LAST_TIMED,
+    "launches_a_child_kernel": "device-side kernel launch could not be processed",
+    "declares_the_device_launch_api_itself": "Unresolved extern function 'cudaLaunchDevice'",
+    "creates_a_device_side_stream": "cudaStreamCreateWithFlags",
+}
+
+
 @pytest.mark.parametrize("name", list(K.PLANTED))
 def test_planted_candidate_gets_its_status_and_the_worker_carries_on(
     evaluator: GpuEvaluator, base: KernelBinary, arch: str, name: str
@@ -96,6 +111,8 @@ def test_planted_candidate_gets_its_status_and_the_worker_carries_on(
     assert r.message
     if name == "hangs":  # the worker's own per-launch watchdog answered, not the parent's
         assert "did not finish within 3 s" in r.message
+    if name in CAUGHT_BY:  # which check on the timed buffers caught the cache
+        assert CAUGHT_BY[name] in r.message
     after = judge(evaluator, base, arch, K.FAST)
     assert after.status == "ok", after.message
 
