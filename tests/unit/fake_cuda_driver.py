@@ -159,6 +159,14 @@ def k_counter_cache(x: int, y: int, n: int) -> None:
         k_twice(x, y, n)
 
 
+def k_past_end_late(x: int, y: int, n: int) -> None:
+    """Correct on its first runs, then writes one element past the end of y."""
+    if S.launches.get("past_end_late", 0) >= 8:
+        k_past_end(x, y, n)
+    else:
+        k_twice(x, y, n)
+
+
 def k_twice64(x: int, y: int, n: int) -> None:  # (const double* x, double* y, int n)
     _view(y, n, np.float64)[:] = 2.0 * _view(x, n, np.float64)
 
@@ -173,6 +181,12 @@ def k_pointer_cache64(x: int, y: int, n: int) -> None:
 
 def k_accumulate(x: int, y: int, n: int) -> None:  # (const float* x, float* y /* inout */, n)
     _view(y, n, np.float32)[:] += _twice(_view(x, n, np.float32), n)
+
+
+def k_accumulate_past_end_late(x: int, y: int, n: int) -> None:
+    k_accumulate(x, y, n)
+    if S.launches.get("accumulate_past_end_late", 0) >= 8:
+        _view(y + 4 * n, 1, np.float32)[:] = 1.0
 
 
 def k_modifies_input(x: int, y: int, n: int) -> None:
@@ -209,10 +223,12 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "pointer_cache": (k_pointer_cache, 0.010, 0),
     "pointer_replay": (k_pointer_replay, 0.010, 0),
     "counter_cache": (k_counter_cache, 0.010, 0),
+    "past_end_late": (k_past_end_late, 0.010, 0),
     "twice64": (k_twice64, 0.040, 0),
     "pointer_cache64": (k_pointer_cache64, 0.010, 0),
     "accumulate": (k_accumulate, 0.040, 0),
     "accumulate_fast": (k_accumulate, 0.010, 0),
+    "accumulate_past_end_late": (k_accumulate_past_end_late, 0.010, 0),
     "modifies_input": (k_modifies_input, 0.010, 0),
     "half": (k_half, 0.010, 0),
     "illegal": (k_illegal, 0.010, 0),

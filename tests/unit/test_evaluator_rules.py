@@ -113,6 +113,7 @@ def test_seed_is_fresh_per_call_and_recorded(evaluator: GpuEvaluator, spec: Test
         ("pointer_cache", "stale_after_timing", "timed launches (outputs poisoned before each"),
         ("pointer_replay", "stale_after_timing", "a run on new input values in the same buffers"),
         ("counter_cache", "stale_after_timing", "y[0] was never written: 5000 of 5000"),
+        ("past_end_late", "out_of_bounds", "timed launches (outputs poisoned before each"),
         ("modifies_input", "input_modified", "modified its input x: x[0] was"),
         ("half", "wrong_output", "elements differ"),
         ("illegal", "fault", "illegal memory access"),
@@ -226,6 +227,12 @@ def test_inout_buffers_are_reset_for_the_recheck_and_not_judged_after_timing(
     r = evaluator.evaluate(base, fast, spec)
     assert r.status == "ok", r.message
     assert r.speedup == pytest.approx(4.0, rel=0.01)
+    # the guard bands are checked in the recheck too (here the only check after the timing)
+    late = KernelBinary("twice", "accumulate_past_end_late", cubin("accumulate_past_end_late"), "")
+    r = evaluator.evaluate(base, late, spec)
+    assert r.status == "out_of_bounds", r.message
+    assert "a run on new input values in the same buffers is wrong" in r.message
+    assert "past the end" in r.message
 
 
 class _Recorder:
