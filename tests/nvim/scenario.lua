@@ -91,5 +91,54 @@ elseif scenario == 'optimize' then
     vim.cmd('undo')
     out.after_undo = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
   end
+elseif scenario == 'lens' then
+  -- Click the resources lens as a user would (`vim.lsp.codelens.run` on the kernel's line).
+  out.messages = {}
+  local show_message = vim.lsp.handlers['window/showMessage']
+  vim.lsp.handlers['window/showMessage'] = function(err, result, ctx, config)
+    table.insert(out.messages, result.message)
+    return show_message(err, result, ctx, config)
+  end
+  local notify = vim.notify
+  vim.notify = function(msg, level, opts)
+    table.insert(out.messages, msg)
+    return notify(msg, level, opts)
+  end
+  local name = line_of('void saxpy')
+  -- Lenses come with the first analysis (saxpy.cu compiles clean: no diagnostic to wait for).
+  vim.wait(60000, function()
+    vim.lsp.codelens.refresh()
+    vim.wait(500)
+    return #vim.lsp.codelens.get(bufnr) > 0
+  end, 100)
+  out.lenses = {}
+  for _, lens in ipairs(vim.lsp.codelens.get(bufnr)) do
+    if lens.command then
+      table.insert(out.lenses, {
+        title = lens.command.title, command = lens.command.command, line = lens.range.start.line,
+      })
+    end
+  end
+  local chosen = nil
+  vim.ui.select = function(items, opts, on_choice)
+    for _, item in ipairs(items) do
+      local title = opts.format_item and opts.format_item(item) or item.lens.command.title
+      if vim.startswith(title, 'saxpy · ') then
+        chosen = title
+        return on_choice(item)
+      end
+    end
+    on_choice(nil)
+  end
+  vim.api.nvim_win_set_cursor(0, { name + 1, 0 })
+  out.name_line = name
+  vim.lsp.codelens.run()
+  out.chosen = chosen
+  vim.wait(10000, function()
+    for _, m in ipairs(out.messages) do
+      if m:find('Test spec', 1, true) then return true end
+    end
+    return false
+  end, 50)
 end
 finish()

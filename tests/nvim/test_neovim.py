@@ -4,6 +4,7 @@
 2. On a kernel the code-action menu offers Optimize and Benchmark; after an optimize run (scripted
    LLM on 127.0.0.1, recorded GPU outcomes) Accept applies the edit to the buffer, and one undo
    restores the original.
+3. Clicking the resources lens (`vim.lsp.codelens.run`) shows the kernel's summary.
 """
 
 from __future__ import annotations
@@ -83,6 +84,23 @@ def test_device_error_comes_back_at_line_9(tmp_path: Path) -> None:
     assert errors[0]["lnum"] == 8  # line 9
     assert "undefined_factor" in errors[0]["message"]
     assert all(4 <= d["lnum"] <= 10 for d in result["diagnostics"])  # nothing on host lines
+
+
+def test_clicking_the_resources_lens_shows_the_kernel_summary(tmp_path: Path) -> None:
+    result = run_scenario(
+        tmp_path,
+        "lens",
+        DATA / "saxpy.cu",
+        [sys.executable, "-m", "cuda_llm_lsp"],
+        {"debounceMs": 50},
+    )
+    assert result["attached"] is True
+    resources = [lens for lens in result["lenses"] if lens["title"].startswith("saxpy · ")]
+    assert resources and resources[0]["command"] == "cudaLlm.showResources", result["lenses"]
+    assert result.get("chosen") == resources[0]["title"], result
+    summary = [m for m in result["messages"] if m.startswith("cuda-llm: saxpy · ")]
+    assert summary and "Test spec: " in summary[0], result["messages"]
+    assert not [m for m in result["messages"] if "does not support command" in m]
 
 
 def test_code_actions_and_accept_apply_the_edit_in_one_undo_step(tmp_path: Path) -> None:
