@@ -20,11 +20,13 @@ export CUDA_LLM_CACHE_DIR=/tmp/cuda-llm-cache CUDA_LLM_DATA_DIR=/tmp/cuda-llm-da
 
 case "$part" in
 tests)
-  timeout 560 python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 300 tests/gpu \
+  timeout 560 python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 300 ${PYTEST_ARGS:-} tests/gpu \
     2>&1 | tee "$work/gpu-tests.log"
   echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/gpu-tests.log"
   ;;
 bench)
+  timeout 100 python3 benchmarks/evaluator_throughput.py 2>&1 | tee "$work/throughput.log"
+  timeout 100 python3 benchmarks/timing_repeatability.py 2>&1 | tee "$work/repeatability.log"
   timeout 240 python3 benchmarks/fsr_planted.py --out "$work/fsr_planted.json" 2>&1 | tee "$work/fsr_planted.log"
   echo "fsr_planted exit: ${PIPESTATUS[0]}" | tee -a "$work/fsr_planted.log"
   OUT="$work" timeout 320 bash benchmarks/run_suite.sh 2>&1 | tee "$work/suite-run.log"

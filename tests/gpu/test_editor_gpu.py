@@ -9,6 +9,7 @@ any GPU and correct within the spec's tolerance. Driven with pygls's client (no 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -155,7 +156,13 @@ async def run_flow(tmp_path: Path, llm: ScriptedLlmServer) -> None:
         XDG_CACHE_HOME=str(tmp_path / "cache"),
         PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
-    await editor.start_io(sys.executable, "-m", "cuda_llm_lsp", env=env)
+    # The server logs to a file: pygls's client never reads the server's stderr pipe, so a
+    # chatty server would block on a full pipe. The log is printed when the flow fails.
+    log_file = tmp_path / "server.log"
+    await editor.start_io(
+        sys.executable, "-m", "cuda_llm_lsp", "--log-file", str(log_file), "--log-level", "DEBUG",
+        env=env,
+    )  # fmt: skip
     try:
         await editor.initialize_async(
             types.InitializeParams(
@@ -189,7 +196,7 @@ async def run_flow(tmp_path: Path, llm: ScriptedLlmServer) -> None:
         answer = await editor.workspace_execute_command_async(
             types.ExecuteCommandParams(command="cudaLlm.benchmark", arguments=args)
         )
-        await wait_for(lambda: ended(editor, answer["token"]), 300, "the benchmark to end")
+        await wait_for(lambda: ended(editor, answer["token"]), 150, "the benchmark to end")
 
         def info() -> list[types.Diagnostic]:
             return [
@@ -207,7 +214,7 @@ async def run_flow(tmp_path: Path, llm: ScriptedLlmServer) -> None:
             types.ExecuteCommandParams(command="cudaLlm.optimize", arguments=args)
         )
         token = answer["token"]
-        end = await wait_for(lambda: ended(editor, token), 540, "the optimize run to end")
+        end = await wait_for(lambda: ended(editor, token), 200, "the optimize run to end")
         values = editor.progress[token]
         assert _kind(values[0]) == "begin"
         assert "suggestion ready" in _message(end), (_message(end), editor.messages)
@@ -241,10 +248,21 @@ async def run_flow(tmp_path: Path, llm: ScriptedLlmServer) -> None:
         assert (edit.range.end.line, edit.range.end.character) == (closing, 1)
         assert "x[i] * 2.0f" in edit.new_text
         assert request.edit.change_annotations[edit.annotation_id].needs_confirmation
+    except BaseException:
+        if log_file.exists():
+            print("---- server log (last 150 lines) ----")
+            print("\n".join(log_file.read_text(errors="replace").splitlines()[-150:]))
+        print("---- progress ----", editor.progress, "\n---- messages ----", editor.messages)
+        raise
     finally:
-        await editor.shutdown_async(None)
-        editor.exit(None)
-        await editor.stop()
+        # bounded: a stuck server must fail the test, not hang the run
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(editor.shutdown_async(None), 10)
+            editor.exit(None)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(editor.stop(), 10)
+        if editor._server is not None and editor._server.returncode is None:
+            editor._server.kill()
 
 
 def test_optimize_and_accept_on_the_gpu(tmp_path: Path) -> None:
