@@ -158,7 +158,9 @@ async def run_flow(tmp_path: Path, llm: ScriptedLlmServer) -> None:
     )
     # The server logs to a file: pygls's client never reads the server's stderr pipe, so a
     # chatty server would block on a full pipe. The log is printed when the flow fails.
-    log_file = tmp_path / "server.log"
+    log_dir = Path(os.environ.get("CUDA_LLM_TEST_LOG_DIR", tmp_path))  # kept after the run
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / "editor-server.log"
     await editor.start_io(
         sys.executable, "-m", "cuda_llm_lsp", "--log-file", str(log_file), "--log-level", "DEBUG",
         env=env,
