@@ -129,7 +129,9 @@ class _Process:
             start_new_session=True,
         )
         threading.Thread(target=self._drain, daemon=True).start()
-        self._buffer = b""
+        # bytearray: appending a chunk is amortised O(1); `bytes +=` made a 128 MB reply
+        # (a 16M-element case) cost minutes of copying.
+        self._buffer = bytearray()
 
     def _drain(self) -> None:
         assert self.proc.stderr is not None
@@ -166,8 +168,8 @@ class _Process:
             if need is None and len(self._buffer) >= 8:
                 (need,) = struct.unpack("<Q", self._buffer[:8])
             if need is not None and len(self._buffer) >= 8 + need:
-                body = self._buffer[8 : 8 + need]
-                self._buffer = self._buffer[8 + need :]
+                body = bytes(self._buffer[8 : 8 + need])
+                del self._buffer[: 8 + need]
                 return pickle.loads(body)  # our own worker's reply
             if cancelled.is_set():
                 return None
