@@ -52,7 +52,11 @@ def test_json_has_exactly_the_contract_keys() -> None:
     assert all(set(d) == DIAGNOSTIC_KEYS for d in data["diagnostics"])
     assert all(set(k) == KERNEL_KEYS for k in data["kernels"])
     (error,) = data["diagnostics"]
-    assert (error["file"], error["line"], error["severity"]) == ("examples/errors/broken.cu", 9, "error")
+    assert (error["file"], error["line"], error["severity"]) == (
+        "examples/errors/broken.cu",
+        9,
+        "error",
+    )
     saxpy = next(k for k in data["kernels"] if k["name"] == "saxpy")
     assert saxpy["file"] == "examples/saxpy.cu" and saxpy["line"] == 15
     assert saxpy["registers"] > 0 and saxpy["spill_stores"] == 0
