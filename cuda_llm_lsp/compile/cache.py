@@ -13,7 +13,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from typing import Any
 import platformdirs
 
 from cuda_llm_lsp import __version__
+from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import nvrtc
 from cuda_llm_lsp.compile.nvrtc import build_flags, compile_unit, nvrtc_version
@@ -134,14 +134,7 @@ def _write(path: Path, result: CompileResult) -> None:
     data = asdict(result)
     data["cubin"] = base64.b64encode(result.cubin).decode() if result.cubin else None
     data.pop("from_cache", None)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"format": _FORMAT, "result": data}, handle)
-        os.replace(tmp, path)
-    except OSError:
-        return  # a read-only or full disk only costs the next compile
+    write_json_atomic(path, {"format": _FORMAT, "result": data})
 
 
 def _read(path: Path) -> CompileResult | None:

@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.compare import (
     GUARD_BYTES,
@@ -307,13 +308,7 @@ class GpuEvaluator:
             bandwidth = float(bw["gbs"]) if bw.get("status") == "ok" else None
             if bandwidth:
                 stored[key] = {"copy_bandwidth_gbs": bandwidth, "measured": time.time()}
-                try:
-                    cache.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(stored, indent=1))
-                    tmp.replace(cache)
-                except OSError:
-                    pass
+                write_json_atomic(cache, stored, indent=1)
         fields = {k: reply[k] for k in DeviceFacts.__dataclass_fields__ if k in reply}
         fields["compute_capability"] = (int(cc[0]), int(cc[1]))
         fields["arch"] = f"sm_{cc[0]}{cc[1]}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.evaluate.types import DeviceFacts, Evaluator, KernelBinary
 
 GEMM_N = 8192
@@ -67,13 +68,7 @@ def device_peaks(
             "note": peaks.note,
             "measured": time.time(),
         }
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(stored, indent=1))
-            tmp.replace(cache)
-        except OSError:
-            pass
+        write_json_atomic(cache, stored, indent=1)
     return peaks
 
 

@@ -1,0 +1,33 @@
+"""Small JSON files in the cache directory, written so a reader never sees half a file."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> bool:
+    """Write `data` to `path` through a temporary file and a rename; False if the disk refused.
+
+    Several processes (the language server, the CLI, the suite) share these caches: the rename
+    makes each write all-or-nothing, and a read-only or full disk only costs a re-measurement.
+    """
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=indent)
+        os.replace(tmp, path)
+        return True
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):
+            return False
+        raise
