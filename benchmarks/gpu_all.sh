@@ -13,6 +13,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE_DIR=/tmp/cuda-llm-cache CUDA_LLM_DATA_DIR=/tmp/cuda-llm-data
+export CUDA_LLM_TEST_LOG_DIR="$work"   # the GPU editor test keeps its server log here
 { date -u; git log -1 --format='commit %H %s' 2>/dev/null
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c "import sys, cuda.bindings, numpy; print(sys.version.split()[0], 'cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
@@ -20,7 +21,7 @@ export CUDA_LLM_CACHE_DIR=/tmp/cuda-llm-cache CUDA_LLM_DATA_DIR=/tmp/cuda-llm-da
 
 case "$part" in
 tests)
-  timeout 560 python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 300 ${PYTEST_ARGS:-} tests/gpu \
+  timeout 560 python3 -m pytest -m gpu -v -rs --durations=15 -p no:cacheprovider --timeout 300 ${PYTEST_ARGS:-} tests/gpu \
     2>&1 | tee "$work/gpu-tests.log"
   echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/gpu-tests.log"
   ;;
