@@ -50,7 +50,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
         raise JobError(f"{job.kernel} does not build: {built.message}")
     try:
         evaluator = await asyncio.to_thread(server.job_evaluator)
-        job.cancel_hooks.append(evaluator.cancel)
+        job.cancel_hooks.append(evaluator.cancel_job)
         progress.report(f"running {spec.case_count} cases on the GPU", 30)
         result = await asyncio.to_thread(
             evaluator.benchmark, built, spec, spec_dir=path.parent if path else None

@@ -193,7 +193,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
         evaluator = await asyncio.to_thread(server.job_evaluator)
     except NoGpuError as exc:
         raise JobError(f"cannot optimize {job.kernel}: no GPU ({exc})") from exc
-    job.cancel_hooks.append(evaluator.cancel)  # GPU work stops at once, whatever the loop does
+    job.cancel_hooks.append(evaluator.cancel_job)  # GPU work stops at once, whatever the loop does
     settings = server.settings
     config = config_from_settings(settings)
     try:

@@ -72,18 +72,23 @@ def default_llm_factory(config: OptimizeConfig) -> LlmClient:
 
 
 class JobEvaluator:
-    """One job's view of the shared GPU evaluator: its `cancel` stops only its own GPU work.
+    """One job's view of the shared GPU evaluator: its cancels stop only its own GPU work.
 
     The evaluator has one worker per GPU and its `cancel` kills whatever runs on it; with
     several kernels optimizing at once, cancelling one job must not cost another its run.
     Calls pass one at a time through `gate`, so a cancel reaches the worker only while this
     job's call is the one running.
+
+    `cancel` is the evaluator protocol's: the FSR loop uses it to interrupt the candidate on
+    the GPU when a budget runs out, then goes on (re-validating its winner), so it stops only
+    the call in flight. `cancel_job` is the job's cancel: every later call is refused too.
     """
 
     def __init__(self, inner: Evaluator, gate: threading.Lock) -> None:
         self.inner, self.gate = inner, gate
         self._cancelled = threading.Event()
-        self._running = False
+        self._running = 0  # the id of the call on the GPU, 0 when none
+        self._calls = 0
         self._state = threading.Lock()
 
     def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -96,12 +101,13 @@ class JobEvaluator:
             with self._state:
                 if self._cancelled.is_set():
                     raise EvaluationCancelled("cancelled")
-                self._running = True
+                self._calls += 1
+                self._running = self._calls
             try:
                 result = method(*args, **kwargs)
             finally:
                 with self._state:
-                    self._running = False
+                    self._running = 0
         finally:
             self.gate.release()
         if self._cancelled.is_set():
@@ -118,17 +124,24 @@ class JobEvaluator:
         return self._call(self.inner.evaluate, *args, **kwargs)
 
     def cancel(self) -> None:
+        """Interrupt this job's call in flight, if any; later calls run as usual."""
+        with self._state:
+            call = self._running
+        if call:
+            self.inner.cancel()
+            # The worker clears a cancel when a call begins: repeat it once the call is under
+            # way, but only if that same call is still the one running.
+            threading.Timer(0.05, self._cancel_again, (call,)).start()
+
+    def cancel_job(self) -> None:
+        """The job is cancelled: interrupt the call in flight and refuse every later one."""
         with self._state:
             self._cancelled.set()
-            running = self._running
-        if running:
-            self.inner.cancel()
-            # The worker clears a cancel when a call begins: repeat it once the call is under way.
-            threading.Timer(0.05, self._cancel_again).start()
+        self.cancel()
 
-    def _cancel_again(self) -> None:
+    def _cancel_again(self, call: int) -> None:
         with self._state:
-            running = self._running
+            running = self._running == call
         if running:
             self.inner.cancel()
 

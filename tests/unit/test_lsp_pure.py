@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def test_cancelling_one_job_leaves_the_other_jobs_gpu_run_alone() -> None:
         first = pool.submit(running.benchmark, "b")
         assert gpu.started.wait(5)
         second = pool.submit(waiting.benchmark, "a")
-        waiting.cancel()  # a job whose call waits for the GPU: only that call ends
+        waiting.cancel_job()  # a job whose call waits for the GPU: only that call ends
         with pytest.raises(EvaluationCancelled):
             second.result(5)
         assert not first.done()
@@ -149,6 +150,41 @@ def test_cancelling_one_job_leaves_the_other_jobs_gpu_run_alone() -> None:
         gpu.started.clear()
         third = pool.submit(running.benchmark, "c")
         assert gpu.started.wait(5)
-        running.cancel()  # the job whose call runs: the GPU run is killed at once
+        running.cancel_job()  # the job whose call runs: the GPU run is killed at once
         with pytest.raises(EvaluationCancelled):
             third.result(5)
+        with pytest.raises(EvaluationCancelled):  # and the job's later calls are refused
+            pool.submit(running.benchmark, "d").result(5)
+
+
+def test_the_loops_cancel_interrupts_one_call_and_later_calls_still_run() -> None:
+    gpu = _SlowGpu()
+    job = JobEvaluator(gpu, threading.Lock())  # type: ignore[arg-type]
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(job.benchmark, "slow")
+        assert gpu.started.wait(5)
+        job.cancel()  # what the FSR loop does when a budget runs out mid-candidate
+        with pytest.raises(EvaluationCancelled):
+            first.result(5)
+        gpu.started.clear()
+        second = pool.submit(job.benchmark, "winner")  # re-validating the winner
+        assert gpu.started.wait(5)
+        time.sleep(0.1)  # past the repeated cancel of the first call: it must not hit this one
+        assert not second.done()
+        gpu.release.set()
+        assert second.result(5) == "winner"
+
+
+async def test_a_budget_running_out_mid_candidate_keeps_the_winner() -> None:
+    from tests.support.fsr_fakes import FakeLlm, saxpy_candidate
+    from tests.unit.test_loop import evaluator, run
+
+    llm = FakeLlm({(1, 1): saxpy_candidate("fast"), (1, 2): saxpy_candidate("hang")})
+    inner = evaluator(
+        {"contains": "variant: fast", "status": "ok", "ms": 0.5},
+        {"contains": "variant: hang", "status": "ok", "ms": 0.9, "delay_s": 30},
+    )
+    job = JobEvaluator(inner, threading.Lock())
+    result = await run(llm, job, rounds=1, candidates=2, time_budget_s=1.0)  # type: ignore[arg-type]
+    assert not result.cancelled, result.message
+    assert result.accepted, result.message
