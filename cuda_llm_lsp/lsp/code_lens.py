@@ -9,6 +9,8 @@ Lenses sit on the kernels of the last analysis; a client that does not ask for c
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -18,6 +20,8 @@ from cuda_llm_lsp.lsp.positions import split_lines, to_range
 if TYPE_CHECKING:
     from cuda_llm_lsp.compile.types import Resources
     from cuda_llm_lsp.lsp.server import CudaLlmServer
+
+log = logging.getLogger(__name__)
 
 
 def resources_line(name: str, resources: Resources | None) -> str:
@@ -41,6 +45,22 @@ def register(server: CudaLlmServer) -> None:
         if state is None or state.analysis is None:
             return []
         return lenses(ls, uri, state.analysis)
+
+
+def refresh(server: CudaLlmServer) -> None:
+    """Ask the client to fetch the lenses again (a new analysis, a job started or ended), where
+    it supports `workspace/codeLens/refresh`; others ask on their own, e.g. after an edit."""
+    workspace = server.client_capabilities.workspace
+    lens = workspace.code_lens if workspace else None
+    if lens and lens.refresh_support:
+        server.spawn(_ask_refresh(server), "code lens refresh")
+
+
+async def _ask_refresh(server: CudaLlmServer) -> None:
+    try:
+        await asyncio.wait_for(server.workspace_code_lens_refresh_async(None), 5)
+    except Exception as exc:
+        log.debug("code lens refresh failed: %s", exc)
 
 
 def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLens]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
-from cuda_llm_lsp.lsp import results
+from cuda_llm_lsp.lsp import code_lens, results
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.source.text import Span
 
@@ -104,6 +104,7 @@ async def _analyze_later(server: CudaLlmServer, uri: str, generation: int, delay
     state.diagnostics = convert(server, text, analysis.diagnostics)
     results.forget_changed(server, uri, analysis)
     publish(server, uri)
+    code_lens.refresh(server)  # lenses sit on the analysis: the first one makes them appear
 
 
 def _nvrtc_missing(server: CudaLlmServer, detail: str) -> None:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from cuda_llm_lsp.lsp import code_lens
+
 if TYPE_CHECKING:
     from cuda_llm_lsp.lsp.server import CudaLlmServer
 
@@ -141,7 +143,7 @@ class JobManager:
         self.jobs[(uri, kernel)] = job
         self.by_token[job.token] = job
         job.task = self.server.spawn(self._run(job, title, work), f"{kind} of {kernel}")
-        self._refresh_lenses()
+        code_lens.refresh(self.server)
         return job
 
     async def _run(self, job: Job, title: str, work: Work) -> None:
@@ -183,7 +185,7 @@ class JobManager:
             progress.end(end_message)
             self.jobs.pop((job.uri, job.kernel), None)
             self.by_token.pop(job.token, None)
-            self._refresh_lenses()
+            code_lens.refresh(self.server)
 
     def cancel(self, uri: str, kernel: str) -> bool:
         job = self.jobs.get((uri, kernel))
@@ -202,18 +204,6 @@ class JobManager:
     def cancel_all(self) -> None:
         for job in list(self.jobs.values()):
             job.cancel()
-
-    def _refresh_lenses(self) -> None:
-        workspace = self.server.client_capabilities.workspace
-        lens = workspace.code_lens if workspace else None
-        if lens and lens.refresh_support:
-            self.server.spawn(self._ask_refresh(), "code lens refresh")
-
-    async def _ask_refresh(self) -> None:
-        try:
-            await asyncio.wait_for(self.server.workspace_code_lens_refresh_async(None), 5)
-        except Exception as exc:
-            log.debug("code lens refresh failed: %s", exc)
 
 
 def _set_done(future: asyncio.Future[Any]) -> None:

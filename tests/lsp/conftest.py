@@ -59,6 +59,7 @@ class EditorClient(LanguageClient):
         self.applied_edits: list[types.ApplyWorkspaceEditParams] = []
         self.suggestion_notes: list[dict[str, Any]] = []
         self.apply_answer = True
+        self.lens_refreshes = 0  # workspace/codeLens/refresh requests received
         self.refuse_progress = False  # answer window/workDoneProgress/create with an error
         self.docs: dict[str, TextDocument] = {}
         self.kind = ""  # the capability set this client was initialized with
@@ -188,7 +189,7 @@ def _create_progress(client: EditorClient, params: types.WorkDoneProgressCreateP
 
 
 def _code_lens_refresh(client: EditorClient, params: None) -> None:
-    return None
+    client.lens_refreshes += 1
 
 
 def make_client() -> EditorClient:

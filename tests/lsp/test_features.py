@@ -49,6 +49,20 @@ async def test_code_lens_shows_resources_and_commands(client: EditorClient) -> N
     assert all(lens.range.start.line in (saxpy_line, 20) for lens in lenses)
 
 
+async def test_lenses_appear_after_opening_without_an_edit(client: EditorClient) -> None:
+    workspace = client.capabilities.workspace if client.capabilities else None
+    lens = workspace.code_lens if workspace else None
+    if not (lens and lens.refresh_support):
+        return  # such a client asks for lenses again on its own
+    uri = client.open(DATA / "saxpy.cu")
+    await client.wait_for(lambda: client.lens_refreshes)  # the first analysis asks for them
+    await client.diagnostics_for(uri, 1)
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    assert any(lens.command and lens.command.command == "cudaLlm.optimize" for lens in lenses)
+
+
 async def test_clicking_the_resources_lens_shows_the_kernel_summary(client: EditorClient) -> None:
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
