@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
         ordered = tuple(sorted(dict.fromkeys([*diagnostics, too_big]), key=_position))
         return FileAnalysis(path, text, unknown, None, ordered)
     result = compile_cached(unit, compile_options(settings), flat)
-    diagnostics.extend(_place(d, kernels, result) for d in result.diagnostics)
+    diagnostics.extend(_place(d, kernels) for d in result.diagnostics)
     infos: list[KernelInfo] = []
     for kernel, spec, expressions in zip(kernels, specs, wanted, strict=True):
         resolved = next((e for e in expressions if e in result.resources), None)
@@ -136,14 +137,11 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
             KernelInfo(kernel, chosen, result.resources.get(resolved) if resolved else None, spec)
         )
         if result.ok and spec is not None and spec.instance and resolved is None:
-            diagnostics.append(
-                replace(
-                    _span_diagnostic(kernel.name_span, "", "spec"),
-                    severity="warning",
-                    message=f'spec instance "{spec.instance}" is not a valid instantiation of '
-                    f"{kernel.name}: resources unknown",
-                )
+            message = (
+                f'spec instance "{spec.instance}" is not a valid instantiation of '
+                f"{kernel.name}: resources unknown"
             )
+            diagnostics.append(_span_diagnostic(kernel.name_span, message, "spec", "warning"))
     ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
     return FileAnalysis(path, text, tuple(infos), result, ordered)
 
@@ -171,26 +169,44 @@ def _span_diagnostic(
     )  # fmt: skip
 
 
-def _place(d: Diagnostic, kernels: list[Kernel], result: CompileResult) -> Diagnostic:
-    """ptxas problems carry no line: put them on the kernel they name."""
+def _place(d: Diagnostic, kernels: list[Kernel]) -> Diagnostic:
+    """ptxas problems carry no line: put them on the kernel they name.
+
+    NVRTC's log names the mangled symbol; `parse_log` already replaced it with the name
+    expression ('k' or 'k<128>'), so the kernel's name is matched with or without arguments.
+    """
     if d.code != "ptxas":
         return d
-    symbols = {symbol: name for name, symbol in result.lowered_names.items()}
     for kernel in kernels:
-        named = f"'{kernel.name}'" in d.message or any(
-            f"'{symbol}'" in d.message and kernel.name in name for symbol, name in symbols.items()
-        )
-        mangled = f"{len(kernel.name)}{kernel.name}" in d.message
-        if named or mangled:
-            span = kernel.name_span
-            return replace(
-                d,
-                line=span.start.line + 1,
-                column=span.start.column + 1,
-                end_line=span.end.line + 1,
-                end_column=span.end.column + 1,
-            )
+        names = {kernel.name, kernel.qualified_name}
+        quoted = any(f"'{n}'" in d.message or f"'{n}<" in d.message for n in names)
+        if quoted or kernel.name in _mangled_names(d.message):
+            placed = _span_diagnostic(kernel.name_span, d.message, d.code, d.severity)
+            return replace(d, line=placed.line, column=placed.column,
+                           end_line=placed.end_line, end_column=placed.end_column)  # fmt: skip
     return d
+
+
+_MANGLED = re.compile(r"\b_Z(N?)(\w+)")
+
+
+def _mangled_names(message: str) -> set[str]:
+    """Function names of the Itanium-mangled symbols quoted in `message` ('_ZN2ns1kEPf': k).
+
+    A failed compile has no lowered names, so ptxas's message keeps the mangled symbol.
+    """
+    names: set[str] = set()
+    for match in _MANGLED.finditer(message):
+        nested, rest = match.group(1), match.group(2)
+        last = ""
+        while (length := re.match(r"\d+", rest)) is not None:
+            size, start = int(length.group(0)), length.end()
+            last, rest = rest[start : start + size], rest[start + size :]
+            if not nested:
+                break
+        if last:
+            names.add(last)
+    return names
 
 
 def _position(d: Diagnostic) -> tuple[int, int, int]:

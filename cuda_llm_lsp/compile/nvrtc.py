@@ -186,7 +186,8 @@ def _program_log(nvrtc: Any, prog: Any) -> str:
         return ""
     buffer = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, buffer)
-    return buffer.rstrip(b"\0").decode("utf-8", errors="replace")
+    # NVRTC joins the front end's log and ptxas's with a NUL: a line break keeps both readable
+    return buffer.rstrip(b"\0").replace(b"\0", b"\n").decode("utf-8", errors="replace")
 
 
 def _cubin(nvrtc: Any, prog: Any) -> bytes | None:

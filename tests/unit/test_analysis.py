@@ -86,6 +86,46 @@ def test_spec_errors_become_one_based_diagnostics() -> None:
     assert any(d.line == 5 for d in spec_problems)
 
 
+def test_ptxas_error_of_a_template_kernel_is_placed_on_its_name() -> None:
+    text = (
+        "// too much static shared memory for one block: only ptxas sees it\n"
+        "template <int B> __global__ void k(float* x) {\n"
+        "  __shared__ float s[B * 200];\n"
+        "  s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[threadIdx.x + 1];\n"
+        "}\n"
+        "void go(float* x) { k<128><<<1, 64>>>(x); }\n"
+    )
+    analysis = analyze(text, None, Settings(arch="sm_90"))
+    (d,) = analysis.diagnostics
+    assert d.code == "ptxas" and "too much shared data" in d.message
+    column = text.split("\n")[1].index(" k(") + 2
+    assert (d.line, d.column, d.end_line, d.end_column) == (2, column, 2, column + 1)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "ptxas: Entry function 'k<128>' uses too much shared data",  # lowered name substituted
+        "ptxas: Entry function 'k' uses too much shared data",
+        "ptxas: Entry function '_ZN2ns1kILi128EEvPf' uses too much shared data",
+        "ptxas: Value of threads per SM for entry _Z1kPf is out of range",
+    ],
+)
+def test_ptxas_problem_is_placed_on_the_kernel_it_names(message: str) -> None:
+    from cuda_llm_lsp.analysis import _place
+    from cuda_llm_lsp.compile.types import Diagnostic
+    from cuda_llm_lsp.source.kernels import find_kernels
+
+    kernels = find_kernels(
+        "__global__ void kk(float* x) {}\n"
+        "namespace ns {\ntemplate <int B> __global__ void k(float* x) {}\n}\n"
+    )
+    d = _place(Diagnostic(1, 1, 1, 1, "error", message, "ptxas"), kernels)
+    assert (d.line, d.column, d.end_column) == (3, 34, 35), d
+    other = Diagnostic(1, 1, 1, 1, "error", "ptxas: Entry function 'k2<1>' is odd", "ptxas")
+    assert _place(other, kernels) == other
+
+
 def test_missing_include_is_a_diagnostic_and_the_rest_still_compiles(tmp_path: Path) -> None:
     path = tmp_path / "k.cu"
     text = '#include "not_there.cuh"\n__global__ void k(float* x) { x[0] = 1; }\n'
