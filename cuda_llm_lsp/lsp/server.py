@@ -42,9 +42,6 @@ EvaluatorFactory = Callable[[], "Evaluator"]
 LlmFactory = Callable[["OptimizeConfig"], "LlmClient"]
 
 
-BIG_TEXT = 200_000  # characters: parse such documents off the event loop
-
-
 def _find(uri: str, text: str) -> list[Kernel]:
     try:
         return find_kernels(text)
@@ -190,7 +187,8 @@ class CudaLlmServer(LanguageServer):
         # Compiles run here, one at a time per document (a per-document lock); two threads so
         # two files can compile at once on the 2-core machines we target.
         self.compile_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-llm-compile")
-        self._kernels: dict[str, tuple[int | None, str, list[Kernel]]] = {}
+        # uri -> (version, text, its parse): requests for one version share one parse.
+        self._kernels: dict[str, tuple[int | None, str, asyncio.Future[list[Kernel]]]] = {}
         self._evaluator: Evaluator | None = None
         self._evaluator_lock = threading.Lock()
         self._gpu_gate = threading.Lock()  # one job's GPU call at a time on the one worker
@@ -214,24 +212,26 @@ class CudaLlmServer(LanguageServer):
         return self.workspace.position_codec
 
     async def kernels(self, uri: str) -> tuple[str, list[Kernel]]:
-        """The current text of `uri` and its kernels (cached per version; a big file's parse
-        runs in a thread, and the last analysis is reused when it is of the same text)."""
+        """The current text of `uri` and its kernels: the last analysis's when it is of this
+        version, else one parse per version, in a thread, shared by concurrent requests."""
         doc = self.document(uri)
         if doc is None:
             return "", []
         text, version = doc.source, doc.version
+        state = self.documents.get(uri)
+        analysis = state.analysis if state is not None else None
+        fresh = state is not None and state.version == version
+        if analysis is not None and fresh and analysis.text == text:
+            return text, [info.kernel for info in analysis.kernels]
         cached = self._kernels.get(uri)
         if cached is not None and cached[0] == version and cached[1] == text:
-            return text, cached[2]
-        state = self.documents.get(uri)
-        if state is not None and state.analysis is not None and state.analysis.text == text:
-            found = [info.kernel for info in state.analysis.kernels]
-        elif len(text) > BIG_TEXT:
-            found = await asyncio.get_running_loop().run_in_executor(None, _find, uri, text)
+            parse = cached[2]
         else:
-            found = _find(uri, text)
-        self._kernels[uri] = (version, text, found)
-        return text, found
+            parse = asyncio.get_running_loop().run_in_executor(None, _find, uri, text)
+            # Stored before the parse ends so the next request waits on it; `forget` drops it.
+            self._kernels[uri] = (version, text, parse)
+        # Shielded: a cancelled request must not cancel the parse other requests wait on.
+        return text, list(await asyncio.shield(parse))
 
     async def kernel(self, uri: str, name: str) -> tuple[str, Kernel | None]:
         text, found = await self.kernels(uri)

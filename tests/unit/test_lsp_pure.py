@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import threading
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types
+from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp.compile.types import Resources
@@ -19,8 +21,9 @@ from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.code_lens import resources_line
 from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position, to_range
 from cuda_llm_lsp.lsp.results import failure_hint, optimize_summary
-from cuda_llm_lsp.lsp.server import JobEvaluator
+from cuda_llm_lsp.lsp.server import CudaLlmServer, JobEvaluator
 from cuda_llm_lsp.lsp.suggestions import Suggestion, write_files
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.text import Point, Span
 
 TEXT = 'x = "😋"; k<<<1, 1>>>();\nsecond line'
@@ -188,3 +191,57 @@ async def test_a_budget_running_out_mid_candidate_keeps_the_winner() -> None:
     result = await run(llm, job, rounds=1, candidates=2, time_budget_s=1.0)  # type: ignore[arg-type]
     assert not result.cancelled, result.message
     assert result.accepted, result.message
+
+
+SAXPY = "__global__ void saxpy(float a, float* x) { x[0] *= a; }\n"
+
+
+def _server_with(uri: str, text: str, monkeypatch: pytest.MonkeyPatch) -> CudaLlmServer:
+    server = CudaLlmServer()
+    server.state(uri)
+    monkeypatch.setattr(server, "document", lambda u: TextDocument(u, text, version=3))
+    return server
+
+
+async def test_concurrent_kernel_requests_share_one_parse_off_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cuda_llm_lsp.lsp import server as server_module
+
+    calls: list[str] = []
+    loop_thread = threading.get_ident()
+
+    def counting(text: str) -> list[Kernel]:
+        assert threading.get_ident() != loop_thread  # never on the event loop
+        calls.append(text)
+        time.sleep(0.05)
+        return find_kernels(text)
+
+    monkeypatch.setattr(server_module, "find_kernels", counting)
+    server = _server_with("file:///a.cu", SAXPY, monkeypatch)
+    first, second = await asyncio.gather(
+        server.kernels("file:///a.cu"), server.kernels("file:///a.cu")
+    )
+    assert [k.name for k in first[1]] == [k.name for k in second[1]] == ["saxpy"]
+    assert len(calls) == 1
+
+
+async def test_a_document_closed_during_its_parse_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cuda_llm_lsp.lsp import server as server_module
+
+    go = threading.Event()
+
+    def slow(text: str) -> list[Kernel]:
+        go.wait(5)
+        return find_kernels(text)
+
+    monkeypatch.setattr(server_module, "find_kernels", slow)
+    server = _server_with("file:///a.cu", SAXPY, monkeypatch)
+    request = asyncio.ensure_future(server.kernels("file:///a.cu"))
+    await asyncio.sleep(0.05)
+    server.forget("file:///a.cu")
+    go.set()
+    await request
+    assert "file:///a.cu" not in server._kernels
