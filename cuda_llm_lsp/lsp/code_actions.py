@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position
-from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.kernels import Kernel, kernel_at
 from cuda_llm_lsp.source.text import Point
 
 if TYPE_CHECKING:
@@ -36,22 +36,19 @@ def register(server: CudaLlmServer) -> None:
         return await actions(ls, params)
 
 
-async def kernel_at(
+async def _kernel_under(
     server: CudaLlmServer, uri: str, position: types.Position
 ) -> tuple[str, Kernel | None]:
     text, kernels = await server.kernels(uri)
     point = to_point(split_lines(text), position, server.codec)
-    spec_or_kernel = (
-        k for k in kernels if k.span.contains(point) or (k.spec and k.spec.span.contains(point))
-    )
-    return text, next(spec_or_kernel, None)
+    return text, kernel_at(kernels, point)
 
 
 async def actions(
     server: CudaLlmServer, params: types.CodeActionParams
 ) -> list[types.CodeAction | types.Command]:
     uri = params.text_document.uri
-    text, kernel = await kernel_at(server, uri, params.range.start)
+    text, kernel = await _kernel_under(server, uri, params.range.start)
     if kernel is None:
         return []
     name = kernel.name

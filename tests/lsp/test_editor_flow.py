@@ -108,6 +108,17 @@ async def test_kernel_actions_are_offered_anywhere_inside_the_kernel(client: Edi
     assert await _actions(client, uri, _line_of(text, "int main()")) == []
 
 
+async def test_kernel_actions_are_offered_between_a_spec_block_and_its_kernel(
+    client: EditorClient,
+) -> None:
+    text = (DATA / "saxpy.cu").read_text(encoding="utf-8")
+    text = text.replace("*/\nextern", "*/\n\n// the kernel\nextern", 1)
+    uri = client.open(DATA / "saxpy.cu", text)
+    for line in (_line_of(text, "args.n = "), _line_of(text, "// the kernel")):
+        titles = [a.title for a in await _actions(client, uri, line, 0)]
+        assert "Optimize saxpy" in titles, (line, titles)
+
+
 async def test_add_test_spec_inserts_a_draft_that_parses(client: EditorClient) -> None:
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
