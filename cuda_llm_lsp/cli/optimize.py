@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -101,7 +102,7 @@ class Display:
     def __call__(self, event: ProgressEvent) -> None:
         if isinstance(event, RunStarted):
             self.rounds, self.candidates = event.rounds, event.candidates
-            timing = event.baseline.baseline or event.baseline.candidate
+            timing = event.baseline.timing
             figure = f"{timing.median_ms:.4f} ms (±{timing.spread_pct:.1f}%)" if timing else "?"
             self.header = (
                 f"{event.kernel}: baseline {figure}, {len(event.baseline.cases)} cases; "
@@ -227,9 +228,9 @@ def run(args: argparse.Namespace) -> int:
 
     settings = Settings()
     if args.model:
-        settings = _replace(settings, model=args.model)
+        settings = dataclasses.replace(settings, model=args.model)
     if args.base_url:
-        settings = _replace(settings, base_url=args.base_url)
+        settings = dataclasses.replace(settings, base_url=args.base_url)
     config = config_from_settings(
         settings, rounds=args.rounds, candidates=args.candidates, record_dir=args.record,
         replay_dir=args.replay, time_budget_s=args.time_budget, token_budget=args.token_budget,
@@ -271,18 +272,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _replace(settings: Any, **changes: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(settings, **changes)
-
-
 def _new_text(text: str, kernel_name: str, source: str) -> str | None:
-    from cuda_llm_lsp.fsr.edit import apply_candidate
-    from cuda_llm_lsp.source.kernels import find_kernels
+    from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
 
-    kernel = next((k for k in find_kernels(text) if k.name == kernel_name), None)
-    return apply_candidate(text, kernel.span, source) if kernel else None
+    kernel = find_kernel(text, kernel_name)
+    return splice(text, kernel, source) if kernel else None
 
 
 def _write(path: Path, original: bytes, new_text: str) -> int:

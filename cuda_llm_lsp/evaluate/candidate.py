@@ -9,14 +9,14 @@ no host code from a candidate is ever compiled or run.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cuda_llm_lsp.compile.types import CompileOptions, CompileResult
+from cuda_llm_lsp.compile.types import CompileResult
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
 from cuda_llm_lsp.source.kernels import Kernel, Param, find_kernels
-from cuda_llm_lsp.source.text import Span, replace_span
+from cuda_llm_lsp.source.text import replace_span
 
 LOG_LINES = 40
 
@@ -30,12 +30,14 @@ class CandidateRejected:
 
 
 def find_kernel(text: str, name: str) -> Kernel | None:
+    """The one kernel named `name`; None when there is none or more than one (overloads)."""
     found = [k for k in find_kernels(text) if k.name == name]
     return found[0] if len(found) == 1 else None
 
 
 def splice(file_text: str, kernel: Kernel, kernel_source: str) -> str:
-    """`file_text` with `kernel`'s whole definition replaced by `kernel_source`."""
+    """`file_text` with `kernel`'s whole definition replaced by `kernel_source` (the rest of the
+    file byte-identical): how a candidate is built and how an accepted one is applied."""
     return replace_span(file_text, kernel.span, kernel_source.strip("\n"))
 
 
@@ -92,7 +94,8 @@ def build_binary(
 ) -> KernelBinary | CandidateRejected:
     """Compile `kernel_name` from `file_text` (with `kernel_source` spliced in, if given).
 
-    `arch` defaults to the evaluating GPU's (`compile.arch.resolve_arch(settings)`); `instance`
+    `arch` is the evaluating GPU's (`DeviceFacts.arch`); without it the configured one, else this
+    machine's GPU (`compile.arch.resolve_arch`). `instance`
     (a templated kernel's instantiation) defaults to the spec's, else the first launch site's.
     Raises only `NvrtcUnavailable`; every problem of the candidate is a `CandidateRejected`.
     """
@@ -144,17 +147,14 @@ def build_binary(
 def _compile(
     text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
 ) -> CompileResult:
-    from cuda_llm_lsp.compile.arch import resolve_arch
+    from cuda_llm_lsp.analysis import compile_options
     from cuda_llm_lsp.compile.cache import compile_cached
     from cuda_llm_lsp.source.device_unit import build_device_unit
 
     unit = build_device_unit(text, path, settings.include_paths)
-    options = CompileOptions(
-        arch=arch or resolve_arch(settings),
-        include_paths=tuple(settings.include_paths),
-        defines=tuple(settings.defines),
-        extra_flags=tuple(settings.nvrtc_flags),
-    )
+    options = compile_options(settings)
+    if arch:
+        options = replace(options, arch=arch)
     return compile_cached(unit, options, (expr,))
 
 
@@ -176,8 +176,3 @@ def _compile_message(result: CompileResult, first_line: int | None) -> str:
     if len(lines) > LOG_LINES:
         text += f"\n... ({len(lines) - LOG_LINES} more lines)"
     return text or "compilation failed"
-
-
-def kernel_span(file_text: str, kernel_name: str) -> Span | None:
-    k = find_kernel(file_text, kernel_name)
-    return k.span if k else None

@@ -102,6 +102,12 @@ class EvalResult:
     def cases_passed(self) -> int:
         return sum(1 for c in self.cases if c.status == "ok")
 
+    @property
+    def timing(self) -> Timing | None:
+        """The timing a one-kernel summary shows: the candidate's if any, else the kernel's own
+        (a `benchmark` fills `baseline`, an `evaluate` both)."""
+        return self.candidate or self.baseline
+
 
 class Evaluator(Protocol):
     """What the FSR loop, the CLI and the language server need from a GPU (or a recording).

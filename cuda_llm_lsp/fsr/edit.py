@@ -1,16 +1,8 @@
-"""Putting a candidate into the file: the new text and its unified diff (CLI and editor)."""
+"""An accepted candidate's unified diff (the CLI); the new text is `evaluate.candidate.splice`."""
 
 from __future__ import annotations
 
 import difflib
-
-from cuda_llm_lsp.source.text import Span, replace_span
-
-
-def apply_candidate(file_text: str, kernel_span: Span, source: str) -> str:
-    """`file_text` with the kernel's range replaced by `source` (the rest byte-identical)."""
-    replacement = source.rstrip("\n")
-    return replace_span(file_text, kernel_span, replacement)
 
 
 def unified_diff(old_text: str, new_text: str, path: str) -> str:

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.evaluate import candidate
+from cuda_llm_lsp.evaluate.candidate import CandidateRejected
 from cuda_llm_lsp.evaluate.types import (
     BaselineFailed,
     EvalResult,
@@ -38,7 +40,7 @@ from cuda_llm_lsp.evaluate.types import (
     Status,
 )
 from cuda_llm_lsp.fsr import prompts
-from cuda_llm_lsp.fsr.llm import LlmClient, LlmReply, Prompt
+from cuda_llm_lsp.fsr.llm import LlmClient, Prompt
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateOutcome,
@@ -65,16 +67,6 @@ ROUND_GAIN = 0.01  # a round "gains" when the best speedup grows by more than th
 # What the loop needs from its neighbours (faked in tests)
 
 
-class Rejection(Protocol):
-    """A candidate that could not be built (`evaluate.candidate.CandidateRejected`)."""
-
-    @property
-    def status(self) -> Status: ...
-
-    @property
-    def message(self) -> str: ...
-
-
 class Toolchain(Protocol):
     """Source model, spec, build, sanitizer and profiler: the loop's view of the other layers."""
 
@@ -93,7 +85,8 @@ class Toolchain(Protocol):
         *,
         kernel_source: str | None = None,
         instance: str | None = None,
-    ) -> KernelBinary | Rejection: ...
+        arch: str | None = None,
+    ) -> KernelBinary | CandidateRejected: ...  # arch: the evaluating device's
 
     def sanitize(
         self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
@@ -107,10 +100,8 @@ class Toolchain(Protocol):
 class DefaultToolchain:
     """The real layers: tree-sitter source model, spec parser, NVRTC build, sanitizer, ncu."""
 
-    def find_kernel(self, text: str, name: str) -> Kernel | None:
-        from cuda_llm_lsp.source.kernels import find_kernels
-
-        return next((k for k in find_kernels(text) if k.name == name), None)
+    find_kernel = staticmethod(candidate.find_kernel)
+    build = staticmethod(candidate.build_binary)
 
     def parse_spec(self, kernel: Kernel, text: str) -> tuple[TestSpec | None, list[SpecError]]:
         from cuda_llm_lsp.source.spec import parse_spec
@@ -121,22 +112,6 @@ class DefaultToolchain:
         from cuda_llm_lsp.source.spec import draft_spec
 
         return draft_spec(kernel, text)
-
-    def build(
-        self,
-        file_text: str,
-        path: Path | None,
-        kernel_name: str,
-        settings: Settings,
-        *,
-        kernel_source: str | None = None,
-        instance: str | None = None,
-    ) -> KernelBinary | Rejection:
-        from cuda_llm_lsp.evaluate.candidate import build_binary
-
-        return build_binary(
-            file_text, path, kernel_name, settings, kernel_source=kernel_source, instance=instance
-        )
 
     def sanitize(
         self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
@@ -171,8 +146,7 @@ class History(Protocol):
 
 def timing_ms(result: EvalResult) -> float | None:
     """The measured median of a single-kernel benchmark."""
-    timing = result.candidate or result.baseline
-    return timing.median_ms if timing else None
+    return result.timing.median_ms if result.timing else None
 
 
 def required_speedup(result: EvalResult) -> float:
@@ -237,11 +211,6 @@ class _Slot:
 
     round: int
     index: int
-    reply: LlmReply | None = None
-
-
-class _Stop(Exception):
-    """Ends the rounds early with a reason (fatal endpoint error)."""
 
 
 class _Run:
@@ -275,7 +244,9 @@ class _Run:
         self.baseline_binary: KernelBinary | None = None
         self.spec: TestSpec | None = None
         self.kernel: Kernel | None = None
+        self.arch: str | None = None  # the evaluating device's, once known
         self.stop_reason: str | None = None
+        self.fatal = False  # the stop reason is an endpoint error that ends the run
         self._gpu_calls = 0  # evaluator calls running or queued on the GPU thread
         self.pending: set[asyncio.Task[Any]] = set()
         # one thread for every evaluator call: calls never overlap, even after a cancel
@@ -380,6 +351,15 @@ class _Run:
                 f"so candidates can be checked. A draft to review:\n{draft.rstrip()}"
             )
         self.spec = spec
+        try:  # candidates are built for the GPU that judges them, whatever is configured
+            facts = await self.on_gpu(self.evaluator.device_facts)
+        except NoGpuError as exc:
+            return self.error(f"no GPU: {exc}")
+        except (EvaluationCancelled, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            return self.error(f"cannot read the GPU's properties: {exc}")
+        self.arch = facts.arch
         try:
             built = await asyncio.to_thread(
                 functools.partial(
@@ -389,6 +369,7 @@ class _Run:
                     request.kernel,
                     request.settings,
                     instance=spec.instance,
+                    arch=facts.arch,
                 )
             )
         except Exception as exc:  # NVRTC missing, a broken toolkit...
@@ -396,10 +377,9 @@ class _Run:
         if not isinstance(built, KernelBinary):
             return self.error(f"the original {request.kernel} does not build: {built.message}")
         self.baseline_binary = dataclasses.replace(
-            built, kernel_source=built.kernel_source or kernel.span.slice(request.file_text)
+            built, kernel_source=kernel.span.slice(request.file_text)
         )
         try:
-            facts = await self.on_gpu(self.evaluator.device_facts)
             baseline = await self.on_gpu(
                 self.evaluator.benchmark,
                 self.baseline_binary,
@@ -419,7 +399,7 @@ class _Run:
                 f"the original {request.kernel} fails its own test spec ({baseline.status}): "
                 f"{baseline.message}"
             )
-        timing = baseline.baseline or baseline.candidate
+        timing = baseline.timing
         self.task_context = prompts.TaskContext(
             kernel_name=request.kernel,
             kernel_source=kernel.span.slice(request.file_text),
@@ -462,12 +442,12 @@ class _Run:
         prompt = self.prompt(slot.round, slot.index)
         self.emit(CandidateStage(slot.round, slot.index, "requested"))
         reply = await self.llm.complete(prompt)
-        slot.reply = reply
         self.tokens += reply.tokens
         if reply.error is not None or reply.code is None:
             message = reply.error or "no kernel in the reply"
             if reply.fatal:
                 self.stop_reason = message
+                self.fatal = True
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
         self.emit(CandidateStage(slot.round, slot.index, "generated"))
         source = clean_candidate(reply.code, self.request.file_text)
@@ -480,6 +460,7 @@ class _Run:
                 self.request.settings,
                 kernel_source=source,
                 instance=self.spec.instance if self.spec else None,
+                arch=self.arch,
             )
         except Exception as exc:
             log.exception("building candidate %d.%d failed", slot.round, slot.index)
@@ -731,13 +712,8 @@ class _Run:
             )
         )
         await self.rounds()
-        fatal = (
-            self.stop_reason
-            if any(o.status == "llm_error" and o.message == self.stop_reason for o in self.outcomes)
-            else None
-        )
-        if fatal and not top_correct(self.outcomes, 1):
-            return self.error(f"LLM endpoint error: {fatal}")
+        if self.fatal and not top_correct(self.outcomes, 1):
+            return self.error(f"LLM endpoint error: {self.stop_reason}")
         return await self.choose_winner()
 
 

@@ -126,7 +126,7 @@ def helper_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def file_context(text: str, kernel: Kernel, others: Sequence[Kernel] = ()) -> FileContext:
+def file_context(text: str, kernel: Kernel) -> FileContext:
     """Includes, defines, `__device__` helpers and launch sites of `kernel` in `text`."""
     code = _strip_comments(text)
     lines = text.split("\n")

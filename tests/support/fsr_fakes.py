@@ -16,7 +16,8 @@ from typing import Any
 
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary, Status
+from cuda_llm_lsp.evaluate.candidate import CandidateRejected
+from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
 from cuda_llm_lsp.source.kernels import Kernel
 from cuda_llm_lsp.source.spec import ArgSpec, SpecError, TestSpec
 
@@ -87,12 +88,6 @@ def saxpy_candidate(marker: str, body: str = "y[i] = a * x[i] + y[i];") -> str:
     )
 
 
-@dataclass(frozen=True)
-class FakeRejection:
-    status: Status
-    message: str
-
-
 @dataclass
 class FakeToolchain:
     spec: TestSpec | None = field(default_factory=saxpy_spec)
@@ -101,6 +96,7 @@ class FakeToolchain:
     sanitizer: dict[str, EvalResult] = field(default_factory=dict)  # marker -> report
     profile_text: str | None = None
     builds: list[str | None] = field(default_factory=list)
+    archs: list[str | None] = field(default_factory=list)  # the arch each build was asked for
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def find_kernel(self, text: str, name: str) -> Kernel | None:
@@ -125,23 +121,25 @@ class FakeToolchain:
         *,
         kernel_source: str | None = None,
         instance: str | None = None,
-    ) -> KernelBinary | FakeRejection:
+        arch: str | None = None,
+    ) -> KernelBinary | CandidateRejected:
         with self.lock:
             self.builds.append(kernel_source)
+            self.archs.append(arch)
         source = kernel_source or ""
         if "COMPILE_ERROR" in source:
-            return FakeRejection(
+            return CandidateRejected(
                 "compile_error", 'line 3:5: error: identifier "COMPILE_ERROR" is undefined'
             )
         if "BAD_SIGNATURE" in source:
-            return FakeRejection("signature_mismatch", "parameter `int n` became `long n`")
+            return CandidateRejected("signature_mismatch", "parameter `int n` became `long n`")
         marker = re.search(r"variant: (\S+)", source)
         registers = self.registers.get(marker.group(1), 16) if marker else 16
         return KernelBinary(
             source_name=kernel_name,
             entry=kernel_name,
             cubin=source.encode(),
-            arch="sm_90",
+            arch=arch or "sm_90",
             resources=Resources(
                 registers=registers, spill_stores=0, spill_loads=0, shared_bytes=0, stack_bytes=0
             ),

@@ -82,3 +82,11 @@ def test_check_signature_ignores_whitespace_and_restrict() -> None:
     a = find_kernels('extern "C" __global__ void k(const float *x, int n) {}')[0]
     b = find_kernels('extern "C" __global__ void k(const float* __restrict__ x, int n) {}')[0]
     assert check_signature(a, b) is None
+
+
+def test_the_evaluating_gpus_arch_wins_over_the_configured_one() -> None:
+    settings = Settings(arch="sm_80", defines=("UNUSED_FLAG=1",))
+    built = build_binary(TWICE, None, "twice", settings, arch="sm_90")
+    assert isinstance(built, KernelBinary) and built.arch == "sm_90"
+    configured = build_binary(TWICE, None, "twice", settings)
+    assert isinstance(configured, KernelBinary) and configured.arch == "sm_80"

@@ -434,3 +434,28 @@ async def test_no_revalidation_is_spent_on_a_gain_within_noise() -> None:
     result = await run(FakeLlm(default=saxpy_candidate("tiny")), ev, candidates=1)
     assert not result.accepted and "needs > 1.020x" in result.message
     assert [c[0] for c in ev.calls] == ["benchmark", "evaluate"]
+
+
+async def test_baseline_and_candidates_are_built_for_the_evaluating_gpu() -> None:
+    """A configured arch (sm_80 here) must not decide the build: the judging GPU's does."""
+    from cuda_llm_lsp.config import Settings
+
+    ev = RecordedEvaluator(
+        {
+            "baseline": BASELINE,
+            "device": {"arch": "sm_90", "compute_capability": [9, 0]},
+            "candidates": [{"contains": "variant: fast", "status": "ok", "ms": 0.5}],
+        }
+    )
+    toolchain = FakeToolchain()
+    result = await optimize(
+        OptimizeRequest(
+            file_text=SAXPY_FILE, kernel="saxpy", seed=7, settings=Settings(arch="sm_80")
+        ),
+        OptimizeConfig(rounds=1, candidates=1, profile=False),
+        ev,
+        FakeLlm(default=saxpy_candidate("fast")),
+        toolchain=toolchain,
+    )
+    assert result.error is None and result.accepted
+    assert toolchain.archs == ["sm_90", "sm_90"]
