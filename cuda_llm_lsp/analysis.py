@@ -23,7 +23,7 @@ from cuda_llm_lsp.compile.types import (
 )
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.source.device_unit import DeviceUnit, build_device_unit
-from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels, parse_tree
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Span
 
@@ -101,7 +101,8 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
             code="input",
         )  # fmt: skip
         return FileAnalysis(path, text, (), None, (binary,))
-    kernels = find_kernels(text)
+    parsed = parse_tree(text)  # one tree-sitter parse for the kernels and the device unit
+    kernels = find_kernels(text, parsed)
     diagnostics: list[Diagnostic] = []
     specs: list[TestSpec | None] = []
     for kernel in kernels:
@@ -110,7 +111,7 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
         diagnostics.extend(
             _span_diagnostic(p.span, p.message, "spec", p.severity) for p in problems
         )
-    unit = build_device_unit(text, path, settings.include_paths)
+    unit = build_device_unit(text, path, settings.include_paths, parsed)
     diagnostics.extend(
         _span_diagnostic(p.span, p.message, "include", p.severity) for p in unit.problems
     )

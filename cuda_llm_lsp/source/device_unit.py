@@ -12,16 +12,15 @@ Structure comes from tree-sitter-cuda; regexes only read single `#include` lines
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import tree_sitter
-import tree_sitter_cuda
 
 from cuda_llm_lsp.compile import headers as std_headers
+from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span
 
 
@@ -45,8 +44,6 @@ class DeviceUnit:
 
 
 MAX_INCLUDE_DEPTH = 16
-_LANGUAGE = tree_sitter.Language(tree_sitter_cuda.language())
-_local = threading.local()
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -84,17 +81,18 @@ _STD_PROVIDED = std_headers.names(
 )
 
 
-def _parser() -> tree_sitter.Parser:
-    parser = getattr(_local, "parser", None)  # a Parser is not safe to share across threads
-    if parser is None:
-        parser = _local.parser = tree_sitter.Parser(_LANGUAGE)
-    return parser
-
-
 def build_device_unit(
-    text: str, path: Path | None = None, include_paths: Sequence[str] = ()
+    text: str,
+    path: Path | None = None,
+    include_paths: Sequence[str] = (),
+    parsed: tuple[tree_sitter.Tree, bytes] | None = None,
 ) -> DeviceUnit:
-    """The device-only unit for `text` (the contents of `path`, which may not exist on disk)."""
+    """The device-only unit for `text` (the contents of `path`, which may not exist on disk).
+
+    `parsed`: `kernels.parse_tree(text)` when the caller already has it (one parse per edit).
+    """
+    if parsed is None or "\0" in text:
+        parsed = _parse(text)
     include_dirs: list[str] = []
     if path is not None:
         include_dirs.append(str(Path(path).resolve().parent))
@@ -103,7 +101,7 @@ def build_device_unit(
     own = Path(path).resolve() if path is not None else None
     if own is not None:
         state.seen.add(own)
-    body, includes, own_macros = _blank_host_code(text, {})
+    body, includes, own_macros = _blank_host_code(text, {}, parsed)
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
@@ -137,7 +135,7 @@ def build_device_unit(
                 )
                 problems.append(IncludeProblem(span, message, "warning"))
     if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
-        body, _, _ = _blank_host_code(text, state.macros)
+        body, _, _ = _blank_host_code(text, state.macros, parsed)  # the same tree, walked again
     lines = body.split("\n")
     for row in dropped:
         lines[row] = " " * len(lines[row])
@@ -215,7 +213,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.pending.append(f'cannot read include file "{name}": {exc.strerror or exc}')
         return []
     text = raw.decode("utf-8", errors="replace")
-    body, includes, macros = _blank_host_code(text, state.macros)
+    body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
     state.macros.update(macros)
     lines = body.split("\n")
     names = [name]
@@ -245,14 +243,19 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
 # --- blanking host code ----------------------------------------------------------------------
 
 
+def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
+    # NVRTC reads a C string: a NUL would end the file (same length, so offsets hold)
+    return parse_tree(text.replace("\0", " "))
+
+
 def _blank_host_code(
-    text: str, macros: dict[str, str]
+    text: str, macros: dict[str, str], parsed: tuple[tree_sitter.Tree, bytes]
 ) -> tuple[str, list[tuple[int, str, bool, Span]], dict[str, str]]:
     """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span) and
-    the execution-space macros it defines; `macros` are those known from headers."""
-    text = text.replace("\0", " ")  # NVRTC reads a C string: a NUL would end the file
-    data = text.encode("utf-8", errors="surrogatepass")
-    tree = _parser().parse(data)
+    the execution-space macros it defines; `macros` are those known from headers; `parsed`
+    is `_parse(text)`."""
+    text = text.replace("\0", " ")
+    tree, data = parsed
     walker = _Walker(data, macros)
     walker.visit_container(tree.root_node)
     ranges = walker.ranges
@@ -389,8 +392,8 @@ class _Walker:
     def _is_surely_host(self, node: tree_sitter.Node) -> bool:
         """Only a well-formed head is judged; a head tree-sitter misread is left to NVRTC.
 
-        `struct __align__(16) V {...};` parses as a function with an ERROR in its head, and
-        `__global__ void __cluster_dims__(2,1,1) k(...)` leaves a definition with no type.
+        `struct __align__(16) V {...};` parses as a function with an ERROR in its head; a
+        definition with no return type is a constructor (`S::S()`) or another misread.
         """
         declarator = node.child_by_field_name("declarator")
         body = node.child_by_field_name("body")

@@ -104,9 +104,12 @@ def _mask_unknown_attributes(data: bytes) -> bytes:
     return _UNKNOWN_ATTRIBUTES.sub(lambda m: b" " * len(m.group(0)), data)
 
 
-def find_kernels(text: str) -> list[Kernel]:
-    """Every `__global__` function definition in `text`, in source order."""
-    tree, data = parse_tree(text)
+def find_kernels(text: str, parsed: tuple[Tree, bytes] | None = None) -> list[Kernel]:
+    """Every `__global__` function definition in `text`, in source order.
+
+    `parsed`: `parse_tree(text)` when the caller already has it (one parse per analysis).
+    """
+    tree, data = parsed or parse_tree(text)
     points = _PointMap(text, data)
     instantiations = _instantiations(tree.root_node, data)
     kernels: list[Kernel] = []

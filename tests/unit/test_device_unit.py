@@ -207,3 +207,37 @@ def test_missing_device_library_header_is_a_warning() -> None:
     (problem,) = unit.problems
     assert problem.severity == "warning" and problem.span.start.line == 0
     assert "curand" in problem.message
+
+
+def test_kernels_with_attributes_tree_sitter_lacks_are_kept() -> None:
+    source = (
+        "__global__ void __cluster_dims__(2, 1, 1) k(float* x) { x[0] = 1; }\n"
+        "__global__ void __maxnreg__(64) m(float* x) { x[0] = 2; }\n"
+        "int host_only() { return 3; }\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[:2] == source.split("\n")[:2]
+    assert lines[2].strip() == ""
+
+
+def test_one_parse_serves_the_kernels_and_the_unit_even_with_header_macros(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cuda_llm_lsp.source import device_unit, kernels
+
+    (tmp_path / "macros.h").write_text("#define DEV_FN __device__\n")
+    source = '#include "macros.h"\nDEV_FN float f(float x) { return x; }\nint h() { return 1; }\n'
+    parsed = kernels.parse_tree(source)
+    calls: list[str] = []
+    real = device_unit.parse_tree
+
+    def counting(text: str):  # type: ignore[no-untyped-def]
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(device_unit, "parse_tree", counting)
+    unit = build_device_unit(source, tmp_path / "k.cu", (), parsed)
+    assert calls == ["#define DEV_FN __device__\n"]  # only the header is parsed again
+    lines = unit.text.split("\n")
+    assert lines[1].startswith("DEV_FN float f") and lines[2].strip() == ""
+    assert unit.text == build_device_unit(source, tmp_path / "k.cu").text
