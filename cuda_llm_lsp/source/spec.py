@@ -27,11 +27,10 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal, cast
 
 from cuda_llm_lsp.source.expr import FUNCTIONS, Expr, ExprError, Number, parse_expr
-from cuda_llm_lsp.source.kernels import Kernel, Param, SpecBlock
+from cuda_llm_lsp.source.kernels import Kernel, Param, SpecBlock, parse_tree
 from cuda_llm_lsp.source.text import Point, Span
 
 if sys.version_info >= (3, 11):
@@ -213,14 +212,6 @@ def _resolved_base(param: Param, template_args: Mapping[str, str]) -> str:
 # Pointer roles from the kernel body
 
 
-@lru_cache(maxsize=1)
-def _parser() -> Any:
-    import tree_sitter
-    import tree_sitter_cuda
-
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
-
-
 def read_pointers(body: str, names: set[str]) -> set[str]:
     """Which of `names` the function body `body` ('{...}') reads (conservatively).
 
@@ -229,8 +220,7 @@ def read_pointers(body: str, names: set[str]) -> set[str]:
     """
     if not names:
         return set()
-    prefix = "void __cuda_llm_body() "
-    tree = _parser().parse((prefix + body).encode("utf-8"))
+    tree, _ = parse_tree("void __cuda_llm_body() " + body)  # a per-thread parser
     reads: set[str] = set()
     stack = [tree.root_node]
     while stack:
@@ -244,10 +234,6 @@ def read_pointers(body: str, names: set[str]) -> set[str]:
     return reads
 
 
-def _field_child(node: Any, field_name: str) -> Any:
-    return node.child_by_field_name(field_name)
-
-
 def _is_pure_write(identifier: Any) -> bool:
     parent = identifier.parent
     if parent is None:
@@ -255,20 +241,20 @@ def _is_pure_write(identifier: Any) -> bool:
     if parent.type == "subscript_expression":
         target = parent
     elif parent.type == "pointer_expression":
-        operator = _field_child(parent, "operator")
+        operator = parent.child_by_field_name("operator")
         if operator is None or operator.type != "*":
             return False
         target = parent
     else:
         return False
-    argument = _field_child(target, "argument")
+    argument = target.child_by_field_name("argument")
     if argument is None or argument.id != identifier.id:
         return False
     assignment = target.parent
     if assignment is None or assignment.type != "assignment_expression":
         return False
-    left = _field_child(assignment, "left")
-    operator = _field_child(assignment, "operator")
+    left = assignment.child_by_field_name("left")
+    operator = assignment.child_by_field_name("operator")
     return (
         left is not None and left.id == target.id and operator is not None and operator.type == "="
     )

@@ -798,3 +798,15 @@ def test_instance_may_rely_on_template_defaults() -> None:
     assert spec.cases()[0].block == (64, 1, 1)
     kernel = kernel.replace(" = 64", "")
     only_error('instance = "f<float>"\n' + body, "instance", "no argument for B", kernel)
+
+
+def test_roles_of_a_body_with_a_lone_surrogate_and_from_many_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    # an undecodable byte read with surrogateescape: the body must still be parsed, not guessed
+    source = "__global__ void k(float* x, float* y) {\n  // caf\udce9\n  y[0] = x[0];\n}\n"
+    (k,) = find_kernels(source)
+    assert infer_roles(k, source) == {"x": "inout", "y": "out"}
+    with ThreadPoolExecutor(4) as pool:  # the language server compiles on two threads
+        roles = list(pool.map(lambda _: infer_roles(k, source), range(64)))
+    assert all(r == {"x": "inout", "y": "out"} for r in roles)
