@@ -220,7 +220,7 @@ def read_pointers(body: str, names: set[str]) -> set[str]:
     """
     if not names:
         return set()
-    tree, _ = parse_tree("void __cuda_llm_body() " + body)  # a per-thread parser
+    tree, data = parse_tree("void __cuda_llm_body() " + body)  # a per-thread parser
     reads: set[str] = set()
     stack = [tree.root_node]
     while stack:
@@ -228,7 +228,7 @@ def read_pointers(body: str, names: set[str]) -> set[str]:
         stack.extend(node.children)
         if node.type != "identifier":
             continue
-        name = node.text.decode("utf-8", "replace")
+        name = data[node.start_byte : node.end_byte].decode("utf-8", "replace")
         if name in names and name not in reads and not _is_pure_write(node):
             reads.add(name)
     return reads
