@@ -24,16 +24,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def resources_line(name: str, resources: Resources | None) -> str:
-    """'saxpy · 24 regs · 0 spill · 0 B smem' (or why there are no figures)."""
+def resources_line(name: str, resources: Resources | None, why: str = "") -> str:
+    """'saxpy · 24 regs · 0 B spill · 0 B smem' (or `why` there are no figures: the analysis's
+    `KernelInfo.symbol_note`)."""
     if resources is None:
-        return f"{name} · no resource figures (see compile diagnostics)"
+        return f"{name} · {why or 'no resource figures'}"
     spill = resources.spill_stores + resources.spill_loads
     text = (
         f"{name} · {resources.registers} regs · {spill} B spill · {resources.shared_bytes} B smem"
     )
     if resources.stack_bytes:
         text += f" · {resources.stack_bytes} B stack"
+    if resources.constant_bytes:
+        text += f" · {resources.constant_bytes} B const"
     return text
 
 
@@ -75,7 +78,7 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
             types.CodeLens(
                 range=where,
                 command=types.Command(
-                    title=resources_line(name, info.resources),
+                    title=resources_line(name, info.resources, info.symbol_note),
                     command="cudaLlm.showResources",
                     arguments=args,
                 ),

@@ -7,6 +7,7 @@ while NVRTC works on newer text.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -50,36 +51,52 @@ def _word_at(line: str, column: int) -> str | None:
     return None
 
 
-def describe(server: CudaLlmServer, uri: str, info: Any) -> str:
+@dataclass(frozen=True)
+class _Facts:
+    """What hover and the resources lens say about a kernel, before either renders it."""
+
+    signature: str
+    resources: str
+    launch_bounds: str | None
+    spec: str  # Markdown: *emphasis* and paragraphs
+    last_result: str | None
+
+
+def _facts(server: CudaLlmServer, uri: str, info: Any) -> _Facts:
     kernel = info.kernel
     params = ", ".join(f"{p.c_type} {p.name}" for p in kernel.params)
-    parts = [
-        f"```cuda\n__global__ void {kernel.name}({params})\n```",
-        resources_line(kernel.name, info.resources),
-    ]
-    if info.resources is not None and info.resources.constant_bytes:
-        parts[-1] += f" · {info.resources.constant_bytes} B const"
-    if kernel.launch_bounds:
-        parts.append(f"`__launch_bounds__({kernel.launch_bounds})`")
-    parts.append(spec_summary(info))
     report = server.reports.get((uri, kernel.name))
-    if report is not None:
-        parts.append(report.info)
+    bounds = kernel.launch_bounds
+    return _Facts(
+        signature=f"__global__ void {kernel.name}({params})",
+        resources=resources_line(kernel.name, info.resources, info.symbol_note),
+        launch_bounds=f"__launch_bounds__({bounds})" if bounds else None,
+        spec=spec_summary(info),
+        last_result=report.info if report is not None else None,
+    )
+
+
+def describe(server: CudaLlmServer, uri: str, info: Any) -> str:
+    """The hover, in Markdown."""
+    facts = _facts(server, uri, info)
+    parts = [f"```cuda\n{facts.signature}\n```", facts.resources]
+    if facts.launch_bounds:
+        parts.append(f"`{facts.launch_bounds}`")
+    parts.append(facts.spec)
+    if facts.last_result:
+        parts.append(facts.last_result)
     return "\n\n".join(parts)
 
 
 def plain_summary(server: CudaLlmServer, uri: str, info: Any) -> str:
     """The hover's facts as one plain-text message (what the resources lens shows on a click)."""
-    kernel = info.kernel
-    parts = [resources_line(kernel.name, info.resources)]
-    if info.resources is not None and info.resources.constant_bytes:
-        parts[0] += f" · {info.resources.constant_bytes} B const"
-    if kernel.launch_bounds:
-        parts.append(f"__launch_bounds__({kernel.launch_bounds})")
-    parts.append(spec_summary(info).replace("*", "").replace("\n\n", " · "))
-    report = server.reports.get((uri, kernel.name))
-    if report is not None:
-        parts.append(f"last result: {report.info}")
+    facts = _facts(server, uri, info)
+    parts = [facts.resources]
+    if facts.launch_bounds:
+        parts.append(facts.launch_bounds)
+    parts.append(facts.spec.replace("*", "").replace("\n\n", " · "))
+    if facts.last_result:
+        parts.append(f"last result: {facts.last_result}")
     return "cuda-llm: " + "; ".join(parts)
 
 

@@ -53,6 +53,10 @@ def test_resources_line() -> None:
         "saxpy · 24 regs · 0 B spill · 0 B smem"
     )
     assert "no resource figures" in resources_line("k", None)
+    with_const = resources_line("k", Resources(8, 0, 0, 0, 0, constant_bytes=12))
+    assert with_const.endswith(" · 12 B const")
+    why = "template: no instantiation (add `instance` to its spec or launch it)"
+    assert resources_line("k", None, why) == f"k · {why}"  # not "see compile diagnostics"
 
 
 def _outcome(status: str, message: str = "") -> CandidateOutcome:
