@@ -24,9 +24,18 @@ def _stem(kernel: str, round_: int, index: int) -> str:
     return f"{safe}-r{round_:02d}-c{index:02d}"
 
 
-def record_stem(kernel: str, round_: int, index: int) -> str:
-    """The start of a record's file name: `<kernel>-rNN-cNN` (the rest is `-<anything>.json`)."""
-    return _stem(kernel, round_, index)
+def recorded_shape(directory: Path, kernel: str) -> tuple[int, int] | None:
+    """(rounds, candidates) recorded for `kernel` in `directory`; None when it has no record."""
+    if not directory.is_dir():
+        return None
+    safe = _stem(kernel, 1, 1).rsplit("-r", 1)[0]
+    pattern = re.compile(rf"^{re.escape(safe)}-r(\d+)-c(\d+)-.*\.json$")
+    keys = [
+        m.groups() for f in directory.glob(f"{safe}-r*-c*-*.json") if (m := pattern.match(f.name))
+    ]
+    if not keys:
+        return None
+    return max(int(r) for r, _ in keys), max(int(c) for _, c in keys)
 
 
 def prompt_hash(prompt: Prompt) -> str:

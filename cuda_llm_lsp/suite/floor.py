@@ -2,9 +2,10 @@
 
 floor = max(bytes / copy bandwidth, flops / peak rate). Bytes are those of the spec's buffers in
 the timed case (`in` read once, `out` written once, `inout` both: the same rule as the
-evaluator's achieved bandwidth); FLOPs come from the spec's optional `flops = "<expr>"` key,
-evaluated on the timed case's sizes. The peak is the FP32 FMA rate, or the BF16 tensor rate for
-kernels whose buffers are BF16/FP16. Pure arithmetic: no CUDA here.
+evaluator's achieved bandwidth: `evaluate.pool.bytes_moved`); FLOPs are the timed case's
+`Case.flops` (the spec's optional `flops = "<expr>"` key, evaluated per case by the parser).
+The peak is the FP32 FMA rate, or the BF16 tensor rate for kernels whose buffers are BF16/FP16.
+Pure arithmetic: no CUDA here.
 """
 
 from __future__ import annotations
@@ -12,15 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cuda_llm_lsp.source.expr import ExprError, evaluate
+from cuda_llm_lsp.evaluate.pool import bytes_moved
 from cuda_llm_lsp.source.spec import Case, TestSpec
 
 Bound = Literal["memory", "compute"]
-
-ITEMSIZE = {
-    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
-    "int32": 4, "uint32": 4, "int64": 8,
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,27 +41,6 @@ class Floor:
         if self.memory_ms is None or (self.compute_ms or 0.0) > self.memory_ms:
             return "compute"
         return "memory"
-
-
-def spec_bytes(spec: TestSpec, case: Case) -> int:
-    """Bytes of the spec's buffers moved by one launch of `case`."""
-    total = 0
-    for arg in spec.args:
-        if arg.is_pointer:
-            n = int(case.counts.get(arg.name, 0)) * ITEMSIZE.get(arg.dtype or "float32", 4)
-            total += 2 * n if arg.role == "inout" else n
-    return total
-
-
-def spec_flops(spec: TestSpec, case: Case) -> float | None:
-    """The spec's `flops` expression on the case's sizes; None when absent or not evaluable."""
-    if not spec.flops:
-        return None
-    try:
-        value = evaluate(spec.flops, case.sizes)
-    except ExprError:
-        return None
-    return float(value) if value >= 0 else None
 
 
 def precision(spec: TestSpec) -> Literal["bf16", "fp32"]:
@@ -104,7 +79,8 @@ def kernel_floor(
     peak_bf16_gflops: float | None,
 ) -> Floor:
     peak = peak_bf16_gflops if precision(spec) == "bf16" else peak_fp32_gflops
-    return compute_floor(spec_bytes(spec, case), spec_flops(spec, case), bandwidth_gbs, peak)
+    flops = float(case.flops) if case.flops is not None else None
+    return compute_floor(bytes_moved(spec, case), flops, bandwidth_gbs, peak)
 
 
 def percent_of_floor(floor_ms: float | None, measured_ms: float | None) -> float | None:

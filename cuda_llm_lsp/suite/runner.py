@@ -87,15 +87,12 @@ def discover(directory: Path, names: tuple[str, ...] = ()) -> list[SuiteKernel]:
 
 def replay_dir_for(replay: Path, kernel: str) -> tuple[Path, int, int] | None:
     """Where the recording of `kernel` lives and its (rounds, candidates); None if absent."""
-    from cuda_llm_lsp.fsr.replay import _stem
+    from cuda_llm_lsp.fsr.replay import recorded_shape
 
-    stem = _stem(kernel, 1, 1).rsplit("-r", 1)[0]
     for where in (replay / kernel, replay):
-        files = list(where.glob(f"{stem}-r*-c*-*.json")) if where.is_dir() else []
-        pattern = re.compile(rf"^{re.escape(stem)}-r(\d+)-c(\d+)-")
-        keys = [m.groups() for f in files if (m := pattern.match(f.name))]
-        if keys:
-            return where, max(int(r) for r, _ in keys), max(int(c) for _, c in keys)
+        shape = recorded_shape(where, kernel)
+        if shape is not None:
+            return where, *shape
     return None
 
 
@@ -113,7 +110,7 @@ def _base_row(item: SuiteKernel) -> KernelRow:
 
 
 def _timing_ms(result: EvalResult) -> tuple[float | None, float | None]:
-    t = result.candidate or result.baseline
+    t = result.timing
     return (t.median_ms, t.spread_pct) if t else (None, None)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.fsr.llm import OpenAiLlm, Prompt, make_llm
 from cuda_llm_lsp.fsr.loop import optimize
-from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm
+from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm, recorded_shape
 from cuda_llm_lsp.fsr.types import OptimizeConfig, OptimizeRequest, OptimizeResult
 from tests.support.fsr_fakes import SAXPY_FILE, FakeToolchain, saxpy_candidate
 from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply, reply
@@ -101,3 +101,12 @@ async def test_recorded_errors_replay_as_errors(tmp_path: Path) -> None:
         Prompt("saxpy", 1, 1, ({"role": "user", "content": "different"},))
     )
     assert first.error is not None and again.error == first.error
+
+
+def test_recorded_shape_reads_rounds_and_candidates_from_the_file_names(tmp_path: Path) -> None:
+    for name in ("k_x-r01-c01-ab.json", "k_x-r02-c03-cd.json", "other-r09-c09-ef.json"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "k_x-r05-c05-notes.txt").write_text("")
+    assert recorded_shape(tmp_path, "k.x") == (2, 3)  # names are made safe as when recording
+    assert recorded_shape(tmp_path, "absent") is None
+    assert recorded_shape(tmp_path / "missing", "k.x") is None

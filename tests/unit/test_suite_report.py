@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from cuda_llm_lsp.evaluate.pool import bytes_moved
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.suite import floor
@@ -70,18 +72,21 @@ def test_spec_bytes_and_flops_of_suite_kernels() -> None:
     spec = _spec("matmul.cu", "matmul_f32")
     case = spec.cases()[-1]
     n = 2048
-    assert floor.spec_bytes(spec, case) == 3 * n * n * 4
-    assert floor.spec_flops(spec, case) == 2 * n**3
+    assert bytes_moved(spec, case) == 3 * n * n * 4
+    assert case.flops == 2 * n**3
     assert floor.precision(spec) == "fp32"
     rope = _spec("rope.cu", "rope_bf16")
     c = rope.cases()[-1]
     q = c.sizes["tokens"] * c.sizes["heads"] * c.sizes["dim"]
     table = c.sizes["tokens"] * c.sizes["dim"] // 2
-    assert floor.spec_bytes(rope, c) == 2 * q * 2 + 2 * table * 2  # inout read + written
+    assert bytes_moved(rope, c) == 2 * q * 2 + 2 * table * 2  # inout read + written
     assert floor.precision(rope) == "bf16" and floor.dtype_label(rope) == "bfloat16"
     f = floor.kernel_floor(spec, case, 3000.0, 50_000.0, 700_000.0)
     assert f.bound == "compute"  # 17 GFLOP at 50 TFLOP/s beats 50 MB at 3 TB/s
     assert f.ms == pytest.approx(2 * n**3 / 50e12 * 1e3)
+    # the case's own FLOPs (the parser evaluates them with template constants) are the ones used
+    other = floor.kernel_floor(spec, dataclasses.replace(case, flops=1e9), None, 1e3, None)
+    assert other.flops == 1e9
 
 
 def test_markdown_table_has_a_row_per_kernel_with_vendor_ratio_and_failures() -> None:
