@@ -100,18 +100,9 @@ from cuda_llm_lsp.evaluate.types import (
     Status,
     Timing,
 )
-from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec
+from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec, c_type_dtype
 
 START_TIMEOUT_S = 120.0
-_C_SCALARS = {
-    "int": "int32", "signed": "int32", "unsigned": "uint32", "unsigned int": "uint32",
-    "long": "int64", "long long": "int64", "unsigned long": "uint64",
-    "unsigned long long": "uint64", "size_t": "uint64", "int64_t": "int64", "uint64_t": "uint64",
-    "int32_t": "int32", "uint32_t": "uint32", "short": "int16", "unsigned short": "uint16",
-    "char": "int8", "signed char": "int8", "unsigned char": "uint8", "int8_t": "int8",
-    "uint8_t": "uint8", "int16_t": "int16", "uint16_t": "uint16", "bool": "bool",
-    "float": "float32", "double": "float64",
-}  # fmt: skip
 
 
 class _Process:
@@ -367,7 +358,7 @@ class GpuEvaluator:
         """The worker's guarded buffers -> outputs, and guard / input-unchanged findings.
         Buffers the worker did not send back (`op_time`'s "last": outputs only) are skipped."""
         outputs: dict[str, np.ndarray] = {}
-        finding = OK
+        guard_finding = changed_finding = OK  # the first of each: out_of_bounds wins
         for arg in spec.args:
             if not arg.is_pointer or arg.name not in buffers:
                 continue
@@ -378,18 +369,19 @@ class GpuEvaluator:
             unchanged = arg.role == "in" and len(raw) == 2 * GUARD_BYTES and count > 0
             nbytes = 0 if unchanged else count * sd.itemsize
             guard = check_guards(arg.name, raw, nbytes, sd.itemsize, where)
-            if finding is OK and guard is not OK:
-                finding = guard
+            if guard_finding is OK:
+                guard_finding = guard
             if unchanged:
                 continue
             data = np.frombuffer(split_guarded(raw, nbytes)[1], dtype=sd)
             if arg.name in inputs and arg.role == "in":
-                changed = check_unchanged(arg.name, inputs[arg.name], data, where)
-                if (finding is OK or finding.status != "out_of_bounds") and changed is not OK:
-                    finding = finding if finding is not OK else changed
+                if changed_finding is OK:
+                    changed_finding = check_unchanged(arg.name, inputs[arg.name], data, where)
             else:
                 outputs[arg.name] = data
-        return _Run(None, "", outputs, finding)
+        return _Run(
+            None, "", outputs, guard_finding if guard_finding is not OK else changed_finding
+        )
 
     def _outputs(self, spec: TestSpec) -> list[tuple[str, str]]:
         names = spec.outputs or tuple(
@@ -496,7 +488,9 @@ class GpuEvaluator:
             fresh_oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck")
             timed_result = self._time([base_key, cand_key], spec, timed, inputs, {1: fresh})
             if isinstance(timed_result, EvalResult):
-                return replace(timed_result, seed=seed, cases=tuple(outcomes))
+                failed = CaseOutcome(timed.index, dict(timed.sizes), timed_result.status,
+                                     timed_result.message)  # fmt: skip
+                return replace(timed_result, seed=seed, cases=(*outcomes[:-1], failed))
             samples, rechecks = timed_result
             base_t, cand_t = (timing.summarize(s) for s in samples)
             recheck = rechecks[1]
@@ -539,12 +533,18 @@ class GpuEvaluator:
         self, key: str, spec: TestSpec, case: Case, inputs: dict[str, np.ndarray], where: str
     ) -> _Run:
         run = self._run(key, spec, case, inputs, where)
-        problem = run.finding if run.status is None else Finding(run.status, run.message)
-        if problem is OK:
-            problem = self._unwritten(spec, case, run, where)
+        problem = self._self_check(spec, case, run, where)
         if problem is not OK:
             raise BaselineFailed(f"the original kernel fails its own spec: {problem.message}")
         return run
+
+    def _self_check(self, spec: TestSpec, case: Case, run: _Run, where: str) -> Finding:
+        """What a run shows without an oracle: its failure, guards / inputs, unwritten outputs."""
+        if run.status is not None:
+            return Finding(run.status, run.message)
+        if run.finding is not OK:
+            return run.finding
+        return self._unwritten(spec, case, run, where)
 
     def _judge(self, spec: TestSpec, case: Case, oracle: _Run, run: _Run, where: str) -> Finding:
         if run.status is not None:
@@ -564,9 +564,7 @@ class GpuEvaluator:
         """Samples per kernel; `recheck[i]`: new input values that kernel i is run on once more
         after the timing, on the very buffers it was timed on (-> the worker's "rechecks")."""
         kernels = [case_launch(spec, case, inputs, key) for key in keys]
-        outs = tuple(a.name for a in spec.args if a.is_pointer and a.name not in inputs)
-        for i, k in enumerate(kernels):
-            k["repoison"] = outs
+        for i, k in enumerate(kernels):  # (the worker re-poisons the buffers sent with poison)
             if recheck and i in recheck:
                 fresh = case_launch(spec, case, recheck[i], None, unchanged_only=True)
                 k["recheck"] = {"buffers": fresh["buffers"]}
@@ -609,32 +607,32 @@ class GpuEvaluator:
                 where = f"case {case.index} ({case.describe()})"
                 inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
                 first = self._run(key, spec, case, inputs, where)
-                problem = Finding(first.status, first.message) if first.status else first.finding
-                if problem is OK:
-                    problem = self._unwritten(spec, case, first, where)
+                problem = self._self_check(spec, case, first, where)
                 if problem is OK:
                     second = self._run(key, spec, case, inputs, where + ", second run")
-                    problem = (Finding(second.status, second.message) if second.status
-                               else second.finding)  # fmt: skip
-                    if problem is OK:
-                        problem = self._unwritten(spec, case, second, where + ", second run")
+                    problem = self._self_check(spec, case, second, where + ", second run")
                     if problem is OK:
                         problem = self._compare(spec, case, first, second, where, "first run gave")
-                        if problem is not OK:
-                            problem = Finding("nondeterministic", "two runs on the same inputs "
-                                              f"differ: {problem.message}")  # fmt: skip
-                status: Status = problem.status or "ok" if problem is not OK else "ok"
+                    if problem.status in ("wrong_output", "unwritten_output"):
+                        problem = Finding(
+                            "nondeterministic",
+                            f"the second run on the same inputs differs: {problem.message}",
+                        )
+                status: Status = problem.status or "ok"
                 outcomes.append(CaseOutcome(case.index, dict(case.sizes), status, problem.message))
+                if status in ("timeout", "fault"):  # the worker was restarted without `key`
+                    return EvalResult(status, problem.message, seed, tuple(outcomes))
             failed = [c for c in outcomes if c.status != "ok"]
-            if any(c.status in ("timeout", "fault", "launch_error") for c in failed) or len(
-                failed
-            ) == len(outcomes):
+            if any(c.status == "launch_error" for c in failed) or len(failed) == len(outcomes):
                 first_bad = failed[0]
                 return EvalResult(first_bad.status, first_bad.message, seed, tuple(outcomes))
-            timed = cases[-1]
-            inputs = make_inputs(spec, timed, case_rng(seed, timed.index), spec_dir)
+            timed = cases[-1]  # timed on the loop's last inputs (no second draw)
             timed_result = self._time([key], spec, timed, inputs)
             if isinstance(timed_result, EvalResult):
+                if outcomes[-1].status == "ok":
+                    outcomes[-1] = replace(
+                        outcomes[-1], status=timed_result.status, message=timed_result.message
+                    )
                 return replace(timed_result, seed=seed, cases=tuple(outcomes))
             t = timing.summarize(timed_result[0][0])
             moved = bytes_moved(spec, timed)
@@ -697,14 +695,7 @@ def _scalar_param(arg: ArgSpec, case: Case) -> tuple[str, str, int | float]:
     value = case.scalars.get(arg.name, 0)
     if arg.dtype == "bfloat16":
         return ("scalar", "uint16", int(bf16_from_float(np.array([value], np.float32))[0]))
-    return ("scalar", _scalar_dtype(arg.dtype, arg.c_type), value)
-
-
-def _scalar_dtype(dtype: str | None, c_type: str) -> str:
-    if dtype:
-        return str(np.dtype(dtype))
-    words = " ".join(w for w in c_type.replace("const", " ").split() if w not in ("__restrict__",))
-    return _C_SCALARS.get(words, "int32")
+    return ("scalar", str(np.dtype(arg.dtype or c_type_dtype(arg.c_type) or "int32")), value)
 
 
 def timing_of(result: EvalResult) -> Timing | None:

@@ -122,22 +122,18 @@ def time_interleaved(
     sync: Callable[[], None],
     plan: Plan,
     *,
+    check: Callable[[Any, str], Any],
     prepare: Sequence[Callable[[], None]] | None = None,
 ) -> list[list[float]]:
     """Milliseconds per launch for each of `launches`, interleaved, with an L2 flush before each.
 
     `launches[k]()` enqueues kernel k on `stream`; `flush()` enqueues the L2 flush; `sync()`
     waits for the stream (with the worker's watchdog) and raises on any CUDA error.
+    `check(result, where)` is the worker's: a driver call's error becomes its CudaError (a fault).
     `prepare[k]()` (optional) enqueues work to do before each launch of kernel k (re-poisoning
     its outputs): before the flush, so it neither sits in the timed region nor warms the L2.
     """
     before = list(prepare) if prepare is not None else [_nothing] * len(launches)
-
-    def check(result: Any) -> Any:
-        err = result[0] if isinstance(result, tuple) else result
-        if int(err) != 0:
-            raise RuntimeError(f"CUDA error {int(err)} while timing")
-        return result[1] if isinstance(result, tuple) and len(result) > 1 else None
 
     warm_start = time.perf_counter()
     rounds = 0
@@ -152,7 +148,13 @@ def time_interleaved(
     sync()
     k = len(launches)
     events = [
-        [(check(driver.cuEventCreate(0)), check(driver.cuEventCreate(0))) for _ in range(k)]
+        [
+            (
+                check(driver.cuEventCreate(0), "cuEventCreate"),
+                check(driver.cuEventCreate(0), "cuEventCreate"),
+            )
+            for _ in range(k)
+        ]
         for _ in range(plan.batch)
     ]
     samples: list[list[float]] = [[] for _ in range(k)]
@@ -163,13 +165,13 @@ def time_interleaved(
                 for (ev_start, ev_end), launch, prep in zip(row, launches, before, strict=True):
                     prep()
                     flush()
-                    check(driver.cuEventRecord(ev_start, stream))
+                    check(driver.cuEventRecord(ev_start, stream), "cuEventRecord")
                     launch()
-                    check(driver.cuEventRecord(ev_end, stream))
+                    check(driver.cuEventRecord(ev_end, stream), "cuEventRecord")
             sync()
             for row in events:
                 for j, (ev_start, ev_end) in enumerate(row):
-                    ms = check(driver.cuEventElapsedTime(ev_start, ev_end))
+                    ms = check(driver.cuEventElapsedTime(ev_start, ev_end), "cuEventElapsedTime")
                     samples[j].append(float(ms))
     finally:
         for row in events:

@@ -314,13 +314,11 @@ class Worker:
         ptrs, sizes, bases = self._upload_buffers(req["buffers"], guard)
         try:
             params, keep = self._params(req["params"], ptrs)
-            start = time.perf_counter()
             self._launch(fn, req, params)
             self.sync(float(req.get("timeout_s", 10.0)))
-            elapsed = (time.perf_counter() - start) * 1e3
             del keep
             out = self._read_back(req["buffers"], ptrs, sizes, guard)
-            return {"status": "ok", "buffers": out, "wall_ms": elapsed}
+            return {"status": "ok", "buffers": out}
         except Timeout:
             bases = []  # cuMemFree would wait for the hung kernel: the process exits instead
             raise
@@ -338,7 +336,7 @@ class Worker:
         """Interleaved timing of several launches, each on its own copy of the buffers.
 
         Before every launch (warm-up and timed, outside the timed region, before the L2 flush)
-        each kernel's `out` buffers are poisoned again (`"repoison"` names them per kernel), so a
+        each kernel's `out` buffers (those sent with `"poison"`) are poisoned again, so a
         launch that skips its work leaves poison behind, not the previous launch's result.
         A kernel with a `"recheck"` (`{"buffers": [...]}`: new input values and poison, the same
         names and sizes) is then checked on the very allocations it was timed on: its buffers
@@ -366,7 +364,7 @@ class Worker:
                 launches.append(lambda fn=fn, k=k, params=params: self._launch(fn, k, params))
                 poison = []
                 for b in k["buffers"]:
-                    if b["name"] in k.get("repoison", ()) and b.get("poison") is not None:
+                    if b.get("poison") is not None:
                         nbytes, pattern = int(b["nbytes"]), bytes(b["poison"])
                         source = None
                         if nbytes and len(pattern) not in (1, 2, 4):  # float64: copy a poisoned
@@ -393,6 +391,7 @@ class Worker:
                 flush,
                 lambda: self.sync(batch_timeout),
                 plan,
+                check=self.check,
                 prepare=prepares,
             )
             rechecks: list[dict[str, Any] | None] = []

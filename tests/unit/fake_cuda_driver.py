@@ -78,6 +78,7 @@ class _State:
         self.device_globals: dict[str, Any] = {}
         self.dyn_smem: dict[str, int] = {}
         self.flushed = False  # an L2 flush (a memset of >= 16 MiB) since the last launch
+        self.launch_timed = False  # the launch in progress sits between two event records
         self.timed = False  # an event was recorded since the last launch
 
 
@@ -194,6 +195,12 @@ def k_modifies_input(x: int, y: int, n: int) -> None:
     _view(x, 1, np.float32)[:] = 0.0
 
 
+def k_modifies_input_past_end(x: int, y: int, n: int) -> None:
+    """Changes x[0] and writes y[n]: out_of_bounds (on the later buffer) must win."""
+    k_modifies_input(x, y, n)
+    _view(y, n + 1, np.float32)[n] = 1.0
+
+
 def k_half(x: int, y: int, n: int) -> None:
     v = _twice(_view(x, n, np.float32), n)
     _view(y, n, np.float32)[:] = (v.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
@@ -205,6 +212,13 @@ def k_illegal(x: int, y: int, n: int) -> None:
 
 def k_hang(x: int, y: int, n: int) -> None:
     S.hung = True
+
+
+def k_fault_when_timed(x: int, y: int, n: int) -> None:
+    """Correct in plain runs; an illegal access between timing events (seen by cuEventRecord)."""
+    if S.launch_timed:
+        raise Fault
+    k_twice(x, y, n)
 
 
 def k_trap(x: int, y: int, n: int) -> None:
@@ -231,9 +245,11 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "accumulate_past_end_late": (k_accumulate_past_end_late, 0.010, 0),
     "modifies_input": (k_modifies_input, 0.010, 0),
     "half": (k_half, 0.010, 0),
+    "modifies_input_past_end": (k_modifies_input_past_end, 0.010, 0),
     "illegal": (k_illegal, 0.010, 0),
     "hang": (k_hang, 0.010, 0),
     "trap": (k_trap, 0.010, 0),
+    "fault_when_timed": (k_fault_when_timed, 0.010, 0),
     "launch_bounds": (k_twice, 0.010, CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
 }
 
@@ -408,6 +424,7 @@ def cuLaunchKernel(
     func, cost, launch_error = KERNELS[fn]
     if S.timed and not S.flushed:  # the timing rule: an L2 flush before every timed launch
         S.pending = CUresult.CUDA_ERROR_LAUNCH_FAILED
+    S.launch_timed = S.timed
     S.timed = S.flushed = False
     if launch_error:
         return (CUresult(launch_error),)
@@ -448,6 +465,10 @@ def cuEventCreate(flags: int) -> tuple[Any, ...]:
 
 
 def cuEventRecord(ev: _Event, stream: Any) -> tuple[Any, ...]:
+    if S.pending:  # like the real driver, any call may report an earlier launch's fault
+        S.sticky, S.pending = S.pending, 0
+    if e := _err():
+        return e
     ev.t = S.clock_ms
     S.timed = True
     return OK

@@ -95,3 +95,35 @@ def test_full_run_on_the_driver_double_prints_every_case_and_the_summary(tmp_pat
     k = report["kernels"][0]
     assert k["status"] == "ok" and k["seed"] == 5 and k["median_ms"] == pytest.approx(0.04, 0.01)
     assert k["bytes_moved"] == 2 * 4 * 4194304
+
+
+FAULTING = """
+/* @cuda-llm
+sizes.n = [100, 1000]
+grid = "cdiv(n, 256)"
+block = 256
+args.x = "float32[n]"
+args.y = "out float32[n]"
+args.n = "n"
+*/
+extern "C" __global__ void illegal(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i + (1 << 30)];
+}
+"""
+
+
+def test_a_faulting_kernel_is_status_fault_exit_code_1_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """(On the driver double, the kernel named `illegal` faults.)"""
+    f = tmp_path / "illegal.cu"
+    f.write_text(FAULTING)
+    out = bench(str(f), driver="tests.unit.fake_cuda_driver", home=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    assert re.search(r"  case 0 \(n=100\): fault: .*illegal memory access", out.stdout), out.stdout
+    assert "case 1" not in out.stdout  # stopped at the fault
+    js = bench(str(f), "--format", "json", driver="tests.unit.fake_cuda_driver", home=tmp_path)
+    assert js.returncode == 1
+    assert json.loads(js.stdout)["kernels"][0]["status"] == "fault"

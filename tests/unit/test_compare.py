@@ -158,3 +158,8 @@ def test_modified_input_is_reported_with_old_and_new_value() -> None:
     assert f.status == "input_modified"
     assert "x[2] was 2 and is now 7 (1 of 5 elements changed)" in f.message
     assert check_unchanged("x", before, before.copy(), WHERE) is OK
+
+
+def test_a_count_0_input_buffer_is_unchanged() -> None:
+    empty = np.zeros(0, np.float32)
+    assert check_unchanged("x", empty, empty.copy(), WHERE) is OK

@@ -23,7 +23,7 @@ from cuda_llm_lsp.evaluate.types import (
     KernelBinary,
     NoGpuError,
 )
-from cuda_llm_lsp.evaluate.worker import DRIVER_ENV
+from cuda_llm_lsp.evaluate.worker import DRIVER_ENV, CudaError
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from tests.unit.fake_cuda_driver import cubin
@@ -115,6 +115,8 @@ def test_seed_is_fresh_per_call_and_recorded(evaluator: GpuEvaluator, spec: Test
         ("counter_cache", "stale_after_timing", "y[0] was never written: 5000 of 5000"),
         ("past_end_late", "out_of_bounds", "timed launches (outputs poisoned before each"),
         ("modifies_input", "input_modified", "modified its input x: x[0] was"),
+        ("modifies_input_past_end", "out_of_bounds", "y[1] past the end"),
+        ("fault_when_timed", "fault", "while timing: cuEventRecord: CUDA error 700"),
         ("half", "wrong_output", "elements differ"),
         ("illegal", "fault", "illegal memory access"),
         ("trap", "fault", "unspecified launch failure"),
@@ -131,6 +133,16 @@ def test_planted_candidate_gets_its_status_and_the_worker_carries_on(
     assert r.speedup is None
     after = evaluator.evaluate(BASE, binary("fast"), spec)
     assert after.status == "ok", after.message
+
+
+def test_a_failure_while_timing_marks_the_timed_case(
+    evaluator: GpuEvaluator, spec: TestSpec
+) -> None:
+    r = evaluator.evaluate(BASE, binary("fault_when_timed"), spec)
+    assert r.status == "fault", r.message
+    assert [c.status for c in r.cases] == ["ok", "ok", "ok", "fault"]
+    assert "cuEventRecord" in r.cases[-1].message
+    assert evaluator.evaluate(BASE, binary("fast"), spec).status == "ok"  # restarted
 
 
 def test_faults_restart_the_worker(evaluator: GpuEvaluator, spec: TestSpec) -> None:
@@ -170,6 +182,41 @@ def test_benchmark_reports_every_case_and_timing(evaluator: GpuEvaluator, spec: 
     bad = evaluator.benchmark(binary("skip_last"), spec)
     assert bad.status == "unwritten_output"
     assert [c.status for c in bad.cases] == ["unwritten_output"] * 4
+
+
+@pytest.mark.parametrize(
+    ("kernel", "status", "needle"),
+    [
+        ("illegal", "fault", "illegal memory access"),
+        ("trap", "fault", "unspecified launch failure"),
+        ("hang", "timeout", "did not finish within 0.5 s"),
+    ],
+)
+def test_benchmark_stops_at_a_fault_or_hang_and_the_worker_carries_on(
+    evaluator: GpuEvaluator, spec: TestSpec, kernel: str, status: str, needle: str
+) -> None:
+    r = evaluator.benchmark(binary(kernel), spec)
+    assert r.status == status and needle in r.message, r.message
+    assert [c.status for c in r.cases] == [status]  # the restarted worker has no kernel loaded
+    assert evaluator.benchmark(BASE, spec).status == "ok"
+
+
+def test_benchmark_calls_a_second_run_that_differs_nondeterministic(
+    evaluator: GpuEvaluator, spec: TestSpec
+) -> None:
+    r = evaluator.benchmark(binary("racy"), spec)
+    assert r.status == "nondeterministic", r.message
+    assert "y[7]" in r.message
+
+
+def test_count_zero_input_buffers_are_fine(evaluator: GpuEvaluator) -> None:
+    source = SOURCE.replace("[1, 100, 1000, 5000]", "[0, 100]")
+    spec = _spec_of(source.replace('"cdiv(n, 256)"', "1"))  # a grid must not be 0
+    r = evaluator.evaluate(BASE, binary("fast"), spec)
+    assert r.status == "ok", r.message
+    b = evaluator.benchmark(BASE, spec)
+    assert b.status == "ok", b.message
+    assert [c.sizes for c in b.cases] == [{"n": 0}, {"n": 100}]
 
 
 def test_cancel_kills_the_call_in_flight(evaluator: GpuEvaluator, spec: TestSpec) -> None:
@@ -257,6 +304,25 @@ class _Recorder:
         return (0,)
 
 
+def _check(result: tuple[object, ...], where: str) -> object:
+    if int(result[0]) != 0:  # type: ignore[call-overload]
+        raise CudaError(int(result[0]), where)  # type: ignore[call-overload]
+    return result[1] if len(result) > 1 else None
+
+
+def test_timing_errors_raise_the_workers_cuda_error() -> None:
+    """A failing event call must reach the worker as its CudaError (-> fault, restart)."""
+
+    class Failing(_Recorder):
+        def cuEventRecord(self, ev: list[float], stream: object) -> tuple[int]:
+            return (700,)
+
+    plan = timing.Plan(min_samples=3, max_samples=4, budget_s=0.05, warmup=1, warmup_s=0, batch=2)
+    with pytest.raises(CudaError, match="cuEventRecord: CUDA error 700"):
+        timing.time_interleaved(Failing(), "s", [lambda: None], lambda: None, lambda: None, plan,
+                                check=_check)  # fmt: skip
+
+
 def test_timing_loop_order_keeps_poison_and_flush_outside_the_timed_region() -> None:
     rec = _Recorder()
 
@@ -267,7 +333,7 @@ def test_timing_loop_order_keeps_poison_and_flush_outside_the_timed_region() -> 
     plan = timing.Plan(min_samples=3, max_samples=4, budget_s=0.05, warmup=1, warmup_s=0, batch=2)
     samples = timing.time_interleaved(
         rec, "stream", [lambda: launch("A"), lambda: launch("B")],
-        lambda: rec.log.append("flush"), lambda: rec.log.append("sync"), plan,
+        lambda: rec.log.append("flush"), lambda: rec.log.append("sync"), plan, check=_check,
         prepare=[lambda: rec.log.append("poisonA"), lambda: rec.log.append("poisonB")],
     )  # fmt: skip
     assert [len(s) for s in samples] == [4, 4] and set(samples[0]) == {1.0}
