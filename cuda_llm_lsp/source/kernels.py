@@ -224,7 +224,7 @@ def _template_params(template: Node, data: bytes) -> tuple[str, ...]:
     for param in plist.named_children:
         identifiers = [
             c for c in _walk(param) if c.type in ("type_identifier", "identifier")
-        ]  # the last identifier of `typename T`, `int N`, `typename T = float` is its name
+        ]  # `typename T`, `typename T = Vec`: the first identifier is the name, a default follows
         declared = param.child_by_field_name("declarator") or param.child_by_field_name("name")
         if declared is not None:
             names.append(_text(declared, data))

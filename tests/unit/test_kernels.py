@@ -120,3 +120,13 @@ def test_kernels_with_cluster_dims_or_maxnreg_are_found() -> None:
     kernels = find_kernels(text)
     assert [k.name for k in kernels] == ["clustered", "capped"]
     assert kernels[0].name_span == Span.of(0, 42, 0, 51)
+
+
+def test_template_parameter_names_with_defaults() -> None:
+    source = (
+        "struct Vec {};\n"
+        "template <typename T = Vec, class U = float, int N = 4, typename W>\n"
+        "__global__ void k(T* x, U* y, W* w) {}\n"
+    )
+    (kernel,) = find_kernels(source)
+    assert kernel.template_params == ("T", "U", "N", "W")

@@ -810,3 +810,26 @@ def test_roles_of_a_body_with_a_lone_surrogate_and_from_many_threads() -> None:
     with ThreadPoolExecutor(4) as pool:  # the language server compiles on two threads
         roles = list(pool.map(lambda _: infer_roles(k, source), range(64)))
     assert all(r == {"x": "inout", "y": "out"} for r in roles)
+
+
+def test_flops_use_template_constants_of_the_instance() -> None:
+    source = (
+        "/* @cuda-llm\n"
+        'instance = "k<float,128>"\n'
+        "sizes.n = [1024, 4096]\n"
+        'grid = "n / B"\n'
+        'block = "B"\n'
+        'flops = "n * B"\n'
+        'args.x = "float32[n]"\n'
+        'args.y = "float32[n]"\n'
+        'args.n = "n"\n'
+        "*/\n"
+        "template <typename T, int B> __global__ void k(const T* x, T* y, int n) { y[0] = x[0]; }\n"
+    )
+    (k,) = find_kernels(source)
+    spec, problems = parse_spec(k, source)
+    assert problems == [] and spec is not None
+    assert [(c.flops, c.grid[0], c.block[0]) for c in spec.cases()] == [
+        (1024 * 128, 8, 128),
+        (4096 * 128, 32, 128),
+    ]
