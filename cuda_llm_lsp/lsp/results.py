@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from cuda_llm_lsp.evaluate import format as evaluate_format
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 
 if TYPE_CHECKING:
@@ -105,9 +106,8 @@ def failure_hint(outcomes: Iterable[CandidateOutcome]) -> str | None:
 
 
 def format_ms(ms: float | None) -> str:
-    if ms is None:
-        return "?"
-    return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
+    """A time as the evaluator's reports write it (µs below 0.1 ms), '?' when unknown."""
+    return "?" if ms is None else evaluate_format.format_ms(ms)
 
 
 def optimize_summary(
