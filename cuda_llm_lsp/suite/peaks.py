@@ -194,55 +194,32 @@ def _kernel_peak(
 # --- the child process: library GEMMs --------------------------------------------------------
 
 
-def _gemm_gflops(matmul: Any, sync: Any, events: Any, n: int) -> float:
-    for _ in range(3):
-        matmul()
-    sync()
-    samples = []
-    for _ in range(10):
-        start, end = events()
-        start.record()
-        matmul()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) if hasattr(start, "elapsed_time") else end(start))
-    samples.sort()
-    return 2.0 * n**3 / (samples[len(samples) // 2] * 1e-3) / 1e9
+def gemm_gflops(backend: Any, a: Any, b: Any, n: int) -> float:
+    """GFLOP/s of an n x n x n GEMM, timed like the vendor rows (`vendor.Backend.time`)."""
+    ms = backend.time(lambda: a @ b)
+    return 2.0 * n**3 / (ms * 1e-3) / 1e9
 
 
 def main() -> int:
+    from cuda_llm_lsp.suite.vendor import Backend
+
     out: dict[str, Any] = {"fp32_gflops": None, "bf16_gflops": None, "source": ""}
     n = GEMM_N
     try:
-        import torch
-
-        torch.backends.cuda.matmul.allow_tf32 = False
-        ev = lambda: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # noqa: E731
+        backend = Backend("torch", 0)  # also turns TF32 off: the FP32 rate is the FMA rate
+        torch = backend.lib
         a = torch.randn(n, n, device="cuda")
         b = torch.randn(n, n, device="cuda")
-        out["fp32_gflops"] = _gemm_gflops(lambda: a @ b, torch.cuda.synchronize, ev, n)
-        a16, b16 = a.bfloat16(), b.bfloat16()
-        out["bf16_gflops"] = _gemm_gflops(lambda: a16 @ b16, torch.cuda.synchronize, ev, n)
+        out["fp32_gflops"] = gemm_gflops(backend, a, b, n)
+        out["bf16_gflops"] = gemm_gflops(backend, a.bfloat16(), b.bfloat16(), n)
         out["source"] = f"cuBLAS GEMM {n}³ via PyTorch (FP32 without TF32)"
     except Exception:
         try:
-            import cupy
-
+            backend = Backend("cupy", 0)
+            cupy = backend.lib
             a = cupy.random.standard_normal((n, n), dtype=cupy.float32)
             b = cupy.random.standard_normal((n, n), dtype=cupy.float32)
-            for _ in range(3):
-                a @ b
-            cupy.cuda.runtime.deviceSynchronize()
-            samples = []
-            for _ in range(10):
-                start, end = cupy.cuda.Event(), cupy.cuda.Event()
-                start.record()
-                a @ b
-                end.record()
-                end.synchronize()
-                samples.append(cupy.cuda.get_elapsed_time(start, end))
-            samples.sort()
-            out["fp32_gflops"] = 2.0 * n**3 / (samples[len(samples) // 2] * 1e-3) / 1e9
+            out["fp32_gflops"] = gemm_gflops(backend, a, b, n)
             out["source"] = f"cuBLAS SGEMM {n}³ via CuPy"
         except Exception:
             pass

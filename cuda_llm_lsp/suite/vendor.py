@@ -81,7 +81,7 @@ def measure(
 # --- the child process ---------------------------------------------------------------------
 
 
-class _Backend:
+class Backend:
     """Arrays, operations and event timing on one library (torch preferred for dense)."""
 
     def __init__(self, name: str, l2_bytes: int) -> None:
@@ -159,7 +159,7 @@ def _csr_from_ell(col_idx: Any, vals: Any, rows: int, width: int) -> tuple[Any, 
     return row_ptr, cols[valid].astype(np.int32), v[valid].astype(np.float32)
 
 
-def _run_job(job: dict[str, Any], backends: dict[str, _Backend]) -> dict[str, Any]:
+def _run_job(job: dict[str, Any], backends: dict[str, Backend]) -> dict[str, Any]:
     from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
     from cuda_llm_lsp.source.kernels import find_kernels
     from cuda_llm_lsp.source.spec import parse_spec
@@ -193,7 +193,7 @@ def _run_job(job: dict[str, Any], backends: dict[str, _Backend]) -> dict[str, An
 
 
 def _time_op(
-    be: _Backend, op: str, inputs: dict[str, Any], dtypes: dict[str, str], s: dict[str, int],
+    be: Backend, op: str, inputs: dict[str, Any], dtypes: dict[str, str], s: dict[str, int],
     case: Any,
 ) -> float:  # fmt: skip
     if op == "gemm":
@@ -240,11 +240,11 @@ def _time_op(
 def main() -> int:
     request = json.loads(sys.stdin.read() or "{}")
     l2 = int(request.get("l2_bytes") or 0)
-    backends: dict[str, _Backend] = {}
+    backends: dict[str, Backend] = {}
     problems = []
     for name in ("torch", "cupy"):
         try:
-            backends[name] = _Backend(name, l2)
+            backends[name] = Backend(name, l2)
         except Exception as exc:
             problems.append(f"{name} unavailable ({type(exc).__name__}: {str(exc)[:100]})")
     results: dict[str, Any] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,3 +130,24 @@ def test_scenario_and_recording_lookup() -> None:
     found = replay_dir_for(RECORDING, "transpose_f32")
     assert found is not None and found[0].name == "transpose_f32" and found[1:] == (1, 2)
     assert replay_dir_for(RECORDING, "vector_add_f32") is None
+
+
+def test_gemm_peak_is_timed_through_the_vendor_backend() -> None:
+    from cuda_llm_lsp.suite.peaks import gemm_gflops
+
+    class Clocked:  # vendor.Backend's timing contract: median ms of fn()
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def time(self, fn: Any) -> float:
+            fn()
+            self.calls += 1
+            return 4.0
+
+    class Matrix:
+        def __matmul__(self, other: object) -> str:
+            return "product"
+
+    backend = Clocked()
+    assert gemm_gflops(backend, Matrix(), Matrix(), 1000) == pytest.approx(2e9 / 4e-3 / 1e9)
+    assert backend.calls == 1
