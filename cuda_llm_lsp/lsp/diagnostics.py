@@ -97,6 +97,8 @@ async def _analyze_later(server: CudaLlmServer, uri: str, generation: int, delay
     doc = server.document(uri)
     if doc is None or server.documents.get(uri) is not state:
         return
+    if state.generation != generation:
+        return  # settings changed (or an edit came) during the compile: a newer analysis runs
     if doc.version != version or doc.source != text:
         log.debug("dropping the analysis of %s version %s: now %s", uri, version, doc.version)
         return

@@ -56,6 +56,10 @@ class _Tracker:
     def __call__(self, event: ProgressEvent) -> None:
         from cuda_llm_lsp.fsr.types import CandidateEvaluated, RoundStarted, RunStarted
 
+        if self.job.cancelled:
+            # The engine's thread winds down on its own: its late events must not overwrite
+            # the "cancelled" report, nor the report of a newer run on the same kernel.
+            return
         try:
             if isinstance(event, RunStarted):
                 self.baseline = event.baseline
@@ -208,7 +212,8 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     loop = asyncio.get_running_loop()
 
     def on_event(event: ProgressEvent) -> None:  # called on the engine's loop
-        loop.call_soon_threadsafe(tracker, event)
+        if not job.cancelled:  # the tracker checks again when the event reaches it
+            loop.call_soon_threadsafe(tracker, event)
 
     async def engine(cancel: asyncio.Event) -> OptimizeResult:
         llm = server.llm_factory(config)

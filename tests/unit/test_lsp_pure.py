@@ -9,6 +9,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -260,3 +261,50 @@ async def test_a_document_closed_during_its_parse_leaves_nothing_behind(
     go.set()
     await request
     assert "file:///a.cu" not in server._kernels
+
+
+class _NoProgress:
+    def report(self, message: str, percentage: int | None = None) -> None:
+        pass
+
+
+def test_late_events_of_a_cancelled_optimize_leave_its_report_alone() -> None:
+    from cuda_llm_lsp.fsr.types import RoundStarted
+    from cuda_llm_lsp.lsp.jobs import Job
+    from cuda_llm_lsp.lsp.optimize import _Tracker
+    from cuda_llm_lsp.lsp.results import KernelReport
+
+    server = CudaLlmServer()
+    uri = "file:///a.cu"
+    job = Job(uri, "saxpy", "optimize", token="t")
+    tracker = _Tracker(server, job, _NoProgress(), "original", 4)  # type: ignore[arg-type]
+    tracker(RoundStarted(1, 2))
+    assert "round 1/2" in server.reports[(uri, "saxpy")].info  # a live run reports
+    job.cancel()
+    cancelled = KernelReport("saxpy", "original", "saxpy: baseline 1.000 ms · cancelled", None)
+    server.reports[(uri, "saxpy")] = cancelled
+    tracker(RoundStarted(2, 2))  # the engine's thread, still winding down
+    assert server.reports[(uri, "saxpy")] is cancelled
+
+
+async def test_an_analysis_outdated_by_a_settings_change_is_not_published(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from cuda_llm_lsp.lsp import diagnostics
+
+    uri = "file:///a.cu"
+    published: list[Any] = []
+
+    def analyzer(text: str, path: Any, settings: Any) -> Any:
+        state.generation += 1  # the settings changed while NVRTC compiled
+        return SimpleNamespace(text=text, kernels=[], diagnostics=[])
+
+    server = _server_with(uri, SAXPY, monkeypatch)
+    server.analyzer = analyzer
+    monkeypatch.setattr(server, "text_document_publish_diagnostics", published.append)
+    state = server.state(uri)
+    state.generation = 1
+    await diagnostics._analyze_later(server, uri, 1, 0.0)
+    assert state.analysis is None and published == []
