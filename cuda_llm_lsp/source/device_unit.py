@@ -106,34 +106,16 @@ def build_device_unit(
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
     for line_no, name, quoted, span in includes:
-        if quoted:
-            resolved = _resolve_quoted(name, own.parent if own else None, state.configured)
-            if resolved is None:
-                known = _as_system_include(name)  # "cuda_fp16.h": nvcc falls back to <...>
-                if known is None:
-                    problems.append(IncludeProblem(span, f'cannot find include file "{name}"'))
-                if known:
-                    include_lines.setdefault(name, line_no)
-                else:
-                    dropped.add(line_no)
-                continue
+        base = own.parent if own else None
+        kept, nested = _include(name, quoted, base, state, depth=1, where="")
+        if kept:
             include_lines.setdefault(name, line_no)
-            nested = _load_header(name, resolved, state, depth=1)
             for header_name in nested:
                 include_lines.setdefault(header_name, line_no)
-            for message in state.take_problems():
-                problems.append(IncludeProblem(span, message))
-        elif _keep_system_include(name, state.configured):
-            include_lines.setdefault(name, line_no)
         else:
             dropped.add(line_no)
-            wheel = std_headers.DEVICE_LIBRARIES.get(name)
-            if wheel is not None:
-                message = (
-                    f"<{name}> is not installed: device code using it cannot be checked "
-                    f"(pip install '{wheel}==13.*')"
-                )
-                problems.append(IncludeProblem(span, message, "warning"))
+        for message, severity in state.take_problems():
+            problems.append(IncludeProblem(span, message, severity))
     if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
         body, _, _ = _blank_host_code(text, state.macros, parsed)  # the same tree, walked again
     lines = body.split("\n")
@@ -158,10 +140,10 @@ class _IncludeState:
     configured: tuple[str, ...]
     headers: dict[str, str] = field(default_factory=dict)
     seen: set[Path] = field(default_factory=set)
-    pending: list[str] = field(default_factory=list)
+    pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
 
-    def take_problems(self) -> list[str]:
+    def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
         return problems
 
@@ -178,25 +160,40 @@ def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> 
     return None
 
 
-def _as_system_include(name: str) -> bool | None:
-    """A quoted include found nowhere near the file, searched as `<name>` (as nvcc does).
+def _system_include(name: str, configured: tuple[str, ...]) -> bool | None:
+    """`#include <name>` (or a quoted name found nowhere near the file, as nvcc searches it).
 
-    True: keep (a stand-in or a toolkit header); False: host-only, drop; None: not found.
+    True: keep (a stand-in or a header NVRTC can find); False: host-only, drop; None: not found.
     """
     if name in std_headers.STUBBED:
         return True
     if std_headers.is_host_only(name):
         return False
-    return True if std_headers.find_system_header(name) is not None else None
+    return True if std_headers.find_system_header(name, configured) is not None else None
 
 
-def _keep_system_include(name: str, configured: tuple[str, ...]) -> bool:
-    """Whether `#include <name>` stays in the unit: stand-ins and headers NVRTC can find."""
-    if name in std_headers.STUBBED:
-        return True
-    if std_headers.is_host_only(name):
-        return False
-    return std_headers.find_system_header(name, configured) is not None
+def _include(
+    name: str, quoted: bool, base: Path | None, state: _IncludeState, depth: int, where: str
+) -> tuple[bool, list[str]]:
+    """Resolve one `#include` line: whether it stays, and the user headers it loads.
+
+    Problems go to `state.pending`; `where` is ' (included from "h" line n)' inside headers.
+    """
+    if quoted:
+        found = _resolve_quoted(name, base, state.configured)
+        if found is not None:
+            return True, _load_header(name, found, state, depth)
+    kept = _system_include(name, state.configured)
+    if kept is None and quoted:
+        state.pending.append((f'cannot find include file "{name}"{where}', "error"))
+    elif not kept and name in std_headers.DEVICE_LIBRARIES:
+        wheel = std_headers.DEVICE_LIBRARIES[name]
+        message = (
+            f"<{name}> is not installed{where}: device code using it cannot be checked "
+            f"(pip install '{wheel}==13.*')"
+        )
+        state.pending.append((message, "warning"))
+    return bool(kept), []
 
 
 def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str]:
@@ -204,13 +201,14 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     if resolved in state.seen or name in state.headers:
         return []
     if depth > MAX_INCLUDE_DEPTH:
-        state.pending.append(f'"{name}": includes nested deeper than {MAX_INCLUDE_DEPTH} levels')
+        message = f'"{name}": includes nested deeper than {MAX_INCLUDE_DEPTH} levels'
+        state.pending.append((message, "error"))
         return []
     state.seen.add(resolved)
     try:
         raw = resolved.read_bytes()
     except OSError as exc:
-        state.pending.append(f'cannot read include file "{name}": {exc.strerror or exc}')
+        state.pending.append((f'cannot read include file "{name}": {exc.strerror or exc}', "error"))
         return []
     text = raw.decode("utf-8", errors="replace")
     body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
@@ -218,23 +216,10 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     lines = body.split("\n")
     names = [name]
     for line_no, inner, quoted, _span in includes:
-        if quoted:
-            found = _resolve_quoted(inner, resolved.parent, state.configured)
-            known = _as_system_include(inner) if found is None else None
-            if known:
-                continue
-            if found is None:
-                if known is False:
-                    lines[line_no] = " " * len(lines[line_no])
-                    continue
-                state.pending.append(
-                    f'cannot find include file "{inner}" '
-                    f'(included from "{name}" line {line_no + 1})'
-                )
-                lines[line_no] = " " * len(lines[line_no])
-            else:
-                names.extend(_load_header(inner, found, state, depth + 1))
-        elif not _keep_system_include(inner, state.configured):
+        where = f' (included from "{name}" line {line_no + 1})'
+        kept, nested = _include(inner, quoted, resolved.parent, state, depth + 1, where)
+        names.extend(nested)
+        if not kept:
             lines[line_no] = " " * len(lines[line_no])
     state.headers[name] = "\n".join(lines)
     return names

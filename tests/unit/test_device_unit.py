@@ -241,3 +241,16 @@ def test_one_parse_serves_the_kernels_and_the_unit_even_with_header_macros(
     lines = unit.text.split("\n")
     assert lines[1].startswith("DEV_FN float f") and lines[2].strip() == ""
     assert unit.text == build_device_unit(source, tmp_path / "k.cu").text
+
+
+def test_missing_device_library_inside_a_user_header_is_a_warning_too(tmp_path: Path) -> None:
+    from cuda_llm_lsp.compile.headers import find_system_header
+
+    if find_system_header("curand_kernel.h") is not None:
+        pytest.skip("cuRAND headers are installed here")
+    (tmp_path / "rng.cuh").write_text("#pragma once\n#include <curand_kernel.h>\n")
+    unit = build_device_unit('\n#include "rng.cuh"\n', tmp_path / "k.cu")
+    (problem,) = unit.problems
+    assert problem.severity == "warning" and problem.span.start.line == 1
+    assert 'included from "rng.cuh" line 2' in problem.message
+    assert unit.headers["rng.cuh"].split("\n")[1].strip() == ""
