@@ -183,8 +183,9 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def make_evaluator() -> Any:
-    """The GPU evaluator, or recorded outcomes when `CUDA_LLM_EVALUATOR=recorded:PATH`."""
+def make_evaluator(plan: Any = None) -> Any:
+    """The GPU evaluator (timing by `plan`, an `evaluate.timing.Plan`; None: its default), or
+    recorded outcomes when `CUDA_LLM_EVALUATOR=recorded:PATH` (a recording has no timing plan)."""
     choice = os.environ.get("CUDA_LLM_EVALUATOR", "").strip()
     if choice.startswith("recorded:"):
         from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
@@ -194,7 +195,7 @@ def make_evaluator() -> Any:
         raise ValueError(f"CUDA_LLM_EVALUATOR must be 'gpu' or 'recorded:PATH', not {choice!r}")
     from cuda_llm_lsp.evaluate.pool import GpuEvaluator
 
-    return GpuEvaluator()
+    return GpuEvaluator(plan=plan)
 
 
 def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:

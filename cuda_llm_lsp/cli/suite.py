@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -123,10 +122,10 @@ class _ProgressView:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cuda_llm_lsp.cli.optimize import make_evaluator
     from cuda_llm_lsp.evaluate import timing
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
     from cuda_llm_lsp.evaluate.types import NoGpuError
-    from cuda_llm_lsp.suite.report import fast_p, write_report
+    from cuda_llm_lsp.suite.report import FAST_P, fast_p, write_report
     from cuda_llm_lsp.suite.runner import SuiteOptions, SuiteRunner, discover
 
     as_json = args.format == "json"
@@ -162,19 +161,14 @@ def run(args: argparse.Namespace) -> int:
         command=command,
     )
     plan = timing.Plan(budget_s=args.time_budget) if args.time_budget else None
-    if os.environ.get("CUDA_LLM_EVALUATOR", "").strip() not in ("", "gpu"):
-        from cuda_llm_lsp.cli.optimize import make_evaluator
-
-        try:
-            evaluator = make_evaluator()
-        except (OSError, ValueError) as exc:
-            return _error(str(exc), EXIT_USAGE, as_json)
-    else:
-        evaluator = GpuEvaluator(plan=plan)
+    try:
+        evaluator = make_evaluator(plan=plan)
+    except (OSError, ValueError) as exc:
+        return _error(str(exc), EXIT_USAGE, as_json)
     progress = _ProgressView(sys.stderr, quiet=False)
     try:
         try:
-            report = SuiteRunner(options, evaluator, progress).run()
+            report = SuiteRunner(options, evaluator, progress).run(found)
         except NoGpuError as exc:
             return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
     finally:
@@ -184,16 +178,16 @@ def run(args: argparse.Namespace) -> int:
     paths = write_report(report, args.out)
     failed = [r for r in report.rows if not r.correct]
     if as_json:
-        from cuda_llm_lsp.suite.report import _finite, to_json
+        from cuda_llm_lsp.suite.report import to_json
 
-        data = _finite(to_json(report))
+        data = to_json(report)
         data["files"] = {k: str(v) for k, v in paths.items()}
         print(json.dumps(data, indent=2))
     else:
         ok = len(report.rows) - len(failed)
         print(
             f"{ok}/{len(report.rows)} kernels correct; "
-            + ", ".join(f"fast_{p:g} {fast_p(report.rows, p):.2f}" for p in (1, 2, 4, 8))
+            + ", ".join(f"fast_{p:g} {fast_p(report.rows, p):.2f}" for p in FAST_P)
         )
         for name, path in paths.items():
             print(f"{name}: {path}")

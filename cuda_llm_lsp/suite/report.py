@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +234,7 @@ def _gflops(value: float | None) -> str:
 
 
 def to_json(report: SuiteReport) -> dict[str, Any]:
+    """The report as JSON data; NaN and infinity (JSON has neither) become null."""
     rows = []
     for r in report.rows:
         d = asdict(r)
@@ -242,11 +243,13 @@ def to_json(report: SuiteReport) -> dict[str, Any]:
         rows.append(d)
     head = {k: v for k, v in asdict(report).items() if k != "rows"}
     head["notes"] = list(report.notes)
-    return {
+    data = {
         **head,
         "fast_p": {f"fast_{p:g}": fast_p(report.rows, p) for p in FAST_P},
         "kernels": rows,
     }
+    finite: dict[str, Any] = _finite(data)
+    return finite
 
 
 def write_chart(report: SuiteReport, path: Path) -> Path:
@@ -302,20 +305,16 @@ def write_report(report: SuiteReport, out_dir: Path) -> dict[str, Path]:
         paths["chart"] = chart
     except Exception as exc:  # a missing matplotlib must not lose the table
         chart = None
-        report = SuiteReport(**{**_fields(report), "notes": (*report.notes,
-                                f"chart not written: {type(exc).__name__}: {exc}")})  # fmt: skip
+        note = f"chart not written: {type(exc).__name__}: {exc}"
+        report = replace(report, notes=(*report.notes, note))
     md = out_dir / "report.md"
     md.write_text(markdown(report, chart.name if chart else None), encoding="utf-8")
     paths["markdown"] = md
     js = out_dir / "report.json"
-    text = json.dumps(_finite(to_json(report)), indent=2, allow_nan=False, default=str)
+    text = json.dumps(to_json(report), indent=2, allow_nan=False, default=str)
     js.write_text(text + "\n", encoding="utf-8")
     paths["json"] = js
     return paths
-
-
-def _fields(report: SuiteReport) -> dict[str, Any]:
-    return {name: getattr(report, name) for name in SuiteReport.__dataclass_fields__}
 
 
 def _finite(value: Any) -> Any:

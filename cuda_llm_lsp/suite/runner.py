@@ -128,10 +128,13 @@ class SuiteRunner:
         self.on_progress = on_progress or (lambda _p: None)
         self.facts: DeviceFacts | None = None
 
-    def run(self) -> SuiteReport:
-        """Raises NoGpuError when there is no GPU; every other problem lands in a row."""
+    def run(self, items: list[SuiteKernel] | None = None) -> SuiteReport:
+        """Raises NoGpuError when there is no GPU; every other problem lands in a row.
+
+        `items`: the kernels already `discover`ed from the options (found again when None)."""
         opts = self.options
-        items = discover(opts.directory, opts.kernels)
+        if items is None:
+            items = discover(opts.directory, opts.kernels)
         self.facts = self.evaluator.device_facts()  # NoGpuError propagates: nothing to measure
         rows: list[KernelRow] = []
         notes: list[str] = []

@@ -381,3 +381,19 @@ def test_planted_gpu_scenario_on_cpu(tmp_path: Path) -> None:
     assert CONVERGE.mismatches(result["candidates"]) == []
     assert result["accepted"] and CONVERGE.winner in result["best_source"]
     assert CONVERGE.winner in source.read_text()
+
+
+def test_make_evaluator_hands_the_timing_plan_to_the_gpu_evaluator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cuda_llm_lsp.cli.optimize import make_evaluator
+    from cuda_llm_lsp.evaluate import pool, timing
+
+    made: list[object] = []
+    monkeypatch.setattr(pool, "GpuEvaluator", lambda **kw: made.append(kw.get("plan")) or "gpu")
+    monkeypatch.setenv("CUDA_LLM_EVALUATOR", "gpu")
+    plan = timing.Plan(budget_s=0.5)
+    assert make_evaluator(plan=plan) == "gpu" and made == [plan]
+    monkeypatch.setenv("CUDA_LLM_EVALUATOR", "tpu")
+    with pytest.raises(ValueError, match="must be 'gpu' or 'recorded:PATH'"):
+        make_evaluator(plan=plan)
