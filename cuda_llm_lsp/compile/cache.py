@@ -104,10 +104,6 @@ class CompileCache:
         if self._use_disk:
             _write(cache_dir() / key[:2] / f"{key}.json", result)
 
-    def clear_memory(self) -> None:
-        with self._lock:
-            self._memory.clear()
-
     def _remember(self, key: str, result: CompileResult) -> None:
         with self._lock:
             self._memory[key] = replace(result, from_cache=False)
@@ -124,10 +120,6 @@ def compile_cached(
 ) -> CompileResult:
     """`compile_unit` through the process-wide cache (`from_cache` tells whether it hit)."""
     return _shared.compile(unit, options, name_expressions)
-
-
-def shared_cache() -> CompileCache:
-    return _shared
 
 
 def _write(path: Path, result: CompileResult) -> None:

@@ -62,9 +62,6 @@ class Kernel:
     def qualified_name(self) -> str:
         return self.scope + self.name
 
-    def param(self, name: str) -> Param | None:
-        return next((p for p in self.params if p.name == name), None)
-
 
 _LANGUAGE = Language(tree_sitter_cuda.language())
 _FUNCTIONS = Query(_LANGUAGE, "(function_definition) @function")

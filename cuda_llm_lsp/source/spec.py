@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from cuda_llm_lsp.source.expr import FUNCTIONS, Expr, ExprError, Number, parse_expr
@@ -47,8 +47,6 @@ DTYPES: tuple[str, ...] = (
 )  # fmt: skip
 ROLES: tuple[str, ...] = ("in", "out", "inout")
 FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16"})
-# Scalars may also have these numpy-style types (pointers are limited to DTYPES).
-SCALAR_DTYPES: tuple[str, ...] = (*DTYPES, "int16", "uint16", "uint64", "bool")
 INIT_KINDS: dict[str, int] = {
     "uniform": 2, "normal": 2, "randint": 2, "arange": 0, "zeros": 0, "ones": 0,
 }  # fmt: skip
@@ -176,10 +174,6 @@ class TestSpec:
 
     def arg(self, name: str) -> ArgSpec | None:
         return next((a for a in self.args if a.name == name), None)
-
-    def constants(self) -> dict[str, int]:
-        """Integer template arguments, usable as names in expressions."""
-        return _template_constants(self.template_args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -678,7 +672,7 @@ class _SpecParser:
         args = self.parse_args(doc.get("args"), roles, template_args)
         inits = self.parse_inits(doc.get("init"), args)
         args = [
-            _replace_init(a, inits.get(a.name) or _default_init(a)) if a.is_pointer else a
+            replace(a, init=inits.get(a.name) or _default_init(a)) if a.is_pointer else a
             for a in args
         ]
         outputs = self.parse_outputs(doc.get("outputs"), args)
@@ -1135,13 +1129,6 @@ def _toml_repr(value: object) -> str:
 def _name_column(text: str, name: str) -> int:
     m = re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text)
     return m.start() if m else 0
-
-
-def _replace_init(arg: ArgSpec, init: InitSpec) -> ArgSpec:
-    return ArgSpec(
-        arg.name, arg.index, arg.c_type, arg.is_pointer, arg.role, arg.dtype, arg.count, arg.value,
-        init,
-    )  # fmt: skip
 
 
 def _default_init(arg: ArgSpec) -> InitSpec:

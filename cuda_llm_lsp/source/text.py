@@ -55,13 +55,6 @@ def offset_of(text: str, point: Point) -> int:
     return start + min(point.column, end - start)
 
 
-def point_at(text: str, offset: int) -> Point:
-    """The point of character `offset` in `text`."""
-    before = text[:offset]
-    line = before.count("\n")
-    return Point(line, offset - (before.rfind("\n") + 1))
-
-
 def replace_span(text: str, span: Span, replacement: str) -> str:
     """`text` with the characters of `span` replaced by `replacement`."""
     return text[: offset_of(text, span.start)] + replacement + text[offset_of(text, span.end) :]
