@@ -32,15 +32,17 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         history = RunHistory()
-        runs = history.runs(args.file, limit=None if args.run else args.limit)
+        if args.run is not None:
+            one = history.run(args.run, args.file)
+            runs = [one] if one is not None else []
+        else:
+            runs = history.runs(args.file, limit=args.limit)
     except Exception as exc:
         print(f"cuda-llm history: cannot read the history: {exc}", file=sys.stderr)
         return 1
-    if args.run is not None:
-        runs = [r for r in runs if r.id == args.run]
-        if not runs:
-            print(f"cuda-llm history: no run {args.run}", file=sys.stderr)
-            return 1
+    if args.run is not None and not runs:
+        print(f"cuda-llm history: no run {args.run}", file=sys.stderr)
+        return 1
     if args.format == "json":
         listed = []
         for record in runs:

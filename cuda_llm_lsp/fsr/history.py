@@ -206,17 +206,30 @@ class RunHistory:
 
     def runs(self, file: str | Path | None = None, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first; only those of `file` when given."""
+        if file is None:
+            return self._select("", [], limit)
+        return self._select("WHERE r.file = ?", [_normalise(str(file))], limit)
+
+    def run(self, run_id: int, file: str | Path | None = None) -> RunRecord | None:
+        """One run by its id (of `file`, when given); None when there is no such run."""
+        where = "WHERE r.id = ?"
+        params: list[object] = [int(run_id)]
+        if file is not None:
+            where += " AND r.file = ?"
+            params.append(_normalise(str(file)))
+        found = self._select(where, params, 1)
+        return found[0] if found else None
+
+    def _select(self, where: str, params: list[object], limit: int | None) -> list[RunRecord]:
+        """Runs matching the SQL `where` (placeholders only: `params` carry the values)."""
         query = (
             "SELECT r.id, r.file, r.kernel, r.model, r.started, r.finished, r.seed, "
             "r.baseline_ms, r.best_ms, r.speedup, r.accepted, r.cancelled, r.tokens, r.outcome, "
             "r.error, r.decision, r.decided_at, "
-            "(SELECT COUNT(*) FROM candidates c WHERE c.run_id = r.id) FROM runs r"
+            "(SELECT COUNT(*) FROM candidates c WHERE c.run_id = r.id) FROM runs r "
+            f"{where} ORDER BY r.started DESC, r.id DESC"
         )
-        params: list[object] = []
-        if file is not None:
-            query += " WHERE r.file = ?"
-            params.append(_normalise(str(file)))
-        query += " ORDER BY r.started DESC, r.id DESC"
+        params = list(params)
         if limit is not None:
             query += " LIMIT ?"
             params.append(int(limit))

@@ -237,6 +237,14 @@ def test_history_lists_the_run(workdir: Path) -> None:
         timeout=60,
     )
     assert "saxpy" in done.stdout and "2.50x" in done.stdout
+    history = [sys.executable, "-m", "cuda_llm_lsp.cli", "history", "--format", "json"]
+    one = subprocess.run([*history, "--run", str(run["id"])], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    [shown] = json.loads(one.stdout)["runs"]
+    assert shown["id"] == run["id"] and len(shown["candidate_list"]) == 3
+    missing = subprocess.run([*history, "--run", str(run["id"] + 1)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert missing.returncode == 1 and f"no run {run['id'] + 1}" in missing.stderr
 
 
 def test_live_table_redraws_in_place() -> None:

@@ -63,6 +63,10 @@ def test_runs_filter_by_file_and_come_newest_first(tmp_path: Path) -> None:
     assert [r.id for r in history.runs()] == [c, b, a]
     assert [r.id for r in history.runs("a.cu")] == [c, a]
     assert [r.id for r in history.runs(limit=1)] == [c]
+    one = history.run(b)
+    assert one is not None and one.id == b and one.kernel == "k" and one.seed == 2
+    assert history.run(b, "b.cu") is not None and history.run(b, "a.cu") is None
+    assert history.run(c + 100) is None
 
 
 def test_decisions_are_recorded_and_validated(
