@@ -114,8 +114,12 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
         label = info.name_expression or info.kernel.name
         r = info.resources
         if r is None:
-            compiled = analysis.compile is not None and analysis.compile.ok
-            note = info.symbol_note if compiled else "resources unknown (the file did not compile)"
+            if analysis.compile is None:  # skipped: the size warning above says why
+                note = "resources unknown (not compiled: too much device code)"
+            elif not analysis.compile.ok:
+                note = "resources unknown (the file did not compile)"
+            else:
+                note = info.symbol_note
             print(f"{name}:{line}: kernel {label}: {note}")
             continue
         print(

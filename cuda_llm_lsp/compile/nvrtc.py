@@ -28,10 +28,8 @@ from cuda_llm_lsp.compile.types import (
 )
 from cuda_llm_lsp.source.device_unit import DeviceUnit
 
-NAME_MAP_FILE = "__nv_name_map"
-MAX_PER_INCLUDE = (
-    10  # header messages shown on one #include line  # where NVRTC reports bad name expressions
-)
+NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
+MAX_PER_INCLUDE = 10  # header messages shown on one #include line
 BASE_FLAGS = (
     "-std=c++17",  # nvcc's default dialect with a current host compiler
     "-Xptxas=-v",  # per-kernel registers, spills, shared memory, stack
@@ -229,6 +227,7 @@ def parse_log(
     """NVRTC's log as diagnostics in the user's file (1-based; end_column exclusive)."""
     lines = log.replace("\r\n", "\n").split("\n")
     main_lines = unit.text.split("\n")
+    split: dict[str, list[str] | None] = {unit.name: main_lines}  # each file split once
     symbols = {symbol: name for name, symbol in (lowered or {}).items()}
     out: list[Diagnostic] = []
     i = 0
@@ -257,7 +256,7 @@ def parse_log(
                 i += 1
             continue
         message = _name_stand_ins(head.group("message").strip())
-        source_lines = _source_of(file, unit, main_lines)
+        source_lines = _source_of(file, unit, split)
         row = int(head.group("line")) - 1
         source = (
             source_lines[row] if source_lines is not None and 0 <= row < len(source_lines) else None
@@ -282,15 +281,15 @@ def parse_log(
         message = " ".join([message, *(b.strip() for b in before)])
         if context:
             message += " (" + "; ".join(context) + ")"
-        out.append(_diagnostic(head, file, message, row, source, caret, unit))
+        out.append(_diagnostic(head, file, message, row, source, caret, unit, main_lines))
     return _unique(out)
 
 
-def _source_of(file: str, unit: DeviceUnit, main_lines: list[str]) -> list[str] | None:
-    if file == unit.name:
-        return main_lines
-    header = unit.headers.get(file)
-    return header.split("\n") if header is not None else None
+def _source_of(file: str, unit: DeviceUnit, split: dict[str, list[str] | None]) -> list[str] | None:
+    if file not in split:
+        header = unit.headers.get(file)
+        split[file] = header.split("\n") if header is not None else None
+    return split[file]
 
 
 def _diagnostic(
@@ -301,6 +300,7 @@ def _diagnostic(
     source: str | None,
     caret: int | None,
     unit: DeviceUnit,
+    main_lines: list[str],
 ) -> Diagnostic:
     severity = _SEVERITY[head.group("severity")]
     code = head.group("code")
@@ -308,7 +308,7 @@ def _diagnostic(
         column = _char_column(source, caret) if source is not None and caret is not None else 0
         end = _token_end(source, column) if source is not None else column
         return Diagnostic(row + 1, column + 1, row + 1, end + 1, severity, message, code)
-    include_row, span = _include_site(file, unit)
+    include_row, span = _include_site(file, unit, main_lines)
     where = f'in included file "{_display_name(file)}" line {row + 1}: {message}'
     return Diagnostic(
         include_row + 1, span[0] + 1, include_row + 1, span[1] + 1, severity, where, code
@@ -334,8 +334,13 @@ def _display_name(file: str) -> str:
     return file
 
 
-def _include_site(file: str, unit: DeviceUnit) -> tuple[int, tuple[int, int]]:
-    """The main-file `#include` line that brought `file` in (0-based row, column range)."""
+def _include_site(
+    file: str, unit: DeviceUnit, main_lines: list[str]
+) -> tuple[int, tuple[int, int]]:
+    """The main-file `#include` line that brought `file` in (0-based row, column range).
+
+    `main_lines`: `unit.text` split once per log (a header can bring hundreds of messages).
+    """
     row: int | None = unit.include_lines.get(file)
     if row is None:
         normalized = file.replace("\\", "/")
@@ -350,8 +355,7 @@ def _include_site(file: str, unit: DeviceUnit) -> tuple[int, tuple[int, int]]:
                 break
     if row is None:
         row = min(unit.include_lines.values(), default=0)
-    text_lines = unit.text.split("\n")
-    text = text_lines[row] if row < len(text_lines) else ""
+    text = main_lines[row] if row < len(main_lines) else ""
     stripped = text.rstrip()
     start = len(text) - len(text.lstrip())
     return row, (start, max(start, len(stripped)))

@@ -110,3 +110,17 @@ def test_missing_and_binary_files_are_errors_not_tracebacks(
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{tmp_path / 'missing.cu'}:1:1: error: cannot read file")
     assert out[1].startswith(f"{binary}:1:1: error: ") and "NUL" in out[1]
+
+
+def test_file_over_the_size_limit_says_why_resources_are_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_LLM_MAX_DEVICE_CODE", "10")
+    source = tmp_path / "big.cu"
+    source.write_text("__global__ void k(float* x) { x[0] = 1; }\n")
+    assert main(["check", str(source)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any("not compiled" in line and "limit" in line for line in out), out
+    assert (
+        out[-1] == f"{source}:1: kernel k: resources unknown (not compiled: too much device code)"
+    )
