@@ -7,21 +7,27 @@ The result lands as an Information diagnostic on the kernel's name
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING
 
-from cuda_llm_lsp.evaluate.types import KernelBinary, NoGpuError
+from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.lsp import results
-from cuda_llm_lsp.lsp.jobs import Job, JobError, Progress
+from cuda_llm_lsp.lsp.jobs import (
+    Job,
+    JobError,
+    Progress,
+    job_evaluator,
+    job_kernel,
+    no_gpu_is_a_job_error,
+)
 
 if TYPE_CHECKING:
     from cuda_llm_lsp.lsp.server import CudaLlmServer
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
-    async def work(job: Job, progress: Progress) -> str:
-        return await run(server, job, progress)
-
-    return server.jobs.start(uri, kernel, "benchmark", f"Benchmarking {kernel}", work)
+    title = f"Benchmarking {kernel}"
+    return server.jobs.start(uri, kernel, "benchmark", title, partial(run, server))
 
 
 async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
@@ -29,9 +35,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     from cuda_llm_lsp.evaluate.format import summary_line
     from cuda_llm_lsp.source.spec import parse_spec
 
-    text, kernel = await server.kernel(job.uri, job.kernel)
-    if kernel is None:
-        raise JobError(f"no kernel named {job.kernel} in the document")
+    text, kernel = await job_kernel(server, job)
     original = kernel.span.slice(text)
     spec, problems = await asyncio.to_thread(parse_spec, kernel, text)
     if spec is None:
@@ -48,15 +52,12 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     built = await asyncio.to_thread(build_binary, text, path, job.kernel, server.settings)
     if not isinstance(built, KernelBinary):
         raise JobError(f"{job.kernel} does not build: {built.message}")
-    try:
-        evaluator = await asyncio.to_thread(server.job_evaluator)
-        job.cancel_hooks.append(evaluator.cancel_job)
-        progress.report(f"running {spec.case_count} cases on the GPU", 30)
+    evaluator = await job_evaluator(server, job, "benchmark")
+    progress.report(f"running {spec.case_count} cases on the GPU", 30)
+    with no_gpu_is_a_job_error(job, "benchmark"):
         result = await asyncio.to_thread(
             evaluator.benchmark, built, spec, spec_dir=path.parent if path else None
         )
-    except NoGpuError as exc:
-        raise JobError(f"cannot benchmark {job.kernel}: no GPU ({exc})") from exc
     line = summary_line(job.kernel, result)
     hint = (
         None if result.status == "ok" else f"{results.status_text(result.status)}: {result.message}"

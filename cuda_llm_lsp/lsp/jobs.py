@@ -14,16 +14,19 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from cuda_llm_lsp.evaluate.types import NoGpuError
 from cuda_llm_lsp.lsp import code_lens
 
 if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
+    from cuda_llm_lsp.lsp.server import CudaLlmServer, JobEvaluator
+    from cuda_llm_lsp.source.kernels import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +43,6 @@ class Job:
     token: str
     cancel_event: threading.Event = field(default_factory=threading.Event)
     cancel_hooks: list[Callable[[], None]] = field(default_factory=list)
-    task: asyncio.Task[Any] | None = None
-    final_message: str | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -59,10 +60,10 @@ class Job:
 
 
 class Progress:
-    """Work-done progress for one job; safe to call from any thread; silent when refused."""
+    """Work-done progress for one job, used on the server's event loop; silent when refused."""
 
-    def __init__(self, server: CudaLlmServer, job: Job, loop: asyncio.AbstractEventLoop) -> None:
-        self.server, self.job, self.loop = server, job, loop
+    def __init__(self, server: CudaLlmServer, job: Job) -> None:
+        self.server, self.job = server, job
         self.enabled = False
         self.ended = False
 
@@ -88,13 +89,6 @@ class Progress:
             )
 
     def report(self, message: str, percentage: int | None = None) -> None:
-        """Report from the event loop or from a worker thread."""
-        if _on_loop(self.loop):
-            self._report(message, percentage)
-        else:
-            self.loop.call_soon_threadsafe(self._report, message, percentage)
-
-    def _report(self, message: str, percentage: int | None) -> None:
         if self.enabled and not self.ended:
             value = types.WorkDoneProgressReport(message=message, cancellable=True)
             if percentage is not None:
@@ -109,14 +103,31 @@ class Progress:
         self.ended = True
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
 Work = Callable[[Job, Progress], Awaitable[str]]  # returns the progress end message
+
+
+async def job_kernel(server: CudaLlmServer, job: Job) -> tuple[str, Kernel]:
+    """The document's current text and the job's kernel in it."""
+    text, kernel = await server.kernel(job.uri, job.kernel)
+    if kernel is None:
+        raise JobError(f"no kernel named {job.kernel} in the document")
+    return text, kernel
+
+
+@contextmanager
+def no_gpu_is_a_job_error(job: Job, verb: str) -> Iterator[None]:
+    try:
+        yield
+    except NoGpuError as exc:
+        raise JobError(f"cannot {verb} {job.kernel}: no GPU ({exc})") from exc
+
+
+async def job_evaluator(server: CudaLlmServer, job: Job, verb: str) -> JobEvaluator:
+    """The job's handle on the GPU evaluator; the job's cancel stops its GPU work at once."""
+    with no_gpu_is_a_job_error(job, verb):
+        evaluator = await asyncio.to_thread(server.job_evaluator)
+    job.cancel_hooks.append(evaluator.cancel_job)
+    return evaluator
 
 
 class JobManager:
@@ -142,12 +153,12 @@ class JobManager:
         job = Job(uri, kernel, kind, token=f"cuda-llm-{kind}-{uuid.uuid4().hex[:12]}")
         self.jobs[(uri, kernel)] = job
         self.by_token[job.token] = job
-        job.task = self.server.spawn(self._run(job, title, work), f"{kind} of {kernel}")
+        self.server.spawn(self._run(job, title, work), f"{kind} of {kernel}")
         code_lens.refresh(self.server)
         return job
 
     async def _run(self, job: Job, title: str, work: Work) -> None:
-        progress = Progress(self.server, job, asyncio.get_running_loop())
+        progress = Progress(self.server, job)
         end_message = "done"
         try:
             await progress.create()
@@ -181,7 +192,6 @@ class JobManager:
                 f"cuda-llm: {job.kind} of {job.kernel} failed: {exc}", types.MessageType.Error
             )
         finally:
-            job.final_message = end_message
             progress.end(end_message)
             self.jobs.pop((job.uri, job.kernel), None)
             self.by_token.pop(job.token, None)

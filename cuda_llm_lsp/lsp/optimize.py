@@ -11,13 +11,13 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
 
-from cuda_llm_lsp.evaluate.types import NoGpuError
 from cuda_llm_lsp.lsp import results, suggestions
-from cuda_llm_lsp.lsp.jobs import Job, JobError, Progress
+from cuda_llm_lsp.lsp.jobs import Job, Progress, job_evaluator, job_kernel
 from cuda_llm_lsp.lsp.suggestions import Suggestion
 
 if TYPE_CHECKING:
@@ -29,10 +29,7 @@ T = TypeVar("T")
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
-    async def work(job: Job, progress: Progress) -> str:
-        return await run(server, job, progress)
-
-    return server.jobs.start(uri, kernel, "optimize", f"Optimizing {kernel}", work)
+    return server.jobs.start(uri, kernel, "optimize", f"Optimizing {kernel}", partial(run, server))
 
 
 def _cases(result: Any) -> tuple[int, int]:
@@ -189,15 +186,9 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     from cuda_llm_lsp.fsr.loop import optimize
     from cuda_llm_lsp.fsr.types import OptimizeRequest, config_from_settings
 
-    text, kernel = await server.kernel(job.uri, job.kernel)
-    if kernel is None:
-        raise JobError(f"no kernel named {job.kernel} in the document")
+    text, kernel = await job_kernel(server, job)
     original = kernel.span.slice(text)
-    try:
-        evaluator = await asyncio.to_thread(server.job_evaluator)
-    except NoGpuError as exc:
-        raise JobError(f"cannot optimize {job.kernel}: no GPU ({exc})") from exc
-    job.cancel_hooks.append(evaluator.cancel_job)  # GPU work stops at once, whatever the loop does
+    evaluator = await job_evaluator(server, job, "optimize")  # cancel stops the GPU work at once
     settings = server.settings
     config = config_from_settings(settings)
     try:
