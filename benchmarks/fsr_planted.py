@@ -56,7 +56,7 @@ def bench_ms(path: Path, kernel: str, env: dict[str, str]) -> float | None:
 def run_one(
     name: str, planted: PlantedRun, work: Path, seed: int, evaluator: str
 ) -> dict[str, object]:
-    from cuda_llm_lsp.fsr.edit import apply_candidate
+    from cuda_llm_lsp.evaluate.candidate import splice
     from cuda_llm_lsp.source.kernels import find_kernels
 
     env = dict(
@@ -124,7 +124,7 @@ def run_one(
         text = planted.file.read_text(encoding="utf-8")
         kernel = next(k for k in find_kernels(text) if k.name == planted.kernel)
         winner = work / f"{name}_winner.cu"
-        winner.write_text(apply_candidate(text, kernel.span, result["best_source"]))
+        winner.write_text(splice(text, kernel, result["best_source"]))
         original = work / f"{name}_original.cu"
         original.write_text(text)
         base = bench_ms(original, planted.kernel, env)
