@@ -98,7 +98,6 @@ from cuda_llm_lsp.evaluate.types import (
     KernelBinary,
     NoGpuError,
     Status,
-    Timing,
 )
 from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec, c_type_dtype
 
@@ -696,8 +695,3 @@ def _scalar_param(arg: ArgSpec, case: Case) -> tuple[str, str, int | float]:
     if arg.dtype == "bfloat16":
         return ("scalar", "uint16", int(bf16_from_float(np.array([value], np.float32))[0]))
     return ("scalar", str(np.dtype(arg.dtype or c_type_dtype(arg.c_type) or "int32")), value)
-
-
-def timing_of(result: EvalResult) -> Timing | None:
-    """The timing a one-line summary shows: the candidate's if any, else the kernel's own."""
-    return result.candidate or result.baseline
