@@ -31,7 +31,7 @@ def summary_line(kernel_name: str, result: EvalResult) -> str:
     total = len(result.cases)
     passed = result.cases_passed
     cases = f"{passed}/{total} cases pass" if total else ""
-    timing = result.candidate or result.baseline
+    timing = result.timing
     parts: list[str] = []
     if timing is not None and result.status == "ok":
         parts.append(format_timing(timing))
