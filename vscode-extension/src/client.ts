@@ -7,6 +7,7 @@
  * library's silent window progress), and the `cudaLlm/suggestion` notification.
  */
 
+import { ChildProcess, spawn } from 'node:child_process';
 import type * as vscode from 'vscode';
 import {
     ConfigurationParams,
@@ -58,15 +59,71 @@ class SuggestionCapability implements StaticFeature {
     clear(): void {}
 }
 
-export function createClient(hooks: ClientHooks): LanguageClient {
-    // No `transport`: it would be stdio anyway, but `TransportKind.stdio` appends `--stdio` to the
-    // command line, which `python -m cuda_llm_lsp` (and user wrapper commands) need not accept.
-    const executable = {
-        command: hooks.launch.command,
-        args: [...hooks.launch.args],
-        options: { cwd: hooks.cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
-    };
-    const serverOptions: ServerOptions = { run: executable, debug: executable };
+/**
+ * The server processes a client started (one per library restart), so that stopping can make
+ * sure none outlives the session: the library's own fallback kill depends on a shell script that
+ * a bundled extension does not have, and a server that misses `shutdown`/`exit` would otherwise
+ * run on, holding its pipes and the editor's (or a test run's) event loop.
+ */
+export class ServerProcesses {
+    private readonly live = new Set<ChildProcess>();
+
+    /** Starts the server on stdio; rejects with the spawn error (a missing command, say). */
+    spawn(launch: ServerLaunch, cwd: string | undefined): Promise<ChildProcess> {
+        const child = spawn(launch.command, [...launch.args], { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' }, stdio: 'pipe' });
+        return new Promise((resolve, reject) => {
+            child.once('spawn', () => {
+                this.live.add(child);
+                child.once('exit', () => this.live.delete(child));
+                resolve(child);
+            });
+            child.once('error', (err) => reject(new Error(`cannot start ${launch.command}: ${err.message}`)));
+        });
+    }
+
+    get count(): number {
+        return this.live.size;
+    }
+
+    /**
+     * Waits `graceMs` for each server still running to exit by itself (it does after `exit`, or
+     * when its stdin closes), then sends SIGTERM, and SIGKILL `graceMs` later.
+     */
+    async terminate(graceMs = 2000): Promise<void> {
+        await Promise.all([...this.live].map((child) => terminateChild(child, graceMs)));
+    }
+}
+
+function exited(child: ChildProcess, ms: number): Promise<boolean> {
+    if (child.exitCode !== null || child.signalCode !== null) {
+        return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), ms);
+        child.once('exit', () => {
+            clearTimeout(timer);
+            resolve(true);
+        });
+    });
+}
+
+async function terminateChild(child: ChildProcess, graceMs: number): Promise<void> {
+    child.stdin?.end();
+    if (await exited(child, graceMs)) {
+        return;
+    }
+    child.kill('SIGTERM');
+    if (!(await exited(child, graceMs))) {
+        child.kill('SIGKILL');
+        await exited(child, graceMs);
+    }
+}
+
+export function createClient(hooks: ClientHooks, processes: ServerProcesses): LanguageClient {
+    // Started by us rather than from an `Executable`, so that `processes` knows every server
+    // process. Plain stdio: `TransportKind.stdio` would append `--stdio` to the command line,
+    // which `python -m cuda_llm_lsp` (and user wrapper commands) need not accept.
+    const serverOptions: ServerOptions = () => processes.spawn(hooks.launch, hooks.cwd);
     const clientOptions: LanguageClientOptions = {
         documentSelector: [
             { scheme: 'file', language: 'cuda-cpp' },

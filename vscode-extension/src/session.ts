@@ -8,7 +8,7 @@
 
 import * as os from 'node:os';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { cancelProgress, createClient, executeServerCommand, onStateChange, sendConfiguration } from './client';
+import { ServerProcesses, cancelProgress, createClient, executeServerCommand, onStateChange, sendConfiguration } from './client';
 import {
     ClientCommand,
     KernelRef,
@@ -58,6 +58,8 @@ interface ProgressUi {
 
 export class Session {
     private client: LanguageClient | undefined;
+    /** Every server process started, so that none outlives a stop. */
+    private readonly processes = new ServerProcesses();
     private stateListener: { dispose(): unknown } | undefined;
     private state: ServerState = { kind: 'stopped' };
     private apiKey: string | undefined;
@@ -180,7 +182,7 @@ export class Session {
             onProgress: (token, value) => this.onProgress(token, value),
             onCommandResult: (command, args, result) => this.onCommandResult(command, args, result),
             onSuggestion: (params) => this.onSuggestion(params),
-        });
+        }, this.processes);
         this.client = client;
         // The library restarts a crashed server a few times; the status bar follows it, and jobs
         // of a server that went away are gone.
@@ -199,6 +201,7 @@ export class Session {
         } catch (err) {
             this.client = undefined;
             await client.dispose().catch(() => undefined);
+            await this.processes.terminate();
             return this.failed(`the language server did not start: ${errorText(err)}`);
         }
     }
@@ -224,6 +227,9 @@ export class Session {
             } catch (err) {
                 this.log(`Stopping the language server: ${errorText(err)}`);
             }
+        }
+        if (this.processes.count > 0) {
+            await this.processes.terminate();
         }
         this.setState({ kind: 'stopped' });
     }

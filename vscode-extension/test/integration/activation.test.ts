@@ -113,7 +113,7 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
 
     it('passes settings and the API key in initializationOptions and workspace/configuration', async () => {
         const init = await until('initialize', () => serverLog(logFile).find((m) => m.method === 'initialize'));
-        assert.deepEqual(serverLog(logFile)[0], { argv: [logFile] }, 'the server gets exactly the configured command line');
+        assert.deepEqual(serverLog(logFile)[0].argv, [logFile], 'the server gets exactly the configured command line');
         assert.equal(init.params.initializationOptions.cudaLlm.model, 'test-model');
         assert.deepEqual(init.params.initializationOptions.cudaLlm.includePaths, ['include']);
         assert.equal(init.params.initializationOptions.cudaLlm.rounds, 4);
@@ -289,6 +289,33 @@ describe('the bundled extension without the server package', { timeout: 60_000 }
         } finally {
             await ext.deactivate();
             context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});
+
+describe('the bundled extension with a server that hangs at shutdown', { timeout: 60_000 }, () => {
+    it('kills the server when it answers neither shutdown nor exit nor SIGTERM', async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-ext-'));
+        const logFile = path.join(dir, 'server.jsonl');
+        try {
+            const ext = loadBundle();
+            fake.reset();
+            resetSettings();
+            fake.settings.set('cudaLlm.server.command', [process.execPath, path.join(__dirname, 'fakeServer.js'), logFile, '--stubborn']);
+            const context = makeContext();
+            await ext.activate(context);
+            await until('running', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+            const pid = serverLog(logFile).find((m) => m.pid !== undefined)?.pid as number;
+            assert.ok(pid > 0, 'the fake server logged its pid');
+            const started = Date.now();
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            assert.throws(() => process.kill(pid, 0), /ESRCH/, 'the server process is gone');
+            assert.ok(serverLog(logFile).some((m) => m.signal === 'SIGTERM'), 'asked with SIGTERM before SIGKILL');
+            assert.ok(Date.now() - started < 20_000, `deactivate took ${Date.now() - started} ms`);
+            assert.match(fake.output, /Stopping the language server: .*timed out/i);
+        } finally {
             fs.rmSync(dir, { recursive: true, force: true });
         }
     });

@@ -9,6 +9,8 @@
 import * as fs from 'node:fs';
 
 const logFile = process.argv[2];
+/** `--stubborn`: never answers `shutdown`, ignores `exit`, stdin's end and SIGTERM (a hung server). */
+const stubborn = process.argv.includes('--stubborn');
 if (logFile === undefined) {
     process.stderr.write('usage: fakeServer.js LOG_FILE\n');
     process.exit(2);
@@ -155,10 +157,14 @@ function handle(message: Message): void {
             return;
         }
         case 'shutdown':
-            send({ id: message.id, result: null });
+            if (!stubborn) {
+                send({ id: message.id, result: null });
+            }
             return;
         case 'exit':
-            process.exit(0);
+            if (!stubborn) {
+                process.exit(0);
+            }
             return;
         default:
             if (message.id !== undefined) {
@@ -184,6 +190,11 @@ process.stdin.on('data', (chunk: Buffer) => {
         handle(JSON.parse(body) as Message);
     }
 });
-process.stdin.on('end', () => process.exit(0));
-record({ argv: process.argv.slice(2) });
+if (stubborn) {
+    process.on('SIGTERM', () => record({ signal: 'SIGTERM' }));
+    setInterval(() => undefined, 1000);
+} else {
+    process.stdin.on('end', () => process.exit(0));
+}
+record({ argv: process.argv.slice(2), pid: process.pid });
 process.stderr.write('fake server started\n');

@@ -50,6 +50,25 @@ function findPython(): { python?: string; reason?: string } {
 
 const found = fs.existsSync(SAXPY) ? findPython() : { reason: 'tests/lsp/data/saxpy.cu is missing' };
 
+/** Live (non-zombie) child processes of this test process: a server left running is a leak. */
+function liveChildren(): number[] {
+    if (process.platform !== 'linux') {
+        return [];
+    }
+    return fs
+        .readdirSync('/proc')
+        .filter((name) => /^\d+$/.test(name))
+        .flatMap((name) => {
+            try {
+                const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+                const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+                return Number(fields[1]) === process.pid && fields[0] !== 'Z' ? [Number(name)] : [];
+            } catch {
+                return [];
+            }
+        });
+}
+
 async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -126,6 +145,8 @@ describe('an optimization with the real server', { skip: found.reason, timeout: 
         context?.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
         llm?.process.kill();
         fs.rmSync(scratch, { recursive: true, force: true });
+        await until('the LLM exits', () => llm === undefined || llm.process.exitCode !== null || llm.process.signalCode !== null);
+        assert.deepEqual(liveChildren(), [], 'no server process outlives deactivate');
     });
 
     it('opens the diff from the notification the server sends when the job ends', async () => {

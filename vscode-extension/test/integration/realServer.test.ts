@@ -39,6 +39,25 @@ function findPython(): { python?: string; reason?: string } {
 const found = findPython();
 const SAXPY = path.join(REPO, 'examples', 'saxpy.cu');
 
+/** Live (non-zombie) child processes of this test process: a server left running is a leak. */
+function liveChildren(): number[] {
+    if (process.platform !== 'linux') {
+        return [];
+    }
+    return fs
+        .readdirSync('/proc')
+        .filter((name) => /^\d+$/.test(name))
+        .flatMap((name) => {
+            try {
+                const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+                const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+                return Number(fields[1]) === process.pid && fields[0] !== 'Z' ? [Number(name)] : [];
+            } catch {
+                return [];
+            }
+        });
+}
+
 async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -83,6 +102,7 @@ describe('the bundled extension with the real server', { skip: found.reason ?? (
     after(async () => {
         await ext.deactivate();
         context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+        assert.deepEqual(liveChildren(), [], 'no server process outlives deactivate');
     });
 
     it('starts python -m cuda_llm_lsp and gets the server commands of the contract', async () => {
