@@ -26,6 +26,7 @@ import os
 import pickle
 import struct
 import sys
+import threading
 import time
 from typing import Any, BinaryIO
 
@@ -513,7 +514,23 @@ def _start(device: int) -> tuple[Worker | None, dict[str, Any] | None]:
         return None, {"status": "no_gpu", "message": f"no CUDA driver: {exc}"}
 
 
+def _exit_with_parent(interval_s: float = 1.0) -> None:
+    """Exits when the server that started this worker is gone (killed, say, by an editor that
+    gave up on its shutdown): an orphaned worker would hold the GPU, and a hung kernel would spin
+    on it forever. Polls from a daemon thread; the worker runs in its own session, so the
+    server's process group signals do not reach it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        os._exit(4)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def serve(device: int) -> int:
+    _exit_with_parent()
     reply_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints (ours or a library's) go to stderr
     sys.stdout = sys.stderr

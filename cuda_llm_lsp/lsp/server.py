@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: How long `shutdown` waits for the evaluator to close before answering anyway.
+SHUTDOWN_WAIT_S = 3.0
+
 Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
 EvaluatorFactory = Callable[[], "Evaluator"]
 LlmFactory = Callable[["OptimizeConfig"], "LlmClient"]
@@ -313,8 +316,14 @@ def create_server(
         module.register(server)
 
     @server.feature(types.SHUTDOWN)
-    def on_shutdown(ls: CudaLlmServer, params: None) -> None:
+    async def on_shutdown(ls: CudaLlmServer, params: None) -> None:
+        # Closing the evaluator waits for its worker (a busy one up to seconds): off the event
+        # loop, and not past the client's patience, which then kills the server and, with it,
+        # the worker (it exits when its parent does).
         ls.jobs.cancel_all()
-        ls.close_engine()
+        try:
+            await asyncio.wait_for(asyncio.to_thread(ls.close_engine), SHUTDOWN_WAIT_S)
+        except asyncio.TimeoutError:
+            log.warning("the evaluator did not close within %.0f s of shutdown", SHUTDOWN_WAIT_S)
 
     return server

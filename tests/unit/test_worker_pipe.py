@@ -50,3 +50,50 @@ def test_large_replies_arrive_whole_and_fast() -> None:
 def test_a_closed_pipe_is_end_of_file() -> None:
     process = _reader([])
     assert process.receive(5.0, threading.Event()) is None
+
+
+def test_the_worker_exits_when_its_server_is_killed() -> None:
+    """An editor that gives up on the server SIGKILLs it; its worker, busy with a hung kernel and
+    in its own session (no group signal reaches it), must not live on holding the GPU."""
+    import signal
+    import subprocess
+    import sys
+
+    server_code = (
+        "import threading, time\n"
+        "from cuda_llm_lsp.evaluate.pool import GpuEvaluator\n"
+        "from cuda_llm_lsp.source.kernels import find_kernels\n"
+        "from cuda_llm_lsp.source.spec import parse_spec\n"
+        "from tests.unit.test_evaluator_rules import BASE, SOURCE, binary\n"
+        "spec, _ = parse_spec(find_kernels(SOURCE)[0], SOURCE)\n"
+        "ev = GpuEvaluator(launch_timeout_s=600.0)\n"
+        "ev.device_facts()\n"
+        "args = (BASE, binary('hang'), spec)\n"
+        "threading.Thread(target=ev.evaluate, args=args, daemon=True).start()\n"
+        "time.sleep(1.0)\n"  # the worker is inside the hung launch
+        "print(ev._proc.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(
+        os.environ,
+        CUDA_LLM_LSP_DRIVER="tests.unit.fake_cuda_driver",
+        PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", server_code], stdout=subprocess.PIPE, text=True, env=env, cwd=root
+    )
+    assert server.stdout is not None
+    worker_pid = int(server.stdout.readline())
+    os.kill(worker_pid, 0)  # busy, not gone
+    os.kill(server.pid, signal.SIGKILL)
+    server.wait()
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(worker_pid, signal.SIGKILL)
+    raise AssertionError("the worker outlived its killed server by 10 s")
