@@ -60,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run each winner under compute-sanitizer (slow on large cases)",
     )
     parser.add_argument("--no-vendor", action="store_true", help="skip cuBLAS/cuSPARSE timings")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        metavar="S",
+        help="start no kernel after S seconds; the rest are reported as skipped",
+    )
     parser.epilog = "exit codes: 0 all kernels correct, 1 a kernel fails, 2 usage, 3 no GPU"
 
 
@@ -134,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"{directory} is not a directory", EXIT_USAGE, as_json)
     if args.replay is not None and not args.replay.is_dir():
         return _error(f"recording {args.replay} is not a directory", EXIT_USAGE, as_json)
+    if args.deadline is not None and args.deadline <= 0:
+        return _error("--deadline must be positive", EXIT_USAGE, as_json)
     if args.time_budget is not None and args.time_budget <= 0:
         return _error("--time-budget must be positive", EXIT_USAGE, as_json)
     names = tuple(args.kernel)
@@ -159,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         sanitize=args.sanitize,
         vendor=not args.no_vendor,
         command=command,
+        deadline_s=args.deadline,
     )
     plan = timing.Plan(budget_s=args.time_budget) if args.time_budget else None
     try:

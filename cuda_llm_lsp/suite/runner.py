@@ -40,6 +40,9 @@ class SuiteOptions:
     vendor: bool = True
     settings: Settings = field(default_factory=Settings)
     command: str = ""
+    # Wall-clock seconds for the kernels; those not started by then are reported as skipped,
+    # so a run with a hard time limit (a lent GPU, CI) still ends with a report.
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,15 @@ class SuiteRunner:
         rows: list[KernelRow] = []
         notes: list[str] = []
         total = len(items)
+        started = time.monotonic()
         for i, item in enumerate(items, 1):
+            if opts.deadline_s is not None and time.monotonic() - started > opts.deadline_s:
+                row = replace(_base_row(item), status="skipped",
+                              message=f"not run: the suite's deadline of {opts.deadline_s:g} s "
+                              "was reached")  # fmt: skip
+                rows.append(row)
+                self.on_progress(Progress(i, total, item.kernel.name, "done", row))
+                continue
             self.on_progress(Progress(i, total, item.kernel.name, "bench"))
             try:
                 row = self.run_kernel(item, i, total)

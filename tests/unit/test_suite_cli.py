@@ -118,3 +118,19 @@ def test_a_broken_kernel_does_not_stop_the_others(tmp_path: Path) -> None:
     assert rows["broken_bf16"]["correct"]
     md = (out / "report.md").read_text()
     assert "## Problems" in md and "`broken_f32`" in md
+
+
+def test_a_deadline_skips_the_kernels_not_started_and_still_writes_the_report(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "report"
+    # The first kernel starts at once; compiling it alone takes longer than 1 ms.
+    proc = suite(tmp_path, str(SUITE), "--kernel", "gelu_f32", "--kernel", "gelu_bf16",
+                 "--deadline", "0.001", "--out", str(out), "--no-vendor")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    rows = {r["kernel"]: r for r in json.loads((out / "report.json").read_text())["kernels"]}
+    assert rows["gelu_f32"]["correct"]
+    assert rows["gelu_bf16"]["status"] == "skipped"
+    assert "deadline of 0.001 s was reached" in rows["gelu_bf16"]["message"]
+    proc = suite(tmp_path, str(SUITE), "--deadline", "0", "--out", str(out))
+    assert proc.returncode == 2 and "--deadline must be positive" in proc.stderr
