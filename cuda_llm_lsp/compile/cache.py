@@ -1,6 +1,7 @@
 """Compile results cached in memory (LRU) and on disk, keyed by everything that shapes them.
 
-The key hashes the unit text, its in-memory headers, the options (arch, -I, -D, flags), the name
+The key hashes the unit text, its in-memory headers, the size and time of headers NVRTC reads
+from configured include paths, the options (arch, -I, -D, flags), the name
 expressions, the NVRTC version and the stand-in headers. Disk entries are JSON (never pickle:
 the cache directory is not trusted to hold code) written atomically; a corrupt or unreadable
 entry is a miss, never an error. `CUDA_LLM_CACHE_DIR` overrides the platformdirs location.
@@ -52,6 +53,7 @@ def cache_key(unit: DeviceUnit, options: CompileOptions, name_expressions: Seque
         unit.text,
         sorted(unit.headers.items()),
         sorted(unit.include_lines.items()),
+        sorted(unit.external_headers.items()),
         build_flags(unit, options),
         list(name_expressions),
     ]

@@ -41,6 +41,10 @@ class DeviceUnit:
     headers: dict[str, str] = field(default_factory=dict)  # in-memory headers given to NVRTC
     include_lines: dict[str, int] = field(default_factory=dict)  # header name -> 0-based line
     problems: tuple[IncludeProblem, ...] = ()
+    # `#include <...>` files NVRTC reads itself from a configured include path: path ->
+    # (mtime_ns, size), so that editing one invalidates cached compiles (the toolkit's own
+    # headers are covered by the NVRTC version).
+    external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 MAX_INCLUDE_DEPTH = 16
@@ -132,6 +136,7 @@ def build_device_unit(
         headers=dict(state.headers),
         include_lines=include_lines,
         problems=tuple(problems),
+        external_headers=dict(state.external),
     )
 
 
@@ -142,6 +147,7 @@ class _IncludeState:
     seen: set[Path] = field(default_factory=set)
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
+    external: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
@@ -160,7 +166,7 @@ def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> 
     return None
 
 
-def _system_include(name: str, configured: tuple[str, ...]) -> bool | None:
+def _system_include(name: str, state: _IncludeState) -> bool | None:
     """`#include <name>` (or a quoted name found nowhere near the file, as nvcc searches it).
 
     True: keep (a stand-in or a header NVRTC can find); False: host-only, drop; None: not found.
@@ -169,7 +175,16 @@ def _system_include(name: str, configured: tuple[str, ...]) -> bool | None:
         return True
     if std_headers.is_host_only(name):
         return False
-    return True if std_headers.find_system_header(name, configured) is not None else None
+    found = std_headers.find_system_header(name, state.configured)
+    if found is None:
+        return None
+    if any(found.is_relative_to(d) for d in state.configured):
+        try:
+            stat = found.stat()
+            state.external[str(found)] = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            pass
+    return True
 
 
 def _include(
@@ -183,7 +198,7 @@ def _include(
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
             return True, _load_header(name, found, state, depth)
-    kept = _system_include(name, state.configured)
+    kept = _system_include(name, state)
     if kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
     elif not kept and name in std_headers.DEVICE_LIBRARIES:

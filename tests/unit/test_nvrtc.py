@@ -298,3 +298,27 @@ def test_type_traits_in_device_templates() -> None:
     )
     result = compile_text(source, ("k<float>", "k<double>"))
     assert result.diagnostics == () and set(result.resources) == {"k<float>", "k<double>"}
+
+
+def test_editing_a_header_from_a_configured_path_invalidates_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`#include <mylib/ops.cuh>` through a configured path: NVRTC reads the file itself, so only
+    its size and time in the key keep a cached result from hiding the edit."""
+    monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+    include = tmp_path / "include"
+    (include / "mylib").mkdir(parents=True)
+    header = include / "mylib" / "ops.cuh"
+    header.write_text("#pragma once\n__device__ float twice(float x) { return 2 * x; }\n")
+    source = "#include <mylib/ops.cuh>\n__global__ void k(float* x) { x[0] = twice(x[0]); }\n"
+
+    def compile_now():
+        unit = build_device_unit(source, tmp_path / "k.cu", include_paths=(str(include),))
+        return CompileCache().compile(unit, OPTIONS, ("k",))
+
+    assert compile_now().ok
+    header.write_text("#pragma once\n__device__ float twice(float x) { return 2 * y; }\n")
+    broken = compile_now()
+    assert not broken.from_cache and not broken.ok
+    assert any("ops.cuh" in d.message and '"y"' in d.message for d in broken.diagnostics)
+    assert compile_now().from_cache  # unchanged again: a hit
