@@ -42,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from cuda_llm_lsp.evaluate.inputs import InputError
     from cuda_llm_lsp.evaluate.pool import GpuEvaluator
     from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
+    from cuda_llm_lsp.source.draft import draft_spec
     from cuda_llm_lsp.source.kernels import find_kernels
-    from cuda_llm_lsp.source.spec import draft_spec, parse_spec
+    from cuda_llm_lsp.source.spec import parse_spec
 
     as_json = args.format == "json"
     path: Path = args.file

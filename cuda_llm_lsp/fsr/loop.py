@@ -109,7 +109,7 @@ class DefaultToolchain:
         return parse_spec(kernel, text)
 
     def draft_spec(self, kernel: Kernel, text: str) -> str:
-        from cuda_llm_lsp.source.spec import draft_spec
+        from cuda_llm_lsp.source.draft import draft_spec
 
         return draft_spec(kernel, text)
 

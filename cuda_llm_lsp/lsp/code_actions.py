@@ -89,7 +89,7 @@ def add_spec_edit(
     server: CudaLlmServer, uri: str, text: str, kernel: Kernel
 ) -> types.WorkspaceEdit | None:
     """Insert the draft spec on its own lines above the kernel (versioned where supported)."""
-    from cuda_llm_lsp.source.spec import draft_spec
+    from cuda_llm_lsp.source.draft import draft_spec
 
     try:
         draft = draft_spec(kernel, text)

@@ -88,7 +88,7 @@ _C_TYPES: dict[str, str] = {
     "bool": "bool",
 }  # fmt: skip
 # CUDA vector types: (element type, lanes); a `float4*` buffer of n vectors is float32[n * 4].
-_VECTOR_TYPES: dict[str, tuple[str, int]] = {
+VECTOR_TYPES: dict[str, tuple[str, int]] = {
     "float2": ("float32", 2), "float4": ("float32", 4), "double2": ("float64", 2),
     "int2": ("int32", 2), "int4": ("int32", 4), "uint2": ("uint32", 2), "uint4": ("uint32", 4),
     "half2": ("float16", 2), "__half2": ("float16", 2), "__nv_bfloat162": ("bfloat16", 2),
@@ -197,7 +197,7 @@ def c_type_dtype(c_type: str) -> str | None:
     return _C_TYPES.get(normalize_c_type(c_type))
 
 
-def _resolved_base(param: Param, template_args: Mapping[str, str]) -> str:
+def resolved_base(param: Param, template_args: Mapping[str, str]) -> str:
     base = normalize_c_type(param.base_type)
     return normalize_c_type(template_args.get(base, base))
 
@@ -293,7 +293,7 @@ def split_template_args(text: str) -> list[str]:
     return parts
 
 
-def _int_literal(text: str) -> int | None:
+def int_literal(text: str) -> int | None:
     m = re.fullmatch(r"\s*(-?)\s*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*", text)
     if not m:
         return None
@@ -301,10 +301,10 @@ def _int_literal(text: str) -> int | None:
     return -value if m.group(1) else value
 
 
-def _template_constants(template_args: Mapping[str, str]) -> dict[str, int]:
+def template_constants(template_args: Mapping[str, str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, text in template_args.items():
-        value = _int_literal(text)
+        value = int_literal(text)
         if value is not None:
             out[name] = value
     return out
@@ -650,7 +650,7 @@ class _SpecParser:
 
         instance, template_args = self.parse_instance(doc.get("instance"))
         sizes = self.parse_sizes(doc.get("sizes"))
-        constants = _template_constants(template_args)
+        constants = template_constants(template_args)
         raw_sizes = doc.get("sizes")
         declared: dict[str, Any] = raw_sizes if isinstance(raw_sizes, dict) else {}
         # a size with a bad value is still a known name: no follow-on "unknown name" errors
@@ -856,7 +856,7 @@ class _SpecParser:
                 )
         missing = [p for p in kernel.params if p.name not in value]
         for p in missing:
-            if not p.is_pointer and c_type_dtype(_resolved_base(p, template_args)) is None:
+            if not p.is_pointer and c_type_dtype(resolved_base(p, template_args)) is None:
                 self.error(
                     ("args",),
                     f"missing args.{p.name}, and a {p.c_type.strip()} cannot be given in a spec "
@@ -933,8 +933,8 @@ class _SpecParser:
             self.error(path, f"{where}: empty element count in {value!r}", value)
             return None
         count_ok = self.expression(path, count, f"{where} count") is not None
-        base = _resolved_base(param, template_args)
-        declared = c_type_dtype(base) or _VECTOR_TYPES.get(base, (None, 1))[0]
+        base = resolved_base(param, template_args)
+        declared = c_type_dtype(base) or VECTOR_TYPES.get(base, (None, 1))[0]
         if declared is not None and declared != dtype:
             self.warn(
                 path,
@@ -953,7 +953,7 @@ class _SpecParser:
     ) -> ArgSpec | None:
         path = ("args", param.name)
         where = f"args.{param.name}"
-        base = _resolved_base(param, template_args)
+        base = resolved_base(param, template_args)
         dtype = c_type_dtype(base)
         if dtype is None:
             self.error(
@@ -1160,7 +1160,7 @@ def _default_tolerances(args: list[ArgSpec], outputs: tuple[str, ...]) -> tuple[
 
 def _evaluate_cases(spec: TestSpec) -> tuple[list[Case], list[_Problem]]:
     """Every case of `spec`, and the first problem per key (evaluation-time errors)."""
-    constants = _template_constants(spec.template_args)
+    constants = template_constants(spec.template_args)
     problems: dict[tuple[str, ...], _Problem] = {}
     cases: list[Case] = []
 
@@ -1352,212 +1352,3 @@ def _to_error(locator: _Locator, problem: _Problem) -> SpecError:
     else:
         span = locator.key(path)
     return SpecError(span, problem.message, problem.severity)
-
-
-# ---------------------------------------------------------------------------------------------
-# Draft
-
-
-_SIZE_DTYPES = frozenset({"int32", "uint32", "int64", "uint64"})
-_ONE_D_NAMES = (
-    "n",
-    "size",
-    "len",
-    "length",
-    "count",
-    "num",
-    "numel",
-    "num_elements",
-    "total",
-    "elements",
-)
-_PAIRS = (
-    ("rows", "cols"), ("nrows", "ncols"), ("num_rows", "num_cols"), ("n_rows", "n_cols"),
-    ("height", "width"), ("h", "w"), ("ny", "nx"), ("m", "n"),
-)  # fmt: skip
-_TRIPLES = (("nz", "ny", "nx"), ("depth", "height", "width"), ("d", "h", "w"))
-
-
-def draft_spec(kernel: Kernel, source: str) -> str:
-    """A reviewable `/* @cuda-llm ... */` block for a kernel without one; it must parse."""
-    roles = infer_roles(kernel, source)
-    lines = [
-        "/* @cuda-llm",
-        f"# Draft test spec for {kernel.name}, inferred from its signature: review every line.",
-        "# Case i takes value i of every size list; the last case is the one that is timed.",
-    ]
-    template_args: dict[str, str] = {}
-    if kernel.is_template:
-        instance, template_args, note = _draft_instance(kernel, source)
-        lines.append(f"# {note}")
-        lines.append(f"instance = {_quote(instance)}")
-    constants = _template_constants(template_args)
-
-    ints: list[Param] = []
-    floats: list[Param] = []
-    for p in kernel.params:
-        if p.is_pointer:
-            continue
-        dtype = c_type_dtype(_resolved_base(p, template_args))
-        if dtype in FLOAT_DTYPES:
-            floats.append(p)
-        elif dtype is not None:
-            ints.append(p)
-    sizable = [p for p in ints if c_type_dtype(_resolved_base(p, template_args)) in _SIZE_DTYPES]
-    by_lower = {p.name.lower(): p.name for p in sizable}
-    block_size = _draft_block_size(kernel, constants)
-
-    sizes: dict[str, list[int]] = {}
-    counts: dict[str, str] = {}
-    pointers = [p for p in kernel.params if p.is_pointer]
-    triple = next((t for t in _TRIPLES if all(n in by_lower for n in t)), None)
-    pair = None if triple else next((t for t in _PAIRS if all(n in by_lower for n in t)), None)
-    if triple:
-        z, y, x = (by_lower[n] for n in triple)
-        sizes = {x: [1, 17, 67, 256], y: [1, 9, 33, 256], z: [1, 5, 19, 256]}
-        grid = f"[{_quote(f'cdiv({x}, 8)')}, {_quote(f'cdiv({y}, 8)')}, {_quote(f'cdiv({z}, 4)')}]"
-        block = "[8, 8, 4]"
-        lines.append(f"# 3-D launch: one thread per ({x}, {y}, {z}) point.")
-        default_count = f"{z} * {y} * {x}"
-    elif pair:
-        y, x = (by_lower[n] for n in pair)
-        sizes = {y: [1, 17, 100, 2048], x: [1, 33, 129, 2048]}
-        grid = f"[{_quote(f'cdiv({x}, 16)')}, {_quote(f'cdiv({y}, 16)')}]"
-        block = "[16, 16]"
-        lines.append(f"# 2-D launch: one thread per ({x}, {y}) element, x along {x}.")
-        default_count = f"{y} * {x}"
-        k = by_lower.get("k") if pair == ("m", "n") else None
-        if k is not None:
-            sizes[k] = [1, 19, 64, 1024]
-            lines.append(
-                f"# Counts assume a = {y} x {k}, b = {k} x {x}, others {y} x {x}: check them."
-            )
-            for p in pointers:
-                if p.name.lower() in ("a", "x", "lhs"):
-                    counts[p.name] = f"{y} * {k}"
-                elif p.name.lower() in ("b", "w", "rhs"):
-                    counts[p.name] = f"{k} * {x}"
-    else:
-        main = next((by_lower[n] for n in _ONE_D_NAMES if n in by_lower), None)
-        if main is None and sizable:
-            main = sizable[0].name
-        if main is None:
-            main = _fresh_name("n", {p.name for p in kernel.params})
-            sizes[main] = [256, 1024, 65536, 1048576]
-            lines.append(
-                f"# {kernel.name} takes no size, so {main} is only the buffer length: these are "
-                f"multiples of the block size; check what the kernel really indexes."
-            )
-        others = [p.name for p in sizable if p.name != main]
-        if others:
-            sizes[main] = [1, 17, 1000, 65536]
-            for name in others:
-                sizes[name] = [1, 3, 8, 32]
-            lines.append(
-                "# Review: counts assume every buffer holds "
-                f"{' * '.join([main, *others])} elements."
-            )
-            default_count = " * ".join([main, *others])
-        else:
-            sizes.setdefault(main, [1, 17, 1000, 1048576])
-            default_count = main
-        block_text = block_size if isinstance(block_size, str) else str(block_size)
-        grid = _quote(f"cdiv({main}, {block_text})")
-        block = _quote(block_size) if isinstance(block_size, str) else str(block_size)
-        lines.append(f"# 1-D launch: one thread per element of {main}.")
-
-    for name, values in sizes.items():
-        lines.append(f"sizes.{name} = [{', '.join(str(v) for v in values)}]")
-    lines.append(f"grid = {grid}")
-    lines.append(f"block = {block}")
-    lines.append("# Roles: in = only read (checked unchanged); inout = read and written;")
-    lines.append("# out = only written (poisoned before each run: every element must be written).")
-    width = max((len(p.name) for p in kernel.params), default=1)
-    for p in kernel.params:
-        pad = " " * (width - len(p.name))
-        if p.is_pointer:
-            base = _resolved_base(p, template_args)
-            dtype = c_type_dtype(base)
-            count = counts.get(p.name, default_count)
-            note = ""
-            if base in _VECTOR_TYPES:
-                dtype, lanes = _VECTOR_TYPES[base]
-                count = f"({count}) * {lanes}" if " " in count else f"{count} * {lanes}"
-                note = f"  # {base}: {lanes} {dtype} per element"
-            elif dtype not in DTYPES:
-                note = f"  # review: {base}* has no listed element type; counted as float32"
-                dtype = "float32"
-            lines.append(
-                f"args.{p.name}{pad} = {_quote(f'{roles[p.name]} {dtype}[{count}]')}{note}"
-            )
-        elif p in ints:
-            value = p.name if p.name in sizes else "1"
-            lines.append(f"args.{p.name}{pad} = {_quote(value)}")
-        elif p in floats:
-            lines.append(f"args.{p.name}{pad} = 0.5  # review: a representative value")
-        else:
-            lines.append(
-                f"# TODO args.{p.name}: a {p.c_type.strip()} cannot be given a value in a spec"
-            )
-    if not pointers:
-        lines.append(f"# {kernel.name} has no pointer parameters: there is no output to compare.")
-    lines.append("*/")
-    return "\n".join(lines) + "\n"
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _fresh_name(name: str, taken: set[str]) -> str:
-    candidate = name
-    while candidate in taken:
-        candidate += "_"
-    return candidate
-
-
-def _draft_block_size(kernel: Kernel, constants: Mapping[str, int]) -> int | str:
-    for name, value in constants.items():
-        upper = name.upper()
-        if ("BLOCK" in upper or "THREADS" in upper) and 1 <= value <= MAX_THREADS_PER_BLOCK:
-            return name
-    if kernel.launch_bounds:
-        first = _int_literal(split_template_args(kernel.launch_bounds)[0])
-        if first is not None and 1 <= first <= MAX_THREADS_PER_BLOCK:
-            return first
-    return 256
-
-
-def _draft_instance(kernel: Kernel, source: str) -> tuple[str, dict[str, str], str]:
-    params = template_parameters(kernel, source)
-    for text in kernel.instantiations:
-        m = re.fullmatch(r"\s*([A-Za-z_][\w:]*)\s*<(.*)>\s*", text, re.S)
-        if m and m.group(1).split("::")[-1] == kernel.name:
-            args = split_template_args(m.group(2))
-            if 0 < len(args) <= len(kernel.template_params):
-                return (
-                    text.strip(),
-                    dict(zip(kernel.template_params, args, strict=False)),
-                    "instance: the first instantiation launched in this file.",
-                )
-    args = []
-    for p in params:
-        if p.default is not None:
-            args.append(p.default)
-        elif p.is_type:
-            args.append("float")
-        else:
-            upper = p.name.upper()
-            args.append(
-                "16"
-                if "TILE" in upper
-                else "256"
-                if ("BLOCK" in upper or "THREAD" in upper)
-                else "4"
-            )
-    instance = f"{kernel.name}<{', '.join(args)}>"
-    return (
-        instance,
-        dict(zip(kernel.template_params, args, strict=False)),
-        "instance: no launch site found, so these template arguments are a guess: review them.",
-    )

@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import (
     Case,
@@ -13,7 +14,6 @@ from cuda_llm_lsp.source.spec import (
     SpecError,
     TestSpec,
     c_type_dtype,
-    draft_spec,
     infer_roles,
     parse_spec,
 )
