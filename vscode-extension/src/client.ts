@@ -72,12 +72,20 @@ export class ServerProcesses {
     spawn(launch: ServerLaunch, cwd: string | undefined): Promise<ChildProcess> {
         const child = spawn(launch.command, [...launch.args], { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' }, stdio: 'pipe' });
         return new Promise((resolve, reject) => {
+            let started = false;
             child.once('spawn', () => {
+                started = true;
                 this.live.add(child);
                 child.once('exit', () => this.live.delete(child));
                 resolve(child);
             });
-            child.once('error', (err) => reject(new Error(`cannot start ${launch.command}: ${err.message}`)));
+            // Also after the start (a failed kill, say): an 'error' without a listener would
+            // throw in the extension host.
+            child.on('error', (err) => {
+                if (!started) {
+                    reject(new Error(`cannot start ${launch.command}: ${err.message}`));
+                }
+            });
         });
     }
 
