@@ -85,14 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
 
-    from cuda_llm_lsp.lsp.server import create_server
+    from cuda_llm_lsp.lsp.server import create_server, serve_stdio
 
     server = create_server()
     try:
         if address is not None:
             server.start_tcp(*address)
         else:
-            server.start_io()
+            serve_stdio(server)
     except KeyboardInterrupt:
         return 130
     return 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -327,3 +329,17 @@ def create_server(
             log.warning("the evaluator did not close within %.0f s of shutdown", SHUTDOWN_WAIT_S)
 
     return server
+
+
+def serve_stdio(server: LanguageServer) -> None:
+    """Serve on stdin/stdout, the protocol on a private copy of file descriptor 1.
+
+    Anything else that writes to stdout (a stray `print`, a warning, a C library such as the
+    CUDA driver) would corrupt a message and make the client drop the connection; it goes to
+    stderr instead, which editors show as the server's log.
+    """
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    server.start_io(stdin=sys.stdin.buffer, stdout=protocol_out)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import sys
 
 from tests.lsp.conftest import DATA, ROOT, SERVER, EditorClient, lsp_fixture, server_env
 
@@ -29,3 +31,17 @@ def test_stdio_and_tcp_together_are_refused_with_a_message() -> None:
     assert done.returncode == 2
     assert "not allowed with argument --stdio" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+noisy = lsp_fixture(
+    server_command=[sys.executable, str(ROOT / "tests" / "lsp" / "servers" / "noisy_server.py")],
+    clients=["neovim"],
+)
+
+
+async def test_writes_to_stdout_by_other_code_do_not_reach_the_client(noisy: EditorClient) -> None:
+    uri = noisy.open(DATA / "broken.cu")
+    await asyncio.sleep(2.2)  # the noise goes on for 2 s
+    found = await noisy.diagnostics_for(uri, 1)
+    assert any(d.source == "nvrtc" for d in found), found
+    assert noisy.error is None

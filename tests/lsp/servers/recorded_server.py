@@ -9,13 +9,13 @@ from __future__ import annotations
 import sys
 
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
-from cuda_llm_lsp.lsp.server import create_server
+from cuda_llm_lsp.lsp.server import create_server, serve_stdio
 
 
 def main() -> int:
     recording = sys.argv[1]
     server = create_server(evaluator_factory=lambda: RecordedEvaluator(recording))
-    server.start_io()
+    serve_stdio(server)
     return 0
 
 
