@@ -116,7 +116,10 @@ function exited(child: ChildProcess, ms: number): Promise<boolean> {
 }
 
 async function terminateChild(child: ChildProcess, graceMs: number): Promise<void> {
-    child.stdin?.end();
+    if (child.stdin && !child.stdin.destroyed) {
+        child.stdin.on('error', () => undefined); // EPIPE from a server already on its way out
+        child.stdin.end();
+    }
     if (await exited(child, graceMs)) {
         return;
     }
