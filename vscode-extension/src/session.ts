@@ -8,7 +8,8 @@
 
 import * as os from 'node:os';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { ServerProcesses, cancelProgress, createClient, executeServerCommand, onStateChange, sendConfiguration } from './client';
+import { cancelProgress, createClient, executeServerCommand, onStateChange, sendConfiguration } from './client';
+import { ServerProcesses } from './common/serverProcesses';
 import {
     ClientCommand,
     KernelRef,
