@@ -37,23 +37,20 @@ LLM = ScriptedLlmServer(
     ]
 ).start()
 
-client = lsp_fixture(
-    server_command=[
-        sys.executable,
-        str(SERVERS / "recorded_server.py"),
-        str(DATA / "recording.json"),
-    ],
-    init_options={
-        "cudaLlm": {
-            "debounceMs": 0,
-            "baseUrl": LLM.base_url,
-            "model": "scripted-model",
-            "rounds": 1,
-            "candidates": 2,
-            "apiKey": "sk-test-not-a-real-key",
-        }
-    },
-)
+# The real server with recorded GPU outcomes, against the scripted LLM above.
+RECORDED = [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")]
+OPTIONS = {
+    "cudaLlm": {
+        "debounceMs": 0,
+        "baseUrl": LLM.base_url,
+        "model": "scripted-model",
+        "rounds": 1,
+        "candidates": 2,
+        "apiKey": "sk-test-not-a-real-key",
+    }
+}
+
+client = lsp_fixture(server_command=RECORDED, init_options=OPTIONS)
 
 
 def _args(uri: str, kernel: str) -> list[Any]:

@@ -8,24 +8,10 @@ notification as soon as an optimize job ends with a suggestion (before the progr
 
 from __future__ import annotations
 
-import sys
-
 from lsprotocol import types
 
-from tests.lsp.conftest import DATA, SERVERS, EditorClient, lsp_fixture
-from tests.lsp.test_editor_flow import FAST, LLM, _command, _line_of, _values
-
-OPTIONS = {
-    "cudaLlm": {
-        "debounceMs": 0,
-        "baseUrl": LLM.base_url,
-        "model": "scripted-model",
-        "rounds": 1,
-        "candidates": 2,
-        "apiKey": "sk-test-not-a-real-key",
-    }
-}
-RECORDED = [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")]
+from tests.lsp.conftest import DATA, EditorClient, lsp_fixture
+from tests.lsp.test_editor_flow import FAST, OPTIONS, RECORDED, _command, _line_of, _values
 
 extension = lsp_fixture(
     server_command=RECORDED,

@@ -7,48 +7,18 @@
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import Module from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { notInstalledMessage } from '../../src/common/serverCommand';
-import { RecordedProgress, Uri, fake, makeContext } from './fakeVscode';
+import { RecordedProgress, fake, makeContext } from './fakeVscode';
+import { ExtensionModule, ROOT, answerOffer, loadBundle, resetSettings, until } from './helpers';
 
-const ROOT = path.resolve(__dirname, '../../..');
 const BUNDLE = path.join(ROOT, 'dist', 'extension.js');
 const MANIFEST = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
 const KEY = 'sk-test-ABCDEFGHIJKLMNOPQRSTUVWX';
 const NEW_KEY = 'sk-next-ZYXWVUTSRQPONMLKJIHGFEDC';
 const DOC = 'file:///work/saxpy.cu';
-
-interface ExtensionModule {
-    activate(context: unknown): Promise<void>;
-    deactivate(): Promise<void>;
-}
-
-function loadBundle(): ExtensionModule {
-    const M = Module as unknown as { _resolveFilename: (request: string, ...rest: unknown[]) => string };
-    const original = M._resolveFilename;
-    M._resolveFilename = function (request: string, ...rest: unknown[]) {
-        return request === 'vscode' ? require.resolve('./fakeVscode') : original.call(this, request, ...rest);
-    };
-    delete require.cache[BUNDLE];
-    return require(BUNDLE) as ExtensionModule;
-}
-
-async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-        const value = probe();
-        if (value) {
-            return value;
-        }
-        if (Date.now() > deadline) {
-            throw new Error(`timed out waiting for ${what}\n--- output ---\n${fake.output}`);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-}
 
 function serverLog(logFile: string): any[] {
     return fs.existsSync(logFile)
@@ -62,13 +32,6 @@ function serverLog(logFile: string): any[] {
 
 function executedOnServer(logFile: string, command: string): any[] {
     return serverLog(logFile).filter((m) => m.method === 'workspace/executeCommand' && m.params.command === command);
-}
-
-function resetSettings(): void {
-    fake.settings.clear();
-    for (const [key, spec] of Object.entries<any>(MANIFEST.contributes.configuration.properties)) {
-        fake.settings.set(key, spec.default);
-    }
 }
 
 describe('the bundled extension', { timeout: 120_000 }, () => {
@@ -129,21 +92,7 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
     });
 
     it('shows an optimization as a cancellable notification and in the status bar, then the diff; Accept runs cudaLlm.accept', async () => {
-        let offered: { text: string; items: string[]; original?: string; suggested?: string } | undefined;
-        fake.answer = (text, items) => {
-            if (text.includes('saxpy is 2.10× faster')) {
-                const diff = fake.executed.find((e) => e.id === 'vscode.diff');
-                const provider = fake.contentProviders.get('cuda-llm-suggestion');
-                offered = {
-                    text,
-                    items,
-                    original: diff && provider?.provideTextDocumentContent(diff.args[0] as Uri),
-                    suggested: diff && provider?.provideTextDocumentContent(diff.args[1] as Uri),
-                };
-                return 'Accept';
-            }
-            return undefined;
-        };
+        const offered = answerOffer('saxpy is 2.10× faster', 'Accept');
         await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'saxpy' });
         const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing saxpy'));
         assert.equal(progress.cancellable, true);
@@ -158,11 +107,12 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
         assert.equal(String(diff.args[0]), 'cuda-llm-suggestion:/1/saxpy.original.cu');
         assert.equal(String(diff.args[1]), 'cuda-llm-suggestion:/1/saxpy.suggested.cu');
         assert.equal(diff.args[2], 'saxpy: original ↔ suggested (2.10× faster, 4/4 cases)');
-        assert.ok(offered);
-        assert.equal(offered.text, 'CUDA-LLM: saxpy is 2.10× faster (420 µs → 200 µs); 4/4 test cases pass. vectorised loads');
-        assert.deepEqual(offered.items, ['Accept', 'Reject', 'Show Diff']);
-        assert.match(offered.original ?? '', /slow/);
-        assert.match(offered.suggested ?? '', /faster/);
+        const offer = offered();
+        assert.ok(offer);
+        assert.equal(offer.text, 'CUDA-LLM: saxpy is 2.10× faster (420 µs → 200 µs); 4/4 test cases pass. vectorised loads');
+        assert.deepEqual(offer.items, ['Accept', 'Reject', 'Show Diff']);
+        assert.match(offer.original ?? '', /slow/);
+        assert.match(offer.suggested ?? '', /faster/);
         await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
         assert.ok(fake.executed.some((e) => e.id === 'setContext' && e.args[0] === 'cudaLlm.suggestionPending' && e.args[1] === false));
     });

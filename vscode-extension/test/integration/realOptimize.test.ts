@@ -10,19 +10,15 @@
  */
 
 import assert from 'node:assert/strict';
-import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import Module from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { fake, makeContext, makeDocument } from './fakeVscode';
+import { ExtensionModule, REPO, answerOffer, findPython, liveChildren, loadBundle, resetSettings, until } from './helpers';
 
-const ROOT = path.resolve(__dirname, '../../..');
-const REPO = path.resolve(ROOT, '..');
-const BUNDLE = path.join(ROOT, 'dist', 'extension.js');
-const MANIFEST = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
 const DATA = path.join(REPO, 'tests', 'lsp', 'data');
 const SAXPY = path.join(DATA, 'saxpy.cu');
 const FAST = `extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
@@ -33,55 +29,9 @@ const FAST = `extern "C" __global__ void saxpy(int n, float a, const float* x, f
     }
 }`;
 
-function findPython(): { python?: string; reason?: string } {
-    const candidates = [process.env.CUDA_LLM_PYTHON, path.join(REPO, '.venv', 'bin', 'python')].filter(
-        (p): p is string => p !== undefined && p !== '',
-    );
-    const env = { ...process.env, PYTHONPATH: [REPO, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
-    for (const python of candidates) {
-        const probe = 'import cuda_llm_lsp.lsp.server, cuda_llm_lsp.evaluate.recorded, tests.support.scripted_llm';
-        if (fs.existsSync(python) && spawnSync(python, ['-c', probe], { timeout: 60_000, env, cwd: REPO }).status === 0) {
-            process.env.PYTHONPATH = env.PYTHONPATH;
-            return { python };
-        }
-    }
-    return { reason: `no Python with cuda_llm_lsp and its tests (set CUDA_LLM_PYTHON; tried ${candidates.join(', ') || 'nothing'})` };
-}
-
-const found = fs.existsSync(SAXPY) ? findPython() : { reason: 'tests/lsp/data/saxpy.cu is missing' };
-
-/** Live (non-zombie) child processes of this test process: a server left running is a leak. */
-function liveChildren(): number[] {
-    if (process.platform !== 'linux') {
-        return [];
-    }
-    return fs
-        .readdirSync('/proc')
-        .filter((name) => /^\d+$/.test(name))
-        .flatMap((name) => {
-            try {
-                const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-                const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-                return Number(fields[1]) === process.pid && fields[0] !== 'Z' ? [Number(name)] : [];
-            } catch {
-                return [];
-            }
-        });
-}
-
-async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-        const value = probe();
-        if (value) {
-            return value;
-        }
-        if (Date.now() > deadline) {
-            throw new Error(`timed out waiting for ${what}\n--- output ---\n${fake.output.slice(-4000)}`);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-}
+const found = fs.existsSync(SAXPY)
+    ? findPython('import cuda_llm_lsp.lsp.server, cuda_llm_lsp.evaluate.recorded, tests.support.scripted_llm', 'cuda_llm_lsp and its tests')
+    : { reason: 'tests/lsp/data/saxpy.cu is missing' };
 
 /** The scripted LLM in its own process; resolves with its base URL. */
 function startLlm(python: string, scratch: string): Promise<{ process: ChildProcess; baseUrl: string }> {
@@ -103,7 +53,7 @@ function startLlm(python: string, scratch: string): Promise<{ process: ChildProc
 }
 
 describe('an optimization with the real server', { skip: found.reason, timeout: 240_000 }, () => {
-    let ext: { activate(c: unknown): Promise<void>; deactivate(): Promise<void> };
+    let ext: ExtensionModule;
     let context: any;
     let llm: { process: ChildProcess; baseUrl: string };
     const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-vscode-'));
@@ -115,18 +65,9 @@ describe('an optimization with the real server', { skip: found.reason, timeout: 
         process.env.CUDA_LLM_DATA_DIR = path.join(scratch, 'data');
         process.env.XDG_CACHE_HOME = path.join(scratch, 'cache');
         llm = await startLlm(python, scratch);
-        const M = Module as unknown as { _resolveFilename: (request: string, ...rest: unknown[]) => string };
-        const original = M._resolveFilename;
-        M._resolveFilename = function (request: string, ...rest: unknown[]) {
-            return request === 'vscode' ? require.resolve('./fakeVscode') : original.call(this, request, ...rest);
-        };
-        delete require.cache[BUNDLE];
-        ext = require(BUNDLE);
+        ext = loadBundle();
         fake.reset();
-        fake.settings.clear();
-        for (const [key, spec] of Object.entries<any>(MANIFEST.contributes.configuration.properties)) {
-            fake.settings.set(key, spec.default);
-        }
+        resetSettings();
         const server = [python, path.join(REPO, 'tests', 'lsp', 'servers', 'recorded_server.py'), path.join(DATA, 'recording.json')];
         fake.settings.set('cudaLlm.server.command', server);
         fake.settings.set('cudaLlm.trace.server', 'verbose');
@@ -150,32 +91,16 @@ describe('an optimization with the real server', { skip: found.reason, timeout: 
     });
 
     it('opens the diff from the notification the server sends when the job ends', async () => {
-        let offered: { text: string; items: string[]; original?: string; suggested?: string; title?: unknown } | undefined;
-        fake.answer = (text, items) => {
-            if (text.includes('saxpy is 2.00× faster')) {
-                // What the diff beside the notification shows, read before the answer closes it.
-                const diff = fake.executed.find((e) => e.id === 'vscode.diff');
-                const provider = fake.contentProviders.get('cuda-llm-suggestion');
-                offered = {
-                    text,
-                    items,
-                    original: diff && provider?.provideTextDocumentContent(diff.args[0] as any),
-                    suggested: diff && provider?.provideTextDocumentContent(diff.args[1] as any),
-                    title: diff?.args[2],
-                };
-                return 'Reject';
-            }
-            return undefined;
-        };
+        const offered = answerOffer('saxpy is 2.00× faster', 'Reject');
         await until('running', () => fake.statusBar.text === '$(zap) CUDA-LLM');
         await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri, kernel: 'saxpy' });
         const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing saxpy'));
         await until('progress end', () => progress.done, 180_000);
-        await until('the Accept / Reject notification', () => offered);
-        assert.deepEqual(offered!.items, ['Accept', 'Reject', 'Show Diff']);
-        assert.match(offered!.original ?? '', /y\[i\] = a \* x\[i\] \+ y\[i\];/);
-        assert.equal(offered!.suggested?.trim(), FAST);
-        assert.match(String(offered!.title), /^saxpy: original ↔ suggested \(2\.00× faster, 3\/3 cases\)/);
+        const offer = await until('the Accept / Reject notification', offered);
+        assert.deepEqual(offer.items, ['Accept', 'Reject', 'Show Diff']);
+        assert.match(offer.original ?? '', /y\[i\] = a \* x\[i\] \+ y\[i\];/);
+        assert.equal(offer.suggested?.trim(), FAST);
+        assert.match(String(offer.title), /^saxpy: original ↔ suggested \(2\.00× faster, 3\/3 cases\)/);
         await until('cudaLlm.reject sent', () => /"command": "cudaLlm\.reject"/.test(fake.output));
         // The server's own suggestion message and preview are for other editors.
         assert.ok(!fake.messages.some((m) => m.text.includes("code action 'Accept optimized saxpy'")), JSON.stringify(fake.messages));

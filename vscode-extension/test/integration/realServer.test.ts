@@ -7,89 +7,27 @@
  */
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import Module from 'node:module';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { fake, makeContext, makeDocument } from './fakeVscode';
+import { ExtensionModule, REPO, findPython, liveChildren, loadBundle, resetSettings, until } from './helpers';
 
-const ROOT = path.resolve(__dirname, '../../..');
-const REPO = path.resolve(ROOT, '..');
-const BUNDLE = path.join(ROOT, 'dist', 'extension.js');
-const MANIFEST = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
 const KEY = 'sk-real-ABCDEFGHIJKLMNOPQRSTUVWX';
 
-function findPython(): { python?: string; reason?: string } {
-    const candidates = [process.env.CUDA_LLM_PYTHON, path.join(REPO, '.venv', 'bin', 'python')].filter(
-        (p): p is string => p !== undefined && p !== '',
-    );
-    // A checkout not pip-installed into its venv: the package is found through PYTHONPATH.
-    const env = { ...process.env, PYTHONPATH: [REPO, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
-    for (const python of candidates) {
-        if (fs.existsSync(python) && spawnSync(python, ['-c', 'import cuda_llm_lsp.lsp.server'], { timeout: 60_000, env }).status === 0) {
-            process.env.PYTHONPATH = env.PYTHONPATH;
-            return { python };
-        }
-    }
-    return { reason: `no Python with cuda_llm_lsp (set CUDA_LLM_PYTHON; tried ${candidates.join(', ') || 'nothing'})` };
-}
-
-const found = findPython();
+const found = findPython('import cuda_llm_lsp.lsp.server', 'cuda_llm_lsp');
 const SAXPY = path.join(REPO, 'examples', 'saxpy.cu');
 
-/** Live (non-zombie) child processes of this test process: a server left running is a leak. */
-function liveChildren(): number[] {
-    if (process.platform !== 'linux') {
-        return [];
-    }
-    return fs
-        .readdirSync('/proc')
-        .filter((name) => /^\d+$/.test(name))
-        .flatMap((name) => {
-            try {
-                const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-                const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-                return Number(fields[1]) === process.pid && fields[0] !== 'Z' ? [Number(name)] : [];
-            } catch {
-                return [];
-            }
-        });
-}
-
-async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-        const value = probe();
-        if (value) {
-            return value;
-        }
-        if (Date.now() > deadline) {
-            throw new Error(`timed out waiting for ${what}\n--- output ---\n${fake.output.slice(-4000)}`);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-}
-
 describe('the bundled extension with the real server', { skip: found.reason ?? (!fs.existsSync(SAXPY) && 'examples/saxpy.cu is missing'), timeout: 180_000 }, () => {
-    let ext: { activate(c: unknown): Promise<void>; deactivate(): Promise<void> };
+    let ext: ExtensionModule;
     let context: any;
     const uri = pathToFileURL(SAXPY).toString();
 
     before(async () => {
-        const M = Module as unknown as { _resolveFilename: (request: string, ...rest: unknown[]) => string };
-        const original = M._resolveFilename;
-        M._resolveFilename = function (request: string, ...rest: unknown[]) {
-            return request === 'vscode' ? require.resolve('./fakeVscode') : original.call(this, request, ...rest);
-        };
-        delete require.cache[BUNDLE];
-        ext = require(BUNDLE);
+        ext = loadBundle();
         fake.reset();
-        fake.settings.clear();
-        for (const [key, spec] of Object.entries<any>(MANIFEST.contributes.configuration.properties)) {
-            fake.settings.set(key, spec.default);
-        }
+        resetSettings();
         fake.settings.set('cudaLlm.server.python', found.python);
         fake.settings.set('cudaLlm.model', 'test-model');
         fake.settings.set('cudaLlm.baseUrl', 'http://127.0.0.1:9/v1');
