@@ -338,8 +338,8 @@ def serve_stdio(server: LanguageServer) -> None:
     CUDA driver) would corrupt a message and make the client drop the connection; it goes to
     stderr instead, which editors show as the server's log.
     """
-    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout.flush()
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     server.start_io(stdin=sys.stdin.buffer, stdout=protocol_out)

@@ -136,7 +136,7 @@ def build_device_unit(
         headers=dict(state.headers),
         include_lines=include_lines,
         problems=tuple(problems),
-        external_headers=dict(state.external),
+        external_headers=dict(state.external_headers),
     )
 
 
@@ -147,7 +147,7 @@ class _IncludeState:
     seen: set[Path] = field(default_factory=set)
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
-    external: dict[str, tuple[int, int]] = field(default_factory=dict)
+    external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
@@ -170,6 +170,7 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
     """`#include <name>` (or a quoted name found nowhere near the file, as nvcc searches it).
 
     True: keep (a stand-in or a header NVRTC can find); False: host-only, drop; None: not found.
+    One found in a configured path is noted in `state.external_headers` (for the cache key).
     """
     if name in std_headers.STUBBED:
         return True
@@ -181,7 +182,7 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
     if any(found.is_relative_to(d) for d in state.configured):
         try:
             stat = found.stat()
-            state.external[str(found)] = (stat.st_mtime_ns, stat.st_size)
+            state.external_headers[str(found)] = (stat.st_mtime_ns, stat.st_size)
         except OSError:
             pass
     return True
