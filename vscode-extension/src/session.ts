@@ -229,9 +229,7 @@ export class Session {
                 this.log(`Stopping the language server: ${errorText(err)}`);
             }
         }
-        if (this.processes.count > 0) {
-            await this.processes.terminate();
-        }
+        await this.processes.terminate();
         this.setState({ kind: 'stopped' });
     }
 

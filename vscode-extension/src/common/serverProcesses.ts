@@ -1,7 +1,4 @@
-/**
- * The language server's processes, started by the extension rather than by the library, so that
- * none outlives the session (no `vscode` import: unit-tested in node).
- */
+/** The language server's processes (no `vscode` import: unit-tested in node). */
 
 import { ChildProcess, spawn } from 'node:child_process';
 import { ServerLaunch } from './serverCommand';
