@@ -99,7 +99,8 @@ from cuda_llm_lsp.evaluate.types import (
     NoGpuError,
     Status,
 )
-from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec, c_type_dtype
+from cuda_llm_lsp.source.c_types import c_type_dtype
+from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec
 
 START_TIMEOUT_S = 120.0
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from cuda_llm_lsp.source.kernels import Kernel, Param
-from cuda_llm_lsp.source.spec import (
+from cuda_llm_lsp.source.c_types import (
     DTYPES,
     FLOAT_DTYPES,
-    MAX_THREADS_PER_BLOCK,
     VECTOR_TYPES,
     c_type_dtype,
-    infer_roles,
-    int_literal,
     resolved_base,
+)
+from cuda_llm_lsp.source.kernels import Kernel, Param
+from cuda_llm_lsp.source.roles import infer_roles
+from cuda_llm_lsp.source.spec.cases import MAX_THREADS_PER_BLOCK
+from cuda_llm_lsp.source.templates import (
+    int_literal,
     split_template_args,
     template_constants,
     template_parameters,

@@ -6,17 +6,11 @@ import textwrap
 
 import pytest
 
+from cuda_llm_lsp.source.c_types import c_type_dtype
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
-from cuda_llm_lsp.source.spec import (
-    Case,
-    InitSpec,
-    SpecError,
-    TestSpec,
-    c_type_dtype,
-    infer_roles,
-    parse_spec,
-)
+from cuda_llm_lsp.source.roles import infer_roles
+from cuda_llm_lsp.source.spec import Case, InitSpec, SpecError, TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Point
 
 VADD = """\

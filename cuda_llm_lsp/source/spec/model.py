@@ -1,0 +1,74 @@
+"""The parsed test spec: what `parse_spec` returns and the evaluator, the suite and the optimizer
+read. Plain frozen data; `TestSpec.cases()` evaluates its expressions (cases.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cuda_llm_lsp.source.roles import Role
+from cuda_llm_lsp.source.spec.cases import Case, evaluate_cases
+from cuda_llm_lsp.source.text import Span
+
+
+@dataclass(frozen=True)
+class SpecError:
+    span: Span  # file coordinates (0-based), inside the spec block
+    message: str
+    severity: Literal["error", "warning"] = "error"  # a warning leaves the spec usable
+
+
+@dataclass(frozen=True)
+class InitSpec:
+    kind: Literal["uniform", "normal", "randint", "arange", "zeros", "ones"]
+    a: float = 0.0
+    b: float = 0.0
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    index: int  # position in the kernel's signature
+    c_type: str  # from the signature
+    is_pointer: bool
+    role: Role | None = None  # pointers only
+    dtype: str | None = None  # pointers: element type; scalars: numpy-style type of the C type
+    count: str | None = None  # pointers: element count expression (source text)
+    value: str | None = None  # scalars: literal or expression (source text)
+    init: InitSpec | None = None
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    kernel: str
+    sizes: dict[str, list[int]]
+    grid: tuple[str, ...]  # expressions, 1..3
+    block: tuple[str, ...]
+    args: tuple[ArgSpec, ...]  # in signature order
+    smem: str = "0"
+    outputs: tuple[str, ...] = ()  # pointers compared after a run
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    instance: str | None = None
+    inputs: str | None = None  # "path/to/file.py:function", relative to the .cu file
+    flops: str | None = None  # optional FLOP count expression (suite floor)
+    extra: dict[str, object] = field(default_factory=dict)
+    # template parameter -> argument text of `instance` (integer ones are names in expressions)
+    template_args: dict[str, str] = field(default_factory=dict)
+
+    __test__ = False  # not a pytest class
+
+    @property
+    def case_count(self) -> int:
+        return len(next(iter(self.sizes.values()), [0]))
+
+    def cases(self) -> list[Case]:
+        """All cases; the last is the timed one."""
+        cases, problems = evaluate_cases(self)
+        if problems:
+            raise ValueError(problems[0].message)
+        return cases
+
+    def arg(self, name: str) -> ArgSpec | None:
+        return next((a for a in self.args if a.name == name), None)
