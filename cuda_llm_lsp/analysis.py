@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile.arch import resolve_arch
 from cuda_llm_lsp.compile.cache import compile_cached
+from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -22,7 +23,6 @@ from cuda_llm_lsp.compile.types import (
     Severity,
 )
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.source.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels, parse_tree
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Span

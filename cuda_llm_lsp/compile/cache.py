@@ -27,9 +27,9 @@ from cuda_llm_lsp import __version__
 from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import nvrtc
+from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.nvrtc import build_flags, compile_unit, nvrtc_version
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
-from cuda_llm_lsp.source.device_unit import DeviceUnit
 
 MEMORY_ENTRIES = 256
 _FORMAT = 1

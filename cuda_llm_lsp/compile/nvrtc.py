@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cuda_llm_lsp.compile import headers as std_headers
+from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -26,7 +27,6 @@ from cuda_llm_lsp.compile.types import (
     Resources,
     Severity,
 )
-from cuda_llm_lsp.source.device_unit import DeviceUnit
 
 NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
 MAX_PER_INCLUDE = 10  # header messages shown on one #include line

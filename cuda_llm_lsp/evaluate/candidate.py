@@ -149,7 +149,7 @@ def _compile(
 ) -> CompileResult:
     from cuda_llm_lsp.analysis import compile_options
     from cuda_llm_lsp.compile.cache import compile_cached
-    from cuda_llm_lsp.source.device_unit import build_device_unit
+    from cuda_llm_lsp.compile.device_unit import build_device_unit
 
     unit = build_device_unit(text, path, settings.include_paths)
     options = compile_options(settings)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_llm_lsp.source.device_unit import build_device_unit
+from cuda_llm_lsp.compile.device_unit import build_device_unit
 
 HOST_FILE = """\
 #include <vector>
@@ -223,7 +223,8 @@ def test_kernels_with_attributes_tree_sitter_lacks_are_kept() -> None:
 def test_one_parse_serves_the_kernels_and_the_unit_even_with_header_macros(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cuda_llm_lsp.source import device_unit, kernels
+    from cuda_llm_lsp.compile import device_unit
+    from cuda_llm_lsp.source import kernels
 
     (tmp_path / "macros.h").write_text("#define DEV_FN __device__\n")
     source = '#include "macros.h"\nDEV_FN float f(float x) { return x; }\nint h() { return 1; }\n'

@@ -12,10 +12,10 @@ from cuda_llm_lsp.compile import arch as arch_module
 from cuda_llm_lsp.compile import nvrtc as nvrtc_module
 from cuda_llm_lsp.compile.arch import normalize_arch, resolve_arch
 from cuda_llm_lsp.compile.cache import CompileCache, cache_dir, cache_key
+from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.compile.nvrtc import compile_unit, parse_log, parse_ptxas
 from cuda_llm_lsp.compile.types import CompileOptions, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.source.device_unit import DeviceUnit, build_device_unit
 
 OPTIONS = CompileOptions(arch="sm_90")
 
