@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cuda_llm_lsp.analysis import FileAnalysis, KernelInfo, analyze
+from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 

@@ -147,7 +147,7 @@ def build_binary(
 def _compile(
     text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
 ) -> CompileResult:
-    from cuda_llm_lsp.analysis import compile_options
+    from cuda_llm_lsp.compile.analysis import compile_options
     from cuda_llm_lsp.compile.cache import compile_cached
     from cuda_llm_lsp.compile.device_unit import build_device_unit
 

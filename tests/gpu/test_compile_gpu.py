@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cuda_llm_lsp.analysis import analyze
+from cuda_llm_lsp.compile.analysis import analyze
 from cuda_llm_lsp.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_llm_lsp.analysis import analyze, name_expressions
+from cuda_llm_lsp.compile.analysis import analyze, name_expressions
 from cuda_llm_lsp.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_ptxas_error_of_a_template_kernel_is_placed_on_its_name() -> None:
     ],
 )
 def test_ptxas_problem_is_placed_on_the_kernel_it_names(message: str) -> None:
-    from cuda_llm_lsp.analysis import _place
+    from cuda_llm_lsp.compile.analysis import _place
     from cuda_llm_lsp.compile.types import Diagnostic
     from cuda_llm_lsp.source.kernels import find_kernels
 
