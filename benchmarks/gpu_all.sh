@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Everything that needs the GPU, for the device machine (no package index there: the project's
-# dependencies travel as wheels in .whl, made by ../shared/gpu/make-wheels.sh .whl pytest-lsp
-# pytest-asyncio). Three parts, so each fits one 10-minute device call:
+# Everything that needs the GPU, in three parts so each fits a 10-minute call:
 #   bash benchmarks/gpu_all.sh tests   # every GPU test (pytest -m gpu)
 #   bash benchmarks/gpu_all.sh bench   # evaluator throughput, timing repeatability, FSR acceptance
 #   bash benchmarks/gpu_all.sh suite   # the kernel suite: baselines and replayed winners
+# Run it in the project root with the package and its test extras installed
+# (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
+# `bash benchmarks/gpu_wheels.sh .whl` and carry `.whl`: they are installed from there if present.
 # Logs and reports land in $OUT (default gpu-logs/): a summary log and one tarball.
 set -u
 part=${1:-tests}
 out=${OUT:-gpu-logs}; mkdir -p "$out"
 work=/tmp/gpu-results; rm -rf "$work"; mkdir -p "$work"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-  || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE_DIR=/tmp/cuda-llm-cache CUDA_LLM_DATA_DIR=/tmp/cuda-llm-data
 export CUDA_LLM_TEST_LOG_DIR="$work"   # the GPU editor test keeps its server log here
 { date -u; git log -1 --format='commit %H %s' 2>/dev/null

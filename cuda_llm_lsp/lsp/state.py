@@ -56,7 +56,7 @@ def _find(uri: str, text: str) -> list[Kernel]:
 
 
 def default_analyzer(text: str, path: Path | None, settings: Settings) -> Any:
-    from cuda_llm_lsp.compile.analysis import analyze
+    from cuda_llm_lsp.analysis import analyze
 
     return analyze(text, path, settings)
 
