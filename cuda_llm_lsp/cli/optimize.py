@@ -303,7 +303,7 @@ async def _optimize(
     args: argparse.Namespace, text: str, settings: Any, config: Any, evaluator: Any,
     as_json: bool,
 ) -> OptimizeResult:  # fmt: skip
-    from cuda_llm_lsp.fsr.llm import make_llm
+    from cuda_llm_lsp.engine import make_llm
     from cuda_llm_lsp.fsr.loop import optimize
     from cuda_llm_lsp.fsr.types import OptimizeRequest
 

@@ -1,12 +1,13 @@
 """The FSR loop: rounds of LLM-proposed candidates, judged by the evaluator, fed back.
 
-Per round, N requests go out at once; each candidate is built and evaluated as soon as its reply
-arrives (so the GPU works while the model writes), evaluator calls one at a time on one thread
-(one GPU). The best correct candidates and the failures' feedback shape the next round. The run
-stops after `rounds`, after `patience` rounds without gain, on a time or token budget, on a fatal
-endpoint error, or on cancel (which stops requests and GPU work at once). The winner is
-re-validated on new seeds (and by the sanitizer where available) and accepted only if it beats
-the baseline beyond measurement noise.
+`prepare` (module `baseline`) measures the original once; then, per round, N requests go out at
+once; each candidate is built and evaluated as soon as its reply arrives (so the GPU works while
+the model writes), evaluator calls one at a time on one thread (one GPU, module `gpu`). The best
+correct candidates and the failures' feedback shape the next round. The run stops after
+`rounds`, after `patience` rounds without gain, on a time or token budget, on a fatal endpoint
+error, or on cancel (which stops requests and GPU work at once). The winner is re-validated on
+new seeds (and by the sanitizer where available) and accepted only if it beats the baseline
+beyond measurement noise (module `winner`).
 
 The loop knows nothing of the editor or the terminal: it takes plain data, reports progress
 events through a callback and returns an `OptimizeResult`.
@@ -15,21 +16,11 @@ events through a callback and returns an `OptimizeResult`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
-import dataclasses
-import functools
 import logging
-import random
-import re
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.evaluate import candidate
-from cuda_llm_lsp.evaluate.candidate import CandidateRejected
 from cuda_llm_lsp.evaluate.types import (
     BaselineFailed,
     EvalResult,
@@ -40,7 +31,10 @@ from cuda_llm_lsp.evaluate.types import (
     Status,
 )
 from cuda_llm_lsp.fsr import prompts
-from cuda_llm_lsp.fsr.llm import LlmClient, Prompt
+from cuda_llm_lsp.fsr.baseline import Baseline, Unprepared, prepare
+from cuda_llm_lsp.fsr.client import LlmClient, Prompt
+from cuda_llm_lsp.fsr.gpu import GpuLane, Seeds
+from cuda_llm_lsp.fsr.toolchain import DefaultToolchain, Toolchain, build_candidate, clean_candidate
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateOutcome,
@@ -53,81 +47,11 @@ from cuda_llm_lsp.fsr.types import (
     RunFinished,
     RunStarted,
 )
-from cuda_llm_lsp.source.kernels import Kernel
-from cuda_llm_lsp.source.spec import SpecError, TestSpec
+from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_correct
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-MIN_GAIN = 0.02  # a winner must be at least this much faster, or beyond the measured spread
 ROUND_GAIN = 0.01  # a round "gains" when the best speedup grows by more than this
-
-
-# ---------------------------------------------------------------------------------------------
-# What the loop needs from its neighbours (faked in tests)
-
-
-class Toolchain(Protocol):
-    """Source model, spec, build, sanitizer and profiler: the loop's view of the other layers."""
-
-    def find_kernel(self, text: str, name: str) -> Kernel | None: ...
-
-    def parse_spec(self, kernel: Kernel, text: str) -> tuple[TestSpec | None, list[SpecError]]: ...
-
-    def draft_spec(self, kernel: Kernel, text: str) -> str: ...
-
-    def build(
-        self,
-        file_text: str,
-        path: Path | None,
-        kernel_name: str,
-        settings: Settings,
-        *,
-        kernel_source: str | None = None,
-        instance: str | None = None,
-        arch: str | None = None,
-    ) -> KernelBinary | CandidateRejected: ...  # arch: the evaluating device's
-
-    def sanitize(
-        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
-    ) -> EvalResult | None: ...  # None: no sanitizer here
-
-    def profile(
-        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
-    ) -> str | None: ...  # None: no profiler here
-
-
-class DefaultToolchain:
-    """The real layers: tree-sitter source model, spec parser, NVRTC build, sanitizer, ncu."""
-
-    find_kernel = staticmethod(candidate.find_kernel)
-    build = staticmethod(candidate.build_binary)
-
-    def parse_spec(self, kernel: Kernel, text: str) -> tuple[TestSpec | None, list[SpecError]]:
-        from cuda_llm_lsp.source.spec import parse_spec
-
-        return parse_spec(kernel, text)
-
-    def draft_spec(self, kernel: Kernel, text: str) -> str:
-        from cuda_llm_lsp.source.draft import draft_spec
-
-        return draft_spec(kernel, text)
-
-    def sanitize(
-        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
-    ) -> EvalResult | None:
-        try:
-            from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
-        except ImportError:
-            return None
-        if sanitizer_path() is None:
-            return None
-        return run_sanitizer(binary, spec, spec_dir)
-
-    def profile(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
-        from cuda_llm_lsp.fsr.profile import profile_summary
-
-        return profile_summary(binary, spec, spec_dir)
 
 
 class History(Protocol):
@@ -140,80 +64,12 @@ class History(Protocol):
     def finish_run(self, run_id: int, result: OptimizeResult) -> None: ...
 
 
-# ---------------------------------------------------------------------------------------------
-# Pure helpers (tested on their own)
+class _OptimizeRun:
+    """One call of `optimize`: its inputs, the GPU lane, and what the rounds found so far.
 
+    Everything measured once is in the frozen `Baseline` that `prepare` returns; the round
+    methods take it as an argument, so nothing here is half-known."""
 
-def timing_ms(result: EvalResult) -> float | None:
-    """The measured median of a single-kernel benchmark."""
-    return result.timing.median_ms if result.timing else None
-
-
-def required_speedup(result: EvalResult) -> float:
-    """The speedup a candidate must exceed to count as faster: 1 + max(2%, combined spread)."""
-    spreads = [t.spread_pct for t in (result.baseline, result.candidate) if t is not None]
-    return 1.0 + max(MIN_GAIN, sum(spreads) / 100.0)
-
-
-def rank_key(outcome: CandidateOutcome) -> tuple[float, int, int, int]:
-    """Fastest first; ties to fewer registers, then to the earlier candidate."""
-    return (
-        -(outcome.speedup or 0.0),
-        outcome.registers if outcome.registers is not None else 1 << 30,
-        outcome.round,
-        outcome.index,
-    )
-
-
-def top_correct(outcomes: list[CandidateOutcome], k: int) -> list[CandidateOutcome]:
-    """The k best candidates with status `ok`, distinct sources only."""
-    seen: set[str] = set()
-    best: list[CandidateOutcome] = []
-    for outcome in sorted((o for o in outcomes if o.status == "ok"), key=rank_key):
-        key = re.sub(r"\s+", " ", outcome.source).strip()
-        if key in seen:
-            continue
-        seen.add(key)
-        best.append(outcome)
-        if len(best) >= k:
-            break
-    return best
-
-
-def _squashed(text: str) -> str:
-    return re.sub(r"\s+", "", text)
-
-
-def clean_candidate(code: str, file_text: str) -> str:
-    """The candidate as it replaces the kernel: no spec block, and none of the includes or
-    `__device__` helpers the file already has (models often repeat them: a redefinition)."""
-    code = re.sub(r"\A\s*/\*\s*@cuda-llm.*?\*/\s*", "", code, flags=re.DOTALL)
-    known = {_squashed(file_text[s:e]) for s, e in prompts.helper_spans(file_text)}
-    for start, end in reversed(prompts.helper_spans(code)):
-        if _squashed(code[start:end]) in known:
-            code = code[:start] + code[end:]
-    file_includes = {
-        re.sub(r"\s+", "", line)
-        for line in file_text.splitlines()
-        if re.match(r"\s*#\s*include\b", line)
-    }
-    lines = [line for line in code.splitlines() if re.sub(r"\s+", "", line) not in file_includes]
-    return "\n".join(lines).strip("\n") + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# The run
-
-
-@dataclasses.dataclass
-class _Slot:
-    """One candidate's progress in the current round."""
-
-    round: int
-    index: int
-
-
-class _Run:
     def __init__(
         self,
         request: OptimizeRequest,
@@ -226,34 +82,22 @@ class _Run:
     ) -> None:
         self.request = request
         self.config = config
-        self.evaluator = evaluator
         self.llm = llm
         self.toolchain = toolchain
         self.history = history
         self.on_event = on_event
-        self.seed = request.seed if request.seed is not None else random.randrange(1, 2**31)
-        self._seeds = 0
+        self.seeds = Seeds(request.seed)
+        self.lane = GpuLane(evaluator)  # one thread for every evaluator call
         self.started = time.monotonic()
-        self.spec_dir = request.path.parent if request.path else None
-        self.outcomes: list[CandidateOutcome] = []
-        self.binaries: dict[tuple[int, int], KernelBinary] = {}
-        self.resources: dict[tuple[int, int], Any] = {}
-        self.tokens = 0
         self.run_id: int | None = None
-        self.baseline: EvalResult | None = None
-        self.baseline_binary: KernelBinary | None = None
-        self.spec: TestSpec | None = None
-        self.kernel: Kernel | None = None
-        self.arch: str | None = None  # the evaluating device's, once known
+        self.benchmark: EvalResult | None = None  # the original's, once measured
+        self.outcomes: list[CandidateOutcome] = []
+        self.binaries: dict[Slot, KernelBinary] = {}  # correct candidates, for re-validation
+        self.resources: dict[Slot, Any] = {}  # every built candidate's, for the prompts
+        self.tokens = 0
         self.stop_reason: str | None = None
         self.fatal = False  # the stop reason is an endpoint error that ends the run
-        self._gpu_calls = 0  # evaluator calls running or queued on the GPU thread
-        self.pending: set[asyncio.Task[Any]] = set()
-        # one thread for every evaluator call: calls never overlap, even after a cancel
-        self.gpu = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="fsr-gpu"
-        )
-        self.task_context: prompts.TaskContext | None = None
+        self.pending: set[asyncio.Task[Any]] = set()  # this round's candidates in flight
         self.profile_text: str | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -265,22 +109,6 @@ class _Run:
             self.on_event(event)
         except Exception:
             log.exception("progress callback failed")
-
-    def next_seed(self) -> int:
-        self._seeds += 1
-        return (self.seed * 7919 + self._seeds) % (2**31 - 1) or 1
-
-    async def on_gpu(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        self._gpu_calls += 1
-        try:
-            return await loop.run_in_executor(self.gpu, lambda: fn(*args, **kwargs))
-        finally:
-            self._gpu_calls -= 1
-
-    @property
-    def evaluating(self) -> bool:
-        return self._gpu_calls > 0
 
     async def recorded(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if self.history is None:
@@ -306,7 +134,7 @@ class _Run:
     def result(self, **fields: Any) -> OptimizeResult:
         base: dict[str, Any] = {
             "kernel": self.request.kernel,
-            "baseline_ms": timing_ms(self.baseline) if self.baseline else None,
+            "baseline_ms": timing_ms(self.benchmark) if self.benchmark else None,
             "best_ms": None,
             "speedup": None,
             "accepted": False,
@@ -314,9 +142,9 @@ class _Run:
             "best_source": None,
             "message": "",
             "run_id": self.run_id,
-            "seed": self.seed,
+            "seed": self.seeds.seed,
             "tokens": self.tokens,
-            "baseline_result": self.baseline,
+            "baseline_result": self.benchmark,
         }
         base.update(fields)
         return OptimizeResult(**base)
@@ -324,99 +152,9 @@ class _Run:
     def error(self, message: str) -> OptimizeResult:
         return self.result(message=message, error=message)
 
-    # -- steps ------------------------------------------------------------------------------
+    # -- one candidate ----------------------------------------------------------------------
 
-    async def prepare(self) -> OptimizeResult | None:
-        """Kernel, spec, baseline binary and benchmark; an error result if any is missing."""
-        request = self.request
-        where = str(request.path) if request.path else "the file"
-        kernel = await asyncio.to_thread(
-            self.toolchain.find_kernel, request.file_text, request.kernel
-        )
-        if kernel is None:
-            return self.error(f"no kernel named {request.kernel!r} in {where}")
-        self.kernel = kernel
-        spec, problems = await asyncio.to_thread(
-            self.toolchain.parse_spec, kernel, request.file_text
-        )
-        if spec is None:
-            if problems:
-                listed = "; ".join(
-                    f"line {p.span.start.line + 1}: {p.message}" for p in problems[:5]
-                )
-                return self.error(f"the test spec of {request.kernel} has errors: {listed}")
-            draft = await asyncio.to_thread(self.toolchain.draft_spec, kernel, request.file_text)
-            return self.error(
-                f"no test spec for {request.kernel}: add a /* @cuda-llm */ block above the kernel "
-                f"so candidates can be checked. A draft to review:\n{draft.rstrip()}"
-            )
-        self.spec = spec
-        try:  # candidates are built for the GPU that judges them, whatever is configured
-            facts = await self.on_gpu(self.evaluator.device_facts)
-        except NoGpuError as exc:
-            return self.error(f"no GPU: {exc}")
-        except (EvaluationCancelled, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            return self.error(f"cannot read the GPU's properties: {exc}")
-        self.arch = facts.arch
-        try:
-            built = await asyncio.to_thread(
-                functools.partial(
-                    self.toolchain.build,
-                    request.file_text,
-                    request.path,
-                    request.kernel,
-                    request.settings,
-                    instance=spec.instance,
-                    arch=facts.arch,
-                )
-            )
-        except Exception as exc:  # NVRTC missing, a broken toolkit...
-            return self.error(f"cannot build the original {request.kernel}: {exc}")
-        if not isinstance(built, KernelBinary):
-            return self.error(f"the original {request.kernel} does not build: {built.message}")
-        self.baseline_binary = dataclasses.replace(
-            built, kernel_source=kernel.span.slice(request.file_text)
-        )
-        try:
-            baseline = await self.on_gpu(
-                self.evaluator.benchmark,
-                self.baseline_binary,
-                spec,
-                spec_dir=self.spec_dir,
-                seed=self.next_seed(),
-            )
-        except NoGpuError as exc:
-            return self.error(f"no GPU: {exc}")
-        except (EvaluationCancelled, asyncio.CancelledError):
-            raise
-        except Exception as exc:  # BaselineFailed, a broken inputs hook...
-            return self.error(f"cannot benchmark the original {request.kernel}: {exc}")
-        self.baseline = baseline
-        if baseline.status != "ok":
-            return self.error(
-                f"the original {request.kernel} fails its own test spec ({baseline.status}): "
-                f"{baseline.message}"
-            )
-        timing = baseline.timing
-        self.task_context = prompts.TaskContext(
-            kernel_name=request.kernel,
-            kernel_source=kernel.span.slice(request.file_text),
-            file=prompts.file_context(request.file_text, kernel),
-            spec_text=kernel.spec.toml if kernel.spec else "",
-            sizes=dict(spec.sizes),
-            device=facts,
-            baseline_resources=built.resources,
-            baseline_ms=timing_ms(baseline),
-            baseline_spread_pct=timing.spread_pct if timing else None,
-            baseline_bandwidth_gbs=baseline.bandwidth_gbs,
-            baseline_fraction_of_peak=baseline.fraction_of_peak,
-        )
-        return None
-
-    def prompt(self, round_: int, index: int) -> Prompt:
-        assert self.task_context is not None
+    def prompt(self, baseline: Baseline, round_: int, index: int) -> Prompt:
         best = [
             prompts.Attempt(o, self.resources.get((o.round, o.index)))
             for o in top_correct(self.outcomes, self.config.top_k)
@@ -427,7 +165,7 @@ class _Run:
             if o.status != "ok"
         ]
         messages = prompts.build_messages(
-            self.task_context,
+            baseline.task,
             round_=round_,
             index=index,
             candidates=self.config.candidates,
@@ -437,10 +175,11 @@ class _Run:
         )
         return Prompt(kernel=self.request.kernel, round=round_, index=index, messages=messages)
 
-    async def candidate(self, slot: _Slot) -> CandidateOutcome:
+    async def candidate(self, baseline: Baseline, slot: Slot) -> CandidateOutcome:
         """Request, build and evaluate one candidate."""
-        prompt = self.prompt(slot.round, slot.index)
-        self.emit(CandidateStage(slot.round, slot.index, "requested"))
+        round_, index = slot
+        prompt = self.prompt(baseline, round_, index)
+        self.emit(CandidateStage(round_, index, "requested"))
         reply = await self.llm.complete(prompt)
         self.tokens += reply.tokens
         if reply.error is not None or reply.code is None:
@@ -449,42 +188,34 @@ class _Run:
                 self.stop_reason = message
                 self.fatal = True
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
-        self.emit(CandidateStage(slot.round, slot.index, "generated"))
+        self.emit(CandidateStage(round_, index, "generated"))
         source = clean_candidate(reply.code, self.request.file_text)
         try:
-            built = await asyncio.to_thread(
-                self.toolchain.build,
-                self.request.file_text,
-                self.request.path,
-                self.request.kernel,
-                self.request.settings,
-                kernel_source=source,
-                instance=self.spec.instance if self.spec else None,
-                arch=self.arch,
-            )
+            binary = await build_candidate(
+                self.toolchain, self.request, source, instance=baseline.spec.instance,
+                arch=baseline.arch,
+            )  # fmt: skip
         except Exception as exc:
-            log.exception("building candidate %d.%d failed", slot.round, slot.index)
+            log.exception("building candidate %d.%d failed", round_, index)
             message = f"the build failed: {exc}"
             return self.outcome(slot, "compile_error", message, source=source, tokens=reply.tokens)
-        if not isinstance(built, KernelBinary):
+        if not isinstance(binary, KernelBinary):
             return self.outcome(
-                slot, built.status, built.message, source=source, tokens=reply.tokens
+                slot, binary.status, binary.message, source=source, tokens=reply.tokens
             )
-        binary = dataclasses.replace(built, kernel_source=source)
-        self.resources[(slot.round, slot.index)] = binary.resources
-        self.emit(CandidateStage(slot.round, slot.index, "evaluating"))
-        assert self.baseline_binary is not None and self.spec is not None
-        result = await self.on_gpu(
-            self.evaluator.evaluate,
-            self.baseline_binary,
+        self.resources[slot] = binary.resources
+        self.emit(CandidateStage(round_, index, "evaluating"))
+        result = await self.lane.call(
+            self.lane.evaluator.evaluate,
+            baseline.binary,
             binary,
-            self.spec,
-            spec_dir=self.spec_dir,
-            seed=self.next_seed(),
+            baseline.spec,
+            spec_dir=baseline.spec_dir,
+            seed=self.seeds.next(),
         )
         status: Status = result.status
         if status == "ok":
-            self.binaries[(slot.round, slot.index)] = binary
+            self.binaries[slot] = binary
             if result.speedup is not None and result.speedup < 1.0:
                 status = "slower"
         ms = result.candidate.median_ms if result.candidate else None
@@ -502,19 +233,21 @@ class _Run:
             registers=binary.resources.registers if binary.resources else None,
         )
 
-    def outcome(self, slot: _Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:
+    def outcome(self, slot: Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:
         return CandidateOutcome(
-            round=slot.round,
-            index=slot.index,
+            round=slot[0],
+            index=slot[1],
             status=status,
             ms=fields.pop("ms", None),
             message=message,
             **fields,
         )
 
-    async def one_round(self, round_: int) -> None:
-        slots = [_Slot(round_, i) for i in range(1, self.config.candidates + 1)]
-        tasks = {asyncio.ensure_future(self.candidate(slot)): slot for slot in slots}
+    # -- rounds -----------------------------------------------------------------------------
+
+    async def one_round(self, baseline: Baseline, round_: int) -> None:
+        slots = [(round_, i) for i in range(1, self.config.candidates + 1)]
+        tasks = {asyncio.ensure_future(self.candidate(baseline, slot)): slot for slot in slots}
         self.pending = set(tasks)
         try:
             while self.pending:
@@ -535,7 +268,7 @@ class _Run:
                     except (BaselineFailed, NoGpuError):
                         raise
                     except Exception as exc:  # a bug or an unexpected evaluator failure
-                        log.exception("candidate %d.%d failed", slot.round, slot.index)
+                        log.exception("candidate %d.%d failed", *slot)
                         outcome = self.outcome(
                             slot, "launch_error", f"evaluation failed: {exc}", source=""
                         )
@@ -551,15 +284,13 @@ class _Run:
                 await self.abort_pending()
 
     async def abort_pending(self) -> None:
-        if self.evaluating:
-            with contextlib.suppress(Exception):
-                self.evaluator.cancel()
+        self.lane.stop()
         for task in self.pending:
             task.cancel()
         await asyncio.gather(*self.pending, return_exceptions=True)
         self.pending = set()
 
-    async def rounds(self) -> None:
+    async def rounds(self, baseline: Baseline) -> None:
         best_speedup = 1.0
         idle_rounds = 0
         for round_ in range(1, self.config.rounds + 1):
@@ -568,7 +299,7 @@ class _Run:
                 return
             self.emit(RoundStarted(round_, self.config.rounds))
             before = self.best()
-            await self.one_round(round_)
+            await self.one_round(baseline, round_)
             if self.stop_reason:
                 return
             best = self.best()
@@ -581,92 +312,30 @@ class _Run:
                     self.stop_reason = f"no gain in {idle_rounds} rounds"
                     return
             if best is not None and best is not before and round_ < self.config.rounds:
-                await self.profile_best(best)
+                await self.profile_best(baseline, best)
 
-    async def profile_best(self, best: CandidateOutcome) -> None:
+    async def profile_best(self, baseline: Baseline, best: CandidateOutcome) -> None:
         if not self.config.profile:
             return
         binary = self.binaries.get((best.round, best.index))
-        if binary is None or self.spec is None:
+        if binary is None:
             return
         try:
-            self.profile_text = await self.on_gpu(
-                self.toolchain.profile, binary, self.spec, self.spec_dir
+            self.profile_text = await self.lane.call(
+                self.toolchain.profile, binary, baseline.spec, baseline.spec_dir
             )
         except Exception as exc:  # the profile is an extra: never let it end the run
             log.info("profiling skipped: %s", exc)
 
-    async def choose_winner(self) -> OptimizeResult:
-        """Re-validate the best candidates in turn; the first that holds up wins."""
-        assert self.baseline_binary is not None and self.spec is not None
-        ranked = top_correct(self.outcomes, max(1, self.config.top_k))
-        if not ranked:
-            reason = "no candidate was correct"
-            slower = [o for o in self.outcomes if o.status == "slower"]
-            if slower:
-                reason = f"{len(slower)} correct candidate(s), all slower than the original"
-            return self.no_improvement(reason)
-        notes: list[str] = []
-        for outcome in ranked:
-            key = (outcome.round, outcome.index)
-            binary = self.binaries[key]
-            label = f"round {outcome.round} candidate {outcome.index}"
-            if outcome.speedup is not None and outcome.speedup <= 1.0 + MIN_GAIN:
-                notes.append(
-                    f"{label} is {outcome.speedup:.3f}x, within measurement noise "
-                    f"(needs > {1.0 + MIN_GAIN:.3f}x)"
-                )
-                continue  # both measurements must clear the bar: no need for a second one
-            check = await self.on_gpu(
-                self.evaluator.evaluate,
-                self.baseline_binary,
-                binary,
-                self.spec,
-                spec_dir=self.spec_dir,
-                seed=self.next_seed(),
-            )
-            if check.status != "ok":
-                self.replace_outcome(
-                    outcome, check.status, f"on re-validation with new inputs: {check.message}"
-                )
-                notes.append(f"{label} failed re-validation ({check.status})")
-                continue
-            needed = required_speedup(check)
-            if check.speedup is None or check.speedup <= needed:
-                shown = f"{check.speedup:.3f}x" if check.speedup is not None else "no timing"
-                notes.append(
-                    f"{label} is {shown}, within measurement noise (needs > {needed:.3f}x)"
-                )
-                continue
-            sanitized = False
-            if self.config.sanitize_winner:
-                report = await self.on_gpu(
-                    self.toolchain.sanitize, binary, self.spec, self.spec_dir
-                )
-                if report is not None and report.status != "ok":
-                    self.replace_outcome(
-                        outcome, "sanitizer", report.sanitizer_report or report.message
-                    )
-                    notes.append(f"{label} failed compute-sanitizer")
-                    continue
-                sanitized = report is not None
-            return self.accepted(outcome, check, sanitized)
-        return self.no_improvement("; ".join(notes))
+    # -- the end ----------------------------------------------------------------------------
 
-    def replace_outcome(self, outcome: CandidateOutcome, status: Status, message: str) -> None:
-        self.outcomes = [
-            dataclasses.replace(o, status=status, message=message) if o is outcome else o
-            for o in self.outcomes
-        ]
-
-    def accepted(
-        self, outcome: CandidateOutcome, check: EvalResult, sanitized: bool
-    ) -> OptimizeResult:
-        baseline_ms = check.baseline.median_ms if check.baseline else timing_ms(self.baseline)  # type: ignore[arg-type]
+    def accepted(self, baseline: Baseline, winner: Winner) -> OptimizeResult:
+        outcome, check = winner.outcome, winner.check
+        baseline_ms = check.baseline.median_ms if check.baseline else timing_ms(baseline.result)
         best_ms = check.candidate.median_ms if check.candidate else outcome.ms
         total = len(check.cases)
         cases = f", {check.cases_passed}/{total} cases" if total else ""
-        extra = ", sanitizer clean" if sanitized else ""
+        extra = ", sanitizer clean" if winner.sanitized else ""
         message = (
             f"{check.speedup:.2f}x faster ({baseline_ms:.4f} ms -> {best_ms:.4f} ms){cases}, "
             f"re-validated on new inputs{extra} (round {outcome.round} candidate {outcome.index})"
@@ -700,21 +369,33 @@ class _Run:
             file=str(self.request.path or ""),
             kernel=self.request.kernel,
             model=self.config.model,
-            seed=self.seed,
+            seed=self.seeds.seed,
         )
-        failed = await self.prepare()
-        if failed is not None:
-            return failed
-        assert self.baseline is not None
+        baseline = await prepare(self.request, self.toolchain, self.lane, self.seeds)
+        self.benchmark = baseline.result  # an unprepared run may still have measured it
+        if isinstance(baseline, Unprepared):
+            return self.error(baseline.message)
         self.emit(
             RunStarted(
-                self.request.kernel, self.baseline, self.config.rounds, self.config.candidates
+                self.request.kernel, baseline.result, self.config.rounds, self.config.candidates
             )
         )
-        await self.rounds()
+        await self.rounds(baseline)
         if self.fatal and not top_correct(self.outcomes, 1):
             return self.error(f"LLM endpoint error: {self.stop_reason}")
-        return await self.choose_winner()
+        choice = await choose_winner(
+            self.outcomes,
+            self.binaries,
+            baseline,
+            top_k=self.config.top_k,
+            sanitize=self.config.sanitize_winner,
+            lane=self.lane,
+            seeds=self.seeds,
+            toolchain=self.toolchain,
+        )
+        if choice.winner is None:
+            return self.no_improvement(choice.reason)
+        return self.accepted(baseline, choice.winner)
 
 
 async def optimize(
@@ -733,7 +414,9 @@ async def optimize(
     Setting `cancel` (or cancelling the task running this) stops LLM requests and the GPU work
     in flight at once; with `cancel` the result comes back with `cancelled=True`.
     """
-    run = _Run(request, config, evaluator, llm, toolchain or DefaultToolchain(), history, on_event)
+    run = _OptimizeRun(
+        request, config, evaluator, llm, toolchain or DefaultToolchain(), history, on_event
+    )
     work = asyncio.ensure_future(run.execute())
     waiter = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
     try:
@@ -768,17 +451,15 @@ async def optimize(
     finally:
         if waiter is not None:
             waiter.cancel()
-        run.gpu.shutdown(wait=False)
+        run.lane.close()
     await run.recorded("finish_run", run.run_id, result)
     run.emit(RunFinished(result))
     return result
 
 
-async def _stop(run: _Run, work: asyncio.Future[Any]) -> None:
+async def _stop(run: _OptimizeRun, work: asyncio.Future[Any]) -> None:
     """Cancel GPU work in flight and the run's LLM requests, and wait until they have let go."""
-    if run.evaluating:
-        with contextlib.suppress(Exception):
-            run.evaluator.cancel()
+    run.lane.stop()
     work.cancel()
     for task in list(run.pending):
         task.cancel()

@@ -9,13 +9,13 @@ winner's bottleneck class with the metrics that matter for it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.types import DeviceFacts
 from cuda_llm_lsp.fsr.types import CandidateOutcome
+from cuda_llm_lsp.source.context import outline
 from cuda_llm_lsp.source.kernels import Kernel
 
 SYSTEM_PROMPT = """\
@@ -88,70 +88,17 @@ class Attempt:
 # The file's context
 
 
-def _strip_comments(text: str) -> str:
-    """Comments and string contents replaced by spaces (offsets kept)."""
-
-    def blank(match: re.Match[str]) -> str:
-        return re.sub(r"[^\n]", " ", match.group(0))
-
-    return re.sub(r'//[^\n]*|/\*.*?(\*/|\Z)|"(\\.|[^"\\\n])*"', blank, text, flags=re.DOTALL)
-
-
-def _matching_brace(code: str, open_at: int) -> int:
-    depth = 0
-    for position in range(open_at, len(code)):
-        if code[position] == "{":
-            depth += 1
-        elif code[position] == "}":
-            depth -= 1
-            if depth == 0:
-                return position
-    return len(code) - 1
-
-
-def helper_spans(text: str) -> list[tuple[int, int]]:
-    """[start, end) offsets of the `__device__` function definitions in `text`."""
-    code = _strip_comments(text)
-    spans: list[tuple[int, int]] = []
-    for match in re.finditer(r"(?m)^[^\n;{}]*\b__device__\b[^;{}]*\)[^;{}]*\{", code):
-        if "__global__" in code[match.start() : match.end()]:
-            continue
-        end = _matching_brace(code, match.end() - 1)
-        start = match.start()
-        before = code[:start].rstrip()
-        previous = before[before.rfind("\n") + 1 :]
-        if re.fullmatch(r"\s*template\s*<[^;{}]*>\s*", previous):  # `template <...>` line above
-            start = len(before) - len(previous)
-        spans.append((start, end + 1))
-    return spans
-
-
 def file_context(text: str, kernel: Kernel) -> FileContext:
-    """Includes, defines, `__device__` helpers and launch sites of `kernel` in `text`."""
-    code = _strip_comments(text)
+    """Includes, defines, `__device__` helpers and launch sites of `kernel` in `text`; each
+    launch site with the two lines above it (where the grid and block are often computed)."""
+    found = outline(text)
     lines = text.split("\n")
-    includes = tuple(
-        lines[i].strip()
-        for i, line in enumerate(code.split("\n"))
-        if re.match(r"\s*#\s*include\b", line)
+    helpers = tuple(text[start:end].strip() for start, end in found.device_functions)
+    launch_sites = tuple(
+        "\n".join(lines[max(0, line - 2) : line + 1]).strip("\n")
+        for line in found.launch_lines(kernel.name)
     )
-    defines: list[str] = []
-    code_lines = code.split("\n")
-    i = 0
-    while i < len(code_lines):
-        if re.match(r"\s*#\s*define\b", code_lines[i]):
-            start = i
-            while code_lines[i].rstrip().endswith("\\") and i + 1 < len(code_lines):
-                i += 1
-            defines.append("\n".join(lines[start : i + 1]).strip())
-        i += 1
-    helpers = [text[start:end].strip() for start, end in helper_spans(text)]
-    launch_sites: list[str] = []
-    for number, line in enumerate(code_lines):
-        if re.search(rf"\b{re.escape(kernel.name)}\b\s*(<[^<>]*>)?\s*<<<", line):
-            low, high = max(0, number - 2), min(len(lines), number + 1)
-            launch_sites.append("\n".join(lines[low:high]).strip("\n"))
-    return FileContext(tuple(includes), tuple(defines), tuple(helpers), tuple(launch_sites))
+    return FileContext(found.includes, found.defines, helpers, launch_sites)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cuda_llm_lsp.fsr.llm import LlmClient, LlmReply, Prompt, extract_kernel
+from cuda_llm_lsp.fsr.client import LlmClient, LlmReply, Prompt, extract_kernel
 
 FORMAT_VERSION = 1
 

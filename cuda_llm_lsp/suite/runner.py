@@ -241,7 +241,7 @@ class SuiteRunner:
         total: int = 0,
     ) -> KernelRow | None:
         """The FSR loop's row; None when the loop could not even measure the baseline."""
-        from cuda_llm_lsp.fsr.llm import make_llm
+        from cuda_llm_lsp.engine import make_llm
         from cuda_llm_lsp.fsr.loop import optimize
         from cuda_llm_lsp.fsr.types import (
             CandidateEvaluated,

@@ -178,7 +178,7 @@ class FakeLlm:
     async def complete(self, prompt: Any) -> Any:
         import asyncio
 
-        from cuda_llm_lsp.fsr.llm import LlmReply, extract_kernel
+        from cuda_llm_lsp.fsr.client import LlmReply, extract_kernel
 
         self.prompts.append(prompt)
         answer = self.replies.get((prompt.round, prompt.index), self.default)
@@ -215,7 +215,7 @@ def make_recording(directory: Path, kernel: str, replies: dict[tuple[int, int], 
     """A `--replay` directory answering candidate (round, index) with `replies[...]` as code."""
     import asyncio
 
-    from cuda_llm_lsp.fsr.llm import Prompt
+    from cuda_llm_lsp.fsr.client import Prompt
     from cuda_llm_lsp.fsr.replay import RecordingLlm
 
     async def record() -> None:

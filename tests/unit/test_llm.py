@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from cuda_llm_lsp.fsr.llm import OpenAiLlm, Prompt, backoff_s, extract_kernel
+from cuda_llm_lsp.fsr.client import Prompt, extract_kernel
+from cuda_llm_lsp.fsr.endpoint import OpenAiLlm, backoff_s
 from cuda_llm_lsp.fsr.types import OptimizeConfig
 from tests.support.fixtures import scripted_llm_fixture  # noqa: F401
 from tests.support.scripted_llm import ScriptedLlmServer, error, kernel_reply, reply

@@ -8,8 +8,9 @@ from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.recorded import DEFAULT_DEVICE
 from cuda_llm_lsp.evaluate.types import EvalResult, Timing
 from cuda_llm_lsp.fsr import prompts
-from cuda_llm_lsp.fsr.loop import clean_candidate, required_speedup, top_correct
+from cuda_llm_lsp.fsr.toolchain import clean_candidate
 from cuda_llm_lsp.fsr.types import CandidateOutcome
+from cuda_llm_lsp.fsr.winner import required_speedup, top_correct
 from cuda_llm_lsp.source.kernels import find_kernels
 from tests.support.fsr_fakes import SAXPY_FILE, saxpy_candidate
 

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.engine import make_llm
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
-from cuda_llm_lsp.fsr.llm import OpenAiLlm, Prompt, make_llm
+from cuda_llm_lsp.fsr.client import Prompt
+from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
 from cuda_llm_lsp.fsr.loop import optimize
 from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm, recorded_shape
 from cuda_llm_lsp.fsr.types import OptimizeConfig, OptimizeRequest, OptimizeResult

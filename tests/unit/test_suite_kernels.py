@@ -14,8 +14,8 @@ import pytest
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
 from cuda_llm_lsp.evaluate.types import KernelBinary
-from cuda_llm_lsp.fsr.llm import extract_kernel
-from cuda_llm_lsp.fsr.loop import clean_candidate
+from cuda_llm_lsp.fsr.client import extract_kernel
+from cuda_llm_lsp.fsr.toolchain import clean_candidate
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.suite.runner import discover

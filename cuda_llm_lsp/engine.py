@@ -1,0 +1,95 @@
+"""The one place that builds the engine the CLI, the suite and the language server run on.
+
+The evaluator (the local GPU, or recorded outcomes for tests and demos), the LLM client (the
+endpoint, the endpoint recorded, or a replay of a recording) and the run history. Callers get
+these from here and hand them to `fsr.loop.optimize`, which takes them as protocols and never
+imports this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+
+from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
+from cuda_llm_lsp.evaluate.timing import Plan
+from cuda_llm_lsp.evaluate.types import Evaluator
+from cuda_llm_lsp.fsr.client import LlmClient
+from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
+from cuda_llm_lsp.fsr.history import RunHistory
+from cuda_llm_lsp.fsr.loop import History, optimize
+from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm
+from cuda_llm_lsp.fsr.toolchain import Toolchain
+from cuda_llm_lsp.fsr.types import OptimizeConfig, OptimizeRequest, OptimizeResult, ProgressEvent
+
+#: `recorded:PATH` replaces the GPU by recorded outcomes (`evaluate.recorded`); `gpu` or unset:
+#: the local GPU. Read by `make_evaluator` only: tests and demos of `optimize` and `suite`.
+EVALUATOR_ENV = "CUDA_LLM_EVALUATOR"
+
+LlmFactory = Callable[[OptimizeConfig], LlmClient]
+
+
+def gpu_evaluator(plan: Plan | None = None) -> Evaluator:
+    """The local GPU's evaluator, timing by `plan` (None: its default); its worker starts on use."""
+    # numpy and the worker's machinery: ~75 ms that `cuda-llm --help`, `check` and `history` and
+    # the language server's start would pay for nothing (python -X importtime).
+    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+
+    return GpuEvaluator(plan=plan)
+
+
+def make_evaluator(plan: Plan | None = None) -> Evaluator:
+    """`gpu_evaluator(plan)`, or recorded outcomes when `CUDA_LLM_EVALUATOR=recorded:PATH`
+    (a recording has no timing plan). Raises ValueError for any other value of the variable."""
+    choice = os.environ.get(EVALUATOR_ENV, "").strip()
+    if choice.startswith("recorded:"):
+        return RecordedEvaluator(choice.removeprefix("recorded:"))
+    if choice not in ("", "gpu"):
+        raise ValueError(f"{EVALUATOR_ENV} must be 'gpu' or 'recorded:PATH', not {choice!r}")
+    return gpu_evaluator(plan)
+
+
+def make_llm(config: OptimizeConfig) -> LlmClient:
+    """The client a run uses: a replay, or the endpoint (recorded when `record_dir` is set)."""
+    if config.replay_dir:
+        return ReplayLlm(config.replay_dir)
+    client: LlmClient = OpenAiLlm(config)
+    if config.record_dir:
+        client = RecordingLlm(client, config.record_dir)
+    return client
+
+
+def open_history() -> RunHistory:
+    """The run history in the user's data directory (`CUDA_LLM_DATA_DIR` overrides it)."""
+    return RunHistory()
+
+
+async def history_for_run(on_error: Callable[[Exception], None]) -> RunHistory | None:
+    """The run history, opened off the event loop; None after `on_error(exc)` when it cannot be
+    opened: the run matters more than its record."""
+    try:
+        return await asyncio.to_thread(open_history)
+    except Exception as exc:
+        on_error(exc)
+        return None
+
+
+async def run_fsr(
+    request: OptimizeRequest,
+    config: OptimizeConfig,
+    evaluator: Evaluator,
+    *,
+    llm_factory: LlmFactory = make_llm,
+    on_event: Callable[[ProgressEvent], None] | None = None,
+    cancel: asyncio.Event | None = None,
+    history: History | None = None,
+    toolchain: Toolchain | None = None,
+) -> OptimizeResult:
+    """`fsr.loop.optimize` with an LLM client made for `config` by `llm_factory`, closed after."""
+    llm = llm_factory(config)
+    try:
+        return await optimize(request, config, evaluator, llm, on_event=on_event, cancel=cancel,
+                              history=history, toolchain=toolchain)  # fmt: skip
+    finally:
+        await llm.close()
