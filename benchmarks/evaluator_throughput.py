@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
-from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
 from cuda_llm_lsp.evaluate.types import KernelBinary, NoGpuError
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec

@@ -26,7 +26,7 @@ KERNELS = {
 def once(label: str) -> dict[str, float]:
     from cuda_llm_lsp.config import Settings
     from cuda_llm_lsp.evaluate.candidate import build_binary
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+    from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
     from cuda_llm_lsp.source.kernels import find_kernels
     from cuda_llm_lsp.source.spec import parse_spec
 

@@ -8,20 +8,18 @@ checks can still read out of bounds (inside its own allocations) or race on shar
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from cuda_llm_lsp.evaluate.compare import storage_dtype
 from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
-from cuda_llm_lsp.evaluate.pool import case_launch
+from cuda_llm_lsp.evaluate.launch import case_bytes, case_launch
+from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
+from cuda_llm_lsp.evaluate.protocol import LoadRequest, Request, RunRequest
 from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
 from cuda_llm_lsp.source.spec import Case, TestSpec
 
@@ -34,22 +32,13 @@ def sanitizer_path() -> str | None:
 
 
 def _requests(binary: KernelBinary, spec: TestSpec, cases: Sequence[Case], seed: int,
-              spec_dir: Path | None) -> list[dict[str, Any]]:  # fmt: skip
-    reqs: list[dict[str, Any]] = [{"op": "load", "cubin": binary.cubin, "entry": binary.entry}]
-
+              spec_dir: Path | None) -> list[Request]:  # fmt: skip
+    reqs: list[Request] = [LoadRequest(binary.cubin, binary.entry)]
     for case in cases:
         inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
         launch = case_launch(spec, case, inputs, None)
-        reqs.append({"op": "run", **launch, "timeout_s": 120.0, "guards": False})
+        reqs.append(RunRequest(launch, timeout_s=120.0, guards=False))
     return reqs
-
-
-def _case_bytes(spec: TestSpec, case: Case) -> int:
-    return sum(
-        int(case.counts.get(a.name, 0)) * storage_dtype(a.dtype or "float32").itemsize
-        for a in spec.args
-        if a.is_pointer
-    )
 
 
 def run_sanitizer(
@@ -67,18 +56,17 @@ def run_sanitizer(
     exe = sanitizer_path()
     if exe is None:
         return EvalResult("ok", "compute-sanitizer is not on PATH: sanitizer pass skipped", seed)
-    cases = [c for c in spec.cases() if _case_bytes(spec, c) <= MAX_CASE_BYTES]
+    cases = [c for c in spec.cases() if case_bytes(spec, c) <= MAX_CASE_BYTES]
     if not cases:
         return EvalResult("ok", "every case is too large for the sanitizer: skipped", seed)
     requests = _requests(binary, spec, cases, seed, spec_dir)
     reports: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cuda-llm-sanitizer-") as tmp:
-        req_file = Path(tmp) / "requests.pkl"
-        req_file.write_bytes(pickle.dumps(requests))
+        req_file = Path(tmp) / "requests.bin"
+        write_requests(req_file, requests)
         for tool in tools:
             cmd = [exe, "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
-                   sys.executable, "-m", "cuda_llm_lsp.evaluate.worker", "--oneshot",
-                   str(req_file), "--device", str(device)]  # fmt: skip
+                   *oneshot_command(req_file, device)]  # fmt: skip
             if tool == "racecheck":
                 cmd[3:3] = ["--racecheck-report", "hazard"]
             try:

@@ -1,21 +1,18 @@
-"""The GPU worker: a child process that owns the CUDA context and runs kernels for the pool.
+"""The GPU worker: a child process that owns the CUDA context and runs kernels for the evaluator.
 
-Protocol: length-prefixed pickles (8-byte little-endian length, then the pickle) in both
-directions on stdin/stdout. Only the parent (our own pool) writes requests; candidates only ever
-reach this process as cubins, run as device code. Anything printed by libraries goes to stderr:
-the reply channel is a private copy of the original stdout.
-
-Requests are dicts with an "op": `facts`, `load`, `run`, `time`, `bandwidth`, `ping`, `quit`.
-Replies are dicts with a "status": "ok", or "launch_error" (the context survives: bad launch
-configuration), or "fault" / "timeout" (the context is lost: the worker replies and exits, the
-pool starts a new one), or "no_gpu" (no driver or device: sent for every request).
+It speaks `protocol` (typed requests in on stdin, replies out on stdout, one framing). Only the
+parent (our own evaluator) writes requests; candidates only ever reach this process as cubins,
+run as device code. Anything printed by libraries goes to stderr: the reply channel is a private
+copy of the original stdout. A `Failure` reply says "launch_error" (the context survives: a bad
+launch configuration), or "fault" / "timeout" (the context is lost: the worker replies and exits,
+the parent starts a new one), or "no_gpu" (no driver or device: sent for every request).
 
 Every device buffer is allocated with plain cuMemAlloc, with GUARD_BYTES of guard band on each
 side; `out` buffers are poisoned before each run. A per-launch watchdog polls the stream until a
 deadline; the parent has its own hard watchdog too, as a hung kernel can hang a driver call.
 
-One-shot mode (`python -m cuda_llm_lsp.evaluate.worker --oneshot FILE`) runs the pickled list of
-requests in FILE, for compute-sanitizer, and exits 0 when every reply was "ok".
+One-shot mode (`python -m cuda_llm_lsp.evaluate.worker --oneshot FILE`) runs the requests framed
+in FILE (`process.write_requests`), for compute-sanitizer and ncu, and exits 0 when none failed.
 """
 
 from __future__ import annotations
@@ -23,17 +20,47 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-import pickle
-import struct
 import sys
-import threading
 import time
-from typing import Any, BinaryIO
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import Any
 
 import numpy as np
 
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.compare import GUARD_BYTE, GUARD_BYTES
+from cuda_llm_lsp.evaluate.process import exit_with_parent
+from cuda_llm_lsp.evaluate.protocol import (
+    BandwidthReply,
+    BandwidthRequest,
+    Buffer,
+    BufferArg,
+    FactsReply,
+    FactsRequest,
+    Failure,
+    Launch,
+    LoadReply,
+    LoadRequest,
+    Param,
+    PingRequest,
+    Pong,
+    QuitRequest,
+    Ready,
+    Recheck,
+    Reply,
+    Request,
+    RunReply,
+    RunRequest,
+    TimeReply,
+    TimeRequest,
+    as_request,
+    read_message,
+    read_requests,
+    write_message,
+)
+from cuda_llm_lsp.evaluate.types import DeviceFacts
 
 LAUNCH_ERRORS = {1, 701, 9}  # INVALID_VALUE, LAUNCH_OUT_OF_RESOURCES, INVALID_CONFIGURATION(9)
 _ERROR_HINTS = {
@@ -77,7 +104,9 @@ class Timeout(Exception):
     pass
 
 
-class Worker:
+class CudaBackend:
+    """The device side: one CUDA context, its stream and loaded modules; runs requests."""
+
     def __init__(self, device: int) -> None:
         driver = _driver_module()
         self.d = driver
@@ -127,7 +156,7 @@ class Worker:
             sleep = min(sleep * 2, 2e-3)
 
     # --- ops ------------------------------------------------------------------------------
-    def op_facts(self, req: dict[str, Any]) -> dict[str, Any]:
+    def facts(self) -> FactsReply:
         d = self.d
         name = self.check(d.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
         name = bytes(name).split(b"\0", 1)[0].decode(errors="replace").strip()
@@ -142,53 +171,47 @@ class Worker:
             except CudaError:
                 return 0
 
-        return {
-            "status": "ok",
-            "name": name,
-            "driver_version": int(driver),
-            "compute_capability": (major, minor),
-            "sm_count": self.attr("MULTIPROCESSOR_COUNT"),
-            "max_threads_per_block": self.attr("MAX_THREADS_PER_BLOCK"),
-            "shared_per_block": self.attr("MAX_SHARED_MEMORY_PER_BLOCK"),
-            "shared_per_block_optin": self.attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-            "shared_per_sm": self.attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
-            "registers_per_block": self.attr("MAX_REGISTERS_PER_BLOCK"),
-            "registers_per_sm": self.attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
-            "l2_bytes": self.attr("L2_CACHE_SIZE"),
-            "memory_bytes": int(total),
-            "clock_khz": safe("CLOCK_RATE"),
-            "memory_clock_khz": safe("MEMORY_CLOCK_RATE"),
-            "memory_bus_width": safe("GLOBAL_MEMORY_BUS_WIDTH"),
-        }
+        facts = DeviceFacts(
+            name=name,
+            compute_capability=(major, minor),
+            arch=f"sm_{major}{minor}",
+            sm_count=self.attr("MULTIPROCESSOR_COUNT"),
+            max_threads_per_block=self.attr("MAX_THREADS_PER_BLOCK"),
+            shared_per_block=self.attr("MAX_SHARED_MEMORY_PER_BLOCK"),
+            shared_per_block_optin=self.attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            shared_per_sm=self.attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+            registers_per_block=self.attr("MAX_REGISTERS_PER_BLOCK"),
+            registers_per_sm=self.attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
+            l2_bytes=self.attr("L2_CACHE_SIZE"),
+            memory_bytes=int(total),
+            clock_khz=safe("CLOCK_RATE"),
+            memory_clock_khz=safe("MEMORY_CLOCK_RATE"),
+            memory_bus_width=safe("GLOBAL_MEMORY_BUS_WIDTH"),
+        )
+        return FactsReply(facts, int(driver))
 
-    def op_load(self, req: dict[str, Any]) -> dict[str, Any]:
-        cubin: bytes = req["cubin"]
-        entry: str = req["entry"]
+    def load(self, req: LoadRequest) -> LoadReply | Failure:
+        cubin, entry = req.cubin, req.entry
         key = hashlib.sha256(cubin + b"\0" + entry.encode()).hexdigest()[:24]
         if key not in self.modules:
             try:
                 module = self.check(self.d.cuModuleLoadData(cubin), "cuModuleLoadData")
             except CudaError as exc:
-                return {"status": "launch_error", "message": f"cannot load the cubin: {exc}"}
+                return Failure("launch_error", f"cannot load the cubin: {exc}")
             try:
                 fn = self.check(self.d.cuModuleGetFunction(module, entry.encode()), entry)
             except CudaError as exc:
                 self.d.cuModuleUnload(module)
-                return {"status": "launch_error", "message": f"no kernel {entry!r} in cubin: {exc}"}
+                return Failure("launch_error", f"no kernel {entry!r} in cubin: {exc}")
             self.modules[key] = (module, fn)
         fn = self.modules[key][1]
         fa = self.d.CUfunction_attribute
         regs = self.d.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_NUM_REGS, fn)
         smem = self.d.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn)
-        return {
-            "status": "ok",
-            "key": key,
-            "registers": int(self.check(regs, "attr")),
-            "static_smem": int(self.check(smem, "attr")),
-        }
+        return LoadReply(key, int(self.check(regs, "attr")), int(self.check(smem, "attr")))
 
-    def _function(self, key: str) -> Any:
-        if key not in self.modules:
+    def _function(self, key: str | None) -> Any:
+        if key is None or key not in self.modules:
             raise KeyError(f"kernel {key} is not loaded")
         return self.modules[key][1]
 
@@ -216,66 +239,67 @@ class Worker:
             host = np.frombuffer((pattern * reps)[:nbytes], dtype=np.uint8)
             self.check(self.d.cuMemcpyHtoD(ptr, host.ctypes.data, nbytes), "cuMemcpyHtoD")
 
-    def _fill_data(self, buffers: list[dict[str, Any]], ptrs: dict[str, int]) -> None:
+    def _fill_data(self, buffers: Sequence[Buffer], ptrs: Mapping[str, int]) -> None:
         """Each buffer's data (uploaded) or poison (filled on the device), guards untouched."""
         for buf in buffers:
-            nbytes = int(buf["nbytes"])
-            data = ptrs[buf["name"]]
-            if buf.get("data") is not None:
-                host = np.frombuffer(buf["data"], dtype=np.uint8)
+            data = ptrs[buf.name]
+            if buf.data is not None:
+                host = np.frombuffer(buf.data, dtype=np.uint8)
                 if host.size:
                     self.check(
                         self.d.cuMemcpyHtoD(data, host.ctypes.data, host.size), "cuMemcpyHtoD"
                     )
-            elif buf.get("poison") is not None:
-                self._fill(data, nbytes, bytes(buf["poison"]))
+            elif buf.poison is not None:
+                self._fill(data, buf.nbytes, buf.poison)
 
     def _upload_buffers(
-        self, buffers: list[dict[str, Any]], guard: int = GUARD_BYTES
+        self, buffers: Sequence[Buffer], guard: int = GUARD_BYTES
     ) -> tuple[dict[str, int], dict[str, int], list[int]]:
         """Allocate guarded buffers and upload data (or poison). -> (data ptrs, sizes, bases)."""
         ptrs: dict[str, int] = {}
         sizes: dict[str, int] = {}
         bases: list[int] = []
         for buf in buffers:
-            nbytes = int(buf["nbytes"])
-            total = nbytes + 2 * guard
+            total = buf.nbytes + 2 * guard
             base = self._alloc(total)
             bases.append(base)
             self.check(self.d.cuMemsetD8(base, GUARD_BYTE, total), "cuMemsetD8")
-            ptrs[buf["name"]] = base + guard
-            sizes[buf["name"]] = nbytes
+            ptrs[buf.name] = base + guard
+            sizes[buf.name] = buf.nbytes
         self._fill_data(buffers, ptrs)
         return ptrs, sizes, bases
 
     def _read_back(
-        self, buffers: list[dict[str, Any]], ptrs: dict[str, int], sizes: dict[str, int], guard: int
+        self,
+        buffers: Sequence[Buffer],
+        ptrs: Mapping[str, int],
+        sizes: Mapping[str, int],
+        guard: int,
     ) -> dict[str, bytes]:
         """Every buffer with its guard bands; an `unchanged_only` input that is unchanged comes
         back as its guard bands alone (the parent knows its data)."""
         out: dict[str, bytes] = {}
         for buf in buffers:
-            name = buf["name"]
+            name = buf.name
             total = sizes[name] + 2 * guard
             host = np.empty(total, dtype=np.uint8)
             result = self.d.cuMemcpyDtoH(host.ctypes.data, ptrs[name] - guard, total)
             self.check(result, "cuMemcpyDtoH")
-            check_only = buf.get("data") is not None and buf.get("unchanged_only") and guard
-            if check_only and host[guard : guard + sizes[name]].tobytes() == buf["data"]:
+            check_only = buf.data is not None and buf.unchanged_only and guard
+            if check_only and host[guard : guard + sizes[name]].tobytes() == buf.data:
                 out[name] = host[:guard].tobytes() + host[total - guard :].tobytes()
                 continue
             out[name] = host.tobytes()
         return out
 
-    def _params(self, params: list[tuple[Any, ...]], ptrs: dict[str, int]) -> tuple[Any, list[Any]]:
+    def _params(self, params: Sequence[Param], ptrs: Mapping[str, int]) -> tuple[Any, list[Any]]:
         """kernelParams: an array of pointers to each argument's bytes (kept alive by `keep`)."""
         keep: list[Any] = []
         for p in params:
-            if p[0] == "buf":
-                keep.append(np.array([ptrs[p[1]]], dtype=np.uint64))
+            if isinstance(p, BufferArg):
+                keep.append(np.array([ptrs[p.name]], dtype=np.uint64))
             else:
-                _, dtype, value = p
-                keep.append(np.array([value], dtype=np.dtype(dtype)))
+                keep.append(np.array([p.value], dtype=np.dtype(p.dtype)))
         addresses = np.array([a.ctypes.data for a in keep], dtype=np.uint64)
         keep.append(addresses)
         return addresses.ctypes.data, keep
@@ -294,32 +318,29 @@ class Worker:
                     f"{optin} per block (static shared memory included)",
                 ) from None
 
-    def _launch(self, fn: Any, req: dict[str, Any], params: Any) -> None:
-        g, b = req["grid"], req["block"]
+    def _launch(self, fn: Any, launch: Launch, params: Any) -> None:
+        g, b = launch.grid, launch.block
         result = self.d.cuLaunchKernel(
-            fn, g[0], g[1], g[2], b[0], b[1], b[2], int(req["smem"]), self.stream, params, 0
+            fn, g[0], g[1], g[2], b[0], b[1], b[2], int(launch.smem), self.stream, params, 0
         )
         code = int(result[0] if isinstance(result, tuple) else result)
         if code != 0:
-            raise CudaError(code, f"launch grid={tuple(g)} block={tuple(b)} smem={req['smem']}")
+            raise CudaError(code, f"launch grid={tuple(g)} block={tuple(b)} smem={launch.smem}")
 
-    def op_run(self, req: dict[str, Any]) -> dict[str, Any]:
-        """One launch on fresh guarded buffers; returns every buffer with its guard bands.
-
-        `"guards": False` (the sanitizer's mode) allocates exact sizes, so that memcheck sees
-        any access past a buffer.
-        """
-        fn = self._function(req["key"])
-        self._prepare(fn, int(req["smem"]))
-        guard = GUARD_BYTES if req.get("guards", True) else 0
-        ptrs, sizes, bases = self._upload_buffers(req["buffers"], guard)
+    def run(self, req: RunRequest) -> RunReply:
+        """One launch on fresh guarded buffers; returns every buffer with its guard bands
+        (`guards=False`: exact sizes, for the sanitizer)."""
+        launch = req.launch
+        fn = self._function(launch.key)
+        self._prepare(fn, int(launch.smem))
+        guard = GUARD_BYTES if req.guards else 0
+        ptrs, sizes, bases = self._upload_buffers(launch.buffers, guard)
         try:
-            params, keep = self._params(req["params"], ptrs)
-            self._launch(fn, req, params)
-            self.sync(float(req.get("timeout_s", 10.0)))
+            params, keep = self._params(launch.params, ptrs)
+            self._launch(fn, launch, params)
+            self.sync(float(req.timeout_s))
             del keep
-            out = self._read_back(req["buffers"], ptrs, sizes, guard)
-            return {"status": "ok", "buffers": out}
+            return RunReply(self._read_back(launch.buffers, ptrs, sizes, guard))
         except Timeout:
             bases = []  # cuMemFree would wait for the hung kernel: the process exits instead
             raise
@@ -333,47 +354,48 @@ class Worker:
             self.flush_words = nbytes // 4
             self.flush_buf = self._alloc(self.flush_words * 4)
 
-    def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
+    def time(self, req: TimeRequest) -> TimeReply:
         """Interleaved timing of several launches, each on its own copy of the buffers.
 
         Before every launch (warm-up and timed, outside the timed region, before the L2 flush)
-        each kernel's `out` buffers (those sent with `"poison"`) are poisoned again, so a
-        launch that skips its work leaves poison behind, not the previous launch's result.
-        A kernel with a `"recheck"` (`{"buffers": [...]}`: new input values and poison, the same
-        names and sizes) is then checked on the very allocations it was timed on: its buffers
-        after the last timed launch come back as `"last"`, then the new values are written into
-        the same allocations (guards untouched), it is launched once more, and everything comes
-        back with its guard bands as `"buffers"`, as from `op_run`.
+        each kernel's `out` buffers (those sent with `poison`) are poisoned again, so a launch
+        that skips its work leaves poison behind, not the previous launch's result. A kernel
+        with a `recheck` (new input values and poison, the same names and sizes) is then checked
+        on the very allocations it was timed on: its outputs after the last timed launch come
+        back as `Recheck.last`, then the new values are written into the same allocations
+        (guards untouched), it is launched once more, and everything comes back with its guard
+        bands as `Recheck.buffers`, as from `run`.
         """
         self._ensure_flush()
-        plan = timing.Plan(**req.get("plan", {}))
-        timeout_s = float(req.get("timeout_s", 10.0))
+        plan = req.plan
+        timeout_s = float(req.timeout_s)
         bases_all: list[int] = []
         keeps: list[Any] = []
-        launches = []
-        prepares = []
-        kept: list[tuple[Any, dict[str, Any], Any, dict[str, int], dict[str, int]]] = []
+        launches: list[Callable[[], None]] = []
+        prepares: list[Callable[[], None]] = []
+        kept: list[tuple[Any, Launch, Any, dict[str, int], dict[str, int]]] = []
         try:
-            for k in req["kernels"]:
-                fn = self._function(k["key"])
-                self._prepare(fn, int(k["smem"]))
-                ptrs, sizes, bases = self._upload_buffers(k["buffers"])
+            for k in req.kernels:
+                launch = k.launch
+                fn = self._function(launch.key)
+                self._prepare(fn, int(launch.smem))
+                ptrs, sizes, bases = self._upload_buffers(launch.buffers)
                 bases_all += bases
-                params, keep = self._params(k["params"], ptrs)
+                params, keep = self._params(launch.params, ptrs)
                 keeps.append(keep)
-                kept.append((fn, k, params, ptrs, sizes))
-                launches.append(lambda fn=fn, k=k, params=params: self._launch(fn, k, params))
+                kept.append((fn, launch, params, ptrs, sizes))
+                launches.append(partial(self._launch, fn, launch, params))
                 poison = []
-                for b in k["buffers"]:
-                    if b.get("poison") is not None:
-                        nbytes, pattern = int(b["nbytes"]), bytes(b["poison"])
+                for b in launch.buffers:
+                    if b.poison is not None:
+                        nbytes, pattern = b.nbytes, b.poison
                         source = None
                         if nbytes and len(pattern) not in (1, 2, 4):  # float64: copy a poisoned
                             source = self._alloc(nbytes)  # buffer, no 64-bit memset exists
                             bases_all.append(source)
                             self._fill(source, nbytes, pattern)
-                        poison.append((ptrs[b["name"]], nbytes, pattern, source))
-                prepares.append(lambda poison=poison: self._repoison(poison))
+                        poison.append((ptrs[b.name], nbytes, pattern, source))
+                prepares.append(partial(self._repoison, poison))
             counter = [0]
 
             def flush() -> None:
@@ -395,20 +417,19 @@ class Worker:
                 check=self.check,
                 prepare=prepares,
             )
-            rechecks: list[dict[str, Any] | None] = []
-            for fn, k, params, ptrs, sizes in kept:
-                recheck = k.get("recheck")
-                if recheck is None:
+            rechecks: list[Recheck | None] = []
+            for (fn, launch, params, ptrs, sizes), k in zip(kept, req.kernels, strict=True):
+                if k.recheck is None:
                     rechecks.append(None)
                     continue
-                outputs = [b for b in k["buffers"] if b.get("data") is None]
+                outputs = [b for b in launch.buffers if b.data is None]
                 last = self._read_back(outputs, ptrs, sizes, GUARD_BYTES)
-                self._fill_data(recheck["buffers"], ptrs)
-                self._launch(fn, k, params)
+                self._fill_data(k.recheck, ptrs)
+                self._launch(fn, launch, params)
                 self.sync(timeout_s)
-                after = self._read_back(recheck["buffers"], ptrs, sizes, GUARD_BYTES)
-                rechecks.append({"last": last, "buffers": after})
-            return {"status": "ok", "samples": samples, "rechecks": rechecks}
+                after = self._read_back(k.recheck, ptrs, sizes, GUARD_BYTES)
+                rechecks.append(Recheck(last, after))
+            return TimeReply(tuple(tuple(s) for s in samples), tuple(rechecks))
         except Timeout:
             bases_all = []  # cuMemFree would wait for the hung kernel: the process exits instead
             raise
@@ -432,10 +453,10 @@ class Worker:
                 result = self.d.cuMemsetD8Async(ptr, pattern[0], nbytes, self.stream)
             self.check(result, "poison")
 
-    def op_bandwidth(self, req: dict[str, Any]) -> dict[str, Any]:
+    def bandwidth(self, req: BandwidthRequest) -> BandwidthReply:
         """Device-to-device copy bandwidth in GB/s (bytes read + written), median of repeats."""
         free, _ = self.check(self.d.cuMemGetInfo(), "cuMemGetInfo")
-        nbytes = int(min(req.get("bytes", 1 << 30), free // 4))
+        nbytes = int(min(req.nbytes, free // 4))
         nbytes -= nbytes % 4096
         src, dst = self._alloc(nbytes), self._alloc(nbytes)
         try:
@@ -443,7 +464,7 @@ class Worker:
             ev0 = self.check(self.d.cuEventCreate(0), "cuEventCreate")
             ev1 = self.check(self.d.cuEventCreate(0), "cuEventCreate")
             times = []
-            for i in range(int(req.get("repeats", 12))):
+            for i in range(int(req.repeats)):
                 self.check(self.d.cuEventRecord(ev0, self.stream), "cuEventRecord")
                 self.check(self.d.cuMemcpyDtoDAsync(dst, src, nbytes, self.stream), "copy")
                 self.check(self.d.cuEventRecord(ev1, self.stream), "cuEventRecord")
@@ -453,128 +474,97 @@ class Worker:
             self.d.cuEventDestroy(ev0)
             self.d.cuEventDestroy(ev1)
             ms = timing.median(times)
-            return {"status": "ok", "gbs": 2 * nbytes / (ms * 1e-3) / 1e9, "bytes": nbytes}
+            return BandwidthReply(2 * nbytes / (ms * 1e-3) / 1e9, nbytes)
         finally:
             self._free([src, dst])
 
-    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
-        op = req.get("op")
-        method = getattr(self, f"op_{op}", None)
-        if op == "ping":
-            return {"status": "ok"}
-        if method is None:
-            return {"status": "error", "message": f"unknown op {op!r}"}
+    def handle(self, req: Request) -> Reply:
         try:
-            return method(req)
+            if isinstance(req, PingRequest):
+                return Pong()
+            if isinstance(req, FactsRequest):
+                return self.facts()
+            if isinstance(req, LoadRequest):
+                return self.load(req)
+            if isinstance(req, RunRequest):
+                return self.run(req)
+            if isinstance(req, TimeRequest):
+                return self.time(req)
+            if isinstance(req, BandwidthRequest):
+                return self.bandwidth(req)
         except Timeout as exc:
-            return {"status": "timeout", "message": str(exc), "fatal": True}
+            return Failure("timeout", str(exc), fatal=True)
         except CudaError as exc:
             if (
                 exc.code in LAUNCH_ERRORS and "launch" in exc.where
             ) or "shared memory" in exc.where:
-                return {"status": "launch_error", "message": str(exc)}
-            return {"status": "fault", "message": str(exc), "fatal": True}
+                return Failure("launch_error", str(exc))
+            return Failure("fault", str(exc), fatal=True)
+        return Failure("error", f"unknown op {_op(req)!r}")
 
 
-# --- framing ----------------------------------------------------------------------------------
-def read_message(stream: BinaryIO) -> Any:
-    header = _read_exact(stream, 8)
-    if header is None:
-        return None
-    (length,) = struct.unpack("<Q", header)
-    body = _read_exact(stream, length)
-    if body is None:
-        return None
-    return pickle.loads(body)
+def _op(req: Request) -> str:
+    """The request's short name in messages: "load", "run", "time" ..."""
+    return type(req).__name__.removesuffix("Request").lower()
 
 
-def write_message(stream: BinaryIO, message: Any) -> None:
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(body)) + body)
-    stream.flush()
-
-
-def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
-    chunks = []
-    while n:
-        chunk = stream.read(n)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def _start(device: int) -> tuple[Worker | None, dict[str, Any] | None]:
+def _start(device: int) -> tuple[CudaBackend | None, Failure | None]:
     try:
-        return Worker(device), None
+        return CudaBackend(device), None
     except CudaError as exc:
-        return None, {"status": "no_gpu", "message": f"no usable CUDA GPU: {exc}"}
+        return None, Failure("no_gpu", f"no usable CUDA GPU: {exc}")
     except Exception as exc:  # the driver library itself is missing
-        return None, {"status": "no_gpu", "message": f"no CUDA driver: {exc}"}
-
-
-def _exit_with_parent(interval_s: float = 1.0) -> None:
-    """Exits when the server that started this worker is gone (killed, say, by an editor that
-    gave up on its shutdown): an orphaned worker would hold the GPU, and a hung kernel would spin
-    on it forever. Polls from a daemon thread; the worker runs in its own session, so the
-    server's process group signals do not reach it."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(interval_s)
-        os._exit(4)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+        return None, Failure("no_gpu", f"no CUDA driver: {exc}")
 
 
 def serve(device: int) -> int:
-    _exit_with_parent()
+    exit_with_parent()
     reply_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints (ours or a library's) go to stderr
     sys.stdout = sys.stderr
     replies = os.fdopen(reply_fd, "wb")
     requests = os.fdopen(0, "rb")
-    worker, failure = _start(device)
-    write_message(replies, failure or {"status": "ok", "pid": os.getpid()})
+    backend, failure = _start(device)
+    write_message(replies, failure or Ready(os.getpid()))
     while True:
-        req = read_message(requests)
-        if req is None or req.get("op") == "quit":
-            return 0
-        if worker is None:
+        message = read_message(requests)
+        if message is None or isinstance(message, QuitRequest):
+            # at once: the driver frees the context with the process, and the parent waits
+            replies.close()
+            os._exit(0)
+        if backend is None:
+            assert failure is not None
             write_message(replies, failure)
             continue
         try:
-            reply = worker.handle(req)
+            reply = backend.handle(as_request(message))
         except Exception as exc:  # a bug on our side: report it, keep serving
-            reply = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+            reply = Failure("error", f"{type(exc).__name__}: {exc}")
         write_message(replies, reply)
-        if reply.get("fatal"):
+        if isinstance(reply, Failure) and reply.fatal:
             replies.close()
             os._exit(3)  # the context is unusable after a fault or while a kernel hangs
 
 
 def oneshot(path: str, device: int) -> int:
     with open(path, "rb") as f:
-        requests = pickle.load(f)
-    worker, failure = _start(device)
-    if worker is None:
-        print(failure["message"] if failure else "no GPU", file=sys.stderr)
+        requests = read_requests(f)
+    backend, failure = _start(device)
+    if backend is None:
+        print(failure.message if failure else "no GPU", file=sys.stderr)
         return 2
     worst = 0
     key = None
     for req in requests:
-        if req.get("op") == "run" and req.get("key") is None:
-            req = dict(req, key=key)
-        reply = worker.handle(req)
-        key = reply.get("key", key)
-        if reply.get("status") != "ok":
-            print(
-                f"{req.get('op')}: {reply.get('status')}: {reply.get('message')}", file=sys.stderr
-            )
+        if isinstance(req, RunRequest) and req.launch.key is None:
+            req = replace(req, launch=replace(req.launch, key=key))
+        reply = backend.handle(req)
+        if isinstance(reply, LoadReply):
+            key = reply.key
+        if isinstance(reply, Failure):
+            print(f"{_op(req)}: {reply.status}: {reply.message}", file=sys.stderr)
             worst = 1
-            if reply.get("fatal"):
+            if reply.fatal:
                 break
     return worst
 

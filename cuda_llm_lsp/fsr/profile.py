@@ -13,16 +13,18 @@ import csv
 import io
 import logging
 import os
-import pickle
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.evaluate.launch import case_launch
+from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
+from cuda_llm_lsp.evaluate.protocol import LoadRequest, Request, RunRequest
 from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.source.spec import TestSpec
 
@@ -133,28 +135,24 @@ def profile_kernel(
     if exe is None:
         return None
     try:
-        from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
-        from cuda_llm_lsp.evaluate.pool import case_launch
-
         case = spec.cases()[-1]
         inputs = make_inputs(spec, case, case_rng(1, case.index), spec_dir)
         launch = case_launch(spec, case, inputs, None)
     except Exception as exc:
         log.info("profile skipped: cannot prepare the timed case: %s", exc)
         return None
-    requests = [
-        {"op": "load", "cubin": binary.cubin, "entry": binary.entry},
-        {"op": "run", **launch, "timeout_s": timeout_s, "guards": False},
+    requests: list[Request] = [
+        LoadRequest(binary.cubin, binary.entry),
+        RunRequest(launch, timeout_s=timeout_s, guards=False),
     ]
     with tempfile.TemporaryDirectory(prefix="cuda-llm-ncu-") as tmp:
-        path = Path(tmp) / "requests.pkl"
-        path.write_bytes(pickle.dumps(requests))
+        path = Path(tmp) / "requests.bin"
+        write_requests(path, requests)
         for metrics in (METRICS, CORE_METRICS):
             cmd = [exe, "--csv", "--page", "raw", "--print-units", "base",
                    "--metrics", ",".join(metrics),
                    "--kernel-name", f"regex:^{re.escape(binary.entry)}$", "--launch-count", "1",
-                   sys.executable, "-m", "cuda_llm_lsp.evaluate.worker", "--oneshot", str(path),
-                   "--device", str(device)]  # fmt: skip
+                   *oneshot_command(path, device)]  # fmt: skip
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                                       env=dict(os.environ, PYTHONUNBUFFERED="1"))  # fmt: skip

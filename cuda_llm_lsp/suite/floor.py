@@ -2,7 +2,7 @@
 
 floor = max(bytes / copy bandwidth, flops / peak rate). Bytes are those of the spec's buffers in
 the timed case (`in` read once, `out` written once, `inout` both: the same rule as the
-evaluator's achieved bandwidth: `evaluate.pool.bytes_moved`); FLOPs are the timed case's
+evaluator's achieved bandwidth: `evaluate.launch.bytes_moved`); FLOPs are the timed case's
 `Case.flops` (the spec's optional `flops = "<expr>"` key, evaluated per case by the parser).
 The peak is the FP32 FMA rate, or the BF16 tensor rate for kernels whose buffers are BF16/FP16.
 Pure arithmetic: no CUDA here.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cuda_llm_lsp.evaluate.pool import bytes_moved
+from cuda_llm_lsp.evaluate.launch import bytes_moved
 from cuda_llm_lsp.source.spec import Case, TestSpec
 
 Bound = Literal["memory", "compute"]

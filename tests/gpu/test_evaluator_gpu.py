@@ -21,7 +21,7 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
 from cuda_llm_lsp.evaluate.format import summary_line
-from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
 from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
 from cuda_llm_lsp.evaluate.types import EvalResult, EvaluationCancelled, KernelBinary
 from cuda_llm_lsp.source.kernels import find_kernels

@@ -26,7 +26,7 @@ ITEMS = discover(SUITE)
 @pytest.fixture(scope="module")
 def evaluator():  # type: ignore[no-untyped-def]
     from cuda_llm_lsp.evaluate import timing
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+    from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
 
     ev = GpuEvaluator(plan=timing.Plan(budget_s=0.3))
     try:

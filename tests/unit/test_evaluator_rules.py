@@ -16,7 +16,8 @@ import pytest
 
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.format import summary_line
-from cuda_llm_lsp.evaluate.pool import GpuEvaluator, bytes_moved
+from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
+from cuda_llm_lsp.evaluate.launch import bytes_moved
 from cuda_llm_lsp.evaluate.types import (
     BaselineFailed,
     EvaluationCancelled,

@@ -83,7 +83,7 @@ def test_bad_usage_is_a_clear_message(tmp_path: Path) -> None:
 
 def test_no_gpu_exits_3(tmp_path: Path) -> None:
     try:
-        from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+        from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
         from cuda_llm_lsp.evaluate.types import NoGpuError
 
         with GpuEvaluator() as ev:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cuda_llm_lsp.evaluate.pool import bytes_moved
+from cuda_llm_lsp.evaluate.launch import bytes_moved
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.suite import floor

@@ -8,42 +8,40 @@ pipe fed by a thread, as the worker's stdout is read.
 from __future__ import annotations
 
 import os
-import pickle
-import struct
 import threading
 import time
 from types import SimpleNamespace
 
 import numpy as np
 
-from cuda_llm_lsp.evaluate.pool import _Process
+from cuda_llm_lsp.evaluate.process import WorkerProcess
+from cuda_llm_lsp.evaluate.protocol import FrameReader, Pong, Reply, RunReply, write_message
 
 
-def _reader(payloads: list[dict]) -> _Process:
+def _reader(payloads: list[Reply]) -> WorkerProcess:
     read_fd, write_fd = os.pipe()
 
     def feed() -> None:
         with os.fdopen(write_fd, "wb") as out:
             for payload in payloads:
-                body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-                out.write(struct.pack("<Q", len(body)) + body)
+                write_message(out, payload)
 
     threading.Thread(target=feed, daemon=True).start()
-    process = _Process.__new__(_Process)
-    process._buffer = bytearray()
+    process = WorkerProcess.__new__(WorkerProcess)
+    process._frames = FrameReader()
     process.proc = SimpleNamespace(stdout=os.fdopen(read_fd, "rb"))  # type: ignore[assignment]
     return process
 
 
 def test_large_replies_arrive_whole_and_fast() -> None:
     big = np.arange(16 << 20, dtype=np.float32)  # 64 MB, as one output of a 16M-element case
-    process = _reader([{"buffers": {"y": big.tobytes()}}, {"status": "ok"}])
+    process = _reader([RunReply({"y": big.tobytes()}), Pong()])
     start = time.perf_counter()
     first = process.receive(60.0, threading.Event())
     elapsed = time.perf_counter() - start
-    assert first is not None
-    assert np.array_equal(np.frombuffer(first["buffers"]["y"], dtype=np.float32), big)
-    assert process.receive(5.0, threading.Event()) == {"status": "ok"}  # framing kept
+    assert isinstance(first, RunReply)
+    assert np.array_equal(np.frombuffer(first.buffers["y"], dtype=np.float32), big)
+    assert process.receive(5.0, threading.Event()) == Pong()  # framing kept
     assert elapsed < 10.0, f"a 64 MB reply took {elapsed:.1f} s"
 
 
@@ -61,7 +59,7 @@ def test_the_worker_exits_when_its_server_is_killed() -> None:
 
     server_code = (
         "import threading, time\n"
-        "from cuda_llm_lsp.evaluate.pool import GpuEvaluator\n"
+        "from cuda_llm_lsp.evaluate.gpu import GpuEvaluator\n"
         "from cuda_llm_lsp.source.kernels import find_kernels\n"
         "from cuda_llm_lsp.source.spec import parse_spec\n"
         "from tests.unit.test_evaluator_rules import BASE, SOURCE, binary\n"
@@ -71,7 +69,7 @@ def test_the_worker_exits_when_its_server_is_killed() -> None:
         "args = (BASE, binary('hang'), spec)\n"
         "threading.Thread(target=ev.evaluate, args=args, daemon=True).start()\n"
         "time.sleep(1.0)\n"  # the worker is inside the hung launch
-        "print(ev._proc.proc.pid, flush=True)\n"
+        "print(ev._worker.process.pid, flush=True)\n"
         "time.sleep(600)\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,0 +1,353 @@
+"""`GpuEvaluator`: the `Evaluator` of a local GPU, composing the worker, launches and judge.
+
+Kernel Tuner's split: the worker process (`process`, `worker`) is the backend that runs launches;
+this module is the runner that decides what to run (cases, oracle, repeats, timing) and asks the
+judge (`judge`, rules in docs/design.md) what each run shows. One worker process per GPU, started
+lazily and reused across candidates; killed and restarted after a fault, a hang or a cancel (the
+candidate gets that status; the next call gets a fresh context). All methods block; call them
+from a thread. `cancel()` may come from any thread.
+
+Evaluation stops at the first failing case. A correct candidate gets "ok" with its speedup
+(whether it is "slower" is the FSR loop's call). If the ORACLE fails, `BaselineFailed` is raised:
+no candidate is blamed for a broken reference.
+
+Timing holes, and why each is closed (or what remains):
+- Caching across launches. Keyed on values, on a launch counter or on its pointer arguments: the
+  outputs are poisoned before every timed launch, so a launch that skips its work leaves poison,
+  and the last one is checked; then new values go into the same allocations, so a cache keyed on
+  the pointers replays a stale result there (a fresh allocation, as the recheck used to get,
+  would have a new address, or by luck the old one). Remains: a kernel that computes on exactly
+  the launches we check and skips the others; a change-detector on the inputs (a hash of a few
+  values) that skips the work in between costs reading them, and is caught by the last launch's
+  check only if it skips that launch. Re-poisoning costs one memset per launch, outside the events.
+- Work on other streams, dynamic parallelism: candidates are compiled by NVRTC as a device-only
+  unit without -rdc and without cudadevrt, so a device-side `<<<>>>`, `cudaLaunchDevice` (even
+  declared by hand) or `cudaStreamCreateWithFlags` does not compile (compile_error; planted in
+  tests/gpu/kernels.py). Candidates cannot run host code, so they cannot enqueue anything on
+  another stream. (A user's own `nvrtc_flags` adding -rdc gives a cubin with unresolved externs,
+  which fails to load: launch_error.)
+- Work left running after the kernel returns: none can exist without child launches or streams
+  (above); the end event is recorded on the same stream right after the launch, so it completes
+  only after every block of the kernel has finished.
+- Reading other launches' inputs: each kernel is timed on its own allocations (baseline and
+  candidate never share buffers), inputs are fresh seeded values per evaluation, and the oracle
+  runs in its own module, so there is nothing of the reference to read; a `__device__` copy of the
+  candidate's own earlier inputs/outputs is the caching case above.
+- L2 flush before every timed launch: `timing.time_interleaved` enqueues flush -> start event ->
+  launch -> end event for every sample (warm-up included), with a memset over >= 2x the L2
+  (min 64 MiB) whose value changes each time; the CPU test double fails any launch recorded
+  between events without a flush since the previous launch.
+- Baseline and candidate interleaved: A B A B ... in the same process, stream and batch, the same
+  flush and re-poison before each, until both medians are stable or the budget is spent.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import platformdirs
+
+from cuda_llm_lsp.cachefiles import write_json_atomic
+from cuda_llm_lsp.evaluate import judge, timing
+from cuda_llm_lsp.evaluate.compare import OK
+from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.evaluate.judge import LaunchOutcome
+from cuda_llm_lsp.evaluate.launch import bytes_moved, case_launch
+from cuda_llm_lsp.evaluate.process import START_TIMEOUT_S, Worker
+from cuda_llm_lsp.evaluate.protocol import (
+    BandwidthReply,
+    BandwidthRequest,
+    FactsReply,
+    FactsRequest,
+    Failure,
+    Recheck,
+    RunReply,
+    RunRequest,
+    TimedKernel,
+    TimeReply,
+    TimeRequest,
+)
+from cuda_llm_lsp.evaluate.types import (
+    BaselineFailed,
+    CaseOutcome,
+    DeviceFacts,
+    EvalResult,
+    KernelBinary,
+    NoGpuError,
+    Status,
+)
+from cuda_llm_lsp.source.spec import Case, TestSpec
+
+Inputs = Mapping[str, np.ndarray]
+
+
+class GpuEvaluator:
+    """The `Evaluator` for the local GPU `device` (see module docstring for the rules)."""
+
+    def __init__(
+        self,
+        device: int = 0,
+        *,
+        launch_timeout_s: float = 5.0,
+        plan: timing.Plan | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
+        self.device = device
+        self.launch_timeout_s = launch_timeout_s
+        self.plan = plan or timing.Plan()
+        self._cache_dir = cache_dir
+        self._lock = threading.RLock()
+        self._worker = Worker(device)
+        self._facts: DeviceFacts | None = None
+
+    @property
+    def restarts(self) -> int:
+        """Worker processes started after the first (each after a fault, hang or cancel)."""
+        return self._worker.restarts
+
+    # --- device facts ------------------------------------------------------------------------
+    def device_facts(self) -> DeviceFacts:
+        with self._lock:
+            self._worker.cancelled.clear()
+            if self._facts is None:
+                self._facts = self._query_facts()
+            return self._facts
+
+    def _query_facts(self) -> DeviceFacts:
+        reply = self._worker.call(FactsRequest(), FactsReply, START_TIMEOUT_S)
+        if isinstance(reply, Failure):
+            raise NoGpuError(reply.message)
+        key = f"{reply.facts.name}|driver {reply.driver_version}|device {self.device}"
+        cache = self._facts_cache_path()
+        stored: dict[str, Any] = {}
+        try:
+            stored = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            stored = {}
+        bandwidth = stored.get(key, {}).get("copy_bandwidth_gbs")
+        if not isinstance(bandwidth, int | float):
+            bw = self._worker.call(BandwidthRequest(), BandwidthReply, 120.0)
+            bandwidth = float(bw.gbs) if isinstance(bw, BandwidthReply) else None
+            if bandwidth:
+                stored[key] = {"copy_bandwidth_gbs": bandwidth, "measured": time.time()}
+                write_json_atomic(cache, stored, indent=1)
+        return replace(reply.facts, copy_bandwidth_gbs=bandwidth)
+
+    def _facts_cache_path(self) -> Path:
+        if self._cache_dir is not None:
+            return self._cache_dir / "device_facts.json"
+        return Path(platformdirs.user_cache_dir("cuda-llm-lsp")) / "device_facts.json"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def cancel(self) -> None:
+        self._worker.cancel()
+
+    def close(self) -> None:
+        self._worker.close()
+
+    def __enter__(self) -> GpuEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- runs --------------------------------------------------------------------------------
+    def _run(
+        self, key: str, spec: TestSpec, case: Case, inputs: Inputs, where: str
+    ) -> LaunchOutcome:
+        launch = case_launch(spec, case, inputs, key, unchanged_only=True)
+        hard = self.launch_timeout_s + 30.0 + launch.nbytes * 4 / 2e8
+        reply = self._worker.call(RunRequest(launch, self.launch_timeout_s), RunReply, hard)
+        if isinstance(reply, Failure):
+            return judge.failed_launch(reply, where)
+        return judge.read_launch(spec, case, inputs, reply.buffers, where)
+
+    def _oracle(
+        self, key: str, spec: TestSpec, case: Case, inputs: Inputs, where: str
+    ) -> LaunchOutcome:
+        run = self._run(key, spec, case, inputs, where)
+        problem = judge.self_check(spec, run, where)
+        if problem is not OK:
+            raise BaselineFailed(f"the original kernel fails its own spec: {problem.message}")
+        return run
+
+    def _time(
+        self,
+        keys: Sequence[str],
+        spec: TestSpec,
+        case: Case,
+        inputs: Inputs,
+        recheck: Mapping[int, Inputs] | None = None,
+    ) -> TimeReply | Failure:
+        """Samples per kernel; `recheck[i]`: new input values that kernel i is run on once more
+        after the timing, on the very buffers it was timed on (-> the reply's `rechecks`)."""
+        kernels = []
+        for i, key in enumerate(keys):  # (the worker re-poisons the buffers sent with poison)
+            fresh = None
+            if recheck and i in recheck:
+                fresh = case_launch(spec, case, recheck[i], None, unchanged_only=True).buffers
+            kernels.append(TimedKernel(case_launch(spec, case, inputs, key), fresh))
+        plan = self.plan
+        nbytes_total = sum(k.launch.nbytes for k in kernels)
+        hard = (
+            60.0
+            + plan.budget_s * len(keys) * 2
+            + self.launch_timeout_s * (plan.batch + 1) * 2 * len(keys)
+            + nbytes_total * 8 / 2e8
+        )
+        request = TimeRequest(tuple(kernels), plan, self.launch_timeout_s)
+        return self._worker.call(request, TimeReply, hard)
+
+    def _load(self, binary: KernelBinary) -> str | Failure:
+        reply = self._worker.load(binary)
+        return reply if isinstance(reply, Failure) else reply.key
+
+    # --- evaluate ------------------------------------------------------------------------------
+    def evaluate(
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> EvalResult:
+        with self._lock:
+            self._worker.cancelled.clear()
+            seed = secrets.randbits(63) if seed is None else seed
+            facts = self.device_facts()
+            cases = spec.cases()
+            base_key = self._load(baseline)
+            if isinstance(base_key, Failure):
+                raise BaselineFailed(f"the original kernel cannot be loaded: {base_key.message}")
+            cand_key = self._load(candidate)
+            if isinstance(cand_key, Failure):
+                return EvalResult(_status(cand_key), cand_key.message, seed)
+            outcomes: list[CaseOutcome] = []
+
+            def fail(case: Case, status: Status, message: str) -> EvalResult:
+                outcomes.append(CaseOutcome(case.index, dict(case.sizes), status, message))
+                return EvalResult(status, message, seed, tuple(outcomes))
+
+            for case in cases:
+                where = f"case {case.index} ({case.describe()})"
+                inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
+                oracle = self._oracle(base_key, spec, case, inputs, where)
+                first = self._run(cand_key, spec, case, inputs, where)
+                problem = judge.first_run(spec, case, oracle, first, where)
+                if problem is OK:
+                    second = self._run(cand_key, spec, case, inputs, where)
+                    problem = judge.second_run(spec, case, oracle, first, second, where)
+                if problem is not OK:
+                    return fail(case, _final(problem.status), problem.message)
+                outcomes.append(CaseOutcome(case.index, dict(case.sizes), "ok"))
+
+            # timed on the last case's inputs, judged against its oracle run (the loop's last)
+            timed, timed_oracle = cases[-1], oracle
+            where = f"case {timed.index} ({timed.describe()})"
+            fresh = make_inputs(spec, timed, case_rng(seed, timed.index, draw=1), spec_dir)
+            fresh_oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck")
+            reply = self._time([base_key, cand_key], spec, timed, inputs, {1: fresh})
+            if isinstance(reply, Failure):
+                message = f"while timing: {reply.message}"
+                failed = CaseOutcome(timed.index, dict(timed.sizes), _status(reply), message)
+                return EvalResult(_status(reply), message, seed, (*outcomes[:-1], failed))
+            base_t, cand_t = (timing.summarize(s) for s in reply.samples)
+            problem = judge.after_timing(
+                spec, timed, _recheck(reply, 1), cand_t.samples, inputs=inputs,
+                oracle=timed_oracle, fresh=fresh, fresh_oracle=fresh_oracle, where=where,
+            )  # fmt: skip
+            if problem is not OK:
+                status = _final(problem.status)
+                outcomes[-1] = CaseOutcome(timed.index, dict(timed.sizes), status, problem.message)
+                return EvalResult(status, problem.message, seed, tuple(outcomes), base_t, cand_t)
+
+            moved = bytes_moved(spec, timed)
+            speedup = base_t.median_ms / cand_t.median_ms if cand_t.median_ms > 0 else None
+            bw = moved / (cand_t.median_ms * 1e-3) / 1e9 if cand_t.median_ms > 0 else None
+            peak = facts.copy_bandwidth_gbs
+            message = (f"{len(outcomes)}/{len(cases)} cases pass; candidate {cand_t.median_ms:.4g} "
+                       f"ms vs original {base_t.median_ms:.4g} ms"
+                       + (f" ({speedup:.3g}x)" if speedup else ""))  # fmt: skip
+            return EvalResult(
+                "ok", message, seed, tuple(outcomes), base_t, cand_t, speedup, moved, bw, peak,
+                bw / peak if bw and peak else None,
+            )  # fmt: skip
+
+    # --- benchmark -----------------------------------------------------------------------------
+    def benchmark(
+        self,
+        kernel: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> EvalResult:
+        """The kernel alone: every case run twice (determinism, unwritten, guards, inputs
+        unchanged), then the timed case's latency and bandwidth. Every case is reported."""
+        with self._lock:
+            self._worker.cancelled.clear()
+            seed = secrets.randbits(63) if seed is None else seed
+            facts = self.device_facts()
+            cases = spec.cases()
+            key = self._load(kernel)
+            if isinstance(key, Failure):
+                return EvalResult(_status(key), key.message, seed)
+            outcomes: list[CaseOutcome] = []
+            for case in cases:
+                where = f"case {case.index} ({case.describe()})"
+                inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
+                first = self._run(key, spec, case, inputs, where)
+                problem = judge.self_check(spec, first, where)
+                if problem is OK:
+                    second = self._run(key, spec, case, inputs, where + ", second run")
+                    problem = judge.repeat_alone(spec, case, first, second, where)
+                status: Status = problem.status or "ok"
+                outcomes.append(CaseOutcome(case.index, dict(case.sizes), status, problem.message))
+                if status in ("timeout", "fault"):  # the worker was restarted without `key`
+                    return EvalResult(status, problem.message, seed, tuple(outcomes))
+            failed = [c for c in outcomes if c.status != "ok"]
+            if any(c.status == "launch_error" for c in failed) or len(failed) == len(outcomes):
+                first_bad = failed[0]
+                return EvalResult(first_bad.status, first_bad.message, seed, tuple(outcomes))
+            timed = cases[-1]  # timed on the loop's last inputs (no second draw)
+            reply = self._time([key], spec, timed, inputs)
+            if isinstance(reply, Failure):
+                message = f"while timing: {reply.message}"
+                if outcomes[-1].status == "ok":
+                    outcomes[-1] = replace(outcomes[-1], status=_status(reply), message=message)
+                return EvalResult(_status(reply), message, seed, tuple(outcomes))
+            t = timing.summarize(reply.samples[0])
+            moved = bytes_moved(spec, timed)
+            bw = moved / (t.median_ms * 1e-3) / 1e9 if t.median_ms > 0 else None
+            peak = facts.copy_bandwidth_gbs
+            status = failed[0].status if failed else "ok"
+            message = failed[0].message if failed else (
+                f"{len(outcomes)}/{len(outcomes)} cases pass; {t.median_ms:.4g} ms")  # fmt: skip
+            return EvalResult(
+                status, message, seed, tuple(outcomes), baseline=t, bytes_moved=moved,
+                bandwidth_gbs=bw, copy_bandwidth_gbs=peak,
+                fraction_of_peak=bw / peak if bw and peak else None,
+            )  # fmt: skip
+
+
+def _status(failure: Failure) -> Status:
+    # a request's failure: launch_error, timeout or fault ("no_gpu" and "error" raise before)
+    return cast(Status, failure.status)
+
+
+def _final(status: Status | None) -> Status:
+    assert status is not None  # the judge's problems carry their status
+    return status
+
+
+def _recheck(reply: TimeReply, kernel: int) -> Recheck | None:
+    return reply.rechecks[kernel] if kernel < len(reply.rechecks) else None

@@ -1,0 +1,71 @@
+"""From a spec's case to the worker's `Launch`: buffers (data or poison), packed parameters, and
+the bytes a case moves (the evaluator's bandwidth, the sanitizer's size limit, the suite's floor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from cuda_llm_lsp.evaluate.compare import bf16_from_float, poison_pattern, storage_dtype
+from cuda_llm_lsp.evaluate.protocol import Buffer, BufferArg, Launch, Param, ScalarArg
+from cuda_llm_lsp.source.c_types import c_type_dtype
+from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec
+
+
+def case_launch(
+    spec: TestSpec,
+    case: Case,
+    inputs: Mapping[str, np.ndarray],
+    key: str | None,
+    *,
+    unchanged_only: bool = False,
+) -> Launch:
+    """The launch of kernel `key` on `case`: `inputs` uploaded, every other buffer poisoned.
+
+    `unchanged_only`: the worker sends `in` buffers back only if the kernel changed them.
+    """
+    buffers: list[Buffer] = []
+    params: list[Param] = []
+    for arg in spec.args:
+        if arg.is_pointer:
+            dtype = arg.dtype or "float32"
+            nbytes = int(case.counts.get(arg.name, 0)) * storage_dtype(dtype).itemsize
+            if arg.name in inputs:
+                data = inputs[arg.name].tobytes()
+                only = unchanged_only and arg.role == "in"
+                buffers.append(Buffer(arg.name, nbytes, data=data, unchanged_only=only))
+            else:
+                buffers.append(Buffer(arg.name, nbytes, poison=poison_pattern(dtype)))
+            params.append(BufferArg(arg.name))
+        else:
+            params.append(_scalar(arg, case))
+    return Launch(key, case.grid, case.block, case.smem, tuple(params), tuple(buffers))
+
+
+def _scalar(arg: ArgSpec, case: Case) -> ScalarArg:
+    """The value as the worker packs it into kernelParams (bfloat16 as its bits)."""
+    value = case.scalars.get(arg.name, 0)
+    if arg.dtype == "bfloat16":
+        return ScalarArg("uint16", int(bf16_from_float(np.array([value], np.float32))[0]))
+    return ScalarArg(str(np.dtype(arg.dtype or c_type_dtype(arg.c_type) or "int32")), value)
+
+
+def _buffer_bytes(arg: ArgSpec, case: Case) -> int:
+    return int(case.counts.get(arg.name, 0)) * storage_dtype(arg.dtype or "float32").itemsize
+
+
+def case_bytes(spec: TestSpec, case: Case) -> int:
+    """Bytes of the spec's buffers in `case` (each counted once)."""
+    return sum(_buffer_bytes(a, case) for a in spec.args if a.is_pointer)
+
+
+def bytes_moved(spec: TestSpec, case: Case) -> int:
+    """Bytes of the spec's buffers: `in` read, `out` written, `inout` read and written."""
+    total = 0
+    for arg in spec.args:
+        if arg.is_pointer:
+            n = _buffer_bytes(arg, case)
+            total += 2 * n if arg.role == "inout" else n
+    return total
