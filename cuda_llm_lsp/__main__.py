@@ -10,6 +10,8 @@ import re
 import sys
 from collections.abc import Sequence
 
+from cuda_llm_lsp.lsp.app import create_server, serve_stdio
+
 # `"apiKey": "..."`, `'apiKey': '...'`, `apiKey=...` and `api_key=...` in any logged text.
 _KEY_FIELD = re.compile(r"""((?:apiKey|api_key)['"]?\s*[:=]\s*['"]?)([^'",)\s}]+)""")
 
@@ -84,8 +86,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
-
-    from cuda_llm_lsp.lsp.server import create_server, serve_stdio
 
     server = create_server()
     try:

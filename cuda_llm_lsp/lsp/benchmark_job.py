@@ -1,4 +1,5 @@
-"""The Benchmark job: the kernel's spec cases and timed case on the local GPU, in the background.
+"""`cudaLlm.benchmark`: starts the Benchmark job, the kernel's spec cases and timed case on the
+local GPU, in the background.
 
 The result lands as an Information diagnostic on the kernel's name
 (`transpose: 0.311 ms ±0.4% · 215 GB/s (7% of copy peak) · 4/4 cases pass`).
@@ -8,21 +9,24 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any
 
+from cuda_llm_lsp.evaluate.candidate import build_binary
+from cuda_llm_lsp.evaluate.format import summary_line
 from cuda_llm_lsp.evaluate.types import KernelBinary
-from cuda_llm_lsp.lsp import results
-from cuda_llm_lsp.lsp.jobs import (
-    Job,
-    JobError,
-    Progress,
-    job_evaluator,
-    job_kernel,
-    no_gpu_is_a_job_error,
-)
+from cuda_llm_lsp.lsp import commands, results
+from cuda_llm_lsp.lsp.jobs import Job, JobError, JobProgress, no_gpu_is_a_job_error
+from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.source.spec import parse_spec
 
-if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
+
+def register(server: CudaLlmServer) -> None:
+    @commands.kernel_command(server, commands.BENCHMARK)
+    async def do_benchmark(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
+        if await commands.known_kernel(ls, uri, kernel):
+            job = start(ls, uri, kernel)
+            return {"token": job.token} if job else None
+        return None
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
@@ -30,12 +34,8 @@ def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
     return server.jobs.start(uri, kernel, "benchmark", title, partial(run, server))
 
 
-async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
-    from cuda_llm_lsp.evaluate.candidate import build_binary
-    from cuda_llm_lsp.evaluate.format import summary_line
-    from cuda_llm_lsp.source.spec import parse_spec
-
-    text, kernel = await job_kernel(server, job)
+async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
+    text, kernel = await server.job_kernel(job)
     original = kernel.span.slice(text)
     spec, problems = await asyncio.to_thread(parse_spec, kernel, text)
     if spec is None:
@@ -52,7 +52,7 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     built = await asyncio.to_thread(build_binary, text, path, job.kernel, server.settings)
     if not isinstance(built, KernelBinary):
         raise JobError(f"{job.kernel} does not build: {built.message}")
-    evaluator = await job_evaluator(server, job, "benchmark")
+    evaluator = await server.job_evaluator(job, "benchmark")
     progress.report(f"running {spec.case_count} cases on the GPU", 30)
     with no_gpu_is_a_job_error(job, "benchmark"):
         result = await asyncio.to_thread(
@@ -62,5 +62,5 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
     hint = (
         None if result.status == "ok" else f"{results.status_text(result.status)}: {result.message}"
     )
-    results.set_report(server, job.uri, results.KernelReport(job.kernel, original, line, hint))
+    server.set_report(job.uri, results.KernelReport(job.kernel, original, line, hint))
     return line

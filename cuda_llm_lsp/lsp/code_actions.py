@@ -3,22 +3,21 @@
 Offers "Optimize K" (kind refactor.rewrite), "Benchmark K", "Add test spec for K" when it has
 none (a versioned edit inserting the draft above the kernel), and once a suggestion exists
 "Accept optimized K (2.1× faster, 4/4 cases)", "Reject suggestion for K", "Show suggested K";
-"Cancel … of K" while a job runs.
+"Cancel … of K" while a job runs. Also `cudaLlm.addSpec`: the same draft as a command.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position
+from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel, kernel_at
 from cuda_llm_lsp.source.text import Point
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
 
 log = logging.getLogger(__name__)
 OPTIMIZE_KIND = types.CodeActionKind.RefactorRewrite
@@ -34,6 +33,23 @@ def register(server: CudaLlmServer) -> None:
         ls: CudaLlmServer, params: types.CodeActionParams
     ) -> list[types.CodeAction | types.Command]:
         return await actions(ls, params)
+
+    @commands.kernel_command(server, commands.ADD_SPEC)
+    async def add_spec(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
+        text, found = await ls.kernel(uri, kernel)
+        if found is None:
+            return await commands.known_kernel(ls, uri, kernel)
+        if found.spec is not None:
+            ls.message(f"cuda-llm: {kernel} already has a test spec")
+            return False
+        edit = add_spec_edit(ls, uri, text, found)
+        if edit is None:
+            ls.message(f"cuda-llm: could not draft a spec for {kernel}", types.MessageType.Error)
+            return False
+        answer = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=edit, label=f"Add test spec for {kernel}")
+        )
+        return bool(answer.applied)
 
 
 async def _kernel_under(
@@ -67,14 +83,14 @@ async def actions(
     job = server.jobs.running(uri, name)
     suggestion = server.suggestions.get((uri, name))
     if suggestion is not None:
-        command(f"Accept optimized {name} ({suggestion.figures})", "cudaLlm.accept")
-        command(f"Reject suggestion for {name}", "cudaLlm.reject")
-        command(f"Show suggested {name}", "cudaLlm.showSuggestion")
+        command(f"Accept optimized {name} ({suggestion.figures})", commands.ACCEPT)
+        command(f"Reject suggestion for {name}", commands.REJECT)
+        command(f"Show suggested {name}", commands.SHOW)
     if job is not None:
-        command(f"Cancel {job.kind} of {name}", "cudaLlm.cancel")
+        command(f"Cancel {job.kind} of {name}", commands.CANCEL)
     else:
-        command(f"Optimize {name}", "cudaLlm.optimize", OPTIMIZE_KIND)
-        command(f"Benchmark {name}", "cudaLlm.benchmark")
+        command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
+        command(f"Benchmark {name}", commands.BENCHMARK)
     if kernel.spec is None:
         edit = add_spec_edit(server, uri, text, kernel)
         if edit is not None:
@@ -89,8 +105,6 @@ def add_spec_edit(
     server: CudaLlmServer, uri: str, text: str, kernel: Kernel
 ) -> types.WorkspaceEdit | None:
     """Insert the draft spec on its own lines above the kernel (versioned where supported)."""
-    from cuda_llm_lsp.source.draft import draft_spec
-
     try:
         draft = draft_spec(kernel, text)
     except Exception:

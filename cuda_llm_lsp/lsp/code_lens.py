@@ -1,43 +1,24 @@
-"""textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands.
+"""textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands; and
+`cudaLlm.showResources`, the resources lens's command.
 
-Clicking the resources lens runs `cudaLlm.showResources`: the hover's facts (resources, spec,
-last result) as a message, so the lens is never a dead link.
+Clicking the resources lens shows the hover's facts (resources, spec, last result) as a message,
+so the lens is never a dead link.
 
 Lenses sit on the kernels of the last analysis; a client that does not ask for code lenses
-(Neovim 0.7 without a plugin) simply never calls this.
+(Neovim 0.7 without a plugin) simply never calls this. The state asks clients to refresh them
+(`CudaLlmServer.refresh_code_lenses`) after an analysis and when a job starts or ends.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
+from cuda_llm_lsp.lsp import commands
+from cuda_llm_lsp.lsp.kernel_facts import plain_summary, resources_line
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.compile.types import Resources
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
-
-log = logging.getLogger(__name__)
-
-
-def resources_line(name: str, resources: Resources | None, why: str = "") -> str:
-    """'saxpy · 24 regs · 0 B spill · 0 B smem' (or `why` there are no figures: the analysis's
-    `KernelInfo.symbol_note`)."""
-    if resources is None:
-        return f"{name} · {why or 'no resource figures'}"
-    spill = resources.spill_stores + resources.spill_loads
-    text = (
-        f"{name} · {resources.registers} regs · {spill} B spill · {resources.shared_bytes} B smem"
-    )
-    if resources.stack_bytes:
-        text += f" · {resources.stack_bytes} B stack"
-    if resources.constant_bytes:
-        text += f" · {resources.constant_bytes} B const"
-    return text
+from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 
 def register(server: CudaLlmServer) -> None:
@@ -49,21 +30,23 @@ def register(server: CudaLlmServer) -> None:
             return []
         return lenses(ls, uri, state.analysis)
 
-
-def refresh(server: CudaLlmServer) -> None:
-    """Ask the client to fetch the lenses again (a new analysis, a job started or ended), where
-    it supports `workspace/codeLens/refresh`; others ask on their own, e.g. after an edit."""
-    workspace = server.client_capabilities.workspace
-    lens = workspace.code_lens if workspace else None
-    if lens and lens.refresh_support:
-        server.spawn(_ask_refresh(server), "code lens refresh")
-
-
-async def _ask_refresh(server: CudaLlmServer) -> None:
-    try:
-        await asyncio.wait_for(server.workspace_code_lens_refresh_async(None), 5)
-    except Exception as exc:
-        log.debug("code lens refresh failed: %s", exc)
+    @commands.kernel_command(server, commands.RESOURCES)
+    async def show_resources(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
+        """The kernel's resources, spec and last result as a message (the hover, on a click)."""
+        state = ls.documents.get(uri)
+        analysis = state.analysis if state is not None else None
+        info = (
+            next((i for i in analysis.kernels if i.kernel.name == kernel), None)
+            if analysis
+            else None
+        )
+        if info is None:
+            if analysis is None:
+                ls.message(f"cuda-llm: {uri} is still being compiled; try again in a moment")
+                return False
+            return await commands.known_kernel(ls, uri, kernel)
+        ls.message(plain_summary(info, ls.reports.get((uri, kernel))))
+        return True
 
 
 def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLens]:
@@ -79,7 +62,7 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
                 range=where,
                 command=types.Command(
                     title=resources_line(name, info.resources, info.symbol_note),
-                    command="cudaLlm.showResources",
+                    command=commands.RESOURCES,
                     arguments=args,
                 ),
             )
@@ -89,7 +72,7 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
                 types.CodeLens(
                     range=where,
                     command=types.Command(
-                        title=f"Cancel {running.kind}", command="cudaLlm.cancel", arguments=args
+                        title=f"Cancel {running.kind}", command=commands.CANCEL, arguments=args
                     ),
                 )
             )
@@ -97,14 +80,14 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
         found.append(
             types.CodeLens(
                 range=where,
-                command=types.Command(title="Optimize", command="cudaLlm.optimize", arguments=args),
+                command=types.Command(title="Optimize", command=commands.OPTIMIZE, arguments=args),
             )
         )
         found.append(
             types.CodeLens(
                 range=where,
                 command=types.Command(
-                    title="Benchmark", command="cudaLlm.benchmark", arguments=args
+                    title="Benchmark", command=commands.BENCHMARK, arguments=args
                 ),
             )
         )

@@ -6,6 +6,10 @@ cancellable, reports as the work goes, and ALWAYS ends, in a `finally`, also on 
 cancels. Cancel, from the progress UI (`window/workDoneProgress/cancel`) or `cudaLlm.cancel`,
 sets the job's event, runs its cancel hooks (stop the LLM requests, kill the GPU run) and ends
 the progress at once; the work's thread winds down on its own.
+
+The server state owns one `JobManager`; this module knows the server only as a `JobHost`, so it
+sits below the state. The job kinds (`optimize_job`, `benchmark_job`) and the cancel handlers
+(`cancel`) are features on top.
 """
 
 from __future__ import annotations
@@ -14,21 +18,33 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lsprotocol import types
+from pygls.progress import Progress
 
 from cuda_llm_lsp.evaluate.types import NoGpuError
-from cuda_llm_lsp.lsp import code_lens
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer, JobEvaluator
-    from cuda_llm_lsp.source.kernels import Kernel
 
 log = logging.getLogger(__name__)
+
+
+class JobHost(Protocol):
+    """What jobs need of the server (the state is one): its client, messages, tasks, lenses."""
+
+    @property
+    def client_capabilities(self) -> types.ClientCapabilities: ...
+
+    @property
+    def work_done_progress(self) -> Progress: ...
+
+    def message(self, text: str, kind: types.MessageType = types.MessageType.Info) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]: ...
+
+    def refresh_code_lenses(self) -> None: ...
 
 
 class JobError(Exception):
@@ -59,10 +75,10 @@ class Job:
                 log.exception("a cancel hook of %s %s failed", self.kind, self.kernel)
 
 
-class Progress:
+class JobProgress:
     """Work-done progress for one job, used on the server's event loop; silent when refused."""
 
-    def __init__(self, server: CudaLlmServer, job: Job) -> None:
+    def __init__(self, server: JobHost, job: Job) -> None:
         self.server, self.job = server, job
         self.enabled = False
         self.ended = False
@@ -103,15 +119,7 @@ class Progress:
         self.ended = True
 
 
-Work = Callable[[Job, Progress], Awaitable[str]]  # returns the progress end message
-
-
-async def job_kernel(server: CudaLlmServer, job: Job) -> tuple[str, Kernel]:
-    """The document's current text and the job's kernel in it."""
-    text, kernel = await server.kernel(job.uri, job.kernel)
-    if kernel is None:
-        raise JobError(f"no kernel named {job.kernel} in the document")
-    return text, kernel
+Work = Callable[[Job, JobProgress], Awaitable[str]]  # returns the progress end message
 
 
 @contextmanager
@@ -122,16 +130,10 @@ def no_gpu_is_a_job_error(job: Job, verb: str) -> Iterator[None]:
         raise JobError(f"cannot {verb} {job.kernel}: no GPU ({exc})") from exc
 
 
-async def job_evaluator(server: CudaLlmServer, job: Job, verb: str) -> JobEvaluator:
-    """The job's handle on the GPU evaluator; the job's cancel stops its GPU work at once."""
-    with no_gpu_is_a_job_error(job, verb):
-        evaluator = await asyncio.to_thread(server.job_evaluator)
-    job.cancel_hooks.append(evaluator.cancel_job)
-    return evaluator
-
-
 class JobManager:
-    def __init__(self, server: CudaLlmServer) -> None:
+    """The running jobs, one per (uri, kernel); starting or ending one refreshes the lenses."""
+
+    def __init__(self, server: JobHost) -> None:
         self.server = server
         self.jobs: dict[tuple[str, str], Job] = {}
         self.by_token: dict[str, Job] = {}
@@ -154,11 +156,11 @@ class JobManager:
         self.jobs[(uri, kernel)] = job
         self.by_token[job.token] = job
         self.server.spawn(self._run(job, title, work), f"{kind} of {kernel}")
-        code_lens.refresh(self.server)
+        self.server.refresh_code_lenses()
         return job
 
     async def _run(self, job: Job, title: str, work: Work) -> None:
-        progress = Progress(self.server, job)
+        progress = JobProgress(self.server, job)
         end_message = "done"
         try:
             await progress.create()
@@ -195,7 +197,7 @@ class JobManager:
             progress.end(end_message)
             self.jobs.pop((job.uri, job.kernel), None)
             self.by_token.pop(job.token, None)
-            code_lens.refresh(self.server)
+            self.server.refresh_code_lenses()
 
     def cancel(self, uri: str, kernel: str) -> bool:
         job = self.jobs.get((uri, kernel))
@@ -224,9 +226,3 @@ def _set_done(future: asyncio.Future[Any]) -> None:
 def _log_late_failure(task: asyncio.Future[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.info("a cancelled job ended with: %s", task.exception())
-
-
-def register(server: CudaLlmServer) -> None:
-    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
-    def on_cancel(ls: CudaLlmServer, params: types.WorkDoneProgressCancelParams) -> None:
-        ls.jobs.cancel_token(str(params.token))

@@ -1,4 +1,5 @@
-"""The Optimize job: the FSR loop on one kernel of an open document, in the background.
+"""`cudaLlm.optimize`: starts the Optimize job, the FSR loop on one kernel of an open document,
+in the background.
 
 Runs `fsr.loop.optimize` on the document's text as it is when the job starts, reports each
 candidate through work-done progress and the kernel's result diagnostics, and on success keeps
@@ -12,20 +13,37 @@ import logging
 import threading
 from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from lsprotocol import types
 
-from cuda_llm_lsp.lsp import results, suggestions
-from cuda_llm_lsp.lsp.jobs import Job, Progress, job_evaluator, job_kernel
-from cuda_llm_lsp.lsp.suggestions import Suggestion
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.fsr.types import OptimizeResult, ProgressEvent
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
+from cuda_llm_lsp.engine import history_for_run, run_fsr
+from cuda_llm_lsp.fsr.winner import timing_ms
+from cuda_llm_lsp.fsr.types import (
+    CandidateEvaluated,
+    OptimizeRequest,
+    OptimizeResult,
+    ProgressEvent,
+    RoundStarted,
+    RunStarted,
+    config_from_settings,
+)
+from cuda_llm_lsp.lsp import commands, results
+from cuda_llm_lsp.lsp.jobs import Job, JobProgress
+from cuda_llm_lsp.lsp.results import Suggestion
+from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def register(server: CudaLlmServer) -> None:
+    @commands.kernel_command(server, commands.OPTIMIZE)
+    async def do_optimize(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
+        if await commands.known_kernel(ls, uri, kernel):
+            job = start(ls, uri, kernel)
+            return {"token": job.token} if job else None
+        return None
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
@@ -40,7 +58,7 @@ class _Tracker:
     """Turns the loop's progress events into progress reports and the kernel's diagnostics."""
 
     def __init__(
-        self, server: CudaLlmServer, job: Job, progress: Progress, original: str, total: int
+        self, server: CudaLlmServer, job: Job, progress: JobProgress, original: str, total: int
     ) -> None:
         self.server, self.job, self.progress, self.original = server, job, progress, original
         self.total = max(total, 1)
@@ -51,8 +69,6 @@ class _Tracker:
         self.rounds = 0
 
     def __call__(self, event: ProgressEvent) -> None:
-        from cuda_llm_lsp.fsr.types import CandidateEvaluated, RoundStarted, RunStarted
-
         if self.job.cancelled:
             # The engine's thread winds down on its own: its late events must not overwrite
             # the "cancelled" report, nor the report of a newer run on the same kernel.
@@ -84,8 +100,6 @@ class _Tracker:
             log.exception("progress event handling failed")
 
     def _baseline_ms(self) -> float | None:
-        from cuda_llm_lsp.fsr.loop import timing_ms
-
         return timing_ms(self.baseline) if self.baseline is not None else None
 
     def _publish(self, state: str) -> None:
@@ -104,7 +118,7 @@ class _Tracker:
         report = results.KernelReport(
             self.job.kernel, self.original, info, results.failure_hint(self.outcomes)
         )
-        results.set_report(self.server, self.job.uri, report)
+        self.server.set_report(self.job.uri, report)
 
     def cancelled(self) -> None:
         if self.baseline is not None:
@@ -133,10 +147,8 @@ class _Tracker:
             state=state,
         )
         hint = results.failure_hint(result.candidates or tuple(self.outcomes))
-        results.set_report(
-            self.server,
-            self.job.uri,
-            results.KernelReport(self.job.kernel, self.original, info, hint),
+        self.server.set_report(
+            self.job.uri, results.KernelReport(self.job.kernel, self.original, info, hint)
         )
 
 
@@ -181,21 +193,13 @@ async def run_in_own_loop(
     return await answer
 
 
-async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
-    from cuda_llm_lsp.fsr.history import RunHistory
-    from cuda_llm_lsp.fsr.loop import optimize
-    from cuda_llm_lsp.fsr.types import OptimizeRequest, config_from_settings
-
-    text, kernel = await job_kernel(server, job)
+async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
+    text, kernel = await server.job_kernel(job)
     original = kernel.span.slice(text)
-    evaluator = await job_evaluator(server, job, "optimize")  # cancel stops the GPU work at once
+    evaluator = await server.job_evaluator(job, "optimize")  # cancel stops the GPU work at once
     settings = server.settings
     config = config_from_settings(settings)
-    try:
-        history: Any = await asyncio.to_thread(RunHistory)
-    except Exception as exc:  # the run matters more than its record
-        log.warning("history unavailable: %s", exc)
-        history = None
+    history = await history_for_run(lambda exc: log.warning("history unavailable: %s", exc))
     tracker = _Tracker(server, job, progress, original, config.rounds * config.candidates)
     request = OptimizeRequest(
         file_text=text, kernel=job.kernel, path=server.path_of(job.uri), settings=settings
@@ -207,13 +211,15 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
             loop.call_soon_threadsafe(tracker, event)
 
     async def engine(cancel: asyncio.Event) -> OptimizeResult:
-        llm = server.llm_factory(config)
-        try:
-            return await optimize(
-                request, config, evaluator, llm, on_event=on_event, cancel=cancel, history=history
-            )
-        finally:
-            await llm.close()
+        return await run_fsr(
+            request,
+            config,
+            evaluator,
+            llm_factory=server.llm_factory,
+            on_event=on_event,
+            cancel=cancel,
+            history=history,
+        )
 
     try:
         result = await run_in_own_loop(engine, job, f"cuda-llm-optimize-{job.kernel}")
@@ -238,9 +244,9 @@ async def run(server: CudaLlmServer, job: Job, progress: Progress) -> str:
             run_id=result.run_id,
         )
         server.suggestions[(job.uri, job.kernel)] = suggestion
-        if suggestions.wants_notification(server):
+        if server.wants_suggestion_notification():
             # The client shows its diff with Accept / Reject: sent before the progress ends.
-            await suggestions.notify(server, suggestion)
+            await server.notify_suggestion(suggestion)
         else:
             server.message(
                 f"cuda-llm: {job.kernel}: {suggestion.figures}. Use the code action "

@@ -1,28 +1,30 @@
-"""Job results as diagnostics (source `cuda-llm`) on a kernel's name.
+"""What a job leaves for a kernel, and its LSP forms: a report shown as diagnostics (source
+`cuda-llm`) on the kernel's name, and a suggested kernel awaiting the user's Accept.
 
 An Information diagnostic carries the figures (baseline and best latency, speedup, cases passed,
 distance to the copy-bandwidth peak, or a benchmark's summary line); a Hint names the main
-reasons candidates failed. Each report remembers the kernel text it was measured on and is
-dropped as soon as that text changes.
+reasons candidates failed. Each report and suggestion remembers the kernel text it was measured
+on: a report is dropped as soon as that text changes, a suggestion is never applied over other
+text. Plain data and pure functions: the server state stores these, the features fill them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
+from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp.evaluate import format as evaluate_format
+from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 
-if TYPE_CHECKING:
-    from cuda_llm_lsp.fsr.types import CandidateOutcome
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
-
 SOURCE = "cuda-llm"
+SUGGESTION_NOTIFICATION = "cudaLlm/suggestion"
+EXPERIMENTAL = "cudaLlm"  # capabilities.experimental.cudaLlm.suggestionNotification
 
 
 @dataclass(frozen=True)
@@ -33,37 +35,49 @@ class KernelReport:
     hint: str | None = None
 
 
-def set_report(server: CudaLlmServer, uri: str, report: KernelReport) -> None:
-    from cuda_llm_lsp.lsp.diagnostics import publish
+@dataclass(frozen=True)
+class Suggestion:
+    uri: str
+    kernel: str
+    original: str  # the kernel's definition when the run started
+    suggested: str  # the replacement definition
+    speedup: float | None
+    baseline_ms: float | None
+    best_ms: float | None
+    cases_passed: int
+    cases_total: int
+    message: str
+    run_id: int | None = None
 
-    server.reports[(uri, report.kernel)] = report
-    publish(server, uri)
+    @property
+    def figures(self) -> str:
+        """'2.10× faster, 4/4 cases'."""
+        speed = f"{self.speedup:.2f}× faster" if self.speedup else "no speedup figure"
+        return f"{speed}, {self.cases_passed}/{self.cases_total} cases"
 
 
-def clear_report(server: CudaLlmServer, uri: str, kernel: str) -> None:
-    from cuda_llm_lsp.lsp.diagnostics import publish
-
-    if server.reports.pop((uri, kernel), None) is not None:
-        publish(server, uri)
+Reports = dict[tuple[str, str], KernelReport]  # (uri, kernel) -> its last report
 
 
-def forget_changed(server: CudaLlmServer, uri: str, analysis: Any) -> None:
+def forget_changed(reports: Reports, uri: str, analysis: Any) -> None:
     """Drop the reports of kernels whose text differs from what was measured."""
     current = {info.kernel.name: info.kernel.span.slice(analysis.text) for info in analysis.kernels}
-    for key, report in list(server.reports.items()):
+    for key, report in list(reports.items()):
         if key[0] == uri and current.get(report.kernel) != report.kernel_text:
-            del server.reports[key]
+            del reports[key]
 
 
-def diagnostics(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.Diagnostic]:
+def diagnostics(
+    reports: Reports, uri: str, analysis: Any, codec: PositionCodec
+) -> list[types.Diagnostic]:
     """The reports of `uri` placed on the kernels' names in the analysed text."""
     lines = split_lines(analysis.text)
     found: list[types.Diagnostic] = []
     for info in analysis.kernels:
-        report = server.reports.get((uri, info.kernel.name))
+        report = reports.get((uri, info.kernel.name))
         if report is None or info.kernel.span.slice(analysis.text) != report.kernel_text:
             continue
-        where = to_range(lines, info.kernel.name_span, server.codec)
+        where = to_range(lines, info.kernel.name_span, codec)
         found.append(
             types.Diagnostic(
                 range=where,
@@ -136,3 +150,42 @@ def optimize_summary(
     if fraction_of_peak is not None:
         text += f" · {fraction_of_peak * 100:.0f}% of copy peak"
     return f"{text} · {state}"
+
+
+def wants_suggestion_notification(capabilities: types.ClientCapabilities) -> bool:
+    """True when the client shows `cudaLlm/suggestion` itself (the VS Code extension's diff),
+    declared as `capabilities.experimental.cudaLlm.suggestionNotification = true`."""
+    experimental = getattr(capabilities, "experimental", None)
+    return _field(_field(experimental, EXPERIMENTAL), "suggestionNotification") is True
+
+
+def _field(value: Any, name: str) -> Any:
+    """`value[name]` of a JSON object, whether it was left a dict or made an object."""
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None) if value is not None else None
+
+
+def suggestion_payload(suggestion: Suggestion, where: types.Range | None) -> dict[str, Any]:
+    """The `cudaLlm/suggestion` notification's body (for the VS Code extension's diff view);
+    `where` is the kernel's range while its text is still the suggestion's original."""
+    return {
+        "uri": suggestion.uri,
+        "kernel": suggestion.kernel,
+        "range": (
+            {
+                "start": {"line": where.start.line, "character": where.start.character},
+                "end": {"line": where.end.line, "character": where.end.character},
+            }
+            if where is not None
+            else None
+        ),
+        "original": suggestion.original,
+        "suggested": suggestion.suggested,
+        "speedup": suggestion.speedup,
+        "baselineMs": suggestion.baseline_ms,
+        "bestMs": suggestion.best_ms,
+        "casesPassed": suggestion.cases_passed,
+        "casesTotal": suggestion.cases_total,
+        "message": suggestion.message,
+    }

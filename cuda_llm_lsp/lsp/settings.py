@@ -11,14 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
 from cuda_llm_lsp.config import Settings, settings_from_mapping
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
+from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 log = logging.getLogger(__name__)
 SECTION = "cudaLlm"
@@ -91,7 +89,5 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
 
 def changed(server: CudaLlmServer, before: Settings) -> None:
     """Re-analyse open documents when a setting that affects compiles changed."""
-    from cuda_llm_lsp.lsp.diagnostics import reanalyze_all
-
     if any(getattr(before, f) != getattr(server.settings, f) for f in _COMPILE_FIELDS):
-        reanalyze_all(server)
+        server.reanalyze_all()

@@ -1,23 +1,27 @@
-"""`CudaLlmServer`: the one owner of the language server's state, and the place features are wired.
+"""`CudaLlmServer`: the language server's one owner of state, and the effects features share.
 
-Handlers stay thin and live one behaviour per module (`diagnostics`, `code_lens`, `hover`,
-`symbols`, `settings`, `code_actions`, `commands`, `jobs`, `results`, `suggestions`); this module
-only holds state (open documents' analyses, jobs, reports, suggestions, settings) and the
-factories through which tests substitute the GPU evaluator and the analyzer.
+It holds the open documents and their analyses, the job reports and suggestions per kernel, the
+running jobs, the settings and the evaluator; features (one LSP behaviour per module, wired in
+`app`) read it and ask it for the effects that cross features: analyse a document, re-analyse
+all, publish diagnostics, set or clear a report, refresh code lenses, send a suggestion. So no
+feature imports another.
+
+Diagnostics are version-checked: each change bumps the document's generation; after the
+debounce, the analysis (tree-sitter, the device unit, NVRTC) runs in a worker thread, one at a
+time per document, and is published only if the document still has the version analysed, always
+carrying that version: an older result is dropped, never published over newer text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sys
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 from pygls import uris
@@ -26,25 +30,22 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp import __version__
+from cuda_llm_lsp.compile.analysis import analyze
+from cuda_llm_lsp.compile.types import NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.engine import LlmFactory, gpu_evaluator, make_llm
+from cuda_llm_lsp.evaluate.types import Evaluator
+from cuda_llm_lsp.lsp import compile_diagnostics, results
+from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator
+from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager, no_gpu_is_a_job_error
+from cuda_llm_lsp.lsp.positions import split_lines, to_range
+from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.evaluate.types import Evaluator
-    from cuda_llm_lsp.fsr.llm import LlmClient
-    from cuda_llm_lsp.fsr.types import OptimizeConfig
-    from cuda_llm_lsp.lsp.jobs import JobManager
-    from cuda_llm_lsp.lsp.results import KernelReport
-    from cuda_llm_lsp.lsp.suggestions import Suggestion
 
 log = logging.getLogger(__name__)
 
-#: How long `shutdown` waits for the evaluator to close before answering anyway.
-SHUTDOWN_WAIT_S = 3.0
-
 Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
-EvaluatorFactory = Callable[[], "Evaluator"]
-LlmFactory = Callable[["OptimizeConfig"], "LlmClient"]
+EvaluatorFactory = Callable[[], Evaluator]
 
 
 def _find(uri: str, text: str) -> list[Kernel]:
@@ -53,102 +54,6 @@ def _find(uri: str, text: str) -> list[Kernel]:
     except Exception:  # the source model must never take the server down
         log.exception("find_kernels failed for %s", uri)
         return []
-
-
-def default_analyzer(text: str, path: Path | None, settings: Settings) -> Any:
-    from cuda_llm_lsp.analysis import analyze
-
-    return analyze(text, path, settings)
-
-
-def default_evaluator_factory() -> Evaluator:
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
-
-    return GpuEvaluator()
-
-
-def default_llm_factory(config: OptimizeConfig) -> LlmClient:
-    from cuda_llm_lsp.fsr.llm import make_llm
-
-    return make_llm(config)
-
-
-class JobEvaluator:
-    """One job's view of the shared GPU evaluator: its cancels stop only its own GPU work.
-
-    The evaluator has one worker per GPU and its `cancel` kills whatever runs on it; with
-    several kernels optimizing at once, cancelling one job must not cost another its run.
-    Calls pass one at a time through `gate`, so a cancel reaches the worker only while this
-    job's call is the one running.
-
-    `cancel` is the evaluator protocol's: the FSR loop uses it to interrupt the candidate on
-    the GPU when a budget runs out, then goes on (re-validating its winner), so it stops only
-    the call in flight. `cancel_job` is the job's cancel: every later call is refused too.
-    """
-
-    def __init__(self, inner: Evaluator, gate: threading.Lock) -> None:
-        self.inner, self.gate = inner, gate
-        self._cancelled = threading.Event()
-        self._running = 0  # the id of the call on the GPU, 0 when none
-        self._calls = 0
-        self._state = threading.Lock()
-
-    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        from cuda_llm_lsp.evaluate.types import EvaluationCancelled
-
-        while not self.gate.acquire(timeout=0.02):  # waiting for another job's GPU call
-            if self._cancelled.is_set():
-                raise EvaluationCancelled("cancelled")
-        try:
-            with self._state:
-                if self._cancelled.is_set():
-                    raise EvaluationCancelled("cancelled")
-                self._calls += 1
-                self._running = self._calls
-            try:
-                result = method(*args, **kwargs)
-            finally:
-                with self._state:
-                    self._running = 0
-        finally:
-            self.gate.release()
-        if self._cancelled.is_set():
-            raise EvaluationCancelled("cancelled")
-        return result
-
-    def device_facts(self) -> Any:
-        return self._call(self.inner.device_facts)
-
-    def benchmark(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(self.inner.benchmark, *args, **kwargs)
-
-    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(self.inner.evaluate, *args, **kwargs)
-
-    def cancel(self) -> None:
-        """Interrupt this job's call in flight, if any; later calls run as usual."""
-        with self._state:
-            call = self._running
-        if call:
-            self.inner.cancel()
-            # The worker clears a cancel when a call begins: repeat it once the call is under
-            # way, but only if that same call is still the one running.
-            threading.Timer(0.05, self._cancel_again, (call,)).start()
-
-    def cancel_job(self) -> None:
-        """The job is cancelled: interrupt the call in flight and refuse every later one."""
-        with self._state:
-            self._cancelled.set()
-        self.cancel()
-
-    def _cancel_again(self, call: int) -> None:
-        with self._state:
-            running = self._running == call
-        if running:
-            self.inner.cancel()
-
-    def close(self) -> None:
-        """The shared evaluator outlives jobs: the server closes it at shutdown."""
 
 
 @dataclass
@@ -178,16 +83,14 @@ class CudaLlmServer(LanguageServer):
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
         )
-        from cuda_llm_lsp.lsp.jobs import JobManager
-
         self.settings = Settings()
-        self.analyzer: Analyzer = analyzer or default_analyzer
-        self.evaluator_factory: EvaluatorFactory = evaluator_factory or default_evaluator_factory
-        self.llm_factory: LlmFactory = llm_factory or default_llm_factory
+        self.analyzer: Analyzer = analyzer or analyze
+        self.evaluator_factory: EvaluatorFactory = evaluator_factory or gpu_evaluator
+        self.llm_factory: LlmFactory = llm_factory or make_llm
         self.documents: dict[str, DocumentState] = {}
-        self.reports: dict[tuple[str, str], KernelReport] = {}
+        self.reports: results.Reports = {}
         self.suggestions: dict[tuple[str, str], Suggestion] = {}
-        self.jobs: JobManager = JobManager(self)
+        self.jobs = JobManager(self)
         self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded
         # Compiles run here, one at a time per document (a per-document lock); two threads so
         # two files can compile at once on the 2-core machines we target.
@@ -251,7 +154,127 @@ class CudaLlmServer(LanguageServer):
         path = uris.to_fs_path(uri)
         return Path(path) if path else None
 
-    # --- engine ----------------------------------------------------------------------------
+    # --- analyses and diagnostics ----------------------------------------------------------
+
+    def schedule_analysis(self, uri: str, *, delay_s: float) -> None:
+        """Analyse `uri` after `delay_s`, unless another change comes first."""
+        state = self.state(uri)
+        state.generation += 1
+        self.spawn(self._analyze_later(uri, state.generation, delay_s), f"analysis of {uri}")
+
+    def reanalyze_all(self) -> None:
+        """After a settings change: every open document again, at once."""
+        for uri in list(self.documents):
+            self.schedule_analysis(uri, delay_s=0.0)
+
+    async def _analyze_later(self, uri: str, generation: int, delay_s: float) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        state = self.documents.get(uri)
+        if state is None or state.generation != generation:
+            return  # closed, or a newer change will analyse
+        async with state.lock:
+            if self.documents.get(uri) is not state or state.generation != generation:
+                return
+            doc = self.document(uri)
+            if doc is None:
+                return
+            version, text = doc.version, doc.source
+            loop = asyncio.get_running_loop()
+            try:
+                analysis = await loop.run_in_executor(
+                    self.compile_pool, self.analyzer, text, self.path_of(uri), self.settings
+                )
+            except NvrtcUnavailable as exc:
+                self._nvrtc_missing(str(exc))
+                return
+            except Exception as exc:
+                log.exception("analysis of %s failed", uri)
+                self.message(f"cuda-llm: could not analyse {uri}: {exc}", types.MessageType.Error)
+                return
+        doc = self.document(uri)
+        if doc is None or self.documents.get(uri) is not state:
+            return
+        if state.generation != generation:
+            return  # settings changed (or an edit came) during the compile: a newer analysis runs
+        if doc.version != version or doc.source != text:
+            log.debug("dropping the analysis of %s version %s: now %s", uri, version, doc.version)
+            return
+        state.analysis, state.version = analysis, version
+        state.diagnostics = compile_diagnostics.convert(text, analysis.diagnostics, self.codec)
+        results.forget_changed(self.reports, uri, analysis)
+        self.publish_diagnostics(uri)
+        self.refresh_code_lenses()  # lenses sit on the analysis: the first one makes them appear
+
+    def _nvrtc_missing(self, detail: str) -> None:
+        if self.nvrtc_problem is None:
+            self.nvrtc_problem = detail
+            self.message(
+                "cuda-llm: NVRTC could not be loaded, so CUDA files get no compile diagnostics or "
+                f"resource figures ({detail}). Install the toolkit wheels "
+                "(pip install 'cuda-toolkit[nvrtc,cudart,crt,cccl]==13.*') and restart the server.",
+                types.MessageType.Error,
+            )
+
+    def close_document(self, uri: str) -> None:
+        """Forget a closed document and clear its diagnostics in the client."""
+        self.forget(uri)
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+        )
+
+    def publish_diagnostics(self, uri: str) -> None:
+        """Send the analysis diagnostics and the job reports for the analysed version of `uri`."""
+        state = self.documents.get(uri)
+        doc = self.document(uri)
+        if state is None or doc is None or state.analysis is None or state.version != doc.version:
+            return  # the analysis of the newer text publishes when it is done
+        items = state.diagnostics + results.diagnostics(
+            self.reports, uri, state.analysis, self.codec
+        )
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=state.version)
+        )
+
+    def set_report(self, uri: str, report: KernelReport) -> None:
+        self.reports[(uri, report.kernel)] = report
+        self.publish_diagnostics(uri)
+
+    def clear_report(self, uri: str, kernel: str) -> None:
+        if self.reports.pop((uri, kernel), None) is not None:
+            self.publish_diagnostics(uri)
+
+    def refresh_code_lenses(self) -> None:
+        """Ask the client to fetch the lenses again (a new analysis, a job started or ended),
+        where it supports `workspace/codeLens/refresh`; others ask on their own, e.g. after an
+        edit."""
+        workspace = self.client_capabilities.workspace
+        lens = workspace.code_lens if workspace else None
+        if lens and lens.refresh_support:
+            self.spawn(self._ask_refresh(), "code lens refresh")
+
+    async def _ask_refresh(self) -> None:
+        try:
+            await asyncio.wait_for(self.workspace_code_lens_refresh_async(None), 5)
+        except Exception as exc:
+            log.debug("code lens refresh failed: %s", exc)
+
+    # --- suggestions -----------------------------------------------------------------------
+
+    def wants_suggestion_notification(self) -> bool:
+        """True when the client renders `cudaLlm/suggestion` itself (the VS Code extension)."""
+        return results.wants_suggestion_notification(self.client_capabilities)
+
+    async def notify_suggestion(self, suggestion: Suggestion) -> None:
+        """Send `cudaLlm/suggestion`, with the kernel's range while its text is the original."""
+        text, current = await self.kernel(suggestion.uri, suggestion.kernel)
+        where = None
+        if current is not None and current.span.slice(text) == suggestion.original:
+            where = to_range(split_lines(text), current.span, self.codec)
+        payload = results.suggestion_payload(suggestion, where)
+        self.protocol.notify(results.SUGGESTION_NOTIFICATION, payload)
+
+    # --- engine and jobs -------------------------------------------------------------------
 
     def evaluator(self) -> Evaluator:
         """The GPU evaluator, created on first use (blocking: call from a thread)."""
@@ -260,9 +283,20 @@ class CudaLlmServer(LanguageServer):
                 self._evaluator = self.evaluator_factory()
             return self._evaluator
 
-    def job_evaluator(self) -> JobEvaluator:
-        """A job's own handle on the shared evaluator (blocking: call from a thread)."""
-        return JobEvaluator(self.evaluator(), self._gpu_gate)
+    async def job_evaluator(self, job: Job, verb: str) -> JobEvaluator:
+        """The job's handle on the GPU evaluator; the job's cancel stops its GPU work at once."""
+        with no_gpu_is_a_job_error(job, verb):
+            shared = await asyncio.to_thread(self.evaluator)
+        evaluator = JobEvaluator(shared, self._gpu_gate)
+        job.cancel_hooks.append(evaluator.cancel_job)
+        return evaluator
+
+    async def job_kernel(self, job: Job) -> tuple[str, Kernel]:
+        """The document's current text and the job's kernel in it."""
+        text, kernel = await self.kernel(job.uri, job.kernel)
+        if kernel is None:
+            raise JobError(f"no kernel named {job.kernel} in the document")
+        return text, kernel
 
     def close_engine(self) -> None:
         with self._evaluator_lock:
@@ -291,55 +325,3 @@ class CudaLlmServer(LanguageServer):
 
         task.add_done_callback(done)
         return task
-
-
-def create_server(
-    *,
-    analyzer: Analyzer | None = None,
-    evaluator_factory: EvaluatorFactory | None = None,
-    llm_factory: LlmFactory | None = None,
-) -> CudaLlmServer:
-    """A server with every feature registered."""
-    from cuda_llm_lsp.lsp import (
-        code_actions,
-        code_lens,
-        commands,
-        diagnostics,
-        hover,
-        jobs,
-        settings,
-        symbols,
-    )
-
-    server = CudaLlmServer(
-        analyzer=analyzer, evaluator_factory=evaluator_factory, llm_factory=llm_factory
-    )
-    for module in (settings, diagnostics, code_lens, hover, symbols, code_actions, commands, jobs):
-        module.register(server)
-
-    @server.feature(types.SHUTDOWN)
-    async def on_shutdown(ls: CudaLlmServer, params: None) -> None:
-        # Closing the evaluator waits for its worker (a busy one up to seconds): off the event
-        # loop, and not past the client's patience, which then kills the server and, with it,
-        # the worker (it exits when its parent does).
-        ls.jobs.cancel_all()
-        try:
-            await asyncio.wait_for(asyncio.to_thread(ls.close_engine), SHUTDOWN_WAIT_S)
-        except asyncio.TimeoutError:
-            log.warning("the evaluator did not close within %.0f s of shutdown", SHUTDOWN_WAIT_S)
-
-    return server
-
-
-def serve_stdio(server: LanguageServer) -> None:
-    """Serve on stdin/stdout, the protocol on a private copy of file descriptor 1.
-
-    Anything else that writes to stdout (a stray `print`, a warning, a C library such as the
-    CUDA driver) would corrupt a message and make the client drop the connection; it goes to
-    stderr instead, which editors show as the server's log.
-    """
-    sys.stdout.flush()
-    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
-    server.start_io(stdin=sys.stdin.buffer, stdout=protocol_out)

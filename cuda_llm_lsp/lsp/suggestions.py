@@ -6,53 +6,49 @@ Otherwise it sends one `workspace/applyEdit` replacing exactly the kernel's rang
 `TextDocumentEdit` where the client supports `documentChanges` (annotated, needing
 confirmation, where it supports change annotations), else a plain `changes` edit. One accept is
 one edit, so one undo restores the original. Both decisions go to the history.
+
+Registers `cudaLlm.accept`, `cudaLlm.reject` and `cudaLlm.showSuggestion`; the `Suggestion`
+record is `results`'s, stored by the state, which also sends the `cudaLlm/suggestion`
+notification.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import hashlib
 import logging
 import os
 import re
 import stat
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import platformdirs
 from lsprotocol import types
 
+from cuda_llm_lsp.fsr.history import record_decision
+from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
+from cuda_llm_lsp.lsp.results import Suggestion
+from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 log = logging.getLogger(__name__)
 ANNOTATION_ID = "cudaLlm.suggestion"
-NOTIFICATION = "cudaLlm/suggestion"
-EXPERIMENTAL = "cudaLlm"  # capabilities.experimental.cudaLlm.suggestionNotification
 
 
-@dataclass(frozen=True)
-class Suggestion:
-    uri: str
-    kernel: str
-    original: str  # the kernel's definition when the run started
-    suggested: str  # the replacement definition
-    speedup: float | None
-    baseline_ms: float | None
-    best_ms: float | None
-    cases_passed: int
-    cases_total: int
-    message: str
-    run_id: int | None = None
+def register(server: CudaLlmServer) -> None:
+    @commands.kernel_command(server, commands.ACCEPT)
+    async def do_accept(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
+        return await accept(ls, uri, kernel)
 
-    @property
-    def figures(self) -> str:
-        """'2.10× faster, 4/4 cases'."""
-        speed = f"{self.speedup:.2f}× faster" if self.speedup else "no speedup figure"
-        return f"{speed}, {self.cases_passed}/{self.cases_total} cases"
+    @commands.kernel_command(server, commands.REJECT)
+    async def do_reject(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
+        return await reject(ls, uri, kernel)
+
+    @commands.kernel_command(server, commands.SHOW)
+    async def do_show(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
+        return await show(ls, uri, kernel)
 
 
 def _capability(server: CudaLlmServer, path: str) -> Any:
@@ -62,25 +58,6 @@ def _capability(server: CudaLlmServer, path: str) -> Any:
         if value is None:
             return None
     return value
-
-
-def wants_notification(server: CudaLlmServer) -> bool:
-    """True when the client shows `cudaLlm/suggestion` itself (the VS Code extension's diff),
-    declared as `capabilities.experimental.cudaLlm.suggestionNotification = true`."""
-    experimental = getattr(server.client_capabilities, "experimental", None)
-    return _field(_field(experimental, EXPERIMENTAL), "suggestionNotification") is True
-
-
-def _field(value: Any, name: str) -> Any:
-    """`value[name]` of a JSON object, whether it was left a dict or made an object."""
-    if isinstance(value, Mapping):
-        return value.get(name)
-    return getattr(value, name, None) if value is not None else None
-
-
-async def notify(server: CudaLlmServer, suggestion: Suggestion) -> None:
-    """Send `cudaLlm/suggestion` for `suggestion`."""
-    server.protocol.notify(NOTIFICATION, await payload(server, suggestion))
 
 
 async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
@@ -164,54 +141,21 @@ async def reject(server: CudaLlmServer, uri: str, kernel: str) -> bool:
         server.message(f"cuda-llm: there is no suggestion for {kernel} to reject")
         return False
     await _record(server, suggestion, "reject")
-    from cuda_llm_lsp.lsp.results import clear_report
-
-    clear_report(server, uri, kernel)
+    server.clear_report(uri, kernel)
     return True
 
 
 async def _record(server: CudaLlmServer, suggestion: Suggestion, decision: str) -> None:
     """Write the decision to the history (SQLite, in a thread); never fails the action."""
-    import asyncio
-
     if suggestion.run_id is None:
         return
-    from cuda_llm_lsp.fsr.history import record_decision
-
     try:
         await asyncio.to_thread(record_decision, suggestion.run_id, decision)
     except Exception as exc:
         log.warning("could not record the %s decision: %s", decision, exc)
 
 
-async def payload(server: CudaLlmServer, suggestion: Suggestion) -> dict[str, Any]:
-    """The `cudaLlm/suggestion` notification's body (for the VS Code extension's diff view)."""
-    text, current = await server.kernel(suggestion.uri, suggestion.kernel)
-    where = None
-    if current is not None and current.span.slice(text) == suggestion.original:
-        rng = to_range(split_lines(text), current.span, server.codec)
-        where = {
-            "start": {"line": rng.start.line, "character": rng.start.character},
-            "end": {"line": rng.end.line, "character": rng.end.character},
-        }
-    return {
-        "uri": suggestion.uri,
-        "kernel": suggestion.kernel,
-        "range": where,
-        "original": suggestion.original,
-        "suggested": suggestion.suggested,
-        "speedup": suggestion.speedup,
-        "baselineMs": suggestion.baseline_ms,
-        "bestMs": suggestion.best_ms,
-        "casesPassed": suggestion.cases_passed,
-        "casesTotal": suggestion.cases_total,
-        "message": suggestion.message,
-    }
-
-
 def cache_dir() -> Path:
-    import platformdirs
-
     return Path(platformdirs.user_cache_dir("cuda-llm-lsp")) / "suggestions"
 
 
@@ -251,11 +195,9 @@ async def show(server: CudaLlmServer, uri: str, kernel: str) -> bool:
     if suggestion is None:
         server.message(f"cuda-llm: there is no suggestion for {kernel} to show")
         return False
-    await notify(server, suggestion)
-    if wants_notification(server):
+    await server.notify_suggestion(suggestion)
+    if server.wants_suggestion_notification():
         return True
-    import asyncio
-
     try:
         source, diff = await asyncio.to_thread(write_files, suggestion)
     except OSError as exc:

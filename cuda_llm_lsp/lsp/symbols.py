@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
-
-if TYPE_CHECKING:
-    from cuda_llm_lsp.lsp.server import CudaLlmServer
+from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 
 def register(server: CudaLlmServer) -> None:

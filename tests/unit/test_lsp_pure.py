@@ -19,11 +19,12 @@ from pygls.workspace.position_codec import PositionCodec
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.types import EvaluationCancelled
 from cuda_llm_lsp.fsr.types import CandidateOutcome
-from cuda_llm_lsp.lsp.code_lens import resources_line
+from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator
+from cuda_llm_lsp.lsp.kernel_facts import resources_line
 from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position, to_range
-from cuda_llm_lsp.lsp.results import failure_hint, optimize_summary
-from cuda_llm_lsp.lsp.server import CudaLlmServer, JobEvaluator
-from cuda_llm_lsp.lsp.suggestions import Suggestion, write_files
+from cuda_llm_lsp.lsp.results import Suggestion, failure_hint, optimize_summary
+from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.lsp.suggestions import write_files
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.text import Point, Span
 
@@ -222,7 +223,7 @@ def _server_with(uri: str, text: str, monkeypatch: pytest.MonkeyPatch) -> CudaLl
 async def test_concurrent_kernel_requests_share_one_parse_off_the_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cuda_llm_lsp.lsp import server as server_module
+    from cuda_llm_lsp.lsp import state as server_module
 
     calls: list[str] = []
     loop_thread = threading.get_ident()
@@ -245,7 +246,7 @@ async def test_concurrent_kernel_requests_share_one_parse_off_the_loop(
 async def test_a_document_closed_during_its_parse_leaves_nothing_behind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cuda_llm_lsp.lsp import server as server_module
+    from cuda_llm_lsp.lsp import state as server_module
 
     go = threading.Event()
 
@@ -271,7 +272,7 @@ class _NoProgress:
 def test_late_events_of_a_cancelled_optimize_leave_its_report_alone() -> None:
     from cuda_llm_lsp.fsr.types import RoundStarted
     from cuda_llm_lsp.lsp.jobs import Job
-    from cuda_llm_lsp.lsp.optimize import _Tracker
+    from cuda_llm_lsp.lsp.optimize_job import _Tracker
     from cuda_llm_lsp.lsp.results import KernelReport
 
     server = CudaLlmServer()
@@ -292,8 +293,6 @@ async def test_an_analysis_outdated_by_a_settings_change_is_not_published(
 ) -> None:
     from types import SimpleNamespace
 
-    from cuda_llm_lsp.lsp import diagnostics
-
     uri = "file:///a.cu"
     published: list[Any] = []
 
@@ -306,5 +305,5 @@ async def test_an_analysis_outdated_by_a_settings_change_is_not_published(
     monkeypatch.setattr(server, "text_document_publish_diagnostics", published.append)
     state = server.state(uri)
     state.generation = 1
-    await diagnostics._analyze_later(server, uri, 1, 0.0)
+    await server._analyze_later(uri, 1, 0.0)
     assert state.analysis is None and published == []

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from cuda_llm_lsp.lsp.server import create_server, serve_stdio
+from cuda_llm_lsp.lsp.app import create_server, serve_stdio
 
 
 def noise() -> None:

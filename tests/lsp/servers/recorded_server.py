@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
-from cuda_llm_lsp.lsp.server import create_server, serve_stdio
+from cuda_llm_lsp.lsp.app import create_server, serve_stdio
 
 
 def main() -> int:

@@ -1,0 +1,97 @@
+"""What the server says about one kernel: its resources, launch bounds, spec and last result.
+
+Shared by `textDocument/hover` (Markdown), the resources code lens (one line) and
+`cudaLlm.showResources` (one plain message), so the three never disagree. Pure: it reads an
+analysis's `KernelInfo` and the kernel's report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.lsp.results import KernelReport
+
+
+def resources_line(name: str, resources: Resources | None, why: str = "") -> str:
+    """'saxpy · 24 regs · 0 B spill · 0 B smem' (or `why` there are no figures: the analysis's
+    `KernelInfo.symbol_note`)."""
+    if resources is None:
+        return f"{name} · {why or 'no resource figures'}"
+    spill = resources.spill_stores + resources.spill_loads
+    text = (
+        f"{name} · {resources.registers} regs · {spill} B spill · {resources.shared_bytes} B smem"
+    )
+    if resources.stack_bytes:
+        text += f" · {resources.stack_bytes} B stack"
+    if resources.constant_bytes:
+        text += f" · {resources.constant_bytes} B const"
+    return text
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What hover and the resources lens say about a kernel, before either renders it."""
+
+    signature: str
+    resources: str
+    launch_bounds: str | None
+    spec: str  # Markdown: *emphasis* and paragraphs
+    last_result: str | None
+
+
+def _facts(info: Any, report: KernelReport | None) -> _Facts:
+    kernel = info.kernel
+    params = ", ".join(f"{p.c_type} {p.name}" for p in kernel.params)
+    bounds = kernel.launch_bounds
+    return _Facts(
+        signature=f"__global__ void {kernel.name}({params})",
+        resources=resources_line(kernel.name, info.resources, info.symbol_note),
+        launch_bounds=f"__launch_bounds__({bounds})" if bounds else None,
+        spec=spec_summary(info),
+        last_result=report.info if report is not None else None,
+    )
+
+
+def describe(info: Any, report: KernelReport | None) -> str:
+    """The hover, in Markdown."""
+    facts = _facts(info, report)
+    parts = [f"```cuda\n{facts.signature}\n```", facts.resources]
+    if facts.launch_bounds:
+        parts.append(f"`{facts.launch_bounds}`")
+    parts.append(facts.spec)
+    if facts.last_result:
+        parts.append(facts.last_result)
+    return "\n\n".join(parts)
+
+
+def plain_summary(info: Any, report: KernelReport | None) -> str:
+    """The hover's facts as one plain-text message (what the resources lens shows on a click)."""
+    facts = _facts(info, report)
+    parts = [facts.resources]
+    if facts.launch_bounds:
+        parts.append(facts.launch_bounds)
+    parts.append(facts.spec.replace("*", "").replace("\n\n", " · "))
+    if facts.last_result:
+        parts.append(f"last result: {facts.last_result}")
+    return "cuda-llm: " + "; ".join(parts)
+
+
+def spec_summary(info: Any) -> str:
+    spec = info.spec
+    if spec is None:
+        if info.kernel.spec is not None:
+            return "Test spec: has errors (see diagnostics)"
+        return "No test spec: use the code action *Add test spec* to draft one"
+    sizes = ", ".join(f"{name}={values[-1]}" for name, values in spec.sizes.items())
+    grid = ", ".join(spec.grid)
+    block = ", ".join(spec.block)
+    args = ", ".join(
+        f"{a.name}: {a.role} {a.dtype}[{a.count}]" if a.is_pointer else f"{a.name}={a.value}"
+        for a in spec.args
+    )
+    return (
+        f"Test spec: {spec.case_count} cases, timed case {sizes or '-'}; "
+        f"grid ({grid}) block ({block})\n\n{args}"
+    )
