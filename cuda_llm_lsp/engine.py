@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections.abc import Callable
 
+from cuda_llm_lsp.evaluate import gpu
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import Evaluator
@@ -32,11 +33,7 @@ LlmFactory = Callable[[OptimizeConfig], LlmClient]
 
 def gpu_evaluator(plan: Plan | None = None) -> Evaluator:
     """The local GPU's evaluator, timing by `plan` (None: its default); its worker starts on use."""
-    # numpy and the worker's machinery: ~75 ms that `cuda-llm --help`, `check` and `history` and
-    # the language server's start would pay for nothing (python -X importtime).
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
-
-    return GpuEvaluator(plan=plan)
+    return gpu.GpuEvaluator(plan=plan)
 
 
 def make_evaluator(plan: Plan | None = None) -> Evaluator:

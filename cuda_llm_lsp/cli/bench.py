@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HELP = "Check a kernel's test cases and time it on the local GPU."
+from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.engine import gpu_evaluator
+from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
+from cuda_llm_lsp.evaluate.format import summary_line
+from cuda_llm_lsp.evaluate.inputs import InputError
+from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
+from cuda_llm_lsp.source.draft import draft_spec
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.spec import parse_spec
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 
@@ -36,16 +44,6 @@ def _error(message: str, code: int, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm_lsp.config import Settings
-    from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
-    from cuda_llm_lsp.evaluate.format import summary_line
-    from cuda_llm_lsp.evaluate.inputs import InputError
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
-    from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
-    from cuda_llm_lsp.source.draft import draft_spec
-    from cuda_llm_lsp.source.kernels import find_kernels
-    from cuda_llm_lsp.source.spec import parse_spec
-
     as_json = args.format == "json"
     path: Path = args.file
     try:
@@ -86,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                           as_json)  # fmt: skip
         specs.append((kernel, spec))
 
-    evaluator = GpuEvaluator()
+    evaluator = gpu_evaluator()
     try:
         try:
             facts = evaluator.device_facts()

@@ -17,7 +17,6 @@ from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 
-HELP = "compile CUDA files with NVRTC: diagnostics and per-kernel resource use"
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
 
 

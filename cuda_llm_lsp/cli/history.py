@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-HELP = "List recorded optimization runs (all, or those of FILE)."
+from cuda_llm_lsp.engine import open_history
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,10 +28,8 @@ def _ms(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm_lsp.fsr.history import RunHistory
-
     try:
-        history = RunHistory()
+        history = open_history()
         if args.run is not None:
             one = history.run(args.run, args.file)
             runs = [one] if one is not None else []

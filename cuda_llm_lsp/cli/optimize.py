@@ -1,4 +1,5 @@
-"""`cuda-llm optimize FILE --kernel NAME`: the FSR loop from the terminal (CLI contract, DESIGN.md).
+"""`cuda-llm optimize FILE --kernel NAME`: the FSR loop from the terminal (CLI contract,
+docs/design.md).
 
 Progress goes to stderr (a rounds x candidates table redrawn in place on a terminal, plain lines
 otherwise); stdout gets the unified diff of the winner, or with `--format json` exactly the
@@ -10,7 +11,7 @@ kernel, no or bad test spec, endpoint failure, refused write); 2 usage; 3 no CUD
 130 interrupted.
 
 `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU by recorded outcomes
-(`evaluate.recorded.RecordedEvaluator`): for tests and demos only.
+(`engine.make_evaluator`, `evaluate.recorded.RecordedEvaluator`): for tests and demos only.
 """
 
 from __future__ import annotations
@@ -19,24 +20,31 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
+from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
+from cuda_llm_lsp.evaluate.recorded import RecordingError
+from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError
+from cuda_llm_lsp.fsr.edit import unified_diff
+from cuda_llm_lsp.fsr.history import RunHistory
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateOutcome,
     CandidateStage,
+    OptimizeConfig,
+    OptimizeRequest,
     OptimizeResult,
     ProgressEvent,
     RoundStarted,
     RunFinished,
     RunStarted,
+    config_from_settings,
 )
-
-HELP = "Optimize a kernel with the FSR loop: LLM candidates, checked and timed on the GPU."
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -183,21 +191,6 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def make_evaluator(plan: Any = None) -> Any:
-    """The GPU evaluator (timing by `plan`, an `evaluate.timing.Plan`; None: its default), or
-    recorded outcomes when `CUDA_LLM_EVALUATOR=recorded:PATH` (a recording has no timing plan)."""
-    choice = os.environ.get("CUDA_LLM_EVALUATOR", "").strip()
-    if choice.startswith("recorded:"):
-        from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
-
-        return RecordedEvaluator(choice.removeprefix("recorded:"))
-    if choice not in ("", "gpu"):
-        raise ValueError(f"CUDA_LLM_EVALUATOR must be 'gpu' or 'recorded:PATH', not {choice!r}")
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
-
-    return GpuEvaluator(plan=plan)
-
-
 def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
     print(f"cuda-llm optimize: {message}", file=sys.stderr)
     if as_json:
@@ -209,11 +202,6 @@ def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm_lsp.config import Settings
-    from cuda_llm_lsp.evaluate.recorded import RecordingError
-    from cuda_llm_lsp.evaluate.types import NoGpuError
-    from cuda_llm_lsp.fsr.types import config_from_settings
-
     as_json = args.format == "json"
     path: Path = args.file
     if args.record and args.replay:
@@ -246,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RecordingError) as exc:
         return _fail(str(exc), EXIT_USAGE, as_json, args.kernel)
     try:
-        result = asyncio.run(_optimize(args, text, settings, config, evaluator, as_json))
+        result = asyncio.run(_optimize(args, text, settings, config, evaluator))
     finally:
         evaluator.close()
 
@@ -265,8 +253,6 @@ def run(args: argparse.Namespace) -> int:
     if new_text is None:
         return _fail(f"kernel {args.kernel} not found again in {path}", EXIT_ERROR, False, "")
     if not as_json:
-        from cuda_llm_lsp.fsr.edit import unified_diff
-
         sys.stdout.write(unified_diff(text, new_text, str(path)))
     if args.write:
         return _write(path, original_bytes, new_text)
@@ -274,8 +260,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _new_text(text: str, kernel_name: str, source: str) -> str | None:
-    from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
-
     kernel = find_kernel(text, kernel_name)
     return splice(text, kernel, source) if kernel else None
 
@@ -300,26 +284,15 @@ def _write(path: Path, original: bytes, new_text: str) -> int:
 
 
 async def _optimize(
-    args: argparse.Namespace, text: str, settings: Any, config: Any, evaluator: Any,
-    as_json: bool,
+    args: argparse.Namespace, text: str, settings: Settings, config: OptimizeConfig,
+    evaluator: Evaluator,
 ) -> OptimizeResult:  # fmt: skip
-    from cuda_llm_lsp.engine import make_llm
-    from cuda_llm_lsp.fsr.loop import optimize
-    from cuda_llm_lsp.fsr.types import OptimizeRequest
-
-    history = None
-    if not args.no_history:
-        try:
-            from cuda_llm_lsp.fsr.history import RunHistory
-
-            history = await asyncio.to_thread(RunHistory)
-        except Exception as exc:  # the run matters more than its record
-            print(f"cuda-llm optimize: history not recorded: {exc}", file=sys.stderr)
+    history: RunHistory | None = None
+    if not args.no_history:  # the run matters more than its record
+        history = await history_for_run(
+            lambda exc: print(f"cuda-llm optimize: history not recorded: {exc}", file=sys.stderr)
+        )
     display = Display(sys.stderr, live=sys.stderr.isatty())
-    llm = make_llm(config)
     request = OptimizeRequest(file_text=text, kernel=args.kernel, path=args.file.resolve(),
                               settings=settings, seed=args.seed)  # fmt: skip
-    try:
-        return await optimize(request, config, evaluator, llm, on_event=display, history=history)
-    finally:
-        await llm.close()
+    return await run_fsr(request, config, evaluator, on_event=display, history=history)

@@ -4,7 +4,7 @@ FSR loop with --optimize), then write report.md, report.json and chart.png.
 
 Exit codes: 0 every kernel is correct; 1 some kernel failed; 2 bad usage; 3 no CUDA GPU.
 `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU by recorded outcomes (tests and demos only,
-as for `cuda-llm optimize`).
+as for `cuda-llm optimize`: `engine.make_evaluator`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TextIO
 
-HELP = "Run the kernel suite (bench, optionally optimize) and write a report."
+from cuda_llm_lsp.engine import make_evaluator
+from cuda_llm_lsp.evaluate import timing
+from cuda_llm_lsp.evaluate.types import NoGpuError
+from cuda_llm_lsp.suite.report import FAST_P, fast_p, to_json, write_report
+from cuda_llm_lsp.suite.runner import Progress, SuiteOptions, SuiteRunner, discover
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 
@@ -80,15 +85,12 @@ def _error(message: str, code: int, as_json: bool) -> int:
 class _ProgressView:
     """A one-line bar on a terminal; plain lines otherwise (CI logs, pipes)."""
 
-    def __init__(self, stream: object, quiet: bool) -> None:
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
         self.stream = stream
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.quiet = quiet
 
-    def __call__(self, p: object) -> None:
-        from cuda_llm_lsp.suite.runner import Progress
-
-        assert isinstance(p, Progress)
+    def __call__(self, p: Progress) -> None:
         if self.quiet:
             return
         out = self.stream
@@ -102,12 +104,12 @@ class _ProgressView:
             state = "ok" if r.correct else r.status
             text = f"[{p.index}/{p.total}] {r.kernel}: {state}, {ms}{speed}"
             if self.tty:
-                print("\r\033[K" + text, file=out, flush=True)  # type: ignore[call-overload]
+                print("\r\033[K" + text, file=out, flush=True)
             else:
-                print(text, file=out, flush=True)  # type: ignore[call-overload]
+                print(text, file=out, flush=True)
             return
         if p.stage.startswith("candidate") and not self.tty:
-            print(f"  {p.kernel} {p.stage}", file=out, flush=True)  # type: ignore[call-overload]
+            print(f"  {p.kernel} {p.stage}", file=out, flush=True)
             return
         if self.tty:
             width = 30
@@ -118,22 +120,16 @@ class _ProgressView:
                 end="",
                 file=out,
                 flush=True,
-            )  # type: ignore[call-overload]
+            )
 
     def _line(self, text: str) -> None:
         if self.tty:
-            print("\r\033[K" + text, end="", file=self.stream, flush=True)  # type: ignore[call-overload]
+            print("\r\033[K" + text, end="", file=self.stream, flush=True)
         else:
-            print(text, file=self.stream, flush=True)  # type: ignore[call-overload]
+            print(text, file=self.stream, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm_lsp.cli.optimize import make_evaluator
-    from cuda_llm_lsp.evaluate import timing
-    from cuda_llm_lsp.evaluate.types import NoGpuError
-    from cuda_llm_lsp.suite.report import FAST_P, fast_p, write_report
-    from cuda_llm_lsp.suite.runner import SuiteOptions, SuiteRunner, discover
-
     as_json = args.format == "json"
     directory: Path = args.directory
     if not directory.is_dir():
@@ -187,8 +183,6 @@ def run(args: argparse.Namespace) -> int:
     paths = write_report(report, args.out)
     failed = [r for r in report.rows if not r.correct]
     if as_json:
-        from cuda_llm_lsp.suite.report import to_json
-
         data = to_json(report)
         data["files"] = {k: str(v) for k, v in paths.items()}
         print(json.dumps(data, indent=2))

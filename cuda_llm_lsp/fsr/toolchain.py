@@ -18,6 +18,7 @@ from typing import Protocol
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import candidate
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected
+from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
 from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
 from cuda_llm_lsp.fsr.profile import profile_summary
 from cuda_llm_lsp.fsr.types import OptimizeRequest
@@ -72,10 +73,6 @@ class DefaultToolchain:
     def sanitize(
         self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
     ) -> EvalResult | None:
-        # evaluate.sanitizer brings numpy and the worker's code (~75 ms, python -X importtime):
-        # only a winner's check needs them, not the language server's or the CLI's start.
-        from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
-
         if sanitizer_path() is None:
             return None
         return run_sanitizer(binary, spec, spec_dir)

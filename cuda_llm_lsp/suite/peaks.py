@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.cachefiles import write_json_atomic
+from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.evaluate.candidate import build_binary
 from cuda_llm_lsp.evaluate.types import DeviceFacts, Evaluator, KernelBinary
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.spec import parse_spec
+from cuda_llm_lsp.suite.vendor import Backend
 
 GEMM_N = 8192
 
@@ -172,11 +177,6 @@ extern "C" __global__ void bf16_mma_peak(float* out, int warps, int iters)
 def _kernel_peak(
     source: str, name: str, evaluator: Evaluator, facts: DeviceFacts, flops: int
 ) -> float | None:
-    from cuda_llm_lsp.config import Settings
-    from cuda_llm_lsp.evaluate.candidate import build_binary
-    from cuda_llm_lsp.source.kernels import find_kernels
-    from cuda_llm_lsp.source.spec import parse_spec
-
     kernel = next((k for k in find_kernels(source) if k.name == name), None)
     if kernel is None:
         return None
@@ -201,8 +201,6 @@ def gemm_gflops(backend: Any, a: Any, b: Any, n: int) -> float:
 
 
 def main() -> int:
-    from cuda_llm_lsp.suite.vendor import Backend
-
     out: dict[str, Any] = {"fp32_gflops": None, "bf16_gflops": None, "source": ""}
     n = GEMM_N
     try:

@@ -18,10 +18,28 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, Evaluator, KernelBinary, NoGpuError
+from cuda_llm_lsp.engine import run_fsr
+from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
+from cuda_llm_lsp.evaluate.inputs import InputError
+from cuda_llm_lsp.evaluate.types import (
+    BaselineFailed,
+    DeviceFacts,
+    EvalResult,
+    Evaluator,
+    KernelBinary,
+    NoGpuError,
+)
+from cuda_llm_lsp.fsr.replay import recorded_shape
+from cuda_llm_lsp.fsr.types import (
+    CandidateEvaluated,
+    OptimizeRequest,
+    OptimizeResult,
+    ProgressEvent,
+    config_from_settings,
+)
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
-from cuda_llm_lsp.suite import floor
+from cuda_llm_lsp.suite import floor, peaks, vendor
 from cuda_llm_lsp.suite.peaks import Peaks
 from cuda_llm_lsp.suite.report import KernelRow, SuiteReport
 
@@ -90,8 +108,6 @@ def discover(directory: Path, names: tuple[str, ...] = ()) -> list[SuiteKernel]:
 
 def replay_dir_for(replay: Path, kernel: str) -> tuple[Path, int, int] | None:
     """Where the recording of `kernel` lives and its (rounds, candidates); None if absent."""
-    from cuda_llm_lsp.fsr.replay import recorded_shape
-
     for where in (replay / kernel, replay):
         shape = recorded_shape(where, kernel)
         if shape is not None:
@@ -204,10 +220,6 @@ class SuiteRunner:
         return self._bench(item, row)
 
     def _bench(self, item: SuiteKernel, row: KernelRow) -> KernelRow:
-        from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
-        from cuda_llm_lsp.evaluate.inputs import InputError
-        from cuda_llm_lsp.evaluate.types import BaselineFailed
-
         spec = item.spec
         assert spec is not None and self.facts is not None
         binary = build_binary(item.text, item.path, item.kernel.name, self.options.settings,
@@ -241,15 +253,6 @@ class SuiteRunner:
         total: int = 0,
     ) -> KernelRow | None:
         """The FSR loop's row; None when the loop could not even measure the baseline."""
-        from cuda_llm_lsp.engine import make_llm
-        from cuda_llm_lsp.fsr.loop import optimize
-        from cuda_llm_lsp.fsr.types import (
-            CandidateEvaluated,
-            OptimizeRequest,
-            OptimizeResult,
-            config_from_settings,
-        )
-
         opts = self.options
         overrides: dict[str, object] = {"sanitize_winner": opts.sanitize, "profile": False}
         if recording is not None:
@@ -264,21 +267,16 @@ class SuiteRunner:
 
         name = item.kernel.name
 
-        def on_event(event: object) -> None:
+        def on_event(event: ProgressEvent) -> None:
             if isinstance(event, CandidateEvaluated):
                 o = event.outcome
                 ms = f", {o.ms:.4g} ms" if o.ms else ""
                 stage = f"candidate r{o.round}c{o.index}: {o.status}{ms}"
                 self.on_progress(Progress(index, total, name, stage))
 
-        async def go() -> OptimizeResult:
-            llm = make_llm(config)
-            try:
-                return await optimize(request, config, self.evaluator, llm, on_event=on_event)
-            finally:
-                await llm.close()
-
-        result = asyncio.run(go())
+        result: OptimizeResult = asyncio.run(
+            run_fsr(request, config, self.evaluator, on_event=on_event)
+        )
         base = result.baseline_result
         if result.error and (base is None or base.status != "ok"):
             return None  # the plain bench reports the baseline's own problem
@@ -314,8 +312,6 @@ class SuiteRunner:
     # -- device-wide figures ----------------------------------------------------------------
 
     def _peaks(self, notes: list[str]) -> Peaks | None:
-        from cuda_llm_lsp.suite import peaks
-
         self.on_progress(Progress(0, 0, "device peaks", "peaks"))
         assert self.facts is not None
         try:
@@ -356,8 +352,6 @@ class SuiteRunner:
     def _with_vendor(
         self, rows: list[KernelRow], items: list[SuiteKernel], notes: list[str]
     ) -> list[KernelRow]:
-        from cuda_llm_lsp.suite import vendor
-
         jobs = [
             vendor.VendorJob(str(item.path), item.kernel.name, op)
             for item in items

@@ -17,6 +17,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.spec import parse_spec
+
 # kernel name -> operation of the library that does the same work
 VENDOR_OPS: dict[str, str] = {
     "matmul_f32": "gemm",
@@ -160,10 +164,6 @@ def _csr_from_ell(col_idx: Any, vals: Any, rows: int, width: int) -> tuple[Any, 
 
 
 def _run_job(job: dict[str, Any], backends: dict[str, Backend]) -> dict[str, Any]:
-    from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
-    from cuda_llm_lsp.source.kernels import find_kernels
-    from cuda_llm_lsp.source.spec import parse_spec
-
     path = Path(job["file"])
     text = path.read_text(encoding="utf-8")
     kernel = next(k for k in find_kernels(text) if k.name == job["kernel"])

@@ -192,7 +192,7 @@ def test_unknown_kernel_and_missing_file_are_errors(workdir: Path) -> None:
 
 
 def test_without_a_gpu_the_exit_code_is_3(workdir: Path) -> None:
-    from cuda_llm_lsp.evaluate.pool import GpuEvaluator
+    from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
     from cuda_llm_lsp.evaluate.types import NoGpuError
 
     try:
@@ -394,11 +394,11 @@ def test_planted_gpu_scenario_on_cpu(tmp_path: Path) -> None:
 def test_make_evaluator_hands_the_timing_plan_to_the_gpu_evaluator(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cuda_llm_lsp.cli.optimize import make_evaluator
-    from cuda_llm_lsp.evaluate import pool, timing
+    from cuda_llm_lsp.engine import make_evaluator
+    from cuda_llm_lsp.evaluate import gpu, timing
 
     made: list[object] = []
-    monkeypatch.setattr(pool, "GpuEvaluator", lambda **kw: made.append(kw.get("plan")) or "gpu")
+    monkeypatch.setattr(gpu, "GpuEvaluator", lambda **kw: made.append(kw.get("plan")) or "gpu")
     monkeypatch.setenv("CUDA_LLM_EVALUATOR", "gpu")
     plan = timing.Plan(budget_s=0.5)
     assert make_evaluator(plan=plan) == "gpu" and made == [plan]
