@@ -12,10 +12,14 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cuda_llm_lsp.compile.analysis import compile_options
+from cuda_llm_lsp.compile.cache import compile_cached
+from cuda_llm_lsp.compile.device_unit import build_device_unit
 from cuda_llm_lsp.compile.types import CompileResult
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
 from cuda_llm_lsp.source.kernels import Kernel, Param, find_kernels
+from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.source.text import replace_span
 
 LOG_LINES = 40
@@ -124,9 +128,7 @@ def build_binary(
         kernel = original
         first_line = None
     if instance is None and original.is_template and original.spec is not None:
-        from cuda_llm_lsp.source.spec import parse_spec  # the spec names the instance to test
-
-        spec, _ = parse_spec(original, file_text)
+        spec, _ = parse_spec(original, file_text)  # the spec names the instance to test
         instance = spec.instance if spec is not None else None
     expr = name_expression(kernel, instance)
     result = _compile(text, path, settings, arch, expr)
@@ -147,10 +149,6 @@ def build_binary(
 def _compile(
     text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
 ) -> CompileResult:
-    from cuda_llm_lsp.compile.analysis import compile_options
-    from cuda_llm_lsp.compile.cache import compile_cached
-    from cuda_llm_lsp.compile.device_unit import build_device_unit
-
     unit = build_device_unit(text, path, settings.include_paths)
     options = compile_options(settings)
     if arch:

@@ -1,6 +1,6 @@
 """Kernel timing: the statistics (pure, CPU-testable) and the event loop the worker runs.
 
-Method (DESIGN.md, evaluation rules): CUDA events around each launch; warm-up launches first;
+Method (docs/design.md, evaluation rules): CUDA events around each launch; warm-up launches first;
 an L2 flush (a memset over a buffer at least twice the L2) before EVERY timed launch, outside the
 timed region; several kernels interleaved (A B A B ...) so drift in clocks or temperature hits
 them alike; batches of launches until the median is stable or the time budget is spent.

@@ -9,7 +9,7 @@ from typing import Literal, Protocol
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.source.spec import TestSpec
 
-# The candidate statuses of the CLI contract (DESIGN.md).
+# The candidate statuses of the CLI contract (docs/design.md).
 Status = Literal[
     "ok",
     "compile_error",

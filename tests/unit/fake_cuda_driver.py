@@ -1,7 +1,7 @@
 """A CPU test double of the parts of `cuda.bindings.driver` the evaluator's worker uses.
 
 Selected in the worker with `CUDA_LLM_LSP_DRIVER=tests.unit.fake_cuda_driver` (CPU tests only),
-so the pool's evaluation rules, the worker protocol, restarts, watchdogs and cancellation are
+so the evaluator's rules, the worker protocol, restarts, watchdogs and cancellation are
 exercised without a GPU. "Device memory" is host memory (numpy arrays, their addresses are the
 device pointers); a "cubin" is `b"FAKE:" + kernel name`; kernels are the Python functions below,
 each a planted behaviour mirroring the GPU tests' CUDA candidates. Time is simulated: each
