@@ -1,4 +1,5 @@
-"""`cuda-llm check FILE...`: compile diagnostics and per-kernel resources (CLI contract, DESIGN.md).
+"""`cuda-llm check FILE...`: compile diagnostics and per-kernel resources (CLI contract,
+docs/design.md).
 
 Text: `FILE:LINE:COL: error|warning: MESSAGE` (1-based) and one resource line per kernel;
 `--format json` prints exactly the contract's keys. Exit status 1 when any error was found,

@@ -1,4 +1,5 @@
-"""`cuda-llm check` exactly as the CLI contract says (DESIGN.md): text, JSON keys, exit codes."""
+"""`cuda-llm check` exactly as the CLI contract says (docs/design.md): text, JSON keys, exit
+codes."""
 
 from __future__ import annotations
 
