@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.types import (
     BaselineFailed,
     EvalResult,
@@ -65,10 +66,10 @@ class History(Protocol):
 
 
 class _OptimizeRun:
-    """One call of `optimize`: its inputs, the GPU lane, and what the rounds found so far.
+    """One call of `optimize`: its inputs, its GPU lane, and what its rounds found so far.
 
-    Everything measured once is in the frozen `Baseline` that `prepare` returns; the round
-    methods take it as an argument, so nothing here is half-known."""
+    What is measured once is in the frozen `Baseline` that `prepare` returns; the round methods
+    take it as an argument, so no attribute here waits to be filled in."""
 
     def __init__(
         self,
@@ -93,7 +94,7 @@ class _OptimizeRun:
         self.benchmark: EvalResult | None = None  # the original's, once measured
         self.outcomes: list[CandidateOutcome] = []
         self.binaries: dict[Slot, KernelBinary] = {}  # correct candidates, for re-validation
-        self.resources: dict[Slot, Any] = {}  # every built candidate's, for the prompts
+        self.resources: dict[Slot, Resources | None] = {}  # every built one's, for prompts
         self.tokens = 0
         self.stop_reason: str | None = None
         self.fatal = False  # the stop reason is an endpoint error that ends the run
