@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 from lsprotocol import types
 
 from cuda_llm_lsp.engine import history_for_run, run_fsr
-from cuda_llm_lsp.fsr.winner import timing_ms
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     OptimizeRequest,
@@ -28,6 +27,7 @@ from cuda_llm_lsp.fsr.types import (
     RunStarted,
     config_from_settings,
 )
+from cuda_llm_lsp.fsr.winner import timing_ms
 from cuda_llm_lsp.lsp import commands, results
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
 from cuda_llm_lsp.lsp.results import Suggestion
