@@ -4,7 +4,8 @@
  *
  * Taken over: `workspace/configuration` for `cudaLlm` (answered with the server's view of the
  * settings), the results of server commands (to learn which job is which kernel), work-done progress (shown by the session as a notification with Cancel, instead of the
- * library's silent window progress), and the `cudaLlm/suggestion` notification.
+ * library's silent window progress), `window/showMessage` (logged, and shown in full), and the
+ * `cudaLlm/suggestion` notification.
  */
 
 import type * as vscode from 'vscode';
@@ -17,6 +18,7 @@ import {
     ResponseError,
     RevealOutputChannelOn,
     ServerOptions,
+    ShowMessageNotification,
     State,
     StaticFeature,
     WorkDoneProgressCancelNotification,
@@ -41,6 +43,8 @@ export interface ClientHooks {
     /** Every server command run through VS Code (code lenses, code actions), with its result. */
     readonly onCommandResult: (command: string, args: unknown[], result: unknown) => void;
     readonly onSuggestion: (params: unknown) => void;
+    /** `window/showMessage` from the server (MessageType: 1 error, 2 warning, 3 info, 4 log). */
+    readonly onServerMessage: (type: number, message: string) => void;
 }
 
 /**
@@ -100,6 +104,8 @@ export function createClient(hooks: ClientHooks, processes: ServerProcesses): La
     const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
     client.registerFeature(new SuggestionCapability());
     client.onNotification(SUGGESTION_NOTIFICATION, (params: unknown) => hooks.onSuggestion(params));
+    // Replaces the library's handler (registered before ours, under the same method).
+    client.onNotification(ShowMessageNotification.type, (params) => hooks.onServerMessage(params.type, params.message));
     return client;
 }
 

@@ -14,6 +14,7 @@ import {
     ClientCommand,
     KernelRef,
     ServerCommand,
+    acceptArgs,
     acceptRefused,
     cancelAllArgs,
     endsWithSuggestion,
@@ -22,9 +23,11 @@ import {
     kernelAt,
     kernelArgs,
     kernelsFromLenses,
+    refusalReason,
     scanKernels,
 } from './common/commands';
 import { Redactor, redactText } from './common/log';
+import { MessageLevel, MessageView, SHOW_OUTPUT, messageView, serverMessageLevel } from './common/messages';
 import { checkServerInstalled, resolveServerLaunch } from './common/serverCommand';
 import {
     ConfigurationItemLike,
@@ -45,7 +48,9 @@ import {
     notificationText,
     parseSuggestion,
     parseSuggestionDocPath,
+    staleReason,
     suggestionDocUri,
+    suggestionLogLine,
 } from './common/suggestion';
 import * as api from './vscodeApi';
 
@@ -72,6 +77,8 @@ export class Session {
     private readonly jobs = new JobTracker();
     private readonly progressUi = new Map<ProgressToken, ProgressUi>();
     private readonly suggestions = new SuggestionStore();
+    /** Closes the notification of each pending suggestion, by its id in the store. */
+    private readonly notices = new Map<number, () => void>();
     /** Optimizations started in this session, by progress token, until their progress ends. */
     private readonly optimizations = new Map<string, { ref: KernelRef; suggested: boolean }>();
     private readonly refreshDoc: (uri: string) => void;
@@ -183,6 +190,7 @@ export class Session {
             onProgress: (token, value) => this.onProgress(token, value),
             onCommandResult: (command, args, result) => this.onCommandResult(command, args, result),
             onSuggestion: (params) => this.onSuggestion(params),
+            onServerMessage: (type, message) => this.onServerMessage(type, message),
         }, this.processes);
         this.client = client;
         // The library restarts a crashed server a few times; the status bar follows it, and jobs
@@ -222,6 +230,7 @@ export class Session {
         this.stateListener?.dispose();
         this.stateListener = undefined;
         this.forgetJobs();
+        await this.forgetSuggestions();
         if (client !== undefined) {
             try {
                 await client.dispose(5000);
@@ -237,11 +246,9 @@ export class Session {
     private failed(message: string): void {
         this.setState({ kind: 'failed', message });
         this.log(message);
-        void api.showErrorMessage(`CUDA-LLM: ${message}`, 'Open Settings', 'Show Output').then((choice) => {
+        this.show(messageView('error', message, ['Open Settings', SHOW_OUTPUT]), (choice) => {
             if (choice === 'Open Settings') {
                 void api.openSettings('cudaLlm.server');
-            } else if (choice === 'Show Output') {
-                this.output.show(true);
             }
         });
     }
@@ -300,16 +307,14 @@ export class Session {
     private async applyKeyChange(what: string): Promise<void> {
         const running = this.jobs.all().length;
         if (running > 0) {
-            const choice = await api.showInformationMessage(
-                `CUDA-LLM: ${what}. The server uses it after a restart, which cancels the ${running} running job(s).`,
-                'Restart Now',
-            );
+            const view = messageView('info', `${what}. The server uses it after a restart, which cancels the ${running} running job(s).`, ['Restart Now']);
+            const choice = await api.showInformationMessage(view.text, ...view.items);
             if (choice !== 'Restart Now') {
                 return;
             }
         }
         await this.restart();
-        void api.showInformationMessage(`CUDA-LLM: ${what}; the language server was restarted.`);
+        this.show(messageView('info', `${what}; the language server was restarted.`));
     }
 
     // ---- progress and the status bar --------------------------------------------------------
@@ -473,20 +478,44 @@ export class Session {
             this.jobs.noteSpeedup(s.speedup);
             this.render();
         }
-        this.log(`Suggestion for ${s.kernel} (${figures(s) || 'no figures'}) in ${s.uri}`);
+        this.log(suggestionLogLine(s));
         void this.updateContext();
         void (async () => {
             if (previous !== undefined) {
+                this.closeNotice(previous.id);
                 await api.closeDiffTabs(SUGGESTION_SCHEME, (path) => parseSuggestionDocPath(path)?.id === previous.id);
             }
             await this.showDiff(stored);
-            const choice = await api.showInformationMessage(notificationText(s), 'Accept', 'Reject', 'Show Diff');
-            if (choice === 'Accept' || choice === 'Reject') {
-                await this.guard(choice, () => this.decide(choice === 'Accept' ? 'accept' : 'reject', s));
-            } else if (choice === 'Show Diff') {
-                await this.showDiff(stored);
+            // Accept (✓) and Reject (✗) are in the diff's title bar; the notification goes away
+            // when the suggestion is decided there, replaced, or forgotten with its server.
+            if (this.suggestions.byId(stored.id) !== undefined && !this.notices.has(stored.id)) {
+                let close: () => void = () => undefined;
+                const closed = new Promise<void>((resolve) => (close = resolve));
+                this.notices.set(stored.id, close);
+                api.showNotice(notificationText(s), closed);
             }
         })().catch((err) => this.log(`Showing the suggestion for ${s.kernel}: ${errorText(err)}`));
+    }
+
+    private closeNotice(id: number): void {
+        this.notices.get(id)?.();
+        this.notices.delete(id);
+    }
+
+    /** The server forgets its suggestions when it stops; so do we, with their notifications and diffs. */
+    private async forgetSuggestions(): Promise<void> {
+        const ids = new Set(this.suggestions.pending().map((stored) => stored.id));
+        for (const id of [...this.notices.keys()]) {
+            this.closeNotice(id);
+        }
+        if (ids.size === 0) {
+            return;
+        }
+        this.suggestions.clear();
+        await this.updateContext();
+        await api
+            .closeDiffTabs(SUGGESTION_SCHEME, (path) => ids.has(parseSuggestionDocPath(path)?.id ?? -1))
+            .then(undefined, (err) => this.log(`Closing the suggestion diffs: ${errorText(err)}`));
     }
 
     private async showDiff(stored: StoredSuggestion): Promise<void> {
@@ -549,23 +578,40 @@ export class Session {
         }
     }
 
-    /** Accept or Reject: the server makes (or refuses) the edit; we forget the suggestion once it has. */
+    /**
+     * Accept or Reject: the server makes (or refuses) the edit; we forget the suggestion, close its
+     * diff and its notification once it has. Accept is refused here, with the reason, when the
+     * kernel in the open document is no longer the text the run started from (the server would
+     * refuse it too).
+     */
     private async decide(decision: 'accept' | 'reject', arg: unknown): Promise<void> {
         const stored = await this.pickSuggestion(arg);
         if (stored === undefined) {
             return;
         }
         const { suggestion } = stored;
-        const command = decision === 'accept' ? ServerCommand.accept : ServerCommand.reject;
-        const result = await executeServerCommand(this.runningClient(), command, kernelArgs(suggestion.uri, suggestion.kernel));
-        if (decision === 'accept' && acceptRefused(result)) {
-            // The server explains why (the kernel changed meanwhile); the suggestion stays to show.
-            this.log(`Accepting ${suggestion.kernel} was refused by the server`);
-            return;
+        const client = this.runningClient();
+        if (decision === 'accept') {
+            const stale = staleReason(suggestion, api.documentText(suggestion.uri));
+            if (stale !== undefined) {
+                this.log(`Accept of ${suggestion.kernel} refused: ${stale}`);
+                this.show(messageView('warning', stale));
+                return;
+            }
+            const result = await executeServerCommand(client, ServerCommand.accept, acceptArgs(suggestion.uri, suggestion.kernel));
+            if (acceptRefused(result)) {
+                // The server said why in its own message; the suggestion stays to show.
+                const reason = refusalReason(result) ?? 'see its message';
+                this.log(`Accept of ${suggestion.kernel} refused by the server: ${reason}`);
+                return;
+            }
+        } else {
+            await executeServerCommand(client, ServerCommand.reject, kernelArgs(suggestion.uri, suggestion.kernel));
         }
         if (this.suggestions.get(suggestion)?.id === stored.id) {
             this.suggestions.remove(suggestion);
         }
+        this.closeNotice(stored.id);
         await this.updateContext();
         await api.closeDiffTabs(SUGGESTION_SCHEME, (path) => parseSuggestionDocPath(path)?.id === stored.id);
     }
@@ -580,6 +626,31 @@ export class Session {
         this.output.appendLine(`[cuda-llm] ${message}`);
     }
 
+    /** A message shown as `messageView` says; "Show Output" opens the output. */
+    private show(view: MessageView, then?: (choice: string | undefined) => void): void {
+        const shown: Record<MessageLevel, (text: string, ...items: string[]) => Thenable<string | undefined>> = {
+            error: api.showErrorMessage,
+            warning: api.showWarningMessage,
+            info: api.showInformationMessage,
+        };
+        void shown[view.level](view.text, ...view.items).then((choice) => {
+            if (choice === SHOW_OUTPUT) {
+                this.output.show(true);
+            }
+            then?.(choice);
+        });
+    }
+
+    /** `window/showMessage`: every message goes to the output; errors, warnings and infos are shown in full. */
+    private onServerMessage(type: number, message: string): void {
+        const level = serverMessageLevel(type);
+        const text = redactText(message, this.apiKey ? [this.apiKey] : []);
+        this.log(`server${level === undefined ? '' : ` ${level}`}: ${text}`);
+        if (level !== undefined) {
+            this.show(messageView(level, text));
+        }
+    }
+
     /** Runs a command handler; failures become one clear message, never an unhandled rejection. */
     private async guard(what: string, body: () => unknown): Promise<void> {
         try {
@@ -587,7 +658,7 @@ export class Session {
         } catch (err) {
             const message = redactText(errorText(err), this.apiKey ? [this.apiKey] : []);
             this.log(`${what}: ${message}`);
-            void api.showErrorMessage(`CUDA-LLM: ${message}`);
+            this.show(messageView('error', message));
         }
     }
 }

@@ -127,6 +127,20 @@ export function withNotificationProgress(
     return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable }, task);
 }
 
+/**
+ * A notification that stays until `until` settles, then goes away by itself. It is a progress
+ * notification because that is the only kind an extension can close: a message with buttons
+ * would outlive what it is about (VS Code has no API to dismiss one).
+ */
+export function showNotice(title: string, until: Thenable<unknown>): void {
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: false }, () => until);
+}
+
+/** The text of an open document, or undefined when it is not open. */
+export function documentText(uri: string): string | undefined {
+    return vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri)?.getText();
+}
+
 export function parseUri(value: string): vscode.Uri {
     return vscode.Uri.parse(value);
 }
@@ -152,11 +166,14 @@ export function registerContentProvider(
     };
 }
 
-/** Opens VS Code's diff editor beside the current one, leaving the focus where it is. */
+/**
+ * Opens VS Code's diff editor beside the current one, focused: its editor-title actions (Accept ✓,
+ * Reject ✗) show at once only in the active group.
+ */
 export function openDiff(left: string, right: string, title: string): Thenable<unknown> {
     return vscode.commands.executeCommand('vscode.diff', vscode.Uri.parse(left), vscode.Uri.parse(right), title, {
         preview: true,
-        preserveFocus: true,
+        preserveFocus: false,
         viewColumn: vscode.ViewColumn.Beside,
     } satisfies vscode.TextDocumentShowOptions);
 }

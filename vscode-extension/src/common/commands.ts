@@ -60,6 +60,21 @@ export function cancelAllArgs(): [] {
     return [];
 }
 
+/**
+ * Arguments for `cudaLlm.accept` from this extension: the user has seen the diff and pressed
+ * Accept, so `confirmed: true` asks the server to apply the edit in one step (no second
+ * confirmation in VS Code's Refactor Preview). The server still refuses a changed kernel.
+ */
+export function acceptArgs(uri: string, kernel: string): [KernelRef & { confirmed: true }] {
+    return [{ ...kernelArgs(uri, kernel)[0], confirmed: true }];
+}
+
+/** The server's reason for not applying (`{applied: false, reason}`), if it gave one. */
+export function refusalReason(result: unknown): string | undefined {
+    const reason = typeof result === 'object' && result !== null ? (result as { reason?: unknown }).reason : undefined;
+    return typeof reason === 'string' && reason.trim() !== '' ? reason.trim() : undefined;
+}
+
 /** `false` or `{applied: false}` from `cudaLlm.accept`: the server did not apply the edit (stale kernel). */
 export function acceptRefused(result: unknown): boolean {
     if (result === false) {

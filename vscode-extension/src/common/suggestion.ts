@@ -8,6 +8,7 @@
  */
 
 import { KernelRef, kernelKey } from './commands';
+import { MESSAGE_PREFIX, prefixed } from './messages';
 
 export const SUGGESTION_NOTIFICATION = 'cudaLlm/suggestion';
 export const SUGGESTION_SCHEME = 'cuda-llm-suggestion';
@@ -127,32 +128,69 @@ export function figures(s: Suggestion): string {
     return parts.join(', ');
 }
 
+/** `1.00 ms → 500 µs` when both timings are known. */
+export function timings(s: Suggestion): string | undefined {
+    return s.baselineMs !== undefined && s.bestMs !== undefined ? `${formatMs(s.baselineMs)} → ${formatMs(s.bestMs)}` : undefined;
+}
+
 /** The diff editor's title, e.g. `saxpy: original ↔ suggested (2.10× faster, 4/4 cases)`. */
 export function diffTitle(s: Suggestion): string {
     const f = figures(s);
     return `${s.kernel}: original ↔ suggested${f === '' ? '' : ` (${f})`}`;
 }
 
-/** The notification text: what was found, with timings and cases. */
-export function notificationText(s: Suggestion): string {
-    let text = `CUDA-LLM: a faster ${s.kernel}`;
-    if (s.speedup !== undefined) {
-        text =
-            s.speedup >= 1
-                ? `CUDA-LLM: ${s.kernel} is ${formatSpeedup(s.speedup)} faster`
-                : `CUDA-LLM: suggested ${s.kernel} runs at ${formatSpeedup(s.speedup)}`;
+/**
+ * What the server's message adds to the figures: its `2.10x faster (0.4200 ms -> 0.2000 ms),
+ * 4/4 cases, ` head says again what the notification already shows, so only the rest is kept
+ * (`re-validated on new inputs (round 1 candidate 2)`).
+ */
+export function serverNote(message: string | undefined): string | undefined {
+    if (message === undefined) {
+        return undefined;
     }
-    if (s.baselineMs !== undefined && s.bestMs !== undefined) {
-        text += ` (${formatMs(s.baselineMs)} → ${formatMs(s.bestMs)})`;
+    const rest = message.replace(/^\s*\d+(?:\.\d+)?\s*[x×] faster(?:\s*\([^)]*\))?(?:,\s*\d+\/\d+ cases)?\s*[,;:]?\s*/i, '').trim();
+    return rest === '' ? undefined : rest;
+}
+
+/**
+ * The notification for a new suggestion: the figures once, in one format, short enough for one
+ * line (a notification without buttons shows only its first line); e.g.
+ * `cuda-llm: saxpy 2.10× faster (420 µs → 200 µs), 4/4 cases`. The diff it comes with has the
+ * Accept (✓) and Reject (✗) buttons; the output channel has the server's full note.
+ */
+export function notificationText(s: Suggestion): string {
+    const parts: string[] = [];
+    if (s.speedup !== undefined) {
+        const t = timings(s);
+        parts.push(`${s.speedup >= 1 ? `${formatSpeedup(s.speedup)} faster` : `${formatSpeedup(s.speedup)} (slower)`}${t ? ` (${t})` : ''}`);
     }
     if (s.casesTotal !== undefined) {
-        text += `; ${s.casesPassed ?? 0}/${s.casesTotal} test cases pass`;
+        parts.push(`${s.casesPassed ?? 0}/${s.casesTotal} cases`);
     }
-    text += '.';
-    if (s.message !== undefined) {
-        text += ` ${s.message}`;
+    return prefixed(parts.length === 0 ? `a suggested ${s.kernel}` : `${s.kernel} ${parts.join(', ')}`);
+}
+
+/** The line the output channel gets for a new suggestion: the figures and the server's note. */
+export function suggestionLogLine(s: Suggestion): string {
+    const note = serverNote(s.message);
+    return `Suggestion for ${s.kernel} in ${s.uri}: ${notificationText(s).slice(MESSAGE_PREFIX.length)}${note ? `; ${note}` : ''}`;
+}
+
+/** The title of the client command that shows a pending suggestion's diff again (package.json). */
+export const SHOW_DIFF_COMMAND_TITLE = 'CUDA-LLM: Show Suggestion Diff';
+
+/**
+ * Why Accept cannot apply `s` to a document whose text is `current` (its kernel is no longer the
+ * text the run started from), or undefined when it can. The server checks again before it edits.
+ */
+export function staleReason(s: Suggestion, current: string | undefined): string | undefined {
+    if (current === undefined || current.includes(s.original)) {
+        return undefined;
     }
-    return text;
+    return (
+        `${s.kernel} changed since the optimization started, so the suggestion was not applied ` +
+        `(it would not fit the new text). See it again with "${SHOW_DIFF_COMMAND_TITLE}", or optimize again.`
+    );
 }
 
 export type Side = 'original' | 'suggested';

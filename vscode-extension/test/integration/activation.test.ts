@@ -11,8 +11,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { notInstalledMessage } from '../../src/common/serverCommand';
-import { RecordedProgress, fake, makeContext } from './fakeVscode';
-import { ExtensionModule, ROOT, answerOffer, loadBundle, resetSettings, until } from './helpers';
+import { RecordedProgress, fake, makeContext, makeDocument } from './fakeVscode';
+import { ExtensionModule, ROOT, loadBundle, offerOf, resetSettings, until } from './helpers';
 
 const BUNDLE = path.join(ROOT, 'dist', 'extension.js');
 const MANIFEST = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -91,30 +91,82 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
         assert.equal(answer.configurationAnswer[1], 'test-model');
     });
 
-    it('shows an optimization as a cancellable notification and in the status bar, then the diff; Accept runs cudaLlm.accept', async () => {
-        const offered = answerOffer('saxpy is 2.10× faster', 'Accept');
+    it('shows an optimization as a cancellable notification and in the status bar, then the diff, focused, with a notification of its figures', async () => {
+        fake.messages = [];
         await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'saxpy' });
         const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing saxpy'));
         assert.equal(progress.cancellable, true);
-        const accepted = await until('accept', () => executedOnServer(logFile, 'cudaLlm.accept')[0]);
-        assert.deepEqual(accepted.params.arguments, [{ uri: DOC, kernel: 'saxpy' }]);
-        assert.ok(fake.statusHistory.includes('$(sync~spin) CUDA-LLM: 1 optimizing · best 1.80×'), fake.statusHistory.join('\n'));
-        assert.ok(progress.reports.some((r) => r.message === 'round 1/4: best 1.80×'));
         await until('progress end', () => progress.done);
+        assert.ok(progress.reports.some((r) => r.message === 'round 1/4: best 1.80×'));
+        assert.ok(fake.statusHistory.includes('$(sync~spin) CUDA-LLM: 1 optimizing · best 1.80×'), fake.statusHistory.join('\n'));
 
-        const diff = fake.executed.find((e) => e.id === 'vscode.diff');
-        assert.ok(diff, 'the diff editor was opened');
-        assert.equal(String(diff.args[0]), 'cuda-llm-suggestion:/1/saxpy.original.cu');
-        assert.equal(String(diff.args[1]), 'cuda-llm-suggestion:/1/saxpy.suggested.cu');
-        assert.equal(diff.args[2], 'saxpy: original ↔ suggested (2.10× faster, 4/4 cases)');
-        const offer = offered();
-        assert.ok(offer);
-        assert.equal(offer.text, 'CUDA-LLM: saxpy is 2.10× faster (420 µs → 200 µs); 4/4 test cases pass. vectorised loads');
-        assert.deepEqual(offer.items, ['Accept', 'Reject', 'Show Diff']);
+        const offer = await until('the diff and its notification', () => offerOf('cuda-llm: saxpy'));
+        assert.equal(String(offer.diff.args[0]), 'cuda-llm-suggestion:/1/saxpy.original.cu');
+        assert.equal(String(offer.diff.args[1]), 'cuda-llm-suggestion:/1/saxpy.suggested.cu');
+        assert.equal(offer.diff.args[2], 'saxpy: original ↔ suggested (2.10× faster, 4/4 cases)');
+        assert.equal((offer.diff.args[3] as { preserveFocus: boolean }).preserveFocus, false, 'focused: ✓ and ✗ show at once');
         assert.match(offer.original ?? '', /slow/);
         assert.match(offer.suggested ?? '', /faster/);
+        // Once, in one format; the server's note goes to the output.
+        assert.equal(offer.notice.title, 'cuda-llm: saxpy 2.10× faster (420 µs → 200 µs), 4/4 cases');
+        assert.equal(offer.notice.cancellable, false);
+        assert.equal(offer.notice.done, false, 'the notification stays while the suggestion is pending');
+        assert.deepEqual(fake.messages.filter((m) => m.text.includes('faster')), [], 'no second notification');
+        assert.match(fake.output, /Suggestion for saxpy in file:\/\/\/work\/saxpy\.cu: saxpy 2\.10× faster \(420 µs → 200 µs\), 4\/4 cases; vectorised loads/);
         await until('idle status', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+        assert.ok(fake.executed.some((e) => e.id === 'setContext' && e.args[0] === 'cudaLlm.suggestionPending' && e.args[1] === true));
+    });
+
+    it('refuses Accept of a kernel edited since the run, with the reason, and keeps the suggestion', async () => {
+        const offer = offerOf('cuda-llm: saxpy')!;
+        const edited = makeDocument(DOC, 'cuda-cpp', '__global__ void saxpy(int n, float a, const float* x, float* y) { /* slow, edited */ }');
+        fake.documents.push(edited);
+        fake.messages = [];
+        try {
+            await fake.commands.get('cudaLlm.client.acceptSuggestion')!(offer.diff.args[1]);
+        } finally {
+            fake.documents.splice(fake.documents.indexOf(edited), 1);
+        }
+        const warning = await until('warning', () => fake.messages.find((m) => m.level === 'warning'));
+        assert.match(warning.text, /^cuda-llm: saxpy changed since the optimization started, so the suggestion was not applied/);
+        assert.match(warning.text, /"CUDA-LLM: Show Suggestion Diff"/);
+        assert.match(fake.output, /Accept of saxpy refused: saxpy changed since the optimization started/);
+        assert.deepEqual(executedOnServer(logFile, 'cudaLlm.accept'), [], 'refused before the server is asked');
+        assert.equal(offer.notice.done, false, 'the suggestion is still pending');
+    });
+
+    it('accepts with ✓ in the diff in one step (confirmed) and closes the notification', async () => {
+        const offer = offerOf('cuda-llm: saxpy')!;
+        await fake.commands.get('cudaLlm.client.acceptSuggestion')!(offer.diff.args[1]);
+        const accepted = await until('accept', () => executedOnServer(logFile, 'cudaLlm.accept')[0]);
+        assert.deepEqual(accepted.params.arguments, [{ uri: DOC, kernel: 'saxpy', confirmed: true }]);
+        await until('the notification closes', () => offer.notice.done);
         assert.ok(fake.executed.some((e) => e.id === 'setContext' && e.args[0] === 'cudaLlm.suggestionPending' && e.args[1] === false));
+    });
+
+    it('logs the reason the server gives for refusing Accept, and keeps the notification', async () => {
+        fake.messages = [];
+        await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'stale' });
+        const offer = await until('the stale suggestion', () => offerOf('cuda-llm: stale'));
+        await fake.commands.get('cudaLlm.client.acceptSuggestion')!(offer.diff.args[1]);
+        await until('logged', () => fake.output.includes('Accept of stale refused by the server: stale changed since the optimization started'));
+        const shown = await until('the server message', () => fake.messages.find((m) => m.text.includes('stale changed')));
+        assert.equal(shown.level, 'warning');
+        assert.equal(offer.notice.done, false);
+        await fake.commands.get('cudaLlm.client.rejectSuggestion')!(offer.diff.args[1]);
+        await until('the notification closes on Reject', () => offer.notice.done);
+    });
+
+    it('shows a server message too long for one line in full (with a button), and logs every server message', async () => {
+        fake.messages = [];
+        await fake.commands.get('cudaLlm.client.benchmarkKernel')!({ uri: DOC, kernel: 'saxpy' });
+        const warning = await until('the no-GPU warning', () => fake.messages.find((m) => m.text.includes('no GPU')));
+        assert.equal(warning.level, 'warning');
+        assert.match(warning.text, /^cuda-llm: cannot benchmark saxpy: no GPU \(.*Ensure the NVIDIA display driver is installed\.\)$/);
+        assert.deepEqual(warning.items, ['Show Output'], 'a notification with a button is shown expanded, not cut off');
+        await until('logged', () => fake.output.includes('server warning: cuda-llm: cannot benchmark saxpy: no GPU'));
+        await until('log messages logged', () => fake.output.includes('benchmark asked'));
+        assert.ok(!fake.messages.some((m) => m.text.includes('benchmark asked')), 'logMessage is not shown');
     });
 
     it('cancels a job from its notification with window/workDoneProgress/cancel', async () => {
@@ -163,8 +215,9 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
         const diff = fake.executed.find((e) => e.id === 'vscode.diff' && String(e.args[1]).endsWith('/quiet.suggested.cu'));
         assert.ok(diff);
         await fake.commands.get('cudaLlm.client.rejectSuggestion')!(diff.args[1]);
-        const rejected = await until('reject', () => executedOnServer(logFile, 'cudaLlm.reject')[0]);
+        const rejected = await until('reject', () => executedOnServer(logFile, 'cudaLlm.reject').find((m) => m.params.arguments[0].kernel === 'quiet'));
         assert.deepEqual(rejected.params.arguments, [{ uri: DOC, kernel: 'quiet' }]);
+        await until('its notification closes', () => offerOf('cuda-llm: quiet')?.notice.done);
         fake.messages = [];
         await fake.commands.get('cudaLlm.client.rejectSuggestion')!(diff.args[1]);
         const refused = await until('error', () => fake.messages.find((m) => m.level === 'error'));
@@ -229,7 +282,7 @@ describe('the bundled extension without the server package', { timeout: 60_000 }
         try {
             await ext.activate(context);
             const shown = await until('error message', () => fake.messages.find((m) => m.level === 'error'));
-            assert.equal(shown.text, `CUDA-LLM: ${notInstalledMessage(python)}`);
+            assert.equal(shown.text, `cuda-llm: ${notInstalledMessage(python)}`);
             assert.deepEqual(shown.items, ['Open Settings', 'Show Output']);
             assert.equal(fake.statusBar.text, '$(error) CUDA-LLM');
             fake.messages = [];

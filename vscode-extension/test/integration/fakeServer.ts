@@ -67,7 +67,7 @@ async function startJob(uri: string, kernel: string): Promise<void> {
     await request('window/workDoneProgress/create', { token });
     notify('$/progress', { token, value: { kind: 'begin', title: `Optimizing ${kernel}`, cancellable: true, message: 'round 1/4', percentage: 0 } });
     notify('$/progress', { token, value: { kind: 'report', message: 'round 1/4: best 1.80×', percentage: 25 } });
-    if (kernel === 'saxpy') {
+    if (kernel === 'saxpy' || kernel === 'stale') {
         // Announces the suggestion itself, then ends.
         setTimeout(() => {
             notify('cudaLlm/suggestion', suggestion(uri, kernel));
@@ -137,7 +137,19 @@ function handle(message: Message): void {
                 void startJob(args[0].uri, args[0].kernel);
                 return;
             }
+            if (command === 'cudaLlm.accept' && args[0].kernel === 'stale') {
+                // Refuses as the real server does when the kernel changed, with its reason.
+                const reason = 'stale changed since the optimization started';
+                notify('window/showMessage', { type: 2, message: `cuda-llm: ${reason}` });
+                send({ id: message.id, result: { applied: false, reason } });
+                return;
+            }
             send({ id: message.id, result: command === 'cudaLlm.accept' ? true : null });
+            if (command === 'cudaLlm.benchmark') {
+                // As the real server without a GPU: a warning longer than a notification's line.
+                notify('window/showMessage', { type: 2, message: `cuda-llm: cannot benchmark ${args[0].kernel}: no GPU (no CUDA driver: "cuda" is an NVIDIA driver library and can only be found via system search. Ensure the NVIDIA display driver is installed.)` });
+                notify('window/logMessage', { type: 3, message: 'benchmark asked' });
+            }
             if (command === 'cudaLlm.showSuggestion') {
                 notify('cudaLlm/suggestion', suggestion(args[0].uri, args[0].kernel));
             }

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import Module from 'node:module';
 import * as path from 'node:path';
-import { fake } from './fakeVscode';
+import { RecordedProgress, fake } from './fakeVscode';
 
 export const ROOT = path.resolve(__dirname, '../../..');
 export const REPO = path.resolve(ROOT, '..');
@@ -92,35 +92,31 @@ export function liveChildren(): number[] {
         });
 }
 
-/** A suggestion's notification as the user saw it, with the diff shown beside it. */
+/** A suggestion's notification as the user saw it, with the diff opened with it. */
 export interface Offer {
-    text: string;
-    items: string[];
+    notice: RecordedProgress;
+    /** The `vscode.diff` call: left and right URIs, title, options. */
+    diff: { id: string; args: unknown[] };
     original?: string;
     suggested?: string;
-    title?: unknown;
 }
 
 /**
- * Answers the notification whose text contains `match` with `answer`; the returned function
- * gives what it offered, the diff read before the answer closes it (undefined until then).
+ * The notification whose title contains `match` (a progress notification, which lasts as long as
+ * its suggestion: `notice.done` once it is decided) and the diff opened with it, the texts of its
+ * two sides read now; undefined until both are there.
  */
-export function answerOffer(match: string, answer: string): () => Offer | undefined {
-    let offered: Offer | undefined;
-    fake.answer = (text, items) => {
-        if (!text.includes(match)) {
-            return undefined;
-        }
-        const diff = fake.executed.find((e) => e.id === 'vscode.diff');
-        const provider = fake.contentProviders.get('cuda-llm-suggestion');
-        offered = {
-            text,
-            items,
-            original: diff && provider?.provideTextDocumentContent(diff.args[0] as any),
-            suggested: diff && provider?.provideTextDocumentContent(diff.args[1] as any),
-            title: diff?.args[2],
-        };
-        return answer;
+export function offerOf(match: string): Offer | undefined {
+    const notice = fake.progress.find((p) => p.title.includes(match));
+    const diff = [...fake.executed].reverse().find((e) => e.id === 'vscode.diff');
+    if (notice === undefined || diff === undefined) {
+        return undefined;
+    }
+    const provider = fake.contentProviders.get('cuda-llm-suggestion');
+    return {
+        notice,
+        diff,
+        original: provider?.provideTextDocumentContent(diff.args[0] as any),
+        suggested: provider?.provideTextDocumentContent(diff.args[1] as any),
     };
-    return () => offered;
 }

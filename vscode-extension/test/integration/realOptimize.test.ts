@@ -17,7 +17,7 @@ import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { fake, makeContext, makeDocument } from './fakeVscode';
-import { ExtensionModule, REPO, answerOffer, findPython, liveChildren, loadBundle, resetSettings, until } from './helpers';
+import { ExtensionModule, REPO, findPython, liveChildren, loadBundle, offerOf, resetSettings, until } from './helpers';
 
 const DATA = path.join(REPO, 'tests', 'lsp', 'data');
 const SAXPY = path.join(DATA, 'saxpy.cu');
@@ -91,16 +91,17 @@ describe('an optimization with the real server', { skip: found.reason, timeout: 
     });
 
     it('opens the diff from the notification the server sends when the job ends', async () => {
-        const offered = answerOffer('saxpy is 2.00× faster', 'Reject');
         await until('running', () => fake.statusBar.text === '$(zap) CUDA-LLM');
         await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri, kernel: 'saxpy' });
         const progress = await until('progress', () => fake.progress.find((p) => p.title === 'Optimizing saxpy'));
         await until('progress end', () => progress.done, 180_000);
-        const offer = await until('the Accept / Reject notification', offered);
-        assert.deepEqual(offer.items, ['Accept', 'Reject', 'Show Diff']);
+        const offer = await until('the diff and its notification', () => offerOf('saxpy 2.00× faster'));
+        assert.equal(offer.notice.title, 'cuda-llm: saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases');
         assert.match(offer.original ?? '', /y\[i\] = a \* x\[i\] \+ y\[i\];/);
         assert.equal(offer.suggested?.trim(), FAST);
-        assert.match(String(offer.title), /^saxpy: original ↔ suggested \(2\.00× faster, 3\/3 cases\)/);
+        assert.match(String(offer.diff.args[2]), /^saxpy: original ↔ suggested \(2\.00× faster, 3\/3 cases\)/);
+        await fake.commands.get('cudaLlm.client.rejectSuggestion')!(offer.diff.args[1]);
+        await until('the notification closes', () => offer.notice.done);
         await until('cudaLlm.reject sent', () => /"command": "cudaLlm\.reject"/.test(fake.output));
         // The server's own suggestion message and preview are for other editors.
         assert.ok(!fake.messages.some((m) => m.text.includes("code action 'Accept optimized saxpy'")), JSON.stringify(fake.messages));

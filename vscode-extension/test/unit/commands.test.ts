@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import {
     ClientCommand,
     ServerCommand,
+    acceptArgs,
     acceptRefused,
     cancelAllArgs,
     endsWithSuggestion,
@@ -12,6 +13,7 @@ import {
     kernelArgs,
     kernelKey,
     kernelsFromLenses,
+    refusalReason,
     scanKernels,
 } from '../../src/common/commands';
 
@@ -69,6 +71,18 @@ describe('command arguments', () => {
         assert.ok(!acceptRefused(null));
         assert.ok(!acceptRefused(undefined));
         assert.ok(!acceptRefused({ applied: true }));
+    });
+
+    it('Accept says the user confirmed it in the diff, so the server applies it in one step', () => {
+        assert.deepEqual(acceptArgs(URI, 'saxpy'), [{ uri: URI, kernel: 'saxpy', confirmed: true }]);
+        assert.throws(() => acceptArgs('', 'saxpy'));
+    });
+
+    it('reads the reason of a refused Accept, when the server gives one', () => {
+        assert.equal(refusalReason({ applied: false, reason: ' saxpy changed ' }), 'saxpy changed');
+        assert.equal(refusalReason({ applied: false }), undefined);
+        assert.equal(refusalReason(false), undefined);
+        assert.equal(refusalReason({ applied: false, reason: '' }), undefined);
     });
 });
 

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import {
+    SHOW_DIFF_COMMAND_TITLE,
     Suggestion,
     SuggestionStore,
     diffTitle,
@@ -10,7 +13,11 @@ import {
     notificationText,
     parseSuggestion,
     parseSuggestionDocPath,
+    serverNote,
+    staleReason,
     suggestionDocUri,
+    suggestionLogLine,
+    timings,
 } from '../../src/common/suggestion';
 
 const PARAMS = {
@@ -86,15 +93,44 @@ describe('figures', () => {
         assert.equal(figures(parsed({ ...PARAMS, speedup: 0.9, casesPassed: 3 })), '0.90× (slower), 3/4 cases');
     });
 
-    it('put the timings, cases and message in the notification', () => {
-        assert.equal(
-            notificationText(parsed()),
-            'CUDA-LLM: saxpy is 2.10× faster (420 µs → 200 µs); 4/4 test cases pass. vectorised loads',
-        );
+    it('say the figures once, in one format, on one line of the notification', () => {
+        assert.equal(notificationText(parsed()), 'cuda-llm: saxpy 2.10× faster (420 µs → 200 µs), 4/4 cases');
+        assert.ok(notificationText(parsed()).length <= 60, 'fits the one line a notification without buttons shows');
         assert.equal(
             notificationText(parsed({ ...PARAMS, speedup: undefined, bestMs: undefined, casesTotal: undefined, message: undefined })),
-            'CUDA-LLM: a faster saxpy.',
+            'cuda-llm: a suggested saxpy',
         );
+        assert.equal(notificationText(parsed({ ...PARAMS, bestMs: undefined })), 'cuda-llm: saxpy 2.10× faster, 4/4 cases');
+        assert.equal(timings(parsed()), '420 µs → 200 µs');
+    });
+
+    it('keep only what the server\'s message adds to the figures', () => {
+        const server = '2.10x faster (0.4200 ms -> 0.2000 ms), 4/4 cases, re-validated on new inputs (round 1 candidate 2)';
+        assert.equal(serverNote(server), 're-validated on new inputs (round 1 candidate 2)');
+        assert.equal(serverNote('2.00x faster (1.0000 ms -> 0.5000 ms)'), undefined);
+        assert.equal(serverNote('vectorised loads'), 'vectorised loads');
+        assert.equal(serverNote(undefined), undefined);
+        const line = suggestionLogLine(parsed({ ...PARAMS, message: server }));
+        assert.equal(line, 'Suggestion for saxpy in file:///w/saxpy.cu: saxpy 2.10× faster (420 µs → 200 µs), 4/4 cases; re-validated on new inputs (round 1 candidate 2)');
+        assert.equal(line.match(/faster/g)?.length, 1, 'the figures once');
+    });
+});
+
+describe('accepting a stale suggestion', () => {
+    const s = (): Suggestion => parsed();
+    const file = (kernel: string): string => `#include <cstdio>\n${kernel}\nint main() {}\n`;
+
+    it('is fine while the document still holds the original kernel (or is not open)', () => {
+        assert.equal(staleReason(s(), file(PARAMS.original)), undefined);
+        assert.equal(staleReason(s(), undefined), undefined);
+    });
+
+    it('is refused with the reason and the command the extension shows', () => {
+        const reason = staleReason(s(), file('__global__ void saxpy() { slow(); /* edited */ }'));
+        assert.ok(reason);
+        assert.match(reason, /^saxpy changed since the optimization started, so the suggestion was not applied/);
+        assert.match(reason, /"CUDA-LLM: Show Suggestion Diff"/);
+        assert.doesNotMatch(reason, /Show suggested saxpy/);
     });
 });
 
@@ -144,5 +180,13 @@ describe('suggestion store', () => {
         assert.equal(store.pending().length, 2);
         store.clear();
         assert.deepEqual(store.pending(), []);
+    });
+});
+
+describe('the command named in messages', () => {
+    it('is the Show Suggestion Diff command as the palette shows it', () => {
+        const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '../../../package.json'), 'utf8'));
+        const command = manifest.contributes.commands.find((c: { command: string }) => c.command === 'cudaLlm.client.showSuggestion');
+        assert.equal(SHOW_DIFF_COMMAND_TITLE, `${command.category}: ${command.title}`);
     });
 });
