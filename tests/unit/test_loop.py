@@ -8,8 +8,8 @@ from typing import Any
 
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.types import STATUSES, EvalResult
-from cuda_llm_lsp.fsr.history import RunHistory
 from cuda_llm_lsp.fsr.client import LlmReply
+from cuda_llm_lsp.fsr.history import RunHistory
 from cuda_llm_lsp.fsr.loop import optimize
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
