@@ -13,6 +13,8 @@ from typing import Any
 
 DEFAULT_ARCH = "sm_90"
 DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_MAX_TOKENS = 32768  # room for a reasoning model's thinking and the kernel after it
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +28,9 @@ class Settings:
     api_key: str | None = field(default=None, repr=False)  # None: OPENAI_API_KEY
     rounds: int = 4
     candidates: int = 4
+    max_tokens: int = DEFAULT_MAX_TOKENS  # output tokens per request (reasoning included)
+    temperature: float | None = None  # None: not sent, the model's default
+    reasoning_effort: str | None = None  # None: not sent; one of REASONING_EFFORTS
     debounce_ms: int = 100  # benchmarks/lsp_latency.py: ~175 ms change -> diagnostics on 2 cores
 
 
@@ -41,8 +46,12 @@ _KEYS = {
     "rounds": "rounds",
     "candidates": "candidates",
     "debounceMs": "debounce_ms",
+    "maxTokens": "max_tokens",
+    "temperature": "temperature",
+    "reasoningEffort": "reasoning_effort",
 }
-_LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000)}
+_LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
+           "max_tokens": (256, 1_000_000)}  # fmt: skip
 
 
 def settings_from_mapping(
@@ -56,6 +65,8 @@ def settings_from_mapping(
     if not isinstance(data, Mapping):
         return base, [f"cudaLlm settings must be an object, got {type(data).__name__}"]
     inner = data.get("cudaLlm", data)
+    if inner == []:  # an empty Lua table (Neovim's `{}`) is encoded as a JSON array
+        return base, problems
     if not isinstance(inner, Mapping):
         return base, ["cudaLlm settings must be an object"]
     types = {f.name: f.type for f in fields(Settings)}
@@ -81,6 +92,19 @@ def settings_from_mapping(
                 if not low <= int(value) <= high:
                     raise ValueError(f"between {low} and {high}")
                 changes[name] = int(value)
+            elif name == "temperature":
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise TypeError("a number")
+                if not 0 <= value <= 2:
+                    raise ValueError("between 0 and 2")
+                changes[name] = float(value)
+            elif name == "reasoning_effort":
+                if not isinstance(value, str) or value.strip().lower() not in (
+                    "",
+                    *REASONING_EFFORTS,
+                ):
+                    raise ValueError(f"one of {', '.join(REASONING_EFFORTS)} (or empty)")
+                changes[name] = value.strip().lower() or None
             else:
                 if not isinstance(value, str):
                     raise TypeError("a string")

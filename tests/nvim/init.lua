@@ -3,5 +3,10 @@
 vim.opt.swapfile = false
 vim.opt.shadafile = 'NONE'
 vim.g.cuda_llm_cmd = vim.fn.json_decode(vim.env.CUDA_LLM_LSP_CMD)
-vim.g.cuda_llm_settings = vim.fn.json_decode(vim.env.CUDA_LLM_SETTINGS or '{}')
+-- Unset means the user set nothing (the snippet's default); '{}' is `vim.g.cuda_llm_settings = {}`.
+if vim.env.CUDA_LLM_SETTINGS == '{}' then
+  vim.g.cuda_llm_settings = {}
+elseif vim.env.CUDA_LLM_SETTINGS then
+  vim.g.cuda_llm_settings = vim.fn.json_decode(vim.env.CUDA_LLM_SETTINGS)
+end
 dofile(vim.env.CUDA_LLM_REPO .. '/docs/neovim.lua')

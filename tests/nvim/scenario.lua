@@ -57,7 +57,32 @@ local function choose(line, prefix)
   return chosen
 end
 
+-- Every message the server shows (window/showMessage) or Neovim notifies, in order.
+local function record_messages()
+  out.messages = {}
+  local show_message = vim.lsp.handlers['window/showMessage']
+  vim.lsp.handlers['window/showMessage'] = function(err, result, ctx, config)
+    table.insert(out.messages, result.message)
+    return show_message(err, result, ctx, config)
+  end
+  local notify = vim.notify
+  vim.notify = function(msg, level, opts)
+    table.insert(out.messages, msg)
+    return notify(msg, level, opts)
+  end
+end
+
+local function floating_lines()
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    if vim.api.nvim_win_get_config(win).relative ~= '' then
+      return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false)
+    end
+  end
+  return nil
+end
+
 local scenario = vim.env.CUDA_LLM_TEST_SCENARIO
+record_messages()
 out.attached = vim.wait(20000, ready, 50)
 
 if scenario == 'diagnostics' then
@@ -91,19 +116,22 @@ elseif scenario == 'optimize' then
     vim.cmd('undo')
     out.after_undo = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
   end
+elseif scenario == 'hover' then
+  -- Press K on the kernel's name, as a user would; the hover opens in a floating window.
+  local name = line_of('void saxpy')
+  local col = vim.api.nvim_buf_get_lines(bufnr, name, name + 1, false)[1]:find('saxpy', 1, true)
+  vim.wait(60000, function()
+    vim.lsp.codelens.refresh()
+    vim.wait(500)
+    return #vim.lsp.codelens.get(bufnr) > 0
+  end, 100)
+  vim.api.nvim_win_set_cursor(0, { name + 1, col })
+  out.mapping = vim.fn.maparg('K', 'n')
+  vim.api.nvim_feedkeys('K', 'mx', false)
+  vim.wait(10000, function() return floating_lines() ~= nil end, 50)
+  out.hover = floating_lines()
 elseif scenario == 'lens' then
   -- Click the resources lens as a user would (`vim.lsp.codelens.run` on the kernel's line).
-  out.messages = {}
-  local show_message = vim.lsp.handlers['window/showMessage']
-  vim.lsp.handlers['window/showMessage'] = function(err, result, ctx, config)
-    table.insert(out.messages, result.message)
-    return show_message(err, result, ctx, config)
-  end
-  local notify = vim.notify
-  vim.notify = function(msg, level, opts)
-    table.insert(out.messages, msg)
-    return notify(msg, level, opts)
-  end
   local name = line_of('void saxpy')
   -- Lenses come with the first analysis (saxpy.cu compiles clean: no diagnostic to wait for).
   vim.wait(60000, function()

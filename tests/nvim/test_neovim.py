@@ -5,6 +5,8 @@
    LLM on 127.0.0.1, recorded GPU outcomes) Accept applies the edit to the buffer, and one undo
    restores the original.
 3. Clicking the resources lens (`vim.lsp.codelens.run`) shows the kernel's summary.
+4. `K` on a kernel's name shows the hover (the snippet maps it; Neovim's own `K` opens `man`), and
+   an empty `vim.g.cuda_llm_settings` starts the server without a warning.
 """
 
 from __future__ import annotations
@@ -41,14 +43,17 @@ pytestmark = pytest.mark.skipif(
 
 
 def run_scenario(
-    tmp_path: Path, scenario: str, file: Path, command: list[str], settings: dict[str, Any]
+    tmp_path: Path,
+    scenario: str,
+    file: Path,
+    command: list[str],
+    settings: dict[str, Any] | None,
 ) -> dict[str, Any]:
     work = tmp_path / file.name
     shutil.copy(file, work)
     out = tmp_path / "result.json"
     env = server_env(
         CUDA_LLM_LSP_CMD=json.dumps(command),
-        CUDA_LLM_SETTINGS=json.dumps(settings),
         CUDA_LLM_REPO=str(ROOT),
         CUDA_LLM_TEST_SCENARIO=scenario,
         CUDA_LLM_TEST_OUT=str(out),
@@ -56,6 +61,8 @@ def run_scenario(
         XDG_DATA_HOME=str(tmp_path / "share"),
         XDG_STATE_HOME=str(tmp_path / "state"),
     )
+    if settings is not None:
+        env["CUDA_LLM_SETTINGS"] = json.dumps(settings)
     argv = [
         NVIM or "nvim", "--headless", "-n", "-i", "NONE",
         "-u", str(HERE / "init.lua"),
@@ -101,6 +108,20 @@ def test_clicking_the_resources_lens_shows_the_kernel_summary(tmp_path: Path) ->
     summary = [m for m in result["messages"] if m.startswith("cuda-llm: saxpy · ")]
     assert summary and "Test spec: " in summary[0], result["messages"]
     assert not [m for m in result["messages"] if "does not support command" in m]
+
+
+@pytest.mark.parametrize("settings", [None, {}], ids=["unset", "empty"])
+def test_k_shows_the_hover_and_no_settings_means_no_warning(
+    tmp_path: Path, settings: dict[str, Any] | None
+) -> None:
+    result = run_scenario(
+        tmp_path, "hover", DATA / "saxpy.cu", [sys.executable, "-m", "cuda_llm_lsp"], settings
+    )
+    assert result["attached"] is True
+    assert "vim.lsp.buf.hover()" in result["mapping"]
+    hover = "\n".join(result.get("hover") or [])
+    assert "void saxpy(" in hover and "Test spec: 3 cases" in hover, result
+    assert not [m for m in result["messages"] if "settings" in m], result["messages"]
 
 
 def test_code_actions_and_accept_apply_the_edit_in_one_undo_step(tmp_path: Path) -> None:
