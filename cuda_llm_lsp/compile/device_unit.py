@@ -7,6 +7,11 @@ resolved relative to the file, then the configured include paths; found headers 
 treatment and travel to NVRTC in memory. Standard headers NVRTC lacks are served by small
 device-side stand-ins (`compile/stub_headers/`); host-only ones are dropped silently.
 Structure comes from tree-sitter-cuda; regexes only read single `#include` lines and words.
+
+The unit is built from `normalized(text)` (lone-CR line breaks as `\n`, a BOM as a space) so
+NVRTC counts lines as the editor does, and the user's `#line` directives are blanked: NVRTC
+would otherwise report errors at the numbers they set, not at the lines the user sees.
+The walker keeps its own stack: a file of 10,000 nested `#if` must not exhaust Python's.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.source.kernels import parse_tree
-from cuda_llm_lsp.source.text import Span
+from cuda_llm_lsp.source.text import Span, normalized
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,8 @@ MAX_INCLUDE_DEPTH = 16
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
 _WORD = re.compile(r"[A-Za-z_]\w*")
+# `#line 12 "f.cu"` and its GNU form `# 12 "f.cu"` (one line; a continuation is rare enough)
+_LINE_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(?:line\b|[0-9])[^\n]*", re.MULTILINE)
 _STD_SCOPE = re.compile(rb"\bstd\s*::")
 _DEVICE_WORDS = frozenset({"__device__", "__global__"})
 _MEMORY_SPACE_WORDS = frozenset({"__device__", "__constant__", "__managed__", "__shared__"})
@@ -95,6 +102,7 @@ def build_device_unit(
 
     `parsed`: `kernels.parse_tree(text)` when the caller already has it (one parse per edit).
     """
+    text = normalized(text)
     if parsed is None or "\0" in text:
         parsed = _parse(text)
     include_dirs: list[str] = []
@@ -125,7 +133,7 @@ def build_device_unit(
     lines = body.split("\n")
     for row in dropped:
         lines[row] = " " * len(lines[row])
-    unit_text = "\n".join(lines)
+    unit_text = _blank_line_directives("\n".join(lines))
     name = Path(path).name if path is not None else "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"
@@ -226,7 +234,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     except OSError as exc:
         state.pending.append((f'cannot read include file "{name}": {exc.strerror or exc}', "error"))
         return []
-    text = raw.decode("utf-8", errors="replace")
+    text = normalized(raw.decode("utf-8", errors="replace"))
     body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
     state.macros.update(macros)
     lines = body.split("\n")
@@ -237,8 +245,15 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         names.extend(nested)
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
-    state.headers[name] = "\n".join(lines)
+    state.headers[name] = _blank_line_directives("\n".join(lines))
     return names
+
+
+def _blank_line_directives(text: str) -> str:
+    """`text` with its `#line` directives made spaces (lines and columns stay)."""
+    if "#" not in text:
+        return text
+    return _LINE_DIRECTIVE.sub(lambda m: " " * len(m.group(0)), text)
 
 
 # --- blanking host code ----------------------------------------------------------------------
@@ -258,7 +273,7 @@ def _blank_host_code(
     text = text.replace("\0", " ")
     tree, data = parsed
     walker = _Walker(data, macros)
-    walker.visit_container(tree.root_node)
+    walker.walk(tree.root_node)
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
     blanked = _drop_unused_constants(blanked, walker.constants, text, data)
@@ -297,12 +312,27 @@ class _Walker:
     def blank(self, node: tree_sitter.Node) -> None:
         self.ranges.append((node.start_byte, node.end_byte))
 
+    def walk(self, root: tree_sitter.Node) -> None:
+        """Visit every namespace-scope item under `root` in source order (own stack)."""
+        self._stack: list[tuple[tree_sitter.Node, tree_sitter.Node]] = []
+        self.visit_container(root)
+        while self._stack:
+            node, outer = self._stack.pop()
+            self._visit_one(node, outer)
+
     def visit_container(self, node: tree_sitter.Node) -> None:
+        """Queue `node`'s children (a container) to be visited next, first child first."""
         children = node.children
+        queued: list[tree_sitter.Node] = []
         for index, child in enumerate(children):
             if node.type == "ERROR" and self._unterminated_function(children, index, node):
-                return  # the rest of this ERROR node is that function's body
-            self.visit(child, child)
+                break  # the rest of this ERROR node is that function's body
+            queued.append(child)
+        self._stack.extend((child, child) for child in reversed(queued))
+
+    def visit(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        """Queue one item to be visited next (see `_visit_one`)."""
+        self._stack.append((node, outer))
 
     def _unterminated_function(
         self, children: list[tree_sitter.Node], index: int, error: tree_sitter.Node
@@ -330,7 +360,7 @@ class _Walker:
             self.ranges.append((child.start_byte, error.end_byte))
         return True
 
-    def visit(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+    def _visit_one(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         """Decide about one namespace-scope item; `outer` is what gets blanked (with prefixes)."""
         kind = node.type
         if kind == "preproc_include":

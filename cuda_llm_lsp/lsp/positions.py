@@ -2,6 +2,8 @@
 
 The engine counts columns in Unicode code points; LSP clients count UTF-16 code units unless
 they negotiated another `positionEncoding`. pygls's `PositionCodec` knows the negotiated one.
+Lines are split at `\n`, `\r\n` and a lone `\r`, as LSP counts them (not `str.splitlines`,
+which also breaks at form feeds and Unicode separators).
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ from __future__ import annotations
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from cuda_llm_lsp.source.text import Point, Span
+from cuda_llm_lsp.source.text import LINE_BREAK, Point, Span
 
 
 def split_lines(text: str) -> list[str]:
-    return text.split("\n")
+    """The lines of `text` without their breaks."""
+    return LINE_BREAK.split(text) if "\r" in text else text.split("\n")
 
 
 def to_position(lines: list[str], point: Point, codec: PositionCodec) -> types.Position:
@@ -36,10 +39,11 @@ def to_point(lines: list[str], position: types.Position, codec: PositionCodec) -
         return Point(0, 0)
     if position.line >= len(lines):
         return Point(len(lines) - 1, len(lines[-1]))
-    line = lines[max(position.line, 0)]
+    row = max(position.line, 0)
+    line = lines[row]
     units = 0
     for index, char in enumerate(line):
         if units >= position.character:
-            return Point(position.line, index)
+            return Point(row, index)
         units += codec.client_num_units(char)
-    return Point(position.line, len(line))
+    return Point(row, len(line))

@@ -18,7 +18,9 @@ Division follows C, because these expressions mirror the launch code users write
 with two integer operands `/` truncates toward zero and `%` takes the sign of the dividend
 (`-7 / 2 == -3`, `-7 % 2 == -1`); if either operand is a float, `/` is true division and `%` is
 C's `fmod`. `cdiv(a, b)` is the mathematical ceiling of a / b (for integers). Division or
-modulo by zero raises `ExprError`.
+modulo by zero raises `ExprError`, and so does any value that is not finite (`1e400`,
+`1e308 * 10`, their difference): a launch size never is, and infinity or NaN would otherwise
+fail later, far from the spec line, as OverflowError or ValueError.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ class _Name(Expr):
         value = env[self.name]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ExprError(f"{self.name!r} is not a number", self.column)
-        return value
+        return _checked(value, self.column)
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,15 @@ class _Neg(Expr):
         return self.operand.names()
 
     def evaluate(self, env: Mapping[str, Number]) -> Number:
-        return -self.operand.evaluate(env)
+        return _checked(-self.operand.evaluate(env), self.column)
+
+
+def _checked(value: Number, column: int) -> Number:
+    """`value`, or ExprError when it is NaN or infinite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        problem = "is not a number (NaN)" if math.isnan(value) else "overflows to infinity"
+        raise ExprError(f"the value {problem}", column)
+    return value
 
 
 def c_div(a: Number, b: Number) -> Number:
@@ -191,6 +201,14 @@ class _Binary(Expr):
     def evaluate(self, env: Mapping[str, Number]) -> Number:
         a = self.left.evaluate(env)
         b = self.right.evaluate(env)
+        try:
+            return _checked(self._apply(a, b), self.column)
+        except OverflowError:  # an int too large for a float, e.g. 10**30 * 0.5 ... chained
+            raise ExprError(
+                "the value is too large for a floating-point number", self.column
+            ) from None
+
+    def _apply(self, a: Number, b: Number) -> Number:
         if self.op == "+":
             return a + b
         if self.op == "-":
@@ -222,7 +240,12 @@ class _Call(Expr):
             return max(values)
         if values[1] == 0:
             raise ExprError("division by zero in cdiv", self.column)
-        return cdiv(values[0], values[1])
+        try:
+            return _checked(cdiv(values[0], values[1]), self.column)
+        except OverflowError:
+            raise ExprError(
+                "the value is too large for a floating-point number", self.column
+            ) from None
 
 
 _MAX_DEPTH = 64
@@ -293,10 +316,12 @@ class _Parser:
         token = self.token
         if token.kind == "int":
             self.take()
-            return _Num(int(token.text.replace("_", "")), token.column)
+            if len(token.text) > 40:  # int() of a huge literal is slow; nothing valid is so long
+                raise ExprError(f"the number {token.text[:12]}... is too large", token.column)
+            return _Num(_checked(int(token.text.replace("_", "")), token.column), token.column)
         if token.kind == "float":
             self.take()
-            return _Num(float(token.text.replace("_", "")), token.column)
+            return _Num(_checked(float(token.text.replace("_", "")), token.column), token.column)
         if token.kind == "name":
             self.take()
             if self.token.kind == "op" and self.token.text == "(":

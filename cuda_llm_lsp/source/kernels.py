@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
-from cuda_llm_lsp.source.text import Point, Span
+from cuda_llm_lsp.source.text import Point, Span, normalized
 
 SPEC_MARKER = "@cuda-llm"
 
@@ -82,11 +82,12 @@ _local = threading.local()  # tree-sitter parsers are not thread-safe; one per t
 
 
 def parse_tree(text: str) -> tuple[Tree, bytes]:
-    """The tree-sitter-cuda tree of `text` and the UTF-8 bytes it was built from."""
+    """The tree-sitter-cuda tree of `text` and the UTF-8 bytes it was built from (those of
+    `normalized(text)`: rows then count lone-CR line breaks as LSP does)."""
     parser = getattr(_local, "parser", None)
     if parser is None:
         parser = _local.parser = Parser(_LANGUAGE)
-    data = text.encode("utf-8", errors="surrogatepass")
+    data = normalized(text).encode("utf-8", errors="surrogatepass")
     return parser.parse(_mask_unknown_attributes(data)), data
 
 
