@@ -23,7 +23,7 @@ from cuda_llm_lsp.source.c_types import (
     resolved_base,
 )
 from cuda_llm_lsp.source.expr import FUNCTIONS, Expr, ExprError, parse_expr
-from cuda_llm_lsp.source.kernels import Kernel, Param
+from cuda_llm_lsp.source.kernels import Kernel, Param, SpecBlock
 from cuda_llm_lsp.source.roles import ROLES, Role, infer_roles
 from cuda_llm_lsp.source.spec.cases import evaluate_cases
 from cuda_llm_lsp.source.spec.locate import Locator, Problem
@@ -33,6 +33,7 @@ from cuda_llm_lsp.source.templates import (
     template_constants,
     template_parameters,
 )
+from cuda_llm_lsp.source.text import Point, Span
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +48,13 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "inputs", "flops",
 )  # fmt: skip
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: Limits that keep a spec's parse within milliseconds (a spec is read on every edit): a spec
+#: is a few lines; one of megabytes, or of a million cases, is refused with a message.
+MAX_SPEC_CHARS = 64_000
+MAX_CASES = 256
+MAX_NESTING = 32  # arrays / inline tables inside one another (tomllib recurses per level)
+#: Lines of a spec searched for the start of a TOML error reported at the end (one parse each).
+_MAX_SEARCHED_LINES = 200
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -86,6 +94,8 @@ def _parses(lines: list[str]) -> bool:
 def _first_bad_line(lines: list[str]) -> int:
     """For errors tomllib reports at the end of the document: the line after the longest
     prefix of the block that still parses."""
+    if len(lines) > _MAX_SEARCHED_LINES:
+        return len(lines) - 1
     good = 0
     for n in range(1, len(lines) + 1):
         if _parses(lines[:n]):
@@ -311,6 +321,13 @@ class _SpecParser:
             negative = next((v for v in values if v < 0), None)
             if negative is not None:
                 self.error(path, f"sizes.{name}: {negative} is negative", str(negative))
+                continue
+            if len(values) > MAX_CASES:
+                self.error(
+                    path,
+                    f"sizes.{name} has {len(values)} values: at most {MAX_CASES} cases are "
+                    "allowed (each is compiled, run and checked)",
+                )
                 continue
             if length is not None and len(values) != length[1]:
                 self.error(
@@ -675,11 +692,23 @@ def parse_spec(kernel: Kernel, source: str) -> tuple[TestSpec | None, list[SpecE
     block = kernel.spec
     if block is None:
         return None, []
+    if len(block.toml) > MAX_SPEC_CHARS:
+        message = (
+            f"spec is {len(block.toml) // 1000} kB: over the {MAX_SPEC_CHARS // 1000} kB limit, "
+            'not read (a spec lists a few sizes; large inputs go in `inputs = "file.py:fn"`)'
+        )
+        return None, [SpecError(_marker_span(block), message)]
     locator = Locator(block)
+    deep = _too_deep(locator.lines)
+    if deep is not None:
+        message = f"TOML nests arrays or tables more than {MAX_NESTING} deep: not read"
+        return None, [SpecError(locator.line_span(deep), message)]
     try:
         doc = tomllib.loads(block.toml)
     except tomllib.TOMLDecodeError as e:
         return None, [_toml_error(locator, e)]
+    except RecursionError:  # nesting that `_too_deep` misjudged (brackets inside strings)
+        return None, [SpecError(locator.marker(), "TOML nests too deeply: not read")]
     parser = _SpecParser(kernel, source)
     try:
         spec = parser.parse(doc)
@@ -690,6 +719,40 @@ def parse_spec(kernel: Kernel, source: str) -> tuple[TestSpec | None, list[SpecE
     if any(e.severity == "error" for e in errors):
         spec = None
     return spec, errors
+
+
+def _marker_span(block: SpecBlock) -> Span:
+    """The `@cuda-llm` marker line of a block too large to scan with a `Locator`."""
+    start = block.span.start
+    return Span(start, Point(start.line, start.column + 2))
+
+
+def _too_deep(lines: list[str]) -> int | None:
+    """The first line where brackets nest beyond `MAX_NESTING`, or None.
+
+    Counted outside `#` comments and single-line strings (an approximation of TOML that errs
+    toward reading the spec: tomllib's own RecursionError is caught as well).
+    """
+    depth = 0
+    for row, line in enumerate(lines):
+        if "[" not in line and "{" not in line and depth == 0:
+            continue
+        quote = ""
+        for ch in line:
+            if quote:
+                if ch == quote:
+                    quote = ""
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in "[{":
+                depth += 1
+                if depth > MAX_NESTING:
+                    return row
+            elif ch in "]}":
+                depth = max(depth - 1, 0)
+    return None
 
 
 def _to_error(locator: Locator, problem: Problem) -> SpecError:
