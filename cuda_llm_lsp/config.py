@@ -1,11 +1,14 @@
 """Settings shared by the CLI and the language server.
 
 Frozen, keyword-only, with defaults; `settings_from_mapping` never raises on bad input: it
-returns the defaults for what it could not read and a list of messages to show.
+returns the defaults for what it could not read and a list of messages to show. JSON lets a
+client send anything (`1e400` parses as infinity, NaN, 10**30, objects, megabyte strings):
+each value is checked for its type, range and size before it is converted.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -53,6 +56,15 @@ _KEYS = {
 _LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
            "max_tokens": (256, 1_000_000)}  # fmt: skip
 
+MAX_STRING = 4096  # characters of one string setting (a path, a URL, a flag)
+MAX_ITEMS = 256  # entries of one list setting
+
+
+def _shown(value: Any) -> str:
+    """A bad value as repeated in the message: a megabyte string is not echoed whole."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
 
 def settings_from_mapping(
     data: Mapping[str, Any] | None, base: Settings | None = None
@@ -84,12 +96,16 @@ def settings_from_mapping(
                     isinstance(v, str) for v in value
                 ):
                     raise TypeError("a list of strings")
+                if len(value) > MAX_ITEMS or any(len(v) > MAX_STRING for v in value):
+                    raise ValueError(f"at most {MAX_ITEMS} strings of {MAX_STRING} characters")
                 changes[name] = tuple(value)
             elif kind == "int":
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise TypeError("a number")
                 low, high = _LIMITS.get(name, (0, 10**9))
-                if not low <= int(value) <= high:
+                if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+                    raise ValueError(f"a whole number between {low} and {high}")  # 1e400: inf
+                if not low <= value <= high:
                     raise ValueError(f"between {low} and {high}")
                 changes[name] = int(value)
             elif name == "temperature":
@@ -108,9 +124,11 @@ def settings_from_mapping(
             else:
                 if not isinstance(value, str):
                     raise TypeError("a string")
+                if len(value) > MAX_STRING:
+                    raise ValueError(f"a string of at most {MAX_STRING} characters")
                 changes[name] = value.strip() or None if name != "model" else value.strip()
         except (TypeError, ValueError) as exc:
-            shown = "<hidden>" if name == "api_key" else repr(value)
+            shown = "<hidden>" if name == "api_key" else _shown(value)
             problems.append(f"cudaLlm.{key}: expected {exc}, got {shown}; using the default")
     if changes.get("model") == "":
         changes.pop("model")
