@@ -7,6 +7,12 @@ Otherwise it sends one `workspace/applyEdit` replacing exactly the kernel's rang
 confirmation, where it supports change annotations), else a plain `changes` edit. One accept is
 one edit, so one undo restores the original. Both decisions go to the history.
 
+`{"uri", "kernel", "confirmed": true}` is Accept pressed in a client's own diff of the suggestion
+(the VS Code extension's): the user has confirmed it there, so the edit needs no second
+confirmation (VS Code would show it unticked in its Refactor Preview), and the answer is
+`{"applied": true}` or `{"applied": false, "reason": ...}` for the client to show in its words,
+instead of a message. The kernel is checked all the same.
+
 Registers `cudaLlm.accept`, `cudaLlm.reject` and `cudaLlm.showSuggestion`; the `Suggestion`
 record is `results`'s, stored by the state, which also sends the `cudaLlm/suggestion`
 notification.
@@ -38,9 +44,13 @@ ANNOTATION_ID = "cudaLlm.suggestion"
 
 
 def register(server: CudaLlmServer) -> None:
-    @commands.kernel_command(server, commands.ACCEPT)
-    async def do_accept(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
-        return await accept(ls, uri, kernel)
+    @server.command(commands.ACCEPT)
+    async def do_accept(ls: CudaLlmServer, *args: Any) -> bool | dict[str, Any] | None:
+        found = commands.target(ls, args)
+        if found is None:
+            return None
+        first = args[0] if len(args) == 1 and isinstance(args[0], dict) else {}
+        return await accept(ls, *found, confirmed=first.get("confirmed") is True)
 
     @commands.kernel_command(server, commands.REJECT)
     async def do_reject(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
@@ -60,11 +70,23 @@ def _capability(server: CudaLlmServer, path: str) -> Any:
     return value
 
 
-async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
+async def accept(
+    server: CudaLlmServer, uri: str, kernel: str, *, confirmed: bool = False
+) -> bool | dict[str, Any]:
+    """Apply the suggestion. `confirmed`: Accept pressed in the client's own diff (no second
+    confirmation; the answer is `{"applied", "reason"}` and the client says why, not us)."""
+
+    def refused(
+        reason: str, hint: str = "", kind: types.MessageType = types.MessageType.Info
+    ) -> bool | dict[str, Any]:
+        if confirmed:
+            return {"applied": False, "reason": reason}
+        server.message(f"cuda-llm: {reason}{hint}", kind)
+        return False
+
     suggestion = server.suggestions.get((uri, kernel))
     if suggestion is None:
-        server.message(f"cuda-llm: there is no suggestion for {kernel} to accept")
-        return False
+        return refused(f"there is no suggestion for {kernel} to accept")
     text, current = await server.kernel(uri, kernel)
     doc = server.document(uri)
     if (
@@ -73,13 +95,12 @@ async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
         or current is None
         or current.span.slice(text) != suggestion.original
     ):
-        server.message(
-            f"cuda-llm: {kernel} changed since the optimization started, so the suggestion was "
-            f"not applied (it would not fit the new text). Use 'Show suggested {kernel}' to see "
-            "it, or optimize again.",
+        return refused(
+            f"{kernel} changed since the optimization started, so the suggestion was not "
+            "applied (it would not fit the new text)",
+            f". Use 'Show suggested {kernel}' to see it, or optimize again.",
             types.MessageType.Warning,
         )
-        return False
     lines = split_lines(text)
     where = to_range(lines, current.span, server.codec)
     label = f"Optimized {kernel} ({suggestion.figures})"
@@ -105,7 +126,7 @@ async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
                 {
                     ANNOTATION_ID: types.ChangeAnnotation(
                         label=label,
-                        needs_confirmation=True,
+                        needs_confirmation=not confirmed,
                         description=suggestion.message,
                     )
                 }
@@ -122,17 +143,13 @@ async def accept(server: CudaLlmServer, uri: str, kernel: str) -> bool:
             types.ApplyWorkspaceEditParams(edit=workspace_edit, label=label)
         )
     except Exception as exc:
-        server.message(
-            f"cuda-llm: the editor did not apply the edit: {exc}", types.MessageType.Error
-        )
-        return False
+        return refused(f"the editor did not apply the edit: {exc}", kind=types.MessageType.Error)
     if not answer.applied:
         reason = answer.failure_reason or "declined"
-        server.message(f"cuda-llm: the suggestion for {kernel} was not applied ({reason})")
-        return False
+        return refused(f"the suggestion for {kernel} was not applied ({reason})")
     server.suggestions.pop((uri, kernel), None)
     await _record(server, suggestion, "accept")
-    return True
+    return {"applied": True} if confirmed else True
 
 
 async def reject(server: CudaLlmServer, uri: str, kernel: str) -> bool:

@@ -234,6 +234,58 @@ async def test_accept_after_the_kernel_changed_is_refused_and_kept(client: Edito
     assert note[-1]["suggested"] == FAST and note[-1]["range"] is None
 
 
+async def _accept_confirmed(client: EditorClient, uri: str) -> Any:
+    """Accept as the VS Code extension sends it from its diff: the user confirmed it there."""
+    args = [{"uri": uri, "kernel": "saxpy", "confirmed": True}]
+    return await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="cudaLlm.accept", arguments=args)
+    )
+
+
+async def test_accept_confirmed_in_the_clients_diff_needs_no_second_confirmation(
+    client: EditorClient,
+) -> None:
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    await _optimize(client, uri)
+    version = client.doc_version(uri)
+    assert await _accept_confirmed(client, uri) == {"applied": True}
+    (request,) = client.applied_edits
+    edit = request.edit
+    if client.kind == "visual-studio-code":
+        (change,) = edit.document_changes
+        assert change.text_document.version == version  # the version check stays
+        (text_edit,) = change.edits
+        annotation = edit.change_annotations[text_edit.annotation_id]
+        assert annotation.needs_confirmation is False and "saxpy" in annotation.label
+    else:
+        (text_edit,) = edit.changes[uri]
+    assert text_edit.new_text == FAST
+    client.change(uri, [text_edit])
+    assert await _accept_confirmed(client, uri) == {
+        "applied": False,
+        "reason": "there is no suggestion for saxpy to accept",
+    }
+
+
+async def test_accept_confirmed_after_the_kernel_changed_answers_the_reason(
+    client: EditorClient,
+) -> None:
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    await _optimize(client, uri)
+    text = client.text(uri)
+    client.change(uri, text.replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + 2 * y[i];"))
+    answer = await _accept_confirmed(client, uri)
+    assert answer["applied"] is False
+    assert answer["reason"].startswith("saxpy changed since the optimization started")
+    assert client.applied_edits == []
+    assert not [m for m in client.messages if "changed since" in m.message], "the client says it"
+    # Still pending: the plain Accept (Neovim's code action) is refused with its message.
+    assert await _command(client, "cudaLlm.accept", uri, "saxpy") is False
+    assert [m for m in client.messages if "Show suggested saxpy" in m.message]
+
+
 async def test_reject_discards_the_suggestion_and_is_recorded(client: EditorClient) -> None:
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
