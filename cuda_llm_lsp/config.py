@@ -35,6 +35,7 @@ class Settings:
     temperature: float | None = None  # None: not sent, the model's default
     reasoning_effort: str | None = None  # None: not sent; one of REASONING_EFFORTS
     debounce_ms: int = 100  # benchmarks/lsp_latency.py: ~175 ms change -> diagnostics on 2 cores
+    compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
 
 
 # LSP / VS Code setting names (under "cudaLlm") -> Settings field
@@ -52,9 +53,10 @@ _KEYS = {
     "maxTokens": "max_tokens",
     "temperature": "temperature",
     "reasoningEffort": "reasoning_effort",
+    "compileTimeoutS": "compile_timeout_s",
 }
 _LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
-           "max_tokens": (256, 1_000_000)}  # fmt: skip
+           "max_tokens": (256, 1_000_000), "compile_timeout_s": (1, 600)}  # fmt: skip
 
 MAX_STRING = 4096  # characters of one string setting (a path, a URL, a flag)
 MAX_ITEMS = 256  # entries of one list setting

@@ -2,19 +2,30 @@
 docs/design.md).
 
 Text: `FILE:LINE:COL: error|warning: MESSAGE` (1-based) and one resource line per kernel;
-`--format json` prints exactly the contract's keys. Exit status 1 when any error was found,
-2 when NVRTC itself cannot be loaded.
+`--format json` prints exactly the contract's keys. Exit status 1 when any error was found
+(a compile that crashed NVRTC or ran past `--compile-timeout` is one, at 1:1), 2 when a FILE
+was refused (not a regular file: a FIFO, a device such as /dev/zero, a directory; or over the
+size limit: reported at 1:1, the other files still checked) or NVRTC itself cannot be loaded.
+Compiles run in compile processes (`compile.isolated`), so no file can crash or hang the CLI.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
-from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
+from cuda_llm_lsp.compile.analysis import (
+    DEFAULT_MAX_FILE_CHARS,
+    FileAnalysis,
+    KernelInfo,
+    analyze,
+)
+from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 
@@ -33,26 +44,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
         help="preprocessor definition (repeatable)",
     )  # fmt: skip
+    parser.add_argument(
+        "--compile-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+        help=f"seconds one compile may take before it is stopped (default {DEFAULT_TIMEOUT_S:g})",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    finally:
+        close_shared_pool()  # no compile process outlives the command
+
+
+def _run(args: argparse.Namespace) -> int:
     settings = Settings(
         arch=args.arch,
         include_paths=tuple(args.include_path),
         defines=tuple(args.define),
+        compile_timeout_s=max(1, min(600, round(args.compile_timeout))),
     )
     diagnostics: list[dict[str, Any]] = []
     kernels: list[dict[str, Any]] = []
-    failed = False
+    failed = refused = False
     for name in args.files:
-        try:
-            text = Path(name).read_bytes().decode("utf-8", errors="replace")
-        except OSError as exc:
+        text, problem = read_source(name)
+        if problem is not None:
+            refused = refused or not problem.startswith("cannot read")
             failed = True
-            problem = Diagnostic(1, 1, 1, 1, "error", f"cannot read file: {exc.strerror or exc}")
-            diagnostics.append(_diagnostic_json(name, problem))
+            unread = Diagnostic(1, 1, 1, 1, "error", problem)
+            diagnostics.append(_diagnostic_json(name, unread))
             if args.format == "text":
-                print(f"{name}:1:1: error: {problem.message}")
+                print(f"{name}:1:1: error: {problem}")
             continue
         try:
             analysis = analyze(text, Path(name), settings)
@@ -70,7 +93,40 @@ def run(args: argparse.Namespace) -> int:
             _print_text(name, analysis)
     if args.format == "json":
         print(json.dumps({"diagnostics": diagnostics, "kernels": kernels}, indent=2))
-    return 1 if failed else 0
+    return 2 if refused else 1 if failed else 0
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def read_source(name: str) -> tuple[str, str | None]:
+    """The file's text, or why it is not read: only regular files of a bounded size are (a FIFO
+    or /dev/zero would never end, /dev/urandom is endless noise)."""
+    try:
+        info = os.stat(name)
+    except OSError as exc:
+        return "", f"cannot read file: {exc.strerror or exc}"
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((what for test, what in _KINDS if test(info.st_mode)), "not a regular file")
+        return "", f"not read: {kind}, not a regular source file"
+    limit = 4 * DEFAULT_MAX_FILE_CHARS  # bytes: UTF-8 needs at most 4 per character
+    if info.st_size > limit:
+        return "", (
+            f"not read: {info.st_size / 1e6:.1f} MB is over the {limit / 1e6:.0f} MB limit for "
+            "one source file"
+        )
+    try:
+        with open(name, "rb") as stream:
+            data = stream.read(limit + 1)
+    except OSError as exc:
+        return "", f"cannot read file: {exc.strerror or exc}"
+    return data.decode("utf-8", errors="replace"), None
 
 
 def _message(d: Diagnostic) -> str:

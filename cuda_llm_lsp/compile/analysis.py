@@ -1,7 +1,22 @@
 """One file's analysis: kernels, specs, the NVRTC compile, every diagnostic (CLI and LSP).
 
-`analyze` is blocking (NVRTC): the language server calls it from a worker thread. Lines and
-columns of `FileAnalysis.diagnostics` are 1-based (as printed), sorted by position.
+Two stages, so that diagnostics do not wait for code generation (whose cost grows with every
+kernel of the file):
+
+- `analyze_syntax`: kernels, specs, includes and NVRTC's front end alone (`-fdevice-syntax-only`,
+  the same device unit, so the same messages at the same positions). Resources are not known
+  yet (`FileAnalysis.resources_pending`).
+- `add_resources`: code generation per kernel, for registers, spills, shared memory, stack and
+  the problems only ptxas finds (placed on the kernel's name). Each kernel is generated from its
+  own unit: the device unit with every other kernel's body cut to `{}`, so its cache key is
+  what the kernel depends on (its text, helpers, macros, includes, options) and an edit inside
+  one kernel generates that kernel alone. A body holding a preprocessor line is kept as is
+  (cutting it could change what follows), a fallback to the whole unit for that body. When most
+  kernels are new (a file just opened), one whole-unit compile serves them all.
+
+`analyze` runs both (the CLI). Both are blocking (NVRTC in a compile process): the server runs
+them in worker threads. Lines and columns of `FileAnalysis.diagnostics` are 1-based (as
+printed), sorted by position.
 """
 
 from __future__ import annotations
@@ -9,12 +24,14 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cuda_llm_lsp.compile.arch import resolve_arch
-from cuda_llm_lsp.compile.cache import compile_cached
+from cuda_llm_lsp.compile.cache import CompileCache, cache_key, compile_cached
 from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
+from cuda_llm_lsp.compile.isolated import CRASH_CODE, DEFAULT_TIMEOUT_S, TIMEOUT_CODE
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -25,11 +42,14 @@ from cuda_llm_lsp.compile.types import (
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels, parse_tree
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
-from cuda_llm_lsp.source.text import Span
+from cuda_llm_lsp.source.text import Span, offset_of
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_DEVICE_CODE = 256_000  # characters of non-blank device code (about 8 s of NVRTC)
+DEFAULT_MAX_FILE_CHARS = 4_000_000  # ~100,000 lines: past it nothing is parsed
+DEFAULT_MAX_KERNELS = 500  # kernels analysed per file (specs, resources); the rest are listed
+WHOLE_UNIT_AT = 4  # kernels to generate at once from which one whole-unit compile is cheaper
 
 
 @dataclass(frozen=True)
@@ -38,12 +58,15 @@ class KernelInfo:
     name_expression: str | None  # what NVRTC resolved for resources; None: unknown (template)
     resources: Resources | None
     spec: TestSpec | None
+    pending: bool = False  # resources not known yet: code generation runs in the background
 
     @property
     def symbol_note(self) -> str:
         """Why resources are missing, for display ('' when they are known)."""
         if self.resources is not None:
             return ""
+        if self.pending:
+            return "updating…"
         if self.kernel.is_template and self.name_expression is None:
             return "template: no instantiation (add `instance` to its spec or launch it)"
         return "resources unknown"
@@ -56,10 +79,28 @@ class FileAnalysis:
     kernels: tuple[KernelInfo, ...]
     compile: CompileResult | None
     diagnostics: tuple[Diagnostic, ...]  # compile + include problems + spec errors, sorted
+    # Set by `analyze_syntax` when code generation is still to run (`add_resources`).
+    plan: CodegenPlan | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def resources_pending(self) -> bool:
+        return self.plan is not None
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.severity == "error")
+
+
+@dataclass(frozen=True)
+class CodegenPlan:
+    """What `add_resources` needs from the syntax stage."""
+
+    unit: DeviceUnit
+    options: CompileOptions
+    kernels: tuple[Kernel, ...]
+    wanted: tuple[tuple[str, ...], ...]  # name expressions per kernel
+    timeout_s: float
+    base: tuple[Diagnostic, ...]  # every diagnostic but the compile's ones
 
 
 def compile_options(settings: Settings) -> CompileOptions:
@@ -94,16 +135,42 @@ def name_expressions(kernel: Kernel, spec: TestSpec | None) -> tuple[str, ...]:
 
 
 def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
-    """Analyse `text` (the contents of `path`, possibly unsaved). Raises only NvrtcUnavailable."""
+    """Both stages (the CLI): diagnostics and resources. Raises only NvrtcUnavailable."""
+    return add_resources(analyze_syntax(text, path, settings))
+
+
+def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
+    """Analyse `text` (the contents of `path`, possibly unsaved) up to NVRTC's front end: every
+    diagnostic but ptxas's; resources pending. Raises only NvrtcUnavailable."""
     if "\0" in text:
         binary = Diagnostic(
             1, 1, 1, 2, "error", "the file contains NUL bytes (binary content?): not compiled",
             code="input",
         )  # fmt: skip
         return FileAnalysis(path, text, (), None, (binary,))
+    max_chars = _limit("CUDA_LLM_MAX_FILE_CHARS", DEFAULT_MAX_FILE_CHARS)
+    if len(text) > max_chars:
+        too_long = Diagnostic(
+            1, 1, 1, 2, "warning",
+            f"not compiled or analysed: {len(text) // 1000:,} thousand characters is over "
+            f"the limit of {max_chars // 1000:,} thousand (CUDA_LLM_MAX_FILE_CHARS raises it): "
+            "no kernels, specs, diagnostics or resources for this file",
+            code="size",
+        )  # fmt: skip
+        return FileAnalysis(path, text, (), None, (too_long,))
     parsed = parse_tree(text)  # one tree-sitter parse for the kernels and the device unit
     kernels = find_kernels(text, parsed)
     diagnostics: list[Diagnostic] = []
+    max_kernels = _limit("CUDA_LLM_MAX_KERNELS", DEFAULT_MAX_KERNELS)
+    if len(kernels) > max_kernels:
+        skipped = kernels[max_kernels:]
+        kernels = kernels[:max_kernels]
+        message = (
+            f"{len(skipped)} kernels from this one on are not analysed (no spec check, no "
+            f"resources): over the limit of {max_kernels} kernels per file "
+            "(CUDA_LLM_MAX_KERNELS raises it)"
+        )
+        diagnostics.append(_span_diagnostic(skipped[0].name_span, message, "size", "warning"))
     specs: list[TestSpec | None] = []
     for kernel in kernels:
         spec, problems = _spec_of(kernel, text)
@@ -115,7 +182,7 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
     diagnostics.extend(
         _span_diagnostic(p.span, p.message, "include", p.severity) for p in unit.problems
     )
-    wanted = [name_expressions(k, s) for k, s in zip(kernels, specs, strict=True)]
+    wanted = tuple(name_expressions(k, s) for k, s in zip(kernels, specs, strict=True))
     flat = tuple(dict.fromkeys(e for group in wanted for e in group))
     size, limit = device_code_size(unit), max_device_code()
     if size > limit:
@@ -128,23 +195,172 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
         unknown = tuple(KernelInfo(k, None, None, s) for k, s in zip(kernels, specs, strict=True))
         ordered = tuple(sorted(dict.fromkeys([*diagnostics, too_big]), key=_position))
         return FileAnalysis(path, text, unknown, None, ordered)
-    result = compile_cached(unit, compile_options(settings), flat)
+    options = compile_options(settings)
+    timeout_s = float(getattr(settings, "compile_timeout_s", DEFAULT_TIMEOUT_S))
+    result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
+    base = tuple(diagnostics)
     diagnostics.extend(_place(d, kernels) for d in result.diagnostics)
+    plan = None
+    if result.ok:
+        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s, base)
+    infos = tuple(
+        KernelInfo(k, e[0] if e else None, None, s, pending=plan is not None and bool(e))
+        for k, s, e in zip(kernels, specs, wanted, strict=True)
+    )
+    ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
+    return FileAnalysis(path, text, infos, result, ordered, plan)
+
+
+def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = None) -> FileAnalysis:
+    """`front` (from `analyze_syntax`) with each kernel's resources and ptxas's problems; only
+    kernels whose dependencies changed are generated again. `cancelled` is asked between
+    kernels: when it says so, `front` comes back unchanged (a newer edit supersedes it)."""
+    plan = front.plan
+    if plan is None:
+        return front
+    results = _generate(plan, cancelled or (lambda: False))
+    if results is None:
+        return front
+    syntax = front.compile
+    assert syntax is not None
+    diagnostics = list(front.diagnostics)
     infos: list[KernelInfo] = []
-    for kernel, spec, expressions in zip(kernels, specs, wanted, strict=True):
+    merged: dict[str, Resources] = {}
+    ok = syntax.ok
+    for info, expressions, result in zip(front.kernels, plan.wanted, results, strict=True):
+        ok = ok and result.ok
+        merged.update(result.resources)
+        kept = [d for d in result.diagnostics if d.code in _CODEGEN_CODES]
+        diagnostics.extend(_place(d, list(plan.kernels)) for d in kept)
         resolved = next((e for e in expressions if e in result.resources), None)
         chosen = resolved or (expressions[0] if expressions else None)
-        infos.append(
-            KernelInfo(kernel, chosen, result.resources.get(resolved) if resolved else None, spec)
-        )
+        resources = result.resources.get(resolved) if resolved else None
+        infos.append(replace(info, name_expression=chosen, resources=resources, pending=False))
+        spec = info.spec
         if result.ok and spec is not None and spec.instance and resolved is None:
             message = (
                 f'spec instance "{spec.instance}" is not a valid instantiation of '
-                f"{kernel.name}: resources unknown"
+                f"{info.kernel.name}: resources unknown"
             )
-            diagnostics.append(_span_diagnostic(kernel.name_span, message, "spec", "warning"))
+            diagnostics.append(_span_diagnostic(info.kernel.name_span, message, "spec", "warning"))
+    compile_result = replace(
+        syntax,
+        ok=ok,
+        diagnostics=tuple(d for d in diagnostics if d not in plan.base),
+        resources=merged,
+        from_cache=syntax.from_cache and all(r.from_cache for r in results),
+    )
     ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
-    return FileAnalysis(path, text, tuple(infos), result, ordered)
+    return FileAnalysis(front.path, front.text, tuple(infos), compile_result, ordered)
+
+
+_CODEGEN_CODES = ("ptxas", "nvrtc", CRASH_CODE, TIMEOUT_CODE)  # what only code generation finds
+# Per-kernel code generation results, by the key of the kernel's own unit (memory only: after a
+# restart, one whole-unit compile, cached on disk, serves every kernel again).
+_kernel_cache = CompileCache(memory_entries=4096, use_disk=False)
+
+
+def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileResult] | None:
+    """One code generation result per kernel of `plan` (None when cancelled)."""
+    nothing = CompileResult(ok=True, arch=plan.options.arch, diagnostics=(), log="")
+    units = [kernel_unit(plan.unit, plan.kernels, i) for i in range(len(plan.kernels))]
+    keys = [cache_key(u, plan.options, w) for u, w in zip(units, plan.wanted, strict=True)]
+    results: dict[int, CompileResult] = {}
+    missing: list[int] = []
+    for i, key in enumerate(keys):
+        hit = _kernel_cache.get(key) if plan.wanted[i] else nothing
+        if hit is None:
+            missing.append(i)
+        else:
+            results[i] = hit
+    if len(missing) >= WHOLE_UNIT_AT:  # most kernels new: one compile of the whole unit
+        flat = tuple(dict.fromkeys(e for group in plan.wanted for e in group))
+        whole = compile_cached(plan.unit, plan.options, flat, timeout_s=plan.timeout_s)
+        stopped = any(d.code in (CRASH_CODE, TIMEOUT_CODE) for d in whole.diagnostics)
+        if whole.ok or stopped:
+            for n, i in enumerate(missing):
+                share = _share_of(whole, plan, i, first=n == 0)
+                if whole.ok:
+                    _kernel_cache.put(keys[i], share)
+                results[i] = share
+            missing = []
+    for i in missing:
+        if cancelled():
+            return None
+        result = _kernel_cache.compile(
+            units[i], plan.options, plan.wanted[i], timeout_s=plan.timeout_s
+        )
+        if not result.ok and not any(d.code in _CODEGEN_CODES for d in result.errors):
+            # cutting the other kernels broke the unit (a front-end error that the whole
+            # unit does not have): generate from the whole unit instead
+            log.info("kernel %s: its own unit failed; using the whole unit", plan.kernels[i].name)
+            whole = compile_cached(
+                plan.unit, plan.options, plan.wanted[i], timeout_s=plan.timeout_s
+            )
+            result = _share_of(whole, plan, i, first=True)
+            _kernel_cache.put(keys[i], result)
+        results[i] = result
+    return [results[i] for i in range(len(plan.kernels))]
+
+
+def _share_of(whole: CompileResult, plan: CodegenPlan, index: int, first: bool) -> CompileResult:
+    """Kernel `index`'s part of a whole-unit compile: its resources, the problems that name it
+    (and, for the `first` kernel, those naming no kernel)."""
+    kernels = list(plan.kernels)
+    kernel = kernels[index]
+    mine: list[Diagnostic] = []
+    for d in whole.diagnostics:
+        if d.code not in _CODEGEN_CODES:
+            continue
+        placed = _place(d, kernels)
+        if placed is d:  # names no kernel
+            if first:
+                mine.append(d)
+        elif placed.line == kernel.name_span.start.line + 1:
+            mine.append(d)
+    wanted = plan.wanted[index]
+    return CompileResult(
+        ok=not any(d.severity == "error" for d in mine) and (whole.ok or not first),
+        arch=whole.arch,
+        diagnostics=tuple(mine),
+        log="",
+        resources={e: r for e, r in whole.resources.items() if e in wanted},
+        from_cache=whole.from_cache,
+    )
+
+
+def kernel_unit(unit: DeviceUnit, kernels: tuple[Kernel, ...], index: int) -> DeviceUnit:
+    """`unit` with the body of every kernel but `kernels[index]` cut to `{}`: what that kernel
+    depends on, and nothing an edit in another kernel's body changes. Bodies holding a
+    preprocessor line stay whole (cutting one could change the code after it)."""
+    text = unit.text
+    pieces: list[str] = []
+    at = 0
+    for i, kernel in enumerate(kernels):
+        if i == index:
+            continue
+        start = offset_of(text, kernel.body_span.start)
+        end = offset_of(text, kernel.body_span.end)
+        body = text[start:end]
+        if start < at or not body.startswith("{") or not body.endswith("}"):
+            continue  # the device unit does not line up with the kernels: leave it whole
+        if _DIRECTIVE.search(body):
+            continue
+        pieces.append(text[at:start])
+        pieces.append("{}")
+        at = end
+    pieces.append(text[at:])
+    return replace(unit, text="".join(pieces))
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#", re.MULTILINE)
+
+
+def _limit(variable: str, default: int) -> int:
+    try:
+        return int(os.environ.get(variable, default))
+    except ValueError:
+        return default
 
 
 def _spec_of(kernel: Kernel, text: str) -> tuple[TestSpec | None, list]:

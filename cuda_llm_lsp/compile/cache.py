@@ -5,6 +5,11 @@ from configured include paths, the options (arch, -I, -D, flags), the name
 expressions, the NVRTC version and the stand-in headers. Disk entries are JSON (never pickle:
 the cache directory is not trusted to hold code) written atomically; a corrupt or unreadable
 entry is a miss, never an error. `CUDA_LLM_CACHE_DIR` overrides the platformdirs location.
+
+A miss compiles in a compile process (`compile.isolated`); a hit is served here, without the
+round trip. A compile that crashed its process is cached like any result (memory and disk), so
+the same text is not retried on every keystroke nor after a restart; one that ran past its time
+limit is remembered in memory only, for that limit (a larger limit or a new session retries).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import nvrtc
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
-from cuda_llm_lsp.compile.nvrtc import build_flags, compile_unit, nvrtc_version
+from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, TIMEOUT_CODE, shared_pool
+from cuda_llm_lsp.compile.nvrtc import build_flags, nvrtc_version
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
 
 MEMORY_ENTRIES = 256
@@ -41,7 +47,13 @@ def cache_dir() -> Path:
     return base / "compile"
 
 
-def cache_key(unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]) -> str:
+def cache_key(
+    unit: DeviceUnit,
+    options: CompileOptions,
+    name_expressions: Sequence[str],
+    *,
+    syntax_only: bool = False,
+) -> str:
     digest = hashlib.sha256()
     parts: list[Any] = [
         _FORMAT,
@@ -54,7 +66,7 @@ def cache_key(unit: DeviceUnit, options: CompileOptions, name_expressions: Seque
         sorted(unit.headers.items()),
         sorted(unit.include_lines.items()),
         sorted(unit.external_headers.items()),
-        build_flags(unit, options),
+        build_flags(unit, options, syntax_only=syntax_only),
         list(name_expressions),
     ]
     digest.update(json.dumps(parts, default=str).encode("utf-8", errors="surrogatepass"))
@@ -75,16 +87,35 @@ class CompileCache:
         self._limit = memory_entries
         self._use_disk = use_disk
         self._lock = threading.Lock()
+        self._timed_out: dict[str, tuple[float, CompileResult]] = {}  # key -> (limit, result)
 
     def compile(
-        self, unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]
+        self,
+        unit: DeviceUnit,
+        options: CompileOptions,
+        name_expressions: Sequence[str],
+        *,
+        syntax_only: bool = False,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> CompileResult:
-        key = cache_key(unit, options, name_expressions)
+        key = cache_key(unit, options, name_expressions, syntax_only=syntax_only)
         hit = self.get(key)
         if hit is not None:
             return hit
-        result = compile_unit(unit, options, name_expressions)
-        self.put(key, result)
+        with self._lock:
+            slow = self._timed_out.get(key)
+        if slow is not None and slow[0] >= timeout_s:
+            return replace(slow[1], from_cache=True)
+        result = shared_pool().compile(
+            unit, options, name_expressions, syntax_only=syntax_only, timeout_s=timeout_s
+        )
+        if any(d.code == TIMEOUT_CODE for d in result.diagnostics):
+            with self._lock:
+                self._timed_out[key] = (timeout_s, result)
+                while len(self._timed_out) > self._limit:
+                    self._timed_out.pop(next(iter(self._timed_out)))
+        else:
+            self.put(key, result)
         return result
 
     def get(self, key: str) -> CompileResult | None:
@@ -118,10 +149,18 @@ _shared = CompileCache()
 
 
 def compile_cached(
-    unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]
+    unit: DeviceUnit,
+    options: CompileOptions,
+    name_expressions: Sequence[str],
+    *,
+    syntax_only: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> CompileResult:
-    """`compile_unit` through the process-wide cache (`from_cache` tells whether it hit)."""
-    return _shared.compile(unit, options, name_expressions)
+    """`compile_unit` in a compile process, through the process-wide cache (`from_cache` tells
+    whether it hit)."""
+    return _shared.compile(
+        unit, options, name_expressions, syntax_only=syntax_only, timeout_s=timeout_s
+    )
 
 
 def _write(path: Path, result: CompileResult) -> None:

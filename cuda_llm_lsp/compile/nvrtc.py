@@ -5,8 +5,10 @@ the source line echoed with two spaces of indent, a caret line, then `detected d
 context. Errors in an included header are attached to that header's `#include` line in the
 user's file. `-Xptxas -v` output gives registers, spills, shared memory and stack per entry
 function; mangled names are mapped back to the name expressions with `nvrtcGetLoweredName`.
-NVRTC calls block (tens of milliseconds to seconds): callers run us in a thread. Separate
-programs may be compiled from several threads at once (NVRTC is thread-safe per program).
+NVRTC calls block (tens of milliseconds to seconds) and can crash or hang on hostile input: the
+CLI and the server call us in a compile process (`compile.isolated`), never in their own.
+`syntax_only` runs the front end alone (`-fdevice-syntax-only`): the same diagnostics at the
+same positions in a fraction of the time, and no code (no resources, no cubin).
 """
 
 from __future__ import annotations
@@ -74,9 +76,16 @@ def nvrtc_version() -> tuple[int, int]:
     return _version
 
 
-def build_flags(unit: DeviceUnit, options: CompileOptions) -> list[str]:
+SYNTAX_ONLY = "-fdevice-syntax-only"
+
+
+def build_flags(
+    unit: DeviceUnit, options: CompileOptions, *, syntax_only: bool = False
+) -> list[str]:
     """The NVRTC command line for `unit`; the order of -I matters (stand-ins first)."""
     flags = [f"--gpu-architecture={options.arch}", *BASE_FLAGS]
+    if syntax_only:
+        flags.append(SYNTAX_ONLY)
     flags.append(f"--pre-include={std_headers.PRELUDE}")
     dirs: list[str] = [str(std_headers.STUB_DIR)]
     for directory in (
@@ -93,13 +102,17 @@ def build_flags(unit: DeviceUnit, options: CompileOptions) -> list[str]:
 
 
 def compile_unit(
-    unit: DeviceUnit, options: CompileOptions, name_expressions: Sequence[str]
+    unit: DeviceUnit,
+    options: CompileOptions,
+    name_expressions: Sequence[str],
+    *,
+    syntax_only: bool = False,
 ) -> CompileResult:
     """Compile `unit` for `options.arch`; never raises on bad source, only NvrtcUnavailable."""
     nvrtc = nvrtc_module()
     expressions = list(dict.fromkeys(e.strip() for e in name_expressions if e.strip()))
     headers = dict(unit.headers)
-    flags = build_flags(unit, options)
+    flags = build_flags(unit, options, syntax_only=syntax_only)
     run = _run(nvrtc, unit, headers, flags, expressions)
     bad = _bad_name_expressions(run.log, expressions)
     if bad:  # an unusable instantiation must not hide the file's own diagnostics

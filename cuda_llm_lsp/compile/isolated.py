@@ -1,0 +1,337 @@
+"""NVRTC in child processes: a crash, a hang or a runaway costs one compile, never the caller.
+
+NVRTC is a C++ library in our address space: 3,000 nested parentheses overflow its stack
+(SIGSEGV), a FIFO `#include`d in device code blocks its read forever, 30 levels of doubling macros
+spin a core, and none of it can be interrupted from Python. So compiles run in a small pool of
+`python -m cuda_llm_lsp.compile.isolated` processes, one request at a time each, over pipes
+(length-prefixed pickles of our own dataclasses: both ends are this package). The caller waits
+with a deadline: past it the child is killed and the compile reported as timed out; a child that
+dies is reported as a compiler crash; either way the next compile gets a fresh process. Each child
+caps its address space (RLIMIT_AS) and dies with its parent (PR_SET_PDEATHSIG).
+
+The cache (`compile.cache`) stays in the caller: a hit never pays the round trip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from cuda_llm_lsp.compile.device_unit import DeviceUnit
+from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, NvrtcUnavailable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 10.0  # `cudaLlm.compileTimeoutS`; the 2,930-line suite file takes ~2 s
+DEFAULT_MEMORY_MB = 4096  # address space of one compile process (NVRTC loaded: ~200 MB)
+DEFAULT_WORKERS = 2  # the 2-core machines we target; the server compiles two files at once
+CRASH_CODE = "compiler-crash"  # Diagnostic.code of a compile whose process died
+TIMEOUT_CODE = "compile-timeout"  # Diagnostic.code of a compile killed at its deadline
+_HEADER = struct.Struct(">Q")
+_ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
+
+
+@dataclass(frozen=True)
+class Request:
+    unit: DeviceUnit
+    options: CompileOptions
+    name_expressions: tuple[str, ...]
+    syntax_only: bool = False
+
+
+class _Gone(Exception):
+    """The child died (EOF on its pipe) or missed its deadline."""
+
+    def __init__(self, reason: str, timed_out: bool) -> None:
+        super().__init__(reason)
+        self.timed_out = timed_out
+
+
+def failed_result(options: CompileOptions, message: str, code: str) -> CompileResult:
+    """A compile that produced nothing, with one error at the top of the file."""
+    problem = Diagnostic(1, 1, 1, 2, "error", message, code=code)
+    return CompileResult(ok=False, arch=options.arch, diagnostics=(problem,), log=message)
+
+
+class _Worker:
+    """One child process and its two pipes."""
+
+    def __init__(self, memory_mb: int) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+        env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_llm_lsp.compile.isolated"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,
+        )
+        self.fd = self.proc.stdout.fileno() if self.proc.stdout else -1
+
+    def call(self, request: Request, timeout_s: float) -> tuple[str, Any]:
+        payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise _Gone(self._death(), timed_out=False) from exc
+        deadline = time.monotonic() + timeout_s
+        header = self._read(_HEADER.size, deadline)
+        (size,) = _HEADER.unpack(header)
+        reply: tuple[str, Any] = pickle.loads(self._read(size, deadline))
+        return reply
+
+    def _read(self, size: int, deadline: float) -> bytes:
+        chunks: list[bytes] = []
+        left = size
+        while left:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Gone("timed out", timed_out=True)
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.fd, min(left, 1 << 20))
+            if not chunk:
+                raise _Gone(self._death(), timed_out=False)
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _death(self) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "it stopped answering"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hint = " (stack overflow or memory limit?)" if name in ("SIGSEGV", "SIGABRT") else ""
+            return f"it died with {name}{hint}"
+        return f"it exited with status {code}"
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=2)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(Exception):
+                if pipe is not None:
+                    pipe.close()
+
+
+class CompilePool:
+    """Up to `size` compile processes, started on demand, replaced after a crash or a timeout."""
+
+    def __init__(self, size: int = DEFAULT_WORKERS, memory_mb: int = DEFAULT_MEMORY_MB) -> None:
+        self.size = size
+        self.memory_mb = memory_mb
+        self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+        self._closed = False
+        self.compiles = 0  # requests answered by a child (tests count code generations with it)
+        self.generations = 0  # of which not syntax-only
+
+    def warm(self) -> None:
+        """Start the processes now (they load NVRTC), so the first compile does not wait."""
+        with self._lock:
+            while not self._closed and len(self._idle) + len(self._busy) < self.size:
+                self._idle.append(_Worker(self.memory_mb))
+
+    def compile(
+        self,
+        unit: DeviceUnit,
+        options: CompileOptions,
+        name_expressions: Sequence[str],
+        *,
+        syntax_only: bool = False,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> CompileResult:
+        """`nvrtc.compile_unit` in a child; raises only NvrtcUnavailable."""
+        request = Request(unit, options, tuple(name_expressions), syntax_only)
+        with self._slots:
+            worker = self._take()
+            try:
+                kind, value = worker.call(request, timeout_s)
+            except _Gone as gone:
+                self._drop(worker)
+                if gone.timed_out:
+                    message = (
+                        f"not compiled: NVRTC took longer than {timeout_s:g} s on this file and "
+                        "was stopped (the limit: cudaLlm.compileTimeoutS in the editor, "
+                        "--compile-timeout for cuda-llm check)"
+                    )
+                    return failed_result(options, message, TIMEOUT_CODE)
+                message = f"the compiler crashed on this file: {gone}; not retried until it changes"
+                log.warning("compile process: %s", message)
+                return failed_result(options, message, CRASH_CODE)
+            except BaseException:
+                self._drop(worker)
+                raise
+            self._give_back(worker)
+        with self._lock:
+            self.compiles += 1
+            self.generations += 0 if syntax_only else 1
+        if kind == "unavailable":
+            raise NvrtcUnavailable(str(value))
+        if kind == "error":
+            return failed_result(options, f"the compile failed: {value}", CRASH_CODE)
+        assert isinstance(value, CompileResult)
+        return value
+
+    def close(self) -> None:
+        """Kill every process (a blocked `compile` returns with a crash result)."""
+        with self._lock:
+            self._closed = True
+            workers = [*self._idle, *self._busy]
+            self._idle.clear()
+        for worker in workers:
+            worker.kill()
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise _closed_error()
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.proc.poll() is None:
+                    break
+                worker.kill()
+            else:
+                worker = _Worker(self.memory_mb)
+            self._busy.add(worker)
+            return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            self._busy.discard(worker)
+            if self._closed:
+                worker.kill()
+            else:
+                self._idle.append(worker)
+
+    def _drop(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._busy.discard(worker)
+
+
+def _closed_error() -> NvrtcUnavailable:
+    return NvrtcUnavailable("the compile processes were stopped (the server is exiting)")
+
+
+_shared: CompilePool | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_pool() -> CompilePool:
+    """The process-wide pool (the CLI's and the server's compiles)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = CompilePool()
+        return _shared
+
+
+def close_shared_pool() -> None:
+    """Kill the shared pool's processes (the server's `exit`); a later compile starts anew."""
+    global _shared
+    with _shared_lock:
+        pool, _shared = _shared, None
+    if pool is not None:
+        pool.close()
+
+
+# --- the child ---------------------------------------------------------------------------------
+
+
+def _limit_self() -> None:
+    """Bound this process's memory and end it with its parent (Linux); best effort elsewhere."""
+    try:
+        import resource
+
+        megabytes = int(os.environ.get("CUDA_LLM_COMPILE_MEMORY_MB", DEFAULT_MEMORY_MB))
+        limit = megabytes * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError):
+        pass
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            if os.getppid() == 1:  # the parent died before prctl
+                os._exit(0)
+        except (OSError, AttributeError):
+            pass
+
+
+def _read_frame(stream: BinaryIO) -> bytes | None:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Answer requests until stdin closes: ("ok", CompileResult) | ("unavailable"|"error", str)."""
+    from cuda_llm_lsp.compile.nvrtc import compile_unit, nvrtc_module
+
+    with contextlib.suppress(NvrtcUnavailable):
+        nvrtc_module()  # load libnvrtc before the first request
+    while (frame := _read_frame(stdin)) is not None:
+        request: Request = pickle.loads(frame)
+        reply: tuple[str, Any]
+        try:
+            result = compile_unit(
+                request.unit,
+                request.options,
+                request.name_expressions,
+                syntax_only=request.syntax_only,
+            )
+            reply = ("ok", result)
+        except NvrtcUnavailable as exc:
+            reply = ("unavailable", str(exc))
+        except MemoryError:
+            reply = ("error", "out of memory (the compile process's limit)")
+        except Exception as exc:  # a bug of ours must still answer
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.write(_HEADER.pack(len(payload)) + payload)
+        stdout.flush()
+
+
+def main() -> None:
+    _limit_self()
+    # The protocol gets a private copy of fd 1; anything NVRTC prints goes to stderr.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()
