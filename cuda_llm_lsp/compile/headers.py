@@ -14,11 +14,23 @@ from pathlib import Path
 
 STUB_DIR = Path(__file__).with_name("stub_headers")
 PRELUDE = "cuda_llm_prelude.h"
+# Stand-ins for device libraries that are not installed, used in their place (never via -I).
+MISSING_DIR = STUB_DIR / "missing"
 
-# Standard headers with a device-side stand-in in STUB_DIR (kept in the unit, found through -I).
-STUBBED: frozenset[str] = frozenset(
-    p.name for p in STUB_DIR.iterdir() if p.is_file() and p.name != PRELUDE
-)
+
+def _stub_names() -> frozenset[str]:
+    """Include names with a stand-in in STUB_DIR, `cub/cub.cuh` included (found first via -I)."""
+    found = set()
+    for path in STUB_DIR.rglob("*"):
+        name = path.relative_to(STUB_DIR).as_posix()
+        if path.is_file() and name != PRELUDE and not path.is_relative_to(MISSING_DIR):
+            found.add(name)
+    return frozenset(found)
+
+
+# Headers with a device-side stand-in in STUB_DIR (kept in the unit, found through -I):
+# standard headers NVRTC lacks, and CUB's umbrella header, which refuses NVRTC with `#error`.
+STUBBED: frozenset[str] = _stub_names()
 
 
 # Host-only standard/system headers: the `#include` line is blanked, never reported.
@@ -48,6 +60,13 @@ DEVICE_LIBRARIES: dict[str, str] = {
     "curand_kernel.h": "cuda-toolkit[curand]",
     "curand_philox4x32_x.h": "cuda-toolkit[curand]",
     "curand_mtgp32_kernel.h": "cuda-toolkit[curand]",
+}
+# The stand-in each missing device library gets, so that one warning replaces the false errors
+# that its undefined names would cause everywhere else in the file.
+MISSING_STAND_INS: dict[str, str] = {
+    "curand_kernel.h": "curand_kernel.h",
+    "curand_philox4x32_x.h": "curand_kernel.h",
+    "curand_mtgp32_kernel.h": "curand_kernel.h",
 }
 HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/")
 
@@ -86,12 +105,18 @@ def find_system_header(name: str, extra_dirs: tuple[str, ...] = ()) -> Path | No
     return None
 
 
+def missing_stand_in(name: str) -> str | None:
+    """The text that replaces the missing device library header `name`, if it has one."""
+    file = MISSING_STAND_INS.get(name)
+    return (MISSING_DIR / file).read_text(encoding="utf-8") if file else None
+
+
 @functools.lru_cache(maxsize=1)
 def stub_fingerprint() -> str:
     """A hash of the stand-in headers (part of every compile cache key)."""
     digest = hashlib.sha256()
-    for path in sorted(STUB_DIR.iterdir()):
+    for path in sorted(STUB_DIR.rglob("*")):
         if path.is_file():
-            digest.update(path.name.encode())
+            digest.update(path.relative_to(STUB_DIR).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
