@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, REASONING_EFFORTS, Settings
 from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
 from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
 from cuda_llm_lsp.evaluate.recorded import RecordingError
@@ -63,6 +63,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", metavar="DIR", help="answer from a recording, no endpoint")
     parser.add_argument("--model", help="model name (default: CUDA_LLM_MODEL or gpt-4o-mini)")
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
+    parser.add_argument("--max-tokens", type=_positive, metavar="T",
+                        help=f"output tokens per request, reasoning included "
+                             f"(default {DEFAULT_MAX_TOKENS})")  # fmt: skip
+    parser.add_argument(
+        "--temperature",
+        type=_temperature,
+        metavar="X",
+        help="sampling temperature 0-2 (default: not sent, the model's own)",
+    )
+    parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS,
+                        help="reasoning models' effort (default: not sent)")  # fmt: skip
     parser.add_argument("--seed", type=int, help="input seed (default: a fresh one)")
     parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
@@ -71,6 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "exit codes: 0 done (improved or not), 1 error, 2 usage, 3 no GPU, 130 interrupted. "
         "The API key comes from OPENAI_API_KEY."
     )
+
+
+def _temperature(value: str) -> float:
+    number = float(value)
+    if not 0.0 <= number <= 2.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 2")
+    return number
 
 
 def _positive(value: str) -> int:
@@ -220,6 +238,9 @@ def run(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, model=args.model)
     if args.base_url:
         settings = dataclasses.replace(settings, base_url=args.base_url)
+    sampling = {"max_tokens": args.max_tokens, "temperature": args.temperature,
+                "reasoning_effort": args.reasoning_effort}  # fmt: skip
+    settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
     config = config_from_settings(
         settings, rounds=args.rounds, candidates=args.candidates, record_dir=args.record,
         replay_dir=args.replay, time_budget_s=args.time_budget, token_budget=args.token_budget,

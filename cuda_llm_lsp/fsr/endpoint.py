@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import logging
 import os
 import random
 import re
@@ -20,6 +21,8 @@ from typing import Any
 
 from cuda_llm_lsp.fsr.client import LlmReply, Prompt, extract_kernel
 from cuda_llm_lsp.fsr.types import OptimizeConfig
+
+log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
 MAX_RETRY_AFTER_S = 60.0
@@ -73,7 +76,9 @@ class OpenAiLlm:
         )
         self._semaphore = asyncio.Semaphore(max(1, config.concurrency))
         self._completion_tokens_param = False  # True once the model refused `max_tokens`
-        self._send_temperature = True
+        self._send_temperature = config.temperature is not None
+        self._send_reasoning_effort = config.reasoning_effort is not None
+        self._max_tokens = config.max_output_tokens  # lowered once if the model allows fewer
         self._backoff_base_s = backoff_base_s
 
     @property
@@ -133,7 +138,7 @@ class OpenAiLlm:
                     )
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                if status == 400 and adaptations < 2 and self._adapt(exc):
+                if status == 400 and adaptations < 4 and self._adapt(exc):
                     adaptations += 1
                     continue  # the same attempt, with parameters this model accepts
                 if status < 500:
@@ -156,22 +161,44 @@ class OpenAiLlm:
         return LlmReply(text="", code=None, error=last_error)
 
     def _sampling(self) -> dict[str, Any]:
+        """Only what the settings ask for: no temperature or reasoning effort unless set
+        (reasoning models refuse a temperature; other servers refuse `reasoning_effort`)."""
         params: dict[str, Any] = {}
         if self._send_temperature:
             params["temperature"] = self.config.temperature
-        if self._completion_tokens_param:
-            params["max_completion_tokens"] = self.config.max_output_tokens
-        else:
-            params["max_tokens"] = self.config.max_output_tokens
+        if self._send_reasoning_effort:
+            params["reasoning_effort"] = self.config.reasoning_effort
+        key = "max_completion_tokens" if self._completion_tokens_param else "max_tokens"
+        params[key] = self._max_tokens
         return params
 
     def _adapt(self, exc: Exception) -> bool:
-        """Newer OpenAI models refuse `max_tokens` or a temperature: switch and say so."""
+        """A 400 about a parameter this model does not take: change it, and retry once.
+
+        Newer OpenAI models want `max_completion_tokens` and refuse a temperature; a model with
+        a smaller output or context limit names it ("at most 16384 completion tokens", vLLM's
+        "maximum context length is 32768 tokens ... 1200 in the messages"); servers without
+        reasoning refuse `reasoning_effort`."""
         message = str(getattr(exc, "message", "") or exc)
-        if "max_tokens" in message and not self._completion_tokens_param:
+        lowered = message.lower()
+        limit = _token_limit(message)
+        if limit is not None and limit < self._max_tokens:
+            log.warning("%s allows at most %d output tokens: using that", self.model, limit)
+            self._max_tokens = limit
+            return True
+        if (
+            "max_tokens" in message
+            and "max_completion_tokens" in message
+            and not self._completion_tokens_param
+        ):
             self._completion_tokens_param = True
             return True
-        if "temperature" in message and self._send_temperature:
+        if "reasoning_effort" in lowered and self._send_reasoning_effort:
+            log.warning("%s does not take reasoning_effort: not sending it", self.model)
+            self._send_reasoning_effort = False
+            return True
+        if "temperature" in lowered and self._send_temperature:
+            log.warning("%s does not take a temperature: not sending it", self.model)
             self._send_temperature = False
             return True
         return False
@@ -193,9 +220,14 @@ class OpenAiLlm:
                 completion_tokens=completion_tokens,
             )
         choice = choices[0]
-        text = (getattr(choice.message, "content", None) or "") if choice.message else ""
+        message = choice.message
+        text = (getattr(message, "content", None) or "") if message else ""
+        refusal = (getattr(message, "refusal", None) or None) if message else None
+        reasoning = _reasoning(message)
         finish = getattr(choice, "finish_reason", None)
-        code, error = extract_kernel(text, prompt.kernel, finish)
+        code, error = extract_kernel(
+            text, prompt.kernel, finish, refusal=refusal, reasoning=reasoning
+        )
         return LlmReply(
             text=text,
             code=code,
@@ -204,7 +236,34 @@ class OpenAiLlm:
             completion_tokens=completion_tokens,
             finish_reason=finish,
             model=getattr(response, "model", None),
+            refusal=refusal,
+            reasoning=reasoning,
         )
+
+
+def _reasoning(message: Any) -> str | None:
+    """The reasoning a server sends beside the content (`reasoning_content`: DeepSeek, vLLM,
+    llama.cpp; `reasoning`: OpenRouter, newer vLLM); the SDK keeps such fields as extras."""
+    if message is None:
+        return None
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _token_limit(message: str) -> int | None:
+    """The output token limit a 400 names, if any."""
+    found = re.search(r"at most (\d+) completion tokens", message)
+    if found:
+        return int(found.group(1))
+    context = re.search(r"maximum context length is (\d+) tokens", message)
+    prompt = re.search(r"(\d+) (?:tokens )?in the messages", message)
+    if context and prompt:
+        room = int(context.group(1)) - int(prompt.group(1)) - 64
+        return room if room > 0 else None
+    return None
 
 
 def _brief(exc: BaseException) -> str:

@@ -3,7 +3,8 @@
 A recording is a directory of JSON files, one per candidate, named
 `<kernel>-r<round>-c<index>-<hash of the prompt>.json`. Replay matches a request by
 (kernel, round, index), never by the prompt's hash: prompts carry measured timings that differ
-from run to run. The prompt is kept in the file for people to read.
+from run to run. The prompt is kept in the file for people to read; the reply keeps what the
+endpoint sent beside the content (a refusal, the reasoning) so that a replay reads it the same.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class RecordingLlm:
                 "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens,
                 "model": reply.model,
+                "refusal": reply.refusal,
+                "reasoning_content": reply.reasoning,
             },
         }
         path = self.directory / f"{stem}-{prompt_hash(prompt)}.json"
@@ -107,13 +110,17 @@ class ReplayLlm:
             reply = record["reply"]
             text = str(reply.get("text") or "")
             finish = reply.get("finish_reason")
+            refusal = reply.get("refusal") or None
+            reasoning = reply.get("reasoning_content") or None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             return LlmReply(text="", code=None, error=f"unreadable recording {matches[0]}: {exc}")
-        if reply.get("error") and not text:
+        if reply.get("error") and not (text or refusal or reasoning):
             return LlmReply(
                 text="", code=None, error=str(reply["error"]), fatal=bool(reply.get("fatal"))
             )
-        code, error = extract_kernel(text, prompt.kernel, finish)
+        code, error = extract_kernel(
+            text, prompt.kernel, finish, refusal=refusal, reasoning=reasoning
+        )
         return LlmReply(
             text=text,
             code=code,
@@ -122,6 +129,8 @@ class ReplayLlm:
             prompt_tokens=int(reply.get("prompt_tokens") or 0),
             completion_tokens=int(reply.get("completion_tokens") or 0),
             model=reply.get("model"),
+            refusal=refusal,
+            reasoning=reasoning,
         )
 
     async def close(self) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, Settings
 from cuda_llm_lsp.evaluate.types import EvalResult, Status
 
 
@@ -20,8 +20,9 @@ class OptimizeConfig:
     request_timeout_s: float = 180.0
     max_retries: int = 4
     concurrency: int = 4  # LLM requests in flight at once
-    temperature: float = 0.8
-    max_output_tokens: int = 8192
+    temperature: float | None = None  # None: not sent (reasoning models refuse one)
+    max_output_tokens: int = DEFAULT_MAX_TOKENS  # reasoning and answer together
+    reasoning_effort: str | None = None  # None: not sent; "low" / "medium" / "high" ...
     top_k: int = 2  # candidates carried into the next round
     patience: int = 2  # rounds without gain before stopping early
     time_budget_s: float | None = None
@@ -33,13 +34,17 @@ class OptimizeConfig:
 
 
 def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig:
-    """The run's config from the shared settings (model, endpoint, rounds, candidates)."""
+    """The run's config from the shared settings (model, endpoint, rounds, candidates, sampling);
+    `overrides` that are None keep the settings' values."""
     values: dict[str, Any] = {
         "rounds": settings.rounds,
         "candidates": settings.candidates,
         "model": settings.model,
         "base_url": settings.base_url,
         "api_key": settings.api_key,
+        "max_output_tokens": settings.max_tokens,
+        "temperature": settings.temperature,
+        "reasoning_effort": settings.reasoning_effort,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return OptimizeConfig(**values)

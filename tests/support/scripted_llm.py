@@ -4,7 +4,8 @@ Serves `POST /v1/chat/completions` and `GET /v1/models`. Replies come from a scr
 steps, each taken by the first request it fits. A step is a dict:
 
 - `text`: the reply's content; `finish_reason` (default "stop"); `usage` (default true: token
-  counts are sent; false: the `usage` field is left out, as some servers do);
+  counts are sent; false: the `usage` field is left out, as some servers do); `refusal`,
+  `reasoning_content`: the message's fields of those names; `content_null`: content is null;
 - `status`: an HTTP error code to answer instead (429, 500, 401, 404...), with `headers`
   (e.g. {"Retry-After": "0"}) and `error` (the message);
 - `delay_s`: seconds to wait before answering (timeouts);
@@ -197,7 +198,7 @@ class ScriptedLlmServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
+                    "message": self._message(step, text),
                     "finish_reason": step.get("finish_reason", "stop"),
                 }
             ],
@@ -210,6 +211,16 @@ class ScriptedLlmServer:
                 "total_tokens": prompt_words + completion,
             }
         return payload
+
+    @staticmethod
+    def _message(step: dict[str, Any], text: str) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if step.get("content_null"):
+            message["content"] = None
+        for name in ("refusal", "reasoning_content"):
+            if step.get(name) is not None:
+                message[name] = step[name]
+        return message
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -245,8 +245,14 @@ def test_extract_accepts_an_unclosed_fence_when_the_reply_finished() -> None:
     assert err is None and got is not None and got.startswith('extern "C"')
 
 
-def test_extract_rejects_other_kernels() -> None:
+def test_extract_hands_a_renamed_kernel_to_the_judge() -> None:
+    """A kernel under another name is the judge's `signature_mismatch`, not "no code"."""
     got, err = extract_kernel("```cuda\n__global__ void other(int* p) { }\n```", "saxpy")
+    assert err is None and got is not None and "other(" in got
+
+
+def test_extract_without_any_kernel_says_what_is_missing() -> None:
+    got, err = extract_kernel("```cuda\n__device__ int f(int v) { return v; }\n```", "saxpy")
     assert got is None and err is not None and "saxpy" in err
 
 
@@ -269,7 +275,7 @@ async def test_models_refusing_max_tokens_and_temperature_are_adapted_to(
         reply(kernel_reply(KERNEL)),
         reply(kernel_reply(KERNEL)),
     )
-    llm = client(scripted_llm)
+    llm = client(scripted_llm, temperature=0.8)
     first = await llm.complete(prompt(1))
     second = await llm.complete(prompt(2))
     await llm.close()
@@ -279,3 +285,57 @@ async def test_models_refusing_max_tokens_and_temperature_are_adapted_to(
     assert "max_tokens" in bodies[0] and "temperature" in bodies[0]
     assert "max_completion_tokens" in bodies[2] and "max_tokens" not in bodies[2]
     assert "temperature" not in bodies[2] and "temperature" not in bodies[3]
+
+
+async def test_sampling_defaults_suit_reasoning_models(scripted_llm: ScriptedLlmServer) -> None:
+    """No temperature and no reasoning_effort unless set; room for reasoning in max_tokens."""
+    scripted_llm.add(reply(kernel_reply(KERNEL)), reply(kernel_reply(KERNEL)))
+    plain = client(scripted_llm)
+    await plain.complete(prompt(1))
+    await plain.close()
+    tuned = client(scripted_llm, temperature=0.2, max_output_tokens=4096, reasoning_effort="high")
+    await tuned.complete(prompt(2))
+    await tuned.close()
+    first, second = (r["body"] for r in scripted_llm.chat_requests())
+    assert "temperature" not in first and "reasoning_effort" not in first
+    assert first["max_tokens"] == 32768
+    assert second["temperature"] == 0.2 and second["max_tokens"] == 4096
+    assert second["reasoning_effort"] == "high"
+
+
+async def test_limits_and_parameters_the_model_refuses_are_adapted_to(
+    scripted_llm: ScriptedLlmServer,
+) -> None:
+    """A smaller output limit (OpenAI's wording, vLLM's context wording) and a server without
+    reasoning_effort: the request is retried with what the model takes."""
+    scripted_llm.add(
+        error(400, "max_tokens is too large: 32768. This model supports at most 16384 "
+              "completion tokens, whereas you provided 32768."),
+        error(400, "This model's maximum context length is 8192 tokens. However, you requested "
+              "18384 tokens (2000 in the messages, 16384 in the completion)."),
+        error(400, "Unrecognized request argument supplied: reasoning_effort"),
+        reply(kernel_reply(KERNEL)),
+    )  # fmt: skip
+    llm = client(scripted_llm, reasoning_effort="low")
+    answer = await llm.complete(prompt())
+    await llm.close()
+    assert answer.code is not None, answer.error
+    bodies = [r["body"] for r in scripted_llm.chat_requests()]
+    assert [b["max_tokens"] for b in bodies] == [32768, 16384, 8192 - 2000 - 64, 6128]
+    assert "reasoning_effort" in bodies[2] and "reasoning_effort" not in bodies[3]
+
+
+async def test_refusal_and_reasoning_fields_reach_the_reply(
+    scripted_llm: ScriptedLlmServer,
+) -> None:
+    scripted_llm.add(
+        reply("", refusal="I can't help with that.", content_null=True),
+        reply(kernel_reply(KERNEL), reasoning_content="thinking about coalescing"),
+    )
+    llm = client(scripted_llm)
+    refused = await llm.complete(prompt(1))
+    answered = await llm.complete(prompt(2))
+    await llm.close()
+    assert refused.code is None and refused.refusal == "I can't help with that."
+    assert refused.error == "the model refused: I can't help with that."
+    assert answered.code is not None and answered.reasoning == "thinking about coalescing"
