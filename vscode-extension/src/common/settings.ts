@@ -30,15 +30,20 @@ export interface ServerSettings {
     defines?: string[];
     nvrtcFlags?: string[];
     debounceMs?: number;
+    maxTokens?: number;
+    temperature?: number;
+    reasoningEffort?: string;
     apiKey?: string;
 }
 
 export const SECTION = 'cudaLlm';
-export const STRING_KEYS = ['model', 'baseUrl', 'arch'] as const;
-export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs'] as const;
+export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort'] as const;
+export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens'] as const;
+/** Numbers forwarded as they are (not truncated to integers). */
+export const FRACTION_KEYS = ['temperature'] as const;
 export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
 /** Every setting forwarded to the server (the rest, `server.*` and `trace.*`, stay in the client). */
-export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...LIST_KEYS];
+export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...FRACTION_KEYS, ...LIST_KEYS];
 /** Settings that change how the server is started: a change needs a restart. */
 export const LAUNCH_KEYS: readonly string[] = ['server.python', 'server.command'];
 
@@ -71,6 +76,12 @@ export function serverSettings(config: ConfigReader, apiKey?: string, vars: Path
         const v = config.get<unknown>(key);
         if (typeof v === 'number' && Number.isFinite(v)) {
             out[key] = Math.trunc(v);
+        }
+    }
+    for (const key of FRACTION_KEYS) {
+        const v = config.get<unknown>(key);
+        if (typeof v === 'number' && Number.isFinite(v)) {
+            out[key] = v;
         }
     }
     for (const key of LIST_KEYS) {

@@ -99,6 +99,17 @@ describe('server settings', () => {
             assert.ok(FORWARDED_KEYS.includes(key), key);
         }
     });
+
+    it('forward the sampling settings: temperature keeps its fraction, unset ones are not sent', () => {
+        const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '../../../package.json'), 'utf8'));
+        const props = manifest.contributes.configuration.properties;
+        const unset = serverSettings(reader({ ...DEFAULTS, maxTokens: props['cudaLlm.maxTokens'].default,
+            temperature: props['cudaLlm.temperature'].default, reasoningEffort: props['cudaLlm.reasoningEffort'].default }));
+        assert.equal(unset.maxTokens, 32768);
+        assert.ok(!('temperature' in unset) && !('reasoningEffort' in unset));
+        const set = serverSettings(reader({ ...DEFAULTS, maxTokens: 4096, temperature: 0.25, reasoningEffort: 'high' }));
+        assert.deepEqual([set.maxTokens, set.temperature, set.reasoningEffort], [4096, 0.25, 'high']);
+    });
 });
 
 describe('initializationOptions', () => {
