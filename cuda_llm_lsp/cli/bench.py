@@ -17,7 +17,7 @@ from typing import Any
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import gpu_evaluator
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
-from cuda_llm_lsp.evaluate.format import summary_line
+from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, summary_line
 from cuda_llm_lsp.evaluate.inputs import InputError
 from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
 from cuda_llm_lsp.source.draft import draft_spec
@@ -150,4 +150,8 @@ def _report(name: str, result: Any) -> dict[str, Any]:
         "bandwidth_gbs": result.bandwidth_gbs,
         "copy_bandwidth_gbs": result.copy_bandwidth_gbs,
         "fraction_of_peak": result.fraction_of_peak,
+        # set when fraction_of_peak > 1: why the figure can exceed the measured copy peak
+        "bandwidth_note": (
+            ABOVE_PEAK_REASON if result.fraction_of_peak and result.fraction_of_peak > 1 else None
+        ),
     }

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.evaluate.format import peak_note
 from cuda_llm_lsp.evaluate.types import DeviceFacts
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.source.context import outline
@@ -158,7 +159,7 @@ def baseline_section(task: TaskContext) -> str:
         lines.append(f"- latency on the timed (last) case: {task.baseline_ms:.4f} ms{spread}")
     if task.baseline_bandwidth_gbs is not None:
         peak = (
-            f", {100 * task.baseline_fraction_of_peak:.0f}% of the copy bandwidth"
+            f", {peak_note(task.baseline_fraction_of_peak, 'the copy bandwidth')}"
             if task.baseline_fraction_of_peak is not None
             else ""
         )

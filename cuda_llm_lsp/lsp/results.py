@@ -148,7 +148,7 @@ def optimize_summary(
     if cases_total:
         text += f" · {cases_passed or 0}/{cases_total} cases"
     if fraction_of_peak is not None:
-        text += f" · {fraction_of_peak * 100:.0f}% of copy peak"
+        text += f" · {evaluate_format.peak_note(fraction_of_peak)}"
     return f"{text} · {state}"
 
 
