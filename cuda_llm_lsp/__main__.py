@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from cuda_llm_lsp.lsp.app import create_server, serve_stdio
+from cuda_llm_lsp.lsp.app import create_server, exit_status, serve_stdio
 
 # `"apiKey": "..."`, `'apiKey': '...'`, `apiKey=...` and `api_key=...` in any logged text.
 _KEY_FIELD = re.compile(r"""((?:apiKey|api_key)['"]?\s*[:=]\s*['"]?)([^'",)\s}]+)""")
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve_stdio(server)
     except KeyboardInterrupt:
         return 130
-    return 0
+    return exit_status(server)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from cuda_llm_lsp.lsp import (
     suggestions,
     symbols,
 )
+from cuda_llm_lsp.lsp.protocol import quiet_parse_errors
 from cuda_llm_lsp.lsp.state import Analyzer, CudaLlmServer, EvaluatorFactory
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,11 @@ def create_server(
     return server
 
 
+def exit_status(server: LanguageServer) -> int:
+    """The process's exit status once serving ended: 1 after `exit` without `shutdown` (LSP)."""
+    return getattr(server.protocol, "exit_code", None) or 0
+
+
 def serve_stdio(server: LanguageServer) -> None:
     """Serve on stdin/stdout, the protocol on a private copy of file descriptor 1.
 
@@ -87,4 +93,5 @@ def serve_stdio(server: LanguageServer) -> None:
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
+    quiet_parse_errors()
     server.start_io(stdin=sys.stdin.buffer, stdout=protocol_out)

@@ -39,6 +39,7 @@ from cuda_llm_lsp.lsp import compile_diagnostics, results
 from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager, no_gpu_is_a_job_error
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
+from cuda_llm_lsp.lsp.protocol import CudaLlmProtocol
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 
@@ -82,6 +83,7 @@ class CudaLlmServer(LanguageServer):
             "cuda-llm-lsp",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=CudaLlmProtocol,
         )
         self.settings = Settings()
         self.analyzer: Analyzer = analyzer or analyze

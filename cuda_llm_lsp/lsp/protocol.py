@@ -1,0 +1,142 @@
+"""The JSON-RPC edge of the server: every request gets an answer, however malformed.
+
+pygls 2 turns a message into its lsprotocol type inside `json.loads` (`structure_message`, the
+object hook) and raises when the params do not fit; the read loop then logs a traceback and the
+request is never answered. `CudaLlmProtocol` structures the message itself and hands a request
+that does not fit to `handle_message` as a `Malformed`, answered with `InvalidParams` (-32602);
+a notification that does not fit is logged in one line. Integers are strict (cattrs would take
+`1.5` or `true` for a line number). After `shutdown` a request gets `InvalidRequest` (-32600),
+and `exit` records the exit code LSP asks for: 0 after `shutdown`, 1 without.
+
+A body that is not JSON at all never reaches the protocol (it fails in pygls's read loop):
+`quiet_parse_errors` makes that one log line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import cattrs
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
+
+log = logging.getLogger(__name__)
+
+#: How much of a bad message's explanation goes into the error reply and the log.
+_MAX_DETAIL = 300
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A message whose params do not fit its method's type (what `handle_message` answers)."""
+
+    id: int | str | None  # None: a notification
+    method: str
+    problem: str
+    jsonrpc: str = "2.0"
+
+
+def _strict_int(value: Any, _: type) -> int:
+    """JSON integers only: cattrs's default `int(value)` makes 1.5 a line 1 and true a 1."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected an integer, got {value!r}")
+    if isinstance(value, float) and not value.is_integer():
+        raise TypeError(f"expected an integer, got {value!r}")
+    return int(value)
+
+
+def _explain(exc: BaseException) -> str:
+    """cattrs's error tree as short `what @ $.path` lines."""
+
+    def leaf(error: BaseException, kind: type | None) -> str:
+        if isinstance(error, KeyError):
+            return "required field missing"
+        if isinstance(error, ValueError | TypeError):
+            return f"invalid value ({error})"
+        return f"invalid value ({type(error).__name__})"
+
+    try:
+        lines = cattrs.transform_error(exc, format_exception=leaf)
+    except Exception:  # not a cattrs error tree: its own text
+        lines = [str(exc) or type(exc).__name__]
+    text = "; ".join(lines)
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 3] + "..."
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, int | str) and not isinstance(value, bool)
+
+
+class CudaLlmProtocol(LanguageServerProtocol):
+    """pygls's LSP protocol that answers malformed requests and requests after shutdown."""
+
+    def __init__(self, server: Any, converter: cattrs.Converter) -> None:
+        converter.register_structure_hook(int, _strict_int)
+        super().__init__(server, converter)
+        self.exit_code: int | None = None  # set by `exit`: 0 after shutdown, 1 without
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        method = data.get("method")
+        if "jsonrpc" not in data or "method" not in data or ("id" in data and "error" in data):
+            return super().structure_message(data)  # nested objects, responses, errors
+        if "id" in data and not _valid_id(data["id"]):
+            return Malformed(None, str(method)[:80], f"the request id {data['id']!r} is not valid")
+        if not isinstance(method, str):
+            return Malformed(data.get("id"), repr(method)[:80], "the method is not a string")
+        message_type = self.get_message_type(method)
+        if message_type is None:  # not an LSP method: pygls answers MethodNotFound
+            jsonrpc, params = data["jsonrpc"], data.get("params")
+            if "id" in data:
+                return JsonRPCRequestMessage(data["id"], method, jsonrpc, params)
+            return JsonRPCNotification(method, jsonrpc, params)
+        try:
+            return self._converter.structure(data, message_type)
+        except Exception as exc:
+            return Malformed(data.get("id"), method, _explain(exc))
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, Malformed):
+            if message.id is None:
+                log.warning("ignoring %s: %s", message.method, message.problem)
+                return
+            log.warning(
+                "invalid params for %s (id %r): %s", message.method, message.id, message.problem
+            )
+            invalid = JsonRpcInvalidParams(
+                f"invalid params for {message.method}: {message.problem}"
+            )
+            self._send_response(message.id, error=invalid.to_response_error())
+            return
+        method = getattr(message, "method", None)
+        if self._shutdown and method != types.EXIT:
+            if isinstance(method, str) and _valid_id(getattr(message, "id", None)):
+                refused = JsonRpcInvalidRequest(f"{method}: the server is shut down; send exit")
+                self._send_response(message.id, error=refused.to_response_error())
+            else:
+                log.info("ignoring %s after shutdown", method)
+            return
+        if method == types.EXIT:
+            self.exit_code = 0 if self._shutdown else 1
+        super().handle_message(message)
+
+
+class _ParseErrorsInOneLine(logging.Filter):
+    """pygls's read loop logs a body that is not JSON with a traceback: one line is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, ValueError) and record.getMessage() == "Unable to handle message":
+            record.msg, record.args = "ignoring a message that is not JSON: %s", (error,)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_parse_errors() -> None:
+    """Install the one-line logging of unparsable bodies (idempotent)."""
+    logger = logging.getLogger("pygls.server")
+    if not any(isinstance(f, _ParseErrorsInOneLine) for f in logger.filters):
+        logger.addFilter(_ParseErrorsInOneLine())
