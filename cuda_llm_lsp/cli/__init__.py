@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from cuda_llm_lsp import __version__
+from cuda_llm_lsp.compile.arch import normalize_arch
 
 SUBCOMMANDS = {
     "check": "compile CUDA files with NVRTC: diagnostics and per-kernel resource use",
@@ -26,6 +27,31 @@ SUBCOMMANDS = {
     "history": "List recorded optimization runs (all, or those of FILE).",
     "suite": "Run the kernel suite (bench, optionally optimize) and write a report.",
 }
+
+
+def arch_argument(value: str) -> str:
+    """`--arch`: an architecture NVRTC can compile for, else a usage error (exit 2) naming them.
+
+    A typo used to fall back to the default silently, and an unknown number to fail as a
+    compile error of every file (exit 1).
+    """
+    arch = normalize_arch(value)
+    supported = _supported_archs()
+    if arch is None or (supported and int(arch[3:].rstrip("af")) not in supported):
+        known = ", ".join(f"sm_{n}" for n in supported) if supported else "sm_75, sm_80, sm_90 …"
+        raise argparse.ArgumentTypeError(f"{value!r} is not an architecture NVRTC knows ({known})")
+    return arch
+
+
+def _supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC supports (empty when it cannot be asked)."""
+    try:  # imported here: loading NVRTC costs ~100 ms that only `--arch` needs
+        from cuda.bindings import nvrtc
+
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+    except Exception:  # no NVRTC here: the compile reports that itself
+        return ()
+    return tuple(archs) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else ()
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:

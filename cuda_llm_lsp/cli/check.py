@@ -4,8 +4,10 @@ docs/design.md).
 Text: `FILE:LINE:COL: error|warning: MESSAGE` (1-based) and one resource line per kernel;
 `--format json` prints exactly the contract's keys. Exit status 1 when any error was found
 (a compile that crashed NVRTC or ran past `--compile-timeout` is one, at 1:1), 2 when a FILE
-was refused (not a regular file: a FIFO, a device such as /dev/zero, a directory; or over the
-size limit: reported at 1:1, the other files still checked) or NVRTC itself cannot be loaded.
+was missing or refused (not a regular file: a FIFO, a device such as /dev/zero, a directory; or
+over the size limit: reported at 1:1, the other files still checked), `--arch` names no
+architecture NVRTC knows, or NVRTC itself cannot be loaded. A file without kernels (a header of
+helpers) gets one line saying so, with its error and warning counts.
 Compiles run in compile processes (`compile.isolated`), so no file can crash or hang the CLI.
 """
 
@@ -19,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.cli import arch_argument
 from cuda_llm_lsp.compile.analysis import (
     DEFAULT_MAX_FILE_CHARS,
     FileAnalysis,
@@ -35,7 +38,8 @@ _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help=".cu / .cuh files to check")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--arch", default=None, help="sm_XY (default: the local GPU's, else sm_90)")
+    parser.add_argument("--arch", default=None, type=arch_argument,
+                        help="sm_XY (default: the local GPU's, else sm_90)")  # fmt: skip
     parser.add_argument(
         "-I", "--include-path", action="append", default=[], metavar="DIR",
         help="extra include directory (repeatable)",
@@ -70,8 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     for name in args.files:
         text, problem = read_source(name)
         if problem is not None:
-            refused = refused or not problem.startswith("cannot read")
-            failed = True
+            refused = failed = True  # a missing or unreadable FILE is a usage problem too
             unread = Diagnostic(1, 1, 1, 1, "error", problem)
             diagnostics.append(_diagnostic_json(name, unread))
             if args.format == "text":
@@ -152,6 +155,8 @@ def _kernel_json(name: str, info: KernelInfo) -> dict[str, Any]:
     return {
         "file": name,
         "name": info.kernel.name,
+        # the instantiation the resources are for (`scale<float>`); null for a non-template
+        "instance": info.name_expression if info.kernel.is_template else None,
         "line": info.kernel.name_span.start.line + 1,
         "registers": r.registers if r else None,
         "spill_stores": r.spill_stores if r else None,
@@ -165,6 +170,9 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
     for d in analysis.diagnostics:
         if d.severity in _SHOWN:
             print(f"{name}:{d.line}:{d.column}: {d.severity}: {_message(d)}")
+    if not analysis.kernels:  # a header of helpers: say it was checked, not nothing at all
+        counts = [sum(1 for d in analysis.diagnostics if d.severity == s) for s in _SHOWN]
+        print(f"{name}: no kernels; {_count(counts[0], 'error')}, {_count(counts[1], 'warning')}")
     for info in analysis.kernels:
         line = info.kernel.name_span.start.line + 1
         label = info.name_expression or info.kernel.name
@@ -183,3 +191,7 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
             f"{r.spill_stores} bytes spill stores, {r.spill_loads} bytes spill loads, "
             f"{r.shared_bytes} bytes shared, {r.stack_bytes} bytes stack"
         )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -6,9 +6,10 @@ otherwise); stdout gets the unified diff of the winner, or with `--format json` 
 contract's JSON object and nothing else. `--write` replaces only the kernel's range, and only if
 the file is byte-identical to what the run started from.
 
-Exit codes: 0 the run completed (improvement or plainly none); 1 error (unreadable file, unknown
-kernel, no or bad test spec, endpoint failure, refused write); 2 usage; 3 no CUDA GPU;
-130 interrupted.
+Exit codes: 0 the run completed (improvement or plainly none); 1 error (no or bad test spec,
+endpoint failure, refused write); 2 usage (a missing or unreadable FILE, no such kernel: checked
+before the GPU, as `bench` and `suite` do); 3 no CUDA GPU; 130 interrupted. With
+`--format json` a failure's object carries `error` (the message) and `exit_code`, as `bench`'s.
 
 `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU by recorded outcomes
 (`engine.make_evaluator`, `evaluate.recorded.RecordedEvaluator`): for tests and demos only.
@@ -45,6 +46,7 @@ from cuda_llm_lsp.fsr.types import (
     RunStarted,
     config_from_settings,
 )
+from cuda_llm_lsp.source.kernels import find_kernels
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -79,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
     parser.add_argument("--no-history", action="store_true", help="do not record the run")
     parser.epilog = (
-        "exit codes: 0 done (improved or not), 1 error, 2 usage, 3 no GPU, 130 interrupted. "
+        "exit codes: 0 done (improved or not), 1 error, 2 usage (no such file or kernel), "
+        "3 no GPU, 130 interrupted. "
         "The API key comes from OPENAI_API_KEY."
     )
 
@@ -215,8 +218,16 @@ def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
         empty = OptimizeResult(kernel=kernel, baseline_ms=None, best_ms=None, speedup=None,
                                accepted=False, candidates=(), best_source=None, message=message,
                                error=message)  # fmt: skip
-        print(json.dumps(empty.to_json(), indent=2))
+        print(json.dumps(_json(empty, code), indent=2))
     return code
+
+
+def _json(result: OptimizeResult, code: int) -> dict[str, object]:
+    """The contract's object; a failed run adds `error` and `exit_code` (as `bench` does)."""
+    data: dict[str, object] = result.to_json()
+    if result.error:
+        data.update(error=result.error, exit_code=code)
+    return data
 
 
 def run(args: argparse.Namespace) -> int:
@@ -227,11 +238,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         original_bytes = path.read_bytes()
     except OSError as exc:
-        return _fail(f"cannot read {path}: {exc.strerror or exc}", EXIT_ERROR, as_json, args.kernel)
+        return _fail(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE, as_json, args.kernel)
     try:
         text = original_bytes.decode("utf-8")
     except UnicodeDecodeError:
         return _fail(f"{path} is not UTF-8 text", EXIT_ERROR, as_json, args.kernel)
+    names = [k.name for k in find_kernels(text)]
+    if args.kernel not in names:
+        listed = ", ".join(names) or "none"
+        return _fail(f"no kernel {args.kernel!r} in {path} (kernels: {listed})", EXIT_USAGE,
+                     as_json, args.kernel)  # fmt: skip
 
     settings = Settings()
     if args.model:
@@ -260,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
         evaluator.close()
 
     if as_json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(_json(result, EXIT_ERROR), indent=2))
     if result.error:
         print(f"cuda-llm optimize: {result.message}", file=sys.stderr)
         return EXIT_ERROR

@@ -38,10 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kernel",
         action="extend",
-        nargs="+",
+        type=_names,  # one value per flag: `--kernel a DIR` must leave DIR positional
         default=[],
-        metavar="NAME",
-        help="only these kernels (repeatable)",
+        metavar="NAME[,NAME...]",
+        help="only these kernels (repeatable, or comma-separated)",
     )
     parser.add_argument(
         "--out",
@@ -72,6 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start no kernel after S seconds; the rest are reported as skipped",
     )
     parser.epilog = "exit codes: 0 all kernels correct, 1 a kernel fails, 2 usage, 3 no GPU"
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def _error(message: str, code: int, as_json: bool) -> int:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DIAGNOSTIC_KEYS = {"file", "line", "column", "end_line", "end_column", "severity", "message"}
 KERNEL_KEYS = {
-    "file", "name", "line", "registers", "spill_stores", "spill_loads", "shared_bytes",
+    "file", "name", "instance", "line", "registers", "spill_stores", "spill_loads", "shared_bytes",
     "stack_bytes",
 }  # fmt: skip
 
@@ -107,7 +107,7 @@ def test_missing_and_binary_files_are_errors_not_tracebacks(
 ) -> None:
     binary = tmp_path / "blob.cu"
     binary.write_bytes(bytes(range(256)) * 4)
-    assert main(["check", str(tmp_path / "missing.cu"), str(binary)]) == 1
+    assert main(["check", str(tmp_path / "missing.cu"), str(binary)]) == 2  # missing: usage
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{tmp_path / 'missing.cu'}:1:1: error: cannot read file")
     assert out[1].startswith(f"{binary}:1:1: error: ") and "NUL" in out[1]

@@ -174,7 +174,7 @@ def test_kernel_without_spec_prints_the_draft(workdir: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_unknown_kernel_and_missing_file_are_errors(workdir: Path) -> None:
+def test_unknown_kernel_and_missing_file_are_usage_errors(workdir: Path) -> None:
     done = cli(
         workdir,
         str(workdir / "saxpy.cu"),
@@ -185,10 +185,10 @@ def test_unknown_kernel_and_missing_file_are_errors(workdir: Path) -> None:
         "--format",
         "json",
     )
-    assert done.returncode == 1 and json.loads(done.stdout)["accepted"] is False
-    assert "no kernel named 'nope'" in done.stderr
+    assert done.returncode == 2 and json.loads(done.stdout)["accepted"] is False
+    assert "no kernel 'nope' in" in done.stderr and "(kernels: saxpy)" in done.stderr
     done = cli(workdir, str(workdir / "missing.cu"), "--kernel", "saxpy")
-    assert done.returncode == 1 and "cannot read" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "cannot read" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_without_a_gpu_the_exit_code_is_3(workdir: Path) -> None:
