@@ -1,8 +1,10 @@
-"""Compare a kernel's buffers with the oracle's: pure numpy, no CUDA.
+"""Compare a kernel's buffers with the oracle's: the summaries and their wording, no CUDA.
 
-The worker hands back every buffer together with its guard bands; this module decides whether a
-run wrote outside its buffers, changed an input, left output elements unwritten, or computed
-something else than the oracle, and words the finding so that a person and an LLM can act on it:
+Each check is two steps: a summary (counts, first / last / worst index, the values at one index),
+computed on the GPU by the worker (`device_checks`) or in numpy here (`summarize_*`), then the
+wording (`word_*`): whether a run wrote outside its buffers, changed an input, left output
+elements unwritten, or computed something else than the oracle, worded so that a person and an
+LLM can act on it:
 `case 3 (rows=1000, cols=999): out[12345] expected 0.5123 got 0.0 (1 of 999000 elements differ)`.
 
 Element types are the spec's names. bfloat16 is always carried as its raw uint16 bits, so results
@@ -12,7 +14,8 @@ are bit-exact whether or not ml_dtypes is installed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -93,28 +96,137 @@ def split_guarded(raw: bytes, nbytes: int) -> tuple[bytes, bytes, bytes]:
     return raw[:GUARD_BYTES], raw[GUARD_BYTES : GUARD_BYTES + nbytes], raw[GUARD_BYTES + nbytes :]
 
 
+# --- summaries: what a check found, computed in numpy here or on the GPU (device_checks) ------
+@dataclass(frozen=True)
+class GuardSummary:
+    """Changed bytes of a buffer's two guard bands (offsets within each band)."""
+
+    front_changed: int = 0
+    front_first: int = 0
+    back_changed: int = 0
+    back_first: int = 0
+    back_last: int = 0
+
+
+@dataclass(frozen=True)
+class ChangeSummary:
+    """Elements of an input that differ bit for bit from what was uploaded."""
+
+    changed: int = 0
+    first: int = 0
+    before: Any = None  # storage-dtype values at `first`
+    after: Any = None
+
+
+@dataclass(frozen=True)
+class OutputSummary:
+    """An output against a reference (or alone: its unwritten elements only)."""
+
+    n: int
+    unwritten: int = 0  # elements still holding the poison (where the reference does not)
+    unwritten_first: int = 0
+    unwritten_last: int = 0
+    bad: int = 0  # elements outside tolerance
+    first_bad: int = 0
+    worst: int = 0  # the first index of the largest finite difference
+    expected: Any = None  # storage-dtype values at `first_bad`
+    got: Any = None
+    largest: float | None = None  # the largest finite |got - expected|, floats only
+
+
+def summarize_guards(raw: bytes, nbytes: int) -> GuardSummary:
+    front, _, back = split_guarded(raw, nbytes)
+    bad_front = np.flatnonzero(np.frombuffer(front, dtype=np.uint8) != GUARD_BYTE)
+    bad_back = np.flatnonzero(np.frombuffer(back, dtype=np.uint8) != GUARD_BYTE)
+    return GuardSummary(
+        int(bad_front.size), int(bad_front[0]) if bad_front.size else 0,
+        int(bad_back.size), int(bad_back[0]) if bad_back.size else 0,
+        int(bad_back[-1]) if bad_back.size else 0,
+    )  # fmt: skip
+
+
+def summarize_changed(before: np.ndarray, after: np.ndarray) -> ChangeSummary:
+    if before.size == 0:
+        return ChangeSummary()
+    b = before.reshape(-1).view(np.uint8).reshape(before.size, -1)
+    a = after.reshape(-1).view(np.uint8).reshape(after.size, -1)
+    diff = np.flatnonzero((a != b).any(axis=1))
+    if diff.size == 0:
+        return ChangeSummary()
+    i = int(diff[0])
+    return ChangeSummary(int(diff.size), i, before.flat[i], after.flat[i])
+
+
+def summarize_output(
+    expected: np.ndarray | None, got: np.ndarray, dtype: str, *, rtol: float, atol: float
+) -> OutputSummary:
+    """`got` against `expected` (None: its unwritten elements only), as `cl_check_output`."""
+    out = got.reshape(-1)
+    n = out.size
+    poisoned = unwritten_mask(out, dtype)
+    if expected is None:
+        idx = np.flatnonzero(poisoned)
+        return _unwritten_summary(n, idx)
+    exp = expected.reshape(-1)
+    poisoned &= ~unwritten_mask(exp, dtype)
+    base = _unwritten_summary(n, np.flatnonzero(poisoned))
+    largest = None
+    worst = 0
+    if is_float(dtype):
+        with np.errstate(invalid="ignore", over="ignore"):  # (a signalling NaN's cast warns)
+            e = as_float64(exp, dtype)
+            g = as_float64(out, dtype)
+            err = np.abs(g - e)
+            close = err <= atol + rtol * np.abs(e)
+        finite = ~(np.isinf(e) | np.isinf(g))
+        both_nan = np.isnan(e) & np.isnan(g)
+        same_inf = np.isinf(e) & (e == g)
+        bad = ~((close & finite) | both_nan | same_inf)
+        finite_err = np.isfinite(err)
+        if finite_err.any():
+            largest = float(err[finite_err].max())
+    else:
+        bad = exp != out
+    idx = np.flatnonzero(bad)
+    if idx.size == 0:
+        return replace(base, largest=largest)
+    if largest is not None:
+        worst = int(np.flatnonzero(finite_err & (err == largest))[0])
+    i = int(idx[0])
+    return replace(
+        base, bad=int(idx.size), first_bad=i, worst=worst, expected=exp[i], got=out[i],
+        largest=largest,
+    )  # fmt: skip
+
+
+def _unwritten_summary(n: int, idx: np.ndarray) -> OutputSummary:
+    if idx.size == 0:
+        return OutputSummary(n)
+    return OutputSummary(n, int(idx.size), int(idx[0]), int(idx[-1]))
+
+
+# --- wording: the messages a person and an LLM act on -----------------------------------------
 def check_guards(name: str, raw: bytes, nbytes: int, itemsize: int, where: str) -> Finding:
     """A write outside [0, count) shows as a changed guard byte."""
-    front, _, back = split_guarded(raw, nbytes)
-    fa = np.frombuffer(front, dtype=np.uint8)
-    ba = np.frombuffer(back, dtype=np.uint8)
-    bad_front = np.flatnonzero(fa != GUARD_BYTE)
-    bad_back = np.flatnonzero(ba != GUARD_BYTE)
-    if bad_front.size == 0 and bad_back.size == 0:
+    return word_guards(name, summarize_guards(raw, nbytes), nbytes, itemsize, where)
+
+
+def word_guards(name: str, s: GuardSummary, nbytes: int, itemsize: int, where: str) -> Finding:
+    if s.front_changed == 0 and s.back_changed == 0:
         return OK
     count = nbytes // itemsize
     parts = []
-    if bad_back.size:
-        first = int(bad_back[0]) // itemsize
-        last = int(bad_back[-1]) // itemsize
+    if s.back_changed:
+        first = s.back_first // itemsize
+        last = s.back_last // itemsize
         parts.append(
             f"{name}[{count + first}]" + (f"..{name}[{count + last}]" if last > first else "")
             + f" past the end ({name} has {count} elements)"
         )  # fmt: skip
-    if bad_front.size:
-        first = (int(bad_front[0]) - GUARD_BYTES) // itemsize
+    if s.front_changed:
+        first = (s.front_first - GUARD_BYTES) // itemsize
         parts.append(f"{name}[{first}] before the start")
-    changed = int(bad_front.size + bad_back.size)
+    changed = s.front_changed + s.back_changed
     return Finding(
         "out_of_bounds", f"{where}: wrote outside the buffer: {'; '.join(parts)} "
         f"({changed} guard bytes changed)", changed,
@@ -123,25 +235,41 @@ def check_guards(name: str, raw: bytes, nbytes: int, itemsize: int, where: str) 
 
 def check_unchanged(name: str, before: np.ndarray, after: np.ndarray, where: str) -> Finding:
     """An `in` buffer must come back bit for bit as it was uploaded."""
-    if before.size == 0:  # a count-0 buffer (the spec allows it): nothing to change
+    return word_unchanged(name, summarize_changed(before, after), before.size, where)
+
+
+def word_unchanged(name: str, s: ChangeSummary, n: int, where: str) -> Finding:
+    if s.changed == 0:
         return OK
-    b = before.reshape(-1).view(np.uint8).reshape(before.size, -1)
-    a = after.reshape(-1).view(np.uint8).reshape(after.size, -1)
-    diff = np.flatnonzero((a != b).any(axis=1))
-    if diff.size == 0:
-        return OK
-    i = int(diff[0])
+    i = s.first
     return Finding(
         "input_modified",
-        f"{where}: the kernel modified its input {name}: {name}[{i}] was {_fmt(before.flat[i])} "
-        f"and is now {_fmt(after.flat[i])} ({diff.size} of {before.size} elements changed)",
-        int(diff.size),
+        f"{where}: the kernel modified its input {name}: {name}[{i}] was {_fmt(s.before)} "
+        f"and is now {_fmt(s.after)} ({s.changed} of {n} elements changed)",
+        s.changed,
     )
 
 
 def unwritten_mask(got: np.ndarray, dtype: str) -> np.ndarray:
     bits_type, value = _POISON_BITS[dtype]
     return got.reshape(-1).view(bits_type) == np.array(value, dtype=bits_type)
+
+
+def poison_bits(dtype: str) -> int:
+    """One element's poison as an unsigned integer (the device checks compare bits)."""
+    return _POISON_BITS[dtype][1]
+
+
+def word_unwritten(name: str, s: OutputSummary, where: str) -> Finding:
+    """A run's own output (no reference) with poison left in it."""
+    if s.unwritten == 0:
+        return OK
+    return Finding(
+        "unwritten_output",
+        f"{where}: {s.unwritten} of {s.n} elements of {name} were never "
+        f"written (first {name}[{s.unwritten_first}], last {name}[{s.unwritten_last}])",
+        s.unwritten,
+    )
 
 
 def compare_output(
@@ -161,49 +289,46 @@ def compare_output(
     Floats: |got - expected| <= atol + rtol * |expected|; NaN matches NaN; an infinity matches
     the same infinity. Integers must be equal.
     """
-    exp = expected.reshape(-1)
-    out = got.reshape(-1)
-    n = exp.size
-    poisoned = unwritten_mask(out, dtype) & ~unwritten_mask(exp, dtype)
-    if poisoned.any():
-        idx = np.flatnonzero(poisoned)
-        i = int(idx[0])
-        tail = " (the last element)" if i == n - 1 and idx.size == 1 else ""
+    summary = summarize_output(expected, got, dtype, rtol=rtol, atol=atol)
+    return word_output(name, summary, dtype, rtol=rtol, atol=atol, where=where, sizes=sizes,
+                       what=what)  # fmt: skip
+
+
+def word_output(
+    name: str,
+    s: OutputSummary,
+    dtype: str,
+    *,
+    rtol: float,
+    atol: float,
+    where: str,
+    sizes: Mapping[str, int] | None = None,
+    what: str = "expected",
+) -> Finding:
+    n = s.n
+    if s.unwritten:
+        i = s.unwritten_first
+        tail = " (the last element)" if i == n - 1 and s.unwritten == 1 else ""
         return Finding(
             "unwritten_output",
             f"{where}: {_at(name, i, n, sizes)} was never written{tail}: "
-            f"{idx.size} of {n} elements of {name} still hold the poison value "
-            f"(first unwritten index {i}, last {int(idx[-1])})",
-            int(idx.size),
+            f"{s.unwritten} of {n} elements of {name} still hold the poison value "
+            f"(first unwritten index {i}, last {s.unwritten_last})",
+            s.unwritten,
         )
-    if is_float(dtype):
-        e = as_float64(exp, dtype)
-        g = as_float64(out, dtype)
-        with np.errstate(invalid="ignore", over="ignore"):
-            close = np.abs(g - e) <= atol + rtol * np.abs(e)
-        finite = ~(np.isinf(e) | np.isinf(g))
-        both_nan = np.isnan(e) & np.isnan(g)
-        same_inf = np.isinf(e) & (e == g)
-        bad = ~((close & finite) | both_nan | same_inf)
-    else:
-        bad = exp != out
-    if not bad.any():
+    if s.bad == 0:
         return OK
-    idx = np.flatnonzero(bad)
-    i = int(idx[0])
+    i = s.first_bad
     worst = ""
     if is_float(dtype):
-        with np.errstate(invalid="ignore", over="ignore"):
-            err = np.abs(as_float64(out, dtype) - as_float64(exp, dtype))
-        finite = err[np.isfinite(err)]
-        if finite.size:
-            worst = f"; largest difference {float(finite.max()):.4g}"
+        if s.largest is not None:
+            worst = f"; largest difference {s.largest:.4g}"
         worst += f"; tolerance rtol={rtol:g} atol={atol:g}"
     return Finding(
         "wrong_output",
-        f"{where}: {_at(name, i, n, sizes)} {what} {_fmt(exp[i], dtype)} got {_fmt(out[i], dtype)} "
-        f"({idx.size} of {n} elements differ{worst})",
-        int(idx.size),
+        f"{where}: {_at(name, i, n, sizes)} {what} {_fmt(s.expected, dtype)} got "
+        f"{_fmt(s.got, dtype)} ({s.bad} of {n} elements differ{worst})",
+        s.bad,
     )
 
 

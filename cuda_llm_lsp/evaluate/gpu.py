@@ -58,13 +58,15 @@ import platformdirs
 from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.evaluate import judge, timing
 from cuda_llm_lsp.evaluate.compare import OK
-from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.evaluate.counter import Generated
+from cuda_llm_lsp.evaluate.inputs import case_sources
 from cuda_llm_lsp.evaluate.judge import LaunchOutcome
 from cuda_llm_lsp.evaluate.launch import bytes_moved, case_launch
 from cuda_llm_lsp.evaluate.process import START_TIMEOUT_S, Worker
 from cuda_llm_lsp.evaluate.protocol import (
     BandwidthReply,
     BandwidthRequest,
+    Checks,
     FactsReply,
     FactsRequest,
     Failure,
@@ -86,7 +88,7 @@ from cuda_llm_lsp.evaluate.types import (
 )
 from cuda_llm_lsp.source.spec import Case, TestSpec
 
-Inputs = Mapping[str, np.ndarray]
+Inputs = Mapping[str, np.ndarray | Generated]
 
 
 class GpuEvaluator:
@@ -161,19 +163,31 @@ class GpuEvaluator:
 
     # --- runs --------------------------------------------------------------------------------
     def _run(
-        self, key: str, spec: TestSpec, case: Case, inputs: Inputs, where: str
+        self,
+        key: str,
+        spec: TestSpec,
+        case: Case,
+        inputs: Inputs,
+        where: str,
+        *,
+        keep: str | None = None,
+        against: tuple[str, ...] = (),
     ) -> LaunchOutcome:
-        launch = case_launch(spec, case, inputs, key, unchanged_only=True)
-        hard = self.launch_timeout_s + 30.0 + launch.nbytes * 4 / 2e8
-        reply = self._worker.call(RunRequest(launch, self.launch_timeout_s), RunReply, hard)
+        """One launch, checked by the worker on the device: guards, inputs unchanged, outputs
+        alone and against the runs kept as `against`; its outputs kept as `keep`."""
+        launch = case_launch(spec, case, inputs, key)
+        checks = Checks(_outputs(spec), spec.rtol, spec.atol, keep, against)
+        hard = self.launch_timeout_s + 60.0 + launch.nbytes * 4 / 2e9
+        request = RunRequest(launch, self.launch_timeout_s, checks=checks)
+        reply = self._worker.call(request, RunReply, hard)
         if isinstance(reply, Failure):
             return judge.failed_launch(reply, where)
-        return judge.read_launch(spec, case, inputs, reply.buffers, where)
+        return judge.read_launch(spec, case, reply, where, keep)
 
     def _oracle(
-        self, key: str, spec: TestSpec, case: Case, inputs: Inputs, where: str
+        self, key: str, spec: TestSpec, case: Case, inputs: Inputs, where: str, keep: str
     ) -> LaunchOutcome:
-        run = self._run(key, spec, case, inputs, where)
+        run = self._run(key, spec, case, inputs, where, keep=keep)
         problem = judge.self_check(spec, run, where)
         if problem is not OK:
             raise BaselineFailed(f"the original kernel fails its own spec: {problem.message}")
@@ -185,23 +199,31 @@ class GpuEvaluator:
         spec: TestSpec,
         case: Case,
         inputs: Inputs,
-        recheck: Mapping[int, Inputs] | None = None,
+        recheck: Mapping[int, tuple[Inputs, str, str]] | None = None,
     ) -> TimeReply | Failure:
-        """Samples per kernel; `recheck[i]`: new input values that kernel i is run on once more
-        after the timing, on the very buffers it was timed on (-> the reply's `rechecks`)."""
+        """Samples per kernel; `recheck[i]`: (new input values that kernel i is run on once more
+        after the timing, on the very buffers it was timed on; the kept run its last timed
+        launch is compared with; the kept run the run on new values is compared with)."""
         kernels = []
+        outputs = _outputs(spec)
         for i, key in enumerate(keys):  # (the worker re-poisons the buffers sent with poison)
-            fresh = None
+            launch = case_launch(spec, case, inputs, key)
             if recheck and i in recheck:
-                fresh = case_launch(spec, case, recheck[i], None, unchanged_only=True).buffers
-            kernels.append(TimedKernel(case_launch(spec, case, inputs, key), fresh))
+                fresh, last, after = recheck[i]
+                kernels.append(TimedKernel(
+                    launch, case_launch(spec, case, fresh, None).buffers,
+                    Checks(outputs, spec.rtol, spec.atol, against=(last,)),
+                    Checks(outputs, spec.rtol, spec.atol, against=(after,)),
+                ))  # fmt: skip
+            else:
+                kernels.append(TimedKernel(launch))
         plan = self.plan
         nbytes_total = sum(k.launch.nbytes for k in kernels)
         hard = (
             60.0
             + plan.budget_s * len(keys) * 2
             + self.launch_timeout_s * (plan.batch + 1) * 2 * len(keys)
-            + nbytes_total * 8 / 2e8
+            + nbytes_total * 8 / 2e9
         )
         request = TimeRequest(tuple(kernels), plan, self.launch_timeout_s)
         return self._worker.call(request, TimeReply, hard)
@@ -239,12 +261,14 @@ class GpuEvaluator:
 
             for case in cases:
                 where = f"case {case.index} ({case.describe()})"
-                inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
-                oracle = self._oracle(base_key, spec, case, inputs, where)
-                first = self._run(cand_key, spec, case, inputs, where)
+                inputs = case_sources(spec, case, seed, 0, spec_dir)
+                oracle = self._oracle(base_key, spec, case, inputs, where, _ORACLE)
+                first = self._run(cand_key, spec, case, inputs, where, keep=_FIRST,
+                                  against=(_ORACLE,))  # fmt: skip
                 problem = judge.first_run(spec, case, oracle, first, where)
                 if problem is OK:
-                    second = self._run(cand_key, spec, case, inputs, where)
+                    second = self._run(cand_key, spec, case, inputs, where,
+                                       against=(_ORACLE, _FIRST))  # fmt: skip
                     problem = judge.second_run(spec, case, oracle, first, second, where)
                 if problem is not OK:
                     return fail(case, _final(problem.status), problem.message)
@@ -253,17 +277,19 @@ class GpuEvaluator:
             # timed on the last case's inputs, judged against its oracle run (the loop's last)
             timed, timed_oracle = cases[-1], oracle
             where = f"case {timed.index} ({timed.describe()})"
-            fresh = make_inputs(spec, timed, case_rng(seed, timed.index, draw=1), spec_dir)
-            fresh_oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck")
-            reply = self._time([base_key, cand_key], spec, timed, inputs, {1: fresh})
+            fresh = case_sources(spec, timed, seed, 1, spec_dir)
+            fresh_oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck", _FRESH)
+            reply = self._time(
+                [base_key, cand_key], spec, timed, inputs, {1: (fresh, _ORACLE, _FRESH)}
+            )
             if isinstance(reply, Failure):
                 message = f"while timing: {reply.message}"
                 failed = CaseOutcome(timed.index, dict(timed.sizes), _status(reply), message)
                 return EvalResult(_status(reply), message, seed, (*outcomes[:-1], failed))
             base_t, cand_t = (timing.summarize(s) for s in reply.samples)
             problem = judge.after_timing(
-                spec, timed, _recheck(reply, 1), cand_t.samples, inputs=inputs,
-                oracle=timed_oracle, fresh=fresh, fresh_oracle=fresh_oracle, where=where,
+                spec, timed, _recheck(reply, 1), cand_t.samples, oracle=timed_oracle,
+                fresh_oracle=fresh_oracle, where=where,
             )  # fmt: skip
             if problem is not OK:
                 status = _final(problem.status)
@@ -304,11 +330,12 @@ class GpuEvaluator:
             outcomes: list[CaseOutcome] = []
             for case in cases:
                 where = f"case {case.index} ({case.describe()})"
-                inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
-                first = self._run(key, spec, case, inputs, where)
+                inputs = case_sources(spec, case, seed, 0, spec_dir)
+                first = self._run(key, spec, case, inputs, where, keep=_FIRST)
                 problem = judge.self_check(spec, first, where)
                 if problem is OK:
-                    second = self._run(key, spec, case, inputs, where + ", second run")
+                    second = self._run(key, spec, case, inputs, where + ", second run",
+                                       against=(_FIRST,))  # fmt: skip
                     problem = judge.repeat_alone(spec, case, first, second, where)
                 status: Status = problem.status or "ok"
                 outcomes.append(CaseOutcome(case.index, dict(case.sizes), status, problem.message))
@@ -337,6 +364,14 @@ class GpuEvaluator:
                 bandwidth_gbs=bw, copy_bandwidth_gbs=peak,
                 fraction_of_peak=bw / peak if bw and peak else None,
             )  # fmt: skip
+
+
+# the runs the worker keeps on the device for later runs to be compared with
+_ORACLE, _FIRST, _FRESH = "oracle", "first", "fresh oracle"
+
+
+def _outputs(spec: TestSpec) -> tuple[str, ...]:
+    return tuple(name for name, _ in judge.output_args(spec))
 
 
 def _status(failure: Failure) -> Status:

@@ -1,4 +1,5 @@
-"""Seeded host inputs for one test case (numpy only; no CUDA).
+"""Seeded inputs for one test case: descriptions of values the worker generates on the GPU
+(`case_sources`), or host arrays (`make_inputs`, numpy only: the sanitizer, profiles, vendors).
 
 Every `in` and `inout` pointer gets values from its `init` (default: uniform(-1, 1) for floats,
 randint(0, 100) for integers: never zeros, which hide unwritten outputs and wrong indexing), or
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from cuda_llm_lsp.evaluate.compare import bf16_from_float, storage_dtype
+from cuda_llm_lsp.evaluate.counter import Generated, InitError, buffer_key, describe
 from cuda_llm_lsp.source.spec import ArgSpec, Case, InitSpec, TestSpec
 
 _INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1),
@@ -56,6 +58,30 @@ def make_inputs(
         else:
             arrays[arg.name] = generate(arg.init, dtype, count, rng)
     return arrays
+
+
+def case_sources(
+    spec: TestSpec, case: Case, seed: int, draw: int = 0, spec_dir: Path | None = None
+) -> dict[str, np.ndarray | Generated]:
+    """What the worker fills every `in` / `inout` pointer of `case` with: the hook's arrays
+    (its one call for this case and draw), else a description of values the worker makes on
+    the device (`counter`: the same for every kernel given the same seed, case and draw)."""
+    provided: dict[str, np.ndarray] = {}
+    if spec.inputs:
+        provided = _call_hook(spec, case, case_rng(seed, case.index, draw), spec_dir)
+    sources: dict[str, np.ndarray | Generated] = {}
+    for position, arg in enumerate(spec.args):
+        if not arg.is_pointer or arg.role == "out":
+            continue
+        if arg.name in provided:
+            sources[arg.name] = provided[arg.name]
+            continue
+        key = buffer_key(seed, case.index, draw, position)
+        try:
+            sources[arg.name] = describe(arg.init, arg.dtype or "float32", key)
+        except InitError as exc:
+            raise InputError(str(exc)) from exc
+    return sources
 
 
 def generate(init: InitSpec | None, dtype: str, count: int, rng: np.random.Generator) -> np.ndarray:

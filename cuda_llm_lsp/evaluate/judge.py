@@ -17,30 +17,25 @@ device buffers the candidate was timed on (same allocations, same pointers):
                                            (outputs poisoned, inout reset) is wrong;
   (out_of_bounds / input_modified / fault / timeout there keep their own status.)
 
-Pure: the worker's replies and the host inputs in, `Finding`s out; no process, no CUDA. The
-per-buffer checks and their wording are `compare`'s.
+Pure: the worker's summaries in (it checks on the device, `device_checks`), `Finding`s out; no
+process, no CUDA. The per-buffer checks' wording is `compare`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import cast
 
-import numpy as np
-
 from cuda_llm_lsp.evaluate.compare import (
-    GUARD_BYTES,
     OK,
     Finding,
-    check_guards,
-    check_unchanged,
-    compare_output,
-    split_guarded,
     storage_dtype,
-    unwritten_mask,
+    word_guards,
+    word_output,
+    word_unchanged,
+    word_unwritten,
 )
-from cuda_llm_lsp.evaluate.protocol import Failure, Recheck
+from cuda_llm_lsp.evaluate.protocol import Failure, Recheck, RunReply
 from cuda_llm_lsp.evaluate.types import Status
 from cuda_llm_lsp.source.spec import Case, TestSpec
 
@@ -54,48 +49,37 @@ class LaunchOutcome:
 
     status: Status | None  # launch_error / timeout / fault, or None when it ran
     message: str
-    outputs: Mapping[str, np.ndarray]  # storage dtype, data only
+    checks: RunReply  # the worker's summaries
     finding: Finding  # guards / inputs-unchanged problems (OK if none)
+    kept: str | None = None  # the name the worker keeps its outputs under
 
 
 def failed_launch(failure: Failure, where: str) -> LaunchOutcome:
     # the worker reports launch_error, timeout and fault for a launch ("error" raised before)
-    return LaunchOutcome(cast(Status, failure.status), f"{where}: {failure.message}", {}, OK)
+    status = cast(Status, failure.status)
+    return LaunchOutcome(status, f"{where}: {failure.message}", RunReply(), OK)
 
 
 def read_launch(
-    spec: TestSpec,
-    case: Case,
-    inputs: Mapping[str, np.ndarray],
-    buffers: Mapping[str, bytes],
-    where: str,
+    spec: TestSpec, case: Case, checks: RunReply, where: str, kept: str | None = None
 ) -> LaunchOutcome:
-    """The worker's guarded buffers -> outputs, and guard / input-unchanged findings.
-    Buffers the worker did not send back (`Recheck.last`: outputs only) are skipped."""
-    outputs: dict[str, np.ndarray] = {}
-    guard_finding = changed_finding = OK  # the first of each: out_of_bounds wins
+    """The worker's summaries -> guard / input-unchanged findings (the first of each, in the
+    order of the arguments; out_of_bounds wins). Buffers the worker did not check (`last`
+    after the timing: outputs only) are skipped."""
+    guard_finding = changed_finding = OK
     for arg in spec.args:
-        if not arg.is_pointer or arg.name not in buffers:
+        if not arg.is_pointer:
             continue
-        dtype = arg.dtype or "float32"
-        sd = storage_dtype(dtype)
+        sd = storage_dtype(arg.dtype or "float32")
         count = int(case.counts.get(arg.name, 0))
-        raw = buffers[arg.name]
-        unchanged = arg.role == "in" and len(raw) == 2 * GUARD_BYTES and count > 0
-        nbytes = 0 if unchanged else count * sd.itemsize
-        guard = check_guards(arg.name, raw, nbytes, sd.itemsize, where)
-        if guard_finding is OK:
-            guard_finding = guard
-        if unchanged:
-            continue
-        data = np.frombuffer(split_guarded(raw, nbytes)[1], dtype=sd)
-        if arg.name in inputs and arg.role == "in":
-            if changed_finding is OK:
-                changed_finding = check_unchanged(arg.name, inputs[arg.name], data, where)
-        else:
-            outputs[arg.name] = data
+        guards = checks.guards.get(arg.name)
+        if guards is not None and guard_finding is OK:
+            guard_finding = word_guards(arg.name, guards, count * sd.itemsize, sd.itemsize, where)
+        changed = checks.changed.get(arg.name)
+        if changed is not None and changed_finding is OK:
+            changed_finding = word_unchanged(arg.name, changed, count, where)
     finding = guard_finding if guard_finding is not OK else changed_finding
-    return LaunchOutcome(None, "", outputs, finding)
+    return LaunchOutcome(None, "", checks, finding, kept)
 
 
 def output_args(spec: TestSpec) -> list[tuple[str, str]]:
@@ -119,13 +103,15 @@ def compare_outputs(
     where: str,
     what: str = "expected",
 ) -> Finding:
-    """The first output of `got` that is unwritten or outside tolerance of `expected`'s."""
+    """The first output of `got` that is unwritten or outside tolerance of `expected`'s (as
+    the worker compared them: `got` against the run kept as `expected.kept`)."""
+    against = got.checks.compared.get(expected.kept or "", {})
     for name, dtype in output_args(spec):
-        if name not in expected.outputs or name not in got.outputs:
+        if name not in against:
             continue
-        f = compare_output(
-            name, expected.outputs[name], got.outputs[name], dtype, rtol=spec.rtol,
-            atol=spec.atol, where=where, sizes=case.sizes, what=what,
+        f = word_output(
+            name, against[name], dtype, rtol=spec.rtol, atol=spec.atol, where=where,
+            sizes=case.sizes, what=what,
         )  # fmt: skip
         if f is not OK:
             return f
@@ -133,17 +119,10 @@ def compare_outputs(
 
 
 def unwritten_outputs(spec: TestSpec, run: LaunchOutcome, where: str) -> Finding:
-    for name, dtype in output_args(spec):
-        if name in run.outputs:
-            mask = unwritten_mask(run.outputs[name], dtype)
-            if mask.any():
-                idx = np.flatnonzero(mask)
-                return Finding(
-                    "unwritten_output",
-                    f"{where}: {idx.size} of {mask.size} elements of {name} were never "
-                    f"written (first {name}[{int(idx[0])}], last {name}[{int(idx[-1])}])",
-                    int(idx.size),
-                )
+    for name, _dtype in output_args(spec):
+        summary = run.checks.unwritten.get(name)
+        if summary is not None and summary.unwritten:
+            return word_unwritten(name, summary, where)
     return OK
 
 
@@ -222,14 +201,12 @@ def after_timing(
     recheck: Recheck | None,
     timed_launches: int,
     *,
-    inputs: Mapping[str, np.ndarray],
     oracle: LaunchOutcome,
-    fresh: Mapping[str, np.ndarray],
     fresh_oracle: LaunchOutcome,
     where: str,
 ) -> Finding:
     """The timed candidate on its own buffers: the last timed launch against the oracle's run on
-    `inputs`, then a run on `fresh` values in the same buffers against `fresh_oracle`."""
+    the same inputs, then a run on new values in the same buffers against `fresh_oracle`."""
     if recheck is None:
         return OK
     problem = OK
@@ -237,12 +214,12 @@ def after_timing(
     if not any(a.role == "inout" for a in spec.args):
         # outputs were poisoned before every timed launch: the last one must have
         # computed them (no inout buffer evolves across launches, so they are comparable)
-        last = read_launch(spec, case, inputs, recheck.last, where)
+        last = read_launch(spec, case, recheck.last, where)
         problem = against_oracle(spec, case, oracle, last, where)
         what = (f"the last of {timed_launches} timed launches (outputs poisoned before "
                 "each, same inputs as the first runs) is wrong")  # fmt: skip
     if problem is OK:
-        after = read_launch(spec, case, fresh, recheck.buffers, where + ", recheck")
+        after = read_launch(spec, case, recheck.after, where + ", recheck")
         problem = against_oracle(spec, case, fresh_oracle, after, where)
         what = (f"after the timing runs ({timed_launches} timed launches), a run on new "
                 "input values in the same buffers is wrong")  # fmt: skip

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cuda_llm_lsp.evaluate.compare import bf16_from_float, poison_pattern, storage_dtype
+from cuda_llm_lsp.evaluate.counter import Generated
 from cuda_llm_lsp.evaluate.protocol import Buffer, BufferArg, Launch, Param, ScalarArg
 from cuda_llm_lsp.source.c_types import c_type_dtype
 from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec
@@ -17,27 +18,27 @@ from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec
 def case_launch(
     spec: TestSpec,
     case: Case,
-    inputs: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray | Generated],
     key: str | None,
-    *,
-    unchanged_only: bool = False,
 ) -> Launch:
-    """The launch of kernel `key` on `case`: `inputs` uploaded, every other buffer poisoned.
-
-    `unchanged_only`: the worker sends `in` buffers back only if the kernel changed them.
-    """
+    """The launch of kernel `key` on `case`: `inputs` uploaded (host arrays) or generated on
+    the device (`Generated`), every other buffer poisoned."""
     buffers: list[Buffer] = []
     params: list[Param] = []
     for arg in spec.args:
         if arg.is_pointer:
             dtype = arg.dtype or "float32"
             nbytes = int(case.counts.get(arg.name, 0)) * storage_dtype(dtype).itemsize
-            if arg.name in inputs:
-                data = inputs[arg.name].tobytes()
-                only = unchanged_only and arg.role == "in"
-                buffers.append(Buffer(arg.name, nbytes, data=data, unchanged_only=only))
+            is_input = arg.role == "in"
+            source = inputs.get(arg.name)
+            if isinstance(source, Generated):
+                buffers.append(Buffer(arg.name, nbytes, dtype, generated=source,
+                                      is_input=is_input))  # fmt: skip
+            elif source is not None:
+                buffers.append(Buffer(arg.name, nbytes, dtype, data=source.tobytes(),
+                                      is_input=is_input))  # fmt: skip
             else:
-                buffers.append(Buffer(arg.name, nbytes, poison=poison_pattern(dtype)))
+                buffers.append(Buffer(arg.name, nbytes, dtype, poison=poison_pattern(dtype)))
             params.append(BufferArg(arg.name))
         else:
             params.append(_scalar(arg, case))

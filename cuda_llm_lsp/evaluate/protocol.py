@@ -7,9 +7,11 @@ carries large buffers as raw bytes without a conversion. Frames come only from o
 (candidates reach the worker as cubins, run as device code); `decode` still checks that a body
 holds a message and raises `ProtocolError` on anything else.
 
-A reply says what happened, not how to judge it: `RunReply` carries each buffer with its guard
-bands, and `judge` decides. A worker that checks on the device would answer with a reply type that
-carries the findings instead of the buffers; adding one is adding a dataclass to `Reply`.
+Only summaries cross the pipe, never arrays. Inputs travel as descriptions (`Generated`: the
+worker makes the values on the GPU from a counter-based generator), except a user hook's arrays
+(`Buffer.data`). The worker checks each run on the device (`Checks`: guard bands, inputs
+unchanged, unwritten outputs, outputs against a run it kept) and answers with `RunReply`'s
+summaries; `judge` words them into statuses and messages.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import pickle
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Literal
 
+from cuda_llm_lsp.evaluate.compare import ChangeSummary, GuardSummary, OutputSummary
+from cuda_llm_lsp.evaluate.counter import Generated
 from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import DeviceFacts
 
@@ -33,13 +37,21 @@ class ProtocolError(ValueError):
 # --- what a launch needs ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Buffer:
-    """One device buffer of a launch: `data` uploaded, or filled with `poison` (an output)."""
+    """One device buffer of a launch: `data` uploaded, values `generated` on the device, or
+    filled with `poison` (an output). `dtype`: the spec's element type (what checks compare)."""
 
     name: str
     nbytes: int
+    dtype: str = "uint8"
     data: bytes | None = None
+    generated: Generated | None = None
     poison: bytes | None = None  # one element's bit pattern, repeated over the buffer
-    unchanged_only: bool = False  # an `in` buffer: its data comes back only if it changed
+    is_input: bool = False  # an `in` buffer: checked unchanged after each run
+
+    @property
+    def is_output(self) -> bool:
+        """Poisoned before the run (`out`): what the last timed launch must have written."""
+        return self.data is None and self.generated is None
 
 
 @dataclass(frozen=True)
@@ -89,22 +101,40 @@ class LoadRequest:
 
 
 @dataclass(frozen=True)
+class Checks:
+    """What the worker checks after a run, on the device: every buffer's guard bands, every
+    `in` buffer unchanged, each of `outputs` alone (unwritten elements) and against the same
+    output of each run named in `against`; `keep` names this run's outputs for later ones
+    (replacing a run kept under that name)."""
+
+    outputs: tuple[str, ...] = ()
+    rtol: float = 0.0
+    atol: float = 0.0
+    keep: str | None = None
+    against: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RunRequest:
-    """One launch on fresh buffers; `guards=False` (the sanitizer's mode) allocates exact sizes,
-    so that memcheck sees any access past a buffer."""
+    """One launch on its own buffers; `guards=False` (the sanitizer's mode) allocates exact
+    sizes, so that memcheck sees any access past a buffer, and checks nothing."""
 
     launch: Launch
     timeout_s: float = 10.0
     guards: bool = True
+    checks: Checks | None = None
 
 
 @dataclass(frozen=True)
 class TimedKernel:
     """A kernel to time; with `recheck` (new input values and poison for the same buffers, same
-    names and sizes), run once more on the very allocations it was timed on."""
+    names and sizes), run once more on the very allocations it was timed on. `last` checks the
+    poisoned outputs the last timed launch left, `after` the run on the recheck's values."""
 
     launch: Launch
     recheck: tuple[Buffer, ...] | None = None
+    last: Checks | None = None
+    after: Checks | None = None
 
 
 @dataclass(frozen=True)
@@ -180,19 +210,23 @@ class LoadReply:
 
 @dataclass(frozen=True)
 class RunReply:
-    """Every buffer of the launch with its guard bands on each side; an `unchanged_only` buffer
-    that is unchanged comes back as its guard bands alone (the parent knows its data)."""
+    """What the checks found after one launch (empty where nothing was checked): guard bands
+    per buffer, changed `in` buffers, each checked output alone, and each checked output
+    against each kept run (`compared[run][output]`)."""
 
-    buffers: Mapping[str, bytes]
+    guards: Mapping[str, GuardSummary] = field(default_factory=dict)
+    changed: Mapping[str, ChangeSummary] = field(default_factory=dict)
+    unwritten: Mapping[str, OutputSummary] = field(default_factory=dict)
+    compared: Mapping[str, Mapping[str, OutputSummary]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Recheck:
-    """After the timing: the outputs the last timed launch left (`last`, as `RunReply.buffers`),
-    then every buffer after one more launch on the recheck's values (`buffers`)."""
+    """After the timing: the checks of the outputs the last timed launch left (`last`), then of
+    one more launch on the recheck's values in the same buffers (`after`)."""
 
-    last: Mapping[str, bytes]
-    buffers: Mapping[str, bytes]
+    last: RunReply
+    after: RunReply
 
 
 @dataclass(frozen=True)

@@ -17,26 +17,41 @@ in FILE (`process.write_requests`), for compute-sanitizer and ncu, and exits 0 w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import platformdirs
 
-from cuda_llm_lsp.evaluate import timing
-from cuda_llm_lsp.evaluate.compare import GUARD_BYTE, GUARD_BYTES
+from cuda_llm_lsp.compile.nvrtc import nvrtc_version
+from cuda_llm_lsp.evaluate import device_checks, timing
+from cuda_llm_lsp.evaluate.compare import (
+    GUARD_BYTE,
+    GUARD_BYTES,
+    ChangeSummary,
+    GuardSummary,
+    OutputSummary,
+    is_float,
+    poison_bits,
+    storage_dtype,
+)
+from cuda_llm_lsp.evaluate.counter import DTYPE_CODES
 from cuda_llm_lsp.evaluate.process import exit_with_parent
 from cuda_llm_lsp.evaluate.protocol import (
     BandwidthReply,
     BandwidthRequest,
     Buffer,
     BufferArg,
+    Checks,
     FactsReply,
     FactsRequest,
     Failure,
@@ -104,6 +119,43 @@ class Timeout(Exception):
     pass
 
 
+POOL_BYTES = 8 << 30  # free allocations kept for reuse; beyond this they are freed
+CHECK_TIMEOUT_S = 60.0  # the worker's own kernels (inputs, checks) over the largest buffers
+
+
+@dataclass
+class Placed:
+    """One launch's buffers on the device: data pointers, allocations (guards included), the
+    copies of `in` buffers taken before the launch, and the allocations kept after it."""
+
+    guard: int
+    checked: bool  # copies of `in` buffers are taken (to check them unchanged)
+    ptrs: dict[str, int] = field(default_factory=dict)
+    bases: dict[str, tuple[int, int]] = field(default_factory=dict)
+    pristine: dict[str, int] = field(default_factory=dict)
+    allocations: list[tuple[int, int]] = field(default_factory=list)
+    kept: list[int] = field(default_factory=list)
+
+
+def helper_cubin(arch: str) -> bytes:
+    """`device_checks.SOURCE` compiled for `arch`, cached on disk by source, arch and NVRTC."""
+    digest = hashlib.sha256(
+        f"{device_checks.SOURCE}|{arch}|{nvrtc_version()}".encode()
+    ).hexdigest()[:20]
+    path = Path(platformdirs.user_cache_dir("cuda-llm-lsp")) / f"checks-{arch}-{digest}.cubin"
+    with contextlib.suppress(OSError):
+        return path.read_bytes()
+    build = device_checks.compile_helpers(arch)
+    if build.cubin is None:
+        raise RuntimeError(f"the worker's check kernels do not compile: {build.log}")
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(build.cubin)
+        os.replace(tmp, path)
+    return build.cubin
+
+
 class CudaBackend:
     """The device side: one CUDA context, its stream and loaded modules; runs requests."""
 
@@ -123,6 +175,11 @@ class CudaBackend:
         self.modules: dict[str, tuple[Any, Any]] = {}  # key -> (module, function)
         self.flush_buf: Any = None
         self.flush_words = 0
+        self.helpers: dict[str, Any] | None = None  # device_checks' kernels, loaded on first use
+        self.pool: dict[int, list[int]] = {}  # free allocations by size
+        self.pooled_bytes = 0
+        self.kept: dict[str, dict[str, tuple[int, int, int, int]]] = {}  # run -> output ->
+        # (data pointer, bytes, allocation, its size)
 
     # --- plumbing -------------------------------------------------------------------------
     def check(self, result: Any, where: str) -> Any:
@@ -222,6 +279,26 @@ class CudaBackend:
         for p in ptrs:
             self.d.cuMemFree(p)
 
+    # --- allocations, reused: 128 MB cuMemAlloc / cuMemFree per run is not free -------------
+    def _take(self, nbytes: int) -> int:
+        """An allocation of exactly `nbytes` (at least 1), from the pool when one is free."""
+        size = max(nbytes, 1)
+        free = self.pool.get(size)
+        if free:
+            self.pooled_bytes -= size
+            return free.pop()
+        return self._alloc(size)
+
+    def _give(self, allocations: list[tuple[int, int]]) -> None:
+        """Allocations back to the pool (freed beyond `POOL_BYTES`)."""
+        for base, nbytes in allocations:
+            size = max(nbytes, 1)
+            if self.pooled_bytes + size > POOL_BYTES:
+                self._free([base])
+                continue
+            self.pool.setdefault(size, []).append(base)
+            self.pooled_bytes += size
+
     def _fill(self, ptr: int, nbytes: int, pattern: bytes) -> None:
         """Fill `nbytes` at `ptr` with `pattern` repeated: a device memset where it can be one."""
         if not nbytes:
@@ -239,58 +316,230 @@ class CudaBackend:
             host = np.frombuffer((pattern * reps)[:nbytes], dtype=np.uint8)
             self.check(self.d.cuMemcpyHtoD(ptr, host.ctypes.data, nbytes), "cuMemcpyHtoD")
 
-    def _fill_data(self, buffers: Sequence[Buffer], ptrs: Mapping[str, int]) -> None:
-        """Each buffer's data (uploaded) or poison (filled on the device), guards untouched."""
+    def _fill_data(self, buffers: Sequence[Buffer], placed: Placed) -> None:
+        """Each buffer's data (uploaded), generated values or poison, guards untouched; an `in`
+        buffer's values are copied aside, to check after the run that they are unchanged."""
         for buf in buffers:
-            data = ptrs[buf.name]
+            data = placed.ptrs[buf.name]
             if buf.data is not None:
                 host = np.frombuffer(buf.data, dtype=np.uint8)
                 if host.size:
                     self.check(
                         self.d.cuMemcpyHtoD(data, host.ctypes.data, host.size), "cuMemcpyHtoD"
                     )
+            elif buf.generated is not None:
+                self._generate(data, buf)
             elif buf.poison is not None:
                 self._fill(data, buf.nbytes, buf.poison)
+            if buf.is_input and buf.nbytes and placed.checked:
+                if buf.name not in placed.pristine:
+                    placed.pristine[buf.name] = self._take(buf.nbytes)
+                    placed.allocations.append((placed.pristine[buf.name], buf.nbytes))
+                copy = self.d.cuMemcpyDtoDAsync(
+                    placed.pristine[buf.name], data, buf.nbytes, self.stream
+                )
+                self.check(copy, "cuMemcpyDtoDAsync")
 
-    def _upload_buffers(
-        self, buffers: Sequence[Buffer], guard: int = GUARD_BYTES
-    ) -> tuple[dict[str, int], dict[str, int], list[int]]:
-        """Allocate guarded buffers and upload data (or poison). -> (data ptrs, sizes, bases)."""
-        ptrs: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        bases: list[int] = []
+    def _place(self, buffers: Sequence[Buffer], guard: int, checked: bool = True) -> Placed:
+        """Guarded allocations (from the pool) filled per `_fill_data`."""
+        placed = Placed(guard, checked)
         for buf in buffers:
             total = buf.nbytes + 2 * guard
-            base = self._alloc(total)
-            bases.append(base)
-            self.check(self.d.cuMemsetD8(base, GUARD_BYTE, total), "cuMemsetD8")
-            ptrs[buf.name] = base + guard
-            sizes[buf.name] = buf.nbytes
-        self._fill_data(buffers, ptrs)
-        return ptrs, sizes, bases
+            base = self._take(total)
+            placed.allocations.append((base, total))
+            if guard:
+                self.check(self.d.cuMemsetD8(base, GUARD_BYTE, guard), "cuMemsetD8")
+                end = base + guard + buf.nbytes
+                self.check(self.d.cuMemsetD8(end, GUARD_BYTE, guard), "cuMemsetD8")
+            placed.ptrs[buf.name] = base + guard
+            placed.bases[buf.name] = (base, total)
+        self._fill_data(buffers, placed)
+        return placed
 
-    def _read_back(
-        self,
-        buffers: Sequence[Buffer],
-        ptrs: Mapping[str, int],
-        sizes: Mapping[str, int],
-        guard: int,
-    ) -> dict[str, bytes]:
-        """Every buffer with its guard bands; an `unchanged_only` input that is unchanged comes
-        back as its guard bands alone (the parent knows its data)."""
-        out: dict[str, bytes] = {}
+    def _release(self, placed: Placed) -> None:
+        """A run's allocations back to the pool, except the outputs it keeps."""
+        kept = set(placed.kept)
+        self._give([a for a in placed.allocations if a[0] not in kept])
+
+    # --- the worker's own kernels (device_checks) --------------------------------------------
+    def _helper(self, name: str) -> Any:
+        if self.helpers is None:
+            arch = f"sm_{self.attr('COMPUTE_CAPABILITY_MAJOR')}"
+            arch += str(self.attr("COMPUTE_CAPABILITY_MINOR"))
+            cubin = helper_cubin(arch)
+            module = self.check(self.d.cuModuleLoadData(cubin), "cuModuleLoadData (checks)")
+            self.helpers = {
+                n: self.check(self.d.cuModuleGetFunction(module, n.encode()), n)
+                for n in device_checks.HELPER_NAMES
+            }
+        return self.helpers[name]
+
+    def _call(self, name: str, n: int, args: Sequence[tuple[str, int | float]]) -> None:
+        """Launch helper `name` over `n` elements on the worker's stream (no sync)."""
+        keep = [np.array([value], dtype=np.dtype(t)) for t, value in args]
+        addresses = np.array([a.ctypes.data for a in keep], dtype=np.uint64)
+        grid = device_checks.grid_for(n)
+        result = self.d.cuLaunchKernel(
+            self._helper(name), grid, 1, 1, device_checks.BLOCK, 1, 1, 0, self.stream,
+            addresses.ctypes.data, 0,
+        )  # fmt: skip
+        self.check(result, name)
+        del keep, addresses  # (the launch has copied its parameters)
+
+    def _generate(self, ptr: int, buf: Buffer) -> None:
+        g = buf.generated
+        assert g is not None
+        n = buf.nbytes // storage_dtype(buf.dtype).itemsize
+        if not n:
+            return
+        self._call("cl_generate", n, [
+            ("uint64", ptr), ("uint64", n), ("int32", DTYPE_CODES[buf.dtype]), ("int32", g.kind),
+            ("float64", g.a), ("float64", g.b), ("int64", g.lo), ("uint64", g.span),
+            ("uint64", g.key),
+        ])  # fmt: skip
+
+    def _check(self, buffers: Sequence[Buffer], placed: Placed, checks: Checks) -> RunReply:
+        """The checks of one run, on the device; one copy of all their slots comes back."""
+        plan: list[tuple[str, str, str, int, tuple[Any, ...]]] = []  # (what, name, ref, slot, args)
+        slots: list[int] = []
+
+        def add(what: str, name: str, ref: str, kind: str, args: tuple[Any, ...]) -> None:
+            plan.append((what, name, ref, len(slots), args))
+            slots.extend(device_checks.slot_init(kind))
+
+        by_name = {b.name: b for b in buffers}
         for buf in buffers:
-            name = buf.name
-            total = sizes[name] + 2 * guard
-            host = np.empty(total, dtype=np.uint8)
-            result = self.d.cuMemcpyDtoH(host.ctypes.data, ptrs[name] - guard, total)
-            self.check(result, "cuMemcpyDtoH")
-            check_only = buf.data is not None and buf.unchanged_only and guard
-            if check_only and host[guard : guard + sizes[name]].tobytes() == buf.data:
-                out[name] = host[:guard].tobytes() + host[total - guard :].tobytes()
-                continue
-            out[name] = host.tobytes()
-        return out
+            if placed.guard:
+                base = placed.ptrs[buf.name] - placed.guard
+                add("front", buf.name, "", "bytes", (base,))
+                add("back", buf.name, "", "bytes", (placed.ptrs[buf.name] + buf.nbytes,))
+            if buf.is_input and buf.nbytes:
+                add("changed", buf.name, "", "changed", ())
+        outputs = [by_name[n] for n in checks.outputs if n in by_name]
+        for buf in outputs:
+            add("unwritten", buf.name, "", "output", (0,))
+            for ref in checks.against:
+                kept = self.kept.get(ref)
+                if kept is None:
+                    raise KeyError(f"no run kept as {ref!r} in this worker")
+                other = kept.get(buf.name)
+                if other is not None and other[1] == buf.nbytes:
+                    add("compare", buf.name, ref, "output", (other[0],))
+        if not plan:
+            return RunReply()
+        host = np.array(slots, dtype=np.uint64)
+        dev = self._take(host.nbytes)
+        try:
+            self.check(self.d.cuMemcpyHtoD(dev, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+            for what, name, _ref, slot, args in plan:
+                buf, at = by_name[name], dev + 8 * slot
+                n = buf.nbytes // storage_dtype(buf.dtype).itemsize
+                if what in ("front", "back"):
+                    self._call("cl_check_bytes", placed.guard, [
+                        ("uint64", args[0]), ("uint64", placed.guard), ("uint32", GUARD_BYTE),
+                        ("uint64", at)])  # fmt: skip
+                elif what == "changed":
+                    self._call("cl_check_changed", n, [
+                        ("uint64", placed.pristine[name]), ("uint64", placed.ptrs[name]),
+                        ("uint64", n), ("int32", storage_dtype(buf.dtype).itemsize),
+                        ("uint64", at)])  # fmt: skip
+                else:
+                    self._call("cl_check_output", n, [
+                        ("uint64", args[0]), ("uint64", placed.ptrs[name]), ("uint64", n),
+                        ("int32", DTYPE_CODES[buf.dtype]), ("uint64", poison_bits(buf.dtype)),
+                        ("float64", checks.rtol), ("float64", checks.atol), ("uint64", at),
+                    ])  # fmt: skip
+            self.sync(CHECK_TIMEOUT_S)
+            self._read(host, dev)
+            worst = [p for p in plan if p[0] == "compare" and host[p[3] + 3] and is_float(
+                by_name[p[1]].dtype) and host[p[3] + 6]]  # fmt: skip
+            for _what, name, _ref, slot, args in worst:
+                buf = by_name[name]
+                n = buf.nbytes // storage_dtype(buf.dtype).itemsize
+                self._call("cl_worst", n, [
+                    ("uint64", args[0]), ("uint64", placed.ptrs[name]), ("uint64", n),
+                    ("int32", DTYPE_CODES[buf.dtype]), ("uint64", dev + 8 * slot)])  # fmt: skip
+            if worst:
+                self.sync(CHECK_TIMEOUT_S)
+                self._read(host, dev)
+        finally:
+            self._give([(dev, host.nbytes)])
+        return self._summaries(plan, host, by_name, placed)
+
+    def _read(self, host: np.ndarray, dev: int) -> None:
+        self.check(self.d.cuMemcpyDtoH(host.ctypes.data, dev, host.nbytes), "cuMemcpyDtoH")
+
+    def _element(self, ptr: int, index: int, dtype: str) -> Any:
+        """One element of a device buffer, as the storage dtype's scalar."""
+        sd = storage_dtype(dtype)
+        host = np.empty(1, dtype=sd)
+        address = ptr + index * sd.itemsize
+        self.check(self.d.cuMemcpyDtoH(host.ctypes.data, address, sd.itemsize), "cuMemcpyDtoH")
+        return host[0]
+
+    def _summaries(
+        self,
+        plan: list[tuple[str, str, str, int, tuple[Any, ...]]],
+        host: np.ndarray,
+        by_name: Mapping[str, Buffer],
+        placed: Placed,
+    ) -> RunReply:
+        guards: dict[str, GuardSummary] = {}
+        changed: dict[str, ChangeSummary] = {}
+        unwritten: dict[str, OutputSummary] = {}
+        compared: dict[str, dict[str, OutputSummary]] = {}
+        s = [int(v) for v in host]
+        for what, name, ref, i, args in plan:
+            buf = by_name[name]
+            n = buf.nbytes // storage_dtype(buf.dtype).itemsize
+            if what == "front":
+                guards[name] = GuardSummary(s[i], s[i + 1] if s[i] else 0)
+            elif what == "back":
+                front = guards[name]
+                guards[name] = replace(front, back_changed=s[i], back_first=s[i + 1] if s[i]
+                                       else 0, back_last=s[i + 2])  # fmt: skip
+            elif what == "changed":
+                if s[i]:
+                    before = self._element(placed.pristine[name], s[i + 1], buf.dtype)
+                    after = self._element(placed.ptrs[name], s[i + 1], buf.dtype)
+                    changed[name] = ChangeSummary(s[i], s[i + 1], before, after)
+                else:
+                    changed[name] = ChangeSummary()
+            else:
+                summary = OutputSummary(n, s[i], s[i + 1] if s[i] else 0, s[i + 2])
+                if what == "unwritten":
+                    unwritten[name] = summary
+                    continue
+                largest = None
+                if is_float(buf.dtype) and s[i + 6]:
+                    largest = float(np.array([s[i + 5]], dtype=np.uint64).view(np.float64)[0])
+                summary = replace(summary, largest=largest)
+                if s[i + 3]:
+                    first = s[i + 4]
+                    summary = replace(
+                        summary, bad=s[i + 3], first_bad=first,
+                        worst=s[i + 7] if s[i + 7] != device_checks.NO_INDEX else 0,
+                        expected=self._element(args[0], first, buf.dtype),
+                        got=self._element(placed.ptrs[name], first, buf.dtype),
+                    )  # fmt: skip
+                compared.setdefault(ref, {})[name] = summary
+        return RunReply(guards, changed, unwritten, compared)
+
+    def _keep(self, name: str | None, buffers: Sequence[Buffer], placed: Placed,
+              outputs: Sequence[str]) -> None:  # fmt: skip
+        """Keep `outputs`' allocations as the run `name` (the previous one goes to the pool)."""
+        if name is None:
+            return
+        old = self.kept.pop(name, None)
+        if old is not None:
+            self._give([(base, total) for _, _, base, total in old.values()])
+        kept: dict[str, tuple[int, int, int, int]] = {}
+        for buf in buffers:
+            if buf.name in outputs:
+                base, total = placed.bases[buf.name]
+                kept[buf.name] = (placed.ptrs[buf.name], buf.nbytes, base, total)
+                placed.kept.append(base)
+        self.kept[name] = kept
 
     def _params(self, params: Sequence[Param], ptrs: Mapping[str, int]) -> tuple[Any, list[Any]]:
         """kernelParams: an array of pointers to each argument's bytes (kept alive by `keep`)."""
@@ -328,24 +577,29 @@ class CudaBackend:
             raise CudaError(code, f"launch grid={tuple(g)} block={tuple(b)} smem={launch.smem}")
 
     def run(self, req: RunRequest) -> RunReply:
-        """One launch on fresh guarded buffers; returns every buffer with its guard bands
-        (`guards=False`: exact sizes, for the sanitizer)."""
+        """One launch on guarded buffers (from the pool), then the request's checks on the
+        device (`guards=False`: exact sizes and no checks, for the sanitizer)."""
         launch = req.launch
         fn = self._function(launch.key)
         self._prepare(fn, int(launch.smem))
         guard = GUARD_BYTES if req.guards else 0
-        ptrs, sizes, bases = self._upload_buffers(launch.buffers, guard)
+        checks = req.checks if req.guards else None
+        placed = self._place(launch.buffers, guard, checked=checks is not None)
         try:
-            params, keep = self._params(launch.params, ptrs)
+            params, keep = self._params(launch.params, placed.ptrs)
             self._launch(fn, launch, params)
             self.sync(float(req.timeout_s))
             del keep
-            return RunReply(self._read_back(launch.buffers, ptrs, sizes, guard))
+            if checks is None:
+                return RunReply()
+            reply = self._check(launch.buffers, placed, checks)
+            self._keep(checks.keep, launch.buffers, placed, checks.outputs)
+            return reply
         except Timeout:
-            bases = []  # cuMemFree would wait for the hung kernel: the process exits instead
+            placed.allocations = []  # cuMemFree would wait for the hung kernel: the process exits
             raise
         finally:
-            self._free(bases)
+            self._release(placed)
 
     def _ensure_flush(self) -> None:
         if self.flush_buf is None:
@@ -361,29 +615,29 @@ class CudaBackend:
         each kernel's `out` buffers (those sent with `poison`) are poisoned again, so a launch
         that skips its work leaves poison behind, not the previous launch's result. A kernel
         with a `recheck` (new input values and poison, the same names and sizes) is then checked
-        on the very allocations it was timed on: its outputs after the last timed launch come
-        back as `Recheck.last`, then the new values are written into the same allocations
-        (guards untouched), it is launched once more, and everything comes back with its guard
-        bands as `Recheck.buffers`, as from `run`.
+        on the very allocations it was timed on: its `out` buffers after the last timed launch
+        per `last` (`Recheck.last`), then the new values are written into the same allocations
+        (guards untouched), it is launched once more, and checked per `after` (`Recheck.after`).
         """
         self._ensure_flush()
         plan = req.plan
         timeout_s = float(req.timeout_s)
-        bases_all: list[int] = []
+        placements: list[Placed] = []
+        extra: list[tuple[int, int]] = []
         keeps: list[Any] = []
         launches: list[Callable[[], None]] = []
         prepares: list[Callable[[], None]] = []
-        kept: list[tuple[Any, Launch, Any, dict[str, int], dict[str, int]]] = []
+        kept: list[tuple[Any, Launch, Any, Placed]] = []
         try:
             for k in req.kernels:
                 launch = k.launch
                 fn = self._function(launch.key)
                 self._prepare(fn, int(launch.smem))
-                ptrs, sizes, bases = self._upload_buffers(launch.buffers)
-                bases_all += bases
-                params, keep = self._params(launch.params, ptrs)
+                placed = self._place(launch.buffers, GUARD_BYTES, checked=k.recheck is not None)
+                placements.append(placed)
+                params, keep = self._params(launch.params, placed.ptrs)
                 keeps.append(keep)
-                kept.append((fn, launch, params, ptrs, sizes))
+                kept.append((fn, launch, params, placed))
                 launches.append(partial(self._launch, fn, launch, params))
                 poison = []
                 for b in launch.buffers:
@@ -391,10 +645,10 @@ class CudaBackend:
                         nbytes, pattern = b.nbytes, b.poison
                         source = None
                         if nbytes and len(pattern) not in (1, 2, 4):  # float64: copy a poisoned
-                            source = self._alloc(nbytes)  # buffer, no 64-bit memset exists
-                            bases_all.append(source)
+                            source = self._take(nbytes)  # buffer, no 64-bit memset exists
+                            extra.append((source, nbytes))
                             self._fill(source, nbytes, pattern)
-                        poison.append((ptrs[b.name], nbytes, pattern, source))
+                        poison.append((placed.ptrs[b.name], nbytes, pattern, source))
                 prepares.append(partial(self._repoison, poison))
             counter = [0]
 
@@ -418,23 +672,25 @@ class CudaBackend:
                 prepare=prepares,
             )
             rechecks: list[Recheck | None] = []
-            for (fn, launch, params, ptrs, sizes), k in zip(kept, req.kernels, strict=True):
+            for (fn, launch, params, placed), k in zip(kept, req.kernels, strict=True):
                 if k.recheck is None:
                     rechecks.append(None)
                     continue
-                outputs = [b for b in launch.buffers if b.data is None]
-                last = self._read_back(outputs, ptrs, sizes, GUARD_BYTES)
-                self._fill_data(k.recheck, ptrs)
+                outputs = [b for b in launch.buffers if b.is_output]
+                last = self._check(outputs, placed, k.last or Checks()) if k.last else RunReply()
+                self._fill_data(k.recheck, placed)
                 self._launch(fn, launch, params)
                 self.sync(timeout_s)
-                after = self._read_back(k.recheck, ptrs, sizes, GUARD_BYTES)
+                after = self._check(k.recheck, placed, k.after) if k.after else RunReply()
                 rechecks.append(Recheck(last, after))
             return TimeReply(tuple(tuple(s) for s in samples), tuple(rechecks))
         except Timeout:
-            bases_all = []  # cuMemFree would wait for the hung kernel: the process exits instead
+            placements, extra = [], []  # cuMemFree would wait for the hung kernel
             raise
         finally:
-            self._free(bases_all)
+            for placed in placements:
+                self._release(placed)
+            self._give(extra)
 
     def _repoison(self, poison: list[tuple[int, int, bytes, int | None]]) -> None:
         """Poison buffers on the worker's stream (ordered with the launches; async)."""

@@ -4,7 +4,9 @@ Selected in the worker with `CUDA_LLM_LSP_DRIVER=tests.unit.fake_cuda_driver` (C
 so the evaluator's rules, the worker protocol, restarts, watchdogs and cancellation are
 exercised without a GPU. "Device memory" is host memory (numpy arrays, their addresses are the
 device pointers); a "cubin" is `b"FAKE:" + kernel name`; kernels are the Python functions below,
-each a planted behaviour mirroring the GPU tests' CUDA candidates. Time is simulated: each
+each a planted behaviour mirroring the GPU tests' CUDA candidates. The worker's own kernels
+(inputs and checks, `evaluate/device_checks.py`) are numpy functions of the same names that write
+the same slots, so the GPU-side paths of the worker run in CI. Time is simulated: each
 kernel has a cost in ms, with a small deterministic jitter.
 """
 
@@ -17,6 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from cuda_llm_lsp.evaluate.compare import storage_dtype
+from cuda_llm_lsp.evaluate.counter import DTYPE_CODES, Generated, values_of
 
 
 class CUresult(enum.IntEnum):
@@ -254,6 +259,118 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
 }
 
 
+# --- the worker's own kernels (cuda_llm_lsp/evaluate/device_checks.py), in numpy --------------
+_DTYPES = {code: name for name, code in DTYPE_CODES.items()}
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+NO_INDEX = (1 << 64) - 1
+
+
+def _slots(addr: int, count: int) -> np.ndarray:
+    return _view(addr, count, np.uint64)
+
+
+def _found(slots: np.ndarray, at: int, idx: np.ndarray, last: bool = True) -> None:
+    """count, first (atomicMin), last (atomicMax) of the indices `idx`, as the kernels add."""
+    if idx.size:
+        slots[at] += np.uint64(idx.size)
+        slots[at + 1] = min(int(slots[at + 1]), int(idx[0]))
+        if last:
+            slots[at + 2] = max(int(slots[at + 2]), int(idx[-1]))
+
+
+def h_generate(p: int, n: int, dtype: int, kind: int, a: float, b: float, lo: int, span: int,
+               key: int) -> None:  # fmt: skip
+    name = _DTYPES[dtype]
+    values = values_of(Generated(kind, a, b, lo, span, key), name, n)
+    _view(p, n, storage_dtype(name))[:] = values
+
+
+def _as_float64(raw: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return raw.view(storage_dtype(dtype)).astype(np.float64)
+
+
+def h_check_output(expected: int, got: int, n: int, dtype: int, poison: int, rtol: float,
+                   atol: float, slots_at: int) -> None:  # fmt: skip
+    name = _DTYPES[dtype]
+    size = storage_dtype(name).itemsize
+    slots = _slots(slots_at, 8)
+    g = _view(got, n, _BITS[size])
+    poisoned = g == np.array(poison, dtype=_BITS[size])
+    if not expected:
+        _found(slots, 0, np.flatnonzero(poisoned))
+        return
+    e = _view(expected, n, _BITS[size])
+    _found(slots, 0, np.flatnonzero(poisoned & (e != np.array(poison, dtype=_BITS[size]))))
+    if name in ("float32", "float64", "float16", "bfloat16"):
+        ev, gv = _as_float64(e, name), _as_float64(g, name)
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(gv - ev)
+            close = err <= atol + rtol * np.abs(ev)
+        fin = ~(np.isinf(ev) | np.isinf(gv))
+        wrong = ~((close & fin) | (np.isnan(ev) & np.isnan(gv)) | (np.isinf(ev) & (ev == gv)))
+        finite = err[np.isfinite(err)]
+        if finite.size:
+            slots[5] = max(int(slots[5]), int(np.array([finite.max()]).view(np.uint64)[0]))
+            slots[6] = 1
+    else:
+        wrong = e != g
+    _found(slots, 3, np.flatnonzero(wrong), last=False)
+
+
+def h_worst(expected: int, got: int, n: int, dtype: int, slots_at: int) -> None:
+    name = _DTYPES[dtype]
+    size = storage_dtype(name).itemsize
+    slots = _slots(slots_at, 8)
+    e, g = _view(expected, n, _BITS[size]), _view(got, n, _BITS[size])
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(_as_float64(g, name) - _as_float64(e, name))
+    target = np.array([slots[5]], dtype=np.uint64).view(np.float64)[0]
+    idx = np.flatnonzero(np.isfinite(err) & (err == target))
+    if idx.size:
+        slots[7] = min(int(slots[7]), int(idx[0]))
+
+
+def h_check_bytes(p: int, n: int, value: int, slots_at: int) -> None:
+    _found(_slots(slots_at, 3), 0, np.flatnonzero(_view(p, n, np.uint8) != value))
+
+
+def h_check_changed(before: int, after: int, n: int, size: int, slots_at: int) -> None:
+    b, a = _view(before, n, _BITS[size]), _view(after, n, _BITS[size])
+    _found(_slots(slots_at, 2), 0, np.flatnonzero(a != b), last=False)
+
+
+# name -> (function, parameter types as packed in kernelParams)
+HELPERS: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
+    "cl_generate": (h_generate, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
+                    ctypes.c_int32, ctypes.c_double, ctypes.c_double, ctypes.c_int64,
+                    ctypes.c_uint64, ctypes.c_uint64)),
+    "cl_check_output": (h_check_output, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                        ctypes.c_int32, ctypes.c_uint64, ctypes.c_double, ctypes.c_double,
+                        ctypes.c_uint64)),
+    "cl_worst": (h_worst, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
+                 ctypes.c_uint64)),
+    "cl_check_bytes": (h_check_bytes, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32,
+                       ctypes.c_uint64)),
+    "cl_check_changed": (h_check_changed, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                         ctypes.c_int32, ctypes.c_uint64)),
+}  # fmt: skip
+HELPER_CALLS: dict[str, int] = {}  # launches per helper (tests read them in-process)
+
+
+def _run_helper(fn: str, params: int) -> tuple[Any, ...]:
+    func, types = HELPERS[fn]
+    addrs = (ctypes.c_uint64 * len(types)).from_address(params)
+    args = [t.from_address(addrs[i]).value for i, t in enumerate(types)]
+    try:
+        func(*args)
+    except Fault:
+        S.pending = CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    HELPER_CALLS[fn] = HELPER_CALLS.get(fn, 0) + 1
+    return OK
+
+
 def cubin(name: str) -> bytes:
     return b"FAKE:" + name.encode()
 
@@ -318,6 +435,8 @@ def cuModuleLoadData(image: bytes) -> tuple[Any, ...]:
 
 def cuModuleGetFunction(module: str, name: bytes) -> tuple[Any, ...]:
     fn = name.decode()
+    if module == "*" and fn in HELPERS:  # the worker's own kernels, compiled by NVRTC
+        return (CUresult.CUDA_SUCCESS, fn)
     if (module != "*" and fn != module) or fn not in KERNELS:
         return (CUresult.CUDA_ERROR_NOT_FOUND, None)
     return (CUresult.CUDA_SUCCESS, fn)
@@ -421,6 +540,8 @@ def cuLaunchKernel(
 ) -> tuple[Any, ...]:  # fmt: skip
     if e := _err():
         return e
+    if fn in HELPERS:  # outside any timed region: no flush rule, no launch count
+        return _run_helper(fn, params)
     func, cost, launch_error = KERNELS[fn]
     if S.timed and not S.flushed:  # the timing rule: an L2 flush before every timed launch
         S.pending = CUresult.CUDA_ERROR_LAUNCH_FAILED

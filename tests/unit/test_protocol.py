@@ -1,22 +1,27 @@
-"""The worker protocol: every message survives the one framing, large buffers included, and a
-damaged frame is a `ProtocolError`, never a message."""
+"""The worker protocol: every message survives the one framing, large buffers included, a run's
+reply is a summary whatever its buffers' sizes, and a damaged frame is a `ProtocolError`, never a
+message."""
 
 from __future__ import annotations
 
 import io
 import pickle
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from cuda_llm_lsp.evaluate import timing
+from cuda_llm_lsp.evaluate.compare import ChangeSummary, GuardSummary, OutputSummary
+from cuda_llm_lsp.evaluate.counter import Generated
 from cuda_llm_lsp.evaluate.protocol import (
     HEADER,
     BandwidthReply,
     BandwidthRequest,
     Buffer,
     BufferArg,
+    Checks,
     FactsReply,
     FactsRequest,
     Failure,
@@ -55,17 +60,29 @@ LAUNCH = Launch(
     smem=0,
     params=(BufferArg("x"), BufferArg("y"), ScalarArg("int32", 1000)),
     buffers=(
-        Buffer("x", 4000, data=np.arange(1000, dtype=np.float32).tobytes(), unchanged_only=True),
-        Buffer("y", 4000, poison=b"\xa5\xa5\xa5\x7f"),
+        Buffer(
+            "x", 4000, "float32", data=np.arange(1000, dtype=np.float32).tobytes(), is_input=True
+        ),
+        Buffer("z", 4000, "float32", generated=Generated(1, 5.0, 0.1, key=1 << 63), is_input=True),
+        Buffer("y", 4000, "float32", poison=b"\xa5\xa5\xa5\x7f"),
     ),
 )
+
+RUN_REPLY = RunReply(
+    guards={"x": GuardSummary(), "y": GuardSummary(0, 0, 3, 0, 11)},
+    changed={"x": ChangeSummary(1, 7, np.float32(0.5), np.float32(0.0))},
+    unwritten={"y": OutputSummary(1000, 1, 999, 999)},
+    compared={"oracle": {"y": OutputSummary(1000, 0, 0, 0, 10, 3, 5, np.float32(1), np.float32(2),
+                                            1.0)}},
+)  # fmt: skip
 
 MESSAGES: list[Message] = [
     FactsRequest(),
     LoadRequest(b"\x7fELF cubin", "_Z5twicePKfPfi"),
     RunRequest(LAUNCH, timeout_s=0.5, guards=False),
+    RunRequest(LAUNCH, checks=Checks(("y",), 1e-4, 1e-5, keep="oracle", against=("first",))),
     TimeRequest(
-        (TimedKernel(LAUNCH), TimedKernel(LAUNCH, recheck=LAUNCH.buffers)),
+        (TimedKernel(LAUNCH), TimedKernel(LAUNCH, LAUNCH.buffers, Checks(("y",)), Checks())),
         timing.Plan(budget_s=0.3, batch=5),
         timeout_s=2.0,
     ),
@@ -76,8 +93,8 @@ MESSAGES: list[Message] = [
     Failure("fault", "kernel execution: CUDA error 700 (illegal memory access)", fatal=True),
     FactsReply(DEFAULT_DEVICE, driver_version=12040),
     LoadReply("abc", registers=32, static_smem=0),
-    RunReply({"x": b"\xdb" * 8192, "y": bytes(range(256)) * 4}),
-    TimeReply(((0.5, 0.25), (0.125,)), (None, Recheck({"y": b"1"}, {"x": b"2", "y": b"3"}))),
+    RUN_REPLY,
+    TimeReply(((0.5, 0.25), (0.125,)), (None, Recheck(RunReply(), RUN_REPLY))),
     BandwidthReply(gbs=3000.0, nbytes=1 << 30),
     Pong(),
 ]
@@ -103,10 +120,19 @@ def test_requests_and_replies_are_told_apart() -> None:
         as_reply(PingRequest())
 
 
+def test_a_run_reply_is_a_summary_whatever_the_buffer_sizes() -> None:
+    """Only summaries cross the pipe: a 128 MB output's reply is a few hundred bytes."""
+    big = replace(LAUNCH, buffers=tuple(replace(b, nbytes=128 << 20, data=None) for b in
+                                        LAUNCH.buffers[1:]))  # fmt: skip
+    assert len(frame(RunRequest(big, checks=Checks(("y",))))) < 2048
+    assert len(frame(RUN_REPLY)) < 2048
+
+
 def test_a_large_buffer_arrives_whole_through_the_frame_reader_in_chunks() -> None:
+    """A hook's inputs still travel as data (64 MB here)."""
     big = np.random.default_rng(0).random(16 << 20, dtype=np.float32)  # 64 MB
-    reply = RunReply({"y": big.tobytes()})
-    data = frame(reply) + frame(Pong())
+    request = RunRequest(replace(LAUNCH, buffers=(Buffer("y", big.nbytes, data=big.tobytes()),)))
+    data = frame(request) + frame(Pong())
     reader = FrameReader()
     start = time.perf_counter()
     got = []
@@ -116,13 +142,14 @@ def test_a_large_buffer_arrives_whole_through_the_frame_reader_in_chunks() -> No
             got.append(message)
     elapsed = time.perf_counter() - start
     assert len(got) == 2 and got[1] == Pong()
-    assert isinstance(got[0], RunReply)
-    assert np.array_equal(np.frombuffer(got[0].buffers["y"], dtype=np.float32), big)
+    assert isinstance(got[0], RunRequest)
+    data_y = got[0].launch.buffers[0].data
+    assert data_y is not None and np.array_equal(np.frombuffer(data_y, dtype=np.float32), big)
     assert elapsed < 10.0, f"a 64 MB frame took {elapsed:.1f} s"
 
 
 def test_a_truncated_body_is_a_protocol_error() -> None:
-    body = encode(RunReply({"y": b"\x00" * 1000}))
+    body = encode(RUN_REPLY)
     with pytest.raises(ProtocolError, match="undecodable frame"):
         decode(body[: len(body) // 2])
 
@@ -137,7 +164,7 @@ def test_garbage_and_foreign_objects_are_protocol_errors() -> None:
 
 
 def test_a_frame_cut_short_is_the_end_of_the_stream() -> None:
-    data = frame(Pong()) + frame(RunReply({"y": b"\x01" * 100}))[:-10]
+    data = frame(Pong()) + frame(RUN_REPLY)[:-10]
     stream = io.BytesIO(data)
     assert read_message(stream) == Pong()
     assert read_message(stream) is None

@@ -12,10 +12,8 @@ import threading
 import time
 from types import SimpleNamespace
 
-import numpy as np
-
 from cuda_llm_lsp.evaluate.process import WorkerProcess
-from cuda_llm_lsp.evaluate.protocol import FrameReader, Pong, Reply, RunReply, write_message
+from cuda_llm_lsp.evaluate.protocol import Failure, FrameReader, Pong, Reply, write_message
 
 
 def _reader(payloads: list[Reply]) -> WorkerProcess:
@@ -34,13 +32,13 @@ def _reader(payloads: list[Reply]) -> WorkerProcess:
 
 
 def test_large_replies_arrive_whole_and_fast() -> None:
-    big = np.arange(16 << 20, dtype=np.float32)  # 64 MB, as one output of a 16M-element case
-    process = _reader([RunReply({"y": big.tobytes()}), Pong()])
+    """Runs answer with summaries now; the framing still carries any size (64 MB here)."""
+    big = "x" * (64 << 20)
+    process = _reader([Failure("error", big), Pong()])
     start = time.perf_counter()
     first = process.receive(60.0, threading.Event())
     elapsed = time.perf_counter() - start
-    assert isinstance(first, RunReply)
-    assert np.array_equal(np.frombuffer(first.buffers["y"], dtype=np.float32), big)
+    assert isinstance(first, Failure) and first.message == big
     assert process.receive(5.0, threading.Event()) == Pong()  # framing kept
     assert elapsed < 10.0, f"a 64 MB reply took {elapsed:.1f} s"
 
