@@ -105,6 +105,7 @@ async def prepare(
             benchmark,
         )
     timing = benchmark.timing
+    floor, peaks_measured = prompts.baseline_floor(spec, facts)
     task = prompts.TaskContext(
         kernel_name=request.kernel,
         kernel_source=kernel.span.slice(request.file_text),
@@ -117,5 +118,8 @@ async def prepare(
         baseline_spread_pct=timing.spread_pct if timing else None,
         baseline_bandwidth_gbs=benchmark.bandwidth_gbs,
         baseline_fraction_of_peak=benchmark.fraction_of_peak,
+        tolerances=(spec.rtol, spec.atol),
+        floor=floor,
+        peaks_measured=peaks_measured,
     )
     return Baseline(kernel, spec, spec_dir, facts, built, benchmark, task)

@@ -1,42 +1,62 @@
 """Every prompt the FSR loop sends, in one place: read this module to know what the model sees.
 
-A prompt has: the task and its rules, the file's context (includes, `#define`s, `__device__`
-helpers, the host launch site), the test spec and its sizes, the GPU's facts, the baseline's
-resources and latency, the best correct candidates so far (with their figures) and the failures
-of earlier candidates (compile log, failing case, expected vs got), and where `ncu` ran, the
-winner's bottleneck class with the metrics that matter for it.
+A prompt has: the rules and the toolchain that judges (NVRTC, CUDA 13, CCCL 3, which includes
+exist), the task, the file's context (device-side includes, `#define`s, `__device__` helpers, the
+launch statement), the test spec with its sizes and tolerances, the GPU's facts and limits, the
+original's resources, latency and roofline (bytes, FLOPs, floor, % of floor, bottleneck class),
+the best correct candidates so far, and the judge's rejections of earlier candidates, each compile
+error with the lines of that candidate's own code around it and advice where NVRTC's words are
+not enough. Each request is fresh: nothing refers to text the model has not been shown.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cuda_llm_lsp.compile.headers import is_host_only
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.format import peak_note
+from cuda_llm_lsp.evaluate.roofline import (
+    MAX_REGISTERS_PER_THREAD,
+    Floor,
+    arch_figures,
+    device_peaks,
+    kernel_floor,
+    percent_of_floor,
+)
 from cuda_llm_lsp.evaluate.types import DeviceFacts
+from cuda_llm_lsp.fsr.profile import ADVICE, BUSY_PCT, Bottleneck
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.source.context import outline
 from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.spec import TestSpec
 
 SYSTEM_PROMPT = """\
 You are an expert CUDA performance engineer. You rewrite one CUDA kernel so that it runs faster \
-on a specific NVIDIA GPU while computing exactly the same results.
+on a specific NVIDIA GPU while computing the same results.
 
-Rules, all checked by an automatic judge that compiles your kernel with NVRTC and runs it against \
-the original on many random inputs:
-- Keep the kernel's name, template parameters, parameter list and linkage exactly as they are.
-- It is launched with the SAME grid, block and dynamic shared memory as the original: do not \
-assume any other launch configuration.
-- Every output element must be written on every launch; inputs must not be modified; nothing may \
-be written outside the buffers; results must not depend on earlier launches or on races.
-- Reply with the COMPLETE kernel in ONE ```cuda fenced code block. `__device__` helper functions \
-and `#define`s it needs may come before it in the same block. No host code, no `main`, no \
-`#include` lines other than those the file already has.
-- Briefly say what you changed and why before the code block."""
+An automatic judge compiles your kernel and runs it against the original on many random inputs:
+- Toolchain: NVRTC from CUDA 13 with CCCL 3, device code only (no host code, no -rdc). Include \
+specific CCCL headers (`<cub/block/block_reduce.cuh>`, `<cub/warp/warp_reduce.cuh>`, \
+`<cuda/functional>`), not umbrella ones. CCCL 3 removed `cub::Max`/`cub::Min`/`cub::Sum`: use \
+`cuda::maximum<>{}`, `cuda::minimum<>{}`, `cuda::std::plus<>{}`.
+- Includes: only CUDA toolkit and CCCL headers (`<cuda_fp16.h>`, `<cuda_bf16.h>`, \
+`<cooperative_groups.h>`, `<cub/...>`, `<cuda/...>`) and the file's own includes. No host-only \
+headers (`<iostream>`, `<vector>`, thrust).
+- Keep the kernel's name, template parameters, parameter list and linkage exactly. It is \
+launched with the SAME grid, block and dynamic shared memory as the original.
+- Every output element must be written on every launch; inputs must not be modified; nothing \
+written outside the buffers; no dependence on earlier launches or on races.
+- Outputs must match the original within the stated tolerances on every case shown and on \
+hidden cases (other sizes, other values, unaligned buffers): do not specialize to the sizes shown.
+
+Reply with a short explanation, then the COMPLETE kernel in ONE ```cuda block: any \
+`__device__` helpers, `#define`s and `#include`s it needs come before it in that block."""
 
 STRATEGY_HINTS = (
-    "Start from the most promising idea for the bottleneck described.",
+    "Start from the most promising idea for the bottleneck stated below.",
     "Try a different approach from the obvious one: e.g. change the memory access pattern "
     "(coalescing, vectorized loads such as float4, shared-memory tiling).",
     "Focus on instruction-level efficiency: more work per thread, loop unrolling, fewer "
@@ -48,16 +68,32 @@ STRATEGY_HINTS = (
 COMPILE_LOG_LINES = 25
 COMPILE_LOG_CHARS = 2500
 MAX_FAILURES_SHOWN = 6
+MAX_ERRORS_WITH_CODE = 3  # compile errors shown with the candidate's lines around them
+CODE_CONTEXT_LINES = 2  # lines of the candidate above and below an error
+
+# Compile errors whose cure is not obvious from NVRTC's words: (pattern, what to do).
+TOOLCHAIN_ADVICE: tuple[tuple[str, str], ...] = (
+    (r"<cub/cub\.cuh> is not supported when compiling with NVRTC",
+     "NVRTC refuses CUB's umbrella header: include the specific header, e.g. "
+     "<cub/block/block_reduce.cuh> or <cub/warp/warp_reduce.cuh>."),
+    (r'namespace "cub" has no member "(Max|Min|Sum)"',
+     "CCCL 3 removed cub::Max/Min/Sum: use cuda::maximum<>{}, cuda::minimum<>{} or "
+     "cuda::std::plus<>{} (#include <cuda/functional>)."),
+    (r"cannot open source file",
+     "Only CUDA toolkit / CCCL headers and the file's own includes exist for the judge."),
+    (r"identifier \"\w+\" is undefined",
+     "Define every helper the kernel calls in the same code block, before the kernel."),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class FileContext:
     """What of the kernel's file the model needs to write a drop-in replacement."""
 
-    includes: tuple[str, ...] = ()
+    includes: tuple[str, ...] = ()  # device-side includes only: host-only ones are left out
     defines: tuple[str, ...] = ()
     helpers: tuple[str, ...] = ()  # `__device__` functions and other device code outside kernels
-    launch_sites: tuple[str, ...] = ()  # host lines that launch the kernel (with a little context)
+    launch_sites: tuple[str, ...] = ()  # the host statements that launch the kernel
 
 
 @dataclass(frozen=True)
@@ -75,6 +111,10 @@ class TaskContext:
     baseline_spread_pct: float | None = None
     baseline_bandwidth_gbs: float | None = None
     baseline_fraction_of_peak: float | None = None
+    tolerances: tuple[float, float] | None = None  # (rtol, atol) of the outputs
+    floor: Floor | None = None  # the timed case's roofline (`baseline_floor`)
+    peaks_measured: bool = False  # the floor's compute peak was measured, not a datasheet rate
+    baseline_profile: str | None = None  # Nsight Compute's view of the original, where it ran
 
 
 @dataclass(frozen=True)
@@ -86,55 +126,93 @@ class Attempt:
 
 
 # ---------------------------------------------------------------------------------------------
-# The file's context
+# What the run measures once
 
 
 def file_context(text: str, kernel: Kernel) -> FileContext:
-    """Includes, defines, `__device__` helpers and launch sites of `kernel` in `text`; each
-    launch site with the two lines above it (where the grid and block are often computed)."""
+    """Device-side includes, defines, `__device__` helpers and the launch statements of
+    `kernel` in `text` (the statement alone: allocations and copies around it are host noise)."""
     found = outline(text)
     lines = text.split("\n")
     helpers = tuple(text[start:end].strip() for start, end in found.device_functions)
-    launch_sites = tuple(
-        "\n".join(lines[max(0, line - 2) : line + 1]).strip("\n")
-        for line in found.launch_lines(kernel.name)
+    launch_sites = tuple(lines[line].strip() for line in found.launch_lines(kernel.name))
+    includes = tuple(line for line in found.includes if not _host_only_include(line))
+    return FileContext(includes, found.defines, helpers, launch_sites)
+
+
+def _host_only_include(directive: str) -> bool:
+    name = re.search(r"[<\"]([^>\"]+)[>\"]", directive)
+    return name is not None and (is_host_only(name.group(1)) or name.group(1) == "cuda_runtime.h")
+
+
+def baseline_floor(spec: TestSpec, device: DeviceFacts) -> tuple[Floor | None, bool]:
+    """The timed case's floor at the measured copy bandwidth and the device's peak, and whether
+    that peak was measured; (None, False) when the cases cannot be evaluated."""
+    try:
+        case = spec.cases()[-1]
+    except Exception:  # the baseline ran, so this is not expected: the floor is an extra
+        return None, False
+    peaks = device_peaks(device)
+    floor = kernel_floor(
+        spec, case, device.copy_bandwidth_gbs, peaks.fp32_gflops, peaks.bf16_gflops
     )
-    return FileContext(found.includes, found.defines, helpers, launch_sites)
+    return floor, peaks.measured
 
 
 # ---------------------------------------------------------------------------------------------
 # Sections
 
 
-def _fmt_bytes(value: int) -> str:
+def _fmt_bytes(value: float) -> str:
     if value >= 1 << 30:
         return f"{value / (1 << 30):.0f} GiB"
     if value >= 1 << 20:
         return f"{value / (1 << 20):.0f} MiB"
     if value >= 1 << 10:
         return f"{value / (1 << 10):.0f} KiB"
-    return f"{value} B"
+    return f"{value:.0f} B"
+
+
+def _fmt_si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
 
 
 def device_section(device: DeviceFacts | None) -> str:
     if device is None:
         return ""
     major, minor = device.compute_capability
+    figures = arch_figures(device)
+    memory = (
+        f"- memory: {_fmt_bytes(device.memory_bytes)}, {device.memory_bus_width}-bit bus at "
+        f"{device.memory_clock_khz / 1000:.0f} MHz"
+    )
+    if device.copy_bandwidth_gbs:
+        memory += f"; measured copy bandwidth {device.copy_bandwidth_gbs:.0f} GB/s"
+    per_sm = f"{device.registers_per_sm} registers, {_fmt_bytes(device.shared_per_sm)} shared"
+    if figures is not None:
+        per_sm = (
+            f"{figures.threads_per_sm} threads, {figures.blocks_per_sm} blocks, {per_sm} "
+            f"(of {_fmt_bytes(figures.l1_shared_per_sm)} L1/shared)"
+        )
     lines = [
         f"- {device.name}, compute capability {major}.{minor} ({device.arch}), "
-        f"{device.sm_count} SMs",
-        f"- shared memory: {_fmt_bytes(device.shared_per_block)} per block "
-        f"({_fmt_bytes(device.shared_per_block_optin)} opt-in), "
-        f"{_fmt_bytes(device.shared_per_sm)} per SM",
-        f"- registers: {device.registers_per_block} per block, {device.registers_per_sm} per SM; "
-        f"max {device.max_threads_per_block} threads per block",
-        f"- L2 cache: {_fmt_bytes(device.l2_bytes)}; memory: {_fmt_bytes(device.memory_bytes)}, "
-        f"{device.memory_bus_width}-bit bus",
+        f"{device.sm_count} SMs at {device.clock_khz / 1000:.0f} MHz",
+        f"- per SM: {per_sm}",
+        f"- per block: {device.max_threads_per_block} threads, {device.registers_per_block} "
+        f"registers (at most {MAX_REGISTERS_PER_THREAD} per thread), "
+        f"{_fmt_bytes(device.shared_per_block)} shared "
+        f"({_fmt_bytes(device.shared_per_block_optin)} opt-in)",
+        f"- L2 cache: {_fmt_bytes(device.l2_bytes)}",
+        memory,
     ]
-    if device.copy_bandwidth_gbs:
-        lines.append(
-            f"- measured device-to-device copy bandwidth: {device.copy_bandwidth_gbs:.0f} GB/s"
-        )
+    peaks = device_peaks(device)
+    if peaks.fp32_gflops:
+        bf16 = f", BF16 tensor {peaks.bf16_gflops / 1000:.0f} TFLOP/s" if peaks.bf16_gflops else ""
+        source = "measured" if peaks.measured else "datasheet rate at this clock"
+        lines.append(f"- peak: FP32 {peaks.fp32_gflops / 1000:.1f} TFLOP/s{bf16} ({source})")
     return "## The GPU\n" + "\n".join(lines)
 
 
@@ -148,6 +226,19 @@ def resources_text(resources: Resources | None) -> str:
     if resources.stack_bytes:
         parts.append(f"{resources.stack_bytes} B stack")
     return ", ".join(parts)
+
+
+def roofline_class(floor: Floor | None, ms: float | None) -> Bottleneck | None:
+    """The bottleneck class from the roofline when no profiler ran: within BUSY_PCT of the
+    floor, its bound; further away, latency (too little in flight, too many instructions)."""
+    if floor is None or floor.bound is None:
+        return None
+    pct = percent_of_floor(floor.ms, ms)
+    if pct is None:
+        return None
+    if pct < BUSY_PCT:
+        return "memory-latency-bound"
+    return "memory-bandwidth-bound" if floor.bound == "memory" else "compute-bound"
 
 
 def baseline_section(task: TaskContext) -> str:
@@ -164,7 +255,42 @@ def baseline_section(task: TaskContext) -> str:
             else ""
         )
         lines.append(f"- achieved bandwidth: {task.baseline_bandwidth_gbs:.0f} GB/s{peak}")
-    return "## The original kernel's figures\n" + "\n".join(lines)
+    lines.extend(_roofline_lines(task))
+    text = "## The original kernel's figures\n" + "\n".join(lines)
+    if task.baseline_profile:
+        text += f"\n\nNsight Compute on the original:\n{task.baseline_profile.strip()}"
+    return text
+
+
+def _roofline_lines(task: TaskContext) -> list[str]:
+    floor = task.floor
+    if floor is None or floor.ms is None:
+        return []
+    lines = []
+    if floor.memory_ms is not None:
+        lines.append(
+            f"- bytes moved (buffers read + written once): {_fmt_si(floor.bytes, 'B')}: "
+            f"{floor.memory_ms:.4f} ms at the copy bandwidth"
+        )
+    if floor.flops is not None and floor.compute_ms is not None:
+        source = "measured" if task.peaks_measured else "datasheet"
+        lines.append(
+            f"- FLOPs: {_fmt_si(floor.flops, 'FLOP')}: {floor.compute_ms:.4f} ms at the "
+            f"{source} peak"
+        )
+    elif floor.flops is None:
+        lines.append("- FLOPs: not given by the spec (the floor counts memory only)")
+    pct = percent_of_floor(floor.ms, task.baseline_ms)
+    if pct is not None:
+        lines.append(
+            f"- floor: {floor.ms:.4f} ms ({floor.bound}-bound); the original runs at "
+            f"{pct:.{0 if pct >= 10 else 1}f}% of it"
+        )
+    if not task.baseline_profile:
+        bottleneck = roofline_class(floor, task.baseline_ms)
+        if bottleneck is not None:
+            lines.append(f"- bottleneck (from the roofline): {bottleneck}. {ADVICE[bottleneck]}")
+    return lines
 
 
 def context_section(context: FileContext) -> str:
@@ -180,7 +306,7 @@ def context_section(context: FileContext) -> str:
         )
     if context.launch_sites:
         parts.append(
-            "How the host launches it:\n```cuda\n" + "\n...\n".join(context.launch_sites) + "\n```"
+            "The host launches it as:\n```cuda\n" + "\n".join(context.launch_sites) + "\n```"
         )
     return "## The file around the kernel\n" + "\n\n".join(parts) if parts else ""
 
@@ -197,6 +323,12 @@ def spec_section(task: TaskContext) -> str:
             sizes = ", ".join(f"{name}={values[case]}" for name, values in task.sizes.items())
             timed = " (timed)" if case == count - 1 else ""
             lines.append(f"- case {case}: {sizes}{timed}")
+    if task.tolerances is not None:
+        rtol, atol = task.tolerances
+        lines.append(
+            f"- outputs match when |got - expected| <= {atol:g} + {rtol:g} * |expected|; "
+            "hidden cases (other sizes and values) are checked too"
+        )
     return "\n".join(lines)
 
 
@@ -211,6 +343,40 @@ def trim_log(
     if len(lines) > max_lines or len(shown) < len("\n".join(lines)):
         shown += "\n[... log trimmed]"
     return shown
+
+
+def toolchain_advice(log: str) -> list[str]:
+    """What to do about the errors in `log` that NVRTC's words do not make obvious."""
+    return [advice for pattern, advice in TOOLCHAIN_ADVICE if re.search(pattern, log)]
+
+
+_FILE_POSITION = re.compile(r"^line \d+:\d+: ")
+_CANDIDATE_LINE = re.compile(r" \(line (\d+) of the candidate\)$")
+
+
+def compile_feedback(log: str, source: str) -> str:
+    """A compile log as the next request sees it: each error with the lines of the candidate's
+    own code around it (the file's line numbers mean nothing to a fresh request), then advice."""
+    code_lines = source.split("\n")
+    shown: list[str] = []
+    with_code = 0
+    for line in trim_log(log).splitlines():
+        at = _CANDIDATE_LINE.search(line)
+        message = _FILE_POSITION.sub("", _CANDIDATE_LINE.sub("", line))
+        if at is None or with_code >= MAX_ERRORS_WITH_CODE:
+            shown.append(message)
+            continue
+        with_code += 1
+        number = int(at.group(1))
+        first = max(1, number - CODE_CONTEXT_LINES)
+        last = min(len(code_lines), number + CODE_CONTEXT_LINES)
+        excerpt = [
+            f"{'>' if n == number else ' '} {code_lines[n - 1]}" for n in range(first, last + 1)
+        ]
+        shown.append(message + ("\n" + "\n".join(excerpt) if excerpt else ""))
+    text = "```\n" + "\n".join(shown) + "\n```"
+    advice = toolchain_advice(log)
+    return text + ("\nWhat to do: " + " ".join(advice) if advice else "")
 
 
 def _attempt_title(attempt: Attempt) -> str:
@@ -238,13 +404,20 @@ def best_section(best: Sequence[Attempt]) -> str:
 
 
 def failures_section(failures: Sequence[Attempt]) -> str:
-    if not failures:
+    """The judge's rejections of earlier candidates. Replies without a usable kernel
+    (`llm_error`: no code block, truncation, refusal) are the endpoint's trouble, not mistakes
+    in CUDA to avoid: they are left out."""
+    judged = sorted(
+        (a for a in failures if a.outcome.status != "llm_error"),
+        key=lambda a: (a.outcome.round, a.outcome.index),
+    )
+    if not judged:
         return ""
     parts = ["## Earlier candidates that were rejected (do not repeat these mistakes)"]
-    for attempt in list(failures)[-MAX_FAILURES_SHOWN:]:
+    for attempt in judged[-MAX_FAILURES_SHOWN:]:
         o = attempt.outcome
         if o.status == "compile_error":
-            detail = f"compile error:\n```\n{trim_log(o.message)}\n```"
+            detail = "compile error:\n" + compile_feedback(o.message, o.source)
         elif o.status == "slower":
             ms = f"{o.ms:.4f} ms" if o.ms is not None else "slower"
             speed = f", {o.speedup:.2f}x" if o.speedup is not None else ""
@@ -296,7 +469,6 @@ def build_messages(
         best_section(best),
         profile_section(profile),
         failures_section(failures),
-        "Reply with a short explanation, then the complete kernel in one ```cuda block.",
     ]
     user = "\n\n".join(section for section in sections if section)
     return ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user})
