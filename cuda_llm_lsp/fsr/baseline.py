@@ -53,9 +53,15 @@ class Unprepared:
 
 
 async def prepare(
-    request: OptimizeRequest, toolchain: Toolchain, lane: GpuLane, seeds: Seeds
+    request: OptimizeRequest,
+    toolchain: Toolchain,
+    lane: GpuLane,
+    seeds: Seeds,
+    *,
+    profile: bool = False,
 ) -> Baseline | Unprepared:
     """Kernel, spec, device, baseline binary and benchmark; `Unprepared` if any is missing.
+    With `profile`, the original's Nsight Compute profile where ncu runs (round 1's prompt).
 
     Raises only EvaluationCancelled (and asyncio's cancel): a cancel is not a failure."""
     where = str(request.path) if request.path else "the file"
@@ -106,6 +112,14 @@ async def prepare(
         )
     timing = benchmark.timing
     floor, peaks_measured = prompts.baseline_floor(spec, facts)
+    profile_text = None
+    if profile:
+        try:
+            profile_text = await lane.call(toolchain.profile, built, spec, spec_dir)
+        except (EvaluationCancelled, asyncio.CancelledError):
+            raise
+        except Exception:  # the profile is an extra: the roofline stands in for it
+            profile_text = None
     task = prompts.TaskContext(
         kernel_name=request.kernel,
         kernel_source=kernel.span.slice(request.file_text),
@@ -121,5 +135,6 @@ async def prepare(
         tolerances=(spec.rtol, spec.atol),
         floor=floor,
         peaks_measured=peaks_measured,
+        baseline_profile=profile_text,
     )
     return Baseline(kernel, spec, spec_dir, facts, built, benchmark, task)

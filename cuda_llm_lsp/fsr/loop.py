@@ -372,7 +372,8 @@ class _OptimizeRun:
             model=self.config.model,
             seed=self.seeds.seed,
         )
-        baseline = await prepare(self.request, self.toolchain, self.lane, self.seeds)
+        baseline = await prepare(self.request, self.toolchain, self.lane, self.seeds,
+                                 profile=self.config.profile)  # fmt: skip
         self.benchmark = baseline.result  # an unprepared run may still have measured it
         if isinstance(baseline, Unprepared):
             return self.error(baseline.message)

@@ -459,3 +459,19 @@ async def test_baseline_and_candidates_are_built_for_the_evaluating_gpu() -> Non
     )
     assert result.error is None and result.accepted
     assert toolchain.archs == ["sm_90", "sm_90"]
+
+
+async def test_round_one_carries_the_originals_profile_where_ncu_runs() -> None:
+    """With a profiler, round 1 already states the original's bottleneck class and metrics;
+    without one (profile off or no ncu), the roofline's class stands in."""
+    profiled = FakeToolchain()
+    profiled.profile_text = "Bottleneck: memory-bandwidth-bound.\n- DRAM bandwidth: 91.5%"
+    llm = FakeLlm(default=saxpy_candidate("p"))
+    await run(llm, evaluator(), toolchain=profiled, candidates=1, profile=True)
+    first = llm.prompts[0].messages[1]["content"]
+    assert "Nsight Compute on the original:\nBottleneck: memory-bandwidth-bound." in first
+    assert "bottleneck (from the roofline)" not in first
+    plain = FakeLlm(default=saxpy_candidate("p"))
+    await run(plain, evaluator(), toolchain=profiled, candidates=1, profile=False)
+    first = plain.prompts[0].messages[1]["content"]
+    assert "Nsight Compute" not in first and "bottleneck (from the roofline)" in first
