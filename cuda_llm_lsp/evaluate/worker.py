@@ -26,12 +26,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import platformdirs
 
+from cuda_llm_lsp.compile.cache import cache_dir
 from cuda_llm_lsp.compile.nvrtc import nvrtc_version
 from cuda_llm_lsp.evaluate import device_checks, timing
 from cuda_llm_lsp.evaluate.compare import (
@@ -142,7 +141,7 @@ def helper_cubin(arch: str) -> bytes:
     digest = hashlib.sha256(
         f"{device_checks.SOURCE}|{arch}|{nvrtc_version()}".encode()
     ).hexdigest()[:20]
-    path = Path(platformdirs.user_cache_dir("cuda-llm-lsp")) / f"checks-{arch}-{digest}.cubin"
+    path = cache_dir() / f"checks-{arch}-{digest}.cubin"
     with contextlib.suppress(OSError):
         return path.read_bytes()
     build = device_checks.compile_helpers(arch)
