@@ -22,7 +22,11 @@ import cattrs
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
+from pygls.protocol.json_rpc import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +84,15 @@ class CudaLlmProtocol(LanguageServerProtocol):
         self.exit_code: int | None = None  # set by `exit`: 0 after shutdown, 1 without
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" not in data:
+            return data  # a nested object (or a message without "jsonrpc": ignored)
         method = data.get("method")
-        if "jsonrpc" not in data or "method" not in data or ("id" in data and "error" in data):
-            return super().structure_message(data)  # nested objects, responses, errors
         if "id" in data and not _valid_id(data["id"]):
-            return Malformed(None, str(method)[:80], f"the request id {data['id']!r} is not valid")
+            return Malformed(None, str(method)[:80], f"the id {data['id']!r} is not valid")
+        if "method" not in data:
+            return self._structure_response(data)
+        if "id" in data and "error" in data:
+            return Malformed(None, str(method)[:80], "a request that carries an error")
         if not isinstance(method, str):
             return Malformed(data.get("id"), repr(method)[:80], "the method is not a string")
         message_type = self.get_message_type(method)
@@ -98,18 +106,22 @@ class CudaLlmProtocol(LanguageServerProtocol):
         except Exception as exc:
             return Malformed(data.get("id"), method, _explain(exc))
 
+    def _structure_response(self, data: dict[str, Any]) -> Any:
+        """A client's answer to one of our requests (as pygls does it, minus the traceback)."""
+        if "id" not in data:
+            return Malformed(None, "a message", "neither a method nor an id")
+        if "error" in data:
+            message_type: Any = types.ResponseErrorMessage
+        else:
+            message_type = self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
+        try:
+            return self._converter.structure(data, message_type)
+        except Exception as exc:
+            return Malformed(None, f"the response to {data['id']!r}", _explain(exc))
+
     def handle_message(self, message: Any) -> None:
-        if isinstance(message, Malformed):
-            if message.id is None:
-                log.warning("ignoring %s: %s", message.method, message.problem)
-                return
-            log.warning(
-                "invalid params for %s (id %r): %s", message.method, message.id, message.problem
-            )
-            invalid = JsonRpcInvalidParams(
-                f"invalid params for {message.method}: {message.problem}"
-            )
-            self._send_response(message.id, error=invalid.to_response_error())
+        if not hasattr(message, "jsonrpc"):  # `[]`, `7`, `null`, an object with no "jsonrpc"
+            log.warning("ignoring a message that is not a JSON-RPC object: %.80r", message)
             return
         method = getattr(message, "method", None)
         if self._shutdown and method != types.EXIT:
@@ -119,9 +131,35 @@ class CudaLlmProtocol(LanguageServerProtocol):
             else:
                 log.info("ignoring %s after shutdown", method)
             return
+        if isinstance(message, Malformed):
+            self._answer_malformed(message)
+            return
         if method == types.EXIT:
             self.exit_code = 0 if self._shutdown else 1
+        if method == types.CANCEL_REQUEST and not _valid_id(message.params.id):
+            log.warning("ignoring $/cancelRequest for the id %.80r", message.params.id)
+            return
+        if isinstance(message, types.ExecuteCommandRequest):
+            command = message.params.command
+            if command not in self.fm.commands:  # pygls would answer too, with a traceback
+                known = ", ".join(sorted(self.fm.commands))
+                unknown = JsonRpcInvalidParams(f"unknown command {command!r} (known: {known})")
+                self._send_response(message.id, error=unknown.to_response_error())
+                return
         super().handle_message(message)
+
+    def _answer_malformed(self, message: Malformed) -> None:
+        if message.id is None and message.problem.startswith("the id "):
+            refused = JsonRpcInvalidRequest(f"{message.method}: {message.problem}")
+            self._send_response(None, error=refused.to_response_error())  # type: ignore[arg-type]
+        if message.id is None:
+            log.warning("ignoring %s: %s", message.method, message.problem)
+            return
+        log.warning(
+            "invalid params for %s (id %r): %s", message.method, message.id, message.problem
+        )
+        invalid = JsonRpcInvalidParams(f"invalid params for {message.method}: {message.problem}")
+        self._send_response(message.id, error=invalid.to_response_error())
 
 
 class _ParseErrorsInOneLine(logging.Filter):
@@ -129,7 +167,8 @@ class _ParseErrorsInOneLine(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, ValueError) and record.getMessage() == "Unable to handle message":
+        unreadable = isinstance(error, ValueError | RecursionError)  # not JSON; nested 100,000 deep
+        if unreadable and record.getMessage() == "Unable to handle message":
             record.msg, record.args = "ignoring a message that is not JSON: %s", (error,)
             record.exc_info, record.exc_text = None, None
         return True
