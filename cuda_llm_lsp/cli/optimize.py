@@ -13,6 +13,9 @@ before the GPU, as `bench` and `suite` do); 3 no CUDA GPU; 130 interrupted. With
 
 `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU by recorded outcomes
 (`engine.make_evaluator`, `evaluate.recorded.RecordedEvaluator`): for tests and demos only.
+`--demo` runs a session shipped in the package (`cuda_llm_lsp.demo`: recorded replies, recorded
+outcomes) with no GPU and no endpoint, labelled as a demo on stderr, in the diff's first line and
+in the JSON (`"demo": true`); it never writes the file and records no history.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from pathlib import Path
 from typing import TextIO
 
 from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, REASONING_EFFORTS, Settings
+from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
 from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
-from cuda_llm_lsp.evaluate.recorded import RecordingError
+from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
 from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError
 from cuda_llm_lsp.fsr.edit import unified_diff
 from cuda_llm_lsp.fsr.history import RunHistory
+from cuda_llm_lsp.fsr.replay import recorded_shape
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateOutcome,
@@ -80,6 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
     parser.add_argument("--no-history", action="store_true", help="do not record the run")
+    parser.add_argument("--demo", action="store_true",
+                        help="replay a recorded session shipped with the package: no GPU, no "
+                             "endpoint (examples/softmax.cu --kernel softmax_rows)")  # fmt: skip
     parser.epilog = (
         "exit codes: 0 done (improved or not), 1 error, 2 usage (no such file or kernel), "
         "3 no GPU, 130 interrupted. "
@@ -248,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
         listed = ", ".join(names) or "none"
         return _fail(f"no kernel {args.kernel!r} in {path} (kernels: {listed})", EXIT_USAGE,
                      as_json, args.kernel)  # fmt: skip
+    if args.demo:
+        return _demo(args, text, path)
 
     settings = Settings()
     if args.model:
@@ -270,13 +280,27 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot load the GPU evaluator: {exc}", EXIT_NO_GPU, as_json, args.kernel)
     except (ValueError, RecordingError) as exc:
         return _fail(str(exc), EXIT_USAGE, as_json, args.kernel)
+    return _finish(args, text, original_bytes, settings, config, evaluator)
+
+
+def _finish(
+    args: argparse.Namespace, text: str, original_bytes: bytes, settings: Settings,
+    config: OptimizeConfig, evaluator: Evaluator, demo: str | None = None,
+) -> int:  # fmt: skip
+    """Run the loop on `evaluator`, then print the result and apply `--write`.
+
+    `demo`: the closing note of a `--demo` run (its output is labelled throughout)."""
+    as_json, path = args.format == "json", args.file
     try:
         result = asyncio.run(_optimize(args, text, settings, config, evaluator))
     finally:
         evaluator.close()
 
     if as_json:
-        print(json.dumps(_json(result, EXIT_ERROR), indent=2))
+        data = _json(result, EXIT_ERROR)
+        if demo:
+            data["demo"] = True
+        print(json.dumps(data, indent=2))
     if result.error:
         print(f"cuda-llm optimize: {result.message}", file=sys.stderr)
         return EXIT_ERROR
@@ -284,16 +308,59 @@ def run(args: argparse.Namespace) -> int:
         print(f"cuda-llm optimize: {result.message}", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(result.message, file=sys.stderr)
+    if demo:
+        print(f"cuda-llm optimize: {demo}", file=sys.stderr)
     if not result.accepted or result.best_source is None:
         return EXIT_OK
     new_text = _new_text(text, args.kernel, result.best_source)
     if new_text is None:
         return _fail(f"kernel {args.kernel} not found again in {path}", EXIT_ERROR, False, "")
     if not as_json:
+        if demo:
+            print(f"# {DEMO_LABEL}: not checked on your GPU")
         sys.stdout.write(unified_diff(text, new_text, str(path)))
     if args.write:
         return _write(path, original_bytes, new_text)
     return EXIT_OK
+
+
+DEMO_LABEL = "DEMO (a recorded session shipped with cuda-llm-lsp)"
+
+
+def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
+    """The loop on a shipped recording: recorded replies and outcomes, labelled as a demo."""
+    as_json = args.format == "json"
+    shipped = demos()
+    demo = shipped.get(args.kernel)
+    if demo is None:
+        listed = ", ".join(f"{d.example} --kernel {d.kernel}" for d in shipped.values())
+        return _fail(f"no demo recording for kernel {args.kernel!r}; demos: {listed}",
+                     EXIT_USAGE, as_json, args.kernel)  # fmt: skip
+    clashes = [flag for flag in ("write", "record", "replay", "base_url", "model")
+               if getattr(args, flag)]  # fmt: skip
+    if clashes:
+        flags = ", ".join("--" + flag.replace("_", "-") for flag in clashes)
+        return _fail(f"--demo replays a recorded session: {flags} cannot go with it (its "
+                     "kernels were never checked on your GPU)", EXIT_USAGE, as_json,
+                     args.kernel)  # fmt: skip
+    shape = recorded_shape(demo.llm_dir, demo.kernel) or (1, 1)
+    settings = Settings()
+    config = config_from_settings(
+        settings, rounds=min(args.rounds or shape[0], shape[0]),
+        candidates=min(args.candidates or shape[1], shape[1]), replay_dir=str(demo.llm_dir),
+    )  # fmt: skip
+    try:
+        evaluator = RecordedEvaluator(demo.outcomes)
+    except RecordingError as exc:  # a broken installation
+        return _fail(str(exc), EXIT_ERROR, as_json, args.kernel)
+    print(f"cuda-llm optimize: {DEMO_LABEL}: the model's replies and the GPU's results are "
+          "recorded (illustrative figures, not measurements); no model is called and nothing "
+          "runs on a GPU.", file=sys.stderr)  # fmt: skip
+    args.no_history = True  # a demo is not a run of yours
+    note = (f"{DEMO_LABEL}: the figures above are recorded, not measured. On a GPU, "
+            f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
+            "and times the same candidates for real.")  # fmt: skip
+    return _finish(args, text, text.encode("utf-8"), settings, config, evaluator, demo=note)
 
 
 def _new_text(text: str, kernel_name: str, source: str) -> str | None:

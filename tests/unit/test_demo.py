@@ -1,0 +1,82 @@
+"""`cuda-llm optimize ... --demo`: the shipped recorded session runs with no GPU and no endpoint,
+labelled as a demo everywhere it prints, and never writes the file (README's command)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.demo import DEMO_DIR, demos
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = ["optimize", "examples/softmax.cu", "--kernel", "softmax_rows", "--demo"]
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """No GPU driver, no endpoint, no API key: what a newcomer without a GPU has."""
+    env = dict(os.environ, CUDA_LLM_LSP_DRIVER="no_such_driver_module",
+               CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+               CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
+               OPENAI_BASE_URL="http://127.0.0.1:9/v1")  # fmt: skip
+    for name in ("CUDA_LLM_EVALUATOR", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+
+
+def test_the_readme_command_runs_the_recorded_session_labelled_as_a_demo(tmp_path: Path) -> None:
+    assert " ".join(["cuda-llm", *COMMAND]) in (ROOT / "README.md").read_text(encoding="utf-8")
+    before = (ROOT / "examples" / "softmax.cu").read_bytes()
+    done = cli(tmp_path, *COMMAND)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("cuda-llm optimize: DEMO (a recorded session")
+    assert "no model is called and nothing runs on a GPU" in done.stderr
+    assert "1.1 ok" in done.stderr and "1.2 unwritten_output" in done.stderr
+    assert "2.2 out_of_bounds" in done.stderr
+    assert "1.97x faster" in done.stderr
+    assert "the figures above are recorded, not measured" in done.stderr.splitlines()[-1]
+    assert done.stdout.startswith("# DEMO (a recorded session shipped with cuda-llm-lsp)")
+    assert "+  // variant: online softmax" in done.stdout
+    assert (ROOT / "examples" / "softmax.cu").read_bytes() == before
+    assert not (tmp_path / "data").exists()  # no history for a demo
+
+
+def test_the_demo_json_says_demo(tmp_path: Path) -> None:
+    done = cli(tmp_path, *COMMAND, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["demo"] is True and data["accepted"] is True
+    assert [c["status"] for c in data["candidates"]] == [
+        "ok", "unwritten_output", "ok", "out_of_bounds"
+    ]  # fmt: skip
+
+
+def test_a_demo_refuses_write_and_other_kernels(tmp_path: Path) -> None:
+    done = cli(tmp_path, *COMMAND, "--write")
+    assert done.returncode == 2 and "--write cannot go with it" in done.stderr
+    done = cli(tmp_path, "optimize", "examples/saxpy.cu", "--kernel", "saxpy", "--demo")
+    assert done.returncode == 2
+    assert "demos: examples/softmax.cu --kernel softmax_rows" in done.stderr
+
+
+def test_the_recording_ships_in_the_wheel() -> None:
+    """Every demo file matches the package-data globs, so an installed package has the demo."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = config["tool"]["setuptools"]["package-data"]["cuda_llm_lsp"]
+    files = [p for p in DEMO_DIR.rglob("*.json")]
+    assert files and set(demos()) == {"softmax_rows"}
+    package = DEMO_DIR.parent
+    for path in files:
+        name = path.relative_to(package).as_posix()
+        depth = name.count("/")
+        assert any(fnmatch.fnmatch(name, g) and depth == g.count("/") for g in globs), name
