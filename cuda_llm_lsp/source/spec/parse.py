@@ -8,6 +8,7 @@ this package's docstring.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -108,12 +109,19 @@ def _is_number(value: object) -> bool:
 
 
 def _expr_text(value: object) -> str | None:
-    """A TOML value that may be an expression: a string or a number (as source text)."""
+    """A TOML value that may be an expression: a string or a finite number (as source text)."""
     if isinstance(value, str):
         return value
-    if _is_number(value):
+    if _is_number(value) and math.isfinite(cast(float, value)):
         return repr(value)
     return None
+
+
+def _why(value: object) -> str:
+    """What is wrong with a number TOML gave as infinite or NaN (`1e400`, `inf`, `nan`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f" (TOML read {value}: beyond the range of a number)"
+    return ""
 
 
 _POINTER_SPEC = re.compile(r"\s*(?:([A-Za-z_]\w*)\s+)?([A-Za-z_]\w*)\s*\[(.*)\]\s*\Z", re.S)
@@ -185,7 +193,9 @@ class _SpecParser:
         if "smem" in doc:
             smem_text = _expr_text(doc["smem"])
             if smem_text is None:
-                self.error(("smem",), "smem must be an integer or an expression string")
+                self.error(
+                    ("smem",), "smem must be an integer or an expression string" + _why(doc["smem"])
+                )
             elif self.expression(("smem",), smem_text, "smem"):
                 smem = smem_text
 
@@ -217,7 +227,10 @@ class _SpecParser:
         if "flops" in doc:
             flops_text = _expr_text(doc["flops"])
             if flops_text is None:
-                self.error(("flops",), "flops must be a number or an expression string")
+                self.error(
+                    ("flops",),
+                    "flops must be a number or an expression string" + _why(doc["flops"]),
+                )
             elif self.expression(("flops",), flops_text, "flops"):
                 flops = flops_text
 
@@ -356,7 +369,9 @@ class _SpecParser:
         for n, item in enumerate(items):
             text = _expr_text(item)
             if text is None:
-                self.error((key,), f"{key}[{n}] must be an integer or an expression string")
+                self.error(
+                    (key,), f"{key}[{n}] must be an integer or an expression string" + _why(item)
+                )
                 ok = False
                 continue
             if self.expression((key,), text, f"{key}[{n}]") is None:
@@ -494,7 +509,9 @@ class _SpecParser:
             value = int(value)
         text = _expr_text(value)
         if text is None:
-            self.error(path, f"{where} is a scalar: give a number or an expression string")
+            self.error(
+                path, f"{where} is a scalar: give a number or an expression string" + _why(value)
+            )
             return None
         if _POINTER_SPEC.match(text) and any(d in text for d in DTYPES):
             self.error(
