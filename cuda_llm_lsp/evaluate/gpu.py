@@ -109,6 +109,9 @@ class GpuEvaluator:
         self._lock = threading.RLock()
         self._worker = Worker(device)
         self._facts: DeviceFacts | None = None
+        # seconds per phase of the last `evaluate` / `benchmark` (the worker's "inputs", "run",
+        # "checks" of every run, and "timing"), for benchmarks/realistic_sizes.py
+        self.phases: dict[str, float] = {}
 
     @property
     def restarts(self) -> int:
@@ -182,6 +185,8 @@ class GpuEvaluator:
         reply = self._worker.call(request, RunReply, hard)
         if isinstance(reply, Failure):
             return judge.failed_launch(reply, where)
+        for phase, seconds in reply.seconds.items():
+            self.phases[phase] = self.phases.get(phase, 0.0) + seconds
         return judge.read_launch(spec, case, reply, where, keep)
 
     def _oracle(
@@ -226,7 +231,11 @@ class GpuEvaluator:
             + nbytes_total * 8 / 2e9
         )
         request = TimeRequest(tuple(kernels), plan, self.launch_timeout_s)
-        return self._worker.call(request, TimeReply, hard)
+        start = time.perf_counter()
+        try:
+            return self._worker.call(request, TimeReply, hard)
+        finally:
+            self.phases["timing"] = self.phases.get("timing", 0.0) + time.perf_counter() - start
 
     def _load(self, binary: KernelBinary) -> str | Failure:
         reply = self._worker.load(binary)
@@ -244,6 +253,7 @@ class GpuEvaluator:
     ) -> EvalResult:
         with self._lock:
             self._worker.cancelled.clear()
+            self.phases = {}
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
             cases = spec.cases()
@@ -321,6 +331,7 @@ class GpuEvaluator:
         unchanged), then the timed case's latency and bandwidth. Every case is reported."""
         with self._lock:
             self._worker.cancelled.clear()
+            self.phases = {}
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
             cases = spec.cases()

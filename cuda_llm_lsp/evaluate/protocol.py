@@ -218,6 +218,7 @@ class RunReply:
     changed: Mapping[str, ChangeSummary] = field(default_factory=dict)
     unwritten: Mapping[str, OutputSummary] = field(default_factory=dict)
     compared: Mapping[str, Mapping[str, OutputSummary]] = field(default_factory=dict)
+    seconds: Mapping[str, float] = field(default_factory=dict)  # "inputs", "run", "checks"
 
 
 @dataclass(frozen=True)
