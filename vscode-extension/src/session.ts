@@ -48,6 +48,7 @@ import {
     notificationText,
     parseSuggestion,
     parseSuggestionDocPath,
+    refusalText,
     staleReason,
     suggestionDocUri,
     suggestionLogLine,
@@ -600,9 +601,13 @@ export class Session {
             }
             const result = await executeServerCommand(client, ServerCommand.accept, acceptArgs(suggestion.uri, suggestion.kernel));
             if (acceptRefused(result)) {
-                // The server said why in its own message; the suggestion stays to show.
-                const reason = refusalReason(result) ?? 'see its message';
-                this.log(`Accept of ${suggestion.kernel} refused by the server: ${reason}`);
+                // The suggestion stays to show. A server that gives the reason leaves it to us to
+                // say; an older one has said it in its own message.
+                const reason = refusalReason(result);
+                this.log(`Accept of ${suggestion.kernel} refused by the server: ${reason ?? 'see its message'}`);
+                if (reason !== undefined) {
+                    this.show(messageView('warning', refusalText(reason)));
+                }
                 return;
             }
         } else {

@@ -187,10 +187,18 @@ export function staleReason(s: Suggestion, current: string | undefined): string 
     if (current === undefined || current.includes(s.original)) {
         return undefined;
     }
-    return (
-        `${s.kernel} changed since the optimization started, so the suggestion was not applied ` +
-        `(it would not fit the new text). See it again with "${SHOW_DIFF_COMMAND_TITLE}", or optimize again.`
-    );
+    return refusalText(`${s.kernel} changed since the optimization started, so the suggestion was not applied (it would not fit the new text)`);
+}
+
+/**
+ * The message for a refused Accept, from its reason (ours, or the server's answer to a confirmed
+ * Accept, which it leaves to us to show): a changed kernel gets what to do next.
+ */
+export function refusalText(reason: string): string {
+    const sentence = reason.trim().replace(/[.\s]+$/, '');
+    return /changed since/.test(sentence)
+        ? `${sentence}. See it again with "${SHOW_DIFF_COMMAND_TITLE}", or optimize again.`
+        : `${sentence}.`;
 }
 
 export type Side = 'original' | 'suggested';

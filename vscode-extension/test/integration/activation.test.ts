@@ -144,14 +144,18 @@ describe('the bundled extension', { timeout: 120_000 }, () => {
         assert.ok(fake.executed.some((e) => e.id === 'setContext' && e.args[0] === 'cudaLlm.suggestionPending' && e.args[1] === false));
     });
 
-    it('logs the reason the server gives for refusing Accept, and keeps the notification', async () => {
+    it('shows and logs the reason the server gives for refusing Accept, and keeps the notification', async () => {
         fake.messages = [];
         await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'stale' });
         const offer = await until('the stale suggestion', () => offerOf('cuda-llm: stale'));
         await fake.commands.get('cudaLlm.client.acceptSuggestion')!(offer.diff.args[1]);
         await until('logged', () => fake.output.includes('Accept of stale refused by the server: stale changed since the optimization started'));
-        const shown = await until('the server message', () => fake.messages.find((m) => m.text.includes('stale changed')));
+        const shown = await until('the refusal', () => fake.messages.find((m) => m.text.includes('stale changed')));
         assert.equal(shown.level, 'warning');
+        assert.equal(
+            shown.text,
+            'cuda-llm: stale changed since the optimization started, so the suggestion was not applied. See it again with "CUDA-LLM: Show Suggestion Diff", or optimize again.',
+        );
         assert.equal(offer.notice.done, false);
         await fake.commands.get('cudaLlm.client.rejectSuggestion')!(offer.diff.args[1]);
         await until('the notification closes on Reject', () => offer.notice.done);

@@ -138,9 +138,9 @@ function handle(message: Message): void {
                 return;
             }
             if (command === 'cudaLlm.accept' && args[0].kernel === 'stale') {
-                // Refuses as the real server does when the kernel changed, with its reason.
-                const reason = 'stale changed since the optimization started';
-                notify('window/showMessage', { type: 2, message: `cuda-llm: ${reason}` });
+                // Refuses as the real server does a confirmed Accept of a changed kernel: the
+                // reason in the answer, no message of its own.
+                const reason = 'stale changed since the optimization started, so the suggestion was not applied';
                 send({ id: message.id, result: { applied: false, reason } });
                 return;
             }

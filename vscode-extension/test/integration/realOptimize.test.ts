@@ -30,7 +30,7 @@ const FAST = `extern "C" __global__ void saxpy(int n, float a, const float* x, f
 }`;
 
 const found = fs.existsSync(SAXPY)
-    ? findPython('import cuda_llm_lsp.lsp.server, cuda_llm_lsp.evaluate.recorded, tests.support.scripted_llm', 'cuda_llm_lsp and its tests')
+    ? findPython('import cuda_llm_lsp.lsp.app, cuda_llm_lsp.evaluate.recorded, tests.support.scripted_llm', 'cuda_llm_lsp and its tests')
     : { reason: 'tests/lsp/data/saxpy.cu is missing' };
 
 /** The scripted LLM in its own process; resolves with its base URL. */

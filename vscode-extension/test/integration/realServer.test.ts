@@ -16,7 +16,7 @@ import { ExtensionModule, REPO, findPython, liveChildren, loadBundle, resetSetti
 
 const KEY = 'sk-real-ABCDEFGHIJKLMNOPQRSTUVWX';
 
-const found = findPython('import cuda_llm_lsp.lsp.server', 'cuda_llm_lsp');
+const found = findPython('import cuda_llm_lsp.lsp.app', 'cuda_llm_lsp');
 const SAXPY = path.join(REPO, 'examples', 'saxpy.cu');
 
 describe('the bundled extension with the real server', { skip: found.reason ?? (!fs.existsSync(SAXPY) && 'examples/saxpy.cu is missing'), timeout: 180_000 }, () => {

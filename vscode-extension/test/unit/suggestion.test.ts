@@ -13,6 +13,7 @@ import {
     notificationText,
     parseSuggestion,
     parseSuggestionDocPath,
+    refusalText,
     serverNote,
     staleReason,
     suggestionDocUri,
@@ -131,6 +132,14 @@ describe('accepting a stale suggestion', () => {
         assert.match(reason, /^saxpy changed since the optimization started, so the suggestion was not applied/);
         assert.match(reason, /"CUDA-LLM: Show Suggestion Diff"/);
         assert.doesNotMatch(reason, /Show suggested saxpy/);
+    });
+
+    it('from the server gets the same advice when the kernel changed, and a full stop otherwise', () => {
+        assert.equal(
+            refusalText('saxpy changed since the optimization started, so the suggestion was not applied (it would not fit the new text)'),
+            staleReason(s(), 'edited'),
+        );
+        assert.equal(refusalText('there is no suggestion for saxpy to accept'), 'there is no suggestion for saxpy to accept.');
     });
 });
 
