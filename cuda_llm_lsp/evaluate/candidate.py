@@ -113,10 +113,12 @@ def build_binary(
         text = splice(file_text, original, kernel_source)
         found = [k for k in find_kernels(text) if k.name == kernel_name]
         if len(found) != 1:
+            others = sorted({k.name for k in find_kernels(kernel_source)} - {kernel_name})
+            renamed = f": it defines {', '.join(others)} instead" if others and not found else ""
             return CandidateRejected(
                 "signature_mismatch",
                 f"the candidate must define exactly one __global__ kernel named {kernel_name} "
-                f"(found {len(found)})",
+                f"(found {len(found)}{renamed})",
             )
         problem = check_signature(original, found[0])
         if problem:

@@ -54,7 +54,10 @@ def test_qualifiers_and_launch_bounds_may_change() -> None:
         (FAST.replace("int n)", "long n)"), "parameter `int n` became `long n`"),
         (FAST.replace("float* y,", "float* out,"), "parameter `float* y` became `float* out`"),
         (FAST.replace(", int n)", ")").replace("i < n", "i < 1"), "must keep its 3 parameters"),
-        ("__global__ void other() {}", "exactly one __global__ kernel named twice (found 0)"),
+        (
+            "__global__ void other() {}",
+            "exactly one __global__ kernel named twice (found 0: it defines other instead)",
+        ),
         (FAST + "\n" + FAST, "(found 2)"),
     ],
 )
