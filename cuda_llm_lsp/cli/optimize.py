@@ -81,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS,
                         help="reasoning models' effort (default: not sent)")  # fmt: skip
+    parser.add_argument("--compile-timeout", type=_positive, metavar="S",
+                        help="seconds one candidate's compile may take (default "
+                             f"{Settings().compile_timeout_s})")  # fmt: skip
     parser.add_argument("--seed", type=int, help="input seed (default: a fresh one)")
     parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
@@ -265,7 +268,9 @@ def run(args: argparse.Namespace) -> int:
     if args.base_url:
         settings = dataclasses.replace(settings, base_url=args.base_url)
     sampling = {"max_tokens": args.max_tokens, "temperature": args.temperature,
-                "reasoning_effort": args.reasoning_effort}  # fmt: skip
+                "reasoning_effort": args.reasoning_effort,
+                "compile_timeout_s": args.compile_timeout and min(600, args.compile_timeout),
+                }  # fmt: skip
     settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
     config = config_from_settings(
         settings, rounds=args.rounds, candidates=args.candidates, record_dir=args.record,
