@@ -51,7 +51,7 @@ def outline(text: str, parsed: tuple[Tree, bytes] | None = None) -> FileOutline:
     defines: list[str] = []
     functions: list[tuple[int, int]] = []
     launches: list[LaunchSite] = []
-    for node in _walk(tree.root_node):
+    for node in walk_nodes(tree.root_node):
         kind = node.type
         if kind == "preproc_include":
             includes.append(_text(node, data).strip())
@@ -62,10 +62,8 @@ def outline(text: str, parsed: tuple[Tree, bytes] | None = None) -> FileOutline:
             whole = parent if parent and parent.type == "template_declaration" else node
             start = _line_start(text, offsets.at(whole.start_byte))
             functions.append((start, offsets.at(whole.end_byte)))
-        elif kind == "kernel_call_syntax" and node.parent and node.parent.type == "call_expression":
-            callee = node.parent.child_by_field_name("function")
-            if callee is not None and callee.type in _NAME_NODES:
-                launches.append(LaunchSite(_base_name(_text(callee, data)), node.start_point[0]))
+        elif (callee := launch_callee(node)) is not None:
+            launches.append(LaunchSite(base_name(_text(callee, data)), node.start_point[0]))
     return FileOutline(tuple(includes), tuple(defines), tuple(functions), tuple(launches))
 
 
@@ -75,7 +73,18 @@ def device_function_spans(text: str) -> list[tuple[int, int]]:
     return list(outline(text).device_functions)
 
 
-def _walk(node: Node) -> Iterator[Node]:
+def launch_callee(node: Node) -> Node | None:
+    """For a `<<<...>>>` node of a call, the launched name (`k`, `k<float>`, `ns::k`), else
+    None (also for a launch through an expression such as `(*fp)<<<...>>>`)."""
+    if node.type != "kernel_call_syntax" or not node.parent:
+        return None
+    if node.parent.type != "call_expression":
+        return None
+    callee = node.parent.child_by_field_name("function")
+    return callee if callee is not None and callee.type in _NAME_NODES else None
+
+
+def walk_nodes(node: Node) -> Iterator[Node]:
     """Every node in source order, without recursion (deep trees stay cheap)."""
     cursor = node.walk()
     while True:
@@ -97,7 +106,8 @@ def _text(node: Node, data: bytes) -> str:
     return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
 
-def _base_name(callee: str) -> str:
+def base_name(callee: str) -> str:
+    """The launched kernel's name without scope or template arguments."""
     return callee.split("<", 1)[0].rsplit("::", 1)[-1].strip()
 
 

@@ -26,6 +26,7 @@ fail later, far from the spec line, as OverflowError or ValueError.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -372,3 +373,48 @@ def parse_expr(text: str) -> Expr:
 def evaluate(text: str, env: Mapping[str, Number]) -> Number:
     """Parse and evaluate in one step (raises ExprError)."""
     return parse_expr(text).evaluate(env)
+
+
+_C_ATOM = re.compile(r"\s*(?:[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)*|\d+[uUlL]*)\s*\Z")
+
+
+def to_c(expr: Expr, names: Mapping[str, str]) -> str:
+    """C source computing `expr`, each size name replaced by `names[name]` (C text, put in
+    parentheses unless it is a name or a number): how a launch site is written in its own terms
+    (source/launch_sites.py). `cdiv(a, b)` becomes `(a + b - 1) / b`, `min`/`max` conditional
+    expressions; the arguments are repeated, so `names` must hold side-effect-free expressions.
+    Raises KeyError for a name missing from `names`."""
+    return _c(expr, names, 0)
+
+
+def _c(expr: Expr, names: Mapping[str, str], need: int) -> str:
+    """`expr` as C, parenthesised when its precedence is below `need` (0 additive, 1
+    multiplicative, 2 unary, 3 primary)."""
+    if isinstance(expr, _Num):
+        text, level = str(expr.value), 3
+    elif isinstance(expr, _Name):
+        given = names[expr.name].strip()
+        text, level = (given if _C_ATOM.match(given) else f"({given})"), 3
+    elif isinstance(expr, _Neg):
+        text, level = "-" + _c(expr.operand, names, 2), 2
+    elif isinstance(expr, _Binary):
+        level = 0 if expr.op in "+-" else 1
+        text = f"{_c(expr.left, names, level)} {expr.op} {_c(expr.right, names, level + 1)}"
+    elif isinstance(expr, _Call) and expr.function == "cdiv":
+        a, b = _c(expr.args[0], names, 0), _c(expr.args[1], names, 2)
+        divisor = expr.args[1]
+        if isinstance(divisor, _Num) and isinstance(divisor.value, int) and divisor.value > 1:
+            text = f"({a} + {divisor.value - 1}) / {b}"
+        else:
+            text = f"({a} + {b} - 1) / {b}"
+        level = 1
+    elif isinstance(expr, _Call):
+        text = _c(expr.args[0], names, 3)
+        compare = "<" if expr.function == "min" else ">"
+        for arg in expr.args[1:]:
+            other = _c(arg, names, 3)
+            text = f"({text} {compare} {other} ? {text} : {other})"
+        level = 3
+    else:  # pragma: no cover - every node type is handled above
+        raise TypeError(f"unknown expression node {expr!r}")
+    return text if level >= need else f"({text})"

@@ -18,6 +18,7 @@ from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 from cuda_llm_lsp.source.text import Point, Span, normalized
 
 SPEC_MARKER = "@cuda-llm"
+_LAUNCH_MARKER = re.compile(r"@cuda-llm[ \t]+launch(?=\s|\*/)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class Kernel:
     spec: SpecBlock | None
     instantiations: tuple[str, ...]  # e.g. ("k<float, 128>",) from launch sites in the file
     scope: str = ""  # enclosing namespaces, "ns::inner::" ("" at global scope)
+    # a candidate's `/* @cuda-llm launch ... */` block (source/spec/launch.py), never the spec
+    launch_block: SpecBlock | None = None
 
     @property
     def is_template(self) -> bool:
@@ -198,6 +201,7 @@ def _kernel(
         template_params=template_params,
         launch_bounds=launch_bounds,
         spec=_spec_block(outer, data, points),
+        launch_block=_spec_block(outer, data, points, launch=True),
         instantiations=tuple(instantiations.get(name, ())) if template_params else (),
         scope=_scope(node, data),
     )
@@ -284,14 +288,22 @@ def _params(parameters: Node, data: bytes) -> list[Param]:
     return params
 
 
-def _spec_block(outer: Node, data: bytes, points: _PointMap) -> SpecBlock | None:
-    """The nearest `/* @cuda-llm` comment above `outer`, with only comments between."""
+def _spec_block(
+    outer: Node, data: bytes, points: _PointMap, *, launch: bool = False
+) -> SpecBlock | None:
+    """The nearest `/* @cuda-llm` comment above `outer`, with only comments between; with
+    `launch`, the nearest `/* @cuda-llm launch` one (which is never taken for the spec)."""
     sibling = outer.prev_sibling
     while sibling is not None and sibling.type == "comment":
         text = _text(sibling, data)
         if text.startswith("/*") and text[2:].lstrip().startswith(SPEC_MARKER):
+            is_launch = _LAUNCH_MARKER.match(text, text.index(SPEC_MARKER))
+            if bool(is_launch) != launch:
+                sibling = sibling.prev_sibling
+                continue
             span = points.span(sibling)
-            body_start = text.index(SPEC_MARKER) + len(SPEC_MARKER)
+            marker_end = text.index(SPEC_MARKER) + len(SPEC_MARKER)
+            body_start = is_launch.end() if is_launch else marker_end
             toml = text[body_start : len(text) - 2 if text.endswith("*/") else len(text)]
             before = text[:body_start]
             line = span.start.line + before.count("\n")

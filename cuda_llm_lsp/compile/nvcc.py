@@ -1,0 +1,149 @@
+"""A whole CUDA file compiled by `nvcc`, host code included: proof that an edit still builds.
+
+NVRTC (compile/nvrtc.py) sees device code only; an edit that rewrites launch sites
+(source/launch_sites.py) changes host code, which only a whole-file compile checks. `nvcc` comes
+from the `nvcc` extra (`cuda-toolkit[nvcc]`, the `nvidia/cu13/bin` of the wheels) and needs a host
+C++ compiler (g++). The file is compiled to an object in a temporary directory (`-c`, nothing is
+linked or run) with a timeout. The text compiled is the user's file after an edit: LLM output is
+never compiled here except as that file, and nothing is executed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_llm_lsp.compile.types import Diagnostic, Severity
+
+#: Environment variable naming an `nvcc` to use instead of the one found.
+NVCC_ENV = "CUDA_LLM_NVCC"
+DEFAULT_TIMEOUT_S = 120.0
+_EDG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>error|warning|remark)"
+                  r"(?: #(?P<code>[\w-]+))?: (?P<message>.*)$")  # fmt: skip
+_GCC = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+): (?P<severity>error|warning|"
+                  r"fatal error|note): (?P<message>.*)$")  # fmt: skip
+
+
+class NvccUnavailable(RuntimeError):
+    """No `nvcc` found (install the `nvcc` extra: `cuda-toolkit[nvcc,cudart,crt,cccl]`)."""
+
+
+@dataclass(frozen=True)
+class NvccResult:
+    ok: bool
+    diagnostics: tuple[Diagnostic, ...]  # in the compiled file (`file` set for other files)
+    log: str  # nvcc's output as printed, the temporary path replaced by the file's name
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "error")
+
+    def message(self, lines: int = 20) -> str:
+        """The first errors (or the log), for a refusal shown to a person."""
+        if self.timed_out:
+            return f"nvcc did not finish within {self.seconds:.0f} s"
+        shown = [f"line {d.line}: {d.message}" for d in self.errors] or self.log.splitlines()
+        text = "\n".join(shown[:lines])
+        return text + (f"\n... ({len(shown) - lines} more)" if len(shown) > lines else "")
+
+
+def find_nvcc() -> Path | None:
+    """`$CUDA_LLM_NVCC`, else the toolkit wheels' `nvcc` next to this Python, else `PATH`'s."""
+    given = os.environ.get(NVCC_ENV)
+    if given:
+        return Path(given) if Path(given).is_file() else None
+    for root in _site_roots():
+        for candidate in sorted(root.glob("nvidia/cu*/bin/nvcc"), reverse=True):
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+        legacy = root / "nvidia" / "cuda_nvcc" / "bin" / "nvcc"
+        if legacy.is_file():
+            return legacy
+    found = shutil.which("nvcc")
+    return Path(found) if found else None
+
+
+def _site_roots() -> list[Path]:
+    roots = [Path(p) for p in sys.path if p.endswith("site-packages")]
+    return [r for r in roots if (r / "nvidia").is_dir()]
+
+
+def compile_file(
+    text: str,
+    path: Path | None = None,
+    *,
+    include_paths: Sequence[str] = (),
+    arch: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    nvcc: Path | None = None,
+) -> NvccResult:
+    """Compile `text` (the whole file, host and device code) to an object with `nvcc -c`.
+
+    `path` is where the file lives: its directory is searched for `#include "..."` and its name is
+    used in messages. Raises `NvccUnavailable` when no nvcc is found; a compile that fails or
+    outlives `timeout` is a result, not an exception.
+    """
+    binary = nvcc or find_nvcc()
+    if binary is None:
+        raise NvccUnavailable(
+            "nvcc not found: install the nvcc extra (pip install 'cuda-llm-lsp[nvcc]') or set "
+            f"{NVCC_ENV}"
+        )
+    name = path.name if path is not None else "file.cu"
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-nvcc-") as tmp:
+        source = Path(tmp) / (name if name.endswith(".cu") else name + ".cu")
+        source.write_text(text, encoding="utf-8")
+        command = [str(binary), "-c", str(source), "-o", str(Path(tmp) / "out.o")]
+        if arch:
+            command += [f"-arch={arch}"]
+        if path is not None:
+            command += ["-I", str(path.resolve().parent)]
+        for include in include_paths:
+            command += ["-I", include]
+        start = time.monotonic()
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout, cwd=tmp, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return NvccResult(False, (), "", time.monotonic() - start, timed_out=True)
+        seconds = time.monotonic() - start
+        log = (done.stdout + done.stderr).replace(str(source), name)
+    diagnostics = tuple(_diagnostics(log, name))
+    ok = done.returncode == 0
+    if not ok and not any(d.severity == "error" for d in diagnostics):
+        first = next((line for line in log.splitlines() if line.strip()), "nvcc failed")
+        diagnostics += (Diagnostic(1, 1, 1, 1, "error", first),)
+    return NvccResult(ok, diagnostics, log, seconds)
+
+
+def _diagnostics(log: str, name: str) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    for line in log.splitlines():
+        m = _EDG.match(line) or _GCC.match(line)
+        if m is None:
+            continue
+        kind = m.group("severity")
+        if kind == "note":
+            continue
+        severity: Severity = "error" if "error" in kind else "warning"
+        column = int(m.groupdict().get("column") or 1)
+        row = int(m.group("line"))
+        file = None if m.group("file") == name else m.group("file")
+        code = m.groupdict().get("code")
+        found.append(
+            Diagnostic(
+                row, column, row, column + 1, severity, m.group("message").strip(), code, file
+            )
+        )
+    return found
