@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, NvrtcUnavailable
 
@@ -70,7 +71,7 @@ class _Worker:
     """One child process and its two pipes."""
 
     def __init__(self, memory_mb: int) -> None:
-        env = dict(os.environ)
+        env = child_env()  # no API key: the child reads model-written code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
         self.proc = subprocess.Popen(

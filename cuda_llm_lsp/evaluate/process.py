@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.evaluate.protocol import (
     Failure,
     FrameReader,
@@ -53,7 +54,7 @@ class WorkerProcess:
     def __init__(self, device: int) -> None:
         self.device = device
         self.stderr_tail: deque[str] = deque(maxlen=40)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = child_env({"PYTHONUNBUFFERED": "1"})  # no API key: it runs model-written code
         self.proc = subprocess.Popen(
             [sys.executable, "-m", WORKER_MODULE, "--device", str(device)],
             stdin=subprocess.PIPE,

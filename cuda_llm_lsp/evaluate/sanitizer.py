@@ -7,7 +7,6 @@ checks can still read out of bounds (inside its own allocations) or race on shar
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import shutil
@@ -16,6 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
 from cuda_llm_lsp.evaluate.launch import case_bytes, case_launch
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
@@ -72,7 +72,7 @@ def run_sanitizer(
             try:
                 proc = subprocess.run(
                     cmd, capture_output=True, text=True, timeout=timeout_s,
-                    env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                    env=child_env({"PYTHONUNBUFFERED": "1"}),
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
                 reports.append(f"{tool}: did not finish within {timeout_s:.0f} s")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import logging
-import os
 import re
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
 from cuda_llm_lsp.evaluate.launch import case_launch
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
@@ -155,7 +155,7 @@ def profile_kernel(
                    *oneshot_command(path, device)]  # fmt: skip
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                      env=dict(os.environ, PYTHONUNBUFFERED="1"))  # fmt: skip
+                                      env=child_env({"PYTHONUNBUFFERED": "1"}))  # fmt: skip
             except (OSError, subprocess.TimeoutExpired) as exc:
                 log.info("profile skipped: ncu failed: %s", exc)
                 return None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.cachefiles import write_json_atomic
+from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import build_binary
 from cuda_llm_lsp.evaluate.types import DeviceFacts, Evaluator, KernelBinary
@@ -99,6 +100,7 @@ def _library_peaks(timeout_s: float = 180.0) -> tuple[float | None, float | None
             capture_output=True,
             text=True,
             timeout=timeout_s,
+            env=child_env(),
         )
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):

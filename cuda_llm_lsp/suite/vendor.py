@@ -10,13 +10,13 @@ and an L2 flush (a memset over twice the L2) before every launch, like the evalu
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
@@ -64,7 +64,7 @@ def measure(
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            env=child_env({"PYTHONUNBUFFERED": "1"}),
         )
     except subprocess.TimeoutExpired:
         return {}, f"timed out after {timeout_s:.0f} s"
