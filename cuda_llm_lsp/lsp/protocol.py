@@ -79,7 +79,9 @@ class CudaLlmProtocol(LanguageServerProtocol):
     """pygls's LSP protocol that answers malformed requests and requests after shutdown."""
 
     def __init__(self, server: Any, converter: cattrs.Converter) -> None:
+        as_bool = converter.get_structure_hook(bool)  # bool is an int: keep its own hook
         converter.register_structure_hook(int, _strict_int)
+        converter.register_structure_hook(bool, as_bool)
         super().__init__(server, converter)
         self.exit_code: int | None = None  # set by `exit`: 0 after shutdown, 1 without
 

@@ -21,7 +21,7 @@ INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND = -32602, -32600, -32601
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RawServer]:
     raw = RawServer(env=server_env(tmp_path))
-    raw.initialize('{"cudaLlm": {"debounceMs": 0}}')
+    raw.initialize('{"cudaLlm": {"debounceMs": 0}}', client="neovim")
     yield raw
     raw.close()
 

@@ -20,6 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pygls.protocol import default_converter
+from pytest_lsp import client_capabilities
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -79,8 +82,12 @@ class RawServer:
             message["params"] = params
         self.send(message)
 
-    def initialize(self, init_options: str = "{}", capabilities: str = "{}") -> dict[str, Any]:
-        """initialize (options as raw JSON text, so `1e400` can be sent) and initialized."""
+    def initialize(
+        self, init_options: str = "{}", client: str = "visual-studio-code"
+    ) -> dict[str, Any]:
+        """initialize with `client`'s capabilities (pytest-lsp's recorded sets) and options as
+        raw JSON text (so `1e400` can be sent), then initialized."""
+        capabilities = json.dumps(default_converter().unstructure(client_capabilities(client)))
         raw = (
             f'{{"processId": null, "rootUri": null, "capabilities": {capabilities}, '
             f'"initializationOptions": {init_options}}}'
