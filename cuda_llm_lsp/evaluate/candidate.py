@@ -8,7 +8,6 @@ no host code from a candidate is ever compiled or run.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from cuda_llm_lsp.compile.device_unit import build_device_unit
 from cuda_llm_lsp.compile.types import CompileResult
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
-from cuda_llm_lsp.source.kernels import Kernel, Param, find_kernels
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.signature import abi_signature, restore_linkage, signature_problem
 from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.source.text import replace_span
 
@@ -41,40 +41,20 @@ def find_kernel(text: str, name: str) -> Kernel | None:
 
 def splice(file_text: str, kernel: Kernel, kernel_source: str) -> str:
     """`file_text` with `kernel`'s whole definition replaced by `kernel_source` (the rest of the
-    file byte-identical): how a candidate is built and how an accepted one is applied."""
+    file byte-identical): how a candidate is built and how an accepted one is applied. A dropped
+    `extern "C"` is put back (`source.signature.restore_linkage`)."""
+    kernel_source = restore_linkage(kernel, kernel_source)
     return replace_span(file_text, kernel.span, kernel_source.strip("\n"))
 
 
-def _norm_type(c_type: str) -> str:
-    t = re.sub(r"\b(__restrict__|__restrict|restrict)\b", " ", c_type)
-    t = re.sub(r"\s*([*&,<>])\s*", r"\1", t)
-    t = " ".join(t.split())
-    # a top-level const on the parameter itself (`float* const p`) does not change the ABI
-    return re.sub(r"\*const$", "*", t).strip()
-
-
 def signature_of(kernel: Kernel) -> list[tuple[str, str]]:
-    return [(_norm_type(p.c_type), p.name) for p in kernel.params]
+    return abi_signature(kernel)
 
 
 def check_signature(original: Kernel, candidate: Kernel) -> str | None:
-    """None when the candidate keeps the original's parameters, else what differs."""
-    a, b = signature_of(original), signature_of(candidate)
-    if a == b and original.template_params == candidate.template_params:
-        return None
-    if len(a) != len(b):
-        return (f"{original.name} must keep its {len(a)} parameters ({_sig(original.params)}); "
-                f"the candidate has {len(b)} ({_sig(candidate.params)})")  # fmt: skip
-    for (ta, na), (tb, nb) in zip(a, b, strict=True):
-        if (ta, na) != (tb, nb):
-            return (f"parameter `{ta} {na}` became `{tb} {nb}`: {original.name} must keep its "
-                    f"signature ({_sig(original.params)})")  # fmt: skip
-    return (f"template parameters changed from <{', '.join(original.template_params)}> to "
-            f"<{', '.join(candidate.template_params)}>")  # fmt: skip
-
-
-def _sig(params: tuple[Param, ...]) -> str:
-    return ", ".join(f"{p.c_type} {p.name}" for p in params)
+    """None when the candidate keeps the original's parameters and linkage by ABI
+    (`source.signature`), else what differs."""
+    return signature_problem(original, candidate)
 
 
 def name_expression(kernel: Kernel, instance: str | None) -> str:
