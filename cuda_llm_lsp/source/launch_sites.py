@@ -294,7 +294,7 @@ class _Scan:
         parent = node.parent
         if parent is None or parent.type == "function_declarator":
             return None  # the definition, a declaration, an explicit instantiation
-        if launch_callee_of(parent, node):
+        if launch_callee_of(parent, node) or self._shadowed(node):
             return None
         call = _enclosing_call(node)
         function = call.child_by_field_name("function") if call is not None else None
@@ -323,6 +323,20 @@ class _Scan:
             "configuration we cannot follow: change it by hand",
             span,
         )
+
+    def _shadowed(self, node: Node) -> bool:
+        """`node` names a variable or parameter of the same name, not the kernel."""
+        function = _ancestor(node, "function_definition")
+        if function is None:
+            return False
+        for found in walk_nodes(function):
+            if found.type in ("init_declarator", "parameter_declaration", "declaration"):
+                declared = found.child_by_field_name("declarator")
+                while declared is not None and declared.type != "identifier":
+                    declared = declared.child_by_field_name("declarator")
+                if declared is not None and self.src(declared) == self.kernel:
+                    return True
+        return False
 
     def _is_macro(self, name: str) -> bool:
         return bool(re.search(rb"#\s*define\s+" + re.escape(name.encode()) + rb"\b", self.data))

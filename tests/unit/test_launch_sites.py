@@ -489,3 +489,16 @@ def test_edits_keep_non_ascii_text_intact() -> None:
     text = SCALE + "void f(float* y, int n) { /* größe */ scale<<<n, 256>>>(y, y, n); }\n"
     result = rewrite_launches(text, _spec(text), NEW_1D_NO_SMEM)
     assert result.apply(text).endswith("/* größe */ scale<<<(n + 511) / 512, 512>>>(y, y, n); }\n")
+
+
+def test_a_variable_named_like_the_kernel_is_not_a_use_of_it() -> None:
+    text = SCALE + textwrap.dedent("""
+        float gain(float scale) { return 2.0f * scale; }
+        float twice() {
+            float scale = gain(1.0f);
+            return scale * 2.0f;
+        }
+        void f(float* y, int n) { scale<<<(n + 255) / 256, 256>>>(y, y, n); }
+        """)
+    result = rewrite_launches(text, _spec(text), NEW_1D_NO_SMEM)
+    assert result.safe and len(result.rewrites) == 1, result.refusals
