@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cuda_llm_lsp.compile import candidate_policy
 from cuda_llm_lsp.compile.analysis import compile_options
 from cuda_llm_lsp.compile.cache import compile_cached
 from cuda_llm_lsp.compile.device_unit import build_device_unit
@@ -89,7 +90,19 @@ def build_binary(
             "signature_mismatch", f"no single kernel {kernel_name!r} in the file"
         )
     text = file_text
+    candidate_lines = 0
     if kernel_source is not None:
+        # model text: no @cuda-llm comment, no host file, before anything compiles it
+        kernel_source = candidate_policy.strip_spec_comments(kernel_source).code
+        refused = candidate_policy.check_candidate(
+            kernel_source,
+            allowed_names=candidate_policy.original_include_names(file_text),
+            file_dir=Path(path).resolve().parent if path is not None else None,
+            include_paths=settings.include_paths,
+        )
+        if refused:
+            return CandidateRejected("compile_error", refused)
+        candidate_lines = kernel_source.strip("\n").count("\n") + 1
         text = splice(file_text, original, kernel_source)
         found = [k for k in find_kernels(text) if k.name == kernel_name]
         if len(found) != 1:
@@ -115,7 +128,9 @@ def build_binary(
     expr = name_expression(kernel, instance)
     result = _compile(text, path, settings, arch, expr)
     if not result.ok or result.cubin is None:
-        return CandidateRejected("compile_error", _compile_message(result, first_line))
+        return CandidateRejected(
+            "compile_error", _compile_message(result, first_line, candidate_lines)
+        )
     entry = result.lowered_names.get(expr) or (kernel.name if kernel.is_extern_c else None)
     if entry is None:
         return CandidateRejected("compile_error", f"NVRTC did not lower {expr!r}")
@@ -138,8 +153,17 @@ def _compile(
     return compile_cached(unit, options, (expr,), timeout_s=settings.compile_timeout_s)
 
 
-def _compile_message(result: CompileResult, first_line: int | None) -> str:
+def _compile_message(result: CompileResult, first_line: int | None, candidate_lines: int) -> str:
+    """NVRTC's errors; a candidate's only on its own lines or in toolkit headers (the rest of a
+    log could quote any file NVRTC read: `compile.candidate_policy`)."""
     errors = result.errors
+    hidden = 0
+    if first_line is not None:
+        kept, hidden = candidate_policy.candidate_diagnostics(errors, first_line, candidate_lines)
+        errors = tuple(kept)
+        if not errors:
+            return (f"compilation failed: {hidden} error(s) outside the candidate's own lines "
+                    "are not shown")  # fmt: skip
     if errors:
         lines = [
             f"line {d.line}:{d.column}: {d.severity}: {d.message}"
@@ -155,4 +179,6 @@ def _compile_message(result: CompileResult, first_line: int | None) -> str:
     text = "\n".join(lines[:LOG_LINES])
     if len(lines) > LOG_LINES:
         text += f"\n... ({len(lines) - LOG_LINES} more lines)"
+    if hidden:
+        text += f"\n({hidden} error(s) outside the candidate's own lines are not shown)"
     return text or "compilation failed"

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+from cuda_llm_lsp.compile.candidate_policy import strip_spec_comments
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import candidate
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected
@@ -126,9 +127,13 @@ def _squashed(text: str) -> str:
 
 
 def clean_candidate(code: str, file_text: str) -> str:
-    """The candidate as it replaces the kernel: no spec block, and none of the includes or
-    `__device__` helpers the file already has (models often repeat them: a redefinition)."""
-    code = re.sub(r"\A\s*/\*\s*@cuda-llm.*?\*/\s*", "", code, flags=re.DOTALL)
+    """The candidate as it replaces the kernel: no `@cuda-llm` comment anywhere (model text never
+    becomes the spec), and none of the includes or `__device__` helpers the file already has
+    (models often repeat them: a redefinition). What it may include is checked when it is built
+    (`compile.candidate_policy`)."""
+    stripped = strip_spec_comments(code)
+    # issue [launch]: a `/* @cuda-llm launch */` block in `stripped.blocks` is parsed here
+    code = stripped.code
     known = {_squashed(file_text[s:e]) for s, e in device_function_spans(file_text)}
     for start, end in reversed(device_function_spans(code)):
         if _squashed(code[start:end]) in known:
