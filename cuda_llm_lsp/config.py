@@ -18,6 +18,7 @@ DEFAULT_ARCH = "sm_90"
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_MAX_TOKENS = 32768  # room for a reasoning model's thinking and the kernel after it
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+STRATEGIES = ("fsr", "plan")  # FSR rounds; CUDAMaster's planner -> coders -> debugger
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +35,7 @@ class Settings:
     max_tokens: int = DEFAULT_MAX_TOKENS  # output tokens per request (reasoning included)
     temperature: float | None = None  # None: not sent, the model's default
     reasoning_effort: str | None = None  # None: not sent; one of REASONING_EFFORTS
+    strategy: str = "fsr"  # one of STRATEGIES
     debounce_ms: int = 100  # benchmarks/lsp_latency.py: ~175 ms change -> diagnostics on 2 cores
     compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
 
@@ -53,6 +55,7 @@ _KEYS = {
     "maxTokens": "max_tokens",
     "temperature": "temperature",
     "reasoningEffort": "reasoning_effort",
+    "strategy": "strategy",
     "compileTimeoutS": "compile_timeout_s",
 }
 _LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
@@ -123,6 +126,10 @@ def settings_from_mapping(
                 ):
                     raise ValueError(f"one of {', '.join(REASONING_EFFORTS)} (or empty)")
                 changes[name] = value.strip().lower() or None
+            elif name == "strategy":
+                if not isinstance(value, str) or value.strip().lower() not in STRATEGIES:
+                    raise ValueError(f"one of {', '.join(STRATEGIES)}")
+                changes[name] = value.strip().lower()
             else:
                 if not isinstance(value, str):
                     raise TypeError("a string")

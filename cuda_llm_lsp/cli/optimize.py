@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, REASONING_EFFORTS, Settings
+from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, REASONING_EFFORTS, STRATEGIES, Settings
 from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
 from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
@@ -81,6 +81,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS,
                         help="reasoning models' effort (default: not sent)")  # fmt: skip
+    parser.add_argument("--strategy", choices=STRATEGIES,
+                        help="fsr (default): rounds of candidates; plan: a planner's K plans, a "
+                             "coder per plan, failing ones repaired by a debugger")  # fmt: skip
+    parser.add_argument(
+        "--repairs",
+        type=int,
+        metavar="D",
+        help="plan: repair attempts per failing candidate (default 3)",
+    )
     parser.add_argument("--compile-timeout", type=_positive, metavar="S",
                         help="seconds one candidate's compile may take (default "
                              f"{Settings().compile_timeout_s})")  # fmt: skip
@@ -154,9 +163,13 @@ class Display:
             if not self.live:
                 self._line(f"round {event.round}/{event.rounds}")
         elif isinstance(event, CandidateStage):
+            if event.role == "planner":
+                if not self.live and event.stage == "requested":
+                    self._line(f"  round {event.round}: planning")
+                return
             self.cells[(event.round, event.index)] = {
                 "requested": "writing", "generated": "building", "evaluating": "timing",
-            }[event.stage]  # fmt: skip
+            }[event.stage] if event.role != "debugger" else "repairing"  # fmt: skip
         elif isinstance(event, CandidateEvaluated):
             o = event.outcome
             self.best = event.best
@@ -270,11 +283,13 @@ def run(args: argparse.Namespace) -> int:
     sampling = {"max_tokens": args.max_tokens, "temperature": args.temperature,
                 "reasoning_effort": args.reasoning_effort,
                 "compile_timeout_s": args.compile_timeout and min(600, args.compile_timeout),
+                "strategy": args.strategy,
                 }  # fmt: skip
     settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
     config = config_from_settings(
         settings, rounds=args.rounds, candidates=args.candidates, record_dir=args.record,
         replay_dir=args.replay, time_budget_s=args.time_budget, token_budget=args.token_budget,
+        repairs=args.repairs,
     )  # fmt: skip
     try:
         evaluator = make_evaluator()

@@ -18,8 +18,10 @@ class Prompt:
 
     kernel: str
     round: int  # 1-based
-    index: int  # 1-based within the round
+    index: int  # 1-based within the round; 0 for the round's planner
     messages: tuple[dict[str, str], ...]
+    role: str = "candidate"  # "candidate" (FSR and plan coders), "planner", "debugger"
+    attempt: int = 0  # the debugger's repair attempt, 1-based
 
     @property
     def text(self) -> str:

@@ -16,13 +16,15 @@ events through a callback and returns an `OptimizeResult`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.types import (
+    STATUSES,
     BaselineFailed,
     EvalResult,
     EvaluationCancelled,
@@ -53,6 +55,10 @@ from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_
 log = logging.getLogger(__name__)
 
 ROUND_GAIN = 0.01  # a round "gains" when the best speedup grows by more than this
+# plan strategy: what the debugger may repair (an endpoint's failure or a slower kernel is not)
+REPAIRABLE: frozenset[str] = frozenset(STATUSES) - {"ok", "slower", "llm_error", "sanitizer"}
+NO_PLAN = prompts.Plan("(no plan)")
+Role = Literal["coder", "planner", "debugger"]
 
 
 class History(Protocol):
@@ -100,6 +106,8 @@ class _OptimizeRun:
         self.fatal = False  # the stop reason is an endpoint error that ends the run
         self.pending: set[asyncio.Task[Any]] = set()  # this round's candidates in flight
         self.profile_text: str | None = None
+        self.plans: dict[int, list[prompts.Plan]] = {}  # plan strategy: the round's plans
+        self.tried: list[prompts.TriedPlan] = []  # plan strategy: plans and their outcomes
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -173,14 +181,47 @@ class _OptimizeRun:
             best=best,
             failures=failures,
             profile=self.profile_text,
+            plan=self.plan_for(slot=(round_, index)),
         )
         return Prompt(kernel=self.request.kernel, round=round_, index=index, messages=messages)
 
+    def plan_for(self, slot: Slot) -> prompts.Plan | None:
+        plans = self.plans.get(slot[0], [])
+        return plans[slot[1] - 1] if 0 < slot[1] <= len(plans) else None
+
     async def candidate(self, baseline: Baseline, slot: Slot) -> CandidateOutcome:
-        """Request, build and evaluate one candidate."""
+        """Request, build and evaluate one candidate; with the plan strategy, a failing one goes
+        to the debugger up to `repairs` times (each repair a fresh request with its own code and
+        the judge's finding) before it counts as failed."""
+        outcome = await self.attempt(baseline, slot, self.prompt(baseline, *slot))
+        if self.config.strategy != "plan":
+            return outcome
+        tokens = outcome.tokens
+        for attempt in range(1, max(0, self.config.repairs) + 1):
+            if outcome.status not in REPAIRABLE or self.stop_reason or self.over_budget():
+                break
+            messages = prompts.repair_messages(
+                baseline.task, outcome, attempt=attempt, attempts=self.config.repairs,
+                plan=self.plan_for(slot),
+            )  # fmt: skip
+            repair = Prompt(self.request.kernel, slot[0], slot[1], messages, role="debugger",
+                            attempt=attempt)  # fmt: skip
+            fixed = await self.attempt(baseline, slot, repair, role="debugger")
+            tokens += fixed.tokens
+            if fixed.status == "llm_error":
+                break  # the debugger had nothing to offer: the last judged failure stands
+            outcome = dataclasses.replace(
+                fixed, message=f"after {attempt} repair(s): {fixed.message}"
+            )
+        self.tried.append(prompts.TriedPlan(slot[0], self.plan_for(slot) or NO_PLAN, outcome))
+        return dataclasses.replace(outcome, tokens=tokens)
+
+    async def attempt(
+        self, baseline: Baseline, slot: Slot, prompt: Prompt, role: Role = "coder"
+    ) -> CandidateOutcome:
+        """One request for `slot`, its kernel built and evaluated."""
         round_, index = slot
-        prompt = self.prompt(baseline, round_, index)
-        self.emit(CandidateStage(round_, index, "requested"))
+        self.emit(CandidateStage(round_, index, "requested", role))
         reply = await self.llm.complete(prompt)
         self.tokens += reply.tokens
         if reply.error is not None or reply.code is None:
@@ -189,7 +230,7 @@ class _OptimizeRun:
                 self.stop_reason = message
                 self.fatal = True
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
-        self.emit(CandidateStage(round_, index, "generated"))
+        self.emit(CandidateStage(round_, index, "generated", role))
         source = clean_candidate(reply.code, self.request.file_text)
         try:
             binary = await build_candidate(
@@ -205,7 +246,7 @@ class _OptimizeRun:
                 slot, binary.status, binary.message, source=source, tokens=reply.tokens
             )
         self.resources[slot] = binary.resources
-        self.emit(CandidateStage(round_, index, "evaluating"))
+        self.emit(CandidateStage(round_, index, "evaluating", role))
         result = await self.lane.call(
             self.lane.evaluator.evaluate,
             baseline.binary,
@@ -246,7 +287,38 @@ class _OptimizeRun:
 
     # -- rounds -----------------------------------------------------------------------------
 
+    async def make_plans(self, baseline: Baseline, round_: int) -> None:
+        """The planner's K plans for this round (from the profile, the GPU and what earlier
+        rounds' plans gave); plans from the FSR hints fill in what it did not give."""
+        count = self.config.candidates
+        best = [
+            prompts.Attempt(o, self.resources.get((o.round, o.index)))
+            for o in top_correct(self.outcomes, 1)
+        ]
+        messages = prompts.planner_messages(
+            baseline.task, round_=round_, plans=count, tried=self.tried, best=best,
+            profile=self.profile_text,
+        )  # fmt: skip
+        prompt = Prompt(self.request.kernel, round_, 0, messages, role="planner")
+        self.emit(CandidateStage(round_, 0, "requested", "planner"))
+        reply = await self.llm.complete(prompt)
+        self.tokens += reply.tokens
+        if reply.fatal:
+            self.stop_reason = reply.error or "the planner's request failed"
+            self.fatal = True
+            return
+        plans = prompts.parse_plans(reply.text, count)
+        if len(plans) < count:
+            log.info("planner gave %d of %d plans: %s", len(plans), count, reply.error or "")
+        self.plans[round_] = plans + prompts.fallback_plans(count, len(plans))
+        self.emit(CandidateStage(round_, 0, "generated", "planner"))
+
     async def one_round(self, baseline: Baseline, round_: int) -> None:
+        if self.config.strategy == "plan":
+            await self.make_plans(baseline, round_)
+            self.stop_reason = self.stop_reason or self.over_budget()
+            if self.stop_reason:
+                return
         slots = [(round_, i) for i in range(1, self.config.candidates + 1)]
         tasks = {asyncio.ensure_future(self.candidate(baseline, slot)): slot for slot in slots}
         self.pending = set(tasks)

@@ -11,6 +11,7 @@ not enough. Each request is fresh: nothing refers to text the model has not been
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -434,10 +435,14 @@ def profile_section(profile: str | None) -> str:
     )
 
 
-def task_section(task: TaskContext, round_: int, index: int, candidates: int) -> str:
+def task_section(
+    task: TaskContext, round_: int, index: int, candidates: int, plan: Plan | None = None
+) -> str:
     hint = (
         STRATEGY_HINTS[(index - 1) % len(STRATEGY_HINTS)] if candidates > 1 else STRATEGY_HINTS[0]
     )
+    if plan is not None:
+        hint = f"Implement this plan: {plan.text}"
     return (
         f"## Task\nRewrite the kernel `{task.kernel_name}` below to run faster on this GPU. "
         "Same name, signature and launch configuration; the full kernel in one ```cuda block.\n"
@@ -455,10 +460,11 @@ def build_messages(
     best: Sequence[Attempt] = (),
     failures: Sequence[Attempt] = (),
     profile: str | None = None,
+    plan: Plan | None = None,
 ) -> tuple[dict[str, str], ...]:
-    """The chat messages for one candidate."""
+    """The chat messages for one candidate (a plan's coder when `plan` is given)."""
     sections = [
-        task_section(task, round_, index, candidates),
+        task_section(task, round_, index, candidates, plan),
         context_section(task.file),
         spec_section(task),
         device_section(task.device),
@@ -466,6 +472,156 @@ def build_messages(
         best_section(best),
         profile_section(profile),
         failures_section(failures),
+    ]
+    user = "\n\n".join(section for section in sections if section)
+    return ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user})
+
+
+# ---------------------------------------------------------------------------------------------
+# The `plan` strategy (CUDAMaster): a planner, coders that follow its plans, a debugger
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One optimization the planner proposes: what to do, why here, what it should give."""
+
+    technique: str
+    why: str = ""
+    expected: str = ""
+
+    @property
+    def text(self) -> str:
+        parts = [self.technique.rstrip(".") + "."]
+        if self.why:
+            parts.append(f"Why: {self.why.rstrip('.')}.")
+        if self.expected:
+            parts.append(f"Expected: {self.expected.rstrip('.')}.")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class TriedPlan:
+    """A plan of an earlier round and what became of its candidate."""
+
+    round: int
+    plan: Plan
+    outcome: CandidateOutcome
+
+
+PLANNER_SYSTEM = """\
+You are an expert CUDA performance engineer planning how to speed up one CUDA kernel on a \
+specific NVIDIA GPU. You do not write the kernel: other engineers implement each of your plans \
+separately, and an automatic judge (NVRTC, CUDA 13, CCCL 3; same launch configuration; results \
+within tolerance on hidden cases too) checks and times each one.
+
+Reply with ONE ```json block: a list of distinct plans, each an object \
+{"technique": "...", "why": "...", "expected": "..."}: the technique in one sentence, why it \
+should help THIS kernel on THIS GPU (cite the figures), and the expected effect."""
+
+
+def _tried_section(tried: Sequence[TriedPlan]) -> str:
+    if not tried:
+        return ""
+    lines = ["## Plans already tried (do not repeat what failed; build on what worked)"]
+    for t in tried:
+        o = t.outcome
+        if o.status in ("ok", "slower") and o.speedup is not None:
+            result = f"{o.speedup:.2f}x the original's speed"
+        else:
+            result = f"{o.status}: {o.message.strip().splitlines()[0][:160] if o.message else ''}"
+        lines.append(f"- round {t.round}: {t.plan.technique} -> {result}")
+    return "\n".join(lines)
+
+
+def planner_messages(
+    task: TaskContext,
+    *,
+    round_: int,
+    plans: int,
+    tried: Sequence[TriedPlan] = (),
+    best: Sequence[Attempt] = (),
+    profile: str | None = None,
+) -> tuple[dict[str, str], ...]:
+    """The planner's request: the kernel, the GPU, the roofline and profile, what was tried."""
+    ask = (
+        f"## Task\nThis is round {round_}. Propose {plans} distinct plans to make the kernel "
+        f"`{task.kernel_name}` faster, as a JSON list in one ```json block.\n\n"
+        f"```cuda\n{task.kernel_source.strip()}\n```"
+    )
+    sections = [
+        ask,
+        context_section(task.file),
+        spec_section(task),
+        device_section(task.device),
+        baseline_section(task),
+        best_section(best[:1]),
+        profile_section(profile),
+        _tried_section(tried),
+    ]
+    user = "\n\n".join(section for section in sections if section)
+    return ({"role": "system", "content": PLANNER_SYSTEM}, {"role": "user", "content": user})
+
+
+def parse_plans(text: str, count: int) -> list[Plan]:
+    """The plans in the planner's reply (a JSON list, fenced or not), at most `count`, distinct
+    by technique; [] when there are none to read."""
+    text = text.replace("\r\n", "\n")
+    fenced = re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.DOTALL)
+    for chunk in [*reversed(fenced), text]:
+        start, end = chunk.find("["), chunk.rfind("]")
+        if start < 0 or end <= start:
+            continue
+        try:
+            data = json.loads(chunk[start : end + 1])
+        except ValueError:
+            continue
+        if not isinstance(data, list):
+            continue
+        plans: list[Plan] = []
+        for item in data:
+            if isinstance(item, dict) and str(item.get("technique", "")).strip():
+                plan = Plan(
+                    " ".join(str(item["technique"]).split())[:300],
+                    " ".join(str(item.get("why", "")).split())[:400],
+                    " ".join(str(item.get("expected", "")).split())[:200],
+                )
+                if all(p.technique.lower() != plan.technique.lower() for p in plans):
+                    plans.append(plan)
+        if plans:
+            return plans[:count]
+    return []
+
+
+def fallback_plans(count: int, have: int = 0) -> list[Plan]:
+    """Plans from the FSR hints, for a planner that gave too few."""
+    return [Plan(STRATEGY_HINTS[i % len(STRATEGY_HINTS)]) for i in range(have, count)]
+
+
+def repair_messages(
+    task: TaskContext,
+    outcome: CandidateOutcome,
+    *,
+    attempt: int,
+    attempts: int,
+    plan: Plan | None = None,
+) -> tuple[dict[str, str], ...]:
+    """The debugger's request: the failing candidate's own code and what the judge found."""
+    if outcome.status == "compile_error":
+        failure = "It does not compile:\n" + compile_feedback(outcome.message, outcome.source)
+    else:
+        failure = f"The judge rejected it: {outcome.status}: {outcome.message.strip()}"
+    goal = f" It implements this plan: {plan.text}" if plan is not None else ""
+    ask = (
+        f"## Task\nA rewrite of the kernel `{task.kernel_name}` failed.{goal} Fix it, keeping "
+        "its optimization; reply with the complete fixed kernel in one ```cuda block.\n"
+        f"This is round {outcome.round}, candidate {outcome.index}, repair {attempt} of "
+        f"{attempts}.\n\n```cuda\n{outcome.source.strip()}\n```\n\n{failure}"
+    )
+    sections = [
+        ask,
+        "## The original kernel\n```cuda\n" + task.kernel_source.strip() + "\n```",
+        context_section(task.file),
+        spec_section(task),
     ]
     user = "\n\n".join(section for section in sections if section)
     return ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user})

@@ -20,9 +20,15 @@ from cuda_llm_lsp.fsr.client import LlmClient, LlmReply, Prompt, extract_kernel
 FORMAT_VERSION = 1
 
 
-def _stem(kernel: str, round_: int, index: int) -> str:
+def _stem(kernel: str, round_: int, index: int, role: str = "candidate", attempt: int = 0) -> str:
+    """The file name's key; a planner's or debugger's request carries its role (and attempt)."""
     safe = re.sub(r"[^A-Za-z0-9_]+", "_", kernel) or "kernel"
-    return f"{safe}-r{round_:02d}-c{index:02d}"
+    suffix = "" if role == "candidate" else f"-{role}{attempt or ''}"
+    return f"{safe}-r{round_:02d}-c{index:02d}{suffix}"
+
+
+def _prompt_stem(prompt: Prompt) -> str:
+    return _stem(prompt.kernel, prompt.round, prompt.index, prompt.role, prompt.attempt)
 
 
 def recorded_shape(directory: Path, kernel: str) -> tuple[int, int] | None:
@@ -53,14 +59,17 @@ class RecordingLlm:
 
     async def complete(self, prompt: Prompt) -> LlmReply:
         reply = await self.inner.complete(prompt)
-        stem = _stem(prompt.kernel, prompt.round, prompt.index)
+        stem = _prompt_stem(prompt)
         for old in self.directory.glob(f"{stem}-*.json"):
-            old.unlink()  # one file per candidate: a re-recording replaces it
+            if re.fullmatch(rf"{re.escape(stem)}-[0-9a-f]{{12}}\.json", old.name):
+                old.unlink()  # one file per request: a re-recording replaces it
         record: dict[str, Any] = {
             "format": FORMAT_VERSION,
             "kernel": prompt.kernel,
             "round": prompt.round,
             "index": prompt.index,
+            "role": prompt.role,
+            "attempt": prompt.attempt,
             "prompt_sha256": prompt_hash(prompt),
             "messages": list(prompt.messages),
             "reply": {
@@ -92,17 +101,22 @@ class ReplayLlm:
 
     async def complete(self, prompt: Prompt) -> LlmReply:
         self.requests.append(prompt)
-        stem = _stem(prompt.kernel, prompt.round, prompt.index)
+        stem = _prompt_stem(prompt)
         if not self.directory.is_dir():
             return LlmReply(
                 text="", code=None, error=f"recording {self.directory} not found", fatal=True
             )
-        matches = sorted(self.directory.glob(f"{stem}-*.json"))
+        matches = sorted(
+            m
+            for m in self.directory.glob(f"{stem}-*.json")
+            if re.fullmatch(rf"{re.escape(stem)}-[0-9a-f]{{12}}\.json", m.name)
+        )
         if not matches:
             return LlmReply(
                 text="",
                 code=None,
                 error=f"not in recording: round {prompt.round} candidate {prompt.index} "
+                f"{'' if prompt.role == 'candidate' else f'({prompt.role}) '}"
                 f"of {prompt.kernel} (in {self.directory})",
             )
         try:

@@ -31,6 +31,8 @@ class OptimizeConfig:
     replay_dir: str | None = None
     sanitize_winner: bool = True
     profile: bool = True  # where ncu is on PATH, profile the best kernel for the next prompt
+    strategy: Literal["fsr", "plan"] = "fsr"  # plan: planner -> coders -> debugger (CUDAMaster)
+    repairs: int = 3  # plan: repair attempts for a failing candidate before it counts as failed
 
 
 def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig:
@@ -45,6 +47,7 @@ def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig
         "max_output_tokens": settings.max_tokens,
         "temperature": settings.temperature,
         "reasoning_effort": settings.reasoning_effort,
+        "strategy": settings.strategy,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return OptimizeConfig(**values)
@@ -99,8 +102,9 @@ class CandidateStage:
     """A candidate moved on: its request was sent, its reply arrived, or its evaluation began."""
 
     round: int
-    index: int
+    index: int  # 0: the round's planner
     stage: Literal["requested", "generated", "evaluating"]
+    role: Literal["coder", "planner", "debugger"] = "coder"
 
 
 @dataclass(frozen=True)
