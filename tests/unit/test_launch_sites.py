@@ -319,6 +319,47 @@ SHAPES = [
         ),
     ),
     Shape(
+        "a value macro and a file-scope constant in the configuration",
+        SCALE,
+        """
+        #define THREADS 256
+        constexpr int kWaves = 1;
+        void run(const float* x, float* y, int n) {
+            scale<<<kWaves * (n + THREADS - 1) / THREADS, THREADS>>>(x, y, n);
+        }
+        """,
+        NEW_1D_NO_SMEM,
+        ("#define THREADS 256", "scale<<<(n + 511) / 512, 512>>>(x, y, n);"),
+    ),
+    Shape(
+        "a launch in a host function template",
+        TEMPLATE,
+        """
+        template <typename T>
+        void run(const T* x, T* y, int n, cudaStream_t s) {
+            scale_t<T><<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
+        }
+        template void run<float>(const float*, float*, int, cudaStream_t);
+        """,
+        NEW_1D,
+        ("scale_t<T><<<(n + 127) / 128, 128, 128 * 4, s>>>(x, y, n);",),
+    ),
+    Shape(
+        "cudaLaunchKernelEx",
+        SCALE,
+        """
+        void run(const float* x, float* y, int n) {
+            cudaLaunchConfig_t config = {};
+            config.gridDim = dim3((n + 255) / 256);
+            config.blockDim = dim3(256);
+            cudaLaunchKernelEx(&config, scale, x, y, n);
+        }
+        """,
+        NEW_1D_NO_SMEM,
+        refused=("launch_api",),
+        rewritten=0,
+    ),
+    Shape(
         "a launch inside a macro is refused, the others rewritten",
         SCALE,
         """
