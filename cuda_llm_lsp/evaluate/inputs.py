@@ -23,6 +23,7 @@ import numpy as np
 from cuda_llm_lsp.evaluate.compare import bf16_from_float, storage_dtype
 from cuda_llm_lsp.evaluate.counter import Generated, InitError, buffer_key, describe
 from cuda_llm_lsp.source.spec import ArgSpec, Case, InitSpec, TestSpec
+from cuda_llm_lsp.source.spec.hook import resolve_hook
 
 _INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1),
               "uint32": (0, 2**32 - 1), "int64": (-(2**63), 2**63 - 1)}  # fmt: skip
@@ -132,10 +133,10 @@ def _load_hook(spec: TestSpec, spec_dir: Path | None) -> Callable[..., Any]:
     file_part, sep, fn_name = ref.rpartition(":")
     if not sep or not file_part or not fn_name:
         raise InputError(f'inputs = "{ref}": expected "path/to/file.py:function"')
-    base = spec_dir or Path.cwd()
-    path = (base / file_part).resolve()
-    if not path.is_file():
-        raise InputError(f'inputs = "{ref}": {path} does not exist')
+    found = resolve_hook(file_part, spec_dir or Path.cwd())  # only inside the file's tree
+    if isinstance(found, str):
+        raise InputError(f'inputs = "{ref}": the hook file {found}')
+    path = found
     module_name = f"_cuda_llm_inputs_{abs(hash(str(path)))}"
     try:
         loader_spec = importlib.util.spec_from_file_location(module_name, path)

@@ -56,6 +56,10 @@ class TestSpec:
     extra: dict[str, object] = field(default_factory=dict)
     # template parameter -> argument text of `instance` (integer ones are names in expressions)
     template_args: dict[str, str] = field(default_factory=dict)
+    # hidden generalisation cases (spec/hidden.py): extra sizes unless `generalize = false`;
+    # offset (non-16-byte-aligned) buffers unless `align` is 16 or more
+    generalize: bool = True
+    align: int | None = None  # bytes every buffer's base is aligned to, as the kernel assumes
 
     __test__ = False  # not a pytest class
 

@@ -27,6 +27,7 @@ from cuda_llm_lsp.source.expr import FUNCTIONS, Expr, ExprError, parse_expr
 from cuda_llm_lsp.source.kernels import Kernel, Param, SpecBlock
 from cuda_llm_lsp.source.roles import ROLES, Role, infer_roles
 from cuda_llm_lsp.source.spec.cases import evaluate_cases
+from cuda_llm_lsp.source.spec.hook import hook_path_problem
 from cuda_llm_lsp.source.spec.locate import Locator, Problem
 from cuda_llm_lsp.source.spec.model import ArgSpec, InitSpec, SpecError, TestSpec
 from cuda_llm_lsp.source.templates import (
@@ -46,8 +47,9 @@ INIT_KINDS: dict[str, int] = {
 }  # fmt: skip
 TOP_LEVEL_KEYS: tuple[str, ...] = (
     "sizes", "grid", "block", "args", "smem", "instance", "init", "outputs", "rtol", "atol",
-    "inputs", "flops",
+    "inputs", "flops", "generalize", "align",
 )  # fmt: skip
+ALIGNMENTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # `align = N`: bytes
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Limits that keep a spec's parse within milliseconds (a spec is read on every edit): a spec
 #: is a few lines; one of megabytes, or of a million cases, is refused with a message.
@@ -220,8 +222,11 @@ class _SpecParser:
                     'inputs must be "path/to/file.py:function" (a Python function '
                     "f(sizes, rng) -> dict of arrays)",
                 )
+            elif problem := hook_path_problem(value.strip().rpartition(":")[0]):
+                self.error(("inputs",), f"inputs: the hook file {problem}")
             else:
                 inputs = value.strip()
+        generalize, align = self.parse_hidden_case_keys(doc)
 
         flops = None
         if "flops" in doc:
@@ -250,6 +255,8 @@ class _SpecParser:
             inputs=inputs,
             flops=flops,
             template_args=template_args,
+            generalize=generalize,
+            align=align,
         )
         _, problems = evaluate_cases(spec)
         self.problems.extend(problems)
@@ -649,6 +656,25 @@ class _SpecParser:
         if len(set(value)) != len(value):
             self.error(("outputs",), "outputs lists a pointer twice")
         return tuple(value)
+
+    def parse_hidden_case_keys(self, doc: Mapping[str, Any]) -> tuple[bool, int | None]:
+        """`generalize = false` (no hidden extra sizes), `align = N` (buffers N-byte aligned)."""
+        generalize = True
+        if "generalize" in doc:
+            if isinstance(doc["generalize"], bool):
+                generalize = doc["generalize"]
+            else:
+                self.error(("generalize",), "generalize must be true or false")
+        align = None
+        if "align" in doc:
+            value = doc["align"]
+            if (not isinstance(value, int) or isinstance(value, bool)
+                    or value not in ALIGNMENTS):  # fmt: skip
+                self.error(("align",), "align must be a power of two from 1 to 256 (bytes), "
+                           "e.g. align = 16 for float4 loads")  # fmt: skip
+            else:
+                align = value
+        return generalize, align
 
     def parse_tolerance(self, doc: Mapping[str, Any], key: str, default: float) -> float:
         if key not in doc:

@@ -1,0 +1,229 @@
+"""Hidden generalisation cases: what a candidate is also judged on, never shown in a prompt.
+
+Kernels that were correct only where they were tested (a K tail handled up to 8, a constant shift
+taken from `init`'s range instead of the row maximum, `float4` loads that assume a 16-byte
+aligned base, a dropped `eps`) passed every listed case. `hidden_cases` derives, from a parsed
+spec and a seed, deterministically:
+
+- **size** cases (unless `generalize = false`): each size (names whose lists are equal move
+  together) at spec size ± 1, a prime near it and other tail residues modulo 32, one at a time
+  from a base case (the largest spec case using at most half of `budget_bytes`), plus one with
+  every size at a prime; every case re-evaluated (grid, counts, scalars) and kept only if valid
+  and within `budget_bytes` of buffers;
+- **range** cases (not with an `inputs` hook): every floating-point input (`in`, `inout`) at
+  large magnitudes, constant, or all zero, as `init` overrides;
+- an **offset** case (unless `align` is 16 or more): every buffer passed at a base that is
+  aligned to its element (or to `align`) but not to 16 bytes.
+
+Pure: no I/O, no numpy; the evaluator runs them (it must run the oracle first and drop a case the
+original itself fails or makes non-finite: a hidden case tests generality, not the spec's
+author).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cuda_llm_lsp.source.c_types import FLOAT_DTYPES, VECTOR_TYPES, normalize_c_type
+from cuda_llm_lsp.source.spec.cases import Case, evaluate_cases
+from cuda_llm_lsp.source.spec.model import ArgSpec, InitSpec, TestSpec
+
+HiddenKind = Literal["size", "range", "offset"]
+DEFAULT_BUDGET_BYTES = 64 * 2**20  # buffers of one hidden case, all together
+MAX_SIZE_CASES = 6
+TAIL_MODULUS = 32  # tails of warps and of the usual tile widths (8, 16, 32)
+ITEMSIZE = {
+    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
+    "int32": 4, "uint32": 4, "int64": 8,
+}  # fmt: skip
+#: How much wider than `init`'s range the large-magnitude case draws (half types overflow sooner).
+LARGE_SCALE = {"float16": 30.0, "bfloat16": 1000.0, "float32": 1000.0, "float64": 1000.0}
+
+
+@dataclass(frozen=True)
+class HiddenCase:
+    """One hidden case. `case.index` is past the spec's own cases (its inputs' seed stream)."""
+
+    kind: HiddenKind
+    what: str  # for the failure message: "n = 1001 (spec size + 1)", "all-zero inputs", ...
+    case: Case
+    init: dict[str, InitSpec] = field(default_factory=dict)  # range cases: per pointer
+    offsets: dict[str, int] = field(default_factory=dict)  # offset case: bytes past an aligned base
+
+    def describe(self) -> str:
+        return f"hidden {self.kind} case ({self.what}; {self.case.describe()})"
+
+
+def hidden_cases(
+    spec: TestSpec, seed: int, *, budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    max_size_cases: int = MAX_SIZE_CASES,
+) -> list[HiddenCase]:  # fmt: skip
+    """The hidden cases of `spec` for `seed` (the same seed gives the same cases)."""
+    rng = random.Random(f"hidden-cases:{seed}")
+    cases = spec.cases()
+    fitting = [c for c in cases if buffer_bytes(spec, c) <= budget_bytes]
+    if not fitting:
+        return []
+    # the largest case with room to grow (primes, tails) within the budget
+    roomy = [c for c in fitting if 2 * buffer_bytes(spec, c) <= budget_bytes]
+    base = (roomy or fitting)[-1]
+    out: list[HiddenCase] = []
+    if spec.generalize and spec.sizes:
+        out += _size_cases(spec, base, rng, budget_bytes, max_size_cases)
+    if spec.inputs is None:
+        out += _range_cases(spec, base, rng)
+    offset = _offset_case(spec, base)
+    if offset is not None:
+        out.append(offset)
+    first = spec.case_count
+    return [dataclasses.replace(h, case=dataclasses.replace(h.case, index=first + i))
+            for i, h in enumerate(out)]  # fmt: skip
+
+
+def buffer_bytes(spec: TestSpec, case: Case) -> int:
+    """Bytes of all of `case`'s buffers."""
+    return sum(
+        case.counts.get(a.name, 0) * ITEMSIZE.get(a.dtype or "float32", 8)
+        for a in spec.args
+        if a.is_pointer
+    )
+
+
+def _size_groups(spec: TestSpec) -> list[tuple[str, ...]]:
+    """Size names whose lists are equal in every case (a square matrix's rows and cols)."""
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name, values in spec.sizes.items():
+        groups.setdefault(tuple(values), []).append(name)
+    return [tuple(names) for names in groups.values()]
+
+
+def _size_cases(spec: TestSpec, base: Case, rng: random.Random, budget: int,
+                limit: int) -> list[HiddenCase]:  # fmt: skip
+    listed = {tuple(spec.sizes[n][i] for n in spec.sizes) for i in range(spec.case_count)}
+    first: list[tuple[dict[str, int], str]] = []  # ± 1: the tails a kernel most often misses
+    rest: list[tuple[dict[str, int], str]] = []
+    groups = _size_groups(spec)
+    for names in groups:
+        v = base.sizes[names[0]]
+        shown = " = ".join(names)
+        for value, why in _variants(v, rng):
+            sizes = {**base.sizes, **dict.fromkeys(names, value)}
+            (first if why.startswith("spec size") else rest).append(
+                (sizes, f"{shown} = {value} ({why})")
+            )
+    rng.shuffle(rest)
+    if len(groups) > 1:
+        primes = {n: _prime_near(base.sizes[g[0]], rng) for g in groups for n in g}
+        shown = ", ".join(f"{k}={v}" for k, v in primes.items())
+        rest.insert(0, (primes, f"every size prime: {shown}"))
+    out: list[HiddenCase] = []
+    seen = set(listed)
+    for sizes, what in first + rest:
+        key = tuple(sizes[n] for n in spec.sizes)
+        if key in seen or len(out) >= limit:
+            continue
+        seen.add(key)
+        case = _evaluate(spec, sizes)
+        if case is not None and buffer_bytes(spec, case) <= budget:
+            out.append(HiddenCase("size", what, case))
+    return out
+
+
+def _variants(v: int, rng: random.Random) -> list[tuple[int, str]]:
+    found = [(v + 1, "spec size + 1")]
+    if v > 1:
+        found.append((v - 1, "spec size - 1"))
+    found.append((_prime_near(v, rng), "a prime"))
+    if v > TAIL_MODULUS:
+        residue = v % TAIL_MODULUS
+        near = {residue, (residue + 1) % TAIL_MODULUS, (residue - 1) % TAIL_MODULUS}
+        others = [r for r in range(1, TAIL_MODULUS) if r not in near]
+        for r in rng.sample(others, 2):
+            found.append((v - residue + r, f"tail {r} of {TAIL_MODULUS}"))
+    return [(value, why) for value, why in found if value >= 1 and value != v]
+
+
+def _prime_near(v: int, rng: random.Random) -> int:
+    """A prime a little above or below `v` (not `v` ± 1, which have their own cases)."""
+    step = 1 if v < 5 or rng.random() < 0.5 else -1
+    n = v + 2 * step
+    while n > 1 and not _is_prime(n):
+        n += step
+    return n if n > 1 else _next_prime(v + 2)
+
+
+def _next_prime(n: int) -> int:
+    while not _is_prime(n):
+        n += 1
+    return n
+
+
+def _is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    if n % 2 == 0:
+        return n == 2
+    return all(n % d for d in range(3, math.isqrt(n) + 1, 2))
+
+
+def _evaluate(spec: TestSpec, sizes: dict[str, int]) -> Case | None:
+    variant = dataclasses.replace(spec, sizes={n: [sizes[n]] for n in spec.sizes})
+    cases, problems = evaluate_cases(variant)
+    return None if problems or not cases else cases[0]
+
+
+def _float_inputs(spec: TestSpec) -> list[ArgSpec]:
+    return [a for a in spec.args if a.is_pointer and a.role in ("in", "inout", None)
+            and a.dtype in FLOAT_DTYPES]  # fmt: skip
+
+
+def _init_bounds(init: InitSpec | None) -> tuple[float, float]:
+    if init is None or init.kind in ("arange", "zeros", "ones"):
+        return -1.0, 1.0
+    if init.kind == "normal":
+        return init.a - 3 * abs(init.b), init.a + 3 * abs(init.b)
+    return min(init.a, init.b), max(init.a, init.b)
+
+
+def _range_cases(spec: TestSpec, base: Case, rng: random.Random) -> list[HiddenCase]:
+    args = _float_inputs(spec)
+    if not args:
+        return []
+    large: dict[str, InitSpec] = {}
+    constant: dict[str, InitSpec] = {}
+    for a in args:
+        lo, hi = _init_bounds(a.init)
+        magnitude = max(abs(lo), abs(hi), 1.0) * LARGE_SCALE.get(a.dtype or "float32", 1000.0)
+        large[a.name] = InitSpec("uniform", -magnitude, magnitude)
+        c = round(rng.uniform(lo, hi), 3) if hi > lo else lo
+        constant[a.name] = InitSpec("uniform", c, c)
+    zeros = {a.name: InitSpec("zeros") for a in args}
+    return [
+        HiddenCase("range", "inputs of large magnitude, beyond the spec's init range", base, large),
+        HiddenCase("range", "constant inputs (every element equal)", base, constant),
+        HiddenCase("range", "all-zero inputs", base, zeros),
+    ]
+
+
+def _offset_case(spec: TestSpec, base: Case) -> HiddenCase | None:
+    if spec.align is not None and spec.align >= 16:
+        return None
+    offsets: dict[str, int] = {}
+    for a in spec.args:
+        if not a.is_pointer:
+            continue
+        c_type = normalize_c_type(a.c_type)
+        c_type = normalize_c_type(spec.template_args.get(c_type, c_type))
+        element, lanes = VECTOR_TYPES.get(c_type, (a.dtype or "float32", 1))
+        natural = ITEMSIZE.get(element, 8) * lanes
+        offset = max(natural, spec.align or 1)
+        if offset % 16:
+            offsets[a.name] = offset
+    if not offsets:
+        return None
+    sizes = ", ".join(f"{k} +{v} B" for k, v in offsets.items())
+    return HiddenCase("offset", f"buffers not 16-byte aligned: {sizes}", base, offsets=offsets)
