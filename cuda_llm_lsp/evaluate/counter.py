@@ -2,7 +2,8 @@
 i), so the worker makes them on the GPU (`device_checks.SOURCE`, `cl_generate`) and this numpy
 twin makes the same ones on any machine (the CPU driver double, tests, host-side tools).
 
-The hash is splitmix64's finaliser. Every `init` kind keeps its distribution (docs/design.md):
+The hash is splitmix64's finaliser; `inputs.describe` turns a spec's `init` into a `Generated`.
+Every `init` kind keeps its distribution (docs/design.md):
 uniform(lo, hi), normal(mean, std) (Box-Muller), randint(lo, hi) (inclusive), arange(), zeros(),
 ones(); defaults as in `inputs`. Both sides use only IEEE basic operations (the device code is
 compiled with --fmad=false), so uniform, randint, arange, zeros and ones are bit-identical between
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from cuda_llm_lsp.evaluate.compare import bf16_from_float, storage_dtype
-from cuda_llm_lsp.source.spec import InitSpec
 
 # The codes the device kernels take (`device_checks.SOURCE` spells the same numbers).
 DTYPE_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int8": 4, "uint8": 5,
@@ -26,7 +26,7 @@ KIND_CODES = {"uniform": 0, "normal": 1, "randint": 2, "arange": 3, "zeros": 4, 
 INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1),
              "uint32": (0, 2**32 - 1), "int64": (-(2**63), 2**63 - 1)}  # fmt: skip
 
-_M64 = (1 << 64) - 1
+M64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
 STEP = 0xD1B54A32D192ED03
 
@@ -39,23 +39,18 @@ def is_float(dtype: str) -> bool:
     return dtype in ("float32", "float64", "float16", "bfloat16")
 
 
-def default_init(dtype: str) -> InitSpec:
-    """Never zeros, which hide unwritten outputs and wrong indexing."""
-    return InitSpec("uniform", -1.0, 1.0) if is_float(dtype) else InitSpec("randint", 0, 100)
-
-
 def mix(z: int) -> int:
     """splitmix64's finaliser of one 64-bit value (a Python int; the key of a buffer)."""
-    z = (z + GOLDEN) & _M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    z = (z + GOLDEN) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
     return z ^ (z >> 31)
 
 
 def buffer_key(seed: int, case: int, draw: int, buffer: int) -> int:
     """One buffer's key: every (seed, case, draw, buffer index) gets its own stream."""
     stream = ((case & 0xFFFFFFFF) << 32) | ((draw & 0xFFFF) << 16) | (buffer & 0xFFFF)
-    return mix((seed & _M64) ^ mix(stream))
+    return mix((seed & M64) ^ mix(stream))
 
 
 def _mix_array(z: np.ndarray) -> np.ndarray:
@@ -79,17 +74,6 @@ def unit(key: int, count: int, lane: int = 0) -> np.ndarray:
     return (bits(key, count, lane) >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
-def int_bounds(init: InitSpec, dtype: str) -> tuple[int, int]:
-    """randint's inclusive bounds, clipped to an integer type's range."""
-    lo, hi = int(init.a), int(init.b)
-    if not is_float(dtype):
-        tlo, thi = INT_RANGE[dtype]
-        lo, hi = max(lo, tlo), min(hi, thi)
-    if hi < lo:
-        raise InitError(f"randint({init.a:g}, {init.b:g}) is empty for {dtype}")
-    return lo, hi
-
-
 @dataclass(frozen=True)
 class Generated:
     """A buffer's values as the worker makes them on the device: the init kind (a code of
@@ -102,23 +86,6 @@ class Generated:
     lo: int = 0
     span: int = 0
     key: int = 0
-
-
-def describe(init: InitSpec | None, dtype: str, key: int) -> Generated:
-    """The description of `init`'s values for one buffer; `InitError` for an impossible one."""
-    init = init or default_init(dtype)
-    if init.kind not in KIND_CODES:
-        raise InitError(f"unknown init {init.kind!r}")
-    lo = span = 0
-    if init.kind == "randint":
-        lo, hi = int_bounds(init, dtype)
-        span = (hi - lo + 1) & _M64
-    return Generated(KIND_CODES[init.kind], float(init.a), float(init.b), lo, span, key)
-
-
-def generate(init: InitSpec | None, dtype: str, count: int, key: int) -> np.ndarray:
-    """`count` values of element type `dtype` (storage dtype), as `cl_generate` makes them."""
-    return values_of(describe(init, dtype, key), dtype, count)
 
 
 def values_of(g: Generated, dtype: str, count: int) -> np.ndarray:
@@ -135,7 +102,7 @@ def values_of(g: Generated, dtype: str, count: int) -> np.ndarray:
         raw = bits(key, count)
         offset = raw if g.span == 0 else raw % np.uint64(g.span)
         with np.errstate(over="ignore"):
-            as_int = (offset + np.uint64(g.lo & _M64)).view(np.int64)
+            as_int = (offset + np.uint64(g.lo & M64)).view(np.int64)
         if not is_float(dtype):
             return as_int.astype(storage_dtype(dtype))  # wraps like C
         values = as_int.astype(np.float64)

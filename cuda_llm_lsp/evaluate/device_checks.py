@@ -16,9 +16,12 @@ changed count, first, last. `cl_check_changed` (inputs): changed count, first.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from cuda_llm_lsp.compile.nvrtc import nvrtc_module
+import platformdirs
 
 NO_INDEX = (1 << 64) - 1  # a "first" slot nothing was found for
 OUTPUT_SLOTS = 8
@@ -307,9 +310,29 @@ class HelperBuild:
     log: str
 
 
+def cache_dir() -> Path:
+    """Where the compiled check kernels are kept: `CUDA_LLM_CACHE_DIR` or the platformdirs cache,
+    as compile/cache.py (not imported: the worker starts without the compiler's modules, and
+    tree-sitter, on its path)."""
+    override = os.environ.get("CUDA_LLM_CACHE_DIR")
+    return Path(override) if override else Path(platformdirs.user_cache_dir("cuda-llm-lsp"))
+
+
+def _nvrtc() -> Any:
+    from cuda.bindings import nvrtc  # on first use only: most worker starts find the cubin cached
+
+    return nvrtc
+
+
+def nvrtc_version() -> tuple[int, int]:
+    nvrtc = _nvrtc()
+    _, major, minor = nvrtc.nvrtcVersion()
+    return int(major), int(minor)
+
+
 def compile_helpers(arch: str) -> HelperBuild:
-    """`SOURCE` for `arch` ("sm_90"), with NVRTC (raises `NvrtcUnavailable` without it)."""
-    nvrtc = nvrtc_module()
+    """`SOURCE` for `arch` ("sm_90") with NVRTC."""
+    nvrtc = _nvrtc()
     success = nvrtc.nvrtcResult.NVRTC_SUCCESS
     err, prog = nvrtc.nvrtcCreateProgram(SOURCE.encode(), b"cuda_llm_checks.cu", 0, [], [])
     if err != success:

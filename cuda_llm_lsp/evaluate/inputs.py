@@ -21,12 +21,18 @@ from typing import Any
 import numpy as np
 
 from cuda_llm_lsp.evaluate.compare import bf16_from_float, storage_dtype
-from cuda_llm_lsp.evaluate.counter import Generated, InitError, buffer_key, describe
+from cuda_llm_lsp.evaluate.counter import (
+    INT_RANGE,
+    KIND_CODES,
+    M64,
+    Generated,
+    InitError,
+    buffer_key,
+    is_float,
+    values_of,
+)
 from cuda_llm_lsp.source.spec import ArgSpec, Case, InitSpec, TestSpec
 from cuda_llm_lsp.source.spec.hook import resolve_hook
-
-_INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1),
-              "uint32": (0, 2**32 - 1), "int64": (-(2**63), 2**63 - 1)}  # fmt: skip
 
 
 class InputError(ValueError):
@@ -85,11 +91,44 @@ def case_sources(
     return sources
 
 
+def default_init(dtype: str) -> InitSpec:
+    """Never zeros, which hide unwritten outputs and wrong indexing."""
+    return InitSpec("uniform", -1.0, 1.0) if is_float(dtype) else InitSpec("randint", 0, 100)
+
+
+def int_bounds(init: InitSpec, dtype: str) -> tuple[int, int]:
+    """randint's inclusive bounds, clipped to an integer type's range."""
+    lo, hi = int(init.a), int(init.b)
+    if not is_float(dtype):
+        tlo, thi = INT_RANGE[dtype]
+        lo, hi = max(lo, tlo), min(hi, thi)
+    if hi < lo:
+        raise InitError(f"randint({init.a:g}, {init.b:g}) is empty for {dtype}")
+    return lo, hi
+
+
+def describe(init: InitSpec | None, dtype: str, key: int) -> Generated:
+    """The description of `init`'s values for one buffer; `InitError` for an impossible one."""
+    init = init or default_init(dtype)
+    if init.kind not in KIND_CODES:
+        raise InitError(f"unknown init {init.kind!r}")
+    lo = span = 0
+    if init.kind == "randint":
+        lo, hi = int_bounds(init, dtype)
+        span = (hi - lo + 1) & M64
+    return Generated(KIND_CODES[init.kind], float(init.a), float(init.b), lo, span, key)
+
+
+def counter_values(init: InitSpec | None, dtype: str, count: int, key: int) -> np.ndarray:
+    """`count` values of `dtype` (storage dtype) as the worker generates them for `key`."""
+    return values_of(describe(init, dtype, key), dtype, count)
+
+
 def generate(init: InitSpec | None, dtype: str, count: int, rng: np.random.Generator) -> np.ndarray:
     """`count` values of element type `dtype` drawn per `init` (storage dtype)."""
-    is_float = dtype in ("float32", "float64", "float16", "bfloat16")
+    floating = is_float(dtype)
     if init is None:
-        init = InitSpec("uniform", -1.0, 1.0) if is_float else InitSpec("randint", 0, 100)
+        init = InitSpec("uniform", -1.0, 1.0) if floating else InitSpec("randint", 0, 100)
     kind = init.kind
     if kind == "uniform":
         values: np.ndarray = rng.uniform(init.a, init.b, count)
@@ -97,14 +136,14 @@ def generate(init: InitSpec | None, dtype: str, count: int, rng: np.random.Gener
         values = rng.normal(init.a, init.b, count)
     elif kind == "randint":
         lo, hi = int(init.a), int(init.b)
-        if not is_float:
-            tlo, thi = _INT_RANGE[dtype]
+        if not floating:
+            tlo, thi = INT_RANGE[dtype]
             lo, hi = max(lo, tlo), min(hi, thi)
         if hi < lo:
             raise InputError(f"randint({init.a:g}, {init.b:g}) is empty for {dtype}")
         values = rng.integers(lo, hi, count, endpoint=True, dtype=np.int64)
     elif kind == "arange":
-        values = np.arange(count, dtype=np.float64 if is_float else np.int64)
+        values = np.arange(count, dtype=np.float64 if floating else np.int64)
     elif kind == "zeros":
         values = np.zeros(count)
     elif kind == "ones":

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from cuda_llm_lsp.compile.types import Resources
-from cuda_llm_lsp.source.spec import TestSpec
+
+if TYPE_CHECKING:  # annotations only: the GPU worker imports this module without the source
+    from cuda_llm_lsp.source.spec import TestSpec  # model (tree-sitter) and starts faster
 
 # The candidate statuses of the CLI contract (docs/design.md).
 Status = Literal[

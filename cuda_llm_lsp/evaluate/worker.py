@@ -30,8 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from cuda_llm_lsp.compile.cache import cache_dir
-from cuda_llm_lsp.compile.nvrtc import nvrtc_version
 from cuda_llm_lsp.evaluate import device_checks, timing
 from cuda_llm_lsp.evaluate.compare import (
     GUARD_BYTE,
@@ -139,9 +137,9 @@ class Placed:
 def helper_cubin(arch: str) -> bytes:
     """`device_checks.SOURCE` compiled for `arch`, cached on disk by source, arch and NVRTC."""
     digest = hashlib.sha256(
-        f"{device_checks.SOURCE}|{arch}|{nvrtc_version()}".encode()
+        f"{device_checks.SOURCE}|{arch}|{device_checks.nvrtc_version()}".encode()
     ).hexdigest()[:20]
-    path = cache_dir() / f"checks-{arch}-{digest}.cubin"
+    path = device_checks.cache_dir() / f"checks-{arch}-{digest}.cubin"
     with contextlib.suppress(OSError):
         return path.read_bytes()
     build = device_checks.compile_helpers(arch)

@@ -22,8 +22,10 @@ from cuda_llm_lsp.evaluate.compare import (
     summarize_guards,
     summarize_output,
 )
-from cuda_llm_lsp.evaluate.counter import DTYPE_CODES, buffer_key, describe, generate
+from cuda_llm_lsp.evaluate.counter import DTYPE_CODES, InitError, buffer_key
 from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
+from cuda_llm_lsp.evaluate.inputs import counter_values as generate
+from cuda_llm_lsp.evaluate.inputs import describe
 from cuda_llm_lsp.evaluate.protocol import Buffer, Checks
 from cuda_llm_lsp.evaluate.worker import DRIVER_ENV, CudaBackend
 from cuda_llm_lsp.source.spec import InitSpec
@@ -89,7 +91,7 @@ def test_known_values_pin_the_generator() -> None:
 
 
 def test_an_empty_randint_for_the_type_is_refused() -> None:
-    with pytest.raises(counter.InitError, match="randint"):
+    with pytest.raises(InitError, match="randint"):
         describe(InitSpec("randint", 300, 400), "int8", 1)
 
 
