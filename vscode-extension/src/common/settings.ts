@@ -33,11 +33,12 @@ export interface ServerSettings {
     maxTokens?: number;
     temperature?: number;
     reasoningEffort?: string;
+    strategy?: string;
     apiKey?: string;
 }
 
 export const SECTION = 'cudaLlm';
-export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort'] as const;
+export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy'] as const;
 export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens'] as const;
 /** Numbers forwarded as they are (not truncated to integers). */
 export const FRACTION_KEYS = ['temperature'] as const;

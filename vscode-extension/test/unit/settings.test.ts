@@ -107,8 +107,8 @@ describe('server settings', () => {
             temperature: props['cudaLlm.temperature'].default, reasoningEffort: props['cudaLlm.reasoningEffort'].default }));
         assert.equal(unset.maxTokens, 32768);
         assert.ok(!('temperature' in unset) && !('reasoningEffort' in unset));
-        const set = serverSettings(reader({ ...DEFAULTS, maxTokens: 4096, temperature: 0.25, reasoningEffort: 'high' }));
-        assert.deepEqual([set.maxTokens, set.temperature, set.reasoningEffort], [4096, 0.25, 'high']);
+        const set = serverSettings(reader({ ...DEFAULTS, maxTokens: 4096, temperature: 0.25, reasoningEffort: 'high', strategy: 'plan' }));
+        assert.deepEqual([set.maxTokens, set.temperature, set.reasoningEffort, set.strategy], [4096, 0.25, 'high', 'plan']);
     });
 });
 
