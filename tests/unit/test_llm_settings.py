@@ -40,6 +40,13 @@ def test_settings_are_read_and_bad_values_keep_the_defaults() -> None:
     assert settings.reasoning_effort is None
 
 
+def test_the_strategy_setting_reaches_the_run_config() -> None:
+    settings, problems = settings_from_mapping({"cudaLlm": {"strategy": "Plan"}})
+    assert problems == [] and config_from_settings(settings).strategy == "plan"
+    settings, problems = settings_from_mapping({"cudaLlm": {"strategy": "genetic"}})
+    assert settings.strategy == "fsr" and "one of fsr, plan" in problems[0]
+
+
 def _optimize(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "outcomes.json").write_text(json.dumps({"baseline": {"ms": 1.0}}))
     env = dict(os.environ, CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
