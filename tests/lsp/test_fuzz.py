@@ -254,6 +254,10 @@ ODD = ["\r", "\r\n", "\ufeff", "\u2028", "\x0c", "\t", "{", "}", "(", ")", "/*",
        "#line 99999\n", "/* @cuda-llm\ngrid = 1e400\n*/\n"]  # fmt: skip
 
 
+COMMANDS = ("cudaLlm.optimize", "cudaLlm.benchmark", "cudaLlm.accept", "cudaLlm.reject",
+            "cudaLlm.showSuggestion", "cudaLlm.addSpec", "cudaLlm.showResources")  # fmt: skip
+
+
 def _mutate(rng: random.Random, text: str) -> str:
     """One seeded random edit: delete, duplicate, insert odd characters or swap line endings."""
     if not text:
@@ -322,6 +326,27 @@ def test_the_server_survives_the_fuzz(fuzz: Fuzz) -> None:
     for method in methods:
         fuzz.answered(server.request(method, raw_params=rng.choice(["null", "[]", "{}", "7"])))
     fuzz.check("bad params")
+
+    # well-typed requests about documents never opened, and commands with odd arguments
+    unknown = (fuzz.tmp / "never-opened.cu").resolve().as_uri()
+    position = {"line": 3, "character": 4}
+    for target in (unknown, "untitled:Untitled-1", "file:///dev/zero", "not a uri", ""):
+        document = {"textDocument": {"uri": target}}
+        where = {"start": position, "end": position}
+        fuzz.answered(server.request("textDocument/hover", {**document, "position": position}))
+        fuzz.answered(server.request("textDocument/codeLens", document))
+        fuzz.answered(server.request("textDocument/documentSymbol", document))
+        context = {"diagnostics": []}
+        fuzz.answered(
+            server.request(
+                "textDocument/codeAction", {**document, "range": where, "context": context}
+            )
+        )
+    for command in COMMANDS:
+        for arguments in ([], [None], [unknown, "k"], [{"uri": unknown, "kernel": 5}], ["x"] * 50):
+            params = {"command": command, "arguments": arguments}
+            fuzz.answered(server.request("workspace/executeCommand", params), timeout=30)
+    fuzz.check("odd targets")
 
     # malformed JSON-RPC
     for body in MALFORMED:
