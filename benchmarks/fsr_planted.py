@@ -12,6 +12,8 @@ winner and gave every candidate its expected status.
 
     python benchmarks/fsr_planted.py                  # both runs
     python benchmarks/fsr_planted.py --run reduction  # examples/reduction.cu only
+    python benchmarks/fsr_planted.py --strategy plan  # planner -> coders -> debugger: the
+                                                      # planted compile error is repaired
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -54,7 +57,7 @@ def bench_ms(path: Path, kernel: str, env: dict[str, str]) -> float | None:
 
 
 def run_one(
-    name: str, planted: PlantedRun, work: Path, seed: int, evaluator: str
+    name: str, planted: PlantedRun, work: Path, seed: int, evaluator: str, strategy: str = "fsr"
 ) -> dict[str, object]:
     from cuda_llm_lsp.evaluate.candidate import splice
     from cuda_llm_lsp.source.kernels import find_kernels
@@ -82,15 +85,19 @@ def run_one(
         "scripted",
         "--seed",
         str(seed),
+        "--strategy",
+        strategy,
     ]
     print(f"== {name}: python -m cuda_llm_lsp.cli {' '.join(command)} --base-url <scripted>")
-    with ScriptedLlmServer(planted.steps()) as server:
+    steps = planted.plan_steps() if strategy == "plan" else planted.steps()
+    with ScriptedLlmServer(steps) as server:
         started = time.monotonic()
         done = cli(*command, "--base-url", server.base_url, env=env)
         wall = time.monotonic() - started
     print(done.stderr.rstrip())
     summary: dict[str, object] = {
         "run": name,
+        "strategy": strategy,
         "file": str(relative),
         "kernel": planted.kernel,
         "exit_code": done.returncode,
@@ -101,21 +108,18 @@ def run_one(
     except ValueError:
         summary["error"] = "optimize printed no JSON"
         return summary
-    mismatches = planted.mismatches(result["candidates"])
-    found = bool(result["accepted"]) and planted.won(result["best_source"])
+    mismatches = planted.mismatches(result["candidates"], strategy)
+    found = bool(result["accepted"]) and planted.won(result["best_source"], strategy)
     summary.update(
         baseline_ms=result["baseline_ms"],
         best_ms=result["best_ms"],
         speedup=result["speedup"],
         accepted=result["accepted"],
         winner_found=found,
-        winner=next(
-            (
-                m
-                for m in (planted.winner, *planted.also_winning)
-                if m in (result["best_source"] or "")
-            ),
-            None,
+        winner=(
+            found_marker.group(0)
+            if (found_marker := re.search(r"variant: [\w-]+", result["best_source"] or ""))
+            else None
         ),
         status_mismatches=mismatches,
         statuses={f"{c['round']}.{c['index']}": c["status"] for c in result["candidates"]},
@@ -146,6 +150,7 @@ def main() -> int:
         "--run", choices=sorted(RUNS), action="append", help="which planted run (default: all)"
     )
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--strategy", choices=("fsr", "plan"), default="fsr")
     parser.add_argument("--out", type=Path, help="also write the summary JSON here")
     parser.add_argument(
         "--evaluator",
@@ -157,7 +162,9 @@ def main() -> int:
     summaries = []
     with tempfile.TemporaryDirectory(prefix="fsr-planted-") as tmp:
         for name in names:
-            summaries.append(run_one(name, RUNS[name], Path(tmp), args.seed, args.evaluator))
+            summaries.append(
+                run_one(name, RUNS[name], Path(tmp), args.seed, args.evaluator, args.strategy)
+            )
     ok = True
     print("\n=== FSR planted-candidate acceptance")
     for s in summaries:

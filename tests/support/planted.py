@@ -6,6 +6,8 @@ prompt's "round R, candidate I of N" line.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,9 @@ class PlantedRun:
     planted: tuple[Planted, ...]
     winner: str  # a marker in the source of the candidate that must win
     also_winning: tuple[str, ...] = ()  # markers of other planted faster kernels
+    # the `plan` strategy: the debugger's first repair of a slot (its reply, and the status the
+    # slot then ends with); every other repair request is answered 400 (script exhausted)
+    repairs: tuple[Planted, ...] = ()
 
     def steps(self) -> list[dict[str, Any]]:
         """Steps for `ScriptedLlmServer`: each routed to its (round, candidate)."""
@@ -44,20 +49,45 @@ class PlantedRun:
             for p in self.planted
         ]
 
-    def won(self, best_source: str | None) -> bool:
-        """Whether `best_source` is one of the planted faster kernels."""
-        return bool(best_source) and any(
-            marker in (best_source or "") for marker in (self.winner, *self.also_winning)
-        )
+    def plan_steps(self) -> list[dict[str, Any]]:
+        """Steps for a `--strategy plan` run: a planner's plans each round, the coders' replies
+        (routed as in `steps`: a coder's prompt keeps the "round R, candidate I of N" line), and
+        the planted repairs."""
+        plans = [
+            {"technique": f"Planted plan {i}", "why": "a scripted planner", "expected": "-"}
+            for i in range(1, self.candidates + 1)
+        ]
+        planner = {
+            "text": "```json\n" + json.dumps(plans) + "\n```",
+            "match": f"Propose {self.candidates} distinct plans",
+            "repeat": self.rounds,
+        }
+        repairs = [
+            {"text": p.reply, "match": f"round {p.round}, candidate {p.index}, repair 1 of"}
+            for p in self.repairs
+        ]
+        return [planner, *self.steps(), *repairs]
 
-    def expected(self) -> dict[tuple[int, int], str]:
-        return {(p.round, p.index): p.status for p in self.planted}
+    def won(self, best_source: str | None, strategy: str = "fsr") -> bool:
+        """Whether `best_source` is one of the planted faster kernels (or repairs)."""
+        markers = (self.winner, *self.also_winning)
+        if strategy == "plan":
+            markers += tuple(_marker(p.reply) for p in self.repairs if p.status == "ok")
+        return bool(best_source) and any(marker in (best_source or "") for marker in markers)
 
-    def mismatches(self, candidates: list[dict[str, Any]]) -> list[str]:
+    def expected(self, strategy: str = "fsr") -> dict[tuple[int, int], str]:
+        statuses = {(p.round, p.index): p.status for p in self.planted}
+        if strategy == "plan":
+            statuses.update({(p.round, p.index): p.status for p in self.repairs})
+        return statuses
+
+    def mismatches(self, candidates: list[dict[str, Any]], strategy: str = "fsr") -> list[str]:
         """Where the statuses of a result's candidates differ from the planted ones."""
         got = {(c["round"], c["index"]): c["status"] for c in candidates}
+        repaired = {(p.round, p.index): p for p in self.repairs} if strategy == "plan" else {}
         problems = []
-        for p in self.planted:
+        for planted in self.planted:
+            p = repaired.get((planted.round, planted.index), planted)
             status = got.get((p.round, p.index))
             if status not in p.status.split("/"):
                 problems.append(
@@ -140,6 +170,7 @@ CONVERGE = PlantedRun(
             "no code block",
         ),
     ),
+    repairs=(Planted(1, 1, _converge("repaired", _loop(64)), "ok", "the typo fixed: fmaf"),),
 )
 
 
@@ -220,3 +251,8 @@ REDUCTION = PlantedRun(
 )
 
 RUNS = {"converge": CONVERGE, "reduction": REDUCTION}
+
+
+def _marker(reply: str) -> str:
+    found = re.search(r"variant: [\w-]+", reply)
+    return found.group(0) if found else "\0"

@@ -105,3 +105,40 @@ def test_plans_are_read_from_what_planners_write() -> None:
     assert prompts.parse_plans('```json\n{"technique": "x"}\n```', 2) == []
     filled = prompts.parse_plans(fenced, 1) + prompts.fallback_plans(3, 1)
     assert len(filled) == 3 and len({p.technique for p in filled}) == 3
+
+
+def test_planted_scenario_with_the_plan_strategy_on_cpu(tmp_path: Path) -> None:
+    """benchmarks/fsr_planted.py --strategy plan, with recorded outcomes: the planted compile
+    error is repaired into a winner, every other candidate keeps its planted status."""
+    import shutil
+
+    from tests.support.planted import CONVERGE
+
+    source = tmp_path / "converge.cu"
+    shutil.copy(CONVERGE.file, source)
+    outcomes = {
+        "baseline": {"ms": 0.3},
+        "candidates": [
+            {"contains": "variant: triple", "status": "wrong_output", "message": "y[0]: 3 vs 2"},
+            {"contains": "variant: slow", "status": "ok", "ms": 1.2},
+            {"contains": "variant: good", "status": "ok", "ms": 0.03},
+            {"contains": "variant: repaired", "status": "ok", "ms": 0.02},
+            {"contains": "variant: short", "status": "unwritten_output", "message": "y[0]"},
+            {"contains": "variant: past", "status": "out_of_bounds", "message": "y[1] written"},
+        ],
+    }
+    (tmp_path / "outcomes.json").write_text(json.dumps(outcomes))
+    env = dict(os.environ, CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+               CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
+    with ScriptedLlmServer(CONVERGE.plan_steps()) as server:
+        args = [str(source), "--kernel", "converge", "--strategy", "plan", "--rounds", "2",
+                "--candidates", "4", "--format", "json", "--compile-timeout", "300",
+                "--base-url", server.base_url]  # fmt: skip
+        command = [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", *args]
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert CONVERGE.mismatches(result["candidates"], "plan") == []
+    assert result["accepted"] and CONVERGE.won(result["best_source"], "plan")
+    assert "variant: repaired" in result["best_source"]
