@@ -133,7 +133,10 @@ export function withNotificationProgress(
  * would outlive what it is about (VS Code has no API to dismiss one).
  */
 export function showNotice(title: string, until: Thenable<unknown>): void {
-    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: false }, () => until);
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: false }, (progress) => {
+        progress.report({ increment: 100 }); // a full bar, not a spinning one: nothing is running
+        return until;
+    });
 }
 
 /** The text of an open document, or undefined when it is not open. */

@@ -1,0 +1,28 @@
+"""The real-editor end-to-end tests: the `vscode` marker, and a screenshot of the failing step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "vscode: drives a real VS Code (code-server + Chromium; .ci/vscode_e2e.sh installs them)",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        shots = getattr(item.module, "SCREENSHOTS", None)
+        if shots is not None:
+            shots.failed = True
+            path = shots.take(f"FAILED-{item.name}")
+            report.sections.append(
+                ("screenshots", f"kept in {shots.directory} (failing step: {path})")
+            )

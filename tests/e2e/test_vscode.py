@@ -1,0 +1,275 @@
+"""The VS Code extension in a real VS Code (code-server 4.139, in Chromium driven by Playwright).
+
+The packaged `.vsix` is installed; the language server is the real one with recorded GPU outcomes
+(`tests/lsp/servers/recorded_server.py`), the LLM the scripted endpoint on 127.0.0.1 answering
+with a faster saxpy. As a user would, in one window, in order:
+
+1. a `.cu` file with a device-code error: the squiggle and the Problems entry;
+2. the resources code lens above each kernel;
+3. Benchmark (lens): the result in the Problems panel;
+4. Optimize (lens): the diff opens focused, Accept (✓) and Reject (✗) in its title bar at once,
+   one notification with the figures; ✓ in ONE click changes the file exactly in the kernel's
+   range (no Refactor Preview); one Ctrl+Z restores it;
+5. Optimize, then ✗: the file is left as it was;
+6. Optimize, an edit of the kernel, then ✓: refused, with the reason and the command to see the
+   suggestion again; the file keeps the edit only;
+and after every decision no notification of that suggestion is left, on screen or in the
+notification center.
+
+`CUDA_LLM_E2E_SERVER` (a JSON list) replaces the server command. Screenshots of each step go
+to `CUDA_LLM_E2E_SCREENSHOTS` (kept), else to a temp directory that is removed after a pass and
+kept after a failure (its path is in the report). Run it with `bash .ci/vscode_e2e.sh` (installs
+what it needs), or `pytest -m vscode tests/e2e` once installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.vscode import (
+    CHROMIUM_ARGS,
+    Screenshots,
+    Tools,
+    Workbench,
+    code_server,
+    copy_file,
+    find_tools,
+    wait_until,
+)
+from tests.lsp.conftest import DATA, SERVERS, server_env
+from tests.lsp.test_editor_flow import FAST
+from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
+
+TOOLS = find_tools()
+pytestmark = [
+    pytest.mark.vscode,
+    pytest.mark.skipif(isinstance(TOOLS, str), reason=str(TOOLS)),
+    pytest.mark.timeout(600),
+]
+SCREENSHOTS = Screenshots() if not isinstance(TOOLS, str) else None
+SUGGESTION = "saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases"  # the notification, once
+VIEWPORT = {"width": 1280, "height": 800}
+
+
+class Session:
+    """The window and the files of the scenario."""
+
+    def __init__(self, workbench: Workbench, folder: Path, shots: Screenshots) -> None:
+        self.wb = workbench
+        self.folder = folder
+        self.shots = shots
+        self.saxpy = folder / "saxpy.cu"
+        self.original = self.saxpy.read_text(encoding="utf-8")
+
+    def saved_text(self) -> str:
+        """Saves saxpy.cu from its editor (Ctrl+S) and reads it back from disk."""
+        self.wb.focus_editor("saxpy.cu")
+        self.wb.press("Control+s")
+        wait_until("saxpy.cu saved", lambda: not self.wb.is_dirty("saxpy.cu"), 20)
+        return self.saxpy.read_text(encoding="utf-8")
+
+    def optimize(self) -> None:
+        """Optimize from the lens above saxpy; waits for the diff and its notification."""
+        self.wb.close_panel()
+        self.wb.focus_editor("saxpy.cu")
+        lenses = self.wb.code_lenses
+        wait_until(
+            "saxpy's Optimize lens",
+            lambda: any(t.startswith("saxpy · ") and "Optimize" in t for t in lenses()),
+        )
+        self.wb.click_code_lens("saxpy", "Optimize")
+        wait_until("the suggestion's diff", self.wb.diff_editor_open, 180)
+        wait_until("the suggestion's notification", lambda: self.notices(), 30)
+
+    def notices(self) -> list[str]:
+        return [t for t in self.wb.toasts() if "faster" in t]
+
+    def assert_no_notification_left(self) -> None:
+        wait_until("the suggestion's notification to close", lambda: not self.notices(), 20)
+        center = self.wb.notification_center()
+        assert not [n for n in center if "faster" in n], center
+
+    def kernel_replaced(self, text: str) -> str:
+        start = self.original.index('extern "C" __global__ void saxpy')
+        end = self.original.index("\n}\n", start) + len("\n}")
+        return self.original[:start] + text + self.original[end:]
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Session]:
+    assert isinstance(TOOLS, Tools) and SCREENSHOTS is not None
+    from playwright.sync_api import sync_playwright
+
+    home = Path(tempfile.mkdtemp(prefix="cuda-llm-code-server-"))
+    folder = home / "workspace"
+    folder.mkdir()
+    copy_file(DATA / "broken.cu", folder)
+    copy_file(DATA / "saxpy.cu", folder)
+    llm = ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]).start()
+    server = [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")]
+    if os.environ.get("CUDA_LLM_E2E_SERVER"):  # another server command, a JSON list
+        server = json.loads(os.environ["CUDA_LLM_E2E_SERVER"])
+    settings = {
+        "cudaLlm.server.command": server,
+        "cudaLlm.baseUrl": llm.base_url,
+        "cudaLlm.model": "scripted-model",
+        "cudaLlm.rounds": 1,
+        "cudaLlm.candidates": 1,
+    }
+    env = server_env(
+        OPENAI_API_KEY="sk-test-not-a-real-key",
+        CUDA_LLM_DATA_DIR=str(home / "data"),
+        XDG_CACHE_HOME=str(home / "cache"),
+    )
+    try:
+        with code_server(TOOLS, home, folder, settings, env) as url, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(TOOLS.chromium), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport=VIEWPORT)
+                SCREENSHOTS.page = page
+                workbench = Workbench(page)
+                workbench.open(url)
+                yield Session(workbench, folder, SCREENSHOTS)
+            finally:
+                SCREENSHOTS.page = None
+                browser.close()
+    finally:
+        llm.stop()
+        keep = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or getattr(SCREENSHOTS, "failed", False)
+        if not keep:
+            shutil.rmtree(SCREENSHOTS.directory, ignore_errors=True)
+        else:
+            print(f"screenshots: {SCREENSHOTS.directory}")
+        if getattr(SCREENSHOTS, "failed", False):
+            print(f"code-server log: {home / 'code-server.log'}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_device_error_shows_its_squiggle_and_problems_entry(session: Session) -> None:
+    wb = session.wb
+    wb.open_file("broken.cu")
+    wait_until("the error squiggle", lambda: wb.error_squiggles() > 0, 90)
+    wb.show_problems()
+    rows = wait_until(
+        "the Problems entry", lambda: [r for r in wb.problems() if "undefined_factor" in r]
+    )
+    assert 'identifier "undefined_factor" is undefined' in rows[0], rows
+    assert "Ln 9" in rows[0], rows
+    session.shots.take("diagnostics")
+
+
+def test_the_resources_lens_is_above_each_kernel(session: Session) -> None:
+    wb = session.wb
+    wb.close_panel()
+    wb.open_file("saxpy.cu")
+    lenses = wait_until(
+        "the resources lens",
+        lambda: [t for t in wb.code_lenses() if t.startswith("saxpy · ") and "regs" in t],
+        90,
+    )
+    assert "Optimize" in lenses[0] and "Benchmark" in lenses[0], lenses
+    session.shots.take("resources-lens")
+
+
+def test_benchmark_ends_with_its_result_in_problems(session: Session) -> None:
+    wb = session.wb
+    wb.focus_editor("saxpy.cu")
+    wb.click_code_lens("saxpy", "Benchmark")
+    wb.show_problems()
+    rows = wait_until(
+        "the benchmark result", lambda: [r for r in wb.problems() if "saxpy: 1.000 ms" in r], 120
+    )
+    assert "3/3 cases pass" in rows[0], rows
+    session.shots.take("benchmark")
+
+
+def test_optimize_opens_the_diff_and_accept_applies_in_one_click_and_one_undo(
+    session: Session,
+) -> None:
+    wb = session.wb
+    session.optimize()
+    # Focused: ✓ and ✗ are in the diff's title bar at once, without a click into it.
+    accept = wb.title_action("Accept Suggestion")
+    assert accept.is_visible() and wb.title_action("Reject Suggestion").is_visible()
+    assert session.notices() == [f"cuda-llm: {SUGGESTION}"], wb.toasts()
+    session.shots.take("optimize-diff")
+
+    accept.click()
+    wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
+    assert not wb.refactor_preview_open(), "Accept asked again in the Refactor Preview"
+    session.shots.take("accepted")
+    session.assert_no_notification_left()
+    assert session.saved_text() == session.kernel_replaced(FAST), "only the kernel changed"
+
+    wb.press("Control+z")
+    assert session.saved_text() == session.original, "one undo restores the file"
+    session.shots.take("undone")
+
+
+def test_reject_leaves_the_file(session: Session) -> None:
+    wb = session.wb
+    session.optimize()
+    wb.title_action("Reject Suggestion").click()
+    wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
+    session.assert_no_notification_left()
+    assert not wb.is_dirty("saxpy.cu")
+    assert session.saxpy.read_text(encoding="utf-8") == session.original
+    session.shots.take("rejected")
+
+
+def test_accept_after_an_edit_is_refused_with_the_reason(session: Session) -> None:
+    wb = session.wb
+    session.optimize()
+    # The user edits the kernel, then goes back to the diff and presses ✓.
+    wb.focus_editor("saxpy.cu")
+    wb.go_to_line(14)
+    wb.press("End")
+    wb.page.keyboard.type("  // edited")
+    wait_until("the edit", lambda: wb.is_dirty("saxpy.cu"), 10)
+    diff_tab = wb.page.locator(".tabs-container .tab", has_text="original ↔ suggested").first
+    diff_tab.click()
+    wb.title_action("Accept Suggestion").click()
+    refusal = wait_until(
+        "the refusal",
+        lambda: [t for t in wb.toasts() if "changed since the optimization started" in t],
+        30,
+    )
+    assert "was not applied" in refusal[0], refusal
+    assert '"CUDA-LLM: Show Suggestion Diff"' in refusal[0], refusal
+    assert session.notices(), "the suggestion is still pending"
+    session.shots.take("refused-after-edit")
+    edited = session.saved_text()
+    assert "  // edited" in edited and "variant: fast" not in edited
+
+    diff_tab.click()
+    wb.title_action("Reject Suggestion").click()
+    wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
+    session.assert_no_notification_left()
+    session.shots.take("rejected-after-edit")
+
+
+def test_screenshots_are_kept_for_each_step(session: Session) -> None:
+    taken = sorted(p.name for p in session.shots.directory.glob("*.png"))
+    assert len(taken) >= 8, taken
+    if os.environ.get("CUDA_LLM_E2E_README_SHOT"):
+        readme_shot(session.shots.directory, Path(os.environ["CUDA_LLM_E2E_README_SHOT"]))
+
+
+def readme_shot(directory: Path, target: Path) -> None:
+    """The diff step, as a small PNG for the README (256 colours)."""
+    from PIL import Image
+
+    (source,) = directory.glob("*-optimize-diff.png")
+    with Image.open(source) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        small.save(target, optimize=True)

