@@ -116,7 +116,8 @@ class Timeout(Exception):
     pass
 
 
-POOL_BYTES = 8 << 30  # free allocations kept for reuse; beyond this they are freed
+POOL_BYTES = 8 << 30  # free allocations kept for reuse (at most 1/8 of the device's memory)
+OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY: the pool is freed and the allocation retried
 CHECK_TIMEOUT_S = 60.0  # the worker's own kernels (inputs, checks) over the largest buffers
 
 
@@ -174,6 +175,8 @@ class CudaBackend:
         self.flush_words = 0
         self.helpers: dict[str, Any] | None = None  # device_checks' kernels, loaded on first use
         self.pool: dict[int, list[int]] = {}  # free allocations by size
+        total = int(self.check(driver.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem"))
+        self.pool_limit = min(POOL_BYTES, total // 8)
         self.pooled_bytes = 0
         self.kept: dict[str, dict[str, tuple[int, int, int, int]]] = {}  # run -> output ->
         # (data pointer, bytes, allocation, its size)
@@ -284,13 +287,20 @@ class CudaBackend:
         if free:
             self.pooled_bytes -= size
             return free.pop()
-        return self._alloc(size)
+        try:
+            return self._alloc(size)
+        except CudaError as exc:
+            if exc.code != OUT_OF_MEMORY or not self.pooled_bytes:
+                raise
+            self._free([base for bases in self.pool.values() for base in bases])
+            self.pool, self.pooled_bytes = {}, 0
+            return self._alloc(size)
 
     def _give(self, allocations: list[tuple[int, int]]) -> None:
         """Allocations back to the pool (freed beyond `POOL_BYTES`)."""
         for base, nbytes in allocations:
             size = max(nbytes, 1)
-            if self.pooled_bytes + size > POOL_BYTES:
+            if self.pooled_bytes + size > self.pool_limit:
                 self._free([base])
                 continue
             self.pool.setdefault(size, []).append(base)

@@ -245,3 +245,20 @@ def test_the_worker_exits_at_once_when_closed(
     ev.close()
     assert not process.alive()
     assert time.perf_counter() - start < 1.0
+
+
+def test_out_of_memory_frees_the_pool_and_retries_once(
+    backend: CudaBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed = backend._place([Buffer("y", 4096, "float32", poison=b"\0" * 4)], GUARD_BYTES)
+    backend._release(placed)
+    assert backend.pooled_bytes > 0
+    real, calls = fake.cuMemAlloc, []
+
+    def full_once(n: int) -> tuple[object, ...]:
+        calls.append(n)
+        return (2, 0) if len(calls) == 1 else real(n)  # CUDA_ERROR_OUT_OF_MEMORY, then room
+
+    monkeypatch.setattr(fake, "cuMemAlloc", full_once)
+    backend._place([Buffer("z", 8192, "float32", poison=b"\0" * 4)], GUARD_BYTES)
+    assert len(calls) == 2 and backend.pooled_bytes == 0 and not backend.pool
