@@ -1,5 +1,6 @@
-"""From a spec's case to the worker's `Launch`: buffers (data or poison), packed parameters, and
-the bytes a case moves (the evaluator's bandwidth, the sanitizer's size limit, the suite's floor).
+"""From a spec's case to the worker's `Launch`: buffers (generated, data or poison), packed
+parameters, and the bytes a case moves (the evaluator's bandwidth, the sanitizer's size limit,
+the suite's floor).
 """
 
 from __future__ import annotations
