@@ -11,6 +11,13 @@ Grammar (lowest precedence first)::
     unary   := ('-' | '+') unary | primary
     primary := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 
+Conditions (`parse_condition`, the spec's `restrict` list) add one comparison on top::
+
+    condition := expr (('<' | '<=' | '>' | '>=' | '==' | '!=') expr)?
+
+evaluating to 1 (true) or 0 (false); `parse_expr` refuses comparison operators, so a grid or a
+size is never a truth value.
+
 Numbers are integer literals (`1048576`, `1_000`) or float literals (`0.5`, `1e-3`, `.5`).
 Functions: `cdiv(a, b)` (ceiling division), `min(a, ...)`, `max(a, ...)`.
 
@@ -98,9 +105,21 @@ def _tokenize(text: str) -> list[_Token]:
             tokens.append(_Token("op", ch, i))
             i += 1
             continue
+        two = text[i : i + 2]
+        if two in _COMPARISONS:
+            tokens.append(_Token("op", two, i))
+            i += 2
+            continue
+        if ch in "<>":
+            tokens.append(_Token("op", ch, i))
+            i += 1
+            continue
         raise ExprError(f"unexpected character {ch!r}", i)
     tokens.append(_Token("end", "", n))
     return tokens
+
+
+_COMPARISONS = ("<=", ">=", "==", "!=")
 
 
 class Expr:
@@ -249,6 +268,25 @@ class _Call(Expr):
             ) from None
 
 
+@dataclass(frozen=True)
+class _Compare(Expr):
+    op: str  # one of < <= > >= == !=
+    left: Expr
+    right: Expr
+    column: int  # of the operator
+
+    def names(self) -> set[str]:
+        return self.left.names() | self.right.names()
+
+    def evaluate(self, env: Mapping[str, Number]) -> Number:
+        a = self.left.evaluate(env)
+        b = self.right.evaluate(env)
+        result = {
+            "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
+        }[self.op]  # fmt: skip
+        return 1 if result else 0
+
+
 _MAX_DEPTH = 64
 
 
@@ -275,10 +313,24 @@ class _Parser:
             raise ExprError(f"expected {op!r}, found {found}", token.column)
         return self.take()
 
-    def parse(self) -> Expr:
+    def parse(self, condition: bool = False) -> Expr:
         if self.token.kind == "end":
             raise ExprError("empty expression", 0)
         node = self.expr()
+        token = self.token
+        if token.kind == "op" and token.text in _COMPARISON_OPS:
+            if not condition:
+                raise ExprError(
+                    f"comparison {token.text!r} is only allowed in restrict conditions",
+                    token.column,
+                )
+            self.take()
+            node = _Compare(token.text, node, self.expr(), token.column)
+            if self.token.kind == "op" and self.token.text in _COMPARISON_OPS:
+                raise ExprError(
+                    "one comparison per condition: give each as its own restrict entry",
+                    self.token.column,
+                )
         if self.token.kind != "end":
             raise ExprError(f"unexpected {self.token.text!r}", self.token.column)
         return node
@@ -370,11 +422,20 @@ def parse_expr(text: str) -> Expr:
     return node
 
 
+def parse_condition(text: str) -> Expr:
+    """Parse a condition (`expr OP expr`, or a bare expression: true when non-zero); raises
+    ExprError with the 0-based column of the problem."""
+    node = _Parser(text).parse(condition=True)
+    object.__setattr__(node, "text", text)
+    return node
+
+
 def evaluate(text: str, env: Mapping[str, Number]) -> Number:
     """Parse and evaluate in one step (raises ExprError)."""
     return parse_expr(text).evaluate(env)
 
 
+_COMPARISON_OPS = ("<", "<=", ">", ">=", "==", "!=")
 _C_ATOM = re.compile(r"\s*(?:[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)*|\d+[uUlL]*)\s*\Z")
 
 
@@ -415,6 +476,9 @@ def _c(expr: Expr, names: Mapping[str, str], need: int) -> str:
             other = _c(arg, names, 3)
             text = f"({text} {compare} {other} ? {text} : {other})"
         level = 3
+    elif isinstance(expr, _Compare):
+        left, right = _c(expr.left, names, 0), _c(expr.right, names, 0)
+        text, level = f"{left} {expr.op} {right}", -1
     else:  # pragma: no cover - every node type is handled above
         raise TypeError(f"unknown expression node {expr!r}")
     return text if level >= need else f"({text})"

@@ -19,6 +19,7 @@ from cuda_llm_lsp.source.spec.cases import evaluate_cases
 from cuda_llm_lsp.source.spec.locate import Locator
 from cuda_llm_lsp.source.spec.model import SpecError, TestSpec
 from cuda_llm_lsp.source.spec.parse import _expr_text, _SpecParser, _to_error, _toml_error
+from cuda_llm_lsp.source.spec.tunables import TUNE_KEYS, Tunables, parse_tunables
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,14 +36,18 @@ class LaunchConfig:
     grid: tuple[str, ...]  # 1..3
     block: tuple[str, ...]  # 1..3
     smem: str = "0"
+    tunables: Tunables | None = None  # `tune.NAME` / `restrict` in the block (spec/tunables.py)
 
     @classmethod
     def of_spec(cls, spec: TestSpec) -> LaunchConfig:
-        return cls(spec.grid, spec.block, spec.smem)
+        return cls(spec.grid, spec.block, spec.smem, spec.tunables)
 
     def applied_to(self, spec: TestSpec) -> TestSpec:
         """`spec` launched with this configuration (its cases are the candidate's)."""
-        return replace(spec, grid=self.grid, block=self.block, smem=self.smem)
+        launched = replace(spec, grid=self.grid, block=self.block, smem=self.smem)
+        if self.tunables is None or self.tunables is spec.tunables:
+            return launched
+        return replace(launched, tunables=self.tunables).with_configuration(self.tunables.default)
 
     def describe(self) -> str:
         """One line for prompts, history and suggestions: `grid=[...] block=[...] smem=...`."""
@@ -82,14 +87,20 @@ def parse_launch_text(
     parser = _SpecParser(kernel, source)
     parser.names = set(spec.sizes)
     for key in doc:
-        if key not in LAUNCH_KEYS:
+        if key not in LAUNCH_KEYS + TUNE_KEYS:
             parser.error(
                 (key,),
-                f"unknown key {key!r} in the launch block: only {', '.join(LAUNCH_KEYS)} "
+                f"unknown key {key!r} in the launch block: only "
+                f"{', '.join(LAUNCH_KEYS + TUNE_KEYS)} "
                 "may be given (the test spec itself is not the candidate's to change)",
             )
-    if not any(key in doc for key in LAUNCH_KEYS):
+    if not any(key in doc for key in LAUNCH_KEYS + TUNE_KEYS):
         parser.error((), "the launch block gives none of grid, block, smem")
+    tunables = None
+    if "tune" in doc or "restrict" in doc:
+        tunables = parse_tunables(parser, doc, set(spec.sizes), source)
+        raw = doc.get("tune")
+        parser.names |= set(raw) if isinstance(raw, dict) else set()
     grid = parser.parse_dims("grid", doc["grid"]) if "grid" in doc else spec.grid
     dims = parser.parse_dims("block", doc["block"]) if "block" in doc else spec.block
     smem: str | None = spec.smem
@@ -101,7 +112,7 @@ def parse_launch_text(
             smem = None
     if parser.has_errors() or grid is None or dims is None or smem is None:
         return None, _errors(locator, parser)
-    config = LaunchConfig(grid, dims, smem)
+    config = LaunchConfig(grid, dims, smem, tunables or spec.tunables)
     _, problems = evaluate_cases(config.applied_to(spec))
     parser.problems.extend(p for p in problems if p.path and p.path[0] in LAUNCH_KEYS)
     errors = _errors(locator, parser)

@@ -4,11 +4,12 @@ read. Plain frozen data; `TestSpec.cases()` evaluates its expressions (cases.py)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from cuda_llm_lsp.source.roles import Role
 from cuda_llm_lsp.source.spec.cases import Case, evaluate_cases
+from cuda_llm_lsp.source.spec.tunables import Configuration, Tunables
 from cuda_llm_lsp.source.text import Span
 
 
@@ -60,6 +61,9 @@ class TestSpec:
     # offset (non-16-byte-aligned) buffers unless `align` is 16 or more
     generalize: bool = True
     align: int | None = None  # bytes every buffer's base is aligned to, as the kernel assumes
+    # `tune.NAME` / `restrict` (spec/tunables.py): the cases are those of `tunables.default`,
+    # bound in `template_args`; `with_configuration` gives another configuration's spec
+    tunables: Tunables | None = None
 
     __test__ = False  # not a pytest class
 
@@ -73,6 +77,10 @@ class TestSpec:
         if problems:
             raise ValueError(problems[0].message)
         return cases
+
+    def with_configuration(self, config: Configuration) -> TestSpec:
+        """This spec with the tunables bound to `config` (its grid, block and smem cases)."""
+        return replace(self, template_args={**self.template_args, **Tunables.as_constants(config)})
 
     def arg(self, name: str) -> ArgSpec | None:
         return next((a for a in self.args if a.name == name), None)

@@ -30,6 +30,7 @@ from cuda_llm_lsp.source.spec.cases import evaluate_cases
 from cuda_llm_lsp.source.spec.hook import hook_path_problem
 from cuda_llm_lsp.source.spec.locate import Locator, Problem
 from cuda_llm_lsp.source.spec.model import ArgSpec, InitSpec, SpecError, TestSpec
+from cuda_llm_lsp.source.spec.tunables import Tunables, parse_tunables
 from cuda_llm_lsp.source.templates import (
     split_template_args,
     template_constants,
@@ -47,7 +48,7 @@ INIT_KINDS: dict[str, int] = {
 }  # fmt: skip
 TOP_LEVEL_KEYS: tuple[str, ...] = (
     "sizes", "grid", "block", "args", "smem", "instance", "init", "outputs", "rtol", "atol",
-    "inputs", "flops", "generalize", "align",
+    "inputs", "flops", "generalize", "align", "tune", "restrict",
 )  # fmt: skip
 ALIGNMENTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # `align = N`: bytes
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -189,6 +190,10 @@ class _SpecParser:
         if kernel.is_template and not template_args:  # instance missing or bad: reported once
             self.names |= set(kernel.template_params)
 
+        tunables = self.parse_tunables(doc, constants)
+        launch_names = self.names  # tunables are names in grid, block and smem only
+        raw_tune = doc.get("tune")  # named even when unusable: no follow-on "unknown name"
+        self.names = self.names | (set(raw_tune) if isinstance(raw_tune, dict) else set())
         grid = self.parse_dims("grid", doc.get("grid"))
         block = self.parse_dims("block", doc.get("block"))
         smem = "0"
@@ -200,6 +205,7 @@ class _SpecParser:
                 )
             elif self.expression(("smem",), smem_text, "smem"):
                 smem = smem_text
+        self.names = launch_names
 
         roles = infer_roles(kernel, self.source)
         args = self.parse_args(doc.get("args"), roles, template_args)
@@ -254,13 +260,25 @@ class _SpecParser:
             instance=instance,
             inputs=inputs,
             flops=flops,
-            template_args=template_args,
+            template_args={**template_args, **Tunables.as_constants(tunables.default)}
+            if tunables
+            else template_args,
             generalize=generalize,
             align=align,
+            tunables=tunables,
         )
         _, problems = evaluate_cases(spec)
         self.problems.extend(problems)
         return None if problems else spec
+
+    def parse_tunables(
+        self, doc: Mapping[str, Any], constants: Mapping[str, int]
+    ) -> Tunables | None:
+        """`tune` / `restrict` (spec/tunables.py); a spec with an unusable one is unusable."""
+        if "tune" not in doc and "restrict" not in doc:
+            return None
+        taken = self.names | set(self.kernel.template_params)
+        return parse_tunables(self, doc, taken, self.source, constants)
 
     def parse_instance(self, value: object) -> tuple[str | None, dict[str, str]]:
         kernel = self.kernel
