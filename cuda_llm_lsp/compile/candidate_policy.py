@@ -49,6 +49,9 @@ _FORBIDDEN_IDENTIFIERS = {
     "__has_embed": "__has_embed",
     "__pragma": "__pragma",
 }
+#: The toolkit's only `#include MACRO` lines are thrust's (a test keeps this true): a candidate may
+#: neither include thrust nor define the macros that name those files.
+COMPUTED_INCLUDE_MACROS = re.compile(r"THRUST", re.IGNORECASE)
 _HEADER_NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_+\-./]*\Z")
 _TRIGRAPH = re.compile(r"\?\?[=/'()!<>\-]")
 _SPLICE = re.compile(r"\\[ \t]*\r?\n")
@@ -182,8 +185,11 @@ def _directive(tokens: list[Token], i: int, allowed: frozenset[str], file_dir: P
         return end
     if name.text == "pragma":
         _pragma([t.text for t in rest if t.kind == "ident"][:2], rest, line)
-    elif name.text == "define" and rest and rest[0].kind == "ident":
+    elif name.text in ("define", "undef") and rest and rest[0].kind == "ident":
         defined.add(rest[0].text)
+        if COMPUTED_INCLUDE_MACROS.search(rest[0].text):
+            raise PolicyError(f"line {line}: `#{name.text} {rest[0].text}` would change which file "
+                              "a toolkit header includes")  # fmt: skip
     for k in range(i + 1, end):  # `#if __has_include(...)`, `#define P(a, b) a##b`
         _token(tokens, k, allowed, file_dir, include_paths)
     return end
@@ -238,6 +244,9 @@ def _header(token: Token, allowed: frozenset[str], file_dir: Path | None,
                           "without `..` are allowed")  # fmt: skip
     if name in allowed:
         return
+    if "thrust" in name.split("/"):
+        raise PolicyError(f"line {token.line}: #include {shown}: thrust is host-side (and its "
+                          "headers include files named by macros)")  # fmt: skip
     if not quoted and std_headers.is_host_only(name) and "/" not in name:
         return  # a host-only header: the device unit leaves the line out
     missing_ok = name in std_headers.DEVICE_LIBRARIES  # replaced by a stand-in when missing

@@ -75,6 +75,9 @@ ATTACKS = {
     "digit separator": "int m = 1'000;\n#include \"/proc/self/environ\"\n// '\n",
     "header name with /*": '#include <a/*b>\n#include "/proc/self/environ"\n// */\n',
     "unclosed comment": "/* never closed\n",
+    "a toolkit header's computed include": '#define THRUST_MR_STD_MR_HEADER "/proc/self/environ"\n'
+    "#include <cccl/thrust/mr/memory_resource.h>\n",
+    "thrust through the cccl directory": "#include <cccl/thrust/device_vector.h>\n",
     "redefining a pragma name": "#define unroll GCC dependency\n#pragma unroll\n",
 }
 HONEST = {
@@ -207,3 +210,21 @@ def test_only_candidate_lines_and_toolkit_headers_survive() -> None:
     )
     assert [d.message[:20] for d in kept] == ['identifier "x" is un', 'in included file "<c']
     assert dropped == 3
+
+
+def test_only_thrust_headers_include_a_file_named_by_a_macro() -> None:
+    """The policy refuses thrust and THRUST macros because thrust alone has `#include MACRO`
+    lines a candidate's `#define` could point at any file; a toolkit that adds another such
+    header fails here."""
+    import re
+
+    from cuda_llm_lsp.compile import headers
+
+    computed = re.compile(r"^\s*#\s*include\s+(?![\"<])(\S+)", re.M)
+    found = []
+    for directory in (headers.STUB_DIR, *map(Path, headers.toolkit_include_dirs())):
+        for path in directory.rglob("*"):
+            if path.is_file() and "thrust" not in path.relative_to(directory).parts:
+                text = path.read_text(errors="ignore")
+                found += [f"{path}: {m.group(1)}" for m in computed.finditer(text)]
+    assert found == []
