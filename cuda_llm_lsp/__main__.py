@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Sequence
 
+from cuda_llm_lsp.engine import EVALUATOR_ENV, demo_label, evaluator_problem, make_evaluator
 from cuda_llm_lsp.lsp.app import create_server, exit_status, serve_stdio
 
 # `"apiKey": "..."`, `'apiKey': '...'`, `apiKey=...` and `api_key=...` in any logged text.
@@ -87,7 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
 
-    server = create_server()
+    problem = evaluator_problem()
+    if problem is not None:
+        print(f"cuda-llm-lsp: {problem}", file=sys.stderr)
+        return 2
+    if demo_label() is not None:  # the GPU replaced by recorded outcomes: tests and demos only
+        logging.getLogger(__name__).warning(
+            "%s (%s=%s)", demo_label(), EVALUATOR_ENV, os.environ[EVALUATOR_ENV]
+        )
+    server = create_server(evaluator_factory=make_evaluator)
     try:
         if address is not None:
             server.start_tcp(*address)

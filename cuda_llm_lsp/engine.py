@@ -31,6 +31,27 @@ EVALUATOR_ENV = "CUDA_LLM_EVALUATOR"
 LlmFactory = Callable[[OptimizeConfig], LlmClient]
 
 
+#: What every result says while recorded outcomes stand in for the GPU (`demo_label`).
+DEMO_LABEL = "demo/test mode: recorded GPU outcomes"
+
+
+def evaluator_problem() -> str | None:
+    """Why `CUDA_LLM_EVALUATOR` cannot be used (a bad value, a recording that is not a file),
+    or None: for a caller to say so at start rather than at the first benchmark."""
+    choice = os.environ.get(EVALUATOR_ENV, "").strip()
+    if choice.startswith("recorded:"):
+        path = choice.removeprefix("recorded:")
+        return None if os.path.isfile(path) else f"{EVALUATOR_ENV}: no recording at {path!r}"
+    if choice not in ("", "gpu"):
+        return f"{EVALUATOR_ENV} must be 'gpu' or 'recorded:PATH', not {choice!r}"
+    return None
+
+
+def demo_label() -> str | None:
+    """`DEMO_LABEL` while `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU, else None."""
+    return DEMO_LABEL if os.environ.get(EVALUATOR_ENV, "").strip().startswith("recorded:") else None
+
+
 def gpu_evaluator(plan: Plan | None = None) -> Evaluator:
     """The local GPU's evaluator, timing by `plan` (None: its default); its worker starts on use."""
     return gpu.GpuEvaluator(plan=plan)

@@ -18,6 +18,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
+from cuda_llm_lsp.engine import demo_label
 from cuda_llm_lsp.evaluate import format as evaluate_format
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
@@ -73,6 +74,8 @@ def diagnostics(
     """The reports of `uri` placed on the kernels' names in the analysed text."""
     lines = split_lines(analysis.text)
     found: list[types.Diagnostic] = []
+    label = demo_label()  # recorded outcomes, not measurements: every result says so
+    shown = (lambda text: f"[{label}] {text}") if label else (lambda text: text)
     for info in analysis.kernels:
         report = reports.get((uri, info.kernel.name))
         if report is None or info.kernel.span.slice(analysis.text) != report.kernel_text:
@@ -81,7 +84,7 @@ def diagnostics(
         found.append(
             types.Diagnostic(
                 range=where,
-                message=report.info,
+                message=shown(report.info),
                 severity=types.DiagnosticSeverity.Information,
                 source=SOURCE,
             )
@@ -90,7 +93,7 @@ def diagnostics(
             found.append(
                 types.Diagnostic(
                     range=where,
-                    message=report.hint,
+                    message=shown(report.hint),
                     severity=types.DiagnosticSeverity.Hint,
                     source=SOURCE,
                 )
