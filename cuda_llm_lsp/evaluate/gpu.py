@@ -205,18 +205,21 @@ class GpuEvaluator:
         case: Case,
         inputs: Inputs,
         recheck: Mapping[int, tuple[Inputs, str, str]] | None = None,
+        launched: Mapping[int, tuple[TestSpec, Case]] | None = None,
     ) -> TimeReply | Failure:
         """Samples per kernel; `recheck[i]`: (new input values that kernel i is run on once more
         after the timing, on the very buffers it was timed on; the kept run its last timed
-        launch is compared with; the kept run the run on new values is compared with)."""
+        launch is compared with; the kept run the run on new values is compared with);
+        `launched[i]`: kernel i's own launch (its spec and case), else `spec`'s."""
         kernels = []
         outputs = _outputs(spec)
         for i, key in enumerate(keys):  # (the worker re-poisons the buffers sent with poison)
-            launch = case_launch(spec, case, inputs, key)
+            own_spec, own_case = (launched or {}).get(i, (spec, case))
+            launch = case_launch(own_spec, own_case, inputs, key)
             if recheck and i in recheck:
                 fresh, last, after = recheck[i]
                 kernels.append(TimedKernel(
-                    launch, case_launch(spec, case, fresh, None).buffers,
+                    launch, case_launch(own_spec, own_case, fresh, None).buffers,
                     Checks(outputs, spec.rtol, spec.atol, against=(last,)),
                     Checks(outputs, spec.rtol, spec.atol, against=(after,)),
                 ))  # fmt: skip
@@ -250,6 +253,7 @@ class GpuEvaluator:
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        candidate_spec: TestSpec | None = None,
     ) -> EvalResult:
         with self._lock:
             self._worker.cancelled.clear()
@@ -257,6 +261,9 @@ class GpuEvaluator:
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
             cases = spec.cases()
+            # the candidate's own launch (same sizes and buffers, its grid/block/smem)
+            own_spec = candidate_spec or spec
+            own_cases = {c.index: c for c in own_spec.cases()} if candidate_spec else {}
             base_key = self._load(baseline)
             if isinstance(base_key, Failure):
                 raise BaselineFailed(f"the original kernel cannot be loaded: {base_key.message}")
@@ -273,11 +280,12 @@ class GpuEvaluator:
                 where = f"case {case.index} ({case.describe()})"
                 inputs = case_sources(spec, case, seed, 0, spec_dir)
                 oracle = self._oracle(base_key, spec, case, inputs, where, _ORACLE)
-                first = self._run(cand_key, spec, case, inputs, where, keep=_FIRST,
+                own = own_cases.get(case.index, case)
+                first = self._run(cand_key, own_spec, own, inputs, where, keep=_FIRST,
                                   against=(_ORACLE,))  # fmt: skip
                 problem = judge.first_run(spec, case, oracle, first, where)
                 if problem is OK:
-                    second = self._run(cand_key, spec, case, inputs, where,
+                    second = self._run(cand_key, own_spec, own, inputs, where,
                                        against=(_ORACLE, _FIRST))  # fmt: skip
                     problem = judge.second_run(spec, case, oracle, first, second, where)
                 if problem is not OK:
@@ -290,7 +298,12 @@ class GpuEvaluator:
             fresh = case_sources(spec, timed, seed, 1, spec_dir)
             fresh_oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck", _FRESH)
             reply = self._time(
-                [base_key, cand_key], spec, timed, inputs, {1: (fresh, _ORACLE, _FRESH)}
+                [base_key, cand_key],
+                spec,
+                timed,
+                inputs,
+                {1: (fresh, _ORACLE, _FRESH)},
+                {1: (own_spec, own_cases.get(timed.index, timed))},
             )
             if isinstance(reply, Failure):
                 message = f"while timing: {reply.message}"

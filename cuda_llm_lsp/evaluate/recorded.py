@@ -28,6 +28,9 @@ outcome. The format (JSON file, or the same structure as a dict):
   (seconds the "GPU" takes, interrupted by `cancel()`), and `later`: the fields that change on
   the second and later evaluation of the same kernel (re-validation).
 - `default`: the outcome of kernels no entry matches (default: `wrong_output`).
+- `defines` (in an entry, with or without `contains`): `{"BLOCK": 128}` matches a binary compiled
+  with `-DBLOCK=128` (`KernelBinary.defines`): per-configuration outcomes for the tuner.
+  `benchmark` answers from the same entries (the tuner's baseline is a configuration too).
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class RecordedEvaluator:
         self._seen: dict[str, int] = {}
         self._cancel = threading.Event()
         self.calls: list[tuple[str, str]] = []  # (method, kernel source) for assertions
+        self.launched: list[TestSpec] = []  # the candidate's spec of each `evaluate`
         self.closed = False
 
     # -- the Evaluator protocol -------------------------------------------------------------
@@ -118,7 +122,7 @@ class RecordedEvaluator:
         seed: int | None = None,
     ) -> EvalResult:
         self.calls.append(("benchmark", kernel.kernel_source))
-        entry = self._match(kernel.kernel_source) or self._baseline()
+        entry = self._match(kernel.kernel_source, kernel.defines) or self._baseline()
         self._wait(entry)
         timing = self._timing(entry)
         status = entry.get("status", "ok")
@@ -138,13 +142,16 @@ class RecordedEvaluator:
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        candidate_spec: TestSpec | None = None,
     ) -> EvalResult:
         self.calls.append(("evaluate", candidate.kernel_source))
-        entry = self._match(candidate.kernel_source) or dict(
+        self.launched.append(candidate_spec or spec)
+        entry = self._match(candidate.kernel_source, candidate.defines) or dict(
             self._data.get("default")
             or {"status": "wrong_output", "message": "no recorded outcome for this kernel"}
         )
-        key = hashlib.sha256(candidate.kernel_source.encode("utf-8")).hexdigest()
+        built = "\0".join((candidate.kernel_source, *candidate.defines))  # one per configuration
+        key = hashlib.sha256(built.encode("utf-8")).hexdigest()
         self._seen[key] = self._seen.get(key, 0) + 1
         if self._seen[key] > 1 and isinstance(entry.get("later"), dict):
             entry = {**entry, **entry["later"]}
@@ -180,9 +187,15 @@ class RecordedEvaluator:
     def _baseline(self) -> dict[str, Any]:
         return dict(self._data.get("baseline") or {"ms": 1.0})
 
-    def _match(self, source: str) -> dict[str, Any] | None:
+    def _match(self, source: str, defines: tuple[str, ...] = ()) -> dict[str, Any] | None:
         digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
         for entry in self._entries:
+            wanted = entry.get("defines")
+            if isinstance(wanted, dict):
+                if not {f"{k}={v}" for k, v in wanted.items()} <= set(defines):
+                    continue
+                if "contains" not in entry and "sha256" not in entry:
+                    return dict(entry)
             if "contains" in entry and str(entry["contains"]) in source:
                 return dict(entry)
             if "sha256" in entry and str(entry["sha256"]).lower() == digest:

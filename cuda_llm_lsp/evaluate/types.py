@@ -42,6 +42,7 @@ class KernelBinary:
     arch: str
     resources: Resources | None = None
     kernel_source: str = ""  # the kernel text it was built from (history, recorded evaluation)
+    defines: tuple[str, ...] = ()  # "NAME=value" it was compiled with: a tuned configuration
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,11 @@ class Evaluator(Protocol):
     def evaluate(
         self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec, *,
         spec_dir: Path | None = None, seed: int | None = None,
+        candidate_spec: TestSpec | None = None,
     ) -> EvalResult: ...  # fmt: skip
+
+    # `candidate_spec`: the candidate's own launch (the same sizes and arguments, its grid, block
+    # and smem: a tuned configuration, a launch block); None: `spec`'s. The oracle keeps `spec`.
 
     def cancel(self) -> None: ...
 

@@ -85,6 +85,7 @@ class _State:
         self.flushed = False  # an L2 flush (a memset of >= 16 MiB) since the last launch
         self.launch_timed = False  # the launch in progress sits between two event records
         self.timed = False  # an event was recorded since the last launch
+        self.threads = 0  # grid x block threads along x of the launch in progress
 
 
 S = _State()
@@ -226,6 +227,13 @@ def k_fault_when_timed(x: int, y: int, n: int) -> None:
     k_twice(x, y, n)
 
 
+def k_covers_launch(x: int, y: int, n: int) -> None:
+    """Two threads per element along x: run with a launch of fewer than 2n threads (the
+    original's), the elements past half of them stay unwritten; with its own launch it is right."""
+    m = min(n, S.threads // 2)
+    _view(y, m, np.float32)[:] = _twice(_view(x, n, np.float32), m)
+
+
 def k_trap(x: int, y: int, n: int) -> None:
     S.pending = CUresult.CUDA_ERROR_LAUNCH_FAILED
 
@@ -255,6 +263,7 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "hang": (k_hang, 0.010, 0),
     "trap": (k_trap, 0.010, 0),
     "fault_when_timed": (k_fault_when_timed, 0.010, 0),
+    "covers_launch": (k_covers_launch, 0.010, 0),
     "launch_bounds": (k_twice, 0.010, CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
 }
 
@@ -584,6 +593,7 @@ def cuLaunchKernel(
         S.pending = CUresult.CUDA_ERROR_LAUNCH_FAILED
     S.launch_timed = S.timed
     S.timed = S.flushed = False
+    S.threads = gx * bx
     if launch_error:
         return (CUresult(launch_error),)
     if smem > 48 * 1024 and S.dyn_smem.get(fn, 0) < smem:

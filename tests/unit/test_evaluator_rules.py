@@ -10,6 +10,7 @@ import os
 import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,16 @@ def test_timing_loop_order_keeps_poison_and_flush_outside_the_timed_region() -> 
             assert timed[i - 3 : i + 2] == [f"poison{name}", "flush", "event", name, "event"]
     warm = rec.log[: rec.log.index("event") - 2]
     assert warm[:3] == ["poisonA", "flush", "A"]
+
+
+def test_a_candidate_runs_with_its_own_launch_and_the_oracle_with_the_original(
+    evaluator: GpuEvaluator, spec: TestSpec
+) -> None:
+    """`candidate_spec` (a tuned configuration, a launch block): same sizes and buffers, its own
+    grid; with the original's launch the same kernel leaves half of y unwritten."""
+    own = replace(spec, grid=("cdiv(n, 128)",))
+    r = evaluator.evaluate(BASE, binary("covers_launch"), spec, seed=3)
+    assert r.status == "unwritten_output", r.message
+    r = evaluator.evaluate(BASE, binary("covers_launch"), spec, seed=3, candidate_spec=own)
+    assert r.status == "ok", r.message
+    assert r.cases_passed == 4 and r.speedup == pytest.approx(4.0, rel=0.01)
