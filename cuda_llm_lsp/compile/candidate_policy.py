@@ -58,7 +58,7 @@ _SPLICE = re.compile(r"\\[ \t]*\r?\n")
 _SPEC_MARK = re.compile(r"@\s*cuda-llm", re.IGNORECASE)
 _STRING_PREFIX = re.compile(r"(?:u8|u|U|L)?(R)?[\"']")
 _NUMBER_BODY = re.compile(r"(?:[eEpP][+-]|'[A-Za-z0-9_]|[A-Za-z0-9_.])*")
-_IDENT = re.compile(r"[A-Za-z_$\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*")
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ class Token:
     kind: str  # "ws", "nl", "comment", "string", "char", "header", "number", "ident", "punct"
     text: str
     line: int  # 1-based line of the candidate where the token starts
+    start: int = 0  # offsets in the candidate as written (before line splicing)
+    end: int = 0
 
 
 class PolicyError(Exception):
@@ -92,13 +94,14 @@ def strip_spec_comments(code: str) -> StrippedCandidate:
         return StrippedCandidate(code, ())
     out: list[str] = []
     blocks: list[str] = []
+    pos = 0
     for token in tokens:
         if token.kind == "comment" and _SPEC_MARK.search(token.text):
             blocks.append(token.text)
-            # keep the line count of a block comment's lines out of the kernel: one space
-            out.append("" if token.text.startswith("//") else " ")
-        else:
-            out.append(token.text)
+            out.append(code[pos : token.start])
+            out.append("" if token.text.startswith("//") else " ")  # a comment is a space
+            pos = token.end
+    out.append(code[pos:])
     return StrippedCandidate("".join(out), tuple(blocks))
 
 
@@ -290,8 +293,13 @@ def _lex(code: str) -> Iterator[Token]:
     Raises PolicyError where a safe reading is impossible: raw strings (splices are undone
     inside them), unterminated comments and literals.
     """
-    text, lines = _spliced(code)
+    # a lone CR may end a line for the compiler: read it as one (lines stay where they were)
+    text, lines, origin = _spliced(re.sub(r"\r(?!\n)", "\n", code))
     n = len(text)
+
+    def tok(kind: str, a: int, b: int) -> Token:
+        return Token(kind, text[a:b], lines[a], origin[a], origin[b - 1] + 1)
+
     i = 0
     expect_header = 0  # 2: after `#`, 1: after `# include` or `__has_include (`
     line_start = True
@@ -299,7 +307,7 @@ def _lex(code: str) -> Iterator[Token]:
         c = text[i]
         line = lines[i]
         if c == "\n":
-            yield Token("nl", c, line)
+            yield tok("nl", i, i + 1)
             i += 1
             line_start = True
             expect_header = 0
@@ -308,20 +316,20 @@ def _lex(code: str) -> Iterator[Token]:
             j = i + 1
             while j < n and text[j] in " \t\r\f\v":
                 j += 1
-            yield Token("ws", text[i:j], line)
+            yield tok("ws", i, j)
             i = j
             continue
         if text.startswith("//", i):
             j = text.find("\n", i)
             j = n if j < 0 else j
-            yield Token("comment", text[i:j], line)
+            yield tok("comment", i, j)
             i = j
             continue
         if text.startswith("/*", i):
             j = text.find("*/", i + 2)
             if j < 0:
                 raise PolicyError(f"line {line}: a comment is not closed")
-            yield Token("comment", text[i : j + 2], line)
+            yield tok("comment", i, j + 2)
             line_start = line_start or "\n" in text[i : j + 2]
             i = j + 2
             continue
@@ -332,7 +340,7 @@ def _lex(code: str) -> Iterator[Token]:
                 j += 1
             if j >= n or text[j] != close:
                 raise PolicyError(f"line {line}: a header name is not closed")
-            yield Token("header", text[i : j + 1], line)
+            yield tok("header", i, j + 1)
             i = j + 1
             expect_header = 0
             continue
@@ -349,7 +357,7 @@ def _lex(code: str) -> Iterator[Token]:
                 j += 2 if text[j] == "\\" else 1
             if j >= n:
                 raise PolicyError(f"line {line}: a string or character literal is not closed")
-            yield Token("string" if quote == '"' else "char", text[i : j + 1], line)
+            yield tok("string" if quote == '"' else "char", i, j + 1)
             i = j + 1
             expect_header = 0
             line_start = False
@@ -357,7 +365,7 @@ def _lex(code: str) -> Iterator[Token]:
         if c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
             body = _NUMBER_BODY.match(text, i + 1)
             j = body.end() if body else i + 1
-            yield Token("number", text[i:j], line)
+            yield tok("number", i, j)
             i = j
             expect_header = 0
             line_start = False
@@ -365,7 +373,7 @@ def _lex(code: str) -> Iterator[Token]:
         ident = _IDENT.match(text, i)
         if ident:
             word = ident.group()
-            yield Token("ident", word, line)
+            yield tok("ident", i, ident.end())
             i = ident.end()
             if expect_header == 2 and word == "include":
                 expect_header = 1
@@ -377,12 +385,15 @@ def _lex(code: str) -> Iterator[Token]:
                 expect_header = 0
             line_start = False
             continue
+        if ord(c) >= 0x80:  # a BOM or a zero-width space could hide a directive's `#`
+            raise PolicyError(f"line {line}: non-ASCII characters outside comments and strings "
+                              "are not allowed in a candidate")  # fmt: skip
         for punct in ("%:%:", "##", "%:", "#"):
             if text.startswith(punct, i):
                 break
         else:
             punct = c
-        yield Token("punct", punct, line)
+        yield tok("punct", i, i + len(punct))
         i += len(punct)
         if punct in ("#", "%:") and line_start:
             expect_header = 2
@@ -393,27 +404,26 @@ def _lex(code: str) -> Iterator[Token]:
         line_start = False
 
 
-def _spliced(code: str) -> tuple[str, list[int]]:
-    """`code` with backslash-newlines removed, and the 1-based original line of each character."""
+def _spliced(code: str) -> tuple[str, list[int], list[int]]:
+    """`code` without backslash-newlines, and each character's 1-based line and offset in `code`."""
     out: list[str] = []
     lines: list[int] = []
+    origin: list[int] = []
     line = 1
     pos = 0
-    for m in _SPLICE.finditer(code):
-        chunk = code[pos : m.start()]
-        for ch in chunk:
-            out.append(ch)
+    for m in [*_SPLICE.finditer(code), None]:
+        stop = m.start() if m else len(code)
+        for k in range(pos, stop):
+            out.append(code[k])
             lines.append(line)
-            if ch == "\n":
+            origin.append(k)
+            if code[k] == "\n":
                 line += 1
+        if m is None:
+            break
         line += 1
         pos = m.end()
-    for ch in code[pos:]:
-        out.append(ch)
-        lines.append(line)
-        if ch == "\n":
-            line += 1
-    return "".join(out), lines
+    return "".join(out), lines, origin
 
 
 def candidate_diagnostics(

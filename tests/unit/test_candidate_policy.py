@@ -78,6 +78,9 @@ ATTACKS = {
     "a toolkit header's computed include": '#define THRUST_MR_STD_MR_HEADER "/proc/self/environ"\n'
     "#include <cccl/thrust/mr/memory_resource.h>\n",
     "thrust through the cccl directory": "#include <cccl/thrust/device_vector.h>\n",
+    "a lone CR before the directive": 'int x;\r#include "/proc/self/environ"\n',
+    "a BOM before the directive": '\ufeff#include "/proc/self/environ"\n',
+    "a zero-width space before the directive": "\u200b#include </proc/self/environ>\n",
     "redefining a pragma name": "#define unroll GCC dependency\n#pragma unroll\n",
 }
 HONEST = {
@@ -92,6 +95,8 @@ HONEST = {
     "#undef TILE\n#endif\n",
     "strings, chars, separators": 'const char* s = "/* not a comment */ #include";\n'
     "char c = '\"'; int m = 1'000'000; float f = 1.5e-3f;\n",
+    "unicode in comments and strings": '// computes y = a·x + y → fast\nconst char* s = "π";\n',
+    "CRLF line ends": "#define TILE 16\r\n#pragma unroll\r\n",
     "continuation inside a macro": "#define ADD(a, b) \\\n  ((a) + (b))\n",
 }
 
@@ -228,3 +233,9 @@ def test_only_thrust_headers_include_a_file_named_by_a_macro() -> None:
                 text = path.read_text(errors="ignore")
                 found += [f"{path}: {m.group(1)}" for m in computed.finditer(text)]
     assert found == []
+
+
+def test_stripping_leaves_every_other_byte_as_written() -> None:
+    code = "#define ADD(a, b) \\\r\n  ((a) + (b))\r\n/* @cuda-llm\r\nrtol = 1 */\r\n" + KERNEL
+    stripped = strip_spec_comments(code)
+    assert stripped.code == code.replace("/* @cuda-llm\r\nrtol = 1 */", " ")
