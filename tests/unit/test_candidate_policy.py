@@ -239,3 +239,10 @@ def test_stripping_leaves_every_other_byte_as_written() -> None:
     code = "#define ADD(a, b) \\\r\n  ((a) + (b))\r\n/* @cuda-llm\r\nrtol = 1 */\r\n" + KERNEL
     stripped = strip_spec_comments(code)
     assert stripped.code == code.replace("/* @cuda-llm\r\nrtol = 1 */", " ")
+
+
+def test_the_originals_own_include_stays_allowed_even_with_dot_dot() -> None:
+    original = '#include "../common/util.h"\n' + KERNEL
+    allowed = original_include_names(original)
+    assert check_candidate('#include "../common/util.h"\n' + KERNEL, allowed_names=allowed) is None
+    assert check_candidate('#include "../common/other.h"\n' + KERNEL, allowed_names=allowed)
