@@ -175,6 +175,9 @@ export class Session {
         }
         const cwd = api.firstWorkspaceFolder();
         this.log(`Starting the language server: ${[launch.value.command, ...launch.value.args].join(' ')}`);
+        for (const [name, value] of Object.entries(launch.value.env ?? {})) {
+            this.log(`Demo/test mode (cudaLlm.server.evaluator): ${name}=${value}: GPU results are recorded outcomes, nothing is measured`);
+        }
         const check = await checkServerInstalled(launch.value, undefined, { cwd });
         if (check.detail) {
             this.log(check.detail);

@@ -19,12 +19,48 @@ export interface ServerLaunch {
     readonly args: readonly string[];
     /** The interpreter when started as `python -m cuda_llm_lsp`; undefined for a full command. */
     readonly python?: string;
+    /** Variables added to the server's environment (`CUDA_LLM_EVALUATOR` in demo/test mode). */
+    readonly env?: Readonly<Record<string, string>>;
+}
+
+/** The server's variable behind `cudaLlm.server.evaluator`. */
+export const EVALUATOR_ENV = 'CUDA_LLM_EVALUATOR';
+
+/**
+ * `cudaLlm.server.evaluator`: empty for the local GPU, or `recorded:FILE` for demo/test mode
+ * (recorded GPU outcomes, nothing measured); the server gets it as `CUDA_LLM_EVALUATOR`.
+ */
+export function resolveEvaluator(config: ConfigReader, vars: PathVariables = {}): Resolved<string | undefined> {
+    const raw = config.get<unknown>('server.evaluator');
+    if (raw === undefined || raw === null || (typeof raw === 'string' && raw.trim() === '')) {
+        return { ok: true, value: undefined };
+    }
+    const value = typeof raw === 'string' ? raw.trim() : '';
+    if (value === 'gpu') {
+        return { ok: true, value: undefined };
+    }
+    if (!value.startsWith('recorded:') || value === 'recorded:') {
+        return { ok: false, message: 'cudaLlm.server.evaluator must be empty (the GPU) or "recorded:/path/to/recording.json" (demo/test mode)' };
+    }
+    return { ok: true, value: `recorded:${expandVariables(value.slice('recorded:'.length), vars)}` };
 }
 
 export type Resolved<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string };
 
-/** The command line from settings (`server.command` wins over `server.python`). */
+/** The command line from settings (`server.command` wins over `server.python`), with `server.evaluator`. */
 export function resolveServerLaunch(config: ConfigReader, vars: PathVariables = {}): Resolved<ServerLaunch> {
+    const evaluator = resolveEvaluator(config, vars);
+    if (!evaluator.ok) {
+        return evaluator;
+    }
+    const launch = resolveCommand(config, vars);
+    if (!launch.ok || evaluator.value === undefined) {
+        return launch;
+    }
+    return { ok: true, value: { ...launch.value, env: { [EVALUATOR_ENV]: evaluator.value } } };
+}
+
+function resolveCommand(config: ConfigReader, vars: PathVariables): Resolved<ServerLaunch> {
     const command = config.get<unknown>('server.command');
     if (command !== undefined && command !== null && !(Array.isArray(command) && command.length === 0)) {
         if (!Array.isArray(command) || !command.every((c) => typeof c === 'string') || String(command[0]).trim() === '') {

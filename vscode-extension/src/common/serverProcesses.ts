@@ -19,7 +19,8 @@ export class ServerProcesses {
      */
     spawn(launch: ServerLaunch, cwd: string | undefined): Promise<ChildProcess> {
         void this.terminate();
-        const child = spawn(launch.command, [...launch.args], { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' }, stdio: 'pipe' });
+        const env = { ...process.env, PYTHONUNBUFFERED: '1', ...launch.env };
+        const child = spawn(launch.command, [...launch.args], { cwd, env, stdio: 'pipe' });
         return new Promise((resolve, reject) => {
             let started = false;
             child.once('spawn', () => {

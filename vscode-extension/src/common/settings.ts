@@ -46,7 +46,7 @@ export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
 /** Every setting forwarded to the server (the rest, `server.*` and `trace.*`, stay in the client). */
 export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...FRACTION_KEYS, ...LIST_KEYS];
 /** Settings that change how the server is started: a change needs a restart. */
-export const LAUNCH_KEYS: readonly string[] = ['server.python', 'server.command'];
+export const LAUNCH_KEYS: readonly string[] = ['server.python', 'server.command', 'server.evaluator'];
 
 /** `${workspaceFolder}`, `${userHome}` and a leading `~` expanded; unknown variables left as they are. */
 export function expandVariables(value: string, vars: PathVariables): string {

@@ -39,6 +39,25 @@ describe('server launch', () => {
         assert.deepEqual(r, { ok: true, value: { command: '/h/bin/cuda-llm-lsp', args: ['--log', 'x'] } });
     });
 
+    it('passes the demo/test evaluator to the server as CUDA_LLM_EVALUATOR, variables expanded', () => {
+        const r = resolveServerLaunch(reader({ 'server.python': 'python3', 'server.evaluator': ' recorded:${workspaceFolder}/rec.json ' }), {
+            workspaceFolder: '/w',
+        });
+        assert.deepEqual(r, {
+            ok: true,
+            value: { command: 'python3', args: ['-m', 'cuda_llm_lsp'], python: 'python3', env: { CUDA_LLM_EVALUATOR: 'recorded:/w/rec.json' } },
+        });
+        for (const gpu of ['', '  ', 'gpu', undefined, null]) {
+            const plain = resolveServerLaunch(reader({ 'server.command': ['cuda-llm-lsp'], 'server.evaluator': gpu }));
+            assert.deepEqual(plain, { ok: true, value: { command: 'cuda-llm-lsp', args: [] } }, String(gpu));
+        }
+        for (const bad of ['tpu', 'recorded:', 3]) {
+            const wrong = resolveServerLaunch(reader({ 'server.evaluator': bad }));
+            assert.ok(!wrong.ok);
+            assert.match(wrong.message, /cudaLlm\.server\.evaluator must be empty \(the GPU\) or "recorded:/);
+        }
+    });
+
     it('rejects a malformed command with a message naming the setting', () => {
         for (const bad of ['cuda-llm-lsp', [''], [1, 2]]) {
             const r = resolveServerLaunch(reader({ 'server.command': bad }));

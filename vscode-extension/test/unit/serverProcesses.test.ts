@@ -40,6 +40,15 @@ describe('server processes', () => {
         await processes.terminate();
     });
 
+    it('adds the launch\'s variables to the server\'s environment', async () => {
+        const processes = new ServerProcesses();
+        const code = "process.stdout.write(String(process.env.CUDA_LLM_EVALUATOR)); process.stdin.resume(); process.stdin.on('end', () => process.exit(0));";
+        const child = await processes.spawn({ command: process.execPath, args: ['-e', code], env: { CUDA_LLM_EVALUATOR: 'recorded:/r.json' } }, undefined);
+        const said = await new Promise<string>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(d.toString())));
+        assert.equal(said, 'recorded:/r.json');
+        await processes.terminate(2000);
+    });
+
     it('rejects with the reason when the command cannot be started', async () => {
         const processes = new ServerProcesses();
         await assert.rejects(processes.spawn({ command: '/nonexistent/python', args: [], python: '/nonexistent/python' }, undefined), /cannot start \/nonexistent\/python: .*ENOENT/);

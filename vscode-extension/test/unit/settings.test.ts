@@ -165,6 +165,7 @@ describe('settings changes', () => {
 
     it('restart the server when the launch command changes', () => {
         assert.equal(changeKind(affected('cudaLlm.server.python')), 'restart');
+        assert.equal(changeKind(affected('cudaLlm.server.evaluator')), 'restart');
         assert.equal(changeKind(affected('cudaLlm.server.command', 'cudaLlm.model')), 'restart');
     });
 
