@@ -8,7 +8,7 @@ kernel of the file):
   yet (`FileAnalysis.resources_pending`).
 - `add_resources`: code generation per kernel, for registers, spills, shared memory, stack and
   the problems only ptxas finds (placed on the kernel's name). Each kernel is generated from its
-  own unit: the device unit with every other kernel's body cut to `{}`, so its cache key is
+  own unit: the device unit with every other kernel's body cut (`KernelCuts`), so its key is
   what the kernel depends on (its text, helpers, macros, includes, options) and an edit inside
   one kernel generates that kernel alone. A body holding a preprocessor line is kept as is
   (cutting it could change what follows), a fallback to the whole unit for that body. When most
@@ -21,9 +21,13 @@ printed), sorted by position.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,8 +51,8 @@ from cuda_llm_lsp.source.text import Span, offset_of
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_DEVICE_CODE = 256_000  # characters of non-blank device code (about 8 s of NVRTC)
-DEFAULT_MAX_FILE_CHARS = 4_000_000  # ~100,000 lines: past it nothing is parsed
-DEFAULT_MAX_KERNELS = 500  # kernels analysed per file (specs, resources); the rest are listed
+DEFAULT_MAX_FILE_CHARS = 8_000_000  # ~200,000 lines: past it nothing is parsed
+DEFAULT_MAX_KERNELS = 500  # past it, no code generation and no spec checks past the 500th
 WHOLE_UNIT_AT = 4  # kernels to generate at once from which one whole-unit compile is cheaper
 
 
@@ -100,7 +104,6 @@ class CodegenPlan:
     kernels: tuple[Kernel, ...]
     wanted: tuple[tuple[str, ...], ...]  # name expressions per kernel
     timeout_s: float
-    base: tuple[Diagnostic, ...]  # every diagnostic but the compile's ones
 
 
 def compile_options(settings: Settings) -> CompileOptions:
@@ -162,17 +165,21 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     kernels = find_kernels(text, parsed)
     diagnostics: list[Diagnostic] = []
     max_kernels = _limit("CUDA_LLM_MAX_KERNELS", DEFAULT_MAX_KERNELS)
-    if len(kernels) > max_kernels:
-        skipped = kernels[max_kernels:]
-        kernels = kernels[:max_kernels]
+    too_many = len(kernels) > max_kernels
+    too_many_warning: Diagnostic | None = None
+    if too_many:
         message = (
-            f"{len(skipped)} kernels from this one on are not analysed (no spec check, no "
-            f"resources): over the limit of {max_kernels} kernels per file "
-            "(CUDA_LLM_MAX_KERNELS raises it)"
+            f"{len(kernels)} kernels is over the limit of {max_kernels} per file "
+            "(CUDA_LLM_MAX_KERNELS raises it): no resources for any kernel, and the specs of "
+            "this kernel and those after it are not checked"
         )
-        diagnostics.append(_span_diagnostic(skipped[0].name_span, message, "size", "warning"))
+        where = kernels[max_kernels].name_span
+        too_many_warning = _span_diagnostic(where, message, "size", "warning")
     specs: list[TestSpec | None] = []
-    for kernel in kernels:
+    for index, kernel in enumerate(kernels):
+        if index >= max_kernels:
+            specs.append(None)
+            continue
         spec, problems = _spec_of(kernel, text)
         specs.append(spec)
         diagnostics.extend(
@@ -182,27 +189,38 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     diagnostics.extend(
         _span_diagnostic(p.span, p.message, "include", p.severity) for p in unit.problems
     )
-    wanted = tuple(name_expressions(k, s) for k, s in zip(kernels, specs, strict=True))
+    wanted = tuple(
+        name_expressions(k, s) if i < max_kernels else ()
+        for i, (k, s) in enumerate(zip(kernels, specs, strict=True))
+    )
     flat = tuple(dict.fromkeys(e for group in wanted for e in group))
     size, limit = device_code_size(unit), max_device_code()
     if size > limit:
+        skipped_specs = (
+            f"; specs past kernel {max_kernels} of {len(kernels)} are not checked "
+            "(CUDA_LLM_MAX_KERNELS raises the limit)"
+            if too_many
+            else ""
+        )
         too_big = Diagnostic(
             1, 1, 1, 2, "warning",
             f"not compiled: {size // 1000} kB of device code is over the {limit // 1000} kB "
-            "limit for compiling on every edit (CUDA_LLM_MAX_DEVICE_CODE raises it)",
+            "limit for compiling on every edit (CUDA_LLM_MAX_DEVICE_CODE raises it)"
+            + skipped_specs,
             code="size",
         )  # fmt: skip
         unknown = tuple(KernelInfo(k, None, None, s) for k, s in zip(kernels, specs, strict=True))
         ordered = tuple(sorted(dict.fromkeys([*diagnostics, too_big]), key=_position))
         return FileAnalysis(path, text, unknown, None, ordered)
+    if too_many_warning is not None:
+        diagnostics.append(too_many_warning)
     options = compile_options(settings)
     timeout_s = float(getattr(settings, "compile_timeout_s", DEFAULT_TIMEOUT_S))
     result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
-    base = tuple(diagnostics)
     diagnostics.extend(_place(d, kernels) for d in result.diagnostics)
     plan = None
-    if result.ok:
-        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s, base)
+    if result.ok and not too_many:
+        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s)
     infos = tuple(
         KernelInfo(k, e[0] if e else None, None, s, pending=plan is not None and bool(e))
         for k, s, e in zip(kernels, specs, wanted, strict=True)
@@ -226,12 +244,13 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
     diagnostics = list(front.diagnostics)
     infos: list[KernelInfo] = []
     merged: dict[str, Resources] = {}
+    generated: list[Diagnostic] = []  # what code generation adds to the compile's own
     ok = syntax.ok
     for info, expressions, result in zip(front.kernels, plan.wanted, results, strict=True):
         ok = ok and result.ok
         merged.update(result.resources)
         kept = [d for d in result.diagnostics if d.code in _CODEGEN_CODES]
-        diagnostics.extend(_place(d, list(plan.kernels)) for d in kept)
+        generated.extend(_place(d, list(plan.kernels)) for d in kept)
         resolved = next((e for e in expressions if e in result.resources), None)
         chosen = resolved or (expressions[0] if expressions else None)
         resources = result.resources.get(resolved) if resolved else None
@@ -243,10 +262,11 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
                 f"{info.kernel.name}: resources unknown"
             )
             diagnostics.append(_span_diagnostic(info.kernel.name_span, message, "spec", "warning"))
+    diagnostics.extend(generated)
     compile_result = replace(
         syntax,
         ok=ok,
-        diagnostics=tuple(d for d in diagnostics if d not in plan.base),
+        diagnostics=tuple(dict.fromkeys([*syntax.diagnostics, *generated])),
         resources=merged,
         from_cache=syntax.from_cache and all(r.from_cache for r in results),
     )
@@ -262,13 +282,14 @@ _kernel_cache = CompileCache(memory_entries=4096, use_disk=False)
 
 def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileResult] | None:
     """One code generation result per kernel of `plan` (None when cancelled)."""
+    if cancelled():
+        return None
     nothing = CompileResult(ok=True, arch=plan.options.arch, diagnostics=(), log="")
-    units = [kernel_unit(plan.unit, plan.kernels, i) for i in range(len(plan.kernels))]
-    keys = [cache_key(u, plan.options, w) for u, w in zip(units, plan.wanted, strict=True)]
+    cuts = KernelCuts(plan)
     results: dict[int, CompileResult] = {}
     missing: list[int] = []
-    for i, key in enumerate(keys):
-        hit = _kernel_cache.get(key) if plan.wanted[i] else nothing
+    for i in range(len(plan.kernels)):
+        hit = _kernel_cache.get(cuts.key(i)) if plan.wanted[i] else nothing
         if hit is None:
             missing.append(i)
         else:
@@ -276,19 +297,21 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
     if len(missing) >= WHOLE_UNIT_AT:  # most kernels new: one compile of the whole unit
         flat = tuple(dict.fromkeys(e for group in plan.wanted for e in group))
         whole = compile_cached(plan.unit, plan.options, flat, timeout_s=plan.timeout_s)
-        stopped = any(d.code in (CRASH_CODE, TIMEOUT_CODE) for d in whole.diagnostics)
-        if whole.ok or stopped:
+        # a crash is the file's (each kernel's own unit would crash too); past the time
+        # limit, the kernels one by one may each fit in it
+        crashed = any(d.code == CRASH_CODE for d in whole.diagnostics)
+        if whole.ok or crashed:
             for n, i in enumerate(missing):
                 share = _share_of(whole, plan, i, first=n == 0)
                 if whole.ok:
-                    _kernel_cache.put(keys[i], share)
+                    _kernel_cache.put(cuts.key(i), share)
                 results[i] = share
             missing = []
     for i in missing:
         if cancelled():
             return None
         result = _kernel_cache.compile(
-            units[i], plan.options, plan.wanted[i], timeout_s=plan.timeout_s
+            cuts.unit(i), plan.options, plan.wanted[i], timeout_s=plan.timeout_s
         )
         if not result.ok and not any(d.code in _CODEGEN_CODES for d in result.errors):
             # cutting the other kernels broke the unit (a front-end error that the whole
@@ -298,9 +321,65 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
                 plan.unit, plan.options, plan.wanted[i], timeout_s=plan.timeout_s
             )
             result = _share_of(whole, plan, i, first=True)
-            _kernel_cache.put(keys[i], result)
+        _kernel_cache.put(cuts.key(i), result)
         results[i] = result
     return [results[i] for i in range(len(plan.kernels))]
+
+
+class KernelCuts:
+    """Each kernel's own unit and its cache key, from one pass over the device unit.
+
+    A kernel's unit is the device unit with every other kernel's body cut, leaving its
+    declaration (`;`): what the kernel depends on, unchanged by an edit inside another body,
+    and no code generated for the others. Bodies holding a preprocessor line are never cut
+    (cutting one could change the code after it). The key hashes the unit with every cuttable
+    body cut (the skeleton: helpers, macros, includes, signatures, options) once, then per
+    kernel its own body and name expressions, so it costs the file's size, not size x kernels.
+    """
+
+    def __init__(self, plan: CodegenPlan) -> None:
+        self.plan = plan
+        text = plan.unit.text
+        self.bodies: dict[int, tuple[int, int]] = {}  # kernel index -> [start, end) of its body
+        at = 0
+        for i, kernel in enumerate(plan.kernels):
+            start = offset_of(text, kernel.body_span.start)
+            end = offset_of(text, kernel.body_span.end)
+            body = text[start:end]
+            if start < at or not body.startswith("{") or not body.endswith("}"):
+                continue  # the device unit does not line up with the kernels: leave it whole
+            if _DIRECTIVE.search(body):
+                continue
+            self.bodies[i] = (start, end)
+            at = end
+        skeleton = self._text(keep=None)
+        base = cache_key(replace(plan.unit, text=skeleton), plan.options, ())
+        self._base = base
+
+    def key(self, index: int) -> str:
+        span = self.bodies.get(index)
+        body = self.plan.unit.text[span[0] : span[1]] if span else ""
+        digest = hashlib.sha256(self._base.encode())
+        extra = json.dumps([index, list(self.plan.wanted[index])])
+        digest.update(extra.encode())
+        digest.update(body.encode("utf-8", errors="surrogatepass"))
+        return digest.hexdigest()
+
+    def unit(self, index: int) -> DeviceUnit:
+        return replace(self.plan.unit, text=self._text(keep=index))
+
+    def _text(self, keep: int | None) -> str:
+        text = self.plan.unit.text
+        pieces: list[str] = []
+        at = 0
+        for i, (start, end) in self.bodies.items():
+            if i == keep:
+                continue
+            pieces.append(text[at:start])
+            pieces.append(";")
+            at = end
+        pieces.append(text[at:])
+        return "".join(pieces)
 
 
 def _share_of(whole: CompileResult, plan: CodegenPlan, index: int, first: bool) -> CompileResult:
@@ -329,30 +408,6 @@ def _share_of(whole: CompileResult, plan: CodegenPlan, index: int, first: bool) 
     )
 
 
-def kernel_unit(unit: DeviceUnit, kernels: tuple[Kernel, ...], index: int) -> DeviceUnit:
-    """`unit` with the body of every kernel but `kernels[index]` cut to `{}`: what that kernel
-    depends on, and nothing an edit in another kernel's body changes. Bodies holding a
-    preprocessor line stay whole (cutting one could change the code after it)."""
-    text = unit.text
-    pieces: list[str] = []
-    at = 0
-    for i, kernel in enumerate(kernels):
-        if i == index:
-            continue
-        start = offset_of(text, kernel.body_span.start)
-        end = offset_of(text, kernel.body_span.end)
-        body = text[start:end]
-        if start < at or not body.startswith("{") or not body.endswith("}"):
-            continue  # the device unit does not line up with the kernels: leave it whole
-        if _DIRECTIVE.search(body):
-            continue
-        pieces.append(text[at:start])
-        pieces.append("{}")
-        at = end
-    pieces.append(text[at:])
-    return replace(unit, text="".join(pieces))
-
-
 _DIRECTIVE = re.compile(r"^[ \t]*#", re.MULTILINE)
 
 
@@ -364,8 +419,30 @@ def _limit(variable: str, default: int) -> int:
 
 
 def _spec_of(kernel: Kernel, text: str) -> tuple[TestSpec | None, list]:
+    """The kernel's spec, remembered: an edit elsewhere leaves the kernel (positions included)
+    and its text equal, and the spec's meaning depends on nothing else (parse_spec reads the
+    kernel's own body for pointer roles)."""
     if kernel.spec is None:
         return None, []
+    key = (kernel, kernel.span.slice(text))
+    with _specs_lock:
+        found = _specs.get(key)
+        if found is not None:
+            _specs.move_to_end(key)
+            return found
+    spec = _parse_spec(kernel, text)
+    with _specs_lock:
+        _specs[key] = spec
+        while len(_specs) > 4096:
+            _specs.popitem(last=False)
+    return spec
+
+
+_specs: OrderedDict[tuple[Kernel, str], tuple[TestSpec | None, list]] = OrderedDict()
+_specs_lock = threading.Lock()
+
+
+def _parse_spec(kernel: Kernel, text: str) -> tuple[TestSpec | None, list]:
     try:
         return parse_spec(kernel, text)
     except NotImplementedError:

@@ -38,10 +38,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0  # `cudaLlm.compileTimeoutS`; the 2,930-line suite file takes ~2 s
 DEFAULT_MEMORY_MB = 4096  # address space of one compile process (NVRTC loaded: ~200 MB)
-DEFAULT_WORKERS = 2  # the 2-core machines we target; the server compiles two files at once
+DEFAULT_WORKERS = 3  # the server: two documents front-end checked at once, one generating code
 CRASH_CODE = "compiler-crash"  # Diagnostic.code of a compile whose process died
 TIMEOUT_CODE = "compile-timeout"  # Diagnostic.code of a compile killed at its deadline
 _HEADER = struct.Struct(">Q")
+_PTXAS_ENTRY = "Compiling entry function"  # one line of `-Xptxas -v` per kernel generated
 _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
 
 
@@ -104,10 +105,13 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Gone("timed out", timed_out=True)
-            ready, _, _ = select.select([self.fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(self.fd, min(left, 1 << 20))
+            try:
+                ready, _, _ = select.select([self.fd], [], [], remaining)
+                if not ready:
+                    continue
+                chunk = os.read(self.fd, min(left, 1 << 20))
+            except (OSError, ValueError):  # the pipe was closed under us: `close` killed it
+                chunk = b""
             if not chunk:
                 raise _Gone(self._death(), timed_out=False)
             chunks.append(chunk)
@@ -151,8 +155,9 @@ class CompilePool:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
-        self.compiles = 0  # requests answered by a child (tests count code generations with it)
+        self.compiles = 0  # requests answered by a child
         self.generations = 0  # of which not syntax-only
+        self.kernels_generated = 0  # entry functions ptxas compiled (tests count them)
 
     def warm(self) -> None:
         """Start the processes now (they load NVRTC), so the first compile does not wait."""
@@ -194,6 +199,8 @@ class CompilePool:
         with self._lock:
             self.compiles += 1
             self.generations += 0 if syntax_only else 1
+            if isinstance(value, CompileResult):
+                self.kernels_generated += value.log.count(_PTXAS_ENTRY)
         if kind == "unavailable":
             raise NvrtcUnavailable(str(value))
         if kind == "error":

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+import threading
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: How long `shutdown` waits for the evaluator to close before answering anyway.
 SHUTDOWN_WAIT_S = 3.0
+#: How long `exit` lets the interpreter end in order before the process ends regardless.
+EXIT_WAIT_S = 0.5
 
 FEATURES = (
     settings,
@@ -74,7 +77,25 @@ def create_server(
         except asyncio.TimeoutError:
             log.warning("the evaluator did not close within %.0f s of shutdown", SHUTDOWN_WAIT_S)
 
+    @server.feature(types.EXIT)
+    def on_exit(ls: CudaLlmServer, params: None) -> None:
+        # pygls exits next, and the interpreter then waits for every worker thread (a compile,
+        # the parse of a huge file): the compile processes are killed now, and a timer ends the
+        # process if the orderly exit takes longer than EXIT_WAIT_S.
+        ls.stop_compiles()
+        code = getattr(ls.protocol, "exit_code", None)
+        if code is None:
+            code = 0 if getattr(ls.protocol, "_shutdown", False) else 1
+        timer = threading.Timer(EXIT_WAIT_S, _hard_exit, args=(code,))
+        timer.daemon = True
+        timer.start()
+
     return server
+
+
+def _hard_exit(code: int) -> None:
+    logging.shutdown()
+    os._exit(code)
 
 
 def exit_status(server: LanguageServer) -> int:

@@ -7,9 +7,14 @@ all, publish diagnostics, set or clear a report, refresh code lenses, send a sug
 feature imports another.
 
 Diagnostics are version-checked: each change bumps the document's generation; after the
-debounce, the analysis (tree-sitter, the device unit, NVRTC) runs in a worker thread, one at a
-time per document, and is published only if the document still has the version analysed, always
-carrying that version: an older result is dropped, never published over newer text.
+debounce, the analysis (tree-sitter, the device unit, NVRTC's front end alone) runs in a worker
+thread, one at a time per document, and is published only if the document still has the
+version analysed, always carrying that version: an older result is dropped, never published
+over newer text. Code generation (resources, ptxas's problems) follows in the background, per
+kernel and only for kernels whose dependencies changed (`analysis.add_resources`); it stops
+between kernels when a newer change comes, and publishes the same version again with its
+figures; lenses say "updating" meanwhile. NVRTC itself runs in compile processes
+(`compile.isolated`): a document that crashes or hangs it costs one compile, not the server.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp import __version__
-from cuda_llm_lsp.compile.analysis import analyze
+from cuda_llm_lsp.compile.analysis import add_resources, analyze_syntax
+from cuda_llm_lsp.compile.isolated import close_shared_pool, shared_pool
 from cuda_llm_lsp.compile.types import NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import LlmFactory, gpu_evaluator, make_llm
@@ -46,6 +52,7 @@ from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 log = logging.getLogger(__name__)
 
 Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
+Codegen = Callable[[Any, Callable[[], bool]], Any]  # analysis.add_resources(front, cancelled)
 EvaluatorFactory = Callable[[], Evaluator]
 
 
@@ -86,7 +93,9 @@ class CudaLlmServer(LanguageServer):
             protocol_cls=CudaLlmProtocol,
         )
         self.settings = Settings()
-        self.analyzer: Analyzer = analyzer or analyze
+        self.analyzer: Analyzer = analyzer or analyze_syntax
+        # The background stage; an injected analyzer (tests) does the whole analysis itself.
+        self.codegen: Codegen | None = add_resources if analyzer is None else None
         self.evaluator_factory: EvaluatorFactory = evaluator_factory or gpu_evaluator
         self.llm_factory: LlmFactory = llm_factory or make_llm
         self.documents: dict[str, DocumentState] = {}
@@ -97,6 +106,10 @@ class CudaLlmServer(LanguageServer):
         # Compiles run here, one at a time per document (a per-document lock); two threads so
         # two files can compile at once on the 2-core machines we target.
         self.compile_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-llm-compile")
+        # Background code generation, one document at a time: it must not take the threads
+        # the next edit's diagnostics need.
+        self.codegen_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda-llm-codegen")
+        self._processes_started = False
         # uri -> (version, text, its parse): requests for one version share one parse.
         self._kernels: dict[str, tuple[int | None, str, asyncio.Future[list[Kernel]]]] = {}
         self._evaluator: Evaluator | None = None
@@ -162,6 +175,12 @@ class CudaLlmServer(LanguageServer):
         """Analyse `uri` after `delay_s`, unless another change comes first."""
         state = self.state(uri)
         state.generation += 1
+        if self.codegen is not None and not self._processes_started:
+            self._processes_started = True
+            try:  # the compile processes load NVRTC during the debounce of the first change
+                shared_pool().warm()
+            except OSError as exc:
+                log.warning("could not start the compile processes: %s", exc)
         self.spawn(self._analyze_later(uri, state.generation, delay_s), f"analysis of {uri}")
 
     def reanalyze_all(self) -> None:
@@ -207,6 +226,41 @@ class CudaLlmServer(LanguageServer):
         results.forget_changed(self.reports, uri, analysis)
         self.publish_diagnostics(uri)
         self.refresh_code_lenses()  # lenses sit on the analysis: the first one makes them appear
+        if self.codegen is not None and getattr(analysis, "resources_pending", False):
+            self.spawn(
+                self._generate_code(uri, state, generation, analysis), f"code generation of {uri}"
+            )
+
+    async def _generate_code(
+        self, uri: str, state: DocumentState, generation: int, front: Any
+    ) -> None:
+        """The background stage: resources and ptxas's problems for the analysed version."""
+        assert self.codegen is not None
+
+        def superseded() -> bool:  # asked from the worker thread between kernels
+            return state.generation != generation or self.documents.get(uri) is not state
+
+        if superseded():
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            analysis = await loop.run_in_executor(
+                self.codegen_pool, self.codegen, front, superseded
+            )
+        except NvrtcUnavailable as exc:
+            self._nvrtc_missing(str(exc))
+            return
+        except Exception:
+            log.exception("code generation for %s failed", uri)
+            return
+        if superseded() or analysis is front or state.analysis is not front:
+            return  # a newer edit or settings change: its own analysis follows
+        state.analysis = analysis
+        state.diagnostics = compile_diagnostics.convert(
+            analysis.text, analysis.diagnostics, self.codec
+        )
+        self.publish_diagnostics(uri)
+        self.refresh_code_lenses()
 
     def _nvrtc_missing(self, detail: str) -> None:
         if self.nvrtc_problem is None:
@@ -308,7 +362,13 @@ class CudaLlmServer(LanguageServer):
                 except Exception:
                     log.exception("closing the evaluator failed")
                 self._evaluator = None
+        self.stop_compiles()
+
+    def stop_compiles(self) -> None:
+        """Kill the compile processes (a waiting compile returns at once) and drop queued work."""
         self.compile_pool.shutdown(wait=False, cancel_futures=True)
+        self.codegen_pool.shutdown(wait=False, cancel_futures=True)
+        close_shared_pool()
 
     # --- messages and tasks ----------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from lsprotocol import types
@@ -9,6 +10,21 @@ from lsprotocol import types
 from tests.lsp.conftest import DATA, EditorClient, lsp_fixture
 
 client = lsp_fixture()
+
+
+async def lenses_with_figures(client: EditorClient, uri: str) -> list[types.CodeLens]:
+    """The lenses once code generation, which follows the diagnostics in the background, has
+    given every kernel its figures (until then they say "updating")."""
+    deadline = time.monotonic() + 30
+    while True:
+        lenses = await client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        titles = [lens.command.title for lens in lenses if lens.command]
+        if titles and not any("updating" in t for t in titles):
+            return lenses
+        assert time.monotonic() < deadline, titles
+        await asyncio.sleep(0.05)
 
 
 async def test_document_symbols_list_kernels_in_the_negotiated_encoding(
@@ -31,9 +47,7 @@ async def test_document_symbols_list_kernels_in_the_negotiated_encoding(
 async def test_code_lens_shows_resources_and_commands(client: EditorClient) -> None:
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
-    lenses = await client.text_document_code_lens_async(
-        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
-    )
+    lenses = await lenses_with_figures(client, uri)
     titles = [lens.command.title for lens in lenses if lens.command]
     assert any(t.startswith("saxpy · ") and " regs · " in t and "B smem" in t for t in titles), (
         titles
@@ -66,9 +80,7 @@ async def test_lenses_appear_after_opening_without_an_edit(client: EditorClient)
 async def test_clicking_the_resources_lens_shows_the_kernel_summary(client: EditorClient) -> None:
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
-    lenses = await client.text_document_code_lens_async(
-        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
-    )
+    lenses = await lenses_with_figures(client, uri)
     (resources,) = [
         lens.command
         for lens in lenses
@@ -89,6 +101,7 @@ async def test_clicking_the_resources_lens_shows_the_kernel_summary(client: Edit
 async def test_hover_on_kernel_name_shows_resources_and_spec(client: EditorClient) -> None:
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
+    await lenses_with_figures(client, uri)
     lines = client.text(uri).split("\n")
     line = next(i for i, t in enumerate(lines) if "void saxpy" in t)
     started = time.monotonic()

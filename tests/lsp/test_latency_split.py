@@ -1,0 +1,152 @@
+"""The compile flow as an editor sees it (issues 17 and 20), on the real server over stdio.
+
+Diagnostics come from NVRTC's front end; the figures of an edited kernel follow within a second
+from code generation in the background; ptxas-only errors still arrive, at the kernel; a document
+that hangs NVRTC costs one compile, not the server; `exit` ends the process at once, whatever is
+compiling.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.generated_cuda import generate
+from tests.support.raw_lsp import RawServer, server_env
+
+DOUBLING = (
+    "#define A0(x) x x\n"
+    + "".join(f"#define A{i}(x) A{i - 1}(A{i - 1}(x))\n" for i in range(1, 31))
+    + "__global__ void k(float* x) { x[0] = A30(1); }\n"
+)
+GOOD = "__global__ void fine(float* x) { x[threadIdx.x] = 1.0f; }\n"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RawServer]:
+    running = RawServer(server_env(tmp_path))
+    yield running
+    running.close()
+
+
+def lenses(server: RawServer, uri: str) -> list[str]:
+    reply = server.response(
+        server.request("textDocument/codeLens", {"textDocument": {"uri": uri}}), timeout=10
+    )
+    return [lens["command"]["title"] for lens in reply.get("result") or [] if lens.get("command")]
+
+
+def lens_of(server: RawServer, uri: str, kernel: str) -> str:
+    return next(t for t in lenses(server, uri) if t.startswith(f"{kernel} · "))
+
+
+def publishes(server: RawServer, uri: str, version: int) -> list[dict[str, Any]]:
+    return [
+        m["params"]
+        for m in list(server.messages)
+        if m.get("method") == "textDocument/publishDiagnostics"
+        and m["params"]["uri"] == uri
+        and m["params"].get("version") == version
+    ]
+
+
+def test_an_edited_kernels_figures_follow_its_diagnostics_within_a_second(
+    server: RawServer, tmp_path: Path
+) -> None:
+    server.initialize('{"cudaLlm": {"debounceMs": 0}}')
+    first = generate(3000)
+    uri = server.open(tmp_path / "big.cu", first.text)
+    server.diagnostics(uri, 1, timeout=120)
+    deadline = time.monotonic() + 60
+    while "regs" not in lens_of(server, uri, first.edited):  # the first figures: one compile
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "1024 B smem" in lens_of(server, uri, first.edited)
+    others = [t for t in lenses(server, uri) if " regs · " in t]
+
+    edited = generate(3000, edit=1, tile=512)
+    sent = time.monotonic()
+    server.change(uri, edited.text, 2)
+    assert server.diagnostics(uri, 2, timeout=30) == []
+    diagnosed = time.monotonic()
+    seen: list[str] = []
+    while "2048 B smem" not in (title := lens_of(server, uri, edited.edited)):
+        seen.append(title)
+        assert time.monotonic() - diagnosed < 1.0, (seen[:3], time.monotonic() - sent)
+        time.sleep(0.02)
+    assert all(("regs" in t) or ("updating" in t) for t in seen), seen  # never stale figures
+    assert [t for t in lenses(server, uri) if " regs · " in t and "2048" not in t] == [
+        t for t in others if not t.startswith(f"{edited.edited} · ")
+    ]
+
+
+def test_a_ptxas_only_error_arrives_from_code_generation_at_the_kernel(
+    server: RawServer, tmp_path: Path
+) -> None:
+    server.initialize('{"cudaLlm": {"debounceMs": 0}}')
+    text = (
+        "__global__ void fine(float* x) { x[0] = 1; }\n"
+        "__global__ void greedy(float* x) {\n"
+        "  __shared__ float s[100000];  // 400 kB: only ptxas sees it\n"
+        "  s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[threadIdx.x + 1];\n"
+        "}\n"
+    )
+    uri = server.open(tmp_path / "greedy.cu", text)
+    message = server.wait_for(
+        lambda m: (
+            m.get("method") == "textDocument/publishDiagnostics"
+            and m["params"].get("version") == 1
+            and any("too much shared data" in d["message"] for d in m["params"]["diagnostics"])
+        ),
+        timeout=60,
+    )
+    (problem,) = message["params"]["diagnostics"]
+    assert problem["range"]["start"] == {
+        "line": 1,
+        "character": text.split("\n")[1].index("greedy"),
+    }
+    assert publishes(server, uri, 1)[0]["diagnostics"] == []  # the front end's, first
+
+
+def test_a_document_that_hangs_nvrtc_costs_one_compile_not_the_server(
+    server: RawServer, tmp_path: Path
+) -> None:
+    server.initialize('{"cudaLlm": {"debounceMs": 0, "compileTimeoutS": 2}}')
+    hanging = server.open(tmp_path / "macros.cu", DOUBLING)
+    good = server.open(tmp_path / "good.cu", GOOD)
+    assert server.diagnostics(good, 1, timeout=30) == []  # not behind the hanging compile
+    (stopped,) = server.diagnostics(hanging, 1, timeout=30)
+    assert "took longer than 2 s" in stopped["message"] and stopped["severity"] == 1
+    server.change(good, GOOD.replace("1.0f", "y"), 2)
+    (error,) = server.diagnostics(good, 2, timeout=10)
+    assert '"y"' in error["message"]
+    assert server.alive() and "Traceback" not in server.stderr()
+
+
+def test_exit_ends_the_server_within_a_second_while_a_compile_hangs(
+    server: RawServer, tmp_path: Path
+) -> None:
+    server.initialize('{"cudaLlm": {"debounceMs": 0, "compileTimeoutS": 60}}')
+    server.open(tmp_path / "macros.cu", DOUBLING)
+    time.sleep(1.5)  # NVRTC is now expanding the macros
+    server.response(server.request("shutdown"), timeout=10)
+    started = time.monotonic()
+    server.notify("exit")
+    assert server.exit_status(timeout=5) == 0
+    assert time.monotonic() - started < 1.0
+
+
+def test_exit_without_shutdown_ends_the_server_within_a_second_too(
+    server: RawServer, tmp_path: Path
+) -> None:
+    server.initialize('{"cudaLlm": {"debounceMs": 0, "compileTimeoutS": 60}}')
+    server.open(tmp_path / "macros.cu", DOUBLING)
+    time.sleep(1.5)  # NVRTC is now expanding the macros, in a thread's compile process
+    started = time.monotonic()
+    server.notify("exit")
+    assert server.exit_status(timeout=5) == 1  # LSP: exit without shutdown
+    assert time.monotonic() - started < 1.0

@@ -1,0 +1,88 @@
+"""Diagnostics from NVRTC's front end first, code generation per kernel after (issue 17).
+
+Real NVRTC in the compile processes; the pool counts the code generations it ran.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.compile.analysis import add_resources, analyze, analyze_syntax
+from cuda_llm_lsp.compile.isolated import shared_pool
+from cuda_llm_lsp.config import Settings
+from tests.support.generated_cuda import generate
+
+SETTINGS = Settings(arch="sm_90")
+WHERE = Path("/tmp/generated.cu")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_an_edit_inside_one_kernel_generates_that_kernel_alone() -> None:
+    before = add_resources(analyze_syntax(generate(3000).text, WHERE, SETTINGS))
+    assert before.kernels and all(i.resources is not None for i in before.kernels)
+    edited = generate(3000, edit=1, tile=512)
+    assert abs(edited.text.count("\n") - 3000) < 25
+    front = analyze_syntax(edited.text, WHERE, SETTINGS)
+    assert front.diagnostics == () and front.resources_pending
+    assert all(i.resources is None and i.symbol_note == "updating…" for i in front.kernels)
+    pool = shared_pool()
+    generations, kernels = pool.generations, pool.kernels_generated
+    started = time.perf_counter()
+    after = add_resources(front)
+    elapsed = time.perf_counter() - started
+    assert pool.generations - generations == 1  # one compile
+    assert pool.kernels_generated - kernels == 1  # of the edited kernel, no other
+    assert elapsed < 1.0, elapsed
+    for old, new in zip(before.kernels, after.kernels, strict=True):
+        assert new.resources is not None
+        if new.kernel.name == edited.edited:
+            assert (old.resources.shared_bytes, new.resources.shared_bytes) == (1024, 2048)
+        else:
+            assert new.resources == old.resources
+
+
+def test_a_newer_edit_supersedes_code_generation_between_kernels() -> None:
+    add_resources(analyze_syntax(generate(300).text, WHERE, SETTINGS))
+    front = analyze_syntax(generate(300, edit=2, tile=128).text, WHERE, SETTINGS)
+    compiles = shared_pool().compiles
+    assert add_resources(front, cancelled=lambda: True) is front
+    assert shared_pool().compiles == compiles
+
+
+def test_ptxas_only_errors_come_from_code_generation_at_the_kernel() -> None:
+    text = (
+        "__global__ void fine(float* x) { x[0] = 1; }\n"
+        "\n"
+        "__global__ void greedy(float* x) {\n"
+        "  __shared__ float s[100000];  // 400 kB: only ptxas sees it\n"
+        "  s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[threadIdx.x + 1];\n"
+        "}\n"
+    )
+    front = analyze_syntax(text, WHERE, SETTINGS)
+    assert front.diagnostics == ()  # the front end finds nothing
+    full = add_resources(front)
+    (problem,) = full.diagnostics
+    assert problem.code == "ptxas" and "too much shared data" in problem.message
+    assert problem.line == 3 and text.split("\n")[2][problem.column - 1 :].startswith("greedy")
+    assert full.compile is not None and not full.compile.ok
+    assert analyze(text, WHERE, SETTINGS).diagnostics == full.diagnostics
+
+
+def test_a_preprocessor_line_inside_a_body_keeps_that_body_in_every_unit() -> None:
+    text = (
+        "__global__ void a(float* x) {\n"
+        "#define SCALE 3.0f\n"
+        "  x[0] = SCALE;\n"
+        "}\n"
+        "__global__ void b(float* x) { x[0] = SCALE; }\n"
+    )
+    full = analyze(text, WHERE, SETTINGS)
+    assert full.diagnostics == ()
+    assert all(i.resources is not None for i in full.kernels)

@@ -1,0 +1,199 @@
+"""Compiles in compile processes (issue 20): a crash, a hang or a runaway costs one compile.
+
+Real NVRTC in real child processes. The crash is a real SIGSEGV of the compile process, sent
+while it compiles (NVRTC's own stack overflows vary with the toolkit build); the hangs are the
+reproducers themselves: a FIFO included in device code and 30 levels of doubling macros.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.compile.cache import CompileCache
+from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.compile.isolated import CRASH_CODE, TIMEOUT_CODE, CompilePool
+from cuda_llm_lsp.compile.types import CompileOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+OPTIONS = CompileOptions(arch="sm_90")
+GOOD = "__global__ void k(float* x) { x[threadIdx.x] = 2.0f; }\n"
+DOUBLING = (
+    "#define A0(x) x x\n"
+    + "".join(f"#define A{i}(x) A{i - 1}(A{i - 1}(x))\n" for i in range(1, 31))
+    + "__global__ void k(float* x) { x[0] = A30(1); }\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def unit(text: str, where: Path = Path("/tmp/k.cu")):
+    return build_device_unit(text, where, ())
+
+
+def test_a_compile_past_its_time_limit_is_stopped_and_the_next_one_works() -> None:
+    pool = CompilePool(size=1)
+    try:
+        started = time.monotonic()
+        result = pool.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=2)
+        assert time.monotonic() - started < 6
+        (problem,) = result.diagnostics
+        assert not result.ok and problem.code == TIMEOUT_CODE and "2 s" in problem.message
+        assert pool.compile(unit(GOOD), OPTIONS, ("k",)).resources["k"].registers > 0
+    finally:
+        pool.close()
+
+
+def test_a_fifo_included_in_device_code_does_not_block_forever(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.h")
+    text = '__global__ void k(float* x) {\n#include "pipe.h"\n}\n'
+    pool = CompilePool(size=1)
+    try:
+        result = pool.compile(unit(text, tmp_path / "k.cu"), OPTIONS, ("k",), timeout_s=2)
+        assert [d.code for d in result.diagnostics] == [TIMEOUT_CODE]
+    finally:
+        pool.close()
+
+
+def test_a_crashed_compile_process_is_reported_and_replaced() -> None:
+    pool = CompilePool(size=1)
+    try:
+        pool.warm()
+        (worker,) = pool._idle
+        threading.Timer(1.0, os.kill, (worker.proc.pid, signal.SIGSEGV)).start()
+        result = pool.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=30)
+        (problem,) = result.diagnostics
+        assert problem.code == CRASH_CODE and (problem.line, problem.column) == (1, 1)
+        assert (
+            "the compiler crashed on this file" in problem.message and "SIGSEGV" in problem.message
+        )
+        assert pool.compile(unit(GOOD), OPTIONS, ("k",)).ok  # a fresh process
+    finally:
+        pool.close()
+
+
+def test_a_crash_is_remembered_by_content_and_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache stores the crash like any result: the same text costs no second compile."""
+    from cuda_llm_lsp.compile import cache as cache_module
+
+    pool = CompilePool(size=1)
+    monkeypatch.setattr(cache_module, "shared_pool", lambda: pool)
+    try:
+        pool.warm()
+        (worker,) = pool._idle
+        threading.Timer(1.0, os.kill, (worker.proc.pid, signal.SIGSEGV)).start()
+        cache = CompileCache()
+        first = cache.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=30)
+        assert first.diagnostics[0].code == CRASH_CODE
+        answered = pool.compiles
+        again = CompileCache().compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=30)  # disk
+        assert again.from_cache and again.diagnostics == first.diagnostics
+        assert pool.compiles == answered
+    finally:
+        pool.close()
+
+
+def test_memory_is_bounded_in_the_compile_process() -> None:
+    code = (
+        "import resource, sys\n"
+        "from cuda_llm_lsp.compile.isolated import _limit_self\n"
+        "_limit_self()\n"
+        "print(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
+    )
+    env = dict(os.environ, CUDA_LLM_COMPILE_MEMORY_MB="1024", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert int(done.stdout) == 1024 * 1024 * 1024, done.stderr
+
+
+def test_a_cache_hit_does_not_reach_a_compile_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_llm_lsp.compile import cache as cache_module
+
+    pool = CompilePool(size=1)
+    monkeypatch.setattr(cache_module, "shared_pool", lambda: pool)
+    try:
+        cache = CompileCache()
+        assert cache.compile(unit(GOOD), OPTIONS, ("k",)).ok
+        assert pool.compiles == 1
+        started = time.perf_counter()
+        assert cache.compile(unit(GOOD), OPTIONS, ("k",)).from_cache
+        assert pool.compiles == 1 and time.perf_counter() - started < 0.05
+    finally:
+        pool.close()
+
+
+def test_a_timed_out_compile_is_not_retried_at_the_same_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cuda_llm_lsp.compile import cache as cache_module
+
+    pool = CompilePool(size=1)
+    monkeypatch.setattr(cache_module, "shared_pool", lambda: pool)
+    try:
+        cache = CompileCache()
+        assert cache.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=1).diagnostics[0].code == (
+            TIMEOUT_CODE
+        )
+        started = time.monotonic()
+        again = cache.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=1)
+        assert again.from_cache and time.monotonic() - started < 0.5
+    finally:
+        pool.close()
+
+
+def check(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["/dev/urandom", "/dev/zero", "fifo", "directory"])
+def test_check_refuses_what_is_not_a_regular_file(name: str, tmp_path: Path) -> None:
+    if name == "fifo":
+        name = str(tmp_path / "pipe.cu")
+        os.mkfifo(name)
+    elif name == "directory":
+        name = str(tmp_path)
+    started = time.monotonic()
+    done = check(name, "examples/saxpy.cu", timeout=30)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 2, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"{name}:1:1: error: not read: ") and "not a regular" in first
+    assert "kernel saxpy: " in done.stdout  # the other file is still checked
+    assert "Traceback" not in done.stderr
+
+
+def test_check_stops_a_hanging_compile_and_says_so(tmp_path: Path) -> None:
+    source = tmp_path / "macros.cu"
+    source.write_text(DOUBLING)
+    started = time.monotonic()
+    done = check(str(source), "--compile-timeout", "2", timeout=30)
+    assert time.monotonic() - started < 15
+    assert done.returncode == 1
+    assert f"{source}:1:1: error: not compiled: NVRTC took longer than 2 s" in done.stdout
+    assert "--compile-timeout" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_check_refuses_a_file_over_the_size_limit(tmp_path: Path) -> None:
+    from cuda_llm_lsp.compile.analysis import DEFAULT_MAX_FILE_CHARS
+
+    big = tmp_path / "big.cu"
+    with big.open("wb") as stream:
+        stream.truncate(4 * DEFAULT_MAX_FILE_CHARS + 1)  # sparse: no disk used
+    done = check(str(big))
+    assert done.returncode == 2
+    assert "MB limit for one source file" in done.stdout
