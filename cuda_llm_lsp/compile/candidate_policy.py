@@ -433,15 +433,17 @@ def candidate_diagnostics(
 
     Kept: messages on the candidate's own lines (0-based rows `first_line` .. + `line_count` of
     the file, 1-based in `Diagnostic`) and messages inside toolkit or stand-in headers (shown by
-    their include name, `<...>`: public text). Dropped: everything else (the rest of the file,
-    user headers, any other file).
+    their include name, `<...>`: public text), and ptxas's own messages (about the generated
+    code: an unresolved extern symbol, too many resources; they quote no source file).
+    Dropped: everything else (the rest of the file, user headers, any other file).
     """
     kept: list[Diagnostic] = []
     dropped = 0
     for d in diagnostics:
         inside = d.file is None and first_line < d.line <= first_line + line_count
         in_header = d.message.startswith("in included file ")
-        if (inside and not in_header) or d.message.startswith('in included file "<'):
+        ptxas = d.file is None and d.code == "ptxas"
+        if (inside and not in_header) or ptxas or d.message.startswith('in included file "<'):
             kept.append(d)
         else:
             dropped += 1

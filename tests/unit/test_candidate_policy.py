@@ -217,6 +217,20 @@ def test_only_candidate_lines_and_toolkit_headers_survive() -> None:
     assert dropped == 3
 
 
+def test_ptxas_messages_about_the_generated_code_survive() -> None:
+    """A candidate declaring `cudaLaunchDevice` itself fails in ptxas with no source line; the
+    model must still read why (tests/gpu/kernels.py plants it)."""
+    unresolved = Diagnostic(
+        1, 1, 1, 1, "error", "ptxas: Unresolved extern function 'cudaLaunchDevice'", "ptxas"
+    )
+    nvrtc_elsewhere = Diagnostic(1, 1, 1, 1, "error", "some front-end message", "nvrtc")
+    kept, dropped = candidate_diagnostics(
+        [unresolved, nvrtc_elsewhere], first_line=10, line_count=5
+    )
+    assert kept == [unresolved]
+    assert dropped == 1
+
+
 def test_only_thrust_headers_include_a_file_named_by_a_macro() -> None:
     """The policy refuses thrust and THRUST macros because thrust alone has `#include MACRO`
     lines a candidate's `#define` could point at any file; a toolkit that adds another such
