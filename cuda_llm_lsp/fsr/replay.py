@@ -61,7 +61,7 @@ class RecordingLlm:
         reply = await self.inner.complete(prompt)
         stem = _prompt_stem(prompt)
         for old in self.directory.glob(f"{stem}-*.json"):
-            if re.fullmatch(rf"{re.escape(stem)}-[0-9a-f]{{12}}\.json", old.name):
+            if re.fullmatch(rf"{re.escape(stem)}-[^-]+\.json", old.name):
                 old.unlink()  # one file per request: a re-recording replaces it
         record: dict[str, Any] = {
             "format": FORMAT_VERSION,
@@ -109,7 +109,7 @@ class ReplayLlm:
         matches = sorted(
             m
             for m in self.directory.glob(f"{stem}-*.json")
-            if re.fullmatch(rf"{re.escape(stem)}-[0-9a-f]{{12}}\.json", m.name)
+            if re.fullmatch(rf"{re.escape(stem)}-[^-]+\.json", m.name)
         )
         if not matches:
             return LlmReply(

@@ -142,3 +142,28 @@ def test_planted_scenario_with_the_plan_strategy_on_cpu(tmp_path: Path) -> None:
     assert CONVERGE.mismatches(result["candidates"], "plan") == []
     assert result["accepted"] and CONVERGE.won(result["best_source"], "plan")
     assert "variant: repaired" in result["best_source"]
+
+
+def test_replay_keys_on_the_role_and_keeps_hand_named_recordings(tmp_path: Path) -> None:
+    """A candidate's file (any name after its key, as the hand-written recordings have) is never
+    taken for its debugger's, nor the other way round."""
+    import asyncio
+
+    from cuda_llm_lsp.fsr.client import Prompt
+    from cuda_llm_lsp.fsr.replay import ReplayLlm
+
+    def record(name: str, variant: str) -> None:
+        reply = {"text": kernel_reply(saxpy(variant)), "finish_reason": "stop"}
+        (tmp_path / name).write_text(json.dumps({"format": 1, "reply": reply}))
+
+    record("saxpy-r01-c01-handwritten.json", "coder")
+    record("saxpy-r01-c01-debugger1-0123456789ab.json", "debugger")
+    messages = ({"role": "user", "content": "x"},)
+    coder = Prompt("saxpy", 1, 1, messages)
+    debugger = Prompt("saxpy", 1, 1, messages, role="debugger", attempt=1)
+    second = Prompt("saxpy", 1, 1, messages, role="debugger", attempt=2)
+    replay = ReplayLlm(tmp_path)
+    answers = [asyncio.run(replay.complete(p)) for p in (coder, debugger, second)]
+    assert "variant: coder" in (answers[0].code or "")
+    assert "variant: debugger" in (answers[1].code or "")
+    assert answers[2].code is None and "(debugger)" in (answers[2].error or "")
