@@ -1,12 +1,13 @@
 """The VS Code extension in a real VS Code (code-server 4.139, in Chromium driven by Playwright).
 
-The packaged `.vsix` is installed; the language server is the real one with recorded GPU outcomes
-(`tests/lsp/servers/recorded_server.py`), the LLM the scripted endpoint on 127.0.0.1 answering
-with a faster saxpy. As a user would, in one window, in order:
+The packaged `.vsix` is installed; the language server is the real one (`python -m cuda_llm_lsp`)
+in demo/test mode (the setting `cudaLlm.server.evaluator`: recorded GPU outcomes), the LLM the
+scripted endpoint on 127.0.0.1 answering with a faster saxpy. As a user would, in one window, in
+order:
 
 1. a `.cu` file with a device-code error: the squiggle and the Problems entry;
 2. the resources code lens above each kernel;
-3. Benchmark (lens): the result in the Problems panel;
+3. Benchmark (lens): the result in the Problems panel, labelled demo/test mode;
 4. Optimize (lens): the diff opens focused, Accept (✓) and Reject (✗) in its title bar at once,
    one notification with the figures; ✓ in ONE click changes the file exactly in the kernel's
    range (no Refactor Preview); one Ctrl+Z restores it;
@@ -44,7 +45,7 @@ from tests.e2e.vscode import (
     find_tools,
     wait_until,
 )
-from tests.lsp.conftest import DATA, SERVERS, server_env
+from tests.lsp.conftest import DATA, server_env
 from tests.lsp.test_editor_flow import FAST
 from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
 
@@ -114,11 +115,13 @@ def session() -> Iterator[Session]:
     copy_file(DATA / "broken.cu", folder)
     copy_file(DATA / "saxpy.cu", folder)
     llm = ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]).start()
-    server = [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")]
+    server = [sys.executable, "-m", "cuda_llm_lsp"]
     if os.environ.get("CUDA_LLM_E2E_SERVER"):  # another server command, a JSON list
         server = json.loads(os.environ["CUDA_LLM_E2E_SERVER"])
     settings = {
         "cudaLlm.server.command": server,
+        # Demo/test mode: recorded GPU outcomes (the server's CUDA_LLM_EVALUATOR).
+        "cudaLlm.server.evaluator": f"recorded:{DATA / 'recording.json'}",
         "cudaLlm.baseUrl": llm.base_url,
         "cudaLlm.model": "scripted-model",
         "cudaLlm.rounds": 1,
@@ -189,6 +192,7 @@ def test_benchmark_ends_with_its_result_in_problems(session: Session) -> None:
         "the benchmark result", lambda: [r for r in wb.problems() if "saxpy: 1.000 ms" in r], 120
     )
     assert "3/3 cases pass" in rows[0], rows
+    assert rows[0].startswith("[demo/test mode: recorded GPU outcomes] saxpy: 1.000 ms"), rows
     session.shots.take("benchmark")
 
 
