@@ -142,6 +142,7 @@ def test_planted_scenario_with_the_plan_strategy_on_cpu(tmp_path: Path) -> None:
     assert CONVERGE.mismatches(result["candidates"], "plan") == []
     assert result["accepted"] and CONVERGE.won(result["best_source"], "plan")
     assert "variant: repaired" in result["best_source"]
+    assert "round 1: planning" in done.stderr and "round 2: planning" in done.stderr
 
 
 def test_replay_keys_on_the_role_and_keeps_hand_named_recordings(tmp_path: Path) -> None:
