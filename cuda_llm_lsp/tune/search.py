@@ -59,11 +59,23 @@ class TuneOptions:
 
 @dataclass(frozen=True)
 class TuneRequest:
+    """What to tune. A user's kernel: `spec` carries the tunables, and the default configuration
+    is both the oracle and the reference time. A model's candidate (tune/candidate.py): its text
+    as `kernel_source`, its launch block applied to the original's spec as `tuned_spec`, and the
+    original's binary as `baseline`: judged and timed against the original, as in the loop."""
+
     file_text: str
     kernel: str
-    spec: TestSpec  # parsed from the file, with tunables
+    spec: TestSpec  # the oracle's (parsed from the file)
     settings: Settings
     path: Path | None = None
+    kernel_source: str | None = None  # a candidate's text, spliced in place of the kernel
+    tuned_spec: TestSpec | None = None  # the tunables and launch tried; None: `spec`
+    baseline: KernelBinary | None = None  # the oracle and reference; None: the default built
+
+    @property
+    def tuning(self) -> TestSpec:
+        return self.tuned_spec or self.spec
 
 
 @dataclass(frozen=True)
@@ -128,10 +140,12 @@ def binary_builder(request: TuneRequest, arch: str | None) -> Builder:
         defines = Tunables.compile_defines(config)
         settings = replace(request.settings, defines=(*request.settings.defines, *defines))
         built = build_binary(request.file_text, request.path, request.kernel, settings,
-                             instance=request.spec.instance, arch=arch)  # fmt: skip
+                             kernel_source=request.kernel_source, instance=request.spec.instance,
+                             arch=arch)  # fmt: skip
         if isinstance(built, CandidateRejected):
             return built
-        return replace(built, kernel_source=request.file_text, defines=defines)
+        source = request.kernel_source if request.kernel_source is not None else request.file_text
+        return replace(built, kernel_source=source, defines=defines)
 
     return build
 
@@ -165,7 +179,7 @@ def tune_kernel(
     """Search the request's tunables (see the module docstring). Raises `TuneError` when the
     spec has no tunables or the default does not build, and `BaselineFailed` from the evaluator
     when the default configuration fails its own spec."""
-    tunables = request.spec.tunables
+    tunables = request.tuning.tunables
     if tunables is None:
         raise TuneError(f"{request.kernel}'s spec declares no tunables (tune.NAME = [values])")
     facts = evaluator.device_facts()
@@ -184,7 +198,8 @@ class _Run:
         cancel: threading.Event, clock: Callable[[], float],
     ) -> None:  # fmt: skip
         self.request = request
-        self.spec = request.spec
+        self.spec = request.spec  # the oracle's
+        self.tuned = request.tuning  # whose configurations are tried
         self.evaluator = evaluator
         self.options = options
         self.build = build
@@ -202,14 +217,16 @@ class _Run:
         self.planned = options.max_points
 
     def search(self, tunables: Tunables) -> TuneResult:
-        constants = template_constants(self.spec.template_args)
+        constants = template_constants(self.tuned.template_args)
         space = Space(tunables, constants)
         default = dict(tunables.default)
-        built = self.build(default)
-        if isinstance(built, CandidateRejected):
-            raise TuneError(f"the default configuration ({describe(default)}) does not build: "
-                            f"{built.message}")  # fmt: skip
-        self.baseline = built
+        self.baseline = self.request.baseline
+        if self.baseline is None:
+            built = self.build(default)
+            if isinstance(built, CandidateRejected):
+                raise TuneError(f"the default configuration ({describe(default)}) does not "
+                                f"build: {built.message}")  # fmt: skip
+            self.baseline = built
         strategy, planned = space.strategy(self.options.max_points)
         if strategy == "exhaustive":
             self.planned = len(planned)
@@ -276,7 +293,7 @@ class _Run:
             key = space.key(config)
             if key in self.results:
                 continue
-            problem = launch_problem(self.spec.with_configuration(config), self.facts)
+            problem = launch_problem(self.tuned.with_configuration(config), self.facts)
             if problem is not None:
                 self._record(key, Measured(config, "launch_error", problem))
                 continue
@@ -313,7 +330,7 @@ class _Run:
         try:
             return self.evaluator.evaluate(
                 self.baseline, binary, self.spec, spec_dir=self._spec_dir(), seed=seed,
-                candidate_spec=self.spec.with_configuration(config),
+                candidate_spec=self.tuned.with_configuration(config),
             )  # fmt: skip
         except EvaluationCancelled:
             self.stopped = "cancelled"

@@ -18,6 +18,7 @@ from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.tunables import Tunables
+from cuda_llm_lsp.tune.candidate import candidate_request, feedback
 from cuda_llm_lsp.tune.edit import tuned_text
 from cuda_llm_lsp.tune.search import TuneOptions, TuneRequest, tune_kernel
 
@@ -224,3 +225,56 @@ def test_the_best_values_become_the_defines_and_the_spec_list_order() -> None:
     assert spec2 is not None and spec2.tunables is not None, errors
     assert spec2.tunables.default == {"BLOCK": 256, "ITEMS": 4}
     assert tuned_text(text, kernel, spec, spec.tunables.default).text == text  # type: ignore[union-attr]
+
+
+ORIGINAL = """\
+/* @cuda-llm
+sizes.n = [1, 1000, 100000]
+grid = "cdiv(n, 256)"
+block = 256
+args.x = "in float32[n]"
+args.y = "out float32[n]"
+args.n = "n"
+*/
+__global__ void scale(const float* x, float* y, int n) { }
+"""
+CANDIDATE = """\
+#ifndef TILE
+#define TILE 256
+#endif
+/* @cuda-llm launch
+tune.TILE = [128, 256, 512]
+tune.ITEMS = [1, 4]
+grid = "cdiv(n, TILE * ITEMS)"
+block = "TILE"
+*/
+__global__ void scale(const float* x, float* y, int n) { /* variant: tiled */ }
+"""
+
+
+def test_a_candidate_is_tuned_against_the_original_and_the_model_told_the_result() -> None:
+    _, spec = parsed(ORIGINAL)
+    original = KernelBinary("scale", "scale", b"", "sm_90", kernel_source=ORIGINAL)
+    made = candidate_request(ORIGINAL, None, "scale", spec, Settings(), CANDIDATE, original)
+    assert isinstance(made, TuneRequest) and made.kernel_source == CANDIDATE
+    times = {(t, i): 0.2 + abs(t - 512) / 1024 + 0.1 / i for t in (128, 256, 512) for i in (1, 4)}
+    outcomes = recording(times, ("TILE", "ITEMS"))
+    outcomes["baseline"] = {"ms": 1.0}
+    evaluator = RecordedEvaluator(outcomes)
+    result = tune_kernel(made, evaluator, TuneOptions(), build=FakeBuild())
+    assert result.default == {"TILE": 256, "ITEMS": 1}  # its #define, the first ITEMS
+    assert result.best is not None and result.best.config == {"TILE": 512, "ITEMS": 4}
+    assert result.best.speedup == pytest.approx(1 / 0.225)  # against the original's 1.0 ms
+    # every configuration with its own launch, the original's spec for the oracle
+    assert {s.cases()[-1].grid[0] for s in evaluator.launched} >= {782, 49, 391}
+    said = feedback(result)
+    assert said.startswith("Tuned 6 configuration(s) of your tunables (exhaustive search of 6)")
+    assert "Best: TILE=512 ITEMS=4, 0.225 ms (4.44x the original)" in said
+    assert "your default TILE=256 ITEMS=1: 0.55 ms" in said
+    assert "slowest correct / fastest: 3.00x" in said  # (128, 1): 0.675 ms
+    plain = CANDIDATE.replace("tune.TILE = [128, 256, 512]\ntune.ITEMS = [1, 4]\n", "")
+    plain = plain.replace("TILE * ITEMS", "256").replace('"TILE"', "256")
+    assert candidate_request(ORIGINAL, None, "scale", spec, Settings(), plain, original) is None
+    broken = CANDIDATE.replace("[1, 4]", "[1, 4, 4]")
+    errors = candidate_request(ORIGINAL, None, "scale", spec, Settings(), broken, original)
+    assert isinstance(errors, list) and "ITEMS lists 4 twice" in errors[0].message
