@@ -5,6 +5,11 @@ the diff that makes the best the default and --write."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +107,36 @@ def test_a_spec_without_tunables_is_a_usage_error(
     assert main(["tune", str(kernel_file), "--kernel", "scale", "--format", "json"]) == 2
     assert "declares no tunables" in json.loads(capsys.readouterr().out)["error"]
     assert main(["tune", str(kernel_file), "--kernel", "nope"]) == 2
+
+
+def test_ctrl_c_stops_the_run_and_prints_what_was_measured(kernel_file: Path) -> None:
+    """A real SIGINT to `cuda-llm tune` while a configuration is being judged (the recorded GPU
+    takes 60 s for it): the run stops at once, exit 130, the measured part is printed."""
+    outcomes = json.loads(Path(os.environ["CUDA_LLM_EVALUATOR"][len("recorded:") :]).read_text())
+    slowest = {"defines": {"BLOCK": 1024, "ITEMS": 1}, "status": "ok", "ms": 0.5, "delay_s": 60}
+    outcomes["candidates"].insert(0, slowest)  # the third judged (one compile at a time)
+    slow = kernel_file.parent / "slow.json"
+    slow.write_text(json.dumps(outcomes))
+    env = {**os.environ, "CUDA_LLM_EVALUATOR": f"recorded:{slow}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "tune", str(kernel_file), "--kernel", "scale",
+         "--workers", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.monotonic() + 120
+    while "[2/4]" not in seen and time.monotonic() < deadline:  # two measured, one in flight
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "[2/4]" in seen, seen
+    time.sleep(0.5)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - started < 10  # not the 60 s of the configuration in flight
+    assert "interrupted" in err
+    assert "stopped: cancelled" in out and "Traceback" not in err
