@@ -147,9 +147,8 @@ def _compile(
     text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
 ) -> CompileResult:
     unit = build_device_unit(text, path, settings.include_paths)
-    options = compile_options(settings)
-    if arch:
-        options = replace(options, arch=arch)
+    # a given arch is not resolved: resolving asks the local driver (cuInit, ~0.3 s on an H100)
+    options = compile_options(replace(settings, arch=arch) if arch else settings)
     return compile_cached(unit, options, (expr,), timeout_s=settings.compile_timeout_s)
 
 
