@@ -34,6 +34,7 @@ KERNEL = """\
 #ifndef UNROLL
 #define UNROLL 1
 #endif
+constexpr int kUnroll = UNROLL;  // #pragma unroll takes a constant, not a macro
 
 /* @cuda-llm
 sizes.M = [1, 100, 1024]
@@ -70,7 +71,7 @@ extern "C" __global__ void matmul(const float* a, const float* b, float* c, int 
         int kb = k0 + threadIdx.y;
         bs[threadIdx.y][threadIdx.x] = (kb < K && col < N) ? b[kb * N + col] : 0.0f;
         __syncthreads();
-#pragma unroll UNROLL
+#pragma unroll kUnroll
         for (int k = 0; k < TILE; ++k) {
 #pragma unroll
             for (int r = 0; r < ITEMS; ++r)
