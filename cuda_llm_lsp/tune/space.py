@@ -5,7 +5,8 @@ spaces its `random_sample` followed by `greedy_mls` (multi-start local search wi
 "adjacent" neighbourhood). Here:
 
 - **exhaustive** when the restricted space has at most `max_points` configurations: every one, in
-  the listed order (the default configuration first).
+  the listed order (the default configuration first). A space of more than `ENUMERATED_AT_MOST`
+  combinations before restrictions is sampled without being enumerated.
 - **sample** otherwise: `sample_fraction` of `max_points` drawn uniformly (rejection sampling
   over the product space, restrictions applied, the default always included); then local
   refinement: from the best measured configuration not yet climbed from, a greedy hill climb
@@ -24,6 +25,9 @@ from typing import Literal
 from cuda_llm_lsp.source.spec.tunables import Configuration, Tunables
 
 Strategy = Literal["exhaustive", "sample"]
+#: Spaces larger than this (before restrictions) are sampled without being enumerated first, so
+#: a restriction that allows few of millions of combinations does not stall the start of a run.
+ENUMERATED_AT_MOST = 200_000
 Key = tuple[int, ...]  # a configuration's values in the tunables' order
 
 
@@ -55,6 +59,8 @@ class Space:
     def strategy(self, max_points: int) -> tuple[Strategy, list[dict[str, int]]]:
         """`exhaustive` with every configuration (default first) when they fit in `max_points`,
         else `sample` with none listed (the caller draws them with `sample`)."""
+        if self.tunables.space_size > ENUMERATED_AT_MOST:  # not walked to its end: sampled
+            return "sample", []
         found = self.first(max_points + 1)
         if len(found) > max_points:
             return "sample", []

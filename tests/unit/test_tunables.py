@@ -4,12 +4,15 @@ problem at its line; conditions parsed by source/expr.py, never eval'ed."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from cuda_llm_lsp.source.expr import ExprError, parse_condition, parse_expr
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import parse_launch_block
+from cuda_llm_lsp.tune.space import Space
 
 HEAD = "#ifndef BLOCK\n#define BLOCK 128\n#endif\n"
 SPEC = """\
@@ -149,3 +152,30 @@ def test_a_candidate_launch_block_declares_its_own_tunables() -> None:
     assert [(e.span.start.line, e.message.split(" (")[0]) for e in errors] == [
         (5, "restrict: unknown name 'n' in 'TILE >= n'")
     ]
+
+
+def test_a_restriction_that_allows_nothing_is_an_error_and_a_huge_space_parses_at_once() -> None:
+    found = errors_at(SPEC.replace('"BLOCK * ITEMS <= 1024"', '"BLOCK * ITEMS <= 1024", '
+                                   '"ITEMS > 1", "BLOCK == 64", "ITEMS > 4"'))  # fmt: skip
+    assert any("default configuration" in m for _, m in found)  # (64, 1) breaks "ITEMS > 1"
+    text = SPEC.replace("tune.ITEMS = [1, 2, 4]", "tune.ITEMS = [1, 2, 4]\ntune.X = [7]")
+    text = text.replace('"BLOCK * ITEMS <= 1024"', '"X < 7 + ITEMS - ITEMS"')
+    assert errors_at(text) == [(5, "restrict: the default configuration (BLOCK=64 ITEMS=1 X=7) "
+                                   "breaks 'X < 7 + ITEMS - ITEMS'")]  # fmt: skip
+    # a default from the file's #define that no listed value matches: allowed, but alone
+    only_default = "#ifndef BLOCK\n#define BLOCK 100\n#endif\n" + SPEC.replace(
+        '"BLOCK * ITEMS <= 1024"', '"BLOCK % 100 == 0"')  # fmt: skip
+    assert errors_at(only_default) == [(7, "restrict excludes every configuration")]
+    names = "ABCDEFGH"
+    huge = SPEC.replace(
+        "tune.BLOCK = [64, 128, 256, 512]\ntune.ITEMS = [1, 2, 4]\n",
+        "tune.BLOCK = [64, 128]\ntune.ITEMS = [1, 2]\n"
+        + "".join(f"tune.{n} = {list(range(64))}\n" for n in names),
+    ).replace('"BLOCK * ITEMS <= 1024"', '"A + B + C + D + E + F + G + H < 1000"')
+    started = time.perf_counter()
+    spec, errors = parse(huge)
+    assert spec is not None and spec.tunables is not None, errors
+    assert time.perf_counter() - started < 2.0
+    assert spec.tunables.space_size == 4 * 64**8
+    strategy, listed = Space(spec.tunables, {}).strategy(100)
+    assert strategy == "sample" and listed == []  # not enumerated

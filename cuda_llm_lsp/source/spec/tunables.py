@@ -14,6 +14,7 @@ error: `-DNAME=value` would be redefined by it and every configuration would be 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,6 +27,9 @@ TUNE_KEYS = ("tune", "restrict")
 MAX_VALUES = 256  # values of one tunable
 MAX_TUNABLES = 16
 MAX_RESTRICTIONS = 64
+#: Configurations a spec parse looks through for one that the restrictions allow (a parse runs
+#: on every edit: a huge space restricted to nothing is not searched to its end).
+PARSE_SCAN_LIMIT = 20_000
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*([^\n]*)$", re.M)
 _GUARD = re.compile(r"^[ \t]*#[ \t]*(?:ifndef[ \t]+(\w+)|if[ \t]+!\s*defined\s*\(?\s*(\w+))", re.M)
@@ -78,16 +82,20 @@ class Tunables:
         env = {**constants, **config}
         for text in self.restrict:
             try:
-                if not parse_condition(text).evaluate(env):
+                if not _condition(text).evaluate(env):
                     return False
             except ExprError:
                 return False
         return True
 
-    def configurations(self, constants: Mapping[str, int] = {}) -> Iterator[dict[str, int]]:
-        """Every configuration allowed by the restrictions, in the listed order (lazily)."""
+    def configurations(
+        self, constants: Mapping[str, int] = {}, scan_limit: int | None = None
+    ) -> Iterator[dict[str, int]]:
+        """Every configuration allowed by the restrictions, in the listed order (lazily; with
+        `scan_limit`, only among that many first combinations)."""
         names = self.names
-        for combo in itertools.product(*self.values.values()):
+        combos = itertools.product(*self.values.values())
+        for combo in itertools.islice(combos, scan_limit):
             config = dict(zip(names, combo, strict=True))
             if self.allows(config, constants):
                 yield config
@@ -173,10 +181,18 @@ def parse_tunables(
             reporter.error(("restrict",), f"restrict: the default configuration "
                            f"({describe(default)}) breaks {text!r}", text)  # fmt: skip
             return None
-    if not any(True for _ in itertools.islice(tunables.configurations(constants), 1)):
-        reporter.error(("restrict",), "restrict excludes every configuration")
+    scanned = min(tunables.space_size, PARSE_SCAN_LIMIT)
+    allowed = itertools.islice(tunables.configurations(constants, scanned), 1)
+    if scanned == tunables.space_size and not any(True for _ in allowed):
+        reporter.error(("restrict",), "restrict excludes every configuration")  # all searched
         return None
     return tunables
+
+
+@functools.lru_cache(maxsize=256)
+def _condition(text: str) -> Expr:
+    """A restriction parsed once (checked for every configuration of a search)."""
+    return parse_condition(text)
 
 
 def _parse_restrict(
