@@ -18,6 +18,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     outcome = yield
     report = outcome.get_result()
+    if report.when in ("setup", "call") and report.failed:
+        item.module.FAILED_STEP = item.name  # type: ignore[attr-defined]
     if report.when == "call" and report.failed:
         shots = getattr(item.module, "SCREENSHOTS", None)
         if shots is not None:

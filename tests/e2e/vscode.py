@@ -211,13 +211,22 @@ def code_server(
         log.close()
 
 
-def wait_until(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Polls `probe` until it gives a true value; fails saying what did not happen."""
+def wait_until(
+    what: str,
+    probe: Callable[[], Any],
+    timeout: float = 60.0,
+    fail_if: Callable[[], str | None] | None = None,
+) -> Any:
+    """Polls `probe` until it gives a true value; fails saying what did not happen, or at once
+    with what `fail_if` says (e.g. the server did not start)."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
         if value:
             return value
+        problem = fail_if() if fail_if is not None else None
+        if problem:
+            raise AssertionError(f"while waiting for {what}: {problem}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.2)
