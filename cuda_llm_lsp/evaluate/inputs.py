@@ -1,5 +1,7 @@
 """Seeded inputs for one test case: descriptions of values the worker generates on the GPU
-(`case_sources`), or host arrays (`make_inputs`, numpy only: the sanitizer, profiles, vendors).
+(`case_sources`), or the same values as host arrays (`host_inputs`, from `counter`'s numpy twin:
+the sanitizer, profiles, vendor baselines), so that a seed means the same inputs everywhere.
+`make_inputs` draws from numpy's own generator (other values for the same seed).
 
 Every `in` and `inout` pointer gets values from its `init` (default: uniform(-1, 1) for floats,
 randint(0, 100) for integers: never zeros, which hide unwritten outputs and wrong indexing), or
@@ -89,6 +91,23 @@ def case_sources(
         except InitError as exc:
             raise InputError(str(exc)) from exc
     return sources
+
+
+def host_inputs(
+    spec: TestSpec, case: Case, seed: int, draw: int = 0, spec_dir: Path | None = None
+) -> dict[str, np.ndarray]:
+    """Host arrays for every `in` / `inout` pointer of `case`: the values the worker generates
+    for the same seed, case and draw (`case_sources`, made by `counter.values_of`), or the
+    hook's arrays. For tools that upload or use host data (the sanitizer, ncu, vendor libraries)."""
+    arrays: dict[str, np.ndarray] = {}
+    dtypes = {arg.name: arg.dtype or "float32" for arg in spec.args}
+    for name, source in case_sources(spec, case, seed, draw, spec_dir).items():
+        if isinstance(source, Generated):
+            count = int(case.counts.get(name, 0))
+            arrays[name] = values_of(source, dtypes[name], count)
+        else:
+            arrays[name] = source
+    return arrays
 
 
 def default_init(dtype: str) -> InitSpec:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.evaluate.launch import case_bytes, case_launch
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
 from cuda_llm_lsp.evaluate.protocol import LoadRequest, Request, RunRequest
@@ -35,7 +35,7 @@ def _requests(binary: KernelBinary, spec: TestSpec, cases: Sequence[Case], seed:
               spec_dir: Path | None) -> list[Request]:  # fmt: skip
     reqs: list[Request] = [LoadRequest(binary.cubin, binary.entry)]
     for case in cases:
-        inputs = make_inputs(spec, case, case_rng(seed, case.index), spec_dir)
+        inputs = host_inputs(spec, case, seed, spec_dir=spec_dir)  # the evaluator's values
         launch = case_launch(spec, case, inputs, None)
         reqs.append(RunRequest(launch, timeout_s=120.0, guards=False))
     return reqs

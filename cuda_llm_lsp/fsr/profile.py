@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.evaluate.launch import case_launch
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
 from cuda_llm_lsp.evaluate.protocol import LoadRequest, Request, RunRequest
@@ -136,7 +136,7 @@ def profile_kernel(
         return None
     try:
         case = spec.cases()[-1]
-        inputs = make_inputs(spec, case, case_rng(1, case.index), spec_dir)
+        inputs = host_inputs(spec, case, seed=1, spec_dir=spec_dir)
         launch = case_launch(spec, case, inputs, None)
     except Exception as exc:
         log.info("profile skipped: cannot prepare the timed case: %s", exc)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.evaluate.inputs import case_rng, make_inputs
+from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
 
@@ -171,7 +171,7 @@ def _run_job(job: dict[str, Any], backends: dict[str, Backend]) -> dict[str, Any
     if spec is None:
         return {"library": "-", "ms": None, "note": "no usable spec"}
     case = spec.cases()[-1]
-    inputs = make_inputs(spec, case, case_rng(0, case.index), path.parent)
+    inputs = host_inputs(spec, case, seed=0, spec_dir=path.parent)
     s = case.sizes
     op = job["op"]
     dtypes = {a.name: a.dtype or "float32" for a in spec.args if a.is_pointer}
