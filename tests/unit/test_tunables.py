@@ -179,3 +179,15 @@ def test_a_restriction_that_allows_nothing_is_an_error_and_a_huge_space_parses_a
     assert spec.tunables.space_size == 4 * 64**8
     strategy, listed = Space(spec.tunables, {}).strategy(100)
     assert strategy == "sample" and listed == []  # not enumerated
+
+
+def test_a_tunable_the_kernel_uses_without_a_define_default_is_a_warning() -> None:
+    text = SPEC.replace("{ }", "{ int i = blockIdx.x * ITEMS; (void)i; }")
+    spec, errors = parse(text)
+    assert spec is not None  # usable: the tuner passes -DITEMS=...
+    assert [(e.span.start.line, e.severity, e.message) for e in errors] == [
+        (3, "warning", "tune.ITEMS: the kernel uses ITEMS but the file has no default for it: "
+         "add #ifndef ITEMS / #define ITEMS 1 / #endif above the spec")
+    ]  # fmt: skip
+    _, errors = parse(HEAD + SPEC)  # BLOCK has its #define; ITEMS is used by the launch only
+    assert errors == []

@@ -36,7 +36,7 @@ from cuda_llm_lsp.source.templates import (
     template_constants,
     template_parameters,
 )
-from cuda_llm_lsp.source.text import Point, Span
+from cuda_llm_lsp.source.text import Point, Span, offset_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -278,7 +278,9 @@ class _SpecParser:
         if "tune" not in doc and "restrict" not in doc:
             return None
         taken = self.names | set(self.kernel.template_params)
-        return parse_tunables(self, doc, taken, self.source, constants)
+        span = self.kernel.span
+        body = self.source[offset_of(self.source, span.start) : offset_of(self.source, span.end)]
+        return parse_tunables(self, doc, taken, self.source, constants, kernel_text=body)
 
     def parse_instance(self, value: object) -> tuple[str | None, dict[str, str]]:
         kernel = self.kernel

@@ -44,6 +44,8 @@ class Reporter(Protocol):
     def error(self, path: tuple[str, ...], message: str, needle: str | None = None,
               column: int | None = None) -> None: ...  # fmt: skip
 
+    def warn(self, path: tuple[str, ...], message: str, needle: str | None = None) -> None: ...
+
 
 @dataclass(frozen=True)
 class DefineDefault:
@@ -118,13 +120,15 @@ def describe(config: Configuration) -> str:
 
 def parse_tunables(
     reporter: Reporter, doc: Mapping[str, Any], taken: set[str], source: str,
-    constants: Mapping[str, int] = {},
+    constants: Mapping[str, int] = {}, kernel_text: str = "",
 ) -> Tunables | None:  # fmt: skip
     """The `tune` and `restrict` keys of `doc` (None when absent or unusable).
 
     `taken`: names a tunable may not reuse (sizes, template parameters); `source`: the text the
     kernel is compiled from (its `#define` defaults); `constants`: integer template arguments,
-    usable in restrictions.
+    usable in restrictions; `kernel_text`: the kernel's definition, where a tunable used without a
+    `#define` default is worth a warning (the file alone, as `bench` and the editor compile it,
+    would not build).
     """
     if "tune" not in doc:
         if "restrict" in doc:
@@ -168,6 +172,13 @@ def parse_tunables(
     defines = _define_defaults(reporter, source, values)
     if not ok or restrict is None or defines is None:
         return None
+    for name in values:
+        if name not in defines and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", kernel_text):
+            reporter.warn(
+                ("tune", name),
+                f"tune.{name}: the kernel uses {name} but the file has no default for it: add "
+                f"#ifndef {name} / #define {name} {values[name][0]} / #endif above the spec",
+            )
     default = {n: defines[n].value if n in defines else v[0] for n, v in values.items()}
     tunables = Tunables(values, restrict, default, defines)
     for text in restrict:
