@@ -38,6 +38,8 @@ class Settings:
     strategy: str = "fsr"  # one of STRATEGIES
     debounce_ms: int = 100  # benchmarks/lsp_latency.py: ~175 ms change -> diagnostics on 2 cores
     compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
+    gpus: str = "all"  # local GPUs that judge candidates: "all" or ordinals "0,2"
+    cluster: str | None = None  # a Ray cluster's GPUs instead: "ray://HOST:PORT" or "auto"
 
 
 # LSP / VS Code setting names (under "cudaLlm") -> Settings field
@@ -57,12 +59,26 @@ _KEYS = {
     "reasoningEffort": "reasoning_effort",
     "strategy": "strategy",
     "compileTimeoutS": "compile_timeout_s",
+    "gpus": "gpus",
+    "cluster": "cluster",
 }
 _LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
            "max_tokens": (256, 1_000_000), "compile_timeout_s": (1, 600)}  # fmt: skip
 
 MAX_STRING = 4096  # characters of one string setting (a path, a URL, a flag)
 MAX_ITEMS = 256  # entries of one list setting
+
+
+def _gpus_ok(value: str) -> bool:
+    """`all`, or GPU numbers (0-255) separated by commas or spaces."""
+    parts = value.replace(",", " ").split()
+    if value.strip().lower() == "all":
+        return True
+    return (
+        bool(parts)
+        and len(parts) <= MAX_ITEMS
+        and all(p.isdigit() and int(p) <= 255 for p in parts)
+    )
 
 
 def _shown(value: Any) -> str:
@@ -126,6 +142,14 @@ def settings_from_mapping(
                 ):
                     raise ValueError(f"one of {', '.join(REASONING_EFFORTS)} (or empty)")
                 changes[name] = value.strip().lower() or None
+            elif name == "gpus":  # "all", "0,2", or a list of GPU numbers
+                if isinstance(value, list) and all(
+                    isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value
+                ):
+                    value = ",".join(str(v) for v in value)
+                if not isinstance(value, str) or not _gpus_ok(value):
+                    raise ValueError("'all' or a list of GPU numbers such as [0, 1]")
+                changes[name] = value.strip().lower()
             elif name == "strategy":
                 if not isinstance(value, str) or value.strip().lower() not in STRATEGIES:
                     raise ValueError(f"one of {', '.join(STRATEGIES)}")

@@ -12,7 +12,7 @@ import asyncio
 import os
 from collections.abc import Callable
 
-from cuda_llm_lsp.evaluate import gpu
+from cuda_llm_lsp.evaluate import devices, gpu
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import Evaluator
@@ -57,15 +57,28 @@ def gpu_evaluator(plan: Plan | None = None) -> Evaluator:
     return gpu.GpuEvaluator(plan=plan)
 
 
-def make_evaluator(plan: Plan | None = None) -> Evaluator:
+def make_evaluator(
+    plan: Plan | None = None, *, gpus: str | None = None, cluster: str | None = None
+) -> Evaluator:
     """`gpu_evaluator(plan)`, or recorded outcomes when `CUDA_LLM_EVALUATOR=recorded:PATH`
-    (a recording has no timing plan). Raises ValueError for any other value of the variable."""
+    (a recording has no timing plan). Raises ValueError for any other value of the variable.
+
+    `gpus` (`cudaLlm.gpus`: "all" or "0,2"; None: the first GPU alone) or `cluster`
+    (`cudaLlm.cluster`: "ray://HOST:PORT", "auto"): a `GpuPool` of those GPUs, started on use;
+    ValueError for a `gpus` that is not "all" or GPU numbers."""
     choice = os.environ.get(EVALUATOR_ENV, "").strip()
     if choice.startswith("recorded:"):
         return RecordedEvaluator(choice.removeprefix("recorded:"))
     if choice not in ("", "gpu"):
         raise ValueError(f"{EVALUATOR_ENV} must be 'gpu' or 'recorded:PATH', not {choice!r}")
-    return gpu_evaluator(plan)
+    if cluster:
+        from cuda_llm_lsp.evaluate.ray_cluster import ray_pool  # imports Ray on use only
+
+        return ray_pool(cluster, plan=plan)
+    if gpus is None:
+        return gpu_evaluator(plan)
+    devices.parse_gpus(gpus)  # a bad value is the caller's usage error, now
+    return devices.GpuPool(lambda: devices.local_devices(gpus, plan=plan))
 
 
 def make_llm(config: OptimizeConfig) -> LlmClient:

@@ -97,6 +97,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
     parser.add_argument("--no-history", action="store_true", help="do not record the run")
+    parser.add_argument(
+        "--gpus",
+        metavar="LIST",
+        default="all",
+        help="local GPUs judging candidates in parallel: all (default) or 0,1",
+    )
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="a Ray cluster's GPUs instead: ray://HOST:PORT or auto (ray extra)",
+    )
     parser.add_argument("--demo", action="store_true",
                         help="replay a recorded session shipped with the package: no GPU, no "
                              "endpoint (examples/softmax.cu --kernel softmax_rows)")  # fmt: skip
@@ -170,6 +181,9 @@ class Display:
             self.cells[(event.round, event.index)] = {
                 "requested": "writing", "generated": "building", "evaluating": "timing",
             }[event.stage] if event.role != "debugger" else "repairing"  # fmt: skip
+            if event.gpu:  # several GPUs: which one judges it
+                self.cells[(event.round, event.index)] += f" {event.gpu}"
+                self._line(f"  {event.round}.{event.index} on {event.gpu}")
         elif isinstance(event, CandidateEvaluated):
             o = event.outcome
             self.best = event.best
@@ -292,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
         repairs=args.repairs,
     )  # fmt: skip
     try:
-        evaluator = make_evaluator()
+        evaluator = make_evaluator(gpus=args.gpus, cluster=args.cluster)
         evaluator.device_facts()
     except NoGpuError as exc:
         return _fail(f"no CUDA GPU: {exc}", EXIT_NO_GPU, as_json, args.kernel)

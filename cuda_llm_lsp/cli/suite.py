@@ -71,6 +71,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="start no kernel after S seconds; the rest are reported as skipped",
     )
+    parser.add_argument(
+        "--gpus",
+        metavar="LIST",
+        default="all",
+        help="local GPUs the kernels are spread over: all (default) or 0,1",
+    )
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="a Ray cluster's GPUs instead: ray://HOST:PORT or auto (ray extra)",
+    )
     parser.epilog = "exit codes: 0 all kernels correct, 1 a kernel fails, 2 usage, 3 no GPU"
 
 
@@ -171,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     )
     plan = timing.Plan(budget_s=args.time_budget) if args.time_budget else None
     try:
-        evaluator = make_evaluator(plan=plan)
+        evaluator = make_evaluator(plan=plan, gpus=args.gpus, cluster=args.cluster)
     except (OSError, ValueError) as exc:
         return _error(str(exc), EXIT_USAGE, as_json)
     progress = _ProgressView(sys.stderr, quiet=False)

@@ -100,6 +100,7 @@ class EvalResult:
     copy_bandwidth_gbs: float | None = None
     fraction_of_peak: float | None = None  # bandwidth_gbs / copy_bandwidth_gbs
     sanitizer_report: str | None = None
+    gpu: str = ""  # which GPU ran it, when several can (`evaluate.devices`): "gpu1 (NVIDIA H200)"
 
     @property
     def cases_passed(self) -> int:

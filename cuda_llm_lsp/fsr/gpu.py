@@ -1,6 +1,9 @@
-"""A run's lane to the GPU: every evaluator call on one thread, and the seeds those calls use.
+"""A run's lane to the GPU: evaluator calls off the event loop, and the seeds those calls use.
 
-One thread means the calls never overlap, even after a cancel; knowing whether one is running
+With one GPU every call runs on one thread, so the calls never overlap, even after a cancel.
+With a `GpuPool` (several local GPUs, a Ray cluster) calls run on as many threads as the pool
+lends devices: the pool gives each call one GPU to itself, so calls on one GPU still never
+overlap while the candidates of a round are judged in parallel. Knowing whether one is running
 lets a cancel stop the GPU work only when there is some.
 """
 
@@ -11,21 +14,28 @@ import concurrent.futures
 import contextlib
 import random
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from cuda_llm_lsp.evaluate.types import Evaluator
+from cuda_llm_lsp.evaluate.devices import GpuId, GpuPool
+from cuda_llm_lsp.evaluate.types import EvalResult, Evaluator, KernelBinary
+
+if TYPE_CHECKING:
+    from cuda_llm_lsp.source.spec import TestSpec
 
 T = TypeVar("T")
+POOL_THREADS = 32  # at most `cudaLlm.candidates` calls at once; the pool lends the GPUs
 
 
 class GpuLane:
-    """Runs calls that use `evaluator`'s GPU one at a time, off the event loop."""
+    """Runs calls that use `evaluator`'s GPUs off the event loop: one at a time per GPU."""
 
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator
-        self._calls = 0  # calls running or queued on the thread
+        self.pool = evaluator if isinstance(evaluator, GpuPool) else None
+        self._calls = 0  # calls running or queued on the threads
         self._thread = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="fsr-gpu"
+            max_workers=POOL_THREADS if self.pool else 1, thread_name_prefix="fsr-gpu"
         )
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -35,6 +45,30 @@ class GpuLane:
             return await loop.run_in_executor(self._thread, lambda: fn(*args, **kwargs))
         finally:
             self._calls -= 1
+
+    async def evaluate(
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+        on_gpu: Callable[[str], None] | None = None,
+    ) -> EvalResult:
+        """`evaluator.evaluate`; with a pool, `on_gpu` hears (on the event loop) the label of the
+        GPU the call was given, and again if it is re-run elsewhere after losing that GPU."""
+        if self.pool is None or on_gpu is None:
+            return await self.call(self.evaluator.evaluate, baseline, candidate, spec,
+                                   spec_dir=spec_dir, seed=seed)  # fmt: skip
+        loop = asyncio.get_running_loop()
+        hear = on_gpu
+
+        def heard(gpu: GpuId) -> None:
+            loop.call_soon_threadsafe(hear, gpu.label)
+
+        return await self.call(self.pool.evaluate, baseline, candidate, spec, spec_dir=spec_dir,
+                               seed=seed, on_device=heard)  # fmt: skip
 
     @property
     def busy(self) -> bool:

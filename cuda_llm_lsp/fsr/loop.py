@@ -2,7 +2,8 @@
 
 `prepare` (module `baseline`) measures the original once; then, per round, N requests go out at
 once; each candidate is built and evaluated as soon as its reply arrives (so the GPU works while
-the model writes), evaluator calls one at a time on one thread (one GPU, module `gpu`). The best
+the model writes), evaluator calls one at a time per GPU (module `gpu`: with several GPUs the
+candidates of a round are judged in parallel, each on one GPU against the baseline there). The best
 correct candidates and the failures' feedback shape the next round. The run stops after
 `rounds`, after `patience` rounds without gain, on a time or token budget, on a fatal endpoint
 error, or on cancel (which stops requests and GPU work at once). The winner is re-validated on
@@ -94,7 +95,7 @@ class _OptimizeRun:
         self.history = history
         self.on_event = on_event
         self.seeds = Seeds(request.seed)
-        self.lane = GpuLane(evaluator)  # one thread for every evaluator call
+        self.lane = GpuLane(evaluator)  # evaluator calls: one at a time per GPU
         self.started = time.monotonic()
         self.run_id: int | None = None
         self.benchmark: EvalResult | None = None  # the original's, once measured
@@ -247,13 +248,17 @@ class _OptimizeRun:
             )
         self.resources[slot] = binary.resources
         self.emit(CandidateStage(round_, index, "evaluating", role))
-        result = await self.lane.call(
-            self.lane.evaluator.evaluate,
+
+        def on_gpu(gpu: str) -> None:  # several GPUs: which one judges this candidate
+            self.emit(CandidateStage(round_, index, "evaluating", role, gpu))
+
+        result = await self.lane.evaluate(
             baseline.binary,
             binary,
             baseline.spec,
             spec_dir=baseline.spec_dir,
             seed=self.seeds.next(),
+            on_gpu=on_gpu,
         )
         status: Status = result.status
         if status == "ok":
@@ -273,6 +278,7 @@ class _OptimizeRun:
             ms=ms,
             speedup=result.speedup,
             registers=binary.resources.registers if binary.resources else None,
+            gpu=result.gpu,
         )
 
     def outcome(self, slot: Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:

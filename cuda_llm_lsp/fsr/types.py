@@ -75,6 +75,7 @@ class CandidateOutcome:
     speedup: float | None = None
     tokens: int = 0
     registers: int | None = None
+    gpu: str = ""  # the GPU that judged it, when several can: "gpu1 (NVIDIA H200)"
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class CandidateStage:
     index: int  # 0: the round's planner
     stage: Literal["requested", "generated", "evaluating"]
     role: Literal["coder", "planner", "debugger"] = "coder"
+    gpu: str = ""  # "evaluating" on several GPUs: which one ("gpu1", "node-a:gpu0")
 
 
 @dataclass(frozen=True)

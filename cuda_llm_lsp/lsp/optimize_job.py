@@ -92,6 +92,8 @@ class _Tracker:
                 said = f"candidate {o.round}.{o.index}: {results.status_text(o.status)}"
                 if o.ms is not None:
                     said += f" {results.format_ms(o.ms)}"
+                if o.gpu:  # several GPUs: which one judged it
+                    said += f" on {o.gpu.split(' ')[0]}"
                 if self.best is not None and self.best.speedup:
                     said += f" · best {self.best.speedup:.2f}×"
                 self.progress.report(said, len(self.outcomes) * 100 // self.total)

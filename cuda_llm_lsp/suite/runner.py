@@ -9,6 +9,7 @@ One failing kernel never stops the others: its row says what went wrong. Only "n
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
 import time
 from collections import Counter
@@ -20,6 +21,7 @@ from pathlib import Path
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import run_fsr
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
+from cuda_llm_lsp.evaluate.devices import GpuPool
 from cuda_llm_lsp.evaluate.inputs import InputError
 from cuda_llm_lsp.evaluate.types import (
     BaselineFailed,
@@ -134,7 +136,8 @@ def _timing_ms(result: EvalResult) -> tuple[float | None, float | None]:
 
 
 class SuiteRunner:
-    """Runs the suite on one evaluator (one GPU worker, reused for every kernel)."""
+    """Runs the suite on one evaluator: one GPU worker reused for every kernel, or a `GpuPool`
+    whose GPUs take kernels in parallel."""
 
     def __init__(
         self,
@@ -155,18 +158,17 @@ class SuiteRunner:
         if items is None:
             items = discover(opts.directory, opts.kernels)
         self.facts = self.evaluator.device_facts()  # NoGpuError propagates: nothing to measure
-        rows: list[KernelRow] = []
         notes: list[str] = []
         total = len(items)
         started = time.monotonic()
-        for i, item in enumerate(items, 1):
+
+        def one(i: int, item: SuiteKernel) -> KernelRow:
             if opts.deadline_s is not None and time.monotonic() - started > opts.deadline_s:
                 row = replace(_base_row(item), status="skipped",
                               message=f"not run: the suite's deadline of {opts.deadline_s:g} s "
                               "was reached")  # fmt: skip
-                rows.append(row)
                 self.on_progress(Progress(i, total, item.kernel.name, "done", row))
-                continue
+                return row
             self.on_progress(Progress(i, total, item.kernel.name, "bench"))
             try:
                 row = self.run_kernel(item, i, total)
@@ -175,8 +177,23 @@ class SuiteRunner:
             except Exception as exc:  # one broken kernel never stops the suite
                 row = replace(_base_row(item), status="error",
                               message=f"{type(exc).__name__}: {exc}")  # fmt: skip
-            rows.append(row)
             self.on_progress(Progress(i, total, item.kernel.name, "done", row))
+            return row
+
+        # several GPUs (a `GpuPool`): as many kernels at once, each call on one GPU of the pool
+        width = self.evaluator.width if isinstance(self.evaluator, GpuPool) else 1
+        if width > 1:
+            notes.append(f"kernels spread over {width} GPUs; each speedup is measured on one GPU")
+            with concurrent.futures.ThreadPoolExecutor(width, "suite-kernel") as pool:
+                futures = [pool.submit(one, i, item) for i, item in enumerate(items, 1)]
+                try:
+                    rows = [f.result() for f in futures]
+                except NoGpuError:
+                    for f in futures:
+                        f.cancel()
+                    raise
+        else:
+            rows = [one(i, item) for i, item in enumerate(items, 1)]
 
         peaks = self._peaks(notes)
         rows = [self._with_floor(row, item, peaks) for row, item in zip(rows, items, strict=True)]

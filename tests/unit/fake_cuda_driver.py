@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -427,7 +428,14 @@ def cuInit(flags: int) -> tuple[Any, ...]:
 
 
 def cuDeviceGetCount() -> tuple[Any, ...]:
-    return (CUresult.CUDA_SUCCESS, 1)
+    # CUDA_LLM_FAKE_DEVICES=N pretends N GPUs (multi-GPU tests); CUDA_VISIBLE_DEVICES narrows
+    # them as the real driver does (a Ray actor sees the one it was given)
+    pretended = os.environ.get("CUDA_LLM_FAKE_DEVICES")
+    count = int(pretended or 1)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if pretended and visible is not None:
+        count = len([v for v in visible.split(",") if v.strip().isdigit() and int(v) < count])
+    return (CUresult.CUDA_SUCCESS, count)
 
 
 def cuDeviceGet(i: int) -> tuple[Any, ...]:

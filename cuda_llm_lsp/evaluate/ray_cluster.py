@@ -1,0 +1,216 @@
+"""GPU workers as Ray actors: the `GpuPool` devices of a cluster (`--cluster ray://HOST:PORT`).
+
+Kernel Tuner's parallel runner does the same: one actor per GPU (`num_gpus=1`). Each actor holds
+a `GpuEvaluator` on the one GPU Ray gave it (Ray sets `CUDA_VISIBLE_DEVICES`, so it is ordinal 0
+there), which runs the same worker process as a local run: the CUDA context, the judge and every
+integrity rule live inside the actor exactly as on a workstation. Only kernels, specs and
+results cross the network; the LLM loop stays on the client.
+
+An actor that dies, or whose node is lost, makes its call raise `DeviceLost`: the pool re-runs it
+on another actor, and Ray restarts the lost one (`max_restarts`), on another node if its own is
+gone; its next call waits up to `RESTART_TIMEOUT_S` for it. Ray is an optional extra (`pip
+install "cuda-llm-lsp[ray]"`); this module imports it only when a cluster is asked for, and every
+node needs cuda-llm-lsp installed (the actors import it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cuda_llm_lsp.evaluate.devices import Device, DeviceLost, GpuId, GpuPool
+from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, KernelBinary, NoGpuError
+
+if TYPE_CHECKING:
+    from cuda_llm_lsp.evaluate.timing import Plan
+    from cuda_llm_lsp.source.spec import TestSpec
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RAY_MISSING = 'a cluster needs Ray: pip install "cuda-llm-lsp[ray]"'
+RESTART_TIMEOUT_S = 120.0  # a restarted actor (its node lost: on another one) must answer by then
+CONNECT_TIMEOUT_S = 120.0
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise NoGpuError(RAY_MISSING) from exc
+    return ray
+
+
+class GpuActor:
+    """The actor's body: a `GpuEvaluator` on the GPU Ray assigned (ordinal 0 in the actor)."""
+
+    def __init__(self, plan: Plan | None, launch_timeout_s: float = 5.0) -> None:
+        import os
+        import socket
+
+        from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
+
+        ray = _ray()
+        ids = ray.get_gpu_ids()
+        self.index = int(ids[0]) if ids else 0
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.evaluator = GpuEvaluator(0, plan=plan, launch_timeout_s=launch_timeout_s)
+
+    def identity(self) -> tuple[int, str, int]:
+        return self.index, self.host, self.pid
+
+    def device_facts(self) -> DeviceFacts:
+        return self.evaluator.device_facts()
+
+    def benchmark(self, kernel: KernelBinary, spec: TestSpec, kwargs: dict[str, Any]) -> EvalResult:
+        return self.evaluator.benchmark(kernel, spec, **kwargs)
+
+    def evaluate(
+        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec,
+        kwargs: dict[str, Any],
+    ) -> EvalResult:  # fmt: skip
+        return self.evaluator.evaluate(baseline, candidate, spec, **kwargs)
+
+    def cancel(self) -> None:
+        self.evaluator.cancel()
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+class RayEvaluator:
+    """The client's handle on one GPU actor: the `Evaluator` protocol, `DeviceLost` when the
+    actor or its node died (Ray restarts it; the next call waits for that)."""
+
+    def __init__(self, actor: Any, gpu: GpuId) -> None:
+        self.actor = actor
+        self.gpu = gpu
+        self.device: Device | None = None  # updated with the restarted actor's identity
+        self.lost = 0  # times the actor was found dead
+        self._suspect = False  # lost before: check it is back before the next call
+        self._lock = threading.Lock()
+
+    def _call(self, method: str, *args: Any) -> Any:
+        ray = _ray()
+        if self._suspect:
+            self._await_restart(ray)
+        try:
+            return ray.get(getattr(self.actor, method).remote(*args))
+        except _lost_errors(ray) as exc:
+            self.lost += 1
+            self._suspect = True
+            raise DeviceLost(f"{self.gpu.label}: {type(exc).__name__}") from exc
+
+    def _await_restart(self, ray: Any) -> None:
+        try:
+            index, host, _pid = ray.get(self.actor.identity.remote(), timeout=RESTART_TIMEOUT_S)
+        except (*_lost_errors(ray), ray.exceptions.GetTimeoutError) as exc:
+            raise DeviceLost(f"{self.gpu.label} did not come back: {type(exc).__name__}") from exc
+        self._suspect = False
+        name = self.device.gpu.name if self.device is not None else self.gpu.name
+        self.gpu = GpuId(index, name, host)
+        if self.device is not None:
+            self.device.gpu = self.gpu
+
+    def device_facts(self) -> DeviceFacts:
+        facts: DeviceFacts = self._call("device_facts")
+        return facts
+
+    def benchmark(
+        self, kernel: KernelBinary, spec: TestSpec, *, spec_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> EvalResult:  # fmt: skip
+        result: EvalResult = self._call("benchmark", kernel, spec,
+                                        {"spec_dir": spec_dir, "seed": seed})  # fmt: skip
+        return result
+
+    def evaluate(
+        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec, *,
+        spec_dir: Path | None = None, seed: int | None = None,
+        candidate_spec: TestSpec | None = None,
+    ) -> EvalResult:  # fmt: skip
+        kwargs: dict[str, Any] = {"spec_dir": spec_dir, "seed": seed}
+        if candidate_spec is not None:
+            kwargs["candidate_spec"] = candidate_spec
+        result: EvalResult = self._call("evaluate", baseline, candidate, spec, kwargs)
+        return result
+
+    def cancel(self) -> None:
+        self.actor.cancel.remote()  # a threaded actor: it runs beside the call it cancels
+
+    def close(self) -> None:
+        ray = _ray()
+        try:
+            if not self._suspect:  # a lost one may be waiting for resources: just let it go
+                ray.get(self.actor.close.remote(), timeout=10)
+        except Exception:  # gone already
+            log.debug("closing %s failed", self.gpu.label, exc_info=True)
+        ray.kill(self.actor, no_restart=True)
+
+
+def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    e = ray.exceptions
+    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "NodeDiedError",
+             "WorkerCrashedError", "ObjectLostError", "OwnerDiedError")  # fmt: skip
+    return tuple(getattr(e, n) for n in names if hasattr(e, n))
+
+
+def connect(address: str) -> Any:
+    """Joins the cluster at `address` (`ray://HOST:PORT`, `auto`, or a GCS `HOST:PORT`); an
+    already connected process (a test's local cluster) is used as it is."""
+    ray = _ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except Exception as exc:  # ConnectionError, a bad address...
+            raise NoGpuError(f"cannot join the Ray cluster at {address}: {exc}") from exc
+    return ray
+
+
+def ray_devices(
+    address: str, *, plan: Plan | None = None, launch_timeout_s: float = 5.0,
+    gpus: int | None = None,
+) -> list[Device]:  # fmt: skip
+    """One actor per GPU of the cluster (`gpus`: at most that many), each `num_gpus=1`."""
+    ray = connect(address)
+    total = int(ray.cluster_resources().get("GPU", 0))
+    count = min(total, gpus) if gpus is not None else total
+    if count == 0:
+        raise NoGpuError(f"the Ray cluster at {address} has no GPU")
+    remote = ray.remote(num_gpus=1, max_restarts=-1, max_task_retries=0, max_concurrency=2)
+    actor_class = remote(GpuActor)
+    actors = [actor_class.remote(plan, launch_timeout_s) for _ in range(count)]
+    devices: list[Device] = []
+    for actor in actors:
+        try:
+            index, host, _pid = ray.get(actor.identity.remote(), timeout=CONNECT_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("a GPU actor did not start: %s", exc)
+            ray.kill(actor, no_restart=True)
+            continue
+        evaluator = RayEvaluator(actor, GpuId(index, host=host))
+        device = Device(evaluator.gpu, evaluator)
+        evaluator.device = device
+        devices.append(device)
+    if not devices:
+        raise NoGpuError(f"no GPU actor started on the Ray cluster at {address}")
+    return devices
+
+
+def ray_pool(
+    address: str, *, plan: Plan | None = None, launch_timeout_s: float = 5.0,
+    gpus: int | None = None,
+) -> GpuPool:  # fmt: skip
+    """A `GpuPool` of the cluster's GPUs; the actors start on first use. ValueError without
+    Ray installed (checked without importing it)."""
+    if importlib.util.find_spec("ray") is None:
+        raise ValueError(RAY_MISSING)
+    make: Callable[[], list[Device]] = lambda: ray_devices(  # noqa: E731
+        address, plan=plan, launch_timeout_s=launch_timeout_s, gpus=gpus
+    )
+    return GpuPool(make)
