@@ -5,7 +5,8 @@ The FSR loop (docs/design.md, "Tuning") tunes a correct candidate that declares 
 ranking it: `candidate_request` turns the candidate into a `TuneRequest` (None when it declares
 none), `tune_kernel` searches it with the original's binary as oracle and reference, and
 `feedback` says what tuning found (the best configuration, its time, the spread between
-configurations) for the next prompt. The candidate then ranks with its best configuration.
+configurations) for the next prompt. The candidate then ranks with its best configuration, as
+`tuned_source` writes it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec
 from cuda_llm_lsp.source.spec.launch import parse_launch_block
 from cuda_llm_lsp.source.spec.tunables import describe
+from cuda_llm_lsp.tune.edit import tuned_text
 from cuda_llm_lsp.tune.search import TuneRequest, TuneResult
 
 
@@ -37,6 +39,18 @@ def candidate_request(
         return None
     return TuneRequest(file_text, kernel, spec, settings, path, kernel_source=source,
                        tuned_spec=config.applied_to(spec), baseline=baseline)  # fmt: skip
+
+
+def tuned_source(request: TuneRequest, result: TuneResult) -> str | None:
+    """The candidate's text with its best configuration as the defaults (`#define`s, else the
+    launch block's list order): what is ranked, offered and written. None when nothing passed."""
+    source, spec = request.kernel_source, request.tuned_spec
+    if result.best is None or source is None or spec is None:
+        return None
+    found = [k for k in find_kernels(source) if k.name == request.kernel]
+    if len(found) != 1:  # pragma: no cover - candidate_request found exactly one
+        return None
+    return tuned_text(source, found[0], spec, result.best.config).text
 
 
 def feedback(result: TuneResult) -> str:

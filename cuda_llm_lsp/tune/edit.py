@@ -32,7 +32,7 @@ def tuned_text(text: str, kernel: Kernel, spec: TestSpec, best: Mapping[str, int
         return TunedEdit(text, ())
     edits: list[tuple[int, int, str]] = []
     notes: list[str] = []
-    block = kernel.spec
+    block = kernel.spec if kernel.spec is not None else kernel.launch_block  # a candidate's
     for name, value in best.items():
         if tunables.default.get(name) == value:
             continue

@@ -17,8 +17,9 @@ from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
+from cuda_llm_lsp.source.spec.launch import parse_launch_block
 from cuda_llm_lsp.source.spec.tunables import Tunables
-from cuda_llm_lsp.tune.candidate import candidate_request, feedback
+from cuda_llm_lsp.tune.candidate import candidate_request, feedback, tuned_source
 from cuda_llm_lsp.tune.edit import tuned_text
 from cuda_llm_lsp.tune.search import TuneOptions, TuneRequest, tune_kernel
 
@@ -272,6 +273,13 @@ def test_a_candidate_is_tuned_against_the_original_and_the_model_told_the_result
     assert "Best: TILE=512 ITEMS=4, 0.225 ms (4.44x the original)" in said
     assert "your default TILE=256 ITEMS=1: 0.55 ms" in said
     assert "slowest correct / fastest: 3.00x" in said  # (128, 1): 0.675 ms
+    best_text = tuned_source(made, result)
+    assert best_text is not None and "#define TILE 512\n" in best_text
+    assert "tune.ITEMS = [4, 1]\n" in best_text  # no #define: the best first in the list
+    (again,) = find_kernels(best_text)
+    config, errors = parse_launch_block(again, spec, best_text)
+    assert config is not None and config.tunables is not None, errors
+    assert config.tunables.default == {"TILE": 512, "ITEMS": 4}
     plain = CANDIDATE.replace("tune.TILE = [128, 256, 512]\ntune.ITEMS = [1, 4]\n", "")
     plain = plain.replace("TILE * ITEMS", "256").replace('"TILE"', "256")
     assert candidate_request(ORIGINAL, None, "scale", spec, Settings(), plain, original) is None
