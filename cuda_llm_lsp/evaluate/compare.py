@@ -22,8 +22,38 @@ import numpy as np
 from cuda_llm_lsp.evaluate.types import Status
 
 # Guard bands around every device buffer (bytes each side), filled with GUARD_BYTE.
-GUARD_BYTES = 4096
+GUARD_BYTES = 4096  # at least; larger buffers get proportionally more (`guard_bytes`)
 GUARD_BYTE = 0xDB
+GUARD_FRACTION = 32  # a guard band is at least 1/32 of its buffer ...
+GUARD_MAX = 64 << 20  # ... up to 64 MiB a side
+
+
+def guard_bytes(nbytes: int) -> int:
+    """The guard band on each side of a buffer of `nbytes`: 4 KiB, or 1/32 of the buffer
+    (rounded up to 4 KiB, at most 64 MiB): a write 8 KiB past a 128 MiB buffer hits its 4 MiB
+    guard, not mapped slack beyond a fixed 4 KiB one."""
+    scaled = -(-(nbytes // GUARD_FRACTION) // 4096) * 4096
+    return max(GUARD_BYTES, min(scaled, GUARD_MAX))
+
+
+def random_poison(dtype: str, bits: int) -> bytes:
+    """A poison drawn per run from 64 random `bits`: a NaN with a random payload for floats
+    (never a value arithmetic produces: its payload is not the canonical one), random bytes for
+    integers. A kernel cannot write "only where it sees the documented poison"."""
+    bits_type, fixed = _POISON_BITS[dtype]
+    width = np.dtype(bits_type).itemsize * 8
+    if dtype in ("float32", "float64", "float16", "bfloat16"):
+        exponent_bits = {"float32": 8, "float64": 11, "float16": 5, "bfloat16": 8}[dtype]
+        mantissa = width - 1 - exponent_bits
+        payload = bits & ((1 << (mantissa - 1)) - 1)  # quiet bit clear: a signalling NaN ...
+        payload |= 1 << (mantissa - 2)  # ... never 0 (that would be an infinity), never canonical
+        value = (((1 << exponent_bits) - 1) << mantissa) | payload | ((bits >> 63) << (width - 1))
+    else:
+        value = bits & ((1 << width) - 1)
+        if value == 0:
+            value = fixed
+    return np.array([value], dtype=bits_type).tobytes()
+
 
 # Output poison: a NaN with a payload no arithmetic produces (signalling, payload 0xA5...), and
 # 0xA5 bytes for integers. "Unwritten" means: the exact poison bit pattern is still there.
@@ -106,6 +136,7 @@ class GuardSummary:
     back_changed: int = 0
     back_first: int = 0
     back_last: int = 0
+    guard: int = GUARD_BYTES  # the band's size on each side (`guard_bytes`)
 
 
 @dataclass(frozen=True)
@@ -224,7 +255,7 @@ def word_guards(name: str, s: GuardSummary, nbytes: int, itemsize: int, where: s
             + f" past the end ({name} has {count} elements)"
         )  # fmt: skip
     if s.front_changed:
-        first = (s.front_first - GUARD_BYTES) // itemsize
+        first = (s.front_first - s.guard) // itemsize
         parts.append(f"{name}[{first}] before the start")
     changed = s.front_changed + s.back_changed
     return Finding(

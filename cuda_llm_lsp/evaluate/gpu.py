@@ -58,7 +58,7 @@ import platformdirs
 from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.evaluate import judge, timing
 from cuda_llm_lsp.evaluate.compare import OK
-from cuda_llm_lsp.evaluate.counter import Generated
+from cuda_llm_lsp.evaluate.counter import KIND_CODES, Generated
 from cuda_llm_lsp.evaluate.inputs import case_sources
 from cuda_llm_lsp.evaluate.judge import LaunchOutcome
 from cuda_llm_lsp.evaluate.launch import bytes_moved, case_launch
@@ -70,7 +70,6 @@ from cuda_llm_lsp.evaluate.protocol import (
     FactsReply,
     FactsRequest,
     Failure,
-    Recheck,
     RunReply,
     RunRequest,
     TimedKernel,
@@ -86,7 +85,8 @@ from cuda_llm_lsp.evaluate.types import (
     NoGpuError,
     Status,
 )
-from cuda_llm_lsp.source.spec import Case, TestSpec
+from cuda_llm_lsp.source.spec import Case, InitSpec, TestSpec
+from cuda_llm_lsp.source.spec.hidden import hidden_cases
 
 Inputs = Mapping[str, np.ndarray | Generated]
 
@@ -175,11 +175,16 @@ class GpuEvaluator:
         *,
         keep: str | None = None,
         against: tuple[str, ...] = (),
+        fill: Mapping[str, Generated] | None = None,
+        offsets: Mapping[str, int] | None = None,
+        finite: bool = False,
     ) -> LaunchOutcome:
         """One launch, checked by the worker on the device: guards, inputs unchanged, outputs
-        alone and against the runs kept as `against`; its outputs kept as `keep`."""
-        launch = case_launch(spec, case, inputs, key)
-        checks = Checks(_outputs(spec), spec.rtol, spec.atol, keep, against)
+        alone and against the runs kept as `against`; its outputs kept as `keep`. Outputs are
+        poisoned with a poison drawn for this run, or pre-filled with `fill`'s values."""
+        launch = case_launch(spec, case, inputs, key, poison=secrets.randbits(64), fill=fill,
+                             offsets=offsets)  # fmt: skip
+        checks = Checks(_outputs(spec), spec.rtol, spec.atol, keep, against, finite)
         hard = self.launch_timeout_s + 60.0 + launch.nbytes * 4 / 2e9
         request = RunRequest(launch, self.launch_timeout_s, checks=checks)
         reply = self._worker.call(request, RunReply, hard)
@@ -204,27 +209,26 @@ class GpuEvaluator:
         spec: TestSpec,
         case: Case,
         inputs: Inputs,
-        recheck: Mapping[int, tuple[Inputs, str, str]] | None = None,
+        refs: Mapping[int, Sequence[tuple[Inputs, str]]] | None = None,
         launched: Mapping[int, tuple[TestSpec, Case]] | None = None,
     ) -> TimeReply | Failure:
-        """Samples per kernel; `recheck[i]`: (new input values that kernel i is run on once more
-        after the timing, on the very buffers it was timed on; the kept run its last timed
-        launch is compared with; the kept run the run on new values is compared with);
-        `launched[i]`: kernel i's own launch (its spec and case), else `spec`'s."""
+        """Samples per kernel, each launch on inputs no launch has had (the worker makes them
+        from `inputs`' descriptions with keys of its own); `refs[i]`: reference sets for kernel
+        i's sampled launches (their inputs, and the kept oracle run on them); `launched[i]`:
+        kernel i's own launch (its spec and case), else `spec`'s."""
         kernels = []
         outputs = _outputs(spec)
-        for i, key in enumerate(keys):  # (the worker re-poisons the buffers sent with poison)
+        for i, key in enumerate(keys):
             own_spec, own_case = (launched or {}).get(i, (spec, case))
-            launch = case_launch(own_spec, own_case, inputs, key)
-            if recheck and i in recheck:
-                fresh, last, after = recheck[i]
-                kernels.append(TimedKernel(
-                    launch, case_launch(own_spec, own_case, fresh, None).buffers,
-                    Checks(outputs, spec.rtol, spec.atol, against=(last,)),
-                    Checks(outputs, spec.rtol, spec.atol, against=(after,)),
-                ))  # fmt: skip
+            launch = case_launch(own_spec, own_case, inputs, key, poison=secrets.randbits(64))
+            fresh = secrets.randbits(24)
+            if refs and i in refs:
+                sets = tuple((case_launch(own_spec, own_case, values, None).buffers, kept)
+                             for values, kept in refs[i])  # fmt: skip
+                kernels.append(TimedKernel(launch, fresh, sets,
+                                           Checks(outputs, spec.rtol, spec.atol)))  # fmt: skip
             else:
-                kernels.append(TimedKernel(launch))
+                kernels.append(TimedKernel(launch, fresh))
         plan = self.plan
         nbytes_total = sum(k.launch.nbytes for k in kernels)
         hard = (
@@ -276,44 +280,63 @@ class GpuEvaluator:
                 outcomes.append(CaseOutcome(case.index, dict(case.sizes), status, message))
                 return EvalResult(status, message, seed, tuple(outcomes))
 
-            for case in cases:
-                where = f"case {case.index} ({case.describe()})"
-                inputs = case_sources(spec, case, seed, 0, spec_dir)
-                oracle = self._oracle(base_key, spec, case, inputs, where, _ORACLE)
-                own = own_cases.get(case.index, case)
-                first = self._run(cand_key, own_spec, own, inputs, where, keep=_FIRST,
-                                  against=(_ORACLE,))  # fmt: skip
-                problem = judge.first_run(spec, case, oracle, first, where)
-                if problem is OK:
-                    second = self._run(cand_key, own_spec, own, inputs, where,
-                                       against=(_ORACLE, _FIRST))  # fmt: skip
-                    problem = judge.second_run(spec, case, oracle, first, second, where)
-                if problem is not OK:
-                    return fail(case, _final(problem.status), problem.message)
-                outcomes.append(CaseOutcome(case.index, dict(case.sizes), "ok"))
+            try:
+                for case in cases:
+                    where = f"case {case.index} ({case.describe()})"
+                    inputs = case_sources(spec, case, seed, 0, spec_dir)
+                    oracle = self._oracle(base_key, spec, case, inputs, where, _ORACLE)
+                    own = own_cases.get(case.index, case)
+                    first = self._run(cand_key, own_spec, own, inputs, where, keep=_FIRST,
+                                      against=(_ORACLE,))  # fmt: skip
+                    problem = judge.first_run(spec, case, oracle, first, where)
+                    if problem is OK:
+                        second = self._run(cand_key, own_spec, own, inputs, where,
+                                           against=(_ORACLE, _FIRST))  # fmt: skip
+                        problem = judge.second_run(spec, case, oracle, first, second, where)
+                    if problem is OK and case is cases[-1]:
+                        # outputs pre-filled with zeros, not poison: every element must be written
+                        zeros = {n: Generated(KIND_CODES["zeros"]) for n in _outputs(spec)}
+                        run = self._run(cand_key, own_spec, own, inputs, where, fill=zeros,
+                                        against=(_ORACLE,))  # fmt: skip
+                        problem = judge.prefilled_run(spec, case, oracle, run, where, "zeros")
+                    if problem is not OK:
+                        return fail(case, _final(problem.status), problem.message)
+                    outcomes.append(CaseOutcome(case.index, dict(case.sizes), "ok"))
 
-            # timed on the last case's inputs, judged against its oracle run (the loop's last)
-            timed, timed_oracle = cases[-1], oracle
-            where = f"case {timed.index} ({timed.describe()})"
-            fresh = case_sources(spec, timed, seed, 1, spec_dir)
-            fresh_oracle = self._oracle(base_key, spec, timed, fresh, where + ", recheck", _FRESH)
-            reply = self._time(
-                [base_key, cand_key],
-                spec,
-                timed,
-                inputs,
-                {1: (fresh, _ORACLE, _FRESH)},
-                {1: (own_spec, own_cases.get(timed.index, timed))},
-            )
+                keys = self._hidden(baseline, candidate, spec, own_spec if candidate_spec
+                                    else None, seed, spec_dir, base_key, cand_key)  # fmt: skip
+                if isinstance(keys, EvalResult):
+                    return replace(keys, cases=(*outcomes, *keys.cases))
+                base_key, cand_key = keys
+
+                # timed on the last case's shape: every launch on inputs of its own; sampled
+                # launches on reference sets the original is run on first (kept off the device)
+                timed = cases[-1]
+                where = f"case {timed.index} ({timed.describe()})"
+                refs = []
+                for r in range(_REFERENCE_SETS):
+                    values = case_sources(spec, timed, seed, _REFERENCE_DRAW + r, spec_dir)
+                    self._oracle(base_key, spec, timed, values, where + ", reference set",
+                                 f"{_REFERENCE}{r}")  # fmt: skip
+                    refs.append((values, f"{_REFERENCE}{r}"))
+                inputs = case_sources(spec, timed, seed, _TIMING_DRAW, spec_dir)
+                reply = self._time(
+                    [base_key, cand_key],
+                    spec,
+                    timed,
+                    inputs,
+                    {1: refs},
+                    {1: (own_spec, own_cases.get(timed.index, timed))},
+                )
+            finally:
+                self._worker.unload(candidate)  # no __device__ state into a later evaluation
             if isinstance(reply, Failure):
                 message = f"while timing: {reply.message}"
                 failed = CaseOutcome(timed.index, dict(timed.sizes), _status(reply), message)
                 return EvalResult(_status(reply), message, seed, (*outcomes[:-1], failed))
             base_t, cand_t = (timing.summarize(s) for s in reply.samples)
-            problem = judge.after_timing(
-                spec, timed, _recheck(reply, 1), cand_t.samples, oracle=timed_oracle,
-                fresh_oracle=fresh_oracle, where=where,
-            )  # fmt: skip
+            checked = reply.checks[1] if len(reply.checks) > 1 else None
+            problem = judge.after_timing(spec, timed, checked, cand_t.samples, where)
             if problem is not OK:
                 status = _final(problem.status)
                 outcomes[-1] = CaseOutcome(timed.index, dict(timed.sizes), status, problem.message)
@@ -330,6 +353,52 @@ class GpuEvaluator:
                 "ok", message, seed, tuple(outcomes), base_t, cand_t, speedup, moved, bw, peak,
                 bw / peak if bw and peak else None,
             )  # fmt: skip
+
+    def _hidden(
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        own_spec: TestSpec | None,
+        seed: int,
+        spec_dir: Path | None,
+        base_key: str,
+        cand_key: str,
+    ) -> tuple[str, str] | EvalResult:
+        """The hidden generalisation cases (`source.spec.hidden`): the original first (a case it
+        fails, or makes non-finite, is dropped), then the candidate with its outputs pre-filled
+        with random values, against it. The keys to go on with (a fault of the original's
+        restarts the worker), or the candidate's failure."""
+        own_hidden = {(h.kind, h.what): h for h in hidden_cases(own_spec, seed)} if own_spec \
+            else {}  # fmt: skip
+        for h in hidden_cases(spec, seed):
+            case = h.case
+            where = h.describe()
+            variant = _with_inits(spec, h.init)
+            inputs = case_sources(variant, case, seed, 0, spec_dir)
+            oracle = self._run(base_key, spec, case, inputs, where, keep=_ORACLE,
+                               offsets=h.offsets, finite=True)  # fmt: skip
+            nonfinite = any(oracle.checks.nonfinite.values())
+            if judge.self_check(spec, oracle, where) is not OK or nonfinite:
+                if oracle.status in ("fault", "timeout"):  # the worker was restarted
+                    base, cand = self._load(baseline), self._load(candidate)
+                    if isinstance(base, Failure) or isinstance(cand, Failure):
+                        raise BaselineFailed("the kernels cannot be loaded again after the "
+                                             "original failed a hidden case")  # fmt: skip
+                    base_key, cand_key = base, cand
+                continue
+            own = own_hidden.get((h.kind, h.what))
+            cand_spec, cand_case = (own_spec, own.case) if own_spec and own else (spec, case)
+            fill = {n: Generated(KIND_CODES["uniform"], -1.0, 1.0, key=secrets.randbits(64))
+                    for n in _outputs(spec)}  # fmt: skip
+            run = self._run(cand_key, cand_spec, cand_case, inputs, where, against=(_ORACLE,),
+                            fill=fill, offsets=h.offsets)  # fmt: skip
+            problem = judge.hidden_run(spec, case, oracle, run, where)
+            if problem is not OK:
+                status = _final(problem.status)
+                failed = CaseOutcome(case.index, dict(case.sizes), status, problem.message)
+                return EvalResult(status, problem.message, seed, (failed,))
+        return base_key, cand_key
 
     # --- benchmark -----------------------------------------------------------------------------
     def benchmark(
@@ -390,8 +459,18 @@ class GpuEvaluator:
             )  # fmt: skip
 
 
-# the runs the worker keeps on the device for later runs to be compared with
-_ORACLE, _FIRST, _FRESH = "oracle", "first", "fresh oracle"
+# the runs the worker keeps (in its host memory) for later runs to be compared with
+_ORACLE, _FIRST, _REFERENCE = "oracle", "first", "reference "
+_REFERENCE_SETS = 3  # sampled timed launches: one in each of the first batches
+_REFERENCE_DRAW, _TIMING_DRAW = 16, 8  # input draws of the timed case (the spec cases: 0)
+
+
+def _with_inits(spec: TestSpec, inits: Mapping[str, InitSpec]) -> TestSpec:
+    """`spec` with some pointers' `init` replaced (a hidden range case)."""
+    if not inits:
+        return spec
+    args = tuple(replace(a, init=inits.get(a.name, a.init)) for a in spec.args)
+    return replace(spec, args=args)
 
 
 def _outputs(spec: TestSpec) -> tuple[str, ...]:
@@ -406,7 +485,3 @@ def _status(failure: Failure) -> Status:
 def _final(status: Status | None) -> Status:
     assert status is not None  # the judge's problems carry their status
     return status
-
-
-def _recheck(reply: TimeReply, kernel: int) -> Recheck | None:
-    return reply.rechecks[kernel] if kernel < len(reply.rechecks) else None

@@ -7,14 +7,15 @@ Per case of `evaluate` (the original kernel is the oracle), in order of preceden
   > unwritten_output                       an output element still holds the poison
   > wrong_output                           outside rtol/atol of the oracle
   > nondeterministic                       a second run on the same inputs differs
-then, on the timed (last) case only, after interleaved timing with the oracle, on the very
-device buffers the candidate was timed on (same allocations, same pointers):
-  > stale_after_timing                     the last timed launch's outputs are wrong or
-                                           unwritten (outputs are re-poisoned before every
-                                           timed launch; skipped when the spec has an inout
-                                           buffer, whose values evolve across launches), or a
-                                           run on NEW input values written into those buffers
-                                           (outputs poisoned, inout reset) is wrong;
+then a run of the last case with outputs pre-filled with zeros, and the hidden generalisation
+cases (outputs pre-filled with random values; a case the original fails or makes non-finite is
+dropped): wrong or unwritten there is `wrong_output` (a fault keeps its status); then, on the
+timed (last) case only, after interleaved timing with the original (every launch on inputs no
+launch has had, `inout` restored, outputs poisoned, all outside the timed region):
+  > stale_after_timing                     a sampled timed launch (one in each of the first
+                                           batches, run on a reference set the original was
+                                           run on before) is wrong, unwritten or changed its
+                                           inputs, or the last left outputs unwritten;
   (out_of_bounds / input_modified / fault / timeout there keep their own status.)
 
 Pure: the worker's summaries in (it checks on the device, `device_checks`), `Finding`s out; no
@@ -35,7 +36,7 @@ from cuda_llm_lsp.evaluate.compare import (
     word_unchanged,
     word_unwritten,
 )
-from cuda_llm_lsp.evaluate.protocol import Failure, Recheck, RunReply
+from cuda_llm_lsp.evaluate.protocol import Failure, RunReply, TimedChecks
 from cuda_llm_lsp.evaluate.types import Status
 from cuda_llm_lsp.source.spec import Case, TestSpec
 
@@ -195,34 +196,63 @@ def repeat_alone(
     return problem
 
 
-def after_timing(
-    spec: TestSpec,
-    case: Case,
-    recheck: Recheck | None,
-    timed_launches: int,
-    *,
-    oracle: LaunchOutcome,
-    fresh_oracle: LaunchOutcome,
-    where: str,
+def prefilled_run(
+    spec: TestSpec, case: Case, oracle: LaunchOutcome, run: LaunchOutcome, where: str, how: str
 ) -> Finding:
-    """The timed candidate on its own buffers: the last timed launch against the oracle's run on
-    the same inputs, then a run on new values in the same buffers against `fresh_oracle`."""
-    if recheck is None:
-        return OK
-    problem = OK
-    what = ""
-    if not any(a.role == "inout" for a in spec.args):
-        # outputs were poisoned before every timed launch: the last one must have
-        # computed them (no inout buffer evolves across launches, so they are comparable)
-        last = read_launch(spec, case, recheck.last, where)
-        problem = against_oracle(spec, case, oracle, last, where)
-        what = (f"the last of {timed_launches} timed launches (outputs poisoned before "
-                "each, same inputs as the first runs) is wrong")  # fmt: skip
+    """A run whose outputs were pre-filled with plausible values (`how`: "zeros", "random
+    values") instead of poison: every element must still come out right (a kernel that writes
+    only where it sees the poison fails here)."""
+    problem = against_oracle(spec, case, oracle, run, where)
     if problem is OK:
-        after = read_launch(spec, case, recheck.after, where + ", recheck")
-        problem = against_oracle(spec, case, fresh_oracle, after, where)
-        what = (f"after the timing runs ({timed_launches} timed launches), a run on new "
-                "input values in the same buffers is wrong")  # fmt: skip
+        return OK
+    status: Status = problem.status or "wrong_output"
+    return Finding(status, f"with its outputs pre-filled with {how} before the run: "
+                   f"{problem.message}", problem.bad_count)  # fmt: skip
+
+
+def hidden_run(
+    spec: TestSpec, case: Case, oracle: LaunchOutcome, run: LaunchOutcome, where: str
+) -> Finding:
+    """A hidden generalisation case (`where` names its kind and sizes): wrong or unwritten is
+    `wrong_output`, a fault keeps its own status."""
+    problem = against_oracle(spec, case, oracle, run, where)
+    if problem is OK:
+        return OK
+    status: Status = problem.status or "wrong_output"
+    if status == "unwritten_output":
+        status = "wrong_output"
+    return Finding(status, f"on a {problem.message}", problem.bad_count)
+
+
+def after_timing(
+    spec: TestSpec, case: Case, checks: TimedChecks | None, timed_launches: int, where: str
+) -> Finding:
+    """The timed candidate: every buffer's guards after all its launches, each sampled launch
+    (on a reference set) against the oracle's run on that set with its inputs unchanged, then
+    the outputs the last launch left (poisoned before it: unwritten elements)."""
+    if checks is None:
+        return OK
+    what = (f"of {timed_launches} timed launches (outputs poisoned before each, new input "
+            "values before each)")  # fmt: skip
+    problem = read_launch(spec, case, checks.guards, where).finding
+    if problem is OK:
+        for index, reply in checks.sampled:
+            run = read_launch(spec, case, reply, where)
+            problem = run.finding
+            for kept in reply.compared:
+                if problem is OK:
+                    problem = compare_outputs(spec, case, replace(run, kept=kept), run, where)
+            if problem is OK:
+                problem = unwritten_outputs(spec, run, where)
+            if problem is not OK:
+                what += (f", launch {index + 1}, a run on new input values in the same buffers "
+                         "checked against the original's run on them, is wrong")  # fmt: skip
+                break
+    else:
+        what += ", one wrote outside its buffers"
+    if problem is OK:
+        problem = unwritten_outputs(spec, read_launch(spec, case, checks.last, where), where)
+        what += ", the last left its outputs unwritten"
     if problem is OK:
         return OK
     status: Status = problem.status or "stale_after_timing"

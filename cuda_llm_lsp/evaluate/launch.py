@@ -9,7 +9,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from cuda_llm_lsp.evaluate.compare import bf16_from_float, poison_pattern, storage_dtype
+from cuda_llm_lsp.evaluate.compare import (
+    bf16_from_float,
+    poison_pattern,
+    random_poison,
+    storage_dtype,
+)
 from cuda_llm_lsp.evaluate.counter import Generated
 from cuda_llm_lsp.evaluate.protocol import Buffer, BufferArg, Launch, Param, ScalarArg
 from cuda_llm_lsp.source.c_types import c_type_dtype
@@ -21,9 +26,15 @@ def case_launch(
     case: Case,
     inputs: Mapping[str, np.ndarray | Generated],
     key: str | None,
+    *,
+    poison: int | None = None,
+    fill: Mapping[str, Generated] | None = None,
+    offsets: Mapping[str, int] | None = None,
 ) -> Launch:
     """The launch of kernel `key` on `case`: `inputs` uploaded (host arrays) or generated on
-    the device (`Generated`), every other buffer poisoned."""
+    the device (`Generated`), every other buffer poisoned (with a poison drawn from the 64
+    random bits `poison`, else the fixed one) or pre-filled with `fill`'s values; `offsets`:
+    bytes past an aligned base per buffer (hidden offset cases)."""
     buffers: list[Buffer] = []
     params: list[Param] = []
     for arg in spec.args:
@@ -32,14 +43,19 @@ def case_launch(
             nbytes = int(case.counts.get(arg.name, 0)) * storage_dtype(dtype).itemsize
             is_input = arg.role == "in"
             source = inputs.get(arg.name)
+            offset = int((offsets or {}).get(arg.name, 0))
             if isinstance(source, Generated):
                 buffers.append(Buffer(arg.name, nbytes, dtype, generated=source,
-                                      is_input=is_input))  # fmt: skip
+                                      is_input=is_input, offset=offset))  # fmt: skip
             elif source is not None:
                 buffers.append(Buffer(arg.name, nbytes, dtype, data=source.tobytes(),
-                                      is_input=is_input))  # fmt: skip
+                                      is_input=is_input, offset=offset))  # fmt: skip
+            elif fill and arg.name in fill:
+                buffers.append(Buffer(arg.name, nbytes, dtype, fill=fill[arg.name],
+                                      offset=offset))  # fmt: skip
             else:
-                buffers.append(Buffer(arg.name, nbytes, dtype, poison=poison_pattern(dtype)))
+                pattern = poison_pattern(dtype) if poison is None else random_poison(dtype, poison)
+                buffers.append(Buffer(arg.name, nbytes, dtype, poison=pattern, offset=offset))
             params.append(BufferArg(arg.name))
         else:
             params.append(_scalar(arg, case))

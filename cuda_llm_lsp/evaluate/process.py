@@ -31,10 +31,12 @@ from cuda_llm_lsp.evaluate.protocol import (
     FrameReader,
     LoadReply,
     LoadRequest,
+    Pong,
     QuitRequest,
     Ready,
     Reply,
     Request,
+    UnloadRequest,
     as_reply,
     frame,
     write_message,
@@ -210,6 +212,14 @@ class Worker:
         if isinstance(reply, LoadReply):
             self._loaded[k] = reply
         return reply
+
+    def unload(self, binary: KernelBinary) -> None:
+        """Unload `binary`'s module from the current process (if it holds it): its `__device__`
+        state does not survive into the next evaluation, which loads it afresh."""
+        reply = self._loaded.pop((binary.cubin, binary.entry), None)
+        if reply is None or self.process is None or not self.process.alive():
+            return
+        self.call(UnloadRequest(reply.key), Pong, START_TIMEOUT_S)
 
     def cancel(self) -> None:
         self.cancelled.set()

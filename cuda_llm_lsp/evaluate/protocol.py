@@ -47,10 +47,12 @@ class Buffer:
     generated: Generated | None = None
     poison: bytes | None = None  # one element's bit pattern, repeated over the buffer
     is_input: bool = False  # an `in` buffer: checked unchanged after each run
+    fill: Generated | None = None  # an `out` buffer pre-filled with plausible values, not poison
+    offset: int = 0  # bytes past a 256-byte-aligned base (hidden offset cases)
 
     @property
     def is_output(self) -> bool:
-        """Poisoned before the run (`out`): what the last timed launch must have written."""
+        """Poisoned (or pre-filled) before the run (`out`): what every launch must write."""
         return self.data is None and self.generated is None
 
 
@@ -112,6 +114,7 @@ class Checks:
     atol: float = 0.0
     keep: str | None = None
     against: tuple[str, ...] = ()
+    finite: bool = False  # count non-finite elements of each floating-point output
 
 
 @dataclass(frozen=True)
@@ -127,14 +130,18 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class TimedKernel:
-    """A kernel to time; with `recheck` (new input values and poison for the same buffers, same
-    names and sizes), run once more on the very allocations it was timed on. `last` checks the
-    poisoned outputs the last timed launch left, `after` the run on the recheck's values."""
+    """A kernel to time. Before every launch (outside the timed region) its generated inputs
+    (`in` and `inout`) are made again with a key no launch has had (`fresh` salts it), a hook's
+    data is copied in from a rotation of sets, and `out` buffers are re-poisoned. With `checks`,
+    the worker picks one launch per batch of the first `len(refs)` batches (positions the kernel
+    cannot know) to run on reference set r (`refs[r]`: its input buffers and the kept run of the
+    oracle on them), and checks that launch's outputs against the reference and its inputs
+    unchanged; after the timing, every buffer's guards and the last launch's outputs."""
 
     launch: Launch
-    recheck: tuple[Buffer, ...] | None = None
-    last: Checks | None = None
-    after: Checks | None = None
+    fresh: int = 0
+    refs: tuple[tuple[tuple[Buffer, ...], str], ...] = ()
+    checks: Checks | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,13 @@ class BandwidthRequest:
 
 
 @dataclass(frozen=True)
+class UnloadRequest:
+    """Unload a candidate's module: no `__device__` state survives into a later evaluation."""
+
+    key: str
+
+
+@dataclass(frozen=True)
 class PingRequest:
     pass
 
@@ -168,6 +182,7 @@ Request = (
     | RunRequest
     | TimeRequest
     | BandwidthRequest
+    | UnloadRequest
     | PingRequest
     | QuitRequest
 )
@@ -218,22 +233,27 @@ class RunReply:
     changed: Mapping[str, ChangeSummary] = field(default_factory=dict)
     unwritten: Mapping[str, OutputSummary] = field(default_factory=dict)
     compared: Mapping[str, Mapping[str, OutputSummary]] = field(default_factory=dict)
+    nonfinite: Mapping[str, int] = field(default_factory=dict)  # with `Checks.finite`
     seconds: Mapping[str, float] = field(default_factory=dict)  # "inputs", "run", "checks"
 
 
 @dataclass(frozen=True)
-class Recheck:
-    """After the timing: the checks of the outputs the last timed launch left (`last`), then of
-    one more launch on the recheck's values in the same buffers (`after`)."""
+class TimedChecks:
+    """What the checks of a timed kernel found: every buffer's guard bands after all its
+    launches (`guards`), the outputs the last timed launch left alone (`last`: unwritten
+    elements; its inputs were new, there is no reference), and each sampled launch
+    (`sampled`: its 0-based index among the timed launches and its checks against the
+    reference, inputs unchanged included)."""
 
+    guards: RunReply
     last: RunReply
-    after: RunReply
+    sampled: tuple[tuple[int, RunReply], ...] = ()
 
 
 @dataclass(frozen=True)
 class TimeReply:
     samples: tuple[tuple[float, ...], ...]  # milliseconds per launch, per kernel
-    rechecks: tuple[Recheck | None, ...]  # per kernel
+    checks: tuple[TimedChecks | None, ...]  # per kernel
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def done(per_kernel: Sequence[Sequence[float]], elapsed_s: float, plan: Plan) ->
     )
 
 
-def _nothing() -> None:
+def _nothing(timed: bool) -> None:
     pass
 
 
@@ -123,25 +123,30 @@ def time_interleaved(
     plan: Plan,
     *,
     check: Callable[[Any, str], Any],
-    prepare: Sequence[Callable[[], None]] | None = None,
+    prepare: Sequence[Callable[[bool], None]] | None = None,
+    after: Sequence[Callable[[bool], None]] | None = None,
 ) -> list[list[float]]:
     """Milliseconds per launch for each of `launches`, interleaved, with an L2 flush before each.
 
     `launches[k]()` enqueues kernel k on `stream`; `flush()` enqueues the L2 flush; `sync()`
     waits for the stream (with the worker's watchdog) and raises on any CUDA error.
     `check(result, where)` is the worker's: a driver call's error becomes its CudaError (a fault).
-    `prepare[k]()` (optional) enqueues work to do before each launch of kernel k (re-poisoning
-    its outputs): before the flush, so it neither sits in the timed region nor warms the L2.
+    `prepare[k](timed)` (optional) enqueues work to do before each launch of kernel k (new
+    inputs, `inout` restored, outputs re-poisoned): before the flush, so it neither sits in the
+    timed region nor warms the L2. `after[k](timed)` enqueues work after each launch (after its
+    end event: a snapshot of a sampled launch's buffers). `timed` is False for warm-up launches.
     """
     before = list(prepare) if prepare is not None else [_nothing] * len(launches)
+    behind = list(after) if after is not None else [_nothing] * len(launches)
 
     warm_start = time.perf_counter()
     rounds = 0
     while rounds < plan.warmup or time.perf_counter() - warm_start < plan.warmup_s:
-        for launch, prep in zip(launches, before, strict=True):
-            prep()
+        for launch, prep, post in zip(launches, before, behind, strict=True):
+            prep(False)
             flush()
             launch()
+            post(False)
         rounds += 1
         if rounds % plan.batch == 0 or rounds == plan.warmup:
             sync()
@@ -162,12 +167,15 @@ def time_interleaved(
     try:
         while not done(samples, time.perf_counter() - start, plan):
             for row in events:
-                for (ev_start, ev_end), launch, prep in zip(row, launches, before, strict=True):
-                    prep()
+                for (ev_start, ev_end), launch, prep, post in zip(
+                    row, launches, before, behind, strict=True
+                ):
+                    prep(True)
                     flush()
                     check(driver.cuEventRecord(ev_start, stream), "cuEventRecord")
                     launch()
                     check(driver.cuEventRecord(ev_end, stream), "cuEventRecord")
+                    post(True)
             sync()
             for row in events:
                 for j, (ev_start, ev_end) in enumerate(row):

@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import importlib
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,11 +42,11 @@ from cuda_llm_lsp.evaluate.compare import (
     ChangeSummary,
     GuardSummary,
     OutputSummary,
+    guard_bytes,
     is_float,
-    poison_bits,
     storage_dtype,
 )
-from cuda_llm_lsp.evaluate.counter import DTYPE_CODES
+from cuda_llm_lsp.evaluate.counter import DTYPE_CODES, Generated, mix
 from cuda_llm_lsp.evaluate.process import exit_with_parent
 from cuda_llm_lsp.evaluate.protocol import (
     BandwidthReply,
@@ -64,13 +65,15 @@ from cuda_llm_lsp.evaluate.protocol import (
     Pong,
     QuitRequest,
     Ready,
-    Recheck,
     Reply,
     Request,
     RunReply,
     RunRequest,
+    TimedChecks,
+    TimedKernel,
     TimeReply,
     TimeRequest,
+    UnloadRequest,
     as_request,
     read_message,
     read_requests,
@@ -120,6 +123,18 @@ class Timeout(Exception):
     pass
 
 
+NO_MATCH = (1 << 64) - 1  # a "poison" no element of 4 bytes or less can hold (no unwritten check)
+
+
+def _code(result: Any) -> int:
+    return int(result[0] if isinstance(result, tuple) else result)
+
+
+def _poison_value(buf: Buffer) -> int:
+    """The run's poison as the checks compare it (an output pre-filled instead: no poison)."""
+    return int.from_bytes(buf.poison, "little") if buf.poison is not None else NO_MATCH
+
+
 POOL_BYTES = 8 << 30  # free allocations kept for reuse (at most 1/8 of the device's memory)
 OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY: the pool is freed and the allocation retried
 CHECK_TIMEOUT_S = 60.0  # the worker's own kernels (inputs, checks) over the largest buffers
@@ -127,13 +142,15 @@ CHECK_TIMEOUT_S = 60.0  # the worker's own kernels (inputs, checks) over the lar
 
 @dataclass
 class Placed:
-    """One launch's buffers on the device: data pointers, allocations (guards included), the
-    copies of `in` buffers taken before the launch, and the allocations kept after it."""
+    """One launch's buffers on the device: data pointers, allocations (guards included), each
+    buffer's guard band, the copies of `in` buffers taken before the launch, and the
+    allocations kept after it."""
 
-    guard: int
+    guard: int  # the smallest guard band (0: none, the sanitizer's exact sizes)
     checked: bool  # copies of `in` buffers are taken (to check them unchanged)
     ptrs: dict[str, int] = field(default_factory=dict)
     bases: dict[str, tuple[int, int]] = field(default_factory=dict)
+    guards: dict[str, int] = field(default_factory=dict)
     pristine: dict[str, int] = field(default_factory=dict)
     allocations: list[tuple[int, int]] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)
@@ -182,8 +199,9 @@ class CudaBackend:
         total = int(self.check(driver.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem"))
         self.pool_limit = min(POOL_BYTES, total // 8)
         self.pooled_bytes = 0
-        self.kept: dict[str, dict[str, tuple[int, int, int, int]]] = {}  # run -> output ->
-        # (data pointer, bytes, allocation, its size)
+        # run -> output -> its values, in this process's host memory: a kept run (the oracle's
+        # above all) is never on the device while a candidate runs (docs/design.md)
+        self.kept: dict[str, dict[str, np.ndarray]] = {}
 
     # --- plumbing -------------------------------------------------------------------------
     def check(self, result: Any, where: str) -> Any:
@@ -271,6 +289,13 @@ class CudaBackend:
         smem = self.d.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn)
         return LoadReply(key, int(self.check(regs, "attr")), int(self.check(smem, "attr")))
 
+    def unload(self, req: UnloadRequest) -> Pong:
+        """cuModuleUnload of a candidate's module: its `__device__` variables go with it."""
+        found = self.modules.pop(req.key, None)
+        if found is not None:
+            self.check(self.d.cuModuleUnload(found[0]), "cuModuleUnload")
+        return Pong()
+
     def _function(self, key: str | None) -> Any:
         if key is None or key not in self.modules:
             raise KeyError(f"kernel {key} is not loaded")
@@ -340,6 +365,8 @@ class CudaBackend:
                     )
             elif buf.generated is not None:
                 self._generate(data, buf)
+            elif buf.fill is not None:
+                self._generate(data, buf, buf.fill)
             elif buf.poison is not None:
                 self._fill(data, buf.nbytes, buf.poison)
             if buf.is_input and buf.nbytes and placed.checked:
@@ -355,22 +382,25 @@ class CudaBackend:
         """Guarded allocations (from the pool) filled per `_fill_data`."""
         placed = Placed(guard, checked)
         for buf in buffers:
-            total = buf.nbytes + 2 * guard
+            band = max(guard, guard_bytes(buf.nbytes)) if guard else 0
+            total = buf.offset + buf.nbytes + 2 * band
             base = self._take(total)
             placed.allocations.append((base, total))
-            if guard:
-                self.check(self.d.cuMemsetD8(base, GUARD_BYTE, guard), "cuMemsetD8")
-                end = base + guard + buf.nbytes
-                self.check(self.d.cuMemsetD8(end, GUARD_BYTE, guard), "cuMemsetD8")
-            placed.ptrs[buf.name] = base + guard
+            start = base + buf.offset  # (an offset case: the data is not 16-byte aligned)
+            if band:
+                self.check(self.d.cuMemsetD8(start, GUARD_BYTE, band), "cuMemsetD8")
+                end = start + band + buf.nbytes
+                self.check(self.d.cuMemsetD8(end, GUARD_BYTE, band), "cuMemsetD8")
+            placed.ptrs[buf.name] = start + band
             placed.bases[buf.name] = (base, total)
+            placed.guards[buf.name] = band
         self._fill_data(buffers, placed)
         return placed
 
     def _release(self, placed: Placed) -> None:
-        """A run's allocations back to the pool, except the outputs it keeps."""
-        kept = set(placed.kept)
-        self._give([a for a in placed.allocations if a[0] not in kept])
+        """A run's allocations back to the pool, scrubbed (every output written there is gone
+        before another run can take them)."""
+        self._give(self._scrub(placed.allocations))
 
     # --- the worker's own kernels (device_checks) --------------------------------------------
     def _helper(self, name: str) -> Any:
@@ -397,8 +427,8 @@ class CudaBackend:
         self.check(result, name)
         del keep, addresses  # (the launch has copied its parameters)
 
-    def _generate(self, ptr: int, buf: Buffer) -> None:
-        g = buf.generated
+    def _generate(self, ptr: int, buf: Buffer, values: Generated | None = None) -> None:
+        g = values or buf.generated
         assert g is not None
         n = buf.nbytes // storage_dtype(buf.dtype).itemsize
         if not n:
@@ -410,54 +440,72 @@ class CudaBackend:
         ])  # fmt: skip
 
     def _check(self, buffers: Sequence[Buffer], placed: Placed, checks: Checks) -> RunReply:
-        """The checks of one run, on the device; one copy of all their slots comes back."""
+        """The checks of one run, on the device; one copy of all their slots comes back. A kept
+        run's values come up from host memory into a scratch allocation only now, after the
+        run, and are scrubbed off the device before this returns."""
         plan: list[tuple[str, str, str, int, tuple[Any, ...]]] = []  # (what, name, ref, slot, args)
         slots: list[int] = []
+        scratch: list[tuple[int, int]] = []
 
         def add(what: str, name: str, ref: str, kind: str, args: tuple[Any, ...]) -> None:
             plan.append((what, name, ref, len(slots), args))
             slots.extend(device_checks.slot_init(kind))
 
         by_name = {b.name: b for b in buffers}
-        for buf in buffers:
-            if placed.guard:
-                base = placed.ptrs[buf.name] - placed.guard
-                add("front", buf.name, "", "bytes", (base,))
-                add("back", buf.name, "", "bytes", (placed.ptrs[buf.name] + buf.nbytes,))
-            if buf.is_input and buf.nbytes:
-                add("changed", buf.name, "", "changed", ())
-        outputs = [by_name[n] for n in checks.outputs if n in by_name]
-        for buf in outputs:
-            add("unwritten", buf.name, "", "output", (0,))
-            for ref in checks.against:
-                kept = self.kept.get(ref)
-                if kept is None:
-                    raise KeyError(f"no run kept as {ref!r} in this worker")
-                other = kept.get(buf.name)
-                if other is not None and other[1] == buf.nbytes:
-                    add("compare", buf.name, ref, "output", (other[0],))
-        if not plan:
-            return RunReply()
-        host = np.array(slots, dtype=np.uint64)
-        dev = self._take(host.nbytes)
         try:
+            for buf in buffers:
+                band = placed.guards.get(buf.name, 0)
+                if band:
+                    add("front", buf.name, "", "bytes", (placed.ptrs[buf.name] - band, band))
+                    add("back", buf.name, "", "bytes", (placed.ptrs[buf.name] + buf.nbytes, band))
+                if buf.is_input and buf.nbytes and buf.name in placed.pristine:
+                    add("changed", buf.name, "", "changed", ())
+            outputs = [by_name[n] for n in checks.outputs if n in by_name]
+            for buf in outputs:
+                if buf.poison is not None:
+                    add("unwritten", buf.name, "", "output", (0,))
+                if checks.finite and is_float(buf.dtype):
+                    add("finite", buf.name, "", "output", (placed.ptrs[buf.name],))
+                for ref in checks.against:
+                    kept = self.kept.get(ref)
+                    if kept is None:
+                        raise KeyError(f"no run kept as {ref!r} in this worker")
+                    other = kept.get(buf.name)
+                    if other is not None and other.size == buf.nbytes:
+                        dev = self._take(other.size)
+                        scratch.append((dev, other.size))
+                        if other.size:
+                            self.check(self.d.cuMemcpyHtoD(dev, other.ctypes.data, other.size),
+                                       "cuMemcpyHtoD")  # fmt: skip
+                        add("compare", buf.name, ref, "output", (dev,))
+            if not plan:
+                return RunReply()
+            host = np.array(slots, dtype=np.uint64)
+            dev = self._take(host.nbytes)
+            scratch.append((dev, host.nbytes))
             self.check(self.d.cuMemcpyHtoD(dev, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
             for what, name, _ref, slot, args in plan:
                 buf, at = by_name[name], dev + 8 * slot
                 n = buf.nbytes // storage_dtype(buf.dtype).itemsize
                 if what in ("front", "back"):
-                    self._call("cl_check_bytes", placed.guard, [
-                        ("uint64", args[0]), ("uint64", placed.guard), ("uint32", GUARD_BYTE),
+                    self._call("cl_check_bytes", args[1], [
+                        ("uint64", args[0]), ("uint64", args[1]), ("uint32", GUARD_BYTE),
                         ("uint64", at)])  # fmt: skip
                 elif what == "changed":
                     self._call("cl_check_changed", n, [
                         ("uint64", placed.pristine[name]), ("uint64", placed.ptrs[name]),
                         ("uint64", n), ("int32", storage_dtype(buf.dtype).itemsize),
                         ("uint64", at)])  # fmt: skip
+                elif what == "finite":  # itself against itself with atol -1: the finite count
+                    self._call("cl_check_output", n, [
+                        ("uint64", args[0]), ("uint64", args[0]), ("uint64", n),
+                        ("int32", DTYPE_CODES[buf.dtype]), ("uint64", NO_MATCH),
+                        ("float64", 0.0), ("float64", -1.0), ("uint64", at),
+                    ])  # fmt: skip
                 else:
                     self._call("cl_check_output", n, [
                         ("uint64", args[0]), ("uint64", placed.ptrs[name]), ("uint64", n),
-                        ("int32", DTYPE_CODES[buf.dtype]), ("uint64", poison_bits(buf.dtype)),
+                        ("int32", DTYPE_CODES[buf.dtype]), ("uint64", _poison_value(buf)),
                         ("float64", checks.rtol), ("float64", checks.atol), ("uint64", at),
                     ])  # fmt: skip
             self.sync(CHECK_TIMEOUT_S)
@@ -473,9 +521,21 @@ class CudaBackend:
             if worst:
                 self.sync(CHECK_TIMEOUT_S)
                 self._read(host, dev)
+            return self._summaries(plan, host, by_name, placed)
         finally:
-            self._give([(dev, host.nbytes)])
-        return self._summaries(plan, host, by_name, placed)
+            self._give(self._scrub(scratch))
+
+    def _scrub(self, allocations: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Zero allocations before they go back to the pool: no output (the oracle's above all)
+        stays readable on the device for a later run to find. Returns those zeroed; one that
+        could not be (the context is lost after a fault) is freed instead, never pooled."""
+        zeroed = []
+        for base, nbytes in allocations:
+            if not nbytes or int(_code(self.d.cuMemsetD8(base, 0, nbytes))) == 0:
+                zeroed.append((base, nbytes))
+            else:
+                self.d.cuMemFree(base)
+        return zeroed
 
     def _read(self, host: np.ndarray, dev: int) -> None:
         self.check(self.d.cuMemcpyDtoH(host.ctypes.data, dev, host.nbytes), "cuMemcpyDtoH")
@@ -499,12 +559,13 @@ class CudaBackend:
         changed: dict[str, ChangeSummary] = {}
         unwritten: dict[str, OutputSummary] = {}
         compared: dict[str, dict[str, OutputSummary]] = {}
+        nonfinite: dict[str, int] = {}
         s = [int(v) for v in host]
         for what, name, ref, i, args in plan:
             buf = by_name[name]
             n = buf.nbytes // storage_dtype(buf.dtype).itemsize
             if what == "front":
-                guards[name] = GuardSummary(s[i], s[i + 1] if s[i] else 0)
+                guards[name] = GuardSummary(s[i], s[i + 1] if s[i] else 0, guard=args[1])
             elif what == "back":
                 front = guards[name]
                 guards[name] = replace(front, back_changed=s[i], back_first=s[i + 1] if s[i]
@@ -516,6 +577,8 @@ class CudaBackend:
                     changed[name] = ChangeSummary(s[i], s[i + 1], before, after)
                 else:
                     changed[name] = ChangeSummary()
+            elif what == "finite":
+                nonfinite[name] = n - s[i + 3]
             else:
                 summary = OutputSummary(n, s[i], s[i + 1] if s[i] else 0, s[i + 2])
                 if what == "unwritten":
@@ -534,22 +597,22 @@ class CudaBackend:
                         got=self._element(placed.ptrs[name], first, buf.dtype),
                     )  # fmt: skip
                 compared.setdefault(ref, {})[name] = summary
-        return RunReply(guards, changed, unwritten, compared)
+        return RunReply(guards, changed, unwritten, compared, nonfinite)
 
     def _keep(self, name: str | None, buffers: Sequence[Buffer], placed: Placed,
               outputs: Sequence[str]) -> None:  # fmt: skip
-        """Keep `outputs`' allocations as the run `name` (the previous one goes to the pool)."""
+        """Copy `outputs` into host memory as the run `name` (replacing one of that name); the
+        device allocations are scrubbed when the run releases them."""
         if name is None:
             return
-        old = self.kept.pop(name, None)
-        if old is not None:
-            self._give([(base, total) for _, _, base, total in old.values()])
-        kept: dict[str, tuple[int, int, int, int]] = {}
+        kept: dict[str, np.ndarray] = {}
         for buf in buffers:
             if buf.name in outputs:
-                base, total = placed.bases[buf.name]
-                kept[buf.name] = (placed.ptrs[buf.name], buf.nbytes, base, total)
-                placed.kept.append(base)
+                host = np.empty(buf.nbytes, dtype=np.uint8)
+                if buf.nbytes:
+                    self.check(self.d.cuMemcpyDtoH(host.ctypes.data, placed.ptrs[buf.name],
+                                                   buf.nbytes), "cuMemcpyDtoH")  # fmt: skip
+                kept[buf.name] = host
         self.kept[name] = kept
 
     def _params(self, params: Sequence[Param], ptrs: Mapping[str, int]) -> tuple[Any, list[Any]]:
@@ -628,44 +691,29 @@ class CudaBackend:
         """Interleaved timing of several launches, each on its own copy of the buffers.
 
         Before every launch (warm-up and timed, outside the timed region, before the L2 flush)
-        each kernel's `out` buffers (those sent with `poison`) are poisoned again, so a launch
-        that skips its work leaves poison behind, not the previous launch's result. A kernel
-        with a `recheck` (new input values and poison, the same names and sizes) is then checked
-        on the very allocations it was timed on: its `out` buffers after the last timed launch
-        per `last` (`Recheck.last`), then the new values are written into the same allocations
-        (guards untouched), it is launched once more, and checked per `after` (`Recheck.after`).
+        each kernel gets inputs no launch has had and its `out` buffers are poisoned again
+        (`_Rotation`), so a launch that skips its work leaves poison behind and one that
+        replays an earlier result replays it for other inputs. A kernel with `checks` has one
+        launch in each of its first batches run on a reference set and checked afterwards
+        against the oracle's run on it (kept in host memory until then), inputs included;
+        after the timing, every buffer's guards and the last launch's outputs are checked.
         """
         self._ensure_flush()
         plan = req.plan
         timeout_s = float(req.timeout_s)
         placements: list[Placed] = []
         extra: list[tuple[int, int]] = []
-        keeps: list[Any] = []
-        launches: list[Callable[[], None]] = []
-        prepares: list[Callable[[], None]] = []
-        kept: list[tuple[Any, Launch, Any, Placed]] = []
+        rotations: list[_Rotation] = []
         try:
             for k in req.kernels:
                 launch = k.launch
                 fn = self._function(launch.key)
                 self._prepare(fn, int(launch.smem))
-                placed = self._place(launch.buffers, GUARD_BYTES, checked=k.recheck is not None)
+                placed = self._place(launch.buffers, GUARD_BYTES, checked=False)
                 placements.append(placed)
                 params, keep = self._params(launch.params, placed.ptrs)
-                keeps.append(keep)
-                kept.append((fn, launch, params, placed))
-                launches.append(partial(self._launch, fn, launch, params))
-                poison = []
-                for b in launch.buffers:
-                    if b.poison is not None:
-                        nbytes, pattern = b.nbytes, b.poison
-                        source = None
-                        if nbytes and len(pattern) not in (1, 2, 4):  # float64: copy a poisoned
-                            source = self._take(nbytes)  # buffer, no 64-bit memset exists
-                            extra.append((source, nbytes))
-                            self._fill(source, nbytes, pattern)
-                        poison.append((placed.ptrs[b.name], nbytes, pattern, source))
-                prepares.append(partial(self._repoison, poison))
+                rotations.append(_Rotation(self, k, placed, partial(self._launch, fn, launch,
+                                           params), keep, plan.batch, extra))  # fmt: skip
             counter = [0]
 
             def flush() -> None:
@@ -676,54 +724,49 @@ class CudaBackend:
                 self.check(result, "L2 flush")
 
             # the watchdog scales with the batch: every launch in it may take up to timeout_s
-            batch_timeout = timeout_s * max(plan.batch, plan.warmup) * len(launches)
+            batch_timeout = timeout_s * max(plan.batch, plan.warmup) * len(rotations)
             samples = timing.time_interleaved(
                 self.d,
                 self.stream,
-                launches,
+                [r.launch for r in rotations],
                 flush,
                 lambda: self.sync(batch_timeout),
                 plan,
                 check=self.check,
-                prepare=prepares,
+                prepare=[r.prepare for r in rotations],
+                after=[r.after for r in rotations],
             )
-            rechecks: list[Recheck | None] = []
-            for (fn, launch, params, placed), k in zip(kept, req.kernels, strict=True):
-                if k.recheck is None:
-                    rechecks.append(None)
-                    continue
-                outputs = [b for b in launch.buffers if b.is_output]
-                last = self._check(outputs, placed, k.last or Checks()) if k.last else RunReply()
-                self._fill_data(k.recheck, placed)
-                self._launch(fn, launch, params)
-                self.sync(timeout_s)
-                after = self._check(k.recheck, placed, k.after) if k.after else RunReply()
-                rechecks.append(Recheck(last, after))
-            return TimeReply(tuple(tuple(s) for s in samples), tuple(rechecks))
+            self.sync(batch_timeout)
+            checks = tuple(r.results() for r in rotations)
+            return TimeReply(tuple(tuple(s) for s in samples), checks)
         except Timeout:
             placements, extra = [], []  # cuMemFree would wait for the hung kernel
             raise
         finally:
             for placed in placements:
                 self._release(placed)
-            self._give(extra)
+            self._give(self._scrub(extra))
 
-    def _repoison(self, poison: list[tuple[int, int, bytes, int | None]]) -> None:
-        """Poison buffers on the worker's stream (ordered with the launches; async)."""
-        for ptr, nbytes, pattern, source in poison:
-            if not nbytes:
-                continue
-            if source is not None:
-                result = self.d.cuMemcpyDtoDAsync(ptr, source, nbytes, self.stream)
-            elif len(pattern) == 4:
-                value = int.from_bytes(pattern, "little")
-                result = self.d.cuMemsetD32Async(ptr, value, nbytes // 4, self.stream)
-            elif len(pattern) == 2:
-                value = int.from_bytes(pattern, "little")
-                result = self.d.cuMemsetD16Async(ptr, value, nbytes // 2, self.stream)
-            else:
-                result = self.d.cuMemsetD8Async(ptr, pattern[0], nbytes, self.stream)
-            self.check(result, "poison")
+    def _poison_async(self, ptr: int, nbytes: int, pattern: bytes, source: int | None) -> None:
+        """Fill `nbytes` at `ptr` with `pattern` on the worker's stream (ordered with the
+        launches; a float64 pattern is copied from `source`: no 64-bit memset exists)."""
+        if not nbytes:
+            return
+        if source is not None:
+            result = self.d.cuMemcpyDtoDAsync(ptr, source, nbytes, self.stream)
+        elif len(pattern) == 4:
+            value = int.from_bytes(pattern, "little")
+            result = self.d.cuMemsetD32Async(ptr, value, nbytes // 4, self.stream)
+        elif len(pattern) == 2:
+            value = int.from_bytes(pattern, "little")
+            result = self.d.cuMemsetD16Async(ptr, value, nbytes // 2, self.stream)
+        else:
+            result = self.d.cuMemsetD8Async(ptr, pattern[0], nbytes, self.stream)
+        self.check(result, "poison")
+
+    def _copy_async(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self.check(self.d.cuMemcpyDtoDAsync(dst, src, nbytes, self.stream), "copy")
 
     def bandwidth(self, req: BandwidthRequest) -> BandwidthReply:
         """Device-to-device copy bandwidth in GB/s (bytes read + written), median of repeats."""
@@ -764,6 +807,8 @@ class CudaBackend:
                 return self.time(req)
             if isinstance(req, BandwidthRequest):
                 return self.bandwidth(req)
+            if isinstance(req, UnloadRequest):
+                return self.unload(req)
         except Timeout as exc:
             return Failure("timeout", str(exc), fatal=True)
         except CudaError as exc:
@@ -773,6 +818,116 @@ class CudaBackend:
                 return Failure("launch_error", str(exc))
             return Failure("fault", str(exc), fatal=True)
         return Failure("error", f"unknown op {_op(req)!r}")
+
+
+class _Rotation:
+    """One timed kernel's inputs and checks across its launches (`CudaBackend.time`).
+
+    Fresh launches regenerate every generated input (`in` and `inout`: an `inout` is restored
+    as well) with a key no launch has had, and copy a hook's data from a rotation of sets;
+    sampled launches (one at a random position in each of the first `len(refs)` batches) copy
+    in reference set r, and their buffers are copied aside after the launch's end event, to be
+    checked once the timing is over. Every launch's `out` buffers are poisoned before it."""
+
+    def __init__(self, backend: CudaBackend, kernel: TimedKernel, placed: Placed,
+                 launch: Callable[[], None], keep: Any, batch: int,
+                 extra: list[tuple[int, int]]) -> None:  # fmt: skip
+        self.b, self.k, self.placed, self.launch, self.keep = backend, kernel, placed, launch, keep
+        self.extra = extra
+        buffers = kernel.launch.buffers
+        self.inputs = [buf for buf in buffers if not buf.is_output]
+        self.poison: list[tuple[int, int, bytes, int | None]] = []
+        for buf in buffers:
+            if buf.is_output and buf.poison is not None:
+                source = None
+                if buf.nbytes and len(buf.poison) not in (1, 2, 4):
+                    source = self._alloc(buf.nbytes)
+                    backend._fill(source, buf.nbytes, buf.poison)
+                self.poison.append((placed.ptrs[buf.name], buf.nbytes, buf.poison, source))
+        # reference sets: their inputs made once, into allocations of their own
+        self.sets: list[dict[str, int]] = []
+        for ref_buffers, _kept in kernel.refs:
+            by_name = {b.name: b for b in ref_buffers}
+            made: dict[str, int] = {}
+            for buf in self.inputs:
+                ref = by_name.get(buf.name)
+                if ref is None or ref.nbytes != buf.nbytes:
+                    raise ValueError(f"reference set without a matching buffer {buf.name!r}")
+                made[buf.name] = self._alloc(buf.nbytes)
+                backend._fill_data([ref], Placed(0, False, ptrs={buf.name: made[buf.name]}))
+            self.sets.append(made)
+        # a hook's data: the launch's own values, then each reference set's, in turn
+        self.data_sources: dict[str, list[int]] = {}
+        for buf in self.inputs:
+            if buf.generated is None:
+                own = self._alloc(buf.nbytes)
+                backend._copy_async(own, placed.ptrs[buf.name], buf.nbytes)
+                self.data_sources[buf.name] = [own] + [made[buf.name] for made in self.sets]
+        self.positions = {r * batch + secrets.randbelow(max(batch, 1)): r
+                          for r in range(len(self.sets))} if kernel.checks else {}  # fmt: skip
+        self.snapshots: dict[int, dict[str, int]] = {}
+        self.launches = 0  # warm-up included: the fresh keys' counter
+        self.timed = 0
+        self.sampled: int | None = None
+
+    def _alloc(self, nbytes: int) -> int:
+        ptr = self.b._take(nbytes)
+        self.extra.append((ptr, nbytes))
+        return ptr
+
+    def prepare(self, timed: bool) -> None:
+        b, ptrs = self.b, self.placed.ptrs
+        self.sampled = self.positions.get(self.timed) if timed else None
+        self.launches += 1
+        if self.sampled is not None:
+            made = self.sets[self.sampled]
+            for buf in self.inputs:
+                b._copy_async(ptrs[buf.name], made[buf.name], buf.nbytes)
+        else:
+            salt = mix(((self.k.fresh & 0xFFFFFF) << 40) ^ self.launches)
+            for buf in self.inputs:
+                if buf.generated is not None:
+                    fresh = replace(buf.generated, key=mix(buf.generated.key ^ salt))
+                    b._generate(ptrs[buf.name], buf, fresh)
+                else:
+                    sources = self.data_sources[buf.name]
+                    b._copy_async(ptrs[buf.name], sources[self.launches % len(sources)],
+                                  buf.nbytes)  # fmt: skip
+        for ptr, nbytes, pattern, source in self.poison:
+            b._poison_async(ptr, nbytes, pattern, source)
+
+    def after(self, timed: bool) -> None:
+        if not timed:
+            return
+        if self.sampled is not None:
+            checks = self.k.checks
+            assert checks is not None
+            snap: dict[str, int] = {}
+            for buf in self.k.launch.buffers:
+                if buf.is_input or buf.name in checks.outputs:
+                    snap[buf.name] = self._alloc(buf.nbytes)
+                    self.b._copy_async(snap[buf.name], self.placed.ptrs[buf.name], buf.nbytes)
+            self.snapshots[self.timed] = snap
+        self.timed += 1
+
+    def results(self) -> TimedChecks | None:
+        checks = self.k.checks
+        if checks is None:
+            return None
+        b, buffers = self.b, self.k.launch.buffers
+        guards = b._check(buffers, self.placed, Checks())
+        outputs = [buf for buf in buffers if buf.name in checks.outputs]
+        last = b._check(outputs, replace(self.placed, guards={}), Checks(checks.outputs))
+        sampled = []
+        for index, snap in sorted(self.snapshots.items()):
+            r = self.positions[index]
+            made = self.sets[r]
+            placed = Placed(0, True, ptrs=snap, pristine={
+                buf.name: made[buf.name] for buf in buffers if buf.is_input})  # fmt: skip
+            against = Checks(checks.outputs, checks.rtol, checks.atol,
+                             against=(self.k.refs[r][1],))  # fmt: skip
+            sampled.append((index, b._check(buffers, placed, against)))
+        return TimedChecks(guards, last, tuple(sampled))
 
 
 def _op(req: Request) -> str:

@@ -32,6 +32,7 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_NOT_READY = 600
     CUDA_ERROR_ILLEGAL_ADDRESS = 700
     CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+    CUDA_ERROR_MISALIGNED_ADDRESS = 716
     CUDA_ERROR_LAUNCH_FAILED = 719
 
 
@@ -82,6 +83,7 @@ class _State:
         self.hung = False
         self.launches: dict[str, int] = {}
         self.device_globals: dict[str, Any] = {}
+        self.module_globals: dict[str, Any] = {}  # a module's __device__ state: gone on unload
         self.dyn_smem: dict[str, int] = {}
         self.flushed = False  # an L2 flush (a memset of >= 16 MiB) since the last launch
         self.launch_timed = False  # the launch in progress sits between two event records
@@ -102,6 +104,12 @@ def _view(addr: int, count: int, dtype: Any) -> np.ndarray:
 
 
 # --- kernels: (x: const float*, y: float*, n: int) -------------------------------------------
+# Launches of a candidate before its timing (4 spec cases x 2, a pre-filled run, up to 10 hidden
+# cases) stay below LATE: the "late" planted kernels pass every correctness run and cheat only
+# while timed.
+LATE = 24
+
+
 def _twice(x: np.ndarray, n: int) -> np.ndarray:
     return (2.0 * x[:n]).astype(np.float32)
 
@@ -134,7 +142,7 @@ def k_racy(x: int, y: int, n: int) -> None:
 def k_caching(x: int, y: int, n: int) -> None:
     count = S.launches.get("caching", 0)
     cache = S.device_globals.setdefault("cache", {})
-    if count >= 10 and n in cache:
+    if count >= LATE and n in cache:
         _view(y, n, np.float32)[:] = cache[n]
         return
     k_twice(x, y, n)
@@ -144,7 +152,7 @@ def k_caching(x: int, y: int, n: int) -> None:
 def k_pointer_cache(x: int, y: int, n: int) -> None:
     """Skips all work when called again with the same `y` (once past the first runs)."""
     count = S.launches.get("pointer_cache", 0)
-    if count >= 8 and S.device_globals.get("pointer_cache") == y:
+    if count >= LATE and S.device_globals.get("pointer_cache") == y:
         return
     k_twice(x, y, n)
     S.device_globals["pointer_cache"] = y
@@ -154,7 +162,7 @@ def k_pointer_replay(x: int, y: int, n: int) -> None:
     """Writes back the result it remembered for the same `y` (once past the first runs)."""
     count = S.launches.get("pointer_replay", 0)
     last = S.device_globals.get("pointer_replay")
-    if count >= 8 and last is not None and last[0] == y and last[1].size == n:
+    if count >= LATE and last is not None and last[0] == y and last[1].size == n:
         _view(y, n, np.float32)[:] = last[1]
         return
     k_twice(x, y, n)
@@ -162,14 +170,14 @@ def k_pointer_replay(x: int, y: int, n: int) -> None:
 
 
 def k_counter_cache(x: int, y: int, n: int) -> None:
-    """Computes only on its first 16 launches."""
-    if S.launches.get("counter_cache", 0) < 16:
+    """Computes only on its first LATE launches."""
+    if S.launches.get("counter_cache", 0) < LATE:
         k_twice(x, y, n)
 
 
 def k_past_end_late(x: int, y: int, n: int) -> None:
     """Correct on its first runs, then writes one element past the end of y."""
-    if S.launches.get("past_end_late", 0) >= 8:
+    if S.launches.get("past_end_late", 0) >= LATE:
         k_past_end(x, y, n)
     else:
         k_twice(x, y, n)
@@ -181,7 +189,7 @@ def k_twice64(x: int, y: int, n: int) -> None:  # (const double* x, double* y, i
 
 def k_pointer_cache64(x: int, y: int, n: int) -> None:
     count = S.launches.get("pointer_cache64", 0)
-    if count >= 8 and S.device_globals.get("pointer_cache64") == y:
+    if count >= LATE and S.device_globals.get("pointer_cache64") == y:
         return
     k_twice64(x, y, n)
     S.device_globals["pointer_cache64"] = y
@@ -193,8 +201,102 @@ def k_accumulate(x: int, y: int, n: int) -> None:  # (const float* x, float* y /
 
 def k_accumulate_past_end_late(x: int, y: int, n: int) -> None:
     k_accumulate(x, y, n)
-    if S.launches.get("accumulate_past_end_late", 0) >= 8:
+    if S.launches.get("accumulate_past_end_late", 0) >= LATE:
         _view(y + 4 * n, 1, np.float32)[:] = 1.0
+
+
+# --- planted for issue 11 (integrity): each cheats in one way the evaluator must catch -------
+def k_inout_skip(x: int, y: int, n: int) -> None:
+    """inout: skips its work (and most of its cost) when y already holds its last result, as
+    it does when the buffer is not restored between timed launches."""
+    state = S.device_globals.setdefault("inout_skip", {})
+    last = state.get(y)
+    if last is not None and last.size == n and np.array_equal(_view(y, n, np.float32), last):
+        S.clock_ms -= 0.030  # (it skipped the work)
+        return
+    k_accumulate(x, y, n)
+    state[y] = _view(y, n, np.float32).copy()
+
+
+def _fingerprint(x: int, n: int) -> bytes:
+    return _view(x, min(n, 4), np.float32).tobytes() + n.to_bytes(8, "little")
+
+
+def k_fingerprint_replay(x: int, y: int, n: int) -> None:
+    """Replays the result saved for inputs whose first values it has seen (cheap when it hits)
+    and pretends the replay costs almost nothing: timed on repeated inputs it looks 8x faster."""
+    saved = S.device_globals.setdefault("fingerprint_replay", {})
+    hit = saved.get(_fingerprint(x, n))
+    if hit is not None:
+        _view(y, n, np.float32)[:] = hit
+        S.clock_ms -= 0.035
+        return
+    k_twice(x, y, n)
+    saved[_fingerprint(x, n)] = _view(y, n, np.float32).copy()
+
+
+def k_poison_only(x: int, y: int, n: int) -> None:
+    """Writes only the elements that hold a NaN (the poison it was told about)."""
+    out = _view(y, n, np.float32)
+    with np.errstate(invalid="ignore"):
+        where = np.isnan(out)
+    out[where] = _twice(_view(x, n, np.float32), n)[where]
+
+
+def k_fixed_poison(x: int, y: int, n: int) -> None:
+    """Writes only where it sees the documented poison 0x7FA5A5A5: a poison drawn per run
+    leaves it writing nothing."""
+    out = _view(y, n, np.float32)
+    where = out.view(np.uint32) == np.uint32(0x7FA5A5A5)
+    out[where] = _twice(_view(x, n, np.float32), n)[where]
+
+
+def k_tail_upto_5000(x: int, y: int, n: int) -> None:
+    """Right for the spec's sizes only: handles n by blocks of 100 and a tail, except a tail of
+    1 (n = 100k + 1 beyond the listed 1): such an n leaves its last element wrong."""
+    k_twice(x, y, n)
+    if n > 1 and n % 100 == 1:
+        _view(y, n, np.float32)[n - 1] = 0.0
+
+
+def k_range_shift(x: int, y: int, n: int) -> None:
+    """Right for inputs inside init's range (-1, 1) only: clamps what it reads to it."""
+    v = np.clip(_view(x, n, np.float32), -1.0, 1.0)
+    _view(y, n, np.float32)[:] = 2.0 * v
+
+
+def k_aligned_only(x: int, y: int, n: int) -> None:
+    """Assumes 16-byte-aligned bases (float4 loads): misaligned, it faults."""
+    if x % 16 or y % 16:
+        S.pending = CUresult.CUDA_ERROR_MISALIGNED_ADDRESS
+        return
+    k_twice(x, y, n)
+
+
+def k_oracle_reader(x: int, y: int, n: int) -> None:
+    """Looks through device memory for the original's output on the same inputs (2x, found by
+    its first values) and copies it at almost no cost; computes honestly when none is there."""
+    want = _twice(_view(x, n, np.float32), n)
+    target = want[: min(n, 4)].tobytes()
+    for base, arr in list(S.allocations.items()):
+        if arr.size > 16 << 20 or base <= y < base + arr.size:
+            continue
+        raw = arr.tobytes()
+        at = raw.find(target)
+        while at >= 0 and at + 4 * n <= len(raw):
+            if raw[at : at + 4 * n] == want.tobytes():
+                _view(y, n, np.float32)[:] = want  # (what it found there)
+                S.clock_ms -= 0.035
+                return
+            at = raw.find(target, at + 1)
+    k_twice(x, y, n)
+
+
+def k_persist(x: int, y: int, n: int) -> None:
+    """y = 2x + (its module's launches so far): module state, which must not survive an unload."""
+    state = S.module_globals.setdefault("persist", {"launches": 0})
+    _view(y, n, np.float32)[:] = _twice(_view(x, n, np.float32), n) + state["launches"]
+    state["launches"] += 1
 
 
 def k_modifies_input(x: int, y: int, n: int) -> None:
@@ -266,6 +368,15 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "fault_when_timed": (k_fault_when_timed, 0.010, 0),
     "covers_launch": (k_covers_launch, 0.010, 0),
     "launch_bounds": (k_twice, 0.010, CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
+    "inout_skip": (k_inout_skip, 0.040, 0),
+    "fingerprint_replay": (k_fingerprint_replay, 0.040, 0),
+    "poison_only": (k_poison_only, 0.010, 0),
+    "fixed_poison": (k_fixed_poison, 0.010, 0),
+    "tail_upto_5000": (k_tail_upto_5000, 0.010, 0),
+    "range_shift": (k_range_shift, 0.010, 0),
+    "aligned_only": (k_aligned_only, 0.010, 0),
+    "persist": (k_persist, 0.010, 0),
+    "oracle_reader": (k_oracle_reader, 0.040, 0),
 }
 
 
@@ -308,12 +419,12 @@ def h_check_output(expected: int, got: int, n: int, dtype: int, poison: int, rto
     size = storage_dtype(name).itemsize
     slots = _slots(slots_at, 8)
     g = _view(got, n, _BITS[size])
-    poisoned = g == np.array(poison, dtype=_BITS[size])
+    poisoned = g.astype(np.uint64) == np.uint64(poison)  # (compared as 64 bits, as on the GPU)
     if not expected:
         _found(slots, 0, np.flatnonzero(poisoned))
         return
     e = _view(expected, n, _BITS[size])
-    _found(slots, 0, np.flatnonzero(poisoned & (e != np.array(poison, dtype=_BITS[size]))))
+    _found(slots, 0, np.flatnonzero(poisoned & (e.astype(np.uint64) != np.uint64(poison))))
     if name in ("float32", "float64", "float16", "bfloat16"):
         ev, gv = _as_float64(e, name), _as_float64(g, name)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -493,6 +604,7 @@ def cuModuleGetFunction(module: str, name: bytes) -> tuple[Any, ...]:
 
 
 def cuModuleUnload(module: Any) -> tuple[Any, ...]:
+    S.module_globals.pop(str(module), None)
     return OK
 
 

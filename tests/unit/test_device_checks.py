@@ -175,7 +175,8 @@ def test_output_summaries_match_numpy(backend: CudaBackend, dtype: str) -> None:
     backend._keep("oracle", [Buffer("y", nbytes, dtype)], ref, ("y",))
     backend._release(ref)
     run = backend._place([Buffer("y", nbytes, dtype, data=got.tobytes())], GUARD_BYTES)
-    reply = backend._check([Buffer("y", nbytes, dtype)], run, Checks(("y",), 1e-2, 1e-3,
+    poisoned = Buffer("y", nbytes, dtype, poison=poison_pattern(dtype))  # (the run's poison)
+    reply = backend._check([poisoned], run, Checks(("y",), 1e-2, 1e-3,
                            against=("oracle",)))  # fmt: skip
     want = summarize_output(expected, got, dtype, rtol=checks.rtol, atol=checks.atol)
     assert reply.compared["oracle"]["y"] == want
@@ -217,10 +218,13 @@ def test_allocations_are_reused_across_runs(backend: CudaBackend) -> None:
     second = backend._place(bufs, GUARD_BYTES)
     assert len(fake.S.allocations) == allocated  # the same allocation, from the pool
     assert second.ptrs == first.ptrs
-    backend._keep("kept", bufs, second, ("y",))
-    backend._release(second)
+    put(backend, second.ptrs["y"], np.arange(1024, dtype=np.float32))
+    backend._keep("kept", bufs, second, ("y",))  # into host memory (issue 11) ...
+    backend._release(second)  # ... and the device copy is scrubbed before it is pooled
+    assert np.array_equal(backend.kept["kept"]["y"].view(np.float32), np.arange(1024))
+    assert not get(backend, second.ptrs["y"], 1024, "float32").any()
     third = backend._place(bufs, GUARD_BYTES)
-    assert third.ptrs != second.ptrs  # a kept run's buffers are not handed out
+    assert third.ptrs == second.ptrs
 
 
 def test_comparing_with_a_run_the_worker_does_not_keep_is_an_error(backend: CudaBackend) -> None:

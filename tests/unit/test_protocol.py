@@ -35,13 +35,14 @@ from cuda_llm_lsp.evaluate.protocol import (
     ProtocolError,
     QuitRequest,
     Ready,
-    Recheck,
     RunReply,
     RunRequest,
     ScalarArg,
+    TimedChecks,
     TimedKernel,
     TimeReply,
     TimeRequest,
+    UnloadRequest,
     as_reply,
     as_request,
     decode,
@@ -82,7 +83,10 @@ MESSAGES: list[Message] = [
     RunRequest(LAUNCH, timeout_s=0.5, guards=False),
     RunRequest(LAUNCH, checks=Checks(("y",), 1e-4, 1e-5, keep="oracle", against=("first",))),
     TimeRequest(
-        (TimedKernel(LAUNCH), TimedKernel(LAUNCH, LAUNCH.buffers, Checks(("y",)), Checks())),
+        (
+            TimedKernel(LAUNCH),
+            TimedKernel(LAUNCH, 7, ((LAUNCH.buffers, "reference 0"),), Checks(("y",))),
+        ),
         timing.Plan(budget_s=0.3, batch=5),
         timeout_s=2.0,
     ),
@@ -94,7 +98,10 @@ MESSAGES: list[Message] = [
     FactsReply(DEFAULT_DEVICE, driver_version=12040),
     LoadReply("abc", registers=32, static_smem=0),
     RUN_REPLY,
-    TimeReply(((0.5, 0.25), (0.125,)), (None, Recheck(RunReply(), RUN_REPLY))),
+    TimeReply(
+        ((0.5, 0.25), (0.125,)), (None, TimedChecks(RunReply(), RUN_REPLY, ((3, RUN_REPLY),)))
+    ),
+    UnloadRequest("abc"),
     BandwidthReply(gbs=3000.0, nbytes=1 << 30),
     Pong(),
 ]
