@@ -55,9 +55,8 @@ pytestmark = [
     pytest.mark.skipif(isinstance(TOOLS, str), reason=str(TOOLS)),
     pytest.mark.timeout(600),
 ]
-SCREENSHOTS = Screenshots() if not isinstance(TOOLS, str) else None
+SCREENSHOTS: Screenshots | None = None  # made by the session fixture; conftest reads it
 SUGGESTION = "saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases"  # the notification, once
-VIEWPORT = {"width": 1280, "height": 800}
 
 
 class Session:
@@ -119,7 +118,9 @@ def _one_flow(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(scope="module")
 def session() -> Iterator[Session]:
-    assert isinstance(TOOLS, Tools) and SCREENSHOTS is not None
+    global SCREENSHOTS
+    assert isinstance(TOOLS, Tools)
+    SCREENSHOTS = shots = Screenshots()
     from playwright.sync_api import sync_playwright
 
     home = Path(tempfile.mkdtemp(prefix="cuda-llm-code-server-"))
@@ -149,22 +150,22 @@ def session() -> Iterator[Session]:
         with code_server(TOOLS, home, folder, settings, env) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(TOOLS.chromium), args=CHROMIUM_ARGS)
             try:
-                page = browser.new_page(viewport=VIEWPORT)
-                SCREENSHOTS.page = page
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                shots.page = page
                 workbench = Workbench(page)
                 workbench.open(url)
-                yield Session(workbench, folder, SCREENSHOTS)
+                yield Session(workbench, folder, shots)
             finally:
-                SCREENSHOTS.page = None
+                shots.page = None
                 browser.close()
     finally:
         llm.stop()
-        keep = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or getattr(SCREENSHOTS, "failed", False)
+        keep = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or getattr(shots, "failed", False)
         if not keep:
-            shutil.rmtree(SCREENSHOTS.directory, ignore_errors=True)
+            shutil.rmtree(shots.directory, ignore_errors=True)
         else:
-            print(f"screenshots: {SCREENSHOTS.directory}")
-        if getattr(SCREENSHOTS, "failed", False):
+            print(f"screenshots: {shots.directory}")
+        if getattr(shots, "failed", False):
             print(f"code-server log: {home / 'code-server.log'}")
         else:
             shutil.rmtree(home, ignore_errors=True)

