@@ -5,7 +5,9 @@ double, `CUDA_LLM_FAKE_DEVICES=2`), the FSR round judged across them, the suite 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -72,7 +74,14 @@ def test_an_optimize_round_over_two_gpus_matches_one_gpu(two_gpus: Path) -> None
         single = asyncio.run(optimize_round(one))
     assert statuses(single) == PLANTED and winner(single) == "fast", single.message
 
-    pool = GpuPool(lambda: local_devices("all", plan=PLAN, cache_dir=two_gpus))
+    timed: list[Timed] = []
+
+    def devices() -> list[Device]:
+        made = local_devices("all", plan=PLAN, cache_dir=two_gpus)
+        timed.extend(Timed(d.evaluator) for d in made)
+        return [Device(d.gpu, t) for d, t in zip(made, timed, strict=True)]  # type: ignore[misc]
+
+    pool = GpuPool(devices)
     events: list[ProgressEvent] = []
     try:
         started = time.monotonic()
@@ -88,7 +97,30 @@ def test_an_optimize_round_over_two_gpus_matches_one_gpu(two_gpus: Path) -> None
     said = [e for e in events if isinstance(e, CandidateStage) and e.gpu]
     assert {e.gpu for e in said} == {"gpu0", "gpu1"} and len(said) >= len(PLANTED)
     assert several.best_result is not None and several.best_result.gpu.startswith("gpu")
+    spans = sorted(span for d in timed for span in d.spans)  # type: ignore[attr-defined]
+    ends = list(itertools.accumulate((end for _, end in spans), max))
+    together = sum(1 for i in range(1, len(spans)) if spans[i][0] < ends[i - 1])
+    assert together >= 1, spans  # candidates judged while another one was (one GPU: none)
     print(f"2-GPU round: {took:.1f} s")
+
+
+class Timed:
+    """A device's evaluator, the wall-clock span of each `evaluate` noted."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.spans: list[tuple[float, float]] = []
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> EvalResult:
+        start = time.monotonic()
+        try:
+            result: EvalResult = self.inner.evaluate(*args, **kwargs)
+            return result
+        finally:
+            self.spans.append((start, time.monotonic()))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def test_evaluate_many_keeps_the_order_and_labels_each_result(two_gpus: Path) -> None:
@@ -255,3 +287,39 @@ def test_importing_the_package_never_imports_ray(tmp_path: Path) -> None:
             "cuda_llm_lsp.evaluate.ray_cluster; print('ray' in sys.modules)")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+# --- the CLI: flags and progress -----------------------------------------------------------------
+def test_bad_gpus_and_cluster_flags_are_usage_errors(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.fsr_fakes import SAXPY_FILE
+
+    source = tmp_path / "saxpy.cu"
+    source.write_text(SAXPY_FILE)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_LLM_EVALUATOR"}
+    env["CUDA_LLM_DATA_DIR"] = str(tmp_path / "data")
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", str(source), "--kernel", "saxpy",
+         "--gpus", "first", "--format", "json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "gpus must be 'all' or a list of GPU numbers" in done.stderr
+    assert json.loads(done.stdout)["exit_code"] == 2
+
+
+def test_the_progress_table_says_which_gpu_judges_what() -> None:
+    import io
+
+    from cuda_llm_lsp.cli.optimize import Display
+    from cuda_llm_lsp.fsr.types import RoundStarted
+
+    out = io.StringIO()
+    display = Display(out, live=False)
+    display(RoundStarted(1, 1))
+    display(CandidateStage(1, 2, "evaluating"))
+    display(CandidateStage(1, 2, "evaluating", gpu="node-a:gpu1"))
+    assert display.cells[(1, 2)] == "timing node-a:gpu1"
+    assert "  1.2 on node-a:gpu1" in out.getvalue().splitlines()
