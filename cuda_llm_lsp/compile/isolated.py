@@ -14,6 +14,7 @@ The cache (`compile.cache`) stays in the caller: a hit never pays the round trip
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -68,6 +69,9 @@ def failed_result(options: CompileOptions, message: str, code: str) -> CompileRe
     return CompileResult(ok=False, arch=options.arch, diagnostics=(problem,), log=message)
 
 
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="compile-spawner")
+
+
 class _Worker:
     """One child process and its two pipes."""
 
@@ -75,13 +79,17 @@ class _Worker:
         env = child_env()  # no API key: the child reads model-written code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
-        self.proc = subprocess.Popen(
+        # started from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
+        # forked the child ends, and a compile may come from a short-lived thread (a tuning
+        # run's pool), whose end would kill the processes it happened to start
+        self.proc = _SPAWNER.submit(
+            subprocess.Popen,
             [sys.executable, "-m", "cuda_llm_lsp.compile.isolated"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
             close_fds=True,
-        )
+        ).result()
         self.fd = self.proc.stdout.fileno() if self.proc.stdout else -1
 
     def call(self, request: Request, timeout_s: float) -> tuple[str, Any]:
