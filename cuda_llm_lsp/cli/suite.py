@@ -21,6 +21,7 @@ from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.types import NoGpuError
 from cuda_llm_lsp.suite.report import FAST_P, fast_p, to_json, write_report
 from cuda_llm_lsp.suite.runner import Progress, SuiteOptions, SuiteRunner, discover
+from cuda_llm_lsp.tune.search import TuneOptions
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 
@@ -81,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster",
         metavar="ADDRESS",
         help="a Ray cluster's GPUs instead: ray://HOST:PORT or auto (ray extra)",
+    )
+    parser.add_argument(
+        "--tune",
+        type=int,
+        metavar="N",
+        nargs="?",
+        const=TuneOptions().max_points,
+        help="tune kernels whose spec declares tunables (up to N configurations each, default "
+        f"{TuneOptions().max_points}): the report shows tuned against untuned",
     )
     parser.epilog = "exit codes: 0 all kernels correct, 1 a kernel fails, 2 usage, 3 no GPU"
 
@@ -179,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         vendor=not args.no_vendor,
         command=command,
         deadline_s=args.deadline,
+        tune=TuneOptions(max_points=args.tune) if args.tune else None,
     )
     plan = timing.Plan(budget_s=args.time_budget) if args.time_budget else None
     try:

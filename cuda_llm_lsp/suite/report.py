@@ -48,6 +48,14 @@ class KernelRow:
     vendor: str | None = None  # "cuBLAS (torch)", "cuSPARSE (cupy)" ...
     vendor_ms: float | None = None
     vendor_note: str | None = None  # why there is no vendor figure, when there is none
+    tuned: bool = False  # its tunables were searched (`suite --tune`)
+    tuned_config: str = ""  # the best configuration, "BLOCK=256 ITEMS=4"
+    untuned_ms: float | None = None  # the default configuration, measured in the same runs
+    tuned_ms: float | None = None
+    tuned_speedup: float | None = None  # default / best, interleaved in the same process
+    tuned_points: int = 0  # configurations measured
+    tuned_spread: float | None = None  # slowest correct configuration / fastest
+    tuned_note: str = ""  # why there is no tuned figure, when there is none
 
     @property
     def correct(self) -> bool:
@@ -166,6 +174,23 @@ def markdown_table(rows: Sequence[KernelRow], optimize: bool = False) -> str:
     return header + "\n".join(lines) + "\n"
 
 
+def tuning_table(rows: Sequence[KernelRow]) -> str:
+    """Tuned against untuned, for the kernels whose tunables were searched."""
+    lines = [
+        "| kernel | untuned ms | tuned ms | tuned / untuned | best configuration | "
+        "configurations | spread |",
+        "|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        if not r.tuned:
+            continue
+        config = _cell(r.tuned_config or r.tuned_note or "-")
+        lines.append(f"| {_cell(r.kernel)} | {_ms(r.untuned_ms)} | {_ms(r.tuned_ms)} | "
+                     f"{_x(r.tuned_speedup)} | {config} | {r.tuned_points} | "
+                     f"{_x(r.tuned_spread)} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def fast_p_table(rows: Sequence[KernelRow]) -> str:
     head = "| " + " | ".join(f"fast_{p:g}" for p in FAST_P) + " |\n"
     rule = "|" + "---:|" * len(FAST_P) + "\n"
@@ -205,6 +230,15 @@ def markdown(report: SuiteReport, chart_name: str | None = "chart.png") -> str:
         " baseline (KernelBench's fast_p; the baseline here is our own plain kernel).\n",
         fast_p_table(rows),
     ]
+    if any(r.tuned for r in rows):
+        parts += [
+            "## Tuned against untuned\n",
+            "Kernels whose spec declares tunables (`tune.NAME`), searched by `cuda-llm tune`'s"
+            " strategy; tuned / untuned = the default configuration's ms / the best's, both"
+            " measured in the same interleaved runs; spread = slowest correct configuration / the"
+            " fastest.\n",
+            tuning_table(rows),
+        ]
     geo = geomean(r.speedup for r in accepted if r.speedup)
     if report.optimize:
         parts.append(f"Geometric mean speedup of accepted kernels: {_x(geo)}\n")

@@ -41,9 +41,11 @@ from cuda_llm_lsp.fsr.types import (
 )
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
+from cuda_llm_lsp.source.spec.tunables import describe
 from cuda_llm_lsp.suite import floor, peaks, vendor
 from cuda_llm_lsp.suite.peaks import Peaks
 from cuda_llm_lsp.suite.report import KernelRow, SuiteReport
+from cuda_llm_lsp.tune.search import TuneError, TuneOptions, TuneRequest, tune_kernel
 
 SCENARIOS = ("Basic algebra", "LLM kernels", "Sparse", "Scientific")
 
@@ -63,6 +65,8 @@ class SuiteOptions:
     # Wall-clock seconds for the kernels; those not started by then are reported as skipped,
     # so a run with a hard time limit (a lent GPU, CI) still ends with a report.
     deadline_s: float | None = None
+    # kernels whose spec declares tunables are tuned after the bench (tuned against untuned)
+    tune: TuneOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +238,35 @@ class SuiteRunner:
                 optimized = self._optimize(item, row, recording, index, total)
                 if optimized is not None:
                     return optimized
-        return self._bench(item, row)
+        benched = self._bench(item, row)
+        if self.options.tune is not None and item.spec.tunables is not None:
+            self.on_progress(Progress(index, total, item.kernel.name, "tune"))
+            return self._tune(item, benched, self.options.tune)
+        return benched
+
+    def _tune(self, item: SuiteKernel, row: KernelRow, options: TuneOptions) -> KernelRow:
+        """The kernel's tunables searched (tune/): the best configuration against the untuned
+        default, both measured in the same runs."""
+        assert item.spec is not None
+        request = TuneRequest(item.text, item.kernel.name, item.spec, self.options.settings,
+                              item.path)  # fmt: skip
+        try:
+            result = tune_kernel(request, self.evaluator, options)
+        except (TuneError, InputError, BaselineFailed) as exc:
+            return replace(row, tuned=True, tuned_note=str(exc))
+        best, default = result.best, result.default_result
+        if best is None:
+            return replace(row, tuned=True, tuned_note="no configuration passed its checks")
+        return replace(
+            row,
+            tuned=True,
+            tuned_config=describe(best.config),
+            untuned_ms=default.ms if default else None,
+            tuned_ms=best.ms,
+            tuned_speedup=best.speedup,
+            tuned_points=len(result.measured),
+            tuned_spread=result.spread,
+        )
 
     def _bench(self, item: SuiteKernel, row: KernelRow) -> KernelRow:
         spec = item.spec
