@@ -12,14 +12,16 @@ Evaluation stops at the first failing case. A correct candidate gets "ok" with i
 no candidate is blamed for a broken reference.
 
 Timing holes, and why each is closed (or what remains):
-- Caching across launches. Keyed on values, on a launch counter or on its pointer arguments: the
-  outputs are poisoned before every timed launch, so a launch that skips its work leaves poison,
-  and the last one is checked; then new values go into the same allocations, so a cache keyed on
-  the pointers replays a stale result there (a fresh allocation, as the recheck used to get,
-  would have a new address, or by luck the old one). Remains: a kernel that computes on exactly
-  the launches we check and skips the others; a change-detector on the inputs (a hash of a few
-  values) that skips the work in between costs reading them, and is caught by the last launch's
-  check only if it skips that launch. Re-poisoning costs one memset per launch, outside the events.
+- Caching and replay across launches. Every timed launch gets inputs no launch had (the worker
+  regenerates them with fresh keys, `inout` restored) and poisoned outputs, outside the timed
+  region; one launch at a random position in each of the first batches runs on a reference set
+  the original was run on first and is checked (outputs, inputs unchanged), every buffer's guards
+  after the timing, the last launch for poison. A saved result never matches new inputs; a kernel
+  that skips work leaves poison. Remains: skipping work on launches that are neither sampled nor
+  the last is caught only with the probability of hitting a sampled one.
+- The original's results: kept runs live in the worker's host memory and every released
+  allocation is zeroed (docs/design.md says why this and not random pads or two processes); the
+  original is timed on inputs of its own. Candidate modules are unloaded after each evaluation.
 - Work on other streams, dynamic parallelism: candidates are compiled by NVRTC as a device-only
   unit without -rdc and without cudadevrt, so a device-side `<<<>>>`, `cudaLaunchDevice` (even
   declared by hand) or `cudaStreamCreateWithFlags` does not compile (compile_error; planted in
@@ -29,10 +31,6 @@ Timing holes, and why each is closed (or what remains):
 - Work left running after the kernel returns: none can exist without child launches or streams
   (above); the end event is recorded on the same stream right after the launch, so it completes
   only after every block of the kernel has finished.
-- Reading other launches' inputs: each kernel is timed on its own allocations (baseline and
-  candidate never share buffers), inputs are fresh seeded values per evaluation, and the oracle
-  runs in its own module, so there is nothing of the reference to read; a `__device__` copy of the
-  candidate's own earlier inputs/outputs is the caching case above.
 - L2 flush before every timed launch: `timing.time_interleaved` enqueues flush -> start event ->
   launch -> end event for every sample (warm-up included), with a memset over >= 2x the L2
   (min 64 MiB) whose value changes each time; the CPU test double fails any launch recorded

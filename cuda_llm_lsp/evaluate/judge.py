@@ -245,8 +245,10 @@ def after_timing(
             if problem is OK:
                 problem = unwritten_outputs(spec, run, where)
             if problem is not OK:
-                what += (f", launch {index + 1}, a run on new input values in the same buffers "
-                         "checked against the original's run on them, is wrong")  # fmt: skip
+                what += (
+                    f"; launch {index + 1} ran on a reference set the original was run on "
+                    "first: a run on new input values in the same buffers is wrong"
+                )
                 break
     else:
         what += ", one wrote outside its buffers"

@@ -7,11 +7,13 @@ copy of the original stdout. A `Failure` reply says "launch_error" (the context 
 launch configuration), or "fault" / "timeout" (the context is lost: the worker replies and exits,
 the parent starts a new one), or "no_gpu" (no driver or device: sent for every request).
 
-Every device buffer is a plain cuMemAlloc allocation (reused from a pool by size across runs),
-with GUARD_BYTES of guard band on each side; inputs are generated on the device (or uploaded from
-a hook's data), `out` buffers poisoned before each run. After a run the worker checks it on the
-device with its own kernels (`device_checks`) and replies with summaries only; outputs named by
-`Checks.keep` stay on the device for later runs to be compared with. A per-launch watchdog polls
+Every device buffer is a plain cuMemAlloc allocation (reused from a pool by size across runs,
+zeroed before it goes back), with a guard band on each side (`compare.guard_bytes`: 4 KiB, or
+1/32 of a large buffer); inputs are generated on the device (or uploaded from a hook's data),
+`out` buffers poisoned (with the run's poison) or pre-filled before each run. After a run the
+worker checks it on the device with its own kernels (`device_checks`) and replies with summaries
+only; outputs named by `Checks.keep` are copied into this process's host memory, and come back
+to the device only to be compared, after a later run has finished. A per-launch watchdog polls
 the stream until a deadline; the parent has its own hard watchdog too, as a hung kernel can hang
 a driver call.
 

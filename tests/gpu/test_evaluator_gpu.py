@@ -85,9 +85,10 @@ def test_correct_faster_candidate_is_accepted(
     assert r.fraction_of_peak is not None and r.fraction_of_peak > 0.05
 
 
-# outputs poisoned before every timed launch: a launch that skips its work leaves poison
-LAST_TIMED = "timed launches (outputs poisoned before each, same inputs as the first runs)"
-# new input values written into the very buffers the candidate was timed on
+# outputs poisoned and new inputs before every timed launch: a launch that skips its work leaves
+# poison (issue 11: the timed launches no longer reuse the first runs' inputs)
+LAST_TIMED = "timed launches (outputs poisoned before each, new input values before each)"
+# a sampled timed launch, on a reference set written into the very buffers it was timed on
 SAME_BUFFERS = "a run on new input values in the same buffers is wrong"
 CAUGHT_BY = {
     "caches_across_launches": SAME_BUFFERS,

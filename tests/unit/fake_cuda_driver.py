@@ -292,6 +292,13 @@ def k_oracle_reader(x: int, y: int, n: int) -> None:
     k_twice(x, y, n)
 
 
+def k_modifies_input_late(x: int, y: int, n: int) -> None:
+    """Right and leaves x alone on its correctness runs; while timed, zeroes x[0] as well."""
+    k_twice(x, y, n)
+    if S.launches.get("modifies_input_late", 0) >= LATE:
+        _view(x, 1, np.float32)[:] = 0.0
+
+
 def k_persist(x: int, y: int, n: int) -> None:
     """y = 2x + (its module's launches so far): module state, which must not survive an unload."""
     state = S.module_globals.setdefault("persist", {"launches": 0})
@@ -377,6 +384,7 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "aligned_only": (k_aligned_only, 0.010, 0),
     "persist": (k_persist, 0.010, 0),
     "oracle_reader": (k_oracle_reader, 0.040, 0),
+    "modifies_input_late": (k_modifies_input_late, 0.010, 0),
 }
 
 

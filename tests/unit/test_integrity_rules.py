@@ -33,6 +33,7 @@ from cuda_llm_lsp.evaluate.protocol import (
     ScalarArg,
     UnloadRequest,
 )
+from cuda_llm_lsp.evaluate.sanitizer import SHAPE_MODULUS, shape_class_case
 from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.evaluate.worker import DRIVER_ENV
 from cuda_llm_lsp.source.kernels import find_kernels
@@ -182,6 +183,25 @@ def test_align_16_and_generalize_false_opt_out(evaluator: GpuEvaluator) -> None:
     for kernel in ("aligned_only", "tail_upto_5000"):
         r = evaluator.evaluate(BASE, binary(kernel), spec, seed=11)
         assert r.status == "ok", (kernel, r.message)
+
+
+def test_inputs_are_checked_after_sampled_timed_launches(evaluator: GpuEvaluator) -> None:
+    """Class 7: a kernel that changes its input only while timed is caught on a sampled launch."""
+    r = evaluator.evaluate(BASE, binary("modifies_input_late"), _spec(SOURCE))
+    assert r.status == "input_modified", r.message
+    assert "timed launches" in r.message and "modified its input x" in r.message
+
+
+def test_memcheck_covers_the_timed_cases_shape_class() -> None:
+    """Class 5: a timed case too large for memcheck's time budget has a stand-in of the same
+    shape class (every size with the same residue modulo 128)."""
+    spec = _spec(SOURCE.replace("[1, 100, 1000, 5000]", "[1, 100, 50_000_003]"))
+    timed = spec.cases()[-1]
+    similar = shape_class_case(spec, timed)
+    assert similar is not None
+    assert similar.sizes["n"] % SHAPE_MODULUS == timed.sizes["n"] % SHAPE_MODULUS
+    assert SHAPE_MODULUS <= similar.sizes["n"] < 2 * SHAPE_MODULUS
+    assert similar.grid[0] == -(-similar.sizes["n"] // 256)
 
 
 def test_module_state_does_not_survive_an_unload(driver_env: object) -> None:
