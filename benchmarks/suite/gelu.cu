@@ -6,8 +6,9 @@
 
 /* @cuda-llm
 sizes.n = [1, 1000, 65537, 16777216]
-grid = "cdiv(n, 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(n, THREADS)"
+block = "THREADS"
 args.x = "float32[n]"
 args.y = "out float32[n]"
 args.n = "n"
@@ -26,8 +27,9 @@ extern "C" __global__ void gelu_f32(const float* x, float* y, int n)
 
 /* @cuda-llm
 sizes.n = [1, 1000, 65537, 16777216]
-grid = "cdiv(n, 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(n, THREADS)"
+block = "THREADS"
 args.x = "bfloat16[n]"
 args.y = "out bfloat16[n]"
 args.n = "n"

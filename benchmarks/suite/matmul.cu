@@ -8,8 +8,11 @@
 sizes.M = [1, 17, 100, 2048]
 sizes.N = [1, 33, 129, 2048]
 sizes.K = [1, 7, 250, 2048]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
-block = [16, 16]
+tune.BLOCK_X = [16, 8, 32, 64, 128]
+tune.BLOCK_Y = [16, 1, 2, 4, 8, 32]
+restrict = ["BLOCK_X * BLOCK_Y <= 1024", "BLOCK_X * BLOCK_Y >= 32"]
+grid = ["cdiv(N, BLOCK_X)", "cdiv(M, BLOCK_Y)"]
+block = ["BLOCK_X", "BLOCK_Y"]
 args.A = "float32[M * K]"
 args.B = "float32[K * N]"
 args.C = "out float32[M * N]"
@@ -36,8 +39,11 @@ extern "C" __global__ void matmul_f32(const float* A, const float* B, float* C, 
 sizes.M = [1, 17, 100, 2048]
 sizes.N = [1, 33, 129, 2048]
 sizes.K = [1, 7, 250, 2048]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
-block = [16, 16]
+tune.BLOCK_X = [16, 8, 32, 64, 128]
+tune.BLOCK_Y = [16, 1, 2, 4, 8, 32]
+restrict = ["BLOCK_X * BLOCK_Y <= 1024", "BLOCK_X * BLOCK_Y >= 32"]
+grid = ["cdiv(N, BLOCK_X)", "cdiv(M, BLOCK_Y)"]
+block = ["BLOCK_X", "BLOCK_Y"]
 args.A = "bfloat16[M * K]"
 args.B = "bfloat16[K * N]"
 args.C = "out bfloat16[M * N]"

@@ -7,8 +7,9 @@
 /* @cuda-llm
 sizes.rows = [1, 17, 1000, 8192]
 sizes.cols = [1, 33, 999, 4096]
-grid = "cdiv(rows, 128)"
-block = 128
+tune.THREADS = [128, 64, 256, 512, 1024]
+grid = "cdiv(rows, THREADS)"
+block = "THREADS"
 args.A = "float32[rows * cols]"
 args.x = "float32[cols]"
 args.y = "out float32[rows]"
@@ -32,8 +33,9 @@ extern "C" __global__ void matvec_f32(const float* A, const float* x, float* y, 
 /* @cuda-llm
 sizes.rows = [1, 17, 1000, 8192]
 sizes.cols = [1, 33, 999, 4096]
-grid = "cdiv(rows, 128)"
-block = 128
+tune.THREADS = [128, 64, 256, 512, 1024]
+grid = "cdiv(rows, THREADS)"
+block = "THREADS"
 args.A = "bfloat16[rows * cols]"
 args.x = "bfloat16[cols]"
 args.y = "out bfloat16[rows]"

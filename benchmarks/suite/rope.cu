@@ -9,8 +9,9 @@
 sizes.tokens = [1, 7, 100, 4096]
 sizes.heads = [1, 3, 8, 32]
 sizes.dim = [2, 64, 128, 128]
-grid = "cdiv(tokens * heads * (dim / 2), 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(tokens * heads * (dim / 2), THREADS)"
+block = "THREADS"
 args.q = "inout float32[tokens * heads * dim]"
 args.cos_t = "float32[tokens * (dim / 2)]"
 args.sin_t = "float32[tokens * (dim / 2)]"
@@ -42,8 +43,9 @@ extern "C" __global__ void rope_f32(float* q, const float* cos_t, const float* s
 sizes.tokens = [1, 7, 100, 4096]
 sizes.heads = [1, 3, 8, 32]
 sizes.dim = [2, 64, 128, 128]
-grid = "cdiv(tokens * heads * (dim / 2), 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(tokens * heads * (dim / 2), THREADS)"
+block = "THREADS"
 args.q = "inout bfloat16[tokens * heads * dim]"
 args.cos_t = "bfloat16[tokens * (dim / 2)]"
 args.sin_t = "bfloat16[tokens * (dim / 2)]"

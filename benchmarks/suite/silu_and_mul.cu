@@ -18,8 +18,9 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 /* @cuda-llm
 sizes.tokens = [1, 5, 100, 4096]
 sizes.d = [1, 33, 1000, 4096]
-grid = "cdiv(tokens * d, 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(tokens * d, THREADS)"
+block = "THREADS"
 instance = "silu_and_mul<__nv_bfloat16>"
 args.x = "bfloat16[tokens * 2 * d]"
 args.out = "out bfloat16[tokens * d]"
@@ -43,8 +44,9 @@ __global__ void silu_and_mul(const T* x, T* out, int tokens, int d)
 /* @cuda-llm
 sizes.tokens = [1, 5, 100, 4096]
 sizes.d = [1, 33, 1000, 4096]
-grid = "cdiv(tokens * d, 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(tokens * d, THREADS)"
+block = "THREADS"
 args.x = "float32[tokens * 2 * d]"
 args.out = "out float32[tokens * d]"
 args.tokens = "tokens"

@@ -7,8 +7,9 @@
 /* @cuda-llm
 sizes.rows = [1, 7, 1000, 4096]
 sizes.cols = [1, 33, 1000, 4096]
-grid = "cdiv(rows, 128)"
-block = 128
+tune.THREADS = [128, 64, 256, 512, 1024]
+grid = "cdiv(rows, THREADS)"
+block = "THREADS"
 args.x = "float32[rows * cols]"
 args.y = "out float32[rows * cols]"
 args.rows = "rows"
@@ -32,8 +33,9 @@ extern "C" __global__ void softmax_f32(const float* x, float* y, int rows, int c
 /* @cuda-llm
 sizes.rows = [1, 7, 1000, 4096]
 sizes.cols = [1, 33, 1000, 4096]
-grid = "cdiv(rows, 128)"
-block = 128
+tune.THREADS = [128, 64, 256, 512, 1024]
+grid = "cdiv(rows, THREADS)"
+block = "THREADS"
 args.x = "bfloat16[rows * cols]"
 args.y = "out bfloat16[rows * cols]"
 args.rows = "rows"

@@ -7,8 +7,11 @@
 /* @cuda-llm
 sizes.ny = [1, 17, 1000, 4096]
 sizes.nx = [1, 33, 999, 4096]
-grid = ["cdiv(nx, 32)", "cdiv(ny, 8)"]
-block = [32, 8]
+tune.BLOCK_X = [32, 8, 16, 64, 128]
+tune.BLOCK_Y = [8, 1, 2, 4, 16, 32]
+restrict = ["BLOCK_X * BLOCK_Y <= 1024", "BLOCK_X * BLOCK_Y >= 32"]
+grid = ["cdiv(nx, BLOCK_X)", "cdiv(ny, BLOCK_Y)"]
+block = ["BLOCK_X", "BLOCK_Y"]
 args.in = "float32[ny * nx]"
 args.out = "out float32[ny * nx]"
 args.ny = "ny"

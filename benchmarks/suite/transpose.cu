@@ -6,8 +6,11 @@
 /* @cuda-llm
 sizes.rows = [1, 17, 1000, 4096]
 sizes.cols = [1, 33, 999, 4096]
-grid = ["cdiv(cols, 16)", "cdiv(rows, 16)"]
-block = [16, 16]
+tune.BLOCK_X = [16, 8, 32, 64, 128]
+tune.BLOCK_Y = [16, 1, 2, 4, 8, 32]
+restrict = ["BLOCK_X * BLOCK_Y <= 1024", "BLOCK_X * BLOCK_Y >= 32"]
+grid = ["cdiv(cols, BLOCK_X)", "cdiv(rows, BLOCK_Y)"]
+block = ["BLOCK_X", "BLOCK_Y"]
 args.in = "float32[rows * cols]"
 args.out = "out float32[rows * cols]"
 args.rows = "rows"

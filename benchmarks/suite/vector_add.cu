@@ -6,8 +6,9 @@
 
 /* @cuda-llm
 sizes.n = [1, 1000, 65537, 16777216]   # the last case (2^24) is timed
-grid = "cdiv(n, 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(n, THREADS)"
+block = "THREADS"
 args.a = "float32[n]"
 args.b = "float32[n]"
 args.c = "out float32[n]"
@@ -24,8 +25,9 @@ extern "C" __global__ void vector_add_f32(const float* a, const float* b, float*
 
 /* @cuda-llm
 sizes.n = [1, 1000, 65537, 16777216]
-grid = "cdiv(n, 256)"
-block = 256
+tune.THREADS = [256, 64, 128, 512, 1024]
+grid = "cdiv(n, THREADS)"
+block = "THREADS"
 args.a = "bfloat16[n]"
 args.b = "bfloat16[n]"
 args.c = "out bfloat16[n]"
