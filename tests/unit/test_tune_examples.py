@@ -58,3 +58,20 @@ def test_the_file_with_the_best_written_back_builds_whole(
     copy.write_text(edited.text)
     result = compile_file(edited.text, copy, arch="sm_90")
     assert result.ok, result
+
+
+def test_the_suite_has_tunables_on_at_least_six_kernels_with_runnable_launches() -> None:
+    """The issue's suite acceptance: >= 6 kernels tune; every configuration allowed launches."""
+    tunable = 0
+    for path in sorted((EXAMPLES.parents[1] / "benchmarks" / "suite").glob("*.cu")):
+        text = path.read_text()
+        for kernel in find_kernels(text):
+            spec, errors = parse_spec(kernel, text)
+            if kernel.spec is None or spec is None or spec.tunables is None:
+                continue
+            tunable += 1
+            assert [e for e in errors if e.severity == "error"] == []
+            for config in spec.tunables.configurations():
+                problem = launch_problem(spec.with_configuration(config), DEFAULT_DEVICE)
+                assert problem is None, (path.name, kernel.name, config, problem)
+    assert tunable >= 6
