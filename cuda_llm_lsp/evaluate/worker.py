@@ -867,6 +867,11 @@ class _Rotation:
                 self.data_sources[buf.name] = [own] + [made[buf.name] for made in self.sets]
         self.positions = {r * batch + secrets.randbelow(max(batch, 1)): r
                           for r in range(len(self.sets))} if kernel.checks else {}  # fmt: skip
+        # where each sampled launch's buffers are copied, allocated now (not inside the timing)
+        snapped = [buf for buf in buffers if buf.is_input or buf.name in
+                   (kernel.checks.outputs if kernel.checks else ())]  # fmt: skip
+        self.spare = {index: {buf.name: self._alloc(buf.nbytes) for buf in snapped}
+                      for index in self.positions}  # fmt: skip
         self.snapshots: dict[int, dict[str, int]] = {}
         self.launches = 0  # warm-up included: the fresh keys' counter
         self.timed = 0
@@ -902,12 +907,9 @@ class _Rotation:
         if not timed:
             return
         if self.sampled is not None:
-            checks = self.k.checks
-            assert checks is not None
-            snap: dict[str, int] = {}
+            snap = self.spare[self.timed]
             for buf in self.k.launch.buffers:
-                if buf.is_input or buf.name in checks.outputs:
-                    snap[buf.name] = self._alloc(buf.nbytes)
+                if buf.name in snap:
                     self.b._copy_async(snap[buf.name], self.placed.ptrs[buf.name], buf.nbytes)
             self.snapshots[self.timed] = snap
         self.timed += 1
