@@ -15,7 +15,9 @@ order:
 6. Optimize, an edit of the kernel, then ✓: refused, with the reason and the command to see the
    suggestion again; the file keeps the edit only;
 and after every decision no notification of that suggestion is left, on screen or in the
-notification center.
+notification center; then
+7. out of demo mode (the setting cleared: the server restarts on the GPU), where there is no GPU:
+   the no-GPU warning is shown in full, not cut off after its first line.
 
 `CUDA_LLM_E2E_SERVER` (a JSON list) replaces the server command. Screenshots of each step go
 to `CUDA_LLM_E2E_SCREENSHOTS` (kept), else to a temp directory that is removed after a pass and
@@ -45,6 +47,7 @@ from tests.e2e.vscode import (
     find_tools,
     wait_until,
 )
+from tests.gpu.conftest import no_gpu_reason
 from tests.lsp.conftest import DATA, server_env
 from tests.lsp.test_editor_flow import FAST
 from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
@@ -62,8 +65,11 @@ SUGGESTION = "saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases"  # the notif
 class Session:
     """The window and the files of the scenario."""
 
-    def __init__(self, workbench: Workbench, folder: Path, shots: Screenshots) -> None:
+    def __init__(
+        self, workbench: Workbench, folder: Path, shots: Screenshots, user_data: Path
+    ) -> None:
         self.wb = workbench
+        self.user_data = user_data
         self.folder = folder
         self.shots = shots
         self.saxpy = folder / "saxpy.cu"
@@ -154,7 +160,7 @@ def session() -> Iterator[Session]:
                 shots.page = page
                 workbench = Workbench(page)
                 workbench.open(url)
-                yield Session(workbench, folder, shots)
+                yield Session(workbench, folder, shots, home / "user-data")
             finally:
                 shots.page = None
                 browser.close()
@@ -273,6 +279,36 @@ def test_accept_after_an_edit_is_refused_with_the_reason(session: Session) -> No
     wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
     session.assert_no_notification_left()
     session.shots.take("rejected-after-edit")
+
+
+@pytest.mark.skipif(no_gpu_reason() is None, reason="a GPU is here: no no-GPU warning to show")
+def test_out_of_demo_mode_the_no_gpu_warning_is_shown_in_full(session: Session) -> None:
+    wb = session.wb
+    # The user clears cudaLlm.server.evaluator: the extension restarts the server on the GPU.
+    for scope in ("User", "Machine"):
+        path = session.user_data / scope / "settings.json"
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        settings.pop("cudaLlm.server.evaluator", None)
+        path.write_text(json.dumps(settings, indent=1), encoding="utf-8")
+    wb.focus_editor("saxpy.cu")
+    wait_until(
+        "the restarted server's lens",
+        lambda: any(t.startswith("saxpy · ") and "regs" in t for t in wb.code_lenses()),
+        90,
+        session.server_failed,
+    )
+    wb.click_code_lens("saxpy", "Benchmark")
+    warning = wait_until(
+        "the no-GPU warning", lambda: [t for t in wb.toasts() if "no GPU" in t], 60
+    )
+    # Shown expanded, with its reason to the end, not cut off after one line.
+    assert "cuda-llm: cannot benchmark saxpy: no GPU (" in warning[0], warning
+    assert "Show Output" in warning[0], warning
+    toast = ".notifications-toasts .notification-toast.notification-fade-in-done"
+    box = wb.page.locator(toast, has_text="no GPU").first
+    box.wait_for(timeout=10_000)  # shown, its fade-in over
+    assert (box.bounding_box() or {"height": 0})["height"] > 60, "more than one line"
+    session.shots.take("no-gpu-warning")
 
 
 def test_screenshots_are_kept_for_each_step(session: Session) -> None:
