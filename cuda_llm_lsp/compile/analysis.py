@@ -36,7 +36,12 @@ from pathlib import Path
 from cuda_llm_lsp.compile.arch import resolve_arch
 from cuda_llm_lsp.compile.cache import CompileCache, cache_key, compile_cached
 from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
-from cuda_llm_lsp.compile.isolated import CRASH_CODE, DEFAULT_TIMEOUT_S, TIMEOUT_CODE
+from cuda_llm_lsp.compile.isolated import (
+    CRASH_CODE,
+    DEFAULT_TIMEOUT_S,
+    INTERRUPTED_CODE,
+    TIMEOUT_CODE,
+)
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -276,7 +281,13 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
     return FileAnalysis(front.path, front.text, tuple(infos), compile_result, ordered)
 
 
-_CODEGEN_CODES = ("ptxas", "nvrtc", CRASH_CODE, TIMEOUT_CODE)  # what only code generation finds
+_CODEGEN_CODES = (
+    "ptxas",
+    "nvrtc",
+    CRASH_CODE,
+    TIMEOUT_CODE,
+    INTERRUPTED_CODE,
+)  # what only code generation finds
 # Per-kernel code generation results, by the key of the kernel's own unit (memory only: after a
 # restart, the group compiles, cached on disk, serve every kernel again).
 _kernel_cache = CompileCache(memory_entries=4096, use_disk=False)

@@ -9,7 +9,8 @@ entry is a miss, never an error. `CUDA_LLM_CACHE_DIR` overrides the platformdirs
 A miss compiles in a compile process (`compile.isolated`); a hit is served here, without the
 round trip. A compile that crashed its process is cached like any result (memory and disk), so
 the same text is not retried on every keystroke nor after a restart; one that ran past its time
-limit is remembered in memory only, for that limit (a larger limit or a new session retries).
+limit is remembered in memory only, for that limit (a larger limit or a new session retries);
+one whose process was killed from outside (SIGKILL) is not remembered at all.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import nvrtc
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
-from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, TIMEOUT_CODE, shared_pool
+from cuda_llm_lsp.compile.isolated import (
+    DEFAULT_TIMEOUT_S,
+    INTERRUPTED_CODE,
+    TIMEOUT_CODE,
+    shared_pool,
+)
 from cuda_llm_lsp.compile.nvrtc import build_flags, nvrtc_version
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
 
@@ -109,7 +115,9 @@ class CompileCache:
         result = shared_pool().compile(
             unit, options, name_expressions, syntax_only=syntax_only, timeout_s=timeout_s
         )
-        if any(d.code == TIMEOUT_CODE for d in result.diagnostics):
+        if any(d.code == INTERRUPTED_CODE for d in result.diagnostics):
+            pass  # killed from outside: nothing learnt about this text
+        elif any(d.code == TIMEOUT_CODE for d in result.diagnostics):
             with self._lock:
                 self._timed_out[key] = (timeout_s, result)
                 while len(self._timed_out) > self._limit:

@@ -42,6 +42,9 @@ DEFAULT_MEMORY_MB = 4096  # address space of one compile process (NVRTC loaded: 
 DEFAULT_WORKERS = 3  # the server: two documents front-end checked at once, one generating code
 CRASH_CODE = "compiler-crash"  # Diagnostic.code of a compile whose process died
 TIMEOUT_CODE = "compile-timeout"  # Diagnostic.code of a compile killed at its deadline
+# Diagnostic.code of a compile whose process was killed from outside (SIGKILL: the kernel's OOM
+# killer, a parent thread's end, a shutdown): says nothing about the text, so never cached.
+INTERRUPTED_CODE = "compile-interrupted"
 _HEADER = struct.Struct(">Q")
 _PTXAS_ENTRY = "Compiling entry function"  # one line of `-Xptxas -v` per kernel generated
 _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
@@ -58,9 +61,10 @@ class Request:
 class _Gone(Exception):
     """The child died (EOF on its pipe) or missed its deadline."""
 
-    def __init__(self, reason: str, timed_out: bool) -> None:
+    def __init__(self, reason: str, timed_out: bool, killed: bool = False) -> None:
         super().__init__(reason)
         self.timed_out = timed_out
+        self.killed = killed  # by SIGKILL, from outside: not the compiler's own crash
 
 
 def failed_result(options: CompileOptions, message: str, code: str) -> CompileResult:
@@ -121,7 +125,8 @@ class _Worker:
             except (OSError, ValueError):  # the pipe was closed under us: `close` killed it
                 chunk = b""
             if not chunk:
-                raise _Gone(self._death(), timed_out=False)
+                reason = self._death()
+                raise _Gone(reason, timed_out=False, killed="SIGKILL" in reason)
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -197,6 +202,13 @@ class CompilePool:
                         "--compile-timeout for cuda-llm check)"
                     )
                     return failed_result(options, message, TIMEOUT_CODE)
+                if gone.killed:
+                    message = (
+                        f"not compiled: the compile process was stopped from outside ({gone}: "
+                        "out of memory, or the server stopping); retried at the next change"
+                    )
+                    log.warning("compile process: %s", message)
+                    return failed_result(options, message, INTERRUPTED_CODE)
                 message = f"the compiler crashed on this file: {gone}; not retried until it changes"
                 log.warning("compile process: %s", message)
                 return failed_result(options, message, CRASH_CODE)

@@ -19,7 +19,7 @@ import pytest
 
 from cuda_llm_lsp.compile.cache import CompileCache
 from cuda_llm_lsp.compile.device_unit import build_device_unit
-from cuda_llm_lsp.compile.isolated import CRASH_CODE, TIMEOUT_CODE, CompilePool
+from cuda_llm_lsp.compile.isolated import CRASH_CODE, INTERRUPTED_CODE, TIMEOUT_CODE, CompilePool
 from cuda_llm_lsp.compile.types import CompileOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +99,30 @@ def test_a_crash_is_remembered_by_content_and_not_retried(monkeypatch: pytest.Mo
         again = CompileCache().compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=30)  # disk
         assert again.from_cache and again.diagnostics == first.diagnostics
         assert pool.compiles == answered
+    finally:
+        pool.close()
+
+
+def test_a_process_killed_from_outside_is_not_cached_as_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGKILL (the OOM killer, a forking thread's end) says nothing about the text: the next
+    compile of the same text runs again instead of answering "crashed" forever."""
+    from cuda_llm_lsp.compile import cache as cache_module
+
+    pool = CompilePool(size=1)
+    monkeypatch.setattr(cache_module, "shared_pool", lambda: pool)
+    try:
+        pool.warm()
+        (worker,) = pool._idle
+        threading.Timer(1.0, os.kill, (worker.proc.pid, signal.SIGKILL)).start()
+        cache = CompileCache()
+        first = cache.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=30)
+        (problem,) = first.diagnostics
+        assert problem.code == INTERRUPTED_CODE and "SIGKILL" in problem.message
+        assert CompileCache().get(cache_module.cache_key(unit(DOUBLING), OPTIONS, ("k",))) is None
+        again = CompileCache().compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=2)
+        assert not again.from_cache and again.diagnostics[0].code == TIMEOUT_CODE  # ran again
     finally:
         pool.close()
 
