@@ -145,6 +145,7 @@ def _run_cancellable(
 ) -> tuple[TuneResult, bool] | Exception:
     """The run in a thread, so Ctrl-C here cancels it and still gets what was measured."""
     cancel = threading.Event()
+    done = threading.Event()  # not Thread.is_alive: a join cut by Ctrl-C can leave it wrong
     box: dict[str, Any] = {}
 
     def progress(p: TuneProgress) -> None:
@@ -157,18 +158,23 @@ def _run_cancellable(
                                         cancel=cancel)  # fmt: skip
         except (TuneError, BaselineFailed, InputError, NoGpuError) as exc:
             box["error"] = exc
+        except Exception as exc:  # a bug of ours: one message, never a silent thread death
+            box["error"] = RuntimeError(f"{type(exc).__name__}: {exc}")
+        finally:
+            done.set()
 
     thread = threading.Thread(target=work, name="cuda-llm-tune", daemon=True)
     thread.start()
     interrupted = False
-    while thread.is_alive():
+    while not done.is_set():
         try:
-            thread.join(0.2)
+            done.wait(0.2)
         except KeyboardInterrupt:
             interrupted = True
             cancel.set()
-            evaluator.cancel()
             print("cuda-llm tune: interrupted; stopping", file=sys.stderr)
+        if interrupted:  # again each time: a call that started just after is cancelled too
+            evaluator.cancel()
     if "error" in box:
         return box["error"]  # type: ignore[no-any-return]
     return box["result"], interrupted
