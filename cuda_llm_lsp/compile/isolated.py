@@ -355,6 +355,9 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 def main() -> None:
     _limit_self()
+    # Ctrl-C in a terminal reaches the whole process group: the parent decides what stops (a
+    # compile killed by it would be reported, and cached, as a compiler crash)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The protocol gets a private copy of fd 1; anything NVRTC prints goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

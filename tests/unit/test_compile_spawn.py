@@ -4,6 +4,8 @@ died with SIGKILL when the pool's threads ended, and the next compiles were repo
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -24,5 +26,20 @@ def test_a_compile_process_started_from_an_ended_thread_stays_alive() -> None:
         time.sleep(1.0)  # the signal, had it been sent, has been delivered by now
         assert len(pool._idle) == 2
         assert all(worker.proc.poll() is None for worker in pool._idle)
+    finally:
+        pool.close()
+
+
+def test_ctrl_c_in_the_terminal_does_not_kill_a_compile_process() -> None:
+    """Ctrl-C reaches the whole foreground process group; the parent (cuda-llm tune, check)
+    decides what stops, and a killed compile would be cached as a compiler crash."""
+    pool = CompilePool(size=1)
+    try:
+        pool.warm()
+        time.sleep(2.0)  # the child has started and set its signal handling
+        (worker,) = pool._idle
+        os.kill(worker.proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert worker.proc.poll() is None
     finally:
         pool.close()
