@@ -86,9 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "coder per plan, failing ones repaired by a debugger")  # fmt: skip
     parser.add_argument(
         "--repairs",
-        type=int,
+        type=_repairs,
         metavar="D",
-        help="plan: repair attempts per failing candidate (default 3)",
+        help="repair attempts per failing candidate, both strategies (0-10, default 3)",
     )
     parser.add_argument("--compile-timeout", type=_positive, metavar="S",
                         help="seconds one candidate's compile may take (default "
@@ -125,6 +125,13 @@ def _temperature(value: str) -> float:
     return number
 
 
+def _repairs(value: str) -> int:
+    number = int(value)
+    if not 0 <= number <= 10:
+        raise argparse.ArgumentTypeError("must be between 0 and 10")
+    return number
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -138,7 +145,8 @@ def _positive(value: str) -> int:
 
 _SHORT = {
     "ok": "ok", "compile_error": "compile", "signature_mismatch": "signature",
-    "wrong_output": "wrong", "unwritten_output": "unwritten", "out_of_bounds": "oob",
+    "bad_launch": "bad-launch", "wrong_output": "wrong", "unwritten_output": "unwritten",
+    "out_of_bounds": "oob",
     "input_modified": "input-mod", "nondeterministic": "nondet", "stale_after_timing": "stale",
     "timeout": "timeout", "fault": "fault", "launch_error": "launch", "sanitizer": "sanitizer",
     "llm_error": "llm-error", "slower": "slower",
@@ -180,7 +188,9 @@ class Display:
                 return
             self.cells[(event.round, event.index)] = {
                 "requested": "writing", "generated": "building", "evaluating": "timing",
-            }[event.stage] if event.role != "debugger" else "repairing"  # fmt: skip
+            }[event.stage] if event.role != "debugger" else f"repairing {event.attempt}"  # fmt: skip
+            if event.role == "debugger" and event.stage == "requested" and not self.live:
+                self._line(f"  {event.round}.{event.index} repairing (attempt {event.attempt})")
             if event.gpu:  # several GPUs: which one judges it
                 self.cells[(event.round, event.index)] += f" {event.gpu}"
                 self._line(f"  {event.round}.{event.index} on {event.gpu}")

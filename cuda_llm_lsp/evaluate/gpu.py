@@ -59,7 +59,7 @@ from cuda_llm_lsp.evaluate.compare import OK
 from cuda_llm_lsp.evaluate.counter import KIND_CODES, Generated
 from cuda_llm_lsp.evaluate.inputs import case_sources
 from cuda_llm_lsp.evaluate.judge import LaunchOutcome
-from cuda_llm_lsp.evaluate.launch import bytes_moved, case_launch
+from cuda_llm_lsp.evaluate.launch import bad_launch, bytes_moved, case_launch
 from cuda_llm_lsp.evaluate.process import START_TIMEOUT_S, Worker
 from cuda_llm_lsp.evaluate.protocol import (
     BandwidthReply,
@@ -263,6 +263,11 @@ class GpuEvaluator:
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
             cases = spec.cases()
+            if candidate_spec is not None:  # its own launch, checked before anything runs
+                static = candidate.resources.shared_bytes if candidate.resources else 0
+                refused = bad_launch(candidate_spec, facts, seed, static_smem=static)
+                if refused is not None:
+                    return EvalResult("bad_launch", f"bad launch: {refused}", seed)
             # the candidate's own launch (same sizes and buffers, its grid/block/smem)
             own_spec = candidate_spec or spec
             own_cases = {c.index: c for c in own_spec.cases()} if candidate_spec else {}

@@ -1,6 +1,6 @@
 """From a spec's case to the worker's `Launch`: buffers (generated, data or poison), packed
 parameters, and the bytes a case moves (the evaluator's bandwidth, the sanitizer's size limit,
-the suite's floor).
+the suite's floor), and whether a candidate's own launch can run on the device (`bad_launch`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from cuda_llm_lsp.evaluate.compare import (
 )
 from cuda_llm_lsp.evaluate.counter import Generated
 from cuda_llm_lsp.evaluate.protocol import Buffer, BufferArg, Launch, Param, ScalarArg
+from cuda_llm_lsp.evaluate.types import DeviceFacts
 from cuda_llm_lsp.source.c_types import c_type_dtype
 from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec
+from cuda_llm_lsp.source.spec.cases import evaluate_cases
+from cuda_llm_lsp.source.spec.hidden import hidden_cases
 
 
 def case_launch(
@@ -87,3 +90,51 @@ def bytes_moved(spec: TestSpec, case: Case) -> int:
             n = _buffer_bytes(arg, case)
             total += 2 * n if arg.role == "inout" else n
     return total
+
+
+_BLOCK_DIMS = (1024, 1024, 64)  # CUDA's per-dimension limits (every architecture we build for)
+_GRID_DIMS = (2**31 - 1, 65535, 65535)
+
+
+def bad_launch(
+    spec: TestSpec, facts: DeviceFacts, seed: int, *, static_smem: int = 0
+) -> str | None:
+    """Why a candidate's own launch (`spec`: the original's with its grid/block/smem) cannot run
+    on this device, naming the case and the value; None when every case, hidden ones included,
+    can. Checked before anything runs (status `bad_launch`, docs/design.md "Candidate launch
+    block"): a launch the driver refuses would otherwise be a `launch_error` mid-evaluation."""
+    cases, problems = evaluate_cases(spec)
+    if problems:
+        return problems[0].message  # names the key, the case and the value
+    try:
+        hidden = [(h.case, h.describe()) for h in hidden_cases(spec, seed)]
+    except ValueError as exc:  # a hidden size the launch's expressions cannot take
+        return f"the launch cannot be evaluated on a hidden case: {exc}"
+    named = [(c, f"case {c.index} ({c.describe()})") for c in cases]
+    for case, where in named + hidden:
+        problem = _case_problem(case, facts, static_smem)
+        if problem:
+            return f"{where}: {problem}"
+    return None
+
+
+def _case_problem(case: Case, facts: DeviceFacts, static_smem: int) -> str | None:
+    axes = "xyz"
+    for axis, value, limit in zip(axes, case.block, _BLOCK_DIMS, strict=True):
+        if not 1 <= value <= limit:
+            return f"block.{axis} is {value}; CUDA allows 1 to {limit}"
+    threads = case.block[0] * case.block[1] * case.block[2]
+    if threads > facts.max_threads_per_block:
+        return (f"block has {threads} threads ({case.block[0]}x{case.block[1]}x{case.block[2]}); "
+                f"this GPU allows at most {facts.max_threads_per_block}")  # fmt: skip
+    for axis, value, limit in zip(axes, case.grid, _GRID_DIMS, strict=True):
+        if not 1 <= value <= limit:
+            return f"grid.{axis} is {value}; it must be 1 to {limit}"
+    if case.smem < 0:
+        return f"smem is {case.smem} bytes; it must not be negative"
+    optin = facts.shared_per_block_optin
+    if case.smem + static_smem > optin:
+        static = f" + {static_smem} static" if static_smem else ""
+        return (f"smem is {case.smem} bytes{static}; this GPU allows at most {optin} bytes of "
+                "shared memory per block (opt-in maximum)")  # fmt: skip
+    return None

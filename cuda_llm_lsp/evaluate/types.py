@@ -16,6 +16,7 @@ Status = Literal[
     "ok",
     "compile_error",
     "signature_mismatch",
+    "bad_launch",
     "wrong_output",
     "unwritten_output",
     "out_of_bounds",
