@@ -1,0 +1,21 @@
+// expect: wrong_output/nondeterministic/stale_after_timing/unwritten_output
+// why: stages its A tile in a global scratch slot per block column, so blocks of one column
+// (which need different A rows) overwrite each other's tiles: a race between blocks
+__device__ float staged[64 * 16 * 16 * 2];
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int n) {
+    __shared__ float b[16][16];
+    float* a = staged + (blockIdx.x % 64) * 16 * 16;   // shared by every block of this column
+    int row = blockIdx.y * 16 + threadIdx.y;
+    int col = blockIdx.x * 16 + threadIdx.x;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < n; k0 += 16) {
+        a[threadIdx.y * 16 + threadIdx.x] =
+            row < n && k0 + threadIdx.x < n ? A[(size_t)row * n + k0 + threadIdx.x] : 0.0f;
+        b[threadIdx.y][threadIdx.x] =
+            col < n && k0 + threadIdx.y < n ? B[(size_t)(k0 + threadIdx.y) * n + col] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < 16; ++k) acc += a[threadIdx.y * 16 + k] * b[k][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < n && col < n) C[(size_t)row * n + col] = acc;
+}

@@ -1,0 +1,18 @@
+// expect: ok
+// why: honest: 32 x 32 shared tile (padded), the original's launch; about 2.1x
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x;
+    int y0 = blockIdx.y * 32;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        int y = y0 + j;
+        if (x < cols && y < rows) tile[j][threadIdx.x] = in[(size_t)y * cols + x];
+    }
+    __syncthreads();
+    int ox = y0 + threadIdx.x;
+    int oy0 = blockIdx.x * 32;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        int oy = oy0 + j;
+        if (ox < rows && oy < cols) out[(size_t)oy * rows + ox] = tile[threadIdx.x][j];
+    }
+}
