@@ -2,7 +2,8 @@
 serves it, and `shutdown` cancels the jobs and closes the evaluator.
 
 Features register in an order that keeps `executeCommandProvider.commands` as clients have
-always seen it (optimize, benchmark, cancel, accept, reject, show, resources, addSpec).
+always seen it (optimize, benchmark, cancel, accept, reject, show, resources, addSpec), new
+ones last (tune).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cuda_llm_lsp.lsp import (
     settings,
     suggestions,
     symbols,
+    tune_job,
 )
 from cuda_llm_lsp.lsp.protocol import quiet_parse_errors
 from cuda_llm_lsp.lsp.state import Analyzer, CudaLlmServer, EvaluatorFactory
@@ -50,6 +52,7 @@ FEATURES = (
     suggestions,
     code_lens,
     code_actions,
+    tune_job,
 )
 
 

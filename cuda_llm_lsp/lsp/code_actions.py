@@ -1,13 +1,15 @@
 """textDocument/codeAction on a kernel (cursor anywhere inside it).
 
-Offers "Optimize K" (kind refactor.rewrite), "Benchmark K", "Add test spec for K" when it has
-none (a versioned edit inserting the draft above the kernel), and once a suggestion exists
-"Accept optimized K (2.1× faster, 4/4 cases)", "Reject suggestion for K", "Show suggested K";
+Offers "Optimize K" (kind refactor.rewrite), "Benchmark K", "Tune K" where its spec declares
+tunables, "Add test spec for K" when it has none (a versioned edit inserting the draft above the
+kernel), and once a suggestion exists "Accept optimized K (2.1× faster, 4/4 cases)" (or "Accept
+tuned K"), "Reject suggestion for K", "Show suggested K";
 "Cancel … of K" while a job runs. Also `cudaLlm.addSpec`: the same draft as a command.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types
@@ -17,6 +19,7 @@ from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel, kernel_at
+from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.source.text import Point
 
 log = logging.getLogger(__name__)
@@ -83,7 +86,7 @@ async def actions(
     job = server.jobs.running(uri, name)
     suggestion = server.suggestions.get((uri, name))
     if suggestion is not None:
-        command(f"Accept optimized {name} ({suggestion.figures})", commands.ACCEPT)
+        command(f"Accept {suggestion.done} {name} ({suggestion.figures})", commands.ACCEPT)
         command(f"Reject suggestion for {name}", commands.REJECT)
         command(f"Show suggested {name}", commands.SHOW)
     if job is not None:
@@ -91,6 +94,8 @@ async def actions(
     else:
         command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
         command(f"Benchmark {name}", commands.BENCHMARK)
+        if await _declares_tunables(server, uri, text, kernel):
+            command(f"Tune {name}", commands.TUNE)
     if kernel.spec is None:
         edit = add_spec_edit(server, uri, text, kernel)
         if edit is not None:
@@ -99,6 +104,25 @@ async def actions(
     if wanted:
         found = [a for a in found if any(str(a.kind).startswith(str(w)) for w in wanted)]
     return list(found)
+
+
+async def _declares_tunables(server: CudaLlmServer, uri: str, text: str, kernel: Kernel) -> bool:
+    """Whether the kernel's spec declares `tune.NAME`: the analysis's parse when it is of this
+    text, else one parse in a thread."""
+    if kernel.spec is None:
+        return False
+    state = server.documents.get(uri)
+    analysis = state.analysis if state is not None else None
+    if analysis is not None and analysis.text == text:
+        info = next((i for i in analysis.kernels if i.kernel.name == kernel.name), None)
+        if info is not None:
+            return info.spec is not None and info.spec.tunables is not None
+    try:
+        spec, _ = await asyncio.to_thread(parse_spec, kernel, text)
+    except Exception:
+        log.exception("parse_spec failed for %s", kernel.name)
+        return False
+    return spec is not None and spec.tunables is not None
 
 
 def add_spec_edit(

@@ -2,9 +2,9 @@
 
 Every command takes one argument `{"uri": ..., "kernel": ...}` (or the two as positional
 arguments; `cudaLlm.cancel` without one cancels every job) and returns at once; long work runs
-as a background job (`cudaLlm.optimize` / `cudaLlm.benchmark` answer `{"token": ...}`, the
-job's progress token). Each feature registers its own commands with `kernel_command`; code
-lenses and code actions name them with these constants.
+as a background job (`cudaLlm.optimize`, `cudaLlm.benchmark` and `cudaLlm.tune` answer
+`{"token": ...}`, the job's progress token). Each feature registers its own commands with
+`kernel_command`; code lenses and code actions name them with these constants.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ CANCEL = "cudaLlm.cancel"
 SHOW = "cudaLlm.showSuggestion"
 ADD_SPEC = "cudaLlm.addSpec"
 RESOURCES = "cudaLlm.showResources"  # behind the resources code lens
-COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES)
+TUNE = "cudaLlm.tune"
+COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES, TUNE)
 
 KernelHandler = Callable[[CudaLlmServer, str, str], Awaitable[Any]]
 

@@ -1,4 +1,5 @@
-"""What the server says about one kernel: its resources, launch bounds, spec and last result.
+"""What the server says about one kernel: its resources, launch bounds, spec and last result
+(with a tuning's table of configurations, in the hover).
 
 Shared by `textDocument/hover` (Markdown), the resources code lens (one line) and
 `cudaLlm.showResources` (one plain message), so the three never disagree. Pure: it reads an
@@ -39,6 +40,7 @@ class _Facts:
     launch_bounds: str | None
     spec: str  # Markdown: *emphasis* and paragraphs
     last_result: str | None
+    table: str | None  # Markdown: a tuning's configurations
 
 
 def _facts(info: Any, report: KernelReport | None) -> _Facts:
@@ -51,6 +53,7 @@ def _facts(info: Any, report: KernelReport | None) -> _Facts:
         launch_bounds=f"__launch_bounds__({bounds})" if bounds else None,
         spec=spec_summary(info),
         last_result=report.info if report is not None else None,
+        table=report.table if report is not None else None,
     )
 
 
@@ -63,6 +66,8 @@ def describe(info: Any, report: KernelReport | None) -> str:
     parts.append(facts.spec)
     if facts.last_result:
         parts.append(facts.last_result)
+    if facts.table:
+        parts.append(facts.table)
     return "\n\n".join(parts)
 
 

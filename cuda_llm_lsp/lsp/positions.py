@@ -47,3 +47,11 @@ def to_point(lines: list[str], position: types.Position, codec: PositionCodec) -
             return Point(row, index)
         units += codec.client_num_units(char)
     return Point(row, len(line))
+
+
+def point_at(text: str, offset: int) -> Point:
+    """The `Point` of character `offset` in `text` (lines broken as LSP breaks them)."""
+    line, start = 0, 0
+    for found in LINE_BREAK.finditer(text, 0, offset):
+        line, start = line + 1, found.end()
+    return Point(line, offset - start)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
@@ -21,7 +21,9 @@ from pygls.workspace.position_codec import PositionCodec
 from cuda_llm_lsp.engine import demo_label
 from cuda_llm_lsp.evaluate import format as evaluate_format
 from cuda_llm_lsp.fsr.types import CandidateOutcome
-from cuda_llm_lsp.lsp.positions import split_lines, to_range
+from cuda_llm_lsp.lsp.positions import point_at, split_lines, to_range
+from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.text import Span, offset_of
 
 SOURCE = "cuda-llm"
 SUGGESTION_NOTIFICATION = "cudaLlm/suggestion"
@@ -34,6 +36,7 @@ class KernelReport:
     kernel_text: str  # the kernel's definition when the job started
     info: str
     hint: str | None = None
+    table: str | None = None  # Markdown for the hover (a tuning's configurations)
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,36 @@ class Suggestion:
     cases_total: int
     message: str
     run_id: int | None = None
+    kind: Literal["optimize", "tune"] = "optimize"
+    # A tuning's edit reaches outside the kernel (its `#define`s, its spec's lists): `original`
+    # is then the text from `lead` characters before the kernel to `trail` characters after it.
+    lead: int = 0
+    trail: int = 0
 
     @property
     def figures(self) -> str:
         """'2.10× faster, 4/4 cases'."""
         speed = f"{self.speedup:.2f}× faster" if self.speedup else "no speedup figure"
         return f"{speed}, {self.cases_passed}/{self.cases_total} cases"
+
+    @property
+    def done(self) -> str:
+        """'optimized' or 'tuned': what the run made of the kernel, for titles."""
+        return "tuned" if self.kind == "tune" else "optimized"
+
+    @property
+    def run_name(self) -> str:
+        return "tuning" if self.kind == "tune" else "optimization"
+
+
+def suggestion_span(suggestion: Suggestion, text: str, kernel: Kernel) -> Span | None:
+    """Where `suggestion.original` is in `text` around `kernel` now, or None when that text
+    changed (the suggestion would not fit: Accept refuses)."""
+    start = offset_of(text, kernel.span.start) - suggestion.lead
+    end = offset_of(text, kernel.span.end) + suggestion.trail
+    if start < 0 or text[start:end] != suggestion.original:
+        return None
+    return Span(point_at(text, start), point_at(text, end))
 
 
 Reports = dict[tuple[str, str], KernelReport]  # (uri, kernel) -> its last report

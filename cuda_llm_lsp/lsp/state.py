@@ -325,8 +325,9 @@ class CudaLlmServer(LanguageServer):
         """Send `cudaLlm/suggestion`, with the kernel's range while its text is the original."""
         text, current = await self.kernel(suggestion.uri, suggestion.kernel)
         where = None
-        if current is not None and current.span.slice(text) == suggestion.original:
-            where = to_range(split_lines(text), current.span, self.codec)
+        span = results.suggestion_span(suggestion, text, current) if current is not None else None
+        if span is not None:
+            where = to_range(split_lines(text), span, self.codec)
         payload = results.suggestion_payload(suggestion, where)
         self.protocol.notify(results.SUGGESTION_NOTIFICATION, payload)
 

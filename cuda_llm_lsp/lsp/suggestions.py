@@ -36,7 +36,7 @@ from lsprotocol import types
 from cuda_llm_lsp.fsr.history import record_decision
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
-from cuda_llm_lsp.lsp.results import Suggestion
+from cuda_llm_lsp.lsp.results import Suggestion, suggestion_span
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 log = logging.getLogger(__name__)
@@ -89,21 +89,21 @@ async def accept(
         return refused(f"there is no suggestion for {kernel} to accept")
     text, current = await server.kernel(uri, kernel)
     doc = server.document(uri)
+    span = suggestion_span(suggestion, text, current) if current is not None else None
     if (
         doc is None
         or doc.source != text  # edited while we looked: the version would not match the range
-        or current is None
-        or current.span.slice(text) != suggestion.original
+        or span is None
     ):
         return refused(
-            f"{kernel} changed since the optimization started, so the suggestion was not "
+            f"{kernel} changed since the {suggestion.run_name} started, so the suggestion was not "
             "applied (it would not fit the new text)",
             f". Use 'Show suggested {kernel}' to see it, or optimize again.",
             types.MessageType.Warning,
         )
     lines = split_lines(text)
-    where = to_range(lines, current.span, server.codec)
-    label = f"Optimized {kernel} ({suggestion.figures})"
+    where = to_range(lines, span, server.codec)
+    label = f"{suggestion.done.capitalize()} {kernel} ({suggestion.figures})"
     if _capability(server, "workspace.workspace_edit.document_changes"):
         annotated = bool(_capability(server, "workspace.workspace_edit.change_annotation_support"))
         edit: types.TextEdit | types.AnnotatedTextEdit = (

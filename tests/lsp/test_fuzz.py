@@ -255,7 +255,8 @@ ODD = ["\r", "\r\n", "\ufeff", "\u2028", "\x0c", "\t", "{", "}", "(", ")", "/*",
 
 
 COMMANDS = ("cudaLlm.optimize", "cudaLlm.benchmark", "cudaLlm.accept", "cudaLlm.reject",
-            "cudaLlm.showSuggestion", "cudaLlm.addSpec", "cudaLlm.showResources")  # fmt: skip
+            "cudaLlm.showSuggestion", "cudaLlm.addSpec", "cudaLlm.showResources",
+            "cudaLlm.tune")  # fmt: skip
 
 
 def _mutate(rng: random.Random, text: str) -> str:
