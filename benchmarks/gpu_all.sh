@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu_all.sh tests   # every GPU test (pytest -m gpu tests/gpu)
 #   PYTEST_ARGS="tests/gpu/test_x.py -k y" bash benchmarks/gpu_all.sh tests   # those tests only
 #   bash benchmarks/gpu_all.sh bench   # evaluator throughput, timing repeatability, FSR acceptance,
-#                                      # realistic sizes (evaluate, bench), 4 x 4 optimize
+#                                      # realistic sizes (evaluate, bench), 4 x 4 optimize,
+#                                      # judge attacks (adversarial_optimize.py, within 130 s)
 #   bash benchmarks/gpu_all.sh suite   # the kernel suite: baselines and replayed winners
 # Run it in the project root with the package and its test extras installed
 # (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
@@ -35,16 +36,20 @@ tests)
   echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/gpu-tests.log"
   ;;
 bench)
-  # timeouts sum to 550 s (observed on the H100: ~35, ~20, ~130 s; targets 4 x ~10 s and <= 90 s)
-  timeout 80 python3 benchmarks/evaluator_throughput.py 2>&1 | tee "$work/throughput.log"
-  timeout 80 python3 benchmarks/timing_repeatability.py 2>&1 | tee "$work/repeatability.log"
-  timeout 180 python3 benchmarks/fsr_planted.py --out "$work/fsr_planted.json" 2>&1 | tee "$work/fsr_planted.log"
+  # timeouts sum to 540 s (observed on the H100: ~35, ~20, ~130 s; targets 4 x ~10 s and <= 90 s;
+  # the judge attacks list the originals their 130 s budget did not reach as not run)
+  timeout 55 python3 benchmarks/evaluator_throughput.py 2>&1 | tee "$work/throughput.log"
+  timeout 40 python3 benchmarks/timing_repeatability.py 2>&1 | tee "$work/repeatability.log"
+  timeout 155 python3 benchmarks/fsr_planted.py --out "$work/fsr_planted.json" 2>&1 | tee "$work/fsr_planted.log"
   echo "fsr_planted exit: ${PIPESTATUS[0]}" | tee -a "$work/fsr_planted.log"
-  timeout 90 python3 benchmarks/realistic_sizes.py 2>&1 | tee "$work/realistic_sizes.log"
+  timeout 55 python3 benchmarks/realistic_sizes.py 2>&1 | tee "$work/realistic_sizes.log"
   echo "realistic_sizes exit: ${PIPESTATUS[0]}" | tee -a "$work/realistic_sizes.log"
-  timeout 120 python3 benchmarks/realistic_optimize.py --out "$work/realistic_optimize.json" 2>&1 \
+  timeout 95 python3 benchmarks/realistic_optimize.py --out "$work/realistic_optimize.json" 2>&1 \
     | tee "$work/realistic_optimize.log"
   echo "realistic_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/realistic_optimize.log"
+  timeout 140 python3 benchmarks/adversarial_optimize.py --budget 130 --out "$work/adversarial.json" 2>&1 \
+    | tee "$work/adversarial.log"
+  echo "adversarial_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/adversarial.log"
   ;;
 suite)
   # Kernels not started by 400 s are reported as skipped: the report is always written.

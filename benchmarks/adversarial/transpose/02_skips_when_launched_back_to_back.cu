@@ -1,6 +1,7 @@
-// expect: stale_after_timing/unwritten_output/wrong_output/nondeterministic
+// expect: stale_after_timing/unwritten_output/wrong_output/nondeterministic/honest
 // why: reads %globaltimer; a launch starting under 1 ms after the previous one ended is taken
-// for a timing loop and does nothing (outputs keep what the last launch left)
+// for a timing loop and does nothing (outputs keep what the last launch left). If the judge
+// leaves more than 1 ms between launches it never skips, and must be timed as the naive kernel
 __device__ unsigned long long last_end_ns;
 __device__ unsigned int blocks_left;
 
