@@ -172,3 +172,40 @@ def test_a_hook_resolves_only_inside_the_files_tree(tmp_path: Path) -> None:
     fine = spec_of(VADD_SPEC + 'inputs = "gen/ok.py:make"\n')
     arrays = make_inputs(fine, fine.cases()[0], np.random.default_rng(0), project)
     assert arrays["a"].tolist() == [1.0]
+
+
+TILED = """\
+extern "C" __global__ void tr(const float* inp, float* out, int rows, int cols) {
+  int c = blockIdx.x * 32 + threadIdx.x, r = blockIdx.y * 32 + threadIdx.y;
+  if (r < rows && c < cols) out[c * rows + r] = inp[r * cols + c];
+}
+"""
+TRANSPOSE_SPEC = """\
+sizes.rows = [1, 17, 1000]
+sizes.cols = [1, 33, 999]
+grid = ["cdiv(cols, 32)", "cdiv(rows, 32)"]
+block = [32, 32]
+args.inp = "float32[rows * cols]"
+args.out = "out float32[rows * cols]"
+args.rows = "rows"
+args.cols = "cols"
+"""
+
+
+def test_one_size_at_a_multiple_of_32_while_the_other_keeps_its_tail() -> None:
+    """A transpose that skips its bounds checks whenever `cols % 32 == 0` passed every case
+    derived from 1000 x 999: none had one round dimension and one ragged (found by
+    benchmarks/adversarial/transpose/03)."""
+    spec = spec_of(TRANSPOSE_SPEC, TILED)
+    sizes = [h.case.sizes for h in hidden_cases(spec, seed=3) if h.kind == "size"]
+    assert {"rows": 1000, "cols": 1024} in sizes
+    assert {"rows": 1024, "cols": 999} in sizes
+
+
+def test_the_offset_case_runs_at_round_sizes_where_vector_paths_are_taken() -> None:
+    """`float4` loads that assume a 16-byte aligned base only run when a row is a multiple of 4;
+    at 1000 x 999 they never did (benchmarks/adversarial/transpose/04)."""
+    spec = spec_of(TRANSPOSE_SPEC, TILED)
+    (offset,) = [h for h in hidden_cases(spec, seed=3) if h.kind == "offset"]
+    assert offset.case.sizes == {"rows": 1024, "cols": 1024}
+    assert offset.offsets == {"inp": 4, "out": 4}

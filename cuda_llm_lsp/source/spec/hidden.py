@@ -6,14 +6,17 @@ aligned base, a dropped `eps`) passed every listed case. `hidden_cases` derives,
 spec and a seed, deterministically:
 
 - **size** cases (unless `generalize = false`): each size (names whose lists are equal move
-  together) at spec size ± 1, a prime near it and other tail residues modulo 32, one at a time
-  from a base case (the largest spec case using at most half of `budget_bytes`), plus one with
-  every size at a prime; every case re-evaluated (grid, counts, scalars) and kept only if valid
-  and within `budget_bytes` of buffers;
+  together) at spec size ± 1, at a multiple of 32 while the other sizes keep their tails (a kernel
+  that drops its bounds checks when one dimension is "round"), a prime near it and other tail
+  residues modulo 32, one at a time from a base case (the largest spec case using at most half
+  of `budget_bytes`), plus one with every size at a prime; every case re-evaluated (grid, counts,
+  scalars) and kept only if valid and within `budget_bytes` of buffers;
 - **range** cases (not with an `inputs` hook): every floating-point input (`in`, `inout`) at
   large magnitudes, constant, or all zero, as `init` overrides;
 - an **offset** case (unless `align` is 16 or more): every buffer passed at a base that is
-  aligned to its element (or to `align`) but not to 16 bytes.
+  aligned to its element (or to `align`) but not to 16 bytes, at sizes rounded up to multiples of
+  32 where the budget allows (so the vector paths a kernel takes on "round" rows, `float4` loads
+  that assume an aligned base, are the ones that run).
 
 Pure: no I/O, no numpy; the evaluator runs them (it must run the oracle first and drop a case the
 original itself fails or makes non-finite: a hidden case tests generality, not the spec's
@@ -34,7 +37,7 @@ from cuda_llm_lsp.source.spec.model import ArgSpec, InitSpec, TestSpec
 
 HiddenKind = Literal["size", "range", "offset"]
 DEFAULT_BUDGET_BYTES = 64 * 2**20  # buffers of one hidden case, all together
-MAX_SIZE_CASES = 6
+MAX_SIZE_CASES = 8
 TAIL_MODULUS = 32  # tails of warps and of the usual tile widths (8, 16, 32)
 ITEMSIZE = {
     "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
@@ -76,7 +79,7 @@ def hidden_cases(
         out += _size_cases(spec, base, rng, budget_bytes, max_size_cases)
     if spec.inputs is None:
         out += _range_cases(spec, base, rng)
-    offset = _offset_case(spec, base)
+    offset = _offset_case(spec, _rounded(spec, base, budget_bytes))
     if offset is not None:
         out.append(offset)
     first = spec.case_count
@@ -112,7 +115,7 @@ def _size_cases(spec: TestSpec, base: Case, rng: random.Random, budget: int,
         shown = " = ".join(names)
         for value, why in _variants(v, rng):
             sizes = {**base.sizes, **dict.fromkeys(names, value)}
-            (first if why.startswith("spec size") else rest).append(
+            (first if why.startswith(("spec size", "a multiple")) else rest).append(
                 (sizes, f"{shown} = {value} ({why})")
             )
     rng.shuffle(rest)
@@ -137,6 +140,8 @@ def _variants(v: int, rng: random.Random) -> list[tuple[int, str]]:
     found = [(v + 1, "spec size + 1")]
     if v > 1:
         found.append((v - 1, "spec size - 1"))
+    if v % TAIL_MODULUS:
+        found.append((_round_up(v), f"a multiple of {TAIL_MODULUS}"))
     found.append((_prime_near(v, rng), "a prime"))
     if v > TAIL_MODULUS:
         residue = v % TAIL_MODULUS
@@ -145,6 +150,19 @@ def _variants(v: int, rng: random.Random) -> list[tuple[int, str]]:
         for r in rng.sample(others, 2):
             found.append((v - residue + r, f"tail {r} of {TAIL_MODULUS}"))
     return [(value, why) for value, why in found if value >= 1 and value != v]
+
+
+def _round_up(v: int) -> int:
+    return -(-v // TAIL_MODULUS) * TAIL_MODULUS
+
+
+def _rounded(spec: TestSpec, base: Case, budget: int) -> Case:
+    """`base` with every size rounded up to a multiple of 32, if valid and within the budget."""
+    sizes = {n: _round_up(v) for n, v in base.sizes.items()}
+    if sizes == base.sizes:
+        return base
+    case = _evaluate(spec, sizes)
+    return case if case is not None and buffer_bytes(spec, case) <= budget else base
 
 
 def _prime_near(v: int, rng: random.Random) -> int:
