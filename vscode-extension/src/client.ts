@@ -45,6 +45,11 @@ export interface ClientHooks {
     readonly onSuggestion: (params: unknown) => void;
     /** `window/showMessage` from the server (MessageType: 1 error, 2 warning, 3 info, 4 log). */
     readonly onServerMessage: (type: number, message: string) => void;
+    /**
+     * Why a server command may not run now (Restricted Mode; the hook tells the user), or
+     * undefined; checked for every caller, code lenses and light-bulb actions included.
+     */
+    readonly refusal: (command: string) => string | undefined;
 }
 
 /**
@@ -79,6 +84,10 @@ export function createClient(hooks: ClientHooks, processes: ServerProcesses): La
         initializationOptions: hooks.initializationOptions,
         middleware: {
             executeCommand: async (command, args, next) => {
+                const refused = hooks.refusal(command);
+                if (refused !== undefined) {
+                    return undefined; // said by the hook
+                }
                 const result = await next(command, args);
                 hooks.onCommandResult(command, args, result);
                 return result;

@@ -6,7 +6,9 @@
  * goes through `vscodeApi`.
  */
 
+import * as fs from 'node:fs';
 import * as os from 'node:os';
+import * as path from 'node:path';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { cancelProgress, createClient, executeServerCommand, onStateChange, sendConfiguration } from './client';
 import { ServerProcesses } from './common/serverProcesses';
@@ -25,13 +27,27 @@ import {
     kernelsFromLenses,
     refusalReason,
     scanKernels,
+    untrustedRefusal,
 } from './common/commands';
 import { Redactor, redactText } from './common/log';
 import { MessageLevel, MessageView, SHOW_OUTPUT, messageView, serverMessageLevel } from './common/messages';
-import { checkServerInstalled, resolveServerLaunch } from './common/serverCommand';
+import {
+    INSTALL_BUTTON,
+    UPDATE_BUTTON,
+    installServer,
+    installedWheel,
+    launchReader,
+    managedPython,
+    realIo,
+    shippedWheel,
+    userChoseServer,
+} from './common/managedServer';
+import { ServerLaunch, checkServerInstalled, resolveServerLaunch } from './common/serverCommand';
 import {
     ConfigurationItemLike,
+    MACHINE_KEYS,
     PathVariables,
+    RESTRICTED_KEYS,
     SECTION,
     changeKind,
     configurationAnswer,
@@ -110,6 +126,7 @@ export class Session {
             [c.showSuggestion, (arg?: unknown) => this.showPicked(arg)],
             [c.cancelAll, () => this.cancelAll()],
             [c.showOutput, () => this.output.show(true)],
+            [c.installServer, () => this.installServer()],
         ];
         for (const [id, handler] of commands) {
             this.context.subscriptions.push(api.registerCommand(id, (...args: unknown[]) => this.guard(id, () => handler(...args))));
@@ -118,6 +135,8 @@ export class Session {
             api.onDidChangeConfiguration((e) =>
                 this.guard('settings change', () => this.onConfigurationChanged((key) => e.affectsConfiguration(key))),
             ),
+            // Trust granted: workspace values of the restricted settings now apply.
+            api.onDidGrantWorkspaceTrust(() => this.guard('workspace trust', () => this.restartIfLaunchChanged())),
             this.context.secrets.onDidChange((e) =>
                 this.guard('secret storage', async () => {
                     if (e.key === API_KEY_SECRET) {
@@ -167,9 +186,38 @@ export class Session {
         return api.getConfiguration(SECTION, scope);
     }
 
+    /**
+     * The settings that start the server: `server.python` / `server.command` from user (or
+     * remote machine) settings only, and in Restricted Mode `server.evaluator` too.
+     */
+    private launchConfig() {
+        return launchReader(this.config(), api.isWorkspaceTrusted() ? MACHINE_KEYS : RESTRICTED_KEYS);
+    }
+
+    private globalStorage(): string {
+        return this.context.globalStorageUri.fsPath;
+    }
+
+    /** How the server would start now: the user's choice, else the extension's own venv, else python3. */
+    private resolveLaunch() {
+        const config = this.launchConfig();
+        const managed = userChoseServer(config) ? undefined : managedPython(this.globalStorage());
+        return resolveServerLaunch(config, this.vars(), managed);
+    }
+
+    private startedWith: string | undefined;
+
+    private async restartIfLaunchChanged(): Promise<void> {
+        const launch = this.resolveLaunch();
+        if (JSON.stringify(launch) !== this.startedWith) {
+            await this.restart();
+        }
+    }
+
     private async doStart(): Promise<void> {
         this.setState({ kind: 'starting' });
-        const launch = resolveServerLaunch(this.config(), this.vars());
+        const launch = this.resolveLaunch();
+        this.startedWith = JSON.stringify(launch);
         if (!launch.ok) {
             return this.failed(launch.message);
         }
@@ -183,8 +231,9 @@ export class Session {
             this.log(check.detail);
         }
         if (!check.ok) {
-            return this.failed(check.message ?? 'the language server cannot be started');
+            return this.failed(check.message ?? 'the language server cannot be started', launch.value.python !== undefined);
         }
+        this.offerUpdate(launch.value);
         const client = createClient({
             launch: launch.value,
             cwd,
@@ -195,6 +244,7 @@ export class Session {
             onCommandResult: (command, args, result) => this.onCommandResult(command, args, result),
             onSuggestion: (params) => this.onSuggestion(params),
             onServerMessage: (type, message) => this.onServerMessage(type, message),
+            refusal: (command) => this.refused(command),
         }, this.processes);
         this.client = client;
         // The library restarts a crashed server a few times; the status bar follows it, and jobs
@@ -217,6 +267,16 @@ export class Session {
             await this.processes.terminate();
             return this.failed(`the language server did not start: ${errorText(err)}`);
         }
+    }
+
+    /** Restricted Mode: Optimize and Benchmark are refused, with the reason, from wherever they come. */
+    private refused(command: string): string | undefined {
+        const reason = untrustedRefusal(command, api.isWorkspaceTrusted());
+        if (reason !== undefined) {
+            this.log(`${command} refused: ${reason}`);
+            this.show(messageView('warning', reason));
+        }
+        return reason;
     }
 
     private forgetJobs(): void {
@@ -246,15 +306,79 @@ export class Session {
         this.setState({ kind: 'stopped' });
     }
 
-    /** Shows the problem with its fix; does not wait for the user (activation must not hang on a toast). */
-    private failed(message: string): void {
+    /**
+     * Shows the problem with its fix; does not wait for the user (activation must not hang on a
+     * toast). `offerInstall`: the interpreter lacks the server, so the first button installs it.
+     */
+    private failed(message: string, offerInstall = false): void {
         this.setState({ kind: 'failed', message });
         this.log(message);
-        this.show(messageView('error', message, ['Open Settings', SHOW_OUTPUT]), (choice) => {
+        const items = offerInstall ? [INSTALL_BUTTON, 'Open Settings', SHOW_OUTPUT] : ['Open Settings', SHOW_OUTPUT];
+        this.show(messageView('error', message, items), (choice) => {
             if (choice === 'Open Settings') {
                 void api.openSettings('cudaLlm.server');
+            } else if (choice === INSTALL_BUTTON) {
+                void this.guard('install the server', () => this.installServer());
             }
         });
+    }
+
+    /** The extension's own venv holds an older wheel than the one shipped now: offer the update. */
+    private offerUpdate(launch: ServerLaunch): void {
+        const wheel = shippedWheel(this.context.extensionPath);
+        const installed = installedWheel(this.globalStorage());
+        if (!launch.managed || wheel === undefined || installed === path.basename(wheel)) {
+            return;
+        }
+        const text = `this extension ships a newer server (${path.basename(wheel)}) than its environment has (${installed ?? 'unknown'}).`;
+        this.log(text);
+        this.show(messageView('info', text, [UPDATE_BUTTON]), (choice) => {
+            if (choice === UPDATE_BUTTON) {
+                void this.guard('update the server', () => this.installServer());
+            }
+        });
+    }
+
+    /**
+     * CUDA-LLM: Install/Update Server: the shipped wheel into a venv in the extension's global
+     * storage, with progress (and Cancel); the server then restarts on it unless the user's
+     * settings choose another interpreter.
+     */
+    private async installServer(): Promise<void> {
+        const storage = this.globalStorage();
+        fs.mkdirSync(storage, { recursive: true });
+        const wheel = shippedWheel(this.context.extensionPath);
+        this.log(`Installing the server from ${wheel ?? '(no wheel shipped)'} into ${storage}`);
+        this.output.show(true);
+        let outcome: Awaited<ReturnType<typeof installServer>> | undefined;
+        await api.withNotificationProgress('cuda-llm: installing the language server', true, async (progress, token) => {
+            const abort = new AbortController();
+            token.onCancellationRequested(() => abort.abort());
+            const io = realIo(
+                (line) => this.output.appendLine(line),
+                (message) => progress.report({ message }),
+            );
+            outcome = await installServer(storage, wheel, io, abort.signal);
+        });
+        if (outcome === undefined || !outcome.ok) {
+            const message = outcome?.message ?? 'the server install did not run';
+            this.log(message);
+            if (!outcome || !('cancelled' in outcome) || !outcome.cancelled) {
+                this.show(messageView('error', message, [SHOW_OUTPUT]));
+            }
+            return;
+        }
+        this.log(`Server installed: ${outcome.python}`);
+        if (userChoseServer(this.launchConfig())) {
+            this.show(messageView('info', `the server is installed in the extension's environment, but cudaLlm.server.python / server.command choose another interpreter: clear them to use it.`, ['Open Settings']), (choice) => {
+                if (choice === 'Open Settings') {
+                    void api.openSettings('cudaLlm.server');
+                }
+            });
+            return;
+        }
+        await this.restart();
+        this.show(messageView('info', `the language server is installed (${outcome.python}) and running.`));
     }
 
     private setState(state: ServerState): void {
@@ -439,6 +563,10 @@ export class Session {
 
     /** Optimize / Benchmark from the palette or the editor menu: the kernel at the cursor. */
     private async runOnKernel(command: string, arg: unknown): Promise<void> {
+        const refused = untrustedRefusal(command, api.isWorkspaceTrusted());
+        if (refused !== undefined) {
+            throw new UserError(refused);
+        }
         const client = this.runningClient();
         const ref = isKernelRef(arg) ? arg : await this.kernelAtCursor();
         if (ref !== undefined) {

@@ -66,6 +66,15 @@ export function onDidChangeConfiguration(
     return vscode.workspace.onDidChangeConfiguration(listener);
 }
 
+/** False in Restricted Mode (an untrusted workspace). */
+export function isWorkspaceTrusted(): boolean {
+    return vscode.workspace.isTrusted !== false;
+}
+
+export function onDidGrantWorkspaceTrust(listener: () => unknown): vscode.Disposable {
+    return vscode.workspace.onDidGrantWorkspaceTrust(listener);
+}
+
 export function firstWorkspaceFolder(): string | undefined {
     return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
 }

@@ -28,7 +28,23 @@ export const ClientCommand = {
     showSuggestion: 'cudaLlm.client.showSuggestion',
     cancelAll: 'cudaLlm.client.cancelAll',
     showOutput: 'cudaLlm.client.showOutput',
+    installServer: 'cudaLlm.client.installServer',
 } as const;
+
+/**
+ * Server commands that run code from the workspace (the kernel on the GPU, LLM candidates built
+ * from it): refused in an untrusted workspace (Restricted Mode), wherever they are started from.
+ */
+export const TRUSTED_ONLY: readonly string[] = [ServerCommand.optimize, ServerCommand.benchmark];
+
+/** The refusal for a trusted-only command in Restricted Mode, or undefined when it may run. */
+export function untrustedRefusal(command: string, trusted: boolean): string | undefined {
+    if (trusted || !TRUSTED_ONLY.includes(command)) {
+        return undefined;
+    }
+    const what = command === ServerCommand.optimize ? 'Optimize' : 'Benchmark';
+    return `${what} runs this workspace's code on your GPU, so it is off in Restricted Mode: trust the workspace (Manage Workspace Trust) to use it.`;
+}
 
 export type ServerCommandId = (typeof ServerCommand)[keyof typeof ServerCommand];
 export type ClientCommandId = (typeof ClientCommand)[keyof typeof ClientCommand];

@@ -8,6 +8,7 @@
  */
 
 import { spawn } from 'node:child_process';
+import { offerInstallMessage } from './managedServer';
 import { ConfigReader, PathVariables, expandVariables } from './settings';
 
 export const DEFAULT_PYTHON = 'python3';
@@ -21,6 +22,8 @@ export interface ServerLaunch {
     readonly python?: string;
     /** Variables added to the server's environment (`CUDA_LLM_EVALUATOR` in demo/test mode). */
     readonly env?: Readonly<Record<string, string>>;
+    /** True when the interpreter is the extension's own venv (CUDA-LLM: Install/Update Server). */
+    readonly managed?: boolean;
 }
 
 /** The server's variable behind `cudaLlm.server.evaluator`. */
@@ -47,20 +50,24 @@ export function resolveEvaluator(config: ConfigReader, vars: PathVariables = {})
 
 export type Resolved<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string };
 
-/** The command line from settings (`server.command` wins over `server.python`), with `server.evaluator`. */
-export function resolveServerLaunch(config: ConfigReader, vars: PathVariables = {}): Resolved<ServerLaunch> {
+/**
+ * The command line from settings (`server.command` wins over `server.python`), with
+ * `server.evaluator`. `managed` is the interpreter of the extension's own venv, used when neither
+ * is set; without it, `python3` on PATH.
+ */
+export function resolveServerLaunch(config: ConfigReader, vars: PathVariables = {}, managed?: string): Resolved<ServerLaunch> {
     const evaluator = resolveEvaluator(config, vars);
     if (!evaluator.ok) {
         return evaluator;
     }
-    const launch = resolveCommand(config, vars);
+    const launch = resolveCommand(config, vars, managed);
     if (!launch.ok || evaluator.value === undefined) {
         return launch;
     }
     return { ok: true, value: { ...launch.value, env: { [EVALUATOR_ENV]: evaluator.value } } };
 }
 
-function resolveCommand(config: ConfigReader, vars: PathVariables): Resolved<ServerLaunch> {
+function resolveCommand(config: ConfigReader, vars: PathVariables, managed?: string): Resolved<ServerLaunch> {
     const command = config.get<unknown>('server.command');
     if (command !== undefined && command !== null && !(Array.isArray(command) && command.length === 0)) {
         if (!Array.isArray(command) || !command.every((c) => typeof c === 'string') || String(command[0]).trim() === '') {
@@ -78,20 +85,24 @@ function resolveCommand(config: ConfigReader, vars: PathVariables): Resolved<Ser
     if (raw !== undefined && raw !== null && typeof raw !== 'string') {
         return { ok: false, message: 'cudaLlm.server.python must be the path of a Python interpreter (a string)' };
     }
-    const python = expandVariables((raw ?? '').trim() || DEFAULT_PYTHON, vars);
+    const chosen = (raw ?? '').trim();
+    if (chosen === '' && managed !== undefined) {
+        return { ok: true, value: { command: managed, args: ['-m', SERVER_MODULE], python: managed, managed: true } };
+    }
+    const python = expandVariables(chosen || DEFAULT_PYTHON, vars);
     return { ok: true, value: { command: python, args: ['-m', SERVER_MODULE], python } };
 }
 
-export function notInstalledMessage(python: string): string {
-    return `cuda-llm-lsp is not installed for ${python}: run \`${python} -m pip install cuda-llm-lsp\` or set cudaLlm.server.python to the interpreter where it is installed.`;
+export function notInstalledMessage(python: string, managed = false): string {
+    return offerInstallMessage(`cuda-llm-lsp is not installed for ${python}.`, managed);
 }
 
-export function brokenInstallMessage(python: string, error: string): string {
-    return `cuda-llm-lsp fails to import in ${python} (${error}): run \`${python} -m pip install --upgrade cuda-llm-lsp\` and see the output for details.`;
+export function brokenInstallMessage(python: string, error: string, managed = false): string {
+    return offerInstallMessage(`cuda-llm-lsp fails to import in ${python} (${error}); the output has the details.`, managed);
 }
 
-export function interpreterMissingMessage(python: string): string {
-    return `Python interpreter \`${python}\` was not found: install Python 3.10+ and cuda-llm-lsp (\`pip install cuda-llm-lsp\`), or set cudaLlm.server.python to its path.`;
+export function interpreterMissingMessage(python: string, managed = false): string {
+    return offerInstallMessage(`Python interpreter \`${python}\` was not found.`, managed);
 }
 
 export function programMissingMessage(program: string): string {
@@ -173,7 +184,7 @@ export async function checkServerInstalled(
         env: options.env,
     });
     if (result.errorCode === 'ENOENT' || result.errorCode === 'EACCES') {
-        return { ok: false, message: interpreterMissingMessage(launch.python), detail: result.stderr };
+        return { ok: false, message: interpreterMissingMessage(launch.python, launch.managed), detail: result.stderr };
     }
     if (result.timedOut) {
         // A slow first import (cold disk) is not a missing install: let the client try.
@@ -183,7 +194,7 @@ export async function checkServerInstalled(
         const detail = result.stderr.trim();
         const lastLine = detail.split(/\r?\n/).pop() ?? '';
         const missing = detail === '' || new RegExp(`No module named '?${SERVER_MODULE}`).test(detail);
-        const message = missing ? notInstalledMessage(launch.python) : brokenInstallMessage(launch.python, lastLine);
+        const message = missing ? notInstalledMessage(launch.python, launch.managed) : brokenInstallMessage(launch.python, lastLine, launch.managed);
         return { ok: false, message, detail };
     }
     return { ok: true };

@@ -34,12 +34,17 @@ export interface ServerSettings {
     temperature?: number;
     reasoningEffort?: string;
     strategy?: string;
+    launch?: string;
+    compileTimeoutS?: number;
+    gpus?: string;
+    cluster?: string;
     apiKey?: string;
 }
 
 export const SECTION = 'cudaLlm';
-export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy'] as const;
-export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens'] as const;
+export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy', 'launch', 'gpus',
+    'cluster'] as const;
+export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens', 'compileTimeoutS'] as const;
 /** Numbers forwarded as they are (not truncated to integers). */
 export const FRACTION_KEYS = ['temperature'] as const;
 export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
@@ -47,6 +52,13 @@ export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
 export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...FRACTION_KEYS, ...LIST_KEYS];
 /** Settings that change how the server is started: a change needs a restart. */
 export const LAUNCH_KEYS: readonly string[] = ['server.python', 'server.command', 'server.evaluator'];
+/**
+ * Launch settings never taken from a workspace's settings (machine scope): a cloned repository
+ * must not choose the program that runs.
+ */
+export const MACHINE_KEYS: readonly string[] = ['server.python', 'server.command'];
+/** Also ignored from workspace settings in Restricted Mode (`restrictedConfigurations`). */
+export const RESTRICTED_KEYS: readonly string[] = [...MACHINE_KEYS, 'server.evaluator'];
 
 /** `${workspaceFolder}`, `${userHome}` and a leading `~` expanded; unknown variables left as they are. */
 export function expandVariables(value: string, vars: PathVariables): string {

@@ -287,7 +287,8 @@ describe('the bundled extension without the server package', { timeout: 60_000 }
             await ext.activate(context);
             const shown = await until('error message', () => fake.messages.find((m) => m.level === 'error'));
             assert.equal(shown.text, `cuda-llm: ${notInstalledMessage(python)}`);
-            assert.deepEqual(shown.items, ['Open Settings', 'Show Output']);
+            assert.deepEqual(shown.items, ['Install Server', 'Open Settings', 'Show Output']);
+            assert.doesNotMatch(shown.text, /pip install/);
             assert.equal(fake.statusBar.text, '$(error) CUDA-LLM');
             fake.messages = [];
             await fake.commands.get('cudaLlm.client.optimizeKernel')!({ uri: DOC, kernel: 'saxpy' });
@@ -298,6 +299,148 @@ describe('the bundled extension without the server package', { timeout: 60_000 }
             context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
             fs.rmSync(dir, { recursive: true, force: true });
         }
+    });
+});
+
+describe('CUDA-LLM: Install/Update Server in the bundled extension', { timeout: 60_000 }, () => {
+    it('makes a venv with python3, installs the shipped wheel, and starts the server from it', { skip: process.platform === 'win32' && 'POSIX shell' }, async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-install-'));
+        const calls = path.join(dir, 'calls.log');
+        // python3 on PATH: a stand-in that records its arguments and makes `-m venv DIR` a venv
+        // whose python records its arguments too (pip, the import check, the server).
+        const bin = path.join(dir, 'bin');
+        fs.mkdirSync(bin);
+        const server = `${process.execPath} ${path.join(__dirname, 'fakeServer.js')} ${path.join(dir, 'server.jsonl')}`;
+        const venvPython = `#!/bin/sh\necho "venv $*" >> ${calls}\nif [ "$2" = cuda_llm_lsp ]; then exec ${server}; fi\nexit 0\n`;
+        fs.writeFileSync(
+            path.join(bin, 'python3'),
+            `#!/bin/sh\necho "python3 $1 $2" >> ${calls}\nif [ "$2" = "import cuda_llm_lsp" ]; then echo "ModuleNotFoundError: No module named 'cuda_llm_lsp'" >&2; exit 1; fi\nif [ "$2" = venv ]; then mkdir -p "$3/bin"; printf '%b' '${venvPython.replace(/\n/g, '\\n')}' > "$3/bin/python"; chmod +x "$3/bin/python"; fi\nexit 0\n`,
+            { mode: 0o755 },
+        );
+        const extensionPath = path.join(dir, 'ext');
+        fs.mkdirSync(path.join(extensionPath, 'server'), { recursive: true });
+        const wheel = path.join(extensionPath, 'server', 'cuda_llm_lsp-0.1.0-py3-none-any.whl');
+        fs.writeFileSync(wheel, 'not really a wheel');
+        const savedPath = process.env.PATH;
+        process.env.PATH = `${bin}${path.delimiter}${savedPath}`;
+        const ext = loadBundle();
+        fake.reset();
+        resetSettings();
+        // The user presses the button the "not installed" message offers.
+        fake.answer = (_text, items) => (items.includes('Install Server') ? 'Install Server' : undefined);
+        const context = makeContext();
+        context.extensionPath = extensionPath;
+        const storage = context.globalStorageUri.fsPath;
+        try {
+            await ext.activate(context);
+            const offer = await until('the offer', () => fake.messages.find((m) => m.items.includes('Install Server')));
+            assert.match(offer.text, /cuda-llm-lsp is not installed for python3\. Run CUDA-LLM: Install\/Update Server/);
+            const done = await until('installed', () => fake.messages.find((m) => m !== offer && (/server is installed/.test(m.text) || m.level === 'error')));
+            const progress = fake.progress.find((p) => p.title === 'cuda-llm: installing the language server');
+            assert.ok(progress?.cancellable && progress.done, 'a cancellable progress notification, ended');
+            assert.ok(progress.reports.some((r) => /creating the environment \(2\/5\)/.test(r.message ?? '')));
+            const venvPy = path.join(storage, 'server-venv', 'bin', 'python');
+            assert.match(fake.output, new RegExp(`Starting the language server: ${venvPy.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} -m cuda_llm_lsp`));
+            const log = fs.readFileSync(calls, 'utf8');
+            assert.match(log, /python3 -c import sys/);
+            assert.match(log, new RegExp(`python3 -m venv`));
+            assert.ok(log.includes(`venv -m pip install --disable-pip-version-check --upgrade ${wheel}`), log);
+            assert.ok(log.includes(`venv -m pip install --disable-pip-version-check --force-reinstall --no-deps ${wheel}`), log);
+            assert.ok(log.includes('venv -c import cuda_llm_lsp'), log);
+            assert.equal(fs.readFileSync(path.join(storage, 'server-venv', 'cuda-llm-installed-wheel'), 'utf8').trim(), path.basename(wheel));
+            assert.equal(done.level, 'info', done.text);
+            assert.match(done.text, /the language server is installed .* and running/);
+            assert.equal(fake.statusBar.text, '$(zap) CUDA-LLM');
+        } finally {
+            process.env.PATH = savedPath;
+            fake.answer = () => undefined;
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});
+
+describe('the bundled extension and settings a workspace may not set', { timeout: 60_000 }, () => {
+    it("never starts a server command or interpreter from the workspace's settings", { skip: process.platform === 'win32' && 'POSIX shell' }, async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-ws-'));
+        const ran = path.join(dir, 'ran');
+        const evil = path.join(dir, 'evil.sh');
+        fs.writeFileSync(evil, `#!/bin/sh\ntouch ${ran}\nexit 1\n`, { mode: 0o755 });
+        const logFile = path.join(dir, 'server.jsonl');
+        const ext = loadBundle();
+        fake.reset();
+        resetSettings();
+        fake.settings.set('cudaLlm.server.command', [process.execPath, path.join(__dirname, 'fakeServer.js'), logFile]);
+        fake.workspaceSettings.set('cudaLlm.server.command', [evil]);
+        fake.workspaceSettings.set('cudaLlm.server.python', evil);
+        const context = makeContext();
+        try {
+            await ext.activate(context);
+            await until('the server started from user settings', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+            assert.ok(!fs.existsSync(ran), 'the workspace program never ran');
+            // Only a workspace value: the default (python3 / the managed venv), never the workspace's.
+            fake.settings.set('cudaLlm.server.command', []);
+            fake.configListeners.fire({ affectsConfiguration: (k: string) => k === 'cudaLlm.server.command' });
+            await until('restarted', () => fake.output.includes('Restarting the language server'));
+            await until('a start attempt', () => /Starting the language server: python3 -m cuda_llm_lsp/.test(fake.output));
+            assert.ok(!fs.existsSync(ran), 'the workspace program never ran');
+        } finally {
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it('refuses Benchmark and Optimize in Restricted Mode, from the palette and from a code lens', async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-untrusted-'));
+        const logFile = path.join(dir, 'server.jsonl');
+        const ext = loadBundle();
+        fake.reset();
+        resetSettings();
+        fake.trusted = false;
+        fake.settings.set('cudaLlm.server.command', [process.execPath, path.join(__dirname, 'fakeServer.js'), logFile]);
+        const context = makeContext();
+        try {
+            await ext.activate(context);
+            await until('running', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+            await fake.commands.get('cudaLlm.client.benchmarkKernel')!({ uri: DOC, kernel: 'saxpy' });
+            const palette = await until('refusal', () => fake.messages.find((m) => /Restricted Mode/.test(m.text)));
+            assert.match(palette.text, /^cuda-llm: Benchmark runs this workspace's code on your GPU, so it is off in Restricted Mode/);
+            fake.messages = [];
+            // A code lens runs the server's command through the client library's registration.
+            await fake.commands.get('cudaLlm.optimize')!({ uri: DOC, kernel: 'saxpy' });
+            const lens = await until('refusal', () => fake.messages.find((m) => /Restricted Mode/.test(m.text)));
+            assert.match(lens.text, /^cuda-llm: Optimize runs this workspace's code/);
+            assert.deepEqual(executedOnServer(logFile, 'cudaLlm.optimize'), []);
+            assert.deepEqual(executedOnServer(logFile, 'cudaLlm.benchmark'), []);
+            // Trusted now: the same lens reaches the server.
+            fake.trusted = true;
+            await fake.commands.get('cudaLlm.benchmark')!({ uri: DOC, kernel: 'saxpy' });
+            await until('benchmark on the server', () => executedOnServer(logFile, 'cudaLlm.benchmark').length === 1);
+        } finally {
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it('declares the restricted settings, machine scope, and trust-dependent menus in the manifest', () => {
+        const props = MANIFEST.contributes.configuration.properties;
+        assert.equal(props['cudaLlm.server.python'].scope, 'machine');
+        assert.equal(props['cudaLlm.server.command'].scope, 'machine');
+        const trust = MANIFEST.capabilities.untrustedWorkspaces;
+        assert.equal(trust.supported, 'limited');
+        assert.deepEqual(trust.restrictedConfigurations, ['cudaLlm.server.python', 'cudaLlm.server.command', 'cudaLlm.server.evaluator']);
+        assert.ok(trust.description.length > 20);
+        const gated = MANIFEST.contributes.menus.commandPalette.filter((m: any) => /optimizeKernel|benchmarkKernel/.test(m.command));
+        assert.equal(gated.length, 2);
+        assert.ok(gated.every((m: any) => m.when.includes('isWorkspaceTrusted')));
+        for (const key of ['cudaLlm.compileTimeoutS', 'cudaLlm.gpus', 'cudaLlm.cluster', 'cudaLlm.strategy']) {
+            assert.ok(props[key], `${key} is declared`);
+        }
+        assert.deepEqual([props['cudaLlm.compileTimeoutS'].minimum, props['cudaLlm.compileTimeoutS'].maximum, props['cudaLlm.compileTimeoutS'].default], [1, 600, 10]);
+        assert.ok(fs.existsSync(path.join(ROOT, MANIFEST.icon)), 'the icon exists');
     });
 });
 

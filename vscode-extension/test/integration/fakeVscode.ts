@@ -6,6 +6,10 @@
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
 type Listener<T> = (e: T) => unknown;
 
 function stub(name: string): any {
@@ -155,7 +159,13 @@ export interface RecordedProgress {
 
 /** What the extension did, for the tests to check; and the user's scripted answers. */
 export const fake = {
+    /** User settings (and the manifest's defaults, put there by resetSettings). */
     settings: new Map<string, unknown>(),
+    /** A workspace's `.vscode/settings.json`: wins in `get`, reported apart by `inspect`. */
+    workspaceSettings: new Map<string, unknown>(),
+    /** `workspace.isTrusted`; false is Restricted Mode. */
+    trusted: true,
+    trustGranted: new EventEmitter<void>(),
     secrets: new Map<string, string>(),
     commands: new Map<string, (...args: any[]) => unknown>(),
     executed: [] as Array<{ id: string; args: unknown[] }>,
@@ -179,6 +189,8 @@ export const fake = {
         this.progress = [];
         this.contentProviders.clear();
         this.documents = [];
+        this.workspaceSettings.clear();
+        this.trusted = true;
     },
 };
 
@@ -262,12 +274,20 @@ export const workspace = withStubs('workspace', {
     get textDocuments() {
         return fake.documents;
     },
+    get isTrusted() {
+        return fake.trusted;
+    },
+    onDidGrantWorkspaceTrust: fake.trustGranted.event,
     getConfiguration(section?: string) {
         const prefix = section ? `${section}.` : '';
         return {
-            get: (key: string, defaultValue?: unknown) => fake.settings.get(prefix + key) ?? defaultValue,
-            has: (key: string) => fake.settings.has(prefix + key),
-            inspect: () => undefined,
+            get: (key: string, defaultValue?: unknown) => fake.workspaceSettings.get(prefix + key) ?? fake.settings.get(prefix + key) ?? defaultValue,
+            has: (key: string) => fake.settings.has(prefix + key) || fake.workspaceSettings.has(prefix + key),
+            inspect: (key: string) => ({
+                key: prefix + key,
+                globalValue: fake.settings.get(prefix + key),
+                workspaceValue: fake.workspaceSettings.get(prefix + key),
+            }),
             update: async () => undefined,
         };
     },
@@ -335,6 +355,7 @@ export function makeContext(): any {
             onDidChange: changed.event,
         },
         extensionPath: __dirname,
+        globalStorageUri: Uri.file(fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-storage-'))),
         globalState: { get: () => undefined, update: async () => undefined },
         workspaceState: { get: () => undefined, update: async () => undefined },
     };

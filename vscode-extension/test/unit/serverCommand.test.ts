@@ -58,6 +58,26 @@ describe('server launch', () => {
         }
     });
 
+    it("uses the extension's own venv only when neither server.python nor server.command is set", () => {
+        const managed = '/storage/server-venv/bin/python';
+        for (const python of ['', '  ', undefined]) {
+            const r = resolveServerLaunch(reader({ 'server.python': python, 'server.command': [] }), {}, managed);
+            assert.deepEqual(r, { ok: true, value: { command: managed, args: ['-m', 'cuda_llm_lsp'], python: managed, managed: true } });
+        }
+        const chosen = resolveServerLaunch(reader({ 'server.python': '/opt/py/bin/python' }), {}, managed);
+        assert.ok(chosen.ok && chosen.value.command === '/opt/py/bin/python' && chosen.value.managed === undefined);
+        const command = resolveServerLaunch(reader({ 'server.command': ['cuda-llm-lsp'] }), {}, managed);
+        assert.ok(command.ok && command.value.command === 'cuda-llm-lsp');
+    });
+
+    it('offers to repair the managed venv when it is broken', async () => {
+        const managed = { command: '/s/bin/python', args: ['-m', 'cuda_llm_lsp'], python: '/s/bin/python', managed: true };
+        const outcome = await checkServerInstalled(managed, fakeRunner({ code: 1, stderr: "No module named 'cuda_llm_lsp'", timedOut: false }));
+        assert.match(outcome.message ?? '', /Run CUDA-LLM: Install\/Update Server to repair the extension's own server environment/);
+        const missing = await checkServerInstalled(managed, fakeRunner({ code: null, errorCode: 'ENOENT', stderr: '', timedOut: false }));
+        assert.match(missing.message ?? '', /`\/s\/bin\/python` was not found\. Run CUDA-LLM: Install\/Update Server/);
+    });
+
     it('rejects a malformed command with a message naming the setting', () => {
         for (const bad of ['cuda-llm-lsp', [''], [1, 2]]) {
             const r = resolveServerLaunch(reader({ 'server.command': bad }));
@@ -93,9 +113,10 @@ describe('install check', () => {
         assert.equal(outcome.ok, false);
         assert.equal(
             outcome.message,
-            'cuda-llm-lsp is not installed for /venv/bin/python: run `/venv/bin/python -m pip install cuda-llm-lsp` ' +
-                'or set cudaLlm.server.python to the interpreter where it is installed.',
+            'cuda-llm-lsp is not installed for /venv/bin/python. Run CUDA-LLM: Install/Update Server to install it into a ' +
+                'private environment of the extension (or set cudaLlm.server.python to an interpreter where cuda-llm-lsp is installed).',
         );
+        assert.doesNotMatch(outcome.message ?? '', /pip install/);
         assert.equal(outcome.message, notInstalledMessage('/venv/bin/python'));
         assert.match(outcome.detail ?? '', /No module named/);
     });
