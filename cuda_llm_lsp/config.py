@@ -19,6 +19,7 @@ DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_MAX_TOKENS = 32768  # room for a reasoning model's thinking and the kernel after it
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 STRATEGIES = ("fsr", "plan")  # FSR rounds; CUDAMaster's planner -> coders -> debugger
+LAUNCH_POLICIES = ("auto", "keep", "free")  # a candidate's own launch: docs/design.md [launch]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +37,7 @@ class Settings:
     temperature: float | None = None  # None: not sent, the model's default
     reasoning_effort: str | None = None  # None: not sent; one of REASONING_EFFORTS
     strategy: str = "fsr"  # one of STRATEGIES
+    launch: str = "auto"  # one of LAUNCH_POLICIES: may candidates choose their own launch
     debounce_ms: int = 100  # benchmarks/lsp_latency.py: ~175 ms change -> diagnostics on 2 cores
     compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
     gpus: str = "all"  # local GPUs that judge candidates: "all" or ordinals "0,2"
@@ -58,6 +60,7 @@ _KEYS = {
     "temperature": "temperature",
     "reasoningEffort": "reasoning_effort",
     "strategy": "strategy",
+    "launch": "launch",
     "compileTimeoutS": "compile_timeout_s",
     "gpus": "gpus",
     "cluster": "cluster",
@@ -153,6 +156,10 @@ def settings_from_mapping(
             elif name == "strategy":
                 if not isinstance(value, str) or value.strip().lower() not in STRATEGIES:
                     raise ValueError(f"one of {', '.join(STRATEGIES)}")
+                changes[name] = value.strip().lower()
+            elif name == "launch":
+                if not isinstance(value, str) or value.strip().lower() not in LAUNCH_POLICIES:
+                    raise ValueError(f"one of {', '.join(LAUNCH_POLICIES)}")
                 changes[name] = value.strip().lower()
             else:
                 if not isinstance(value, str):

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, REASONING_EFFORTS, STRATEGIES, Settings
+from cuda_llm_lsp.config import (
+    DEFAULT_MAX_TOKENS,
+    LAUNCH_POLICIES,
+    REASONING_EFFORTS,
+    STRATEGIES,
+    Settings,
+)
 from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
 from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
@@ -84,6 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", choices=STRATEGIES,
                         help="fsr (default): rounds of candidates; plan: a planner's K plans, a "
                              "coder per plan, failing ones repaired by a debugger")  # fmt: skip
+    parser.add_argument("--launch", choices=LAUNCH_POLICIES,
+                        help="may candidates choose their own grid/block/smem: auto (default: "
+                             "only if every launch site of the kernel can be rewritten), keep, "
+                             "free")  # fmt: skip
     parser.add_argument(
         "--repairs",
         type=_repairs,
@@ -307,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
     sampling = {"max_tokens": args.max_tokens, "temperature": args.temperature,
                 "reasoning_effort": args.reasoning_effort,
                 "compile_timeout_s": args.compile_timeout and min(600, args.compile_timeout),
-                "strategy": args.strategy,
+                "strategy": args.strategy, "launch": args.launch,
                 }  # fmt: skip
     settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
     config = config_from_settings(

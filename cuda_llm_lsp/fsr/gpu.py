@@ -55,12 +55,14 @@ class GpuLane:
         spec_dir: Path | None = None,
         seed: int | None = None,
         on_gpu: Callable[[str], None] | None = None,
+        candidate_spec: TestSpec | None = None,
     ) -> EvalResult:
         """`evaluator.evaluate`; with a pool, `on_gpu` hears (on the event loop) the label of the
         GPU the call was given, and again if it is re-run elsewhere after losing that GPU."""
+        own: dict[str, TestSpec] = {"candidate_spec": candidate_spec} if candidate_spec else {}
         if self.pool is None or on_gpu is None:
             return await self.call(self.evaluator.evaluate, baseline, candidate, spec,
-                                   spec_dir=spec_dir, seed=seed)  # fmt: skip
+                                   spec_dir=spec_dir, seed=seed, **own)  # fmt: skip
         loop = asyncio.get_running_loop()
         hear = on_gpu
 
@@ -68,7 +70,7 @@ class GpuLane:
             loop.call_soon_threadsafe(hear, gpu.label)
 
         return await self.call(self.pool.evaluate, baseline, candidate, spec, spec_dir=spec_dir,
-                               seed=seed, on_device=heard)  # fmt: skip
+                               seed=seed, on_device=heard, **own)  # fmt: skip
 
     @property
     def busy(self) -> bool:

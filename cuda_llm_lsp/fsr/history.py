@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     message TEXT,
     tokens INTEGER,
     source TEXT,
+    launch TEXT,
     PRIMARY KEY (run_id, round, idx)
 );
 CREATE INDEX IF NOT EXISTS runs_by_file ON runs(file);
@@ -121,6 +122,7 @@ class CandidateRecord:
     message: str
     tokens: int
     source: str
+    launch: str | None = None  # its own launch (`LaunchConfig.describe`); None: the original's
 
 
 class RunHistory:
@@ -131,6 +133,9 @@ class RunHistory:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(candidates)")}
+            if "launch" not in columns:  # a database from before issue [launch]
+                db.execute("ALTER TABLE candidates ADD COLUMN launch TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -154,8 +159,8 @@ class RunHistory:
         with self._connect() as db:
             db.execute(
                 "INSERT OR REPLACE INTO candidates "
-                "(run_id, round, idx, status, ms, speedup, message, tokens, source) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(run_id, round, idx, status, ms, speedup, message, tokens, source, launch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     outcome.round,
@@ -166,6 +171,7 @@ class RunHistory:
                     outcome.message,
                     outcome.tokens,
                     outcome.source,
+                    outcome.launch.describe() if outcome.launch else None,
                 ),
             )
 
@@ -262,13 +268,22 @@ class RunHistory:
     def candidates(self, run_id: int) -> list[CandidateRecord]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT round, idx, status, ms, speedup, message, tokens, source FROM candidates "
+                "SELECT round, idx, status, ms, speedup, message, tokens, source, launch "
+                "FROM candidates "
                 "WHERE run_id = ? ORDER BY round, idx",
                 (run_id,),
             ).fetchall()
         return [
             CandidateRecord(
-                row[0], row[1], row[2], row[3], row[4], row[5] or "", row[6] or 0, row[7] or ""
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5] or "",
+                row[6] or 0,
+                row[7] or "",
+                row[8],
             )
             for row in rows
         ]

@@ -38,6 +38,7 @@ from cuda_llm_lsp.fsr import prompts
 from cuda_llm_lsp.fsr.baseline import Baseline, Unprepared, prepare
 from cuda_llm_lsp.fsr.client import LlmClient, Prompt
 from cuda_llm_lsp.fsr.gpu import GpuLane, Seeds
+from cuda_llm_lsp.fsr.launch import candidate_launch, launch_rule
 from cuda_llm_lsp.fsr.toolchain import DefaultToolchain, Toolchain, build_candidate, clean_candidate
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
@@ -233,6 +234,12 @@ class _OptimizeRun:
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
         self.emit(CandidateStage(round_, index, "generated", role))
         source = clean_candidate(reply.code, self.request.file_text)
+        launch = None  # its own launch block, read before `@cuda-llm` comments were stripped
+        if baseline.task.launch_free:
+            parsed = candidate_launch(reply.code, self.request.kernel, baseline.spec)
+            if isinstance(parsed, str):
+                return self.outcome(slot, "bad_launch", parsed, source=source, tokens=reply.tokens)
+            launch = parsed
         try:
             binary = await build_candidate(
                 self.toolchain, self.request, source, instance=baseline.spec.instance,
@@ -259,6 +266,7 @@ class _OptimizeRun:
             spec_dir=baseline.spec_dir,
             seed=self.seeds.next(),
             on_gpu=on_gpu,
+            candidate_spec=launch.applied_to(baseline.spec) if launch else None,
         )
         status: Status = result.status
         if status == "ok":
@@ -279,6 +287,7 @@ class _OptimizeRun:
             speedup=result.speedup,
             registers=binary.resources.registers if binary.resources else None,
             gpu=result.gpu,
+            launch=launch,
         )
 
     def outcome(self, slot: Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:
@@ -400,8 +409,9 @@ class _OptimizeRun:
         if binary is None:
             return
         try:
+            spec = best.launch.applied_to(baseline.spec) if best.launch else baseline.spec
             self.profile_text = await self.lane.call(
-                self.toolchain.profile, binary, baseline.spec, baseline.spec_dir
+                self.toolchain.profile, binary, spec, baseline.spec_dir
             )
         except Exception as exc:  # the profile is an extra: never let it end the run
             log.info("profiling skipped: %s", exc)
@@ -425,6 +435,7 @@ class _OptimizeRun:
             speedup=check.speedup,
             accepted=True,
             best_source=outcome.source,
+            best_launch=outcome.launch,
             message=message,
             cases_passed=check.cases_passed,
             cases_total=total,
@@ -455,6 +466,10 @@ class _OptimizeRun:
         self.benchmark = baseline.result  # an unprepared run may still have measured it
         if isinstance(baseline, Unprepared):
             return self.error(baseline.message)
+        rule = launch_rule(self.config.launch, self.request.file_text, baseline.spec)
+        task = dataclasses.replace(baseline.task, launch=rule.prompt_text(),
+                                   launch_free=rule.allowed)  # fmt: skip
+        baseline = dataclasses.replace(baseline, task=task)
         self.emit(
             RunStarted(
                 self.request.kernel, baseline.result, self.config.rounds, self.config.candidates

@@ -47,7 +47,8 @@ specific CCCL headers (`<cub/block/block_reduce.cuh>`, `<cub/warp/warp_reduce.cu
 `<cooperative_groups.h>`, `<cub/...>`, `<cuda/...>`) and the file's own includes. No host-only \
 headers (`<iostream>`, `<vector>`, thrust).
 - Keep the kernel's name, template parameters, parameter list and linkage exactly. It is \
-launched with the SAME grid, block and dynamic shared memory as the original.
+launched with the SAME grid, block and dynamic shared memory as the original, unless the task's \
+"Launch" paragraph lets you choose your own.
 - Every output element must be written on every launch; inputs must not be modified; nothing \
 written outside the buffers; no dependence on earlier launches or on races.
 - Outputs must match the original within the stated tolerances on every case shown and on \
@@ -116,6 +117,8 @@ class TaskContext:
     floor: Floor | None = None  # the timed case's roofline (`baseline_floor`)
     peaks_measured: bool = False  # the floor's compute peak was measured, not a datasheet rate
     baseline_profile: str | None = None  # Nsight Compute's view of the original, where it ran
+    launch: str = ""  # the run's launch rule for the prompt (`fsr.launch.LaunchRule.prompt_text`)
+    launch_free: bool = False  # a candidate may choose its own launch (a `@cuda-llm launch` block)
 
 
 @dataclass(frozen=True)
@@ -445,9 +448,15 @@ def task_section(
         hint = f"Implement this plan: {plan.text}"
     return (
         f"## Task\nRewrite the kernel `{task.kernel_name}` below to run faster on this GPU. "
-        "Same name, signature and launch configuration; the full kernel in one ```cuda block.\n"
+        + (
+            "Same name and signature"
+            if task.launch_free
+            else "Same name, signature and launch configuration"
+        )
+        + "; the full kernel in one ```cuda block.\n"
         f"This is round {round_}, candidate {index} of {candidates}. {hint}\n\n"
         f"```cuda\n{task.kernel_source.strip()}\n```"
+        + (f"\n\n{task.launch}" if task.launch else "")
     )
 
 

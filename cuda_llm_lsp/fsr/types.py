@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, Settings
 from cuda_llm_lsp.evaluate.types import EvalResult, Status
+from cuda_llm_lsp.source.spec.launch import LaunchConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +33,7 @@ class OptimizeConfig:
     sanitize_winner: bool = True
     profile: bool = True  # where ncu is on PATH, profile the best kernel for the next prompt
     strategy: Literal["fsr", "plan"] = "fsr"  # plan: planner -> coders -> debugger (CUDAMaster)
+    launch: Literal["auto", "keep", "free"] = "auto"  # candidates' own launch: fsr.launch
     repairs: int = 3  # plan: repair attempts for a failing candidate before it counts as failed
 
 
@@ -48,6 +50,7 @@ def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig
         "temperature": settings.temperature,
         "reasoning_effort": settings.reasoning_effort,
         "strategy": settings.strategy,
+        "launch": settings.launch,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return OptimizeConfig(**values)
@@ -76,6 +79,7 @@ class CandidateOutcome:
     tokens: int = 0
     registers: int | None = None
     gpu: str = ""  # the GPU that judged it, when several can: "gpu1 (NVIDIA H200)"
+    launch: LaunchConfig | None = None  # its own launch block's configuration; None: the original
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ class OptimizeResult:
     best_result: EvalResult | None = None
     cancelled: bool = False
     error: str | None = None  # why the run could not proceed (no spec, endpoint down...)
+    best_launch: LaunchConfig | None = None  # the winner's own launch; None: the original's
 
     def to_json(self) -> dict[str, Any]:
         """The CLI contract's JSON object."""
@@ -147,8 +152,16 @@ class OptimizeResult:
             "accepted": self.accepted,
             "candidates": [
                 {"round": c.round, "index": c.index, "status": c.status, "ms": c.ms,
-                 "message": c.message}
+                 "message": c.message, "launch": _launch_json(c.launch)}
                 for c in self.candidates
             ],
             "best_source": self.best_source,
+            "launch": _launch_json(self.best_launch),
         }  # fmt: skip
+
+
+def _launch_json(config: LaunchConfig | None) -> dict[str, Any] | None:
+    """A candidate's own launch in the CLI contract's JSON; None: the original's."""
+    if config is None:
+        return None
+    return {"grid": list(config.grid), "block": list(config.block), "smem": config.smem}

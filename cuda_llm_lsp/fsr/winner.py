@@ -104,6 +104,8 @@ async def choose_winner(
                 f"(needs > {1.0 + MIN_GAIN:.3f}x)"
             )
             continue  # both measurements must clear the bar: no need for a second one
+        # its own launch block's configuration, if any (the oracle keeps the original's)
+        own = outcome.launch.applied_to(baseline.spec) if outcome.launch else None
         check = await lane.call(
             lane.evaluator.evaluate,
             baseline.binary,
@@ -111,6 +113,7 @@ async def choose_winner(
             baseline.spec,
             spec_dir=baseline.spec_dir,
             seed=seeds.next(),
+            **({"candidate_spec": own} if own else {}),
         )
         if check.status != "ok":
             message = f"on re-validation with new inputs: {check.message}"
@@ -124,7 +127,8 @@ async def choose_winner(
             continue
         sanitized = False
         if sanitize:
-            report = await lane.call(toolchain.sanitize, binary, baseline.spec, baseline.spec_dir)
+            report = await lane.call(toolchain.sanitize, binary, own or baseline.spec,
+                                     baseline.spec_dir)  # fmt: skip
             if report is not None and report.status != "ok":
                 message = report.sanitizer_report or report.message
                 _rewrite(outcomes, outcome, "sanitizer", message)

@@ -35,6 +35,7 @@ export interface ServerSettings {
     reasoningEffort?: string;
     strategy?: string;
     launch?: string;
+    launch?: string;
     compileTimeoutS?: number;
     gpus?: string;
     cluster?: string;
@@ -42,7 +43,7 @@ export interface ServerSettings {
 }
 
 export const SECTION = 'cudaLlm';
-export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy', 'launch', 'gpus',
+export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy', 'launch', 'launch', 'gpus',
     'cluster'] as const;
 export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens', 'compileTimeoutS'] as const;
 /** Numbers forwarded as they are (not truncated to integers). */
