@@ -14,6 +14,10 @@ winner and gave every candidate its expected status.
     python benchmarks/fsr_planted.py --run reduction  # examples/reduction.cu only
     python benchmarks/fsr_planted.py --strategy plan  # planner -> coders -> debugger: the
                                                       # planted compile error is repaired
+    python benchmarks/fsr_planted.py --strategy fsr-repair  # FSR whose debugger repairs it
+
+Every failing candidate goes to the debugger (`--repairs`, default 3); with `fsr` the scripted
+model answers those requests 400, so the planted statuses stand.
 """
 
 from __future__ import annotations
@@ -86,10 +90,12 @@ def run_one(
         "--seed",
         str(seed),
         "--strategy",
-        strategy,
+        "plan" if strategy == "plan" else "fsr",
     ]
     print(f"== {name}: python -m cuda_llm_lsp.cli {' '.join(command)} --base-url <scripted>")
     steps = planted.plan_steps() if strategy == "plan" else planted.steps()
+    if strategy == "fsr-repair":
+        steps += planted.repair_steps()
     with ScriptedLlmServer(steps) as server:
         started = time.monotonic()
         done = cli(*command, "--base-url", server.base_url, env=env)
@@ -150,7 +156,7 @@ def main() -> int:
         "--run", choices=sorted(RUNS), action="append", help="which planted run (default: all)"
     )
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--strategy", choices=("fsr", "plan"), default="fsr")
+    parser.add_argument("--strategy", choices=("fsr", "fsr-repair", "plan"), default="fsr")
     parser.add_argument("--out", type=Path, help="also write the summary JSON here")
     parser.add_argument(
         "--evaluator",

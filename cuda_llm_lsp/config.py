@@ -38,6 +38,7 @@ class Settings:
     reasoning_effort: str | None = None  # None: not sent; one of REASONING_EFFORTS
     strategy: str = "fsr"  # one of STRATEGIES
     launch: str = "auto"  # one of LAUNCH_POLICIES: may candidates choose their own launch
+    repairs: int = 3  # a failing candidate's repair attempts (both strategies) before it fails
     debounce_ms: int = 100  # benchmarks/lsp_latency.py: ~175 ms change -> diagnostics on 2 cores
     compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
     gpus: str = "all"  # local GPUs that judge candidates: "all" or ordinals "0,2"
@@ -61,12 +62,14 @@ _KEYS = {
     "reasoningEffort": "reasoning_effort",
     "strategy": "strategy",
     "launch": "launch",
+    "repairs": "repairs",
     "compileTimeoutS": "compile_timeout_s",
     "gpus": "gpus",
     "cluster": "cluster",
 }
 _LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
-           "max_tokens": (256, 1_000_000), "compile_timeout_s": (1, 600)}  # fmt: skip
+           "max_tokens": (256, 1_000_000), "compile_timeout_s": (1, 600),
+           "repairs": (0, 10)}  # fmt: skip
 
 MAX_STRING = 4096  # characters of one string setting (a path, a URL, a flag)
 MAX_ITEMS = 256  # entries of one list setting

@@ -198,7 +198,7 @@ class Display:
                 return
             self.cells[(event.round, event.index)] = {
                 "requested": "writing", "generated": "building", "evaluating": "timing",
-            }[event.stage] if event.role != "debugger" else f"repairing {event.attempt}"  # fmt: skip
+            }[event.stage] if event.role != "debugger" else "repairing"  # fmt: skip
             if event.role == "debugger" and event.stage == "requested" and not self.live:
                 self._line(f"  {event.round}.{event.index} repairing (attempt {event.attempt})")
             if event.gpu:  # several GPUs: which one judges it

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -57,7 +58,7 @@ from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_
 log = logging.getLogger(__name__)
 
 ROUND_GAIN = 0.01  # a round "gains" when the best speedup grows by more than this
-# plan strategy: what the debugger may repair (an endpoint's failure or a slower kernel is not)
+# what the debugger may repair (an endpoint's failure or a slower kernel is not)
 REPAIRABLE: frozenset[str] = frozenset(STATUSES) - {"ok", "slower", "llm_error", "sanitizer"}
 NO_PLAN = prompts.Plan("(no plan)")
 Role = Literal["coder", "planner", "debugger"]
@@ -192,12 +193,11 @@ class _OptimizeRun:
         return plans[slot[1] - 1] if 0 < slot[1] <= len(plans) else None
 
     async def candidate(self, baseline: Baseline, slot: Slot) -> CandidateOutcome:
-        """Request, build and evaluate one candidate; with the plan strategy, a failing one goes
-        to the debugger up to `repairs` times (each repair a fresh request with its own code and
-        the judge's finding) before it counts as failed."""
+        """Request, build and evaluate one candidate; a failing one goes to the debugger up to
+        `repairs` times (each repair a fresh request with its own code and the judge's finding)
+        before it counts as failed. Both strategies repair this way: FSR's repair step is the
+        plan strategy's debugger without a plan."""
         outcome = await self.attempt(baseline, slot, self.prompt(baseline, *slot))
-        if self.config.strategy != "plan":
-            return outcome
         tokens = outcome.tokens
         for attempt in range(1, max(0, self.config.repairs) + 1):
             if outcome.status not in REPAIRABLE or self.stop_reason or self.over_budget():
@@ -215,7 +215,8 @@ class _OptimizeRun:
             outcome = dataclasses.replace(
                 fixed, message=f"after {attempt} repair(s): {fixed.message}"
             )
-        self.tried.append(prompts.TriedPlan(slot[0], self.plan_for(slot) or NO_PLAN, outcome))
+        if self.config.strategy == "plan":
+            self.tried.append(prompts.TriedPlan(slot[0], self.plan_for(slot) or NO_PLAN, outcome))
         return dataclasses.replace(outcome, tokens=tokens)
 
     async def attempt(
@@ -223,7 +224,8 @@ class _OptimizeRun:
     ) -> CandidateOutcome:
         """One request for `slot`, its kernel built and evaluated."""
         round_, index = slot
-        self.emit(CandidateStage(round_, index, "requested", role))
+        stage = functools.partial(CandidateStage, round_, index, role=role, attempt=prompt.attempt)
+        self.emit(stage("requested"))
         reply = await self.llm.complete(prompt)
         self.tokens += reply.tokens
         if reply.error is not None or reply.code is None:
@@ -232,7 +234,7 @@ class _OptimizeRun:
                 self.stop_reason = message
                 self.fatal = True
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
-        self.emit(CandidateStage(round_, index, "generated", role))
+        self.emit(stage("generated"))
         source = clean_candidate(reply.code, self.request.file_text)
         launch = None  # its own launch block, read before `@cuda-llm` comments were stripped
         if baseline.task.launch_free:
@@ -254,10 +256,10 @@ class _OptimizeRun:
                 slot, binary.status, binary.message, source=source, tokens=reply.tokens
             )
         self.resources[slot] = binary.resources
-        self.emit(CandidateStage(round_, index, "evaluating", role))
+        self.emit(stage("evaluating"))
 
         def on_gpu(gpu: str) -> None:  # several GPUs: which one judges this candidate
-            self.emit(CandidateStage(round_, index, "evaluating", role, gpu))
+            self.emit(stage("evaluating", gpu=gpu))
 
         result = await self.lane.evaluate(
             baseline.binary,

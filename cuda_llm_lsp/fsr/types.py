@@ -34,7 +34,7 @@ class OptimizeConfig:
     profile: bool = True  # where ncu is on PATH, profile the best kernel for the next prompt
     strategy: Literal["fsr", "plan"] = "fsr"  # plan: planner -> coders -> debugger (CUDAMaster)
     launch: Literal["auto", "keep", "free"] = "auto"  # candidates' own launch: fsr.launch
-    repairs: int = 3  # plan: repair attempts for a failing candidate before it counts as failed
+    repairs: int = 3  # repair attempts for a failing candidate before it counts as failed
 
 
 def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig:
@@ -51,6 +51,7 @@ def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig
         "reasoning_effort": settings.reasoning_effort,
         "strategy": settings.strategy,
         "launch": settings.launch,
+        "repairs": settings.repairs,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return OptimizeConfig(**values)
@@ -111,6 +112,7 @@ class CandidateStage:
     stage: Literal["requested", "generated", "evaluating"]
     role: Literal["coder", "planner", "debugger"] = "coder"
     gpu: str = ""  # "evaluating" on several GPUs: which one ("gpu1", "node-a:gpu0")
+    attempt: int = 0  # the debugger's repair attempt, 1-based
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from lsprotocol import types
 from cuda_llm_lsp.engine import history_for_run, run_fsr
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
+    CandidateStage,
     OptimizeRequest,
     OptimizeResult,
     ProgressEvent,
@@ -54,14 +55,31 @@ def _cases(result: Any) -> tuple[int, int]:
     return (result.cases_passed, len(result.cases)) if result is not None else (0, 0)
 
 
+def _role_step(event: CandidateStage, strategy: str) -> str | None:
+    """The step a request starts, by its role: "round 2: planning", "coding plan 3",
+    "repairing 1.3 (attempt 2)"; None for an FSR coder (the round's report says it)."""
+    if event.role == "planner":
+        return f"round {event.round}: planning"
+    if event.role == "debugger":
+        return f"repairing {event.round}.{event.index} (attempt {event.attempt})"
+    return f"coding plan {event.index}" if strategy == "plan" else None
+
+
 class _Tracker:
     """Turns the loop's progress events into progress reports and the kernel's diagnostics."""
 
     def __init__(
-        self, server: CudaLlmServer, job: Job, progress: JobProgress, original: str, total: int
+        self,
+        server: CudaLlmServer,
+        job: Job,
+        progress: JobProgress,
+        original: str,
+        total: int,
+        strategy: str = "fsr",
     ) -> None:
         self.server, self.job, self.progress, self.original = server, job, progress, original
         self.total = max(total, 1)
+        self.strategy = strategy
         self.outcomes: list[Any] = []
         self.baseline: Any = None
         self.best: Any = None
@@ -85,6 +103,10 @@ class _Tracker:
                 self.round, self.rounds = event.round, event.rounds
                 self.progress.report(f"round {event.round}/{event.rounds}")
                 self._publish(f"round {event.round}/{event.rounds}")
+            elif isinstance(event, CandidateStage) and event.stage == "requested":
+                said = _role_step(event, self.strategy)
+                if said:
+                    self.progress.report(said)
             elif isinstance(event, CandidateEvaluated):
                 self.outcomes.append(event.outcome)
                 self.best = event.best
@@ -202,7 +224,9 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     settings = server.settings
     config = config_from_settings(settings)
     history = await history_for_run(lambda exc: log.warning("history unavailable: %s", exc))
-    tracker = _Tracker(server, job, progress, original, config.rounds * config.candidates)
+    tracker = _Tracker(
+        server, job, progress, original, config.rounds * config.candidates, config.strategy
+    )
     request = OptimizeRequest(
         file_text=text, kernel=job.kernel, path=server.path_of(job.uri), settings=settings
     )

@@ -33,6 +33,7 @@ LLM = ScriptedLlmServer(
     [
         {"match": "slow_copy", "text": kernel_reply(FAST), "delay_s": 20, "repeat": -1},
         {"match": "candidate 1 of", "text": kernel_reply(WRONG), "repeat": -1},
+        {"match": "candidate 1, repair", "text": kernel_reply(WRONG), "repeat": -1},  # stays wrong
         {"text": kernel_reply(FAST), "repeat": -1},
     ]
 ).start()

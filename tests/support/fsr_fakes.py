@@ -157,7 +157,10 @@ class FakeToolchain:
 
 
 class FakeLlm:
-    """An in-process `LlmClient`: replies by (round, index), or a function of the prompt."""
+    """An in-process `LlmClient`: replies by (round, index), or a function of the prompt.
+
+    A debugger's request (a repair) is answered only from `repairs`, by (round, index, attempt):
+    unscripted, it gets "not scripted" and the failure it was asked to repair stands."""
 
     def __init__(
         self,
@@ -166,8 +169,10 @@ class FakeLlm:
         default: Any = None,
         delay_s: float = 0.0,
         tokens: int = 100,
+        repairs: dict[tuple[int, int, int], Any] | None = None,
     ) -> None:
         self.replies = dict(replies or {})
+        self.repairs = dict(repairs or {})
         self.default = default
         self.delay_s = delay_s
         self.tokens = tokens
@@ -181,7 +186,10 @@ class FakeLlm:
         from cuda_llm_lsp.fsr.client import LlmReply, extract_kernel
 
         self.prompts.append(prompt)
-        answer = self.replies.get((prompt.round, prompt.index), self.default)
+        if prompt.role == "debugger":
+            answer = self.repairs.get((prompt.round, prompt.index, prompt.attempt))
+        else:
+            answer = self.replies.get((prompt.round, prompt.index), self.default)
         if callable(answer):
             answer = answer(prompt)
         delay = self.delay_s

@@ -15,6 +15,9 @@ from typing import Any
 from tests.support.scripted_llm import kernel_reply
 
 ROOT = Path(__file__).resolve().parents[2]
+# the scenarios whose scripted model serves the planted repairs: `plan`, and FSR with them
+# ("fsr-repair"); plain "fsr" answers every repair 400, so its planted statuses stand
+REPAIRED = ("plan", "fsr-repair")
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,9 @@ class PlantedRun:
     planted: tuple[Planted, ...]
     winner: str  # a marker in the source of the candidate that must win
     also_winning: tuple[str, ...] = ()  # markers of other planted faster kernels
-    # the `plan` strategy: the debugger's first repair of a slot (its reply, and the status the
-    # slot then ends with); every other repair request is answered 400 (script exhausted)
+    # the debugger's first repair of a slot (its reply, and the status the slot then ends with),
+    # served in the scenarios of REPAIRED; every other repair request is answered 400 (script
+    # exhausted), so the planted failure stands
     repairs: tuple[Planted, ...] = ()
 
     def steps(self) -> list[dict[str, Any]]:
@@ -68,23 +72,30 @@ class PlantedRun:
         ]
         return [planner, *self.steps(), *repairs]
 
+    def repair_steps(self) -> list[dict[str, Any]]:
+        """The planted repairs, for an FSR run that serves them ("fsr-repair")."""
+        return [
+            {"text": p.reply, "match": f"round {p.round}, candidate {p.index}, repair 1 of"}
+            for p in self.repairs
+        ]
+
     def won(self, best_source: str | None, strategy: str = "fsr") -> bool:
         """Whether `best_source` is one of the planted faster kernels (or repairs)."""
         markers = (self.winner, *self.also_winning)
-        if strategy == "plan":
+        if strategy in REPAIRED:
             markers += tuple(_marker(p.reply) for p in self.repairs if p.status == "ok")
         return bool(best_source) and any(marker in (best_source or "") for marker in markers)
 
     def expected(self, strategy: str = "fsr") -> dict[tuple[int, int], str]:
         statuses = {(p.round, p.index): p.status for p in self.planted}
-        if strategy == "plan":
+        if strategy in REPAIRED:
             statuses.update({(p.round, p.index): p.status for p in self.repairs})
         return statuses
 
     def mismatches(self, candidates: list[dict[str, Any]], strategy: str = "fsr") -> list[str]:
         """Where the statuses of a result's candidates differ from the planted ones."""
         got = {(c["round"], c["index"]): c["status"] for c in candidates}
-        repaired = {(p.round, p.index): p for p in self.repairs} if strategy == "plan" else {}
+        repaired = {(p.round, p.index): p for p in self.repairs} if strategy in REPAIRED else {}
         problems = []
         for planted in self.planted:
             p = repaired.get((planted.round, planted.index), planted)

@@ -301,9 +301,11 @@ def test_record_with_an_endpoint_then_replay_without_it(workdir: Path) -> None:
             "--format",
             "json",
         )
-        assert len(server.chat_requests()) == 3
+        # 2 and 3 fail: each goes to the debugger once (unscripted: answered 400, recorded too)
+        assert len(server.chat_requests()) == 5
     assert live.returncode == 0, live.stderr
-    assert len(list(record.glob("saxpy-r01-c0*.json"))) == 3
+    assert len(list(record.glob("saxpy-r01-c0*.json"))) == 5
+    assert len(list(record.glob("saxpy-r01-c0?-debugger1-*.json"))) == 2
     replayed = cli(
         workdir,
         str(workdir / "saxpy.cu"),
@@ -384,7 +386,9 @@ def test_planted_gpu_scenario_on_cpu(tmp_path: Path) -> None:
             "json",
             "--write",
         )
-        assert len(server.chat_requests()) == 8
+        asked = [r["body"]["messages"][-1]["content"] for r in server.chat_requests()]
+    # every repairable failure went to the debugger once, answered 400: the planted status stands
+    assert len([a for a in asked if ", repair 1 of 3." in a]) == 5 and len(asked) == 13
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert CONVERGE.mismatches(result["candidates"]) == []

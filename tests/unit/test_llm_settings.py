@@ -61,11 +61,13 @@ def test_cli_flags_reach_the_endpoint(tmp_path: Path) -> None:
     with ScriptedLlmServer([{"text": kernel_reply(code)}]) as server:
         done = _optimize(tmp_path, "--base-url", server.base_url, "--max-tokens", "2048",
                          "--temperature", "0.25", "--reasoning-effort", "medium")  # fmt: skip
-        [request] = server.chat_requests()
+        requests = server.chat_requests()  # the candidate's, then its debugger's (unscripted)
     assert done.returncode == 0, done.stderr
-    body = request["body"]
-    assert body["max_tokens"] == 2048 and body["temperature"] == 0.25
-    assert body["reasoning_effort"] == "medium"
+    assert len(requests) == 2
+    for request in requests:
+        body = request["body"]
+        assert body["max_tokens"] == 2048 and body["temperature"] == 0.25
+        assert body["reasoning_effort"] == "medium"
 
 
 def test_cli_refuses_a_temperature_out_of_range(tmp_path: Path) -> None:

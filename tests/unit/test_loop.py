@@ -47,7 +47,8 @@ async def run(
     events: list[ProgressEvent] | None = None,
     **config: Any,
 ) -> OptimizeResult:
-    settings = {"rounds": 1, "candidates": 4, "profile": False} | config
+    # repairs: 0 unless a test is about them (each would be one more request and evaluation)
+    settings = {"rounds": 1, "candidates": 4, "profile": False, "repairs": 0} | config
     history = config.pop("history", None)
     settings.pop("history", None)
     cancel = settings.pop("cancel", None)

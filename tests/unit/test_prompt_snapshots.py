@@ -84,7 +84,7 @@ def run_prompts() -> dict[int, Prompt]:
         optimize(request, config, RecordedEvaluator(OUTCOMES), llm, toolchain=NoProfiler())
     )
     assert result.error is None, result.message
-    return {p.round: p for p in llm.prompts if p.index == 1}
+    return {p.round: p for p in llm.prompts if p.index == 1 and p.role == "candidate"}
 
 
 def test_round_1_and_round_3_prompts_match_their_snapshots() -> None:

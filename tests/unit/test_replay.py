@@ -36,7 +36,7 @@ def outcomes(baseline_ms: float) -> dict[str, Any]:
 
 
 async def run(llm: Any, baseline_ms: float) -> OptimizeResult:
-    config = OptimizeConfig(rounds=2, candidates=2, profile=False, patience=5)
+    config = OptimizeConfig(rounds=2, candidates=2, profile=False, patience=5, repairs=0)
     request = OptimizeRequest(file_text=SAXPY_FILE, kernel="saxpy", seed=3)
     return await optimize(
         request, config, RecordedEvaluator(outcomes(baseline_ms)), llm, toolchain=FakeToolchain()
