@@ -1,4 +1,4 @@
-"""Background jobs (optimize, benchmark): one per kernel at a time, with work-done progress.
+"""Background jobs (optimize, benchmark, tune): one per kernel at a time, with work-done progress.
 
 A job is an asyncio task kept in the server's task set. Its progress is created with
 `window/workDoneProgress/create` (a client that refuses still gets the work done), begins
@@ -8,8 +8,8 @@ sets the job's event, runs its cancel hooks (stop the LLM requests, kill the GPU
 the progress at once; the work's thread winds down on its own.
 
 The server state owns one `JobManager`; this module knows the server only as a `JobHost`, so it
-sits below the state. The job kinds (`optimize_job`, `benchmark_job`) and the cancel handlers
-(`cancel`) are features on top.
+sits below the state. The job kinds (`optimize_job`, `benchmark_job`, `tune_job`) and the
+cancel handlers (`cancel`) are features on top.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class JobError(Exception):
 class Job:
     uri: str
     kernel: str
-    kind: str  # "optimize" | "benchmark"
+    kind: str  # "optimize" | "benchmark" | "tune"
     token: str
     cancel_event: threading.Event = field(default_factory=threading.Event)
     cancel_hooks: list[Callable[[], None]] = field(default_factory=list)
