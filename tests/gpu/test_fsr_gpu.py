@@ -79,7 +79,10 @@ def test_planted_candidates_end_to_end(server: ScriptedLlmServer, tmp_path: Path
     assert result["accepted"] is True, done.stderr
     assert CONVERGE.winner in result["best_source"]
     assert result["speedup"] > 3.0
-    assert len(server.chat_requests()) == CONVERGE.rounds * CONVERGE.candidates
+    asked = [str(r["body"]["messages"][-1]["content"]) for r in server.chat_requests()]
+    repairs = [a for a in asked if ", repair 1 of 3." in a]  # unscripted: answered 400
+    assert len(asked) - len(repairs) == CONVERGE.rounds * CONVERGE.candidates
+    assert len(repairs) == 5  # 1.1-1.3, 2.2, 2.3: each failure went to the debugger once
     # round 2's prompts carried round 1's feedback
     round2 = [r for r in server.chat_requests() if "This is round 2," in str(r["body"])]
     assert round2 and "fmadd" in str(round2[0]["body"]) and "wrong_output" in str(round2[0]["body"])
