@@ -95,14 +95,28 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
                 _search, request, evaluator, job.cancel_event, on_progress
             )
     except asyncio.CancelledError:
-        if seen:  # what was measured stays in the hover
-            info = f"{job.kernel}: tuning cancelled after {len(seen)} configuration(s)"
-            table = markdown_table(seen, spec.tunables.default)
-            server.set_report(job.uri, KernelReport(job.kernel, original, info, table=table))
+        _cancelled(server, job, original, seen, spec.tunables.default)
         raise
+    if job.cancelled or result.stopped == "cancelled":  # it stopped before the job's end did
+        _cancelled(server, job, original, list(result.measured), result.default)
+        return "cancelled"
     table = markdown_table(result.ranked(), result.default)
     server.set_report(job.uri, KernelReport(job.kernel, original, summary(result), table=table))
     return await _offer(server, job, text, kernel, spec, result)
+
+
+def _cancelled(
+    server: CudaLlmServer,
+    job: Job,
+    original: str,
+    measured: Sequence[Measured],
+    default: Mapping[str, int],
+) -> None:
+    """What was measured before the cancel stays in the hover; nothing is suggested."""
+    if measured:
+        info = f"{job.kernel}: tuning cancelled after {len(measured)} configuration(s)"
+        table = markdown_table(measured, default)
+        server.set_report(job.uri, KernelReport(job.kernel, original, info, table=table))
 
 
 def _search(
