@@ -212,3 +212,23 @@ async def test_the_extension_gets_the_tuned_region_as_a_suggestion(extension: Ed
     (request,) = client.applied_edits
     (change,) = request.edit.document_changes
     assert not request.edit.change_annotations[change.edits[0].annotation_id].needs_confirmation
+
+
+async def test_without_a_define_the_best_value_goes_first_in_the_specs_list(
+    client: EditorClient,
+) -> None:
+    text = (DATA / "tunable.cu").read_text(encoding="utf-8")
+    text = text.replace("#ifndef BLOCK\n#define BLOCK 128\n#endif\n", "")
+    uri = client.open(DATA / "tunable.cu", text)
+    await client.diagnostics_for(uri, 1)
+    await _tune(client, uri)
+    assert await _command(client, "cudaLlm.accept", uri, "scale") is True
+    (request,) = client.applied_edits
+    if client.kind == "visual-studio-code":
+        (text_edit,) = request.edit.document_changes[0].edits
+    else:
+        (text_edit,) = request.edit.changes[uri]
+    line = _line_of(text, "tune.BLOCK")
+    assert text_edit.range.start == types.Position(line=line, character=0)
+    client.change(uri, [text_edit])
+    assert client.text(uri) == text.replace("[128, 256, 1024]", "[256, 128, 1024]")
