@@ -171,7 +171,7 @@ def optimize(target: Target, cands: list[Candidate], work: Path, evaluator: str 
     if evaluator:
         env["CUDA_LLM_EVALUATOR"] = evaluator
     command = ["optimize", str(path), "--kernel", target.kernel, "--rounds", "1",
-               "--candidates", str(n), "--format", "json", "--model", "scripted",
+               "--candidates", str(n), "--repairs", "0", "--format", "json", "--model", "scripted",
                "--seed", str(SEED)]  # fmt: skip
     print(f"== python -m cuda_llm_lsp.cli {' '.join(command)} --base-url <scripted>", flush=True)
     with ScriptedLlmServer(steps) as server:

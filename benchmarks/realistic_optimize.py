@@ -281,7 +281,8 @@ def main() -> int:
         imports_s = time.perf_counter() - T0
         with ScriptedLlmServer(steps) as server:
             command = ["optimize", str(path), "--kernel", "transpose", "--rounds", str(ROUNDS),
-                       "--candidates", str(CANDIDATES), "--format", "json", "--model", "scripted",
+                       "--candidates", str(CANDIDATES), "--repairs", "0", "--format", "json",
+                       "--model", "scripted",
                        "--seed", str(args.seed), "--base-url", server.base_url]  # fmt: skip
             print(f"== python -m cuda_llm_lsp.cli {' '.join(command[:-1])} <scripted>", flush=True)
             out = io.StringIO()
