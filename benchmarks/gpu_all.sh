@@ -36,19 +36,27 @@ tests)
   echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/gpu-tests.log"
   ;;
 bench)
-  # timeouts sum to 540 s (observed on the H100: ~35, ~20, ~130 s; targets 4 x ~10 s and <= 90 s;
-  # the judge attacks list the originals their 130 s budget did not reach as not run)
-  timeout 55 python3 benchmarks/evaluator_throughput.py 2>&1 | tee "$work/throughput.log"
-  timeout 40 python3 benchmarks/timing_repeatability.py 2>&1 | tee "$work/repeatability.log"
-  timeout 155 python3 benchmarks/fsr_planted.py --out "$work/fsr_planted.json" 2>&1 | tee "$work/fsr_planted.log"
-  echo "fsr_planted exit: ${PIPESTATUS[0]}" | tee -a "$work/fsr_planted.log"
-  timeout 55 python3 benchmarks/realistic_sizes.py 2>&1 | tee "$work/realistic_sizes.log"
+  # the judge's own figures (observed on the H100: ~35, ~20 s; 4 x ~10 s; <= 90 s)
+  timeout 60 python3 benchmarks/evaluator_throughput.py 2>&1 | tee "$work/throughput.log"
+  timeout 60 python3 benchmarks/timing_repeatability.py 2>&1 | tee "$work/repeatability.log"
+  timeout 120 python3 benchmarks/realistic_sizes.py 2>&1 | tee "$work/realistic_sizes.log"
   echo "realistic_sizes exit: ${PIPESTATUS[0]}" | tee -a "$work/realistic_sizes.log"
-  timeout 95 python3 benchmarks/realistic_optimize.py --out "$work/realistic_optimize.json" 2>&1 \
+  timeout 240 python3 benchmarks/realistic_optimize.py --out "$work/realistic_optimize.json" 2>&1 \
     | tee "$work/realistic_optimize.log"
   echo "realistic_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/realistic_optimize.log"
-  timeout 140 python3 benchmarks/adversarial_optimize.py --budget 130 --out "$work/adversarial.json" 2>&1 \
-    | tee "$work/adversarial.log"
+  ;;
+fsr)
+  # the loop against planted candidates: FSR, FSR with repairs, and the plan strategy
+  for strategy in fsr fsr-repair plan; do
+    timeout 170 python3 benchmarks/fsr_planted.py --strategy "$strategy" \
+      --out "$work/fsr_planted-$strategy.json" 2>&1 | tee "$work/fsr_planted-$strategy.log"
+    echo "fsr_planted $strategy exit: ${PIPESTATUS[0]}" | tee -a "$work/fsr_planted-$strategy.log"
+  done
+  ;;
+attacks)
+  # honest and adversarial candidates through cuda-llm optimize, timed independently with CuPy
+  timeout 560 python3 benchmarks/adversarial_optimize.py --budget 540 --out "$work/adversarial.json" \
+    2>&1 | tee "$work/adversarial.log"
   echo "adversarial_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/adversarial.log"
   ;;
 suite)
