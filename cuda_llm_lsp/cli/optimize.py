@@ -38,9 +38,9 @@ from cuda_llm_lsp.config import (
 )
 from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
-from cuda_llm_lsp.evaluate.candidate import find_kernel, splice
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
 from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError
+from cuda_llm_lsp.fsr.apply import NotApplicable, build_check, winner_text
 from cuda_llm_lsp.fsr.edit import unified_diff
 from cuda_llm_lsp.fsr.history import RunHistory
 from cuda_llm_lsp.fsr.replay import recorded_shape
@@ -366,14 +366,22 @@ def _finish(
         print(f"cuda-llm optimize: {demo}", file=sys.stderr)
     if not result.accepted or result.best_source is None:
         return EXIT_OK
-    new_text = _new_text(text, args.kernel, result.best_source)
-    if new_text is None:
-        return _fail(f"kernel {args.kernel} not found again in {path}", EXIT_ERROR, False, "")
+    try:  # kernel, helpers above the spec, host code dropped; its launch in the spec and sites
+        applied = winner_text(text, args.kernel, result.best_source, result.best_launch)
+    except NotApplicable as exc:
+        return _fail(f"the winner cannot be applied to {path}: {exc}", EXIT_ERROR, False, "")
+    new_text = applied.text
+    for note in applied.notes:  # launch sites that could not be rewritten: by hand
+        print(f"cuda-llm optimize: change by hand: {note}", file=sys.stderr)
     if not as_json:
         if demo:
             print(f"# {DEMO_LABEL}: not checked on your GPU")
         sys.stdout.write(unified_diff(text, new_text, str(path)))
     if args.write:
+        refused = build_check(new_text, text, path, settings.include_paths)
+        if refused is not None:
+            print(f"cuda-llm optimize: not written: {refused}", file=sys.stderr)
+            return EXIT_ERROR
         return _write(path, original_bytes, new_text)
     return EXIT_OK
 
@@ -415,11 +423,6 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
             f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
             "and times the same candidates for real.")  # fmt: skip
     return _finish(args, text, text.encode("utf-8"), settings, config, evaluator, demo=note)
-
-
-def _new_text(text: str, kernel_name: str, source: str) -> str | None:
-    kernel = find_kernel(text, kernel_name)
-    return splice(text, kernel, source) if kernel else None
 
 
 def _write(path: Path, original: bytes, new_text: str) -> int:

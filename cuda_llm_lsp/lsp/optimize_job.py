@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from lsprotocol import types
 
 from cuda_llm_lsp.engine import history_for_run, run_fsr
+from cuda_llm_lsp.fsr.apply import NotApplicable, changed_region, winner_text
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateStage,
@@ -33,6 +34,7 @@ from cuda_llm_lsp.lsp import commands, results
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
 from cuda_llm_lsp.lsp.results import Suggestion
 from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.source.text import offset_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -256,17 +258,30 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     if result.cancelled:
         return result.message or "cancelled"
     if result.accepted and result.best_source:
+        # one edit from the spec (helpers go above it) to the last launch site it rewrites
+        try:
+            applied = winner_text(text, job.kernel, result.best_source, result.best_launch)
+        except NotApplicable as exc:
+            server.message(f"cuda-llm: {job.kernel}: {result.message}; the winner cannot be "
+                           f"applied: {exc}", types.MessageType.Warning)  # fmt: skip
+            return f"not applicable: {exc}"
+        start, end = offset_of(text, kernel.span.start), offset_of(text, kernel.span.end)
+        region = changed_region(text, applied.text, (start, end))
         suggestion = Suggestion(
             uri=job.uri,
             kernel=job.kernel,
-            original=original,
-            suggested=result.best_source.strip("\n"),
+            original=text[region.start : region.end],
+            suggested=region.text,
+            lead=start - region.start,
+            trail=region.end - end,
+            notes=applied.notes,
+            launch=result.best_launch.describe() if result.best_launch else None,
             speedup=result.speedup,
             baseline_ms=result.baseline_ms,
             best_ms=result.best_ms,
             cases_passed=result.cases_passed,
             cases_total=result.cases_total,
-            message=result.message,
+            message=result.message + _launch_note(result, applied.notes),
             run_id=result.run_id,
         )
         server.suggestions[(job.uri, job.kernel)] = suggestion
@@ -283,3 +298,14 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     kind = types.MessageType.Warning if result.error else types.MessageType.Info
     server.message(f"cuda-llm: {job.kernel}: {result.message}", kind)
     return result.message
+
+
+def _launch_note(result: OptimizeResult, notes: tuple[str, ...]) -> str:
+    """What the suggestion says of the winner's own launch: its configuration, the spec and
+    launch sites changed with it, and the sites to change by hand."""
+    if result.best_launch is None:
+        return ""
+    note = f"; its own launch {result.best_launch.describe()} (spec and launch sites updated)"
+    if notes:
+        note += "; change by hand: " + "; ".join(notes)
+    return note

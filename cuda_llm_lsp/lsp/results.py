@@ -57,6 +57,10 @@ class Suggestion:
     # is then the text from `lead` characters before the kernel to `trail` characters after it.
     lead: int = 0
     trail: int = 0
+    # An optimized kernel's own launch ([launch]): its spec and launch sites are in the same
+    # edit; `notes` name the sites left to change by hand.
+    launch: str | None = None  # `LaunchConfig.describe()`; None: the original launch
+    notes: tuple[str, ...] = ()
 
     @property
     def figures(self) -> str:

@@ -33,11 +33,13 @@ from typing import Any
 import platformdirs
 from lsprotocol import types
 
+from cuda_llm_lsp.fsr.apply import build_check
 from cuda_llm_lsp.fsr.history import record_decision
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.results import Suggestion, suggestion_span
 from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.source.text import offset_of
 
 log = logging.getLogger(__name__)
 ANNOTATION_ID = "cudaLlm.suggestion"
@@ -101,6 +103,15 @@ async def accept(
             f". Use 'Show suggested {kernel}' to see it, or optimize again.",
             types.MessageType.Warning,
         )
+    start, end = offset_of(text, span.start), offset_of(text, span.end)
+    edited = text[:start] + suggestion.suggested + text[end:]
+    path = server.path_of(uri)
+    # proof the whole file (host code, launch sites) still builds, where nvcc is installed
+    broken = await asyncio.to_thread(build_check, edited, text, path,
+                                     server.settings.include_paths)  # fmt: skip
+    if broken is not None:
+        return refused(f"the suggestion for {kernel} was not applied: {broken}",
+                       kind=types.MessageType.Error)  # fmt: skip
     lines = split_lines(text)
     where = to_range(lines, span, server.codec)
     label = f"{suggestion.done.capitalize()} {kernel} ({suggestion.figures})"

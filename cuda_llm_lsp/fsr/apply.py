@@ -1,0 +1,188 @@
+"""An accepted winner written into its file as one consistent change (docs/design.md [launch]).
+
+The kernel is replaced (a dropped `extern "C"` put back); what the reply put before its kernel
+(`__device__` helpers, `#define`s, `constexpr`s) goes above the spec block, so that the spec stays
+directly above the kernel; what came after the kernel (a host launcher, `main`) is dropped, never
+written. With a launch of its own, the spec's `grid` / `block` / `smem` and every launch site of
+the kernel in the file (`source.launch_sites.rewrite_launches`) are rewritten in the same text;
+a site that cannot be rewritten safely is left as it is and named in `notes` with what to write by
+hand. `build_check` then compiles the whole edited file with nvcc where it is available.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_llm_lsp.compile.nvcc import NvccUnavailable, compile_file, find_nvcc
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.launch_sites import rewrite_launches
+from cuda_llm_lsp.source.signature import restore_linkage
+from cuda_llm_lsp.source.spec import TestSpec, parse_spec
+from cuda_llm_lsp.source.spec.launch import LaunchConfig
+from cuda_llm_lsp.source.text import offset_of
+
+
+@dataclass(frozen=True)
+class AppliedWinner:
+    """The whole file after the change, and what the user must still change by hand."""
+
+    text: str
+    notes: tuple[str, ...] = ()  # launch sites left as they were, each with its new launch
+
+
+class NotApplicable(ValueError):
+    """The winner cannot be written into this file as one consistent change (says why)."""
+
+
+def winner_text(
+    file_text: str, kernel_name: str, source: str, launch: LaunchConfig | None = None
+) -> AppliedWinner:
+    """`file_text` with the winner `source` (a cleaned candidate) in place of `kernel_name`, its
+    helpers above the spec, its host code dropped, and its own `launch` (if any) in the spec and
+    at every launch site. Raises `NotApplicable`."""
+    found = [k for k in find_kernels(file_text) if k.name == kernel_name]
+    if len(found) != 1:
+        raise NotApplicable(f"kernel {kernel_name} not found once in the file")
+    original = found[0]
+    theirs = [k for k in find_kernels(source) if k.name == kernel_name]
+    if len(theirs) != 1:
+        raise NotApplicable(f"kernel {kernel_name} not found once in the winner's text")
+    kernel_start = offset_of(source, theirs[0].span.start)
+    kernel_end = offset_of(source, theirs[0].span.end)
+    helpers = source[:kernel_start].strip("\n")
+    kernel_text = restore_linkage(original, source[kernel_start:kernel_end])
+    edits: list[tuple[int, int, str]] = []  # (start, end, new text) in `file_text`
+    start, end = offset_of(file_text, original.span.start), offset_of(file_text, original.span.end)
+    edits.append((start, end, kernel_text))
+    notes: list[str] = []
+    block = original.spec
+    above = offset_of(file_text, block.span.start) if block is not None else start
+    if helpers.strip():
+        edits.append((above, above, helpers + "\n\n"))
+    if launch is not None:
+        spec = _spec(original, file_text)
+        if launch.tunables is not None and launch.tunables is not spec.tunables:
+            raise NotApplicable("a launch block declaring tunables is not written into the file")
+        if block is None:
+            raise NotApplicable(f"{kernel_name} has no spec block to carry the new launch")
+        b_start, b_end = (
+            offset_of(file_text, block.span.start),
+            offset_of(file_text, block.span.end),
+        )
+        edits.append((b_start, b_end, _spec_with(file_text[b_start:b_end], spec, launch)))
+        rewrite = rewrite_launches(file_text, spec, launch)
+        for edit in rewrite.edits:
+            edits.append((offset_of(file_text, edit.span.start),
+                          offset_of(file_text, edit.span.end), edit.new_text))  # fmt: skip
+        notes.extend(r.message for r in rewrite.refusals)
+    return AppliedWinner(_apply(file_text, edits), tuple(notes))
+
+
+def _spec(kernel: Kernel, file_text: str) -> TestSpec:
+    spec, errors = parse_spec(kernel, file_text)
+    if spec is None:
+        first = errors[0].message if errors else "no spec"
+        raise NotApplicable(f"the kernel's spec does not parse: {first}")
+    return spec
+
+
+def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """The edits, which never overlap, applied from the end (an insertion before a replacement
+    at the same offset)."""
+    ordered = sorted(edits, key=lambda e: (e[0], e[1]), reverse=True)
+    for (start, end, _), (next_start, _, _) in zip(ordered[1:], ordered, strict=False):
+        if end > next_start and not (start == end == next_start):
+            raise NotApplicable("the change's edits overlap (a launch site inside the kernel?)")
+    for start, end, new in ordered:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def _spec_with(block_text: str, spec: TestSpec, launch: LaunchConfig) -> str:
+    """The spec comment with `grid` / `block` / `smem` set to the launch's (other lines kept)."""
+    values = {
+        "grid": _dims(launch.grid),
+        "block": _dims(launch.block),
+        "smem": _scalar(launch.smem),
+    }
+    old = {"grid": spec.grid, "block": spec.block, "smem": spec.smem}
+    new = {"grid": launch.grid, "block": launch.block, "smem": launch.smem}
+    for key, value in values.items():
+        if old[key] == new[key]:
+            continue
+        line = re.compile(rf"^(?P<indent>[ \t]*){key}[ \t]*=(?P<rest>.*)$", re.MULTILINE)
+        match = line.search(block_text)
+        if match is None:
+            if key != "smem":
+                raise NotApplicable(f"the spec has no `{key} =` line to rewrite")
+            anchor = line.pattern.replace("smem", "block")
+            after = re.search(anchor, block_text, re.MULTILINE)
+            if after is None:
+                raise NotApplicable("the spec has no `block =` line to put `smem` after")
+            at = after.end()
+            block_text = (
+                f"{block_text[:at]}\n{after.group('indent')}smem = {value}{block_text[at:]}"
+            )
+            continue
+        rest = match.group("rest")
+        if rest.count("[") != rest.count("]") or rest.count('"') % 2:
+            raise NotApplicable(f"the spec's `{key}` spans several lines: rewrite it by hand")
+        comment = re.search(r"\s#.*$", rest)
+        tail = comment.group(0) if comment and rest.count('"') == 0 else ""
+        new_line = f"{match.group('indent')}{key} = {value}{tail}"
+        block_text = block_text[: match.start()] + new_line + block_text[match.end() :]
+    return block_text
+
+
+def _scalar(expr: str) -> str:
+    return expr if re.fullmatch(r"\d+", expr) else json.dumps(expr)
+
+
+def _dims(dims: Sequence[str]) -> str:
+    return _scalar(dims[0]) if len(dims) == 1 else "[" + ", ".join(map(_scalar, dims)) + "]"
+
+
+def build_check(
+    edited: str, original: str, path: Path | None, include_paths: Sequence[str] = ()
+) -> str | None:
+    """Why the edited whole file does not build with nvcc, or None (it builds, no nvcc here, or
+    the original does not build either: then nvcc proves nothing about the edit)."""
+    if find_nvcc() is None:
+        return None
+    try:
+        result = compile_file(edited, path, include_paths=include_paths)
+        if result.ok:
+            return None
+        if not compile_file(original, path, include_paths=include_paths).ok:
+            return None
+    except NvccUnavailable:
+        return None
+    return f"the edited file does not build with nvcc:\n{result.message()}"
+
+
+@dataclass(frozen=True)
+class Region:
+    """One replacement turning the old file into the new: `old[start:end]` becomes `text`."""
+
+    start: int
+    end: int
+    text: str
+
+
+def changed_region(old: str, new: str, keep: tuple[int, int]) -> Region:
+    """The smallest single replacement from `old` to `new` that contains `old[keep[0]:keep[1]]`
+    (the kernel: an editor suggestion is anchored on it). One edit, so one undo step."""
+    limit = min(len(old), len(new))
+    prefix = 0
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and old[-1 - suffix] == new[-1 - suffix]:
+        suffix += 1
+    start = min(prefix, keep[0])
+    end = max(len(old) - suffix, keep[1])
+    return Region(start, end, new[start : len(new) - (len(old) - end)])
