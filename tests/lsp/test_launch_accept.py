@@ -1,0 +1,116 @@
+"""Accept of a launch-changing suggestion ([launch]): the kernel, the spec's grid/block and the
+file's launch site arrive as ONE edit (one undo step), and the file still builds.
+
+Real server, real NVRTC, real FSR loop against a scripted endpoint whose kernel carries a
+`@cuda-llm launch` block; only the GPU is replaced by recorded outcomes.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from lsprotocol import types
+
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.spec import parse_spec
+from tests.lsp.conftest import DATA, SCRATCH, SERVERS, EditorClient, lsp_fixture
+from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
+
+FILE = """\
+#include <cstdio>
+#include <cuda_runtime.h>
+
+/* @cuda-llm
+sizes.n = [1, 1000, 1048576]
+grid = "cdiv(n, 256)"
+block = 256
+args.n = "n"
+args.a = "2.5"
+args.x = "float32[n]"
+args.y = "inout float32[n]"
+*/
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+int main() {
+    int n = 1 << 20;
+    float *x = nullptr, *y = nullptr;
+    saxpy<<<(n + 255) / 256, 256>>>(n, 2.5f, x, y);
+    cudaDeviceSynchronize();
+    return 0;
+}
+"""
+FAST = """\
+/* @cuda-llm launch
+grid = "cdiv(n, 1024)"
+block = 1024
+*/
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+    // variant: fast
+    int stride = gridDim.x * blockDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        y[i] = fmaf(a, x[i], y[i]);
+    }
+}"""
+
+LLM = ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]).start()
+RECORDED = [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")]
+OPTIONS = {
+    "cudaLlm": {
+        "debounceMs": 0,
+        "baseUrl": LLM.base_url,
+        "model": "scripted-model",
+        "rounds": 1,
+        "candidates": 1,
+        "apiKey": "sk-test-not-a-real-key",
+    }
+}
+
+client = lsp_fixture(server_command=RECORDED, init_options=OPTIONS)
+
+
+async def _command(client: EditorClient, name: str, uri: str) -> Any:
+    return await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=name, arguments=[{"uri": uri, "kernel": "saxpy"}])
+    )
+
+
+async def test_accept_of_a_launch_change_is_one_edit_with_spec_and_launch_site(
+    client: EditorClient,
+) -> None:
+    path = SCRATCH / "launch_accept.cu"
+    path.write_text(FILE, encoding="utf-8")
+    uri = client.open(path)
+    await client.diagnostics_for(uri, 1)
+    answer = await _command(client, "cudaLlm.optimize", uri)
+    token = answer["token"]
+    await client.wait_for(
+        lambda: any(
+            isinstance(v, types.WorkDoneProgressEnd) for v in client.progress_reports.get(token, [])
+        ),
+        timeout=120,
+    )
+    assert await _command(client, "cudaLlm.accept", uri) is True
+    (request,) = client.applied_edits
+    if client.kind == "visual-studio-code":
+        (change,) = request.edit.document_changes
+        edits = list(change.edits)
+    else:
+        edits = list(request.edit.changes[uri])
+    assert len(edits) == 1  # kernel, spec and launch site: one edit, one undo step
+    client.change(uri, edits)
+    text = client.text(uri)
+    assert "variant: fast" in text and "@cuda-llm launch" not in text
+    assert "saxpy<<<(n + 1023) / 1024, 1024>>>(n, 2.5f, x, y);" in text
+    (kernel,) = [k for k in find_kernels(text) if k.name == "saxpy"]
+    spec, errors = parse_spec(kernel, text)
+    assert spec is not None, errors
+    assert (spec.grid, spec.block) == (("cdiv(n, 1024)",), ("1024",))
+    lines = FILE.split("\n")
+    spans = edits[0].range  # from the spec's grid line to the launch site, kernel between
+    assert lines[spans.start.line].startswith("grid") and "saxpy<<<" in lines[spans.end.line]
