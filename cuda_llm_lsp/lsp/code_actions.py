@@ -86,7 +86,9 @@ async def actions(
     job = server.jobs.running(uri, name)
     suggestion = server.suggestions.get((uri, name))
     if suggestion is not None:
-        command(f"Accept {suggestion.done} {name} ({suggestion.figures})", commands.ACCEPT)
+        by_hand = len(suggestion.notes)  # launch sites its own launch could not rewrite
+        hand = f"; change {by_hand} launch site(s) by hand: see Show" if by_hand else ""
+        command(f"Accept {suggestion.done} {name} ({suggestion.figures}{hand})", commands.ACCEPT)
         command(f"Reject suggestion for {name}", commands.REJECT)
         command(f"Show suggested {name}", commands.SHOW)
     if job is not None:

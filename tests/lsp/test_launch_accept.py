@@ -72,12 +72,63 @@ OPTIONS = {
 }
 
 client = lsp_fixture(server_command=RECORDED, init_options=OPTIONS)
+# `free`: a launch change even where a site cannot be rewritten (named to change by hand)
+free_client = lsp_fixture(
+    server_command=RECORDED, init_options={"cudaLlm": {**OPTIONS["cudaLlm"], "launch": "free"}}
+)
+MACRO_FILE = FILE.replace(
+    "saxpy<<<(n + 255) / 256, 256>>>(n, 2.5f, x, y);", "LAUNCH(saxpy, n, 2.5f, x, y);"
+).replace("#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\n#define LAUNCH(k, n, ...) "
+          "k<<<((n) + 255) / 256, 256>>>(n, __VA_ARGS__)\n")  # fmt: skip
 
 
 async def _command(client: EditorClient, name: str, uri: str) -> Any:
     return await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command=name, arguments=[{"uri": uri, "kernel": "saxpy"}])
     )
+
+
+async def _optimized(client: EditorClient, name: str, text: str) -> str:
+    path = SCRATCH / name
+    path.write_text(text, encoding="utf-8")
+    uri = client.open(path)
+    await client.diagnostics_for(uri, 1)
+    token = (await _command(client, "cudaLlm.optimize", uri))["token"]
+    await client.wait_for(
+        lambda: any(
+            isinstance(v, types.WorkDoneProgressEnd) for v in client.progress_reports.get(token, [])
+        ),
+        timeout=120,
+    )
+    return uri
+
+
+async def test_with_free_a_site_that_cannot_be_rewritten_is_named_in_the_accept_title(
+    free_client: EditorClient,
+) -> None:
+    client = free_client
+    uri = await _optimized(client, "launch_macro.cu", MACRO_FILE)
+    line = next(i for i, t in enumerate(MACRO_FILE.split("\n")) if "void saxpy" in t)
+    where = types.Position(line=line + 1, character=4)
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=where, end=where),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
+    titles = [a.title for a in actions or []]
+    assert any("change 1 launch site(s) by hand" in t for t in titles), titles
+    assert await _command(client, "cudaLlm.accept", uri) is True
+    (request,) = client.applied_edits
+    edits = (
+        list(request.edit.document_changes[0].edits)
+        if client.kind == "visual-studio-code"
+        else list(request.edit.changes[uri])
+    )
+    client.change(uri, edits)
+    text = client.text(uri)
+    assert "LAUNCH(saxpy, n, 2.5f, x, y);" in text and 'grid = "cdiv(n, 1024)"' in text
 
 
 async def test_accept_of_a_launch_change_is_one_edit_with_spec_and_launch_site(
