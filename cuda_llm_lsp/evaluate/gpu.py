@@ -392,11 +392,15 @@ class GpuEvaluator:
                 continue
             own = own_hidden.get((h.kind, h.what))
             cand_spec, cand_case = (own_spec, own.case) if own_spec and own else (spec, case)
+            judged = spec
+            if h.atol_scale != 1.0:  # large magnitudes: the tolerance scales with the terms
+                judged = replace(spec, atol=spec.atol * h.atol_scale)
+                cand_spec = replace(cand_spec, atol=cand_spec.atol * h.atol_scale)
             fill = {n: Generated(KIND_CODES["uniform"], -1.0, 1.0, key=secrets.randbits(64))
                     for n in _outputs(spec)}  # fmt: skip
             run = self._run(cand_key, cand_spec, cand_case, inputs, where, against=(_ORACLE,),
                             fill=fill, offsets=h.offsets)  # fmt: skip
-            problem = judge.hidden_run(spec, case, oracle, run, where)
+            problem = judge.hidden_run(judged, case, oracle, run, where)
             if problem is not OK:
                 status = _final(problem.status)
                 failed = CaseOutcome(case.index, dict(case.sizes), status, problem.message)

@@ -209,3 +209,14 @@ def test_the_offset_case_runs_at_round_sizes_where_vector_paths_are_taken() -> N
     (offset,) = [h for h in hidden_cases(spec, seed=3) if h.kind == "offset"]
     assert offset.case.sizes == {"rows": 1024, "cols": 1024}
     assert offset.offsets == {"inp": 4, "out": 4}
+
+
+def test_large_magnitudes_scale_atol_with_the_square_of_the_input_scale() -> None:
+    """A matmul whose sums are reordered honestly (shared atomics) moved a near-zero result by 52
+    at inputs of +-1000 (terms of 1e6) against the spec's atol of 1e-4, and was rejected as
+    wrong_output on the H100 (benchmarks/adversarial/matmul/04): atol must grow with the terms."""
+    spec = spec_of(VADD_SPEC)
+    by_what = {h.what: h for h in hidden_cases(spec, seed=1) if h.kind == "range"}
+    large = next(h for what, h in by_what.items() if "large magnitude" in what)
+    assert large.atol_scale == 1000.0**2
+    assert all(h.atol_scale == 1.0 for h in by_what.values() if h is not large)

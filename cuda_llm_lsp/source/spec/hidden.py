@@ -12,7 +12,12 @@ spec and a seed, deterministically:
   of `budget_bytes`), plus one with every size at a prime; every case re-evaluated (grid, counts,
   scalars) and kept only if valid and within `budget_bytes` of buffers;
 - **range** cases (not with an `inputs` hook): every floating-point input (`in`, `inout`) at
-  large magnitudes, constant, or all zero, as `init` overrides;
+  large magnitudes, constant, or all zero, as `init` overrides. At large magnitudes `atol` is
+  scaled by the square of the input scale (`atol_scale`): a product-sum such as a matmul has
+  results near zero built from terms a million times larger, and an honest reordering of those
+  sums (shared-memory atomics, tree reductions) moves them by far more than the spec's `atol`,
+  which was chosen for its own range. Non-finite results and errors relative to large results
+  are still caught;
 - an **offset** case (unless `align` is 16 or more): every buffer passed at a base that is
   aligned to its element (or to `align`) but not to 16 bytes, at sizes rounded up to multiples of
   32 where the budget allows (so the vector paths a kernel takes on "round" rows, `float4` loads
@@ -56,6 +61,7 @@ class HiddenCase:
     case: Case
     init: dict[str, InitSpec] = field(default_factory=dict)  # range cases: per pointer
     offsets: dict[str, int] = field(default_factory=dict)  # offset case: bytes past an aligned base
+    atol_scale: float = 1.0  # the spec's atol times this (large-magnitude inputs)
 
     def describe(self) -> str:
         return f"hidden {self.kind} case ({self.what}; {self.case.describe()})"
@@ -213,15 +219,24 @@ def _range_cases(spec: TestSpec, base: Case, rng: random.Random) -> list[HiddenC
         return []
     large: dict[str, InitSpec] = {}
     constant: dict[str, InitSpec] = {}
+    widest = 1.0  # the largest factor an input's range grew by
     for a in args:
         lo, hi = _init_bounds(a.init)
-        magnitude = max(abs(lo), abs(hi), 1.0) * LARGE_SCALE.get(a.dtype or "float32", 1000.0)
+        scale = LARGE_SCALE.get(a.dtype or "float32", 1000.0)
+        widest = max(widest, scale)
+        magnitude = max(abs(lo), abs(hi), 1.0) * scale
         large[a.name] = InitSpec("uniform", -magnitude, magnitude)
         c = round(rng.uniform(lo, hi), 3) if hi > lo else lo
         constant[a.name] = InitSpec("uniform", c, c)
     zeros = {a.name: InitSpec("zeros") for a in args}
     return [
-        HiddenCase("range", "inputs of large magnitude, beyond the spec's init range", base, large),
+        HiddenCase(
+            "range",
+            "inputs of large magnitude, beyond the spec's init range",
+            base,
+            large,
+            atol_scale=widest**2,
+        ),
         HiddenCase("range", "constant inputs (every element equal)", base, constant),
         HiddenCase("range", "all-zero inputs", base, zeros),
     ]
