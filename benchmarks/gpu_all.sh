@@ -24,7 +24,7 @@ fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE_DIR=/tmp/cuda-llm-cache CUDA_LLM_DATA_DIR=/tmp/cuda-llm-data
 export CUDA_LLM_TEST_LOG_DIR="$work"   # the GPU editor test keeps its server log here
-{ date -u; git log -1 --format='commit %H %s' 2>/dev/null
+{ date -u; echo "commit ${COMMIT:-$(git log -1 --format=%H 2>/dev/null)}"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c "import sys, cuda.bindings, numpy; print(sys.version.split()[0], 'cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
   command -v compute-sanitizer ncu; } 2>&1 | tee "$work/env.log"
