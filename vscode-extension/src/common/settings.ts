@@ -35,17 +35,18 @@ export interface ServerSettings {
     reasoningEffort?: string;
     strategy?: string;
     launch?: string;
-    launch?: string;
     compileTimeoutS?: number;
+    repairs?: number;
     gpus?: string;
     cluster?: string;
     apiKey?: string;
 }
 
 export const SECTION = 'cudaLlm';
-export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy', 'launch', 'launch', 'gpus',
+export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy', 'launch', 'gpus',
     'cluster'] as const;
-export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens', 'compileTimeoutS'] as const;
+export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens', 'compileTimeoutS',
+    'repairs'] as const;
 /** Numbers forwarded as they are (not truncated to integers). */
 export const FRACTION_KEYS = ['temperature'] as const;
 export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
