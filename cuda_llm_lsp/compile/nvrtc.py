@@ -126,7 +126,7 @@ def compile_unit(
         arch=options.arch,
         diagnostics=tuple(diagnostics),
         log=run.log,
-        cubin=run.cubin if ok else None,
+        cubin=run.cubin if ok and not syntax_only else None,  # syntax only: an empty module
         lowered_names=run.lowered,
         resources=resources,
     )
