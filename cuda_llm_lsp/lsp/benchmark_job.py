@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Any
 
 from cuda_llm_lsp.evaluate.candidate import build_binary
 from cuda_llm_lsp.evaluate.format import summary_line
@@ -21,12 +20,7 @@ from cuda_llm_lsp.source.spec import parse_spec
 
 
 def register(server: CudaLlmServer) -> None:
-    @commands.kernel_command(server, commands.BENCHMARK)
-    async def do_benchmark(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
-        if await commands.known_kernel(ls, uri, kernel):
-            job = start(ls, uri, kernel)
-            return {"token": job.token} if job else None
-        return None
+    commands.job_command(server, commands.BENCHMARK, start)
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:

@@ -71,3 +71,17 @@ def kernel_command(server: CudaLlmServer, name: str) -> Callable[[KernelHandler]
         return server.command(name)(run)
 
     return wrap
+
+
+def job_command(
+    server: CudaLlmServer, name: str, start: Callable[[CudaLlmServer, str, str], Any]
+) -> None:
+    """Register command `name` that starts a background job (`start(server, uri, kernel)`) on a
+    kernel the document has, answering the job's progress token (None: not started)."""
+
+    @kernel_command(server, name)
+    async def run(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
+        if await known_kernel(ls, uri, kernel):
+            job = start(ls, uri, kernel)
+            return {"token": job.token} if job else None
+        return None

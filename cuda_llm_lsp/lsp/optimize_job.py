@@ -41,12 +41,7 @@ T = TypeVar("T")
 
 
 def register(server: CudaLlmServer) -> None:
-    @commands.kernel_command(server, commands.OPTIMIZE)
-    async def do_optimize(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
-        if await commands.known_kernel(ls, uri, kernel):
-            job = start(ls, uri, kernel)
-            return {"token": job.token} if job else None
-        return None
+    commands.job_command(server, commands.OPTIMIZE, start)
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:

@@ -17,7 +17,6 @@ import asyncio
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
 
 from lsprotocol import types
 
@@ -46,12 +45,7 @@ TABLE_ROWS = 20
 
 
 def register(server: CudaLlmServer) -> None:
-    @commands.kernel_command(server, commands.TUNE)
-    async def do_tune(ls: CudaLlmServer, uri: str, kernel: str) -> Any:
-        if await commands.known_kernel(ls, uri, kernel):
-            job = start(ls, uri, kernel)
-            return {"token": job.token} if job else None
-        return None
+    commands.job_command(server, commands.TUNE, start)
 
 
 def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:

@@ -12,6 +12,7 @@ out; both read the same tree-sitter model of the body.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from cuda_llm_lsp.source.kernels import Kernel, parse_tree
@@ -28,18 +29,7 @@ def read_pointers(body: str, names: set[str]) -> set[str]:
     """
     if not names:
         return set()
-    tree, data = parse_tree("void __cuda_llm_body() " + body)  # a per-thread parser
-    reads: set[str] = set()
-    stack = [tree.root_node]
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        if node.type != "identifier":
-            continue
-        name = data[node.start_byte : node.end_byte].decode("utf-8", "replace")
-        if name in names and name not in reads and not _is_pure_write(node):
-            reads.add(name)
-    return reads
+    return _uses(body, names, lambda node, data: not _is_pure_write(node))
 
 
 # Calls that only load through the address they are given (the read-only cache intrinsics).
@@ -52,8 +42,13 @@ def written_pointers(body: str, names: set[str]) -> set[str]:
     """Which of `names` the function body `body` ('{...}') may write through (conservatively)."""
     if not names:
         return set()
+    return _uses(body, names, _address_may_be_written)
+
+
+def _uses(body: str, names: set[str], counts: Callable[[Any, bytes], bool]) -> set[str]:
+    """Which of `names` have an identifier use in `body` ('{...}') for which `counts` holds."""
     tree, data = parse_tree("void __cuda_llm_body() " + body)  # a per-thread parser
-    writes: set[str] = set()
+    found: set[str] = set()
     stack = [tree.root_node]
     while stack:
         node = stack.pop()
@@ -61,9 +56,9 @@ def written_pointers(body: str, names: set[str]) -> set[str]:
         if node.type != "identifier":
             continue
         name = data[node.start_byte : node.end_byte].decode("utf-8", "replace")
-        if name in names and name not in writes and _address_may_be_written(node, data):
-            writes.add(name)
-    return writes
+        if name in names and name not in found and counts(node, data):
+            found.add(name)
+    return found
 
 
 def _address_may_be_written(address: Any, data: bytes) -> bool:
