@@ -2,11 +2,13 @@
 
 The kernel is replaced (a dropped `extern "C"` put back); what the reply put before its kernel
 (`__device__` helpers, `#define`s, `constexpr`s) goes above the spec block, so that the spec stays
-directly above the kernel; what came after the kernel (a host launcher, `main`) is dropped, never
-written. With a launch of its own, the spec's `grid` / `block` / `smem` and every launch site of
-the kernel in the file (`source.launch_sites.rewrite_launches`) are rewritten in the same text;
-a site that cannot be rewritten safely is left as it is and named in `notes` with what to write by
-hand. `build_check` then compiles the whole edited file with nvcc where it is available.
+directly above the kernel, a name the file already uses dropped (the file has the identical
+definition), renamed or refused (`fsr.clashes`); what came after the kernel (a host launcher,
+`main`) is dropped, never written. With a launch of its own, the spec's `grid` / `block` /
+`smem` and every launch site of the kernel in the file (`source.launch_sites.rewrite_launches`)
+are rewritten in the same text; a site that cannot be rewritten safely is left as it is and named
+in `notes` with what to write by hand. `build_check` then compiles the whole edited file with
+nvcc where it is available.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_llm_lsp.compile.nvcc import NvccUnavailable, compile_file, find_nvcc
+from cuda_llm_lsp.fsr.clashes import HelperClash, merge_helpers
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.launch_sites import rewrite_launches
 from cuda_llm_lsp.source.signature import restore_linkage
@@ -32,6 +35,7 @@ class AppliedWinner:
 
     text: str
     notes: tuple[str, ...] = ()  # launch sites left as they were, each with its new launch
+    renamed: tuple[tuple[str, str], ...] = ()  # helper names the file uses: (reply's, written)
 
 
 class NotApplicable(ValueError):
@@ -53,14 +57,23 @@ def winner_text(
         raise NotApplicable(f"kernel {kernel_name} not found once in the winner's text")
     kernel_start = offset_of(source, theirs[0].span.start)
     kernel_end = offset_of(source, theirs[0].span.end)
-    helpers = source[:kernel_start].strip("\n")
-    kernel_text = restore_linkage(original, source[kernel_start:kernel_end])
-    edits: list[tuple[int, int, str]] = []  # (start, end, new text) in `file_text`
     start, end = offset_of(file_text, original.span.start), offset_of(file_text, original.span.end)
-    edits.append((start, end, kernel_text))
-    notes: list[str] = []
     block = original.spec
     above = offset_of(file_text, block.span.start) if block is not None else start
+    try:  # a helper's name the file uses elsewhere: dropped if identical, else renamed
+        merged = merge_helpers(
+            file_text,
+            (start, end),
+            above,
+            source[:kernel_start].strip("\n"),
+            restore_linkage(original, source[kernel_start:kernel_end]),
+            kernel_name,
+        )
+    except HelperClash as exc:
+        raise NotApplicable(str(exc)) from exc
+    helpers, kernel_text = merged.helpers, merged.kernel
+    edits: list[tuple[int, int, str]] = [(start, end, kernel_text)]  # (start, end, new text)
+    notes: list[str] = []
     if helpers.strip():
         edits.append((above, above, helpers + "\n\n"))
     if launch is not None:
@@ -79,7 +92,7 @@ def winner_text(
             edits.append((offset_of(file_text, edit.span.start),
                           offset_of(file_text, edit.span.end), edit.new_text))  # fmt: skip
         notes.extend(r.message for r in rewrite.refusals)
-    return AppliedWinner(_apply(file_text, edits), tuple(notes))
+    return AppliedWinner(_apply(file_text, edits), tuple(notes), merged.renamed)
 
 
 def _spec(kernel: Kernel, file_text: str) -> TestSpec:
