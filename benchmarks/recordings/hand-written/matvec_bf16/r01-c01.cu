@@ -1,7 +1,7 @@
 // HAND-WRITTEN candidate (not model output): as matvec_f32's candidate, each warp computes its
 // 32 rows one at a time with all lanes on the row; BF16 pairs are read as __nv_bfloat162
-// (when cols is even, so every row starts 4-byte aligned; a scalar path otherwise), products
-// are accumulated in float and reduced with warp shuffles.
+// (when A and x start 4-byte aligned and cols is even, so every row does; a scalar path
+// otherwise), products are accumulated in float and reduced with warp shuffles.
 #include <cuda_bf16.h>
 extern "C" __global__ void matvec_bf16(const __nv_bfloat16* A, const __nv_bfloat16* x,
                                        __nv_bfloat16* y, int rows, int cols)
@@ -9,7 +9,8 @@ extern "C" __global__ void matvec_bf16(const __nv_bfloat16* A, const __nv_bfloat
     const unsigned full = 0xffffffffu;
     int lane = threadIdx.x & 31;
     int first = (blockIdx.x * blockDim.x + threadIdx.x) & ~31;
-    bool paired = (cols & 1) == 0;
+    bool paired = (cols & 1) == 0 && ((reinterpret_cast<unsigned long long>(A)
+                                       | reinterpret_cast<unsigned long long>(x)) & 3) == 0;
     const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(x);
     for (int r = first; r < first + 32 && r < rows; ++r) {
         const __nv_bfloat16* a = A + (size_t)r * cols;

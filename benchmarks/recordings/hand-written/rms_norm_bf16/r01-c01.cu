@@ -1,6 +1,6 @@
-// HAND-WRITTEN candidate (not model output): BF16 pairs loaded as __nv_bfloat162 (when the row
-// start is 4-byte aligned, i.e. cols is even; a scalar path otherwise), warp-shuffle reduction
-// with one shared slot per warp instead of an 8-step shared-memory tree.
+// HAND-WRITTEN candidate (not model output): BF16 pairs loaded as __nv_bfloat162 (when x, weight
+// and y start 4-byte aligned and cols is even, so every row does; a scalar path otherwise),
+// warp-shuffle reduction with one shared slot per warp instead of an 8-step shared-memory tree.
 #include <cuda_bf16.h>
 extern "C" __global__ void rms_norm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* weight,
                                          __nv_bfloat16* y, int rows, int cols, float eps)
@@ -12,7 +12,9 @@ extern "C" __global__ void rms_norm_bf16(const __nv_bfloat16* x, const __nv_bflo
     if (row >= rows) return;
     const __nv_bfloat16* xr = x + (size_t)row * cols;
     __nv_bfloat16* yr = y + (size_t)row * cols;
-    bool paired = (cols % 2) == 0;
+    bool paired = (cols % 2) == 0 && ((reinterpret_cast<unsigned long long>(x)
+                                       | reinterpret_cast<unsigned long long>(weight)
+                                       | reinterpret_cast<unsigned long long>(y)) & 3) == 0;
     float s = 0.0f;
     if (paired) {
         const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(xr);

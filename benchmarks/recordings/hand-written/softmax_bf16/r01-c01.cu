@@ -1,13 +1,15 @@
 // HAND-WRITTEN candidate (not model output): warp-cooperative rows as in softmax_f32's
 // candidate: each warp walks its 32 rows with all lanes on one row, four BF16 values per 8-byte
-// load and store (scalar path when cols is not a multiple of 4), float math, warp shuffles.
+// load and store (only when x and y start 8-byte aligned and cols is a multiple of 4, so every
+// row does; a scalar path otherwise), float math, warp shuffles.
 #include <cuda_bf16.h>
 extern "C" __global__ void softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int rows, int cols)
 {
     const unsigned full = 0xffffffffu;
     int lane = threadIdx.x & 31;
     int first = (blockIdx.x * blockDim.x + threadIdx.x) & ~31;
-    bool vec = (cols & 3) == 0;
+    bool vec = (cols & 3) == 0 && ((reinterpret_cast<unsigned long long>(x)
+                                    | reinterpret_cast<unsigned long long>(y)) & 7) == 0;
     for (int r = first; r < first + 32 && r < rows; ++r) {
         const __nv_bfloat16* xr = x + (size_t)r * cols;
         __nv_bfloat16* yr = y + (size_t)r * cols;

@@ -1,13 +1,15 @@
 // HAND-WRITTEN candidate (not model output): same launch (the grid still has one thread per
 // row), but each warp now walks its 32 rows one at a time with all 32 lanes on the row:
-// coalesced float4 loads and stores (scalar path when cols is not a multiple of 4) and
-// warp-shuffle reductions for the row max and sum.
+// coalesced float4 loads and stores (only when x and y start 16-byte aligned and cols is a
+// multiple of 4, so every row does; a scalar path otherwise) and warp-shuffle reductions for
+// the row max and sum.
 extern "C" __global__ void softmax_f32(const float* x, float* y, int rows, int cols)
 {
     const unsigned full = 0xffffffffu;
     int lane = threadIdx.x & 31;
     int first = (blockIdx.x * blockDim.x + threadIdx.x) & ~31;  // this warp's first row
-    bool vec = (cols & 3) == 0;
+    bool vec = (cols & 3) == 0 && ((reinterpret_cast<unsigned long long>(x)
+                                    | reinterpret_cast<unsigned long long>(y)) & 15) == 0;
     for (int r = first; r < first + 32 && r < rows; ++r) {
         const float* xr = x + (size_t)r * cols;
         float* yr = y + (size_t)r * cols;
