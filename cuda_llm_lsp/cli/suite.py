@@ -1,6 +1,6 @@
-"""`cuda-llm suite DIR [--optimize] [--replay DIR] [--format json] [--out REPORT_DIR]
-[--kernel NAME ...] [--time-budget S]`: bench every kernel of every `.cu` file in DIR (and the
-FSR loop with --optimize), then write report.md, report.json and chart.png.
+"""`cuda-llm suite DIR [--optimize] [--replay DIR] [--launch auto|keep|free] [--format json]
+[--out REPORT_DIR] [--kernel NAME ...] [--time-budget S]`: bench every kernel of every `.cu` file
+in DIR (and the FSR loop with --optimize), then write report.md, report.json and chart.png.
 
 Exit codes: 0 every kernel is correct; 1 some kernel failed; 2 bad usage; 3 no CUDA GPU.
 `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU by recorded outcomes (tests and demos only,
@@ -10,12 +10,14 @@ as for `cuda-llm optimize`: `engine.make_evaluator`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
 from pathlib import Path
 from typing import TextIO
 
+from cuda_llm_lsp.config import LAUNCH_POLICIES, Settings
 from cuda_llm_lsp.engine import make_evaluator
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.types import NoGpuError
@@ -53,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--rounds", type=int, help="FSR rounds (live endpoint)")
+    parser.add_argument("--launch", choices=LAUNCH_POLICIES,
+                        help="may candidates choose their own grid/block/smem: auto (default: "
+                             "only if every launch site of the kernel can be rewritten), keep, "
+                             "free (the suite writes nothing back, so free is safe)")  # fmt: skip
     parser.add_argument("--candidates", type=int, help="FSR candidates per round (live endpoint)")
     parser.add_argument(
         "--time-budget",
@@ -178,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
     argv = sys.argv[1:]
     shown = argv[argv.index("suite") + 1 :] if "suite" in argv else [str(directory)]
     command = "cuda-llm suite " + " ".join(shlex.quote(a) for a in shown)
+    settings = Settings()
+    if args.launch:  # the FSR loop's launch policy (`OptimizeConfig.launch`), as for optimize
+        settings = dataclasses.replace(settings, launch=args.launch)
     options = SuiteOptions(
         directory=directory,
         kernels=names,
@@ -190,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         command=command,
         deadline_s=args.deadline,
         tune=TuneOptions(max_points=args.tune) if args.tune else None,
+        settings=settings,
     )
     plan = timing.Plan(budget_s=args.time_budget) if args.time_budget else None
     try:

@@ -31,6 +31,9 @@ outcome. The format (JSON file, or the same structure as a dict):
 - `defines` (in an entry, with or without `contains`): `{"BLOCK": 128}` matches a binary compiled
   with `-DBLOCK=128` (`KernelBinary.defines`): per-configuration outcomes for the tuner.
   `benchmark` answers from the same entries (the tuner's baseline is a configuration too).
+- `launch` (in an entry, with `contains` or `sha256`): `"grid=rows block=256 smem=0"`
+  (`LaunchConfig.describe()`) matches only a candidate run with that launch (`candidate_spec`),
+  so one kernel text can pass with its own launch block and fail with the original launch.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from cuda_llm_lsp.evaluate.types import (
     Timing,
 )
 from cuda_llm_lsp.source.spec import TestSpec
+from cuda_llm_lsp.source.spec.launch import LaunchConfig
 
 DEFAULT_DEVICE = DeviceFacts(
     name="NVIDIA H100 80GB HBM3 (recorded)",
@@ -146,7 +150,8 @@ class RecordedEvaluator:
     ) -> EvalResult:
         self.calls.append(("evaluate", candidate.kernel_source))
         self.launched.append(candidate_spec or spec)
-        entry = self._match(candidate.kernel_source, candidate.defines) or dict(
+        launch = LaunchConfig.of_spec(candidate_spec or spec).describe()
+        entry = self._match(candidate.kernel_source, candidate.defines, launch) or dict(
             self._data.get("default")
             or {"status": "wrong_output", "message": "no recorded outcome for this kernel"}
         )
@@ -187,9 +192,13 @@ class RecordedEvaluator:
     def _baseline(self) -> dict[str, Any]:
         return dict(self._data.get("baseline") or {"ms": 1.0})
 
-    def _match(self, source: str, defines: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    def _match(
+        self, source: str, defines: tuple[str, ...] = (), launch: str | None = None
+    ) -> dict[str, Any] | None:
         digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
         for entry in self._entries:
+            if "launch" in entry and entry["launch"] != launch:
+                continue  # an outcome for another launch of this kernel
             wanted = entry.get("defines")
             if isinstance(wanted, dict):
                 if not {f"{k}={v}" for k, v in wanted.items()} <= set(defines):

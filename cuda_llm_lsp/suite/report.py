@@ -39,6 +39,8 @@ class KernelRow:
     accepted: bool = False  # a faster candidate was accepted
     candidates: int = 0
     candidate_statuses: dict[str, int] = field(default_factory=dict)
+    launch: str = ""  # the accepted winner's own launch ("grid=... block=... smem=...") or ""
+    original_launch: str = ""  # the spec's launch, set when `launch` is
     bytes: int = 0
     flops: float | None = None
     floor_ms: float | None = None
@@ -191,6 +193,14 @@ def tuning_table(rows: Sequence[KernelRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def launch_table(rows: Sequence[KernelRow]) -> str:
+    """The spec's launch against the winner's own, for winners that changed it."""
+    lines = ["| kernel | spec's launch | winner's launch |", "|---|---|---|"]
+    lines += [f"| `{_cell(r.kernel)}` | `{_cell(r.original_launch)}` | `{_cell(r.launch)}` |"
+              for r in rows]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def fast_p_table(rows: Sequence[KernelRow]) -> str:
     head = "| " + " | ".join(f"fast_{p:g}" for p in FAST_P) + " |\n"
     rule = "|" + "---:|" * len(FAST_P) + "\n"
@@ -238,6 +248,15 @@ def markdown(report: SuiteReport, chart_name: str | None = "chart.png") -> str:
             " measured in the same interleaved runs; spread = slowest correct configuration / the"
             " fastest.\n",
             tuning_table(rows),
+        ]
+    relaunched = [r for r in accepted if r.launch]
+    if relaunched:
+        parts += [
+            "## Winners with their own launch\n",
+            "These winners carry a `@cuda-llm launch` block (run with `--launch free`, or `auto`"
+            " where every launch site can be rewritten) and were judged with that launch; the"
+            " oracle ran with the spec's.\n",
+            launch_table(relaunched),
         ]
     geo = geomean(r.speedup for r in accepted if r.speedup)
     if report.optimize:

@@ -41,6 +41,7 @@ from cuda_llm_lsp.fsr.types import (
 )
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
+from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.spec.tunables import describe
 from cuda_llm_lsp.suite import floor, peaks, vendor
 from cuda_llm_lsp.suite.peaks import Peaks
@@ -206,6 +207,8 @@ class SuiteRunner:
             rows = self._with_vendor(rows, items, notes)
         if opts.optimize and not opts.sanitize:
             notes.append("winners were not run under compute-sanitizer (use --sanitize)")
+        if opts.optimize:
+            notes.append(f"launch policy (--launch): {opts.settings.launch}")
         facts = self.facts
         return SuiteReport(
             rows=tuple(rows),
@@ -340,6 +343,9 @@ class SuiteRunner:
         best = result.best_result
         if accepted and best is not None and best.cases:
             cases_total, cases_passed = len(best.cases), best.cases_passed
+        # the winner's own launch block (`--launch free`, or `auto` where the sites allow it)
+        own = result.best_launch if accepted else None
+        assert item.spec is not None
         return replace(
             row,
             status="ok"
@@ -356,6 +362,8 @@ class SuiteRunner:
             accepted=accepted,
             candidates=len(result.candidates),
             candidate_statuses=dict(statuses),
+            launch=own.describe() if own else "",
+            original_launch=LaunchConfig.of_spec(item.spec).describe() if own else "",
         )
 
     # -- device-wide figures ----------------------------------------------------------------

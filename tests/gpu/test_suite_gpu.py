@@ -1,9 +1,12 @@
 """On the GPU: every suite baseline passes its own cases (run twice, unwritten outputs, guard
-bands, inputs unchanged) and gets a timing; the suite command writes its report."""
+bands, inputs unchanged) and gets a timing; every hand-written replay candidate is judged with
+its own launch (hidden cases included) and is `ok` unless it is labelled wrong; the suite command
+writes its report, with `--launch free` winners that carry their own launch."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +17,9 @@ import pytest
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import build_binary
 from cuda_llm_lsp.evaluate.types import KernelBinary, NoGpuError
+from cuda_llm_lsp.fsr.client import extract_kernel
+from cuda_llm_lsp.fsr.launch import candidate_launch
+from cuda_llm_lsp.fsr.toolchain import clean_candidate
 from cuda_llm_lsp.suite.runner import discover
 
 pytestmark = pytest.mark.gpu
@@ -21,6 +27,8 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "benchmarks" / "suite"
 ITEMS = discover(SUITE)
+RECORDING = ROOT / "benchmarks" / "recordings" / "hand-written"
+RECORDS = sorted(RECORDING.glob("*/*-handwritten.json"))
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +60,60 @@ def test_baseline_passes_its_own_cases(evaluator, item) -> None:  # type: ignore
     assert result.baseline.median_ms < 200.0  # every timed baseline stays cheap to measure
 
 
+@pytest.fixture(scope="module")
+def judged():  # type: ignore[no-untyped-def]
+    """Each hand-written candidate's status and speedup; written to CUDA_LLM_TEST_LOG_DIR
+    (`benchmarks/gpu_all.sh tests` keeps it) and printed (`-s`) after the module."""
+    found: dict[str, dict[str, object]] = {}
+    yield found
+    text = json.dumps(found, indent=2)
+    print("\nhand-written candidates:\n" + text)
+    where = os.environ.get("CUDA_LLM_TEST_LOG_DIR")
+    if where:
+        Path(where, "hand-written-candidates.json").write_text(text + "\n")
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r.stem.removesuffix("-handwritten")
+                                                  for r in RECORDS])  # fmt: skip
+def test_hand_written_candidate_is_judged_with_its_own_launch(evaluator, judged, record) -> None:  # type: ignore[no-untyped-def]
+    ev, facts = evaluator
+    data = json.loads(record.read_text())
+    name = data["kernel"]
+    item = next(i for i in ITEMS if i.kernel.name == name)
+    spec = item.spec
+    code, error = extract_kernel(data["reply"]["text"], name, "stop")
+    assert code is not None, error
+    launch = candidate_launch(code, name, spec)  # as the FSR loop reads it under --launch free
+    assert not isinstance(launch, str), launch
+    baseline = build_binary(item.text, item.path, name, Settings(), instance=spec.instance,
+                            arch=facts.arch)  # fmt: skip
+    candidate = build_binary(item.text, item.path, name, Settings(),
+                             kernel_source=clean_candidate(code, item.text),
+                             instance=spec.instance, arch=facts.arch)  # fmt: skip
+    assert isinstance(baseline, KernelBinary)
+    wrong = "DELIBERATELY WRONG" in code
+    if not isinstance(candidate, KernelBinary):
+        assert wrong, candidate.message
+        judged[record.stem] = {"status": candidate.status}
+        return
+    result = ev.evaluate(baseline, candidate, spec, spec_dir=item.path.parent,
+                         candidate_spec=launch.applied_to(spec) if launch else None)  # fmt: skip
+    judged[record.stem] = {"status": result.status, "speedup": result.speedup,
+                           "launch": launch.describe() if launch else None}  # fmt: skip
+    if wrong:
+        assert result.status != "ok", "the deliberately wrong candidate passed"
+        return
+    assert result.status == "ok", result.message  # every case, hidden ones included
+    if launch is not None:  # a launch change is there because it helps
+        assert result.speedup is not None and result.speedup > 1.0, result.speedup
+
+
 def test_suite_command_writes_the_report(tmp_path: Path, evaluator) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "report"
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", "suite", str(SUITE), "--kernel", "transpose_f32",
-         "--kernel", "matmul_f32", "--optimize", "--replay",
-         str(ROOT / "benchmarks" / "recordings" / "hand-written"), "--out", str(out),
-         "--time-budget", "0.3", "--format", "json"],
+         "--kernel", "matmul_f32", "--optimize", "--replay", str(RECORDING), "--launch", "free",
+         "--out", str(out), "--time-budget", "0.3", "--format", "json"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -66,10 +121,14 @@ def test_suite_command_writes_the_report(tmp_path: Path, evaluator) -> None:  # 
     rows = {r["kernel"]: r for r in data["kernels"]}
     assert set(rows) == {"transpose_f32", "matmul_f32"}
     transpose = rows["transpose_f32"]
-    assert transpose["optimized"] and transpose["candidates"] == 2
+    assert transpose["optimized"] and transpose["candidates"] == 3
     assert transpose["accepted"] and transpose["speedup"] > 1.0
     bad = {s for s in transpose["candidate_statuses"] if s not in ("ok", "slower")}
     assert bad, "the deliberately wrong candidate was not rejected"
+    # the launch-changing candidates win (32x32 tiles; 64x64 register tiles), with their launch
+    assert "block=[32, 8]" in transpose["launch"], transpose
+    assert "cdiv(N, 64)" in rows["matmul_f32"]["launch"], rows["matmul_f32"]
+    assert "## Winners with their own launch" in (out / "report.md").read_text()
     assert (out / "chart.png").stat().st_size > 1000 and (out / "report.md").exists()
 
 

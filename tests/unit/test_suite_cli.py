@@ -15,6 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "benchmarks" / "suite"
 RECORDING = ROOT / "benchmarks" / "recordings" / "hand-written"
 
+# the launch blocks of the hand-written launch-changing candidates, as `LaunchConfig.describe()`
+TRANSPOSE_32 = "grid=[cdiv(cols, 32), cdiv(rows, 32)] block=[32, 8] smem=0"
+MATMUL_64 = "grid=[cdiv(N, 64), cdiv(M, 64)] block=[16, 16] smem=0"
+PER_ROW = "grid=rows block=256 smem=0"
 OUTCOMES = {
     "baseline": {"ms": 1.0, "spread_pct": 0.5},
     "candidates": [
@@ -22,6 +26,19 @@ OUTCOMES = {
          "message": "case 1 (rows=17, cols=33): out was written past its end"},
         {"contains": "16x16 shared-memory tile", "status": "ok", "ms": 0.2},
         {"contains": "classic shared-memory tiling", "status": "ok", "ms": 0.4},
+        # launch-changing candidates: fast with their own launch (`--launch free`), and what
+        # the original launch makes of them (a 32x8 block on a 16x16 grid leaves tiles unwritten;
+        # 64x64 tiles on a 16x16 grid are correct but do 16 times the work)
+        {"contains": "32x32 tile per block", "launch": TRANSPOSE_32, "status": "ok", "ms": 0.1},
+        {"contains": "32x32 tile per block", "status": "unwritten_output",
+         "message": "case 2 (rows=1000, cols=999): out[5] was never written"},
+        {"contains": "64x64 tile of C per block", "launch": MATMUL_64, "status": "ok", "ms": 0.3},
+        {"contains": "64x64 tile of C per block", "status": "ok", "ms": 4.0},
+        {"contains": "one 256-thread block per row", "launch": PER_ROW, "status": "ok",
+         "ms": 0.1},
+        {"contains": "one 256-thread block per row", "status": "unwritten_output",
+         "message": "case 2 (rows=1000, cols=1000): y[1000] was never written"},
+        {"contains": "the grid still has one thread per", "status": "ok", "ms": 0.4},
     ],
 }  # fmt: skip
 
@@ -49,10 +66,15 @@ def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_p
     assert printed["files"]["json"].endswith("report.json")
     data = json.loads((out / "report.json").read_text())
     rows = {r["kernel"]: r for r in data["kernels"]}
-    assert rows["transpose_f32"]["candidate_statuses"] == {"out_of_bounds": 1, "ok": 1}
+    # the default policy `auto`: the suite's launch sites cannot be rewritten (their launch uses
+    # the tunables), so the launch blocks are ignored and those candidates keep the spec's launch
+    assert rows["transpose_f32"]["candidate_statuses"] == {"out_of_bounds": 1, "ok": 1,
+                                                           "unwritten_output": 1}  # fmt: skip
     assert rows["transpose_f32"]["accepted"] and rows["transpose_f32"]["speedup"] == pytest.approx(
         5
     )
+    assert rows["transpose_f32"]["launch"] == ""
+    assert rows["matmul_f32"]["candidate_statuses"] == {"ok": 1, "slower": 1}
     assert rows["matmul_f32"]["accepted"] and rows["matmul_f32"]["speedup"] == pytest.approx(2.5)
     assert not rows["vector_add_f32"]["optimized"]  # no recording: benched only
     assert rows["vector_add_f32"]["speedup"] == 1.0
@@ -60,9 +82,46 @@ def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_p
                               "fast_4": pytest.approx(1 / 3), "fast_8": 0.0}  # fmt: skip
     assert rows["matmul_f32"]["floor_ms"] and rows["matmul_f32"]["bound"] == "compute"
     md = (out / "report.md").read_text()
-    assert "2: 1 ok, 1 out_of_bounds" in md and "fast_1" in md
+    assert "3: 1 ok, 1 out_of_bounds, 1 unwritten_output" in md and "fast_1" in md
+    assert "launch policy (--launch): auto" in md and "own launch" not in md
     assert (out / "chart.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "cache" / "peaks.json").exists()  # measured once, then cached
+
+
+def test_launch_free_judges_launch_changing_candidates_with_their_own_launch(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "free"
+    proc = suite(tmp_path, str(SUITE), "--kernel", "softmax_f32,transpose_f32,matmul_f32",
+                 "--replay", str(RECORDING), "--launch", "free", "--out", str(out), "--no-vendor",
+                 "--format", "json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "report.json").read_text())
+    rows = {r["kernel"]: r for r in data["kernels"]}
+    softmax, transpose, matmul = rows["softmax_f32"], rows["transpose_f32"], rows["matmul_f32"]
+    assert softmax["candidate_statuses"] == {"ok": 2}  # warp per 32 rows, and block per row
+    assert softmax["speedup"] == pytest.approx(10) and softmax["launch"] == PER_ROW
+    assert softmax["original_launch"] == "grid=cdiv(rows, THREADS) block=THREADS smem=0"
+    assert transpose["candidate_statuses"] == {"out_of_bounds": 1, "ok": 2}
+    assert transpose["speedup"] == pytest.approx(10) and transpose["launch"] == TRANSPOSE_32
+    assert matmul["speedup"] == pytest.approx(1 / 0.3) and matmul["launch"] == MATMUL_64
+    assert data["fast_p"]["fast_8"] == pytest.approx(2 / 3)
+    md = (out / "report.md").read_text()
+    assert "## Winners with their own launch" in md and f"`{TRANSPOSE_32}`" in md
+    assert "launch policy (--launch): free" in md
+
+    # the same recording under `auto`: the block-per-row candidate runs with the spec's launch
+    # (one thread per row) and leaves rows unwritten; the winner keeps the original launch
+    out = tmp_path / "auto"
+    proc = suite(tmp_path, str(SUITE), "--kernel", "softmax_f32", "--replay", str(RECORDING),
+                 "--launch", "auto", "--out", str(out), "--no-vendor")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads((out / "report.json").read_text())["kernels"][0]
+    assert row["candidate_statuses"] == {"ok": 1, "unwritten_output": 1}
+    assert row["speedup"] == pytest.approx(2.5) and row["launch"] == ""
+    assert "## Winners with their own launch" not in (out / "report.md").read_text()
+    proc = suite(tmp_path, str(SUITE), "--launch", "wide")
+    assert proc.returncode == 2 and "invalid choice: 'wide'" in proc.stderr
 
 
 def test_plain_run_benches_and_reports_zero_fast_p(tmp_path: Path) -> None:

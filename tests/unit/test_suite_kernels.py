@@ -1,10 +1,12 @@
 """Every suite kernel has a usable spec and compiles with NVRTC; every hand-written replay
 candidate is found by the replay, keeps (or, when labelled wrong, breaks) the signature and
-builds; the sparse input hooks build valid structures."""
+builds, and its launch block (if any) runs on every case, hidden ones included; the sparse input
+hooks build valid structures."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -13,8 +15,11 @@ import pytest
 
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
+from cuda_llm_lsp.evaluate.launch import bad_launch
+from cuda_llm_lsp.evaluate.recorded import DEFAULT_DEVICE
 from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.fsr.client import extract_kernel
+from cuda_llm_lsp.fsr.launch import candidate_launch
 from cuda_llm_lsp.fsr.toolchain import clean_candidate
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
@@ -69,12 +74,35 @@ def test_hand_written_candidates_replay_and_build(record: Path) -> None:
         assert isinstance(built, CandidateRejected) and built.status == "signature_mismatch"
     else:
         assert isinstance(built, KernelBinary), getattr(built, "message", "")
+        # its own launch (issue [launch]) is valid on every case and every hidden case of an
+        # H100, with the kernel's static shared memory
+        launch = candidate_launch(code, kernel, spec)
+        assert not isinstance(launch, str), launch
+        if launch is not None:
+            static = built.resources.shared_bytes if built.resources else 0
+            problem = bad_launch(launch.applied_to(spec), DEFAULT_DEVICE, 1, static_smem=static)
+            assert problem is None, problem
+    # vector loads and stores only behind a check of the address (the hidden offset case passes
+    # buffers that are element-aligned only)
+    if re.search(r"reinterpret_cast<(const )?(float[24]|uint[24]|__nv_bfloat162)\s*\*>", code):
+        assert "reinterpret_cast<unsigned long long>" in code, "an unchecked vector access"
 
 
 def test_recording_covers_six_kernels_and_a_wrong_candidate() -> None:
     kernels = {json.loads(r.read_text())["kernel"] for r in RECORDS}
     assert len(kernels) >= 6
     assert any("DELIBERATELY WRONG" in json.loads(r.read_text())["reply"]["text"] for r in RECORDS)
+
+
+def test_recording_has_launch_changing_candidates() -> None:
+    relaunched = set()
+    for record in RECORDS:
+        data = json.loads(record.read_text())
+        code, _ = extract_kernel(data["reply"]["text"], data["kernel"], "stop")
+        if code and "/* @cuda-llm launch" in code:
+            relaunched.add(data["kernel"])
+    assert relaunched >= {"softmax_f32", "softmax_bf16", "rms_norm_bf16", "matvec_f32",
+                          "matvec_bf16", "transpose_f32", "matmul_f32"}  # fmt: skip
 
 
 def _hooks():  # type: ignore[no-untyped-def]

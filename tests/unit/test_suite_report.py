@@ -128,7 +128,7 @@ def test_scenario_and_recording_lookup() -> None:
     assert scenario_of("// Sparse: y = A x\n") == "Sparse"
     assert scenario_of("// something else\n") == "other"
     found = replay_dir_for(RECORDING, "transpose_f32")
-    assert found is not None and found[0].name == "transpose_f32" and found[1:] == (1, 2)
+    assert found is not None and found[0].name == "transpose_f32" and found[1:] == (1, 3)
     assert replay_dir_for(RECORDING, "vector_add_f32") is None
 
 
