@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from cuda_llm_lsp.engine import EVALUATOR_ENV, demo_label, evaluator_problem, make_evaluator
+from cuda_llm_lsp.engine import EVALUATOR_ENV, demo_label, evaluator_for, evaluator_problem
 from cuda_llm_lsp.lsp.app import create_server, exit_status, serve_stdio
 
 # `"apiKey": "..."`, `'apiKey': '...'`, `apiKey=...` and `api_key=...` in any logged text.
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(__name__).warning(
             "%s (%s=%s)", demo_label(), EVALUATOR_ENV, os.environ[EVALUATOR_ENV]
         )
-    server = create_server(evaluator_factory=make_evaluator)
+    server = create_server(evaluator_factory=evaluator_for)  # with cudaLlm.gpus / .cluster
     try:
         if address is not None:
             server.start_tcp(*address)

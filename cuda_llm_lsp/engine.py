@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections.abc import Callable
 
+from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import devices, gpu
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.timing import Plan
@@ -79,6 +80,12 @@ def make_evaluator(
         return gpu_evaluator(plan)
     devices.parse_gpus(gpus)  # a bad value is the caller's usage error, now
     return devices.GpuPool(lambda: devices.local_devices(gpus, plan=plan))
+
+
+def evaluator_for(settings: Settings, plan: Plan | None = None) -> Evaluator:
+    """`make_evaluator` for the language server's settings: `cudaLlm.gpus` and `cudaLlm.cluster`
+    reach the builder the CLI's `--gpus` and `--cluster` reach."""
+    return make_evaluator(plan, gpus=settings.gpus, cluster=settings.cluster)
 
 
 def make_llm(config: OptimizeConfig) -> LlmClient:

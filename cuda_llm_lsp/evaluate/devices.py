@@ -209,15 +209,19 @@ class GpuPool:
         self,
         job: Callable[[Device], T],
         on_device: Callable[[GpuId], None] | None = None,
+        *,
+        stop: threading.Event | None = None,
     ) -> T:
         """`job` on one free device; re-run on another when that device is lost. `on_device`
-        hears every device the job is given (progress: which GPU evaluates what)."""
+        hears every device the job is given (progress: which GPU evaluates what). `stop` set
+        (one editor job's cancel, with `wake`): a call still waiting for a device gives up."""
         devices = self.devices
         generation = self._cancels
         tried: set[int] = set()
         attempts = 2 * len(devices)
         for _ in range(attempts):
-            device = self._lease(generation, tried if len(tried) < len(devices) else set())
+            avoid = tried if len(tried) < len(devices) else set()
+            device = self._lease(generation, avoid, stop)
             try:
                 if on_device is not None:
                     on_device(device.gpu)
@@ -231,10 +235,10 @@ class GpuPool:
                 self._release(device)
         raise NoGpuError(f"every GPU worker was lost {attempts} times in a row")
 
-    def _lease(self, generation: int, avoid: set[int]) -> Device:
+    def _lease(self, generation: int, avoid: set[int], stop: threading.Event | None) -> Device:
         with self._cond:
             while True:
-                if self._cancels != generation:
+                if self._cancels != generation or (stop is not None and stop.is_set()):
                     raise EvaluationCancelled("cancelled")
                 if self._closed:
                     raise EvaluationCancelled("the GPU pool was closed")
@@ -261,6 +265,11 @@ class GpuPool:
     def _release(self, device: Device) -> None:
         with self._cond:
             self._free.append(device)
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Calls waiting for a device look at their `stop` again now."""
+        with self._cond:
             self._cond.notify_all()
 
     # --- the Evaluator protocol ----------------------------------------------------------------

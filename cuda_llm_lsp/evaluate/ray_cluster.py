@@ -150,7 +150,10 @@ class RayEvaluator:
                 ray.get(self.actor.close.remote(), timeout=10)
         except Exception:  # gone already
             log.debug("closing %s failed", self.gpu.label, exc_info=True)
-        ray.kill(self.actor, no_restart=True)
+        try:
+            ray.kill(self.actor, no_restart=True)
+        except Exception:  # the connection was left (another cluster joined): gone with it
+            log.debug("killing %s failed", self.gpu.label, exc_info=True)
 
 
 def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
@@ -160,15 +163,23 @@ def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
     return tuple(getattr(e, n) for n in names if hasattr(e, n))
 
 
+_joined: list[str] = []  # the address this process joined (not a connection made by others)
+
+
 def connect(address: str) -> Any:
     """Joins the cluster at `address` (`ray://HOST:PORT`, `auto`, or a GCS `HOST:PORT`); an
-    already connected process (a test's local cluster) is used as it is."""
+    already connected process (a test's local cluster) is used as it is. A cluster joined here
+    for another address (`cudaLlm.cluster` changed) is left first: one cluster per process."""
     ray = _ray()
+    if ray.is_initialized() and _joined and _joined[-1] != address:
+        ray.shutdown()
+        _joined.clear()
     if not ray.is_initialized():
         try:
             ray.init(address=address, log_to_driver=False)
         except Exception as exc:  # ConnectionError, a bad address...
             raise NoGpuError(f"cannot join the Ray cluster at {address}: {exc}") from exc
+        _joined.append(address)
     return ray
 
 

@@ -1,5 +1,5 @@
 """`cudaLlm.benchmark`: starts the Benchmark job, the kernel's spec cases and timed case on the
-local GPU, in the background.
+GPU (one of `cudaLlm.gpus`, or of `cudaLlm.cluster`), in the background.
 
 The result lands as an Information diagnostic on the kernel's name
 (`transpose: 0.311 ms ±0.4% · 215 GB/s (7% of copy peak) · 4/4 cases pass`).
@@ -53,6 +53,8 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
             evaluator.benchmark, built, spec, spec_dir=path.parent if path else None
         )
     line = summary_line(job.kernel, result)
+    if result.gpu:  # several GPUs (`cudaLlm.gpus`, `cudaLlm.cluster`): the one that measured it
+        line += f" · on {result.gpu.split(' ')[0]}"
     hint = (
         None if result.status == "ok" else f"{results.status_text(result.status)}: {result.message}"
     )

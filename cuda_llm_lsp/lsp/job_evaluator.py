@@ -1,16 +1,21 @@
-"""`JobEvaluator`: one editor job's handle on the server's shared GPU evaluator.
+"""One editor job's handle on the server's shared GPU evaluator: `JobEvaluator` on one GPU,
+`JobPool` on a `GpuPool` (`cudaLlm.gpus` / `cudaLlm.cluster`).
 
-The state hands one to each optimize or benchmark job; the job's cancel stops only its own GPU
-work, never another job's.
+The state hands one to each optimize, benchmark or tune job; the job's cancel stops only its own
+GPU work, never another job's.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from cuda_llm_lsp.evaluate.devices import Device, GpuId, GpuPool
 from cuda_llm_lsp.evaluate.types import EvaluationCancelled, Evaluator
+
+T = TypeVar("T")
 
 
 class JobEvaluator:
@@ -87,3 +92,84 @@ class JobEvaluator:
 
     def close(self) -> None:
         """The shared evaluator outlives jobs: the server closes it at shutdown."""
+
+
+class JobPool(GpuPool):
+    """One job's view of the server's shared `GpuPool`: a pool itself, so the FSR loop judges
+    the job's candidates in parallel and says which GPU judges each; its devices are the shared
+    pool's, leased call by call, so jobs share the GPUs.
+
+    A cancel reaches only the GPUs this job's calls hold: it is delivered while the call still
+    holds its device (under `_state`, which the call takes to give the device back), so it can
+    never hit another job's call on that GPU. `cancel_job` also stops the job's calls waiting
+    for a device and refuses later ones.
+    """
+
+    def __init__(self, shared: GpuPool) -> None:
+        super().__init__(lambda: shared.devices)
+        self.shared = shared
+        self._stopped = threading.Event()
+        self._held: dict[int, Device] = {}  # this job's calls on a GPU: call id -> its device
+        self._ids = itertools.count(1)
+        self._state = threading.Lock()
+
+    @property
+    def devices(self) -> list[Device]:
+        return self.shared.devices
+
+    def run(
+        self,
+        job: Callable[[Device], T],
+        on_device: Callable[[GpuId], None] | None = None,
+        *,
+        stop: threading.Event | None = None,
+    ) -> T:
+        call = next(self._ids)
+
+        def held(device: Device) -> T:
+            with self._state:
+                if self._stopped.is_set():
+                    raise EvaluationCancelled("cancelled")
+                self._held[call] = device
+            try:
+                return job(device)
+            finally:
+                with self._state:
+                    self._held.pop(call, None)
+
+        if self._stopped.is_set():
+            raise EvaluationCancelled("cancelled")
+        result = self.shared.run(held, on_device, stop=self._stopped)
+        if self._stopped.is_set():
+            raise EvaluationCancelled("cancelled")
+        return result
+
+    def cancel(self) -> None:
+        """Interrupt this job's calls in flight, if any; later calls run as usual."""
+        with self._state:
+            calls = set(self._held)
+            for device in self._held.values():
+                device.evaluator.cancel()
+        if calls:  # the worker clears a cancel when a call begins: repeat it once under way
+            threading.Timer(0.05, self._cancel_again, (calls,)).start()
+
+    def _cancel_again(self, calls: set[int]) -> None:
+        with self._state:
+            for call, device in self._held.items():
+                if call in calls:
+                    device.evaluator.cancel()
+
+    def cancel_job(self) -> None:
+        """The job is cancelled: its calls in flight and waiting stop, later ones are refused."""
+        self._stopped.set()
+        self.shared.wake()
+        self.cancel()
+
+    def close(self) -> None:
+        """The shared pool outlives jobs: the server closes it."""
+
+
+def job_view(shared: Evaluator, gate: threading.Lock) -> JobEvaluator | JobPool:
+    """The job's handle on `shared`: a `JobPool` on a pool, else a `JobEvaluator` through the
+    server's one-call-at-a-time `gate`."""
+    return JobPool(shared) if isinstance(shared, GpuPool) else JobEvaluator(shared, gate)

@@ -60,6 +60,7 @@ class Job:
     token: str
     cancel_event: threading.Event = field(default_factory=threading.Event)
     cancel_hooks: list[Callable[[], None]] = field(default_factory=list)
+    end_hooks: list[Callable[[], None]] = field(default_factory=list)  # run once it has ended
 
     @property
     def cancelled(self) -> bool:
@@ -201,6 +202,11 @@ class JobManager:
             self.jobs.pop((job.uri, job.kernel), None)
             self.by_token.pop(job.token, None)
             self.server.refresh_code_lenses()
+            for hook in job.end_hooks:  # e.g. release its evaluator (closed if it was retired)
+                try:
+                    hook()
+                except Exception:
+                    log.exception("an end hook of %s %s failed", job.kind, job.kernel)
 
     def cancel(self, uri: str, kernel: str) -> bool:
         job = self.jobs.get((uri, kernel))

@@ -21,6 +21,7 @@ from cuda_llm_lsp.lsp.state import CudaLlmServer
 log = logging.getLogger(__name__)
 SECTION = "cudaLlm"
 _COMPILE_FIELDS = ("arch", "include_paths", "defines", "nvrtc_flags")
+_GPU_FIELDS = ("gpus", "cluster")
 
 
 def register(server: CudaLlmServer) -> None:
@@ -88,6 +89,9 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
 
 
 def changed(server: CudaLlmServer, before: Settings) -> None:
-    """Re-analyse open documents when a setting that affects compiles changed."""
+    """Re-analyse open documents when a setting that affects compiles changed; a new evaluator
+    for the next job when `cudaLlm.gpus` or `cudaLlm.cluster` changed."""
     if any(getattr(before, f) != getattr(server.settings, f) for f in _COMPILE_FIELDS):
         server.reanalyze_all()
+    if any(getattr(before, f) != getattr(server.settings, f) for f in _GPU_FIELDS):
+        server.retire_evaluator()

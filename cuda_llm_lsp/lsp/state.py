@@ -39,10 +39,10 @@ from cuda_llm_lsp.compile.analysis import add_resources, analyze_syntax
 from cuda_llm_lsp.compile.isolated import close_shared_pool, shared_pool
 from cuda_llm_lsp.compile.types import NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import LlmFactory, gpu_evaluator, make_llm
+from cuda_llm_lsp.engine import LlmFactory, evaluator_for, make_llm
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, results
-from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator
+from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator, JobPool, job_view
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager, no_gpu_is_a_job_error
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.protocol import CudaLlmProtocol
@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
 Codegen = Callable[[Any, Callable[[], bool]], Any]  # analysis.add_resources(front, cancelled)
-EvaluatorFactory = Callable[[], Evaluator]
+#: the evaluator for the settings (`engine.evaluator_for`: `cudaLlm.gpus`, `cudaLlm.cluster`)
+EvaluatorFactory = Callable[[Settings], Evaluator]
 
 
 def _find(uri: str, text: str) -> list[Kernel]:
@@ -96,7 +97,7 @@ class CudaLlmServer(LanguageServer):
         self.analyzer: Analyzer = analyzer or analyze_syntax
         # The background stage; an injected analyzer (tests) does the whole analysis itself.
         self.codegen: Codegen | None = add_resources if analyzer is None else None
-        self.evaluator_factory: EvaluatorFactory = evaluator_factory or gpu_evaluator
+        self.evaluator_factory: EvaluatorFactory = evaluator_factory or evaluator_for
         self.llm_factory: LlmFactory = llm_factory or make_llm
         self.documents: dict[str, DocumentState] = {}
         self.reports: results.Reports = {}
@@ -113,6 +114,9 @@ class CudaLlmServer(LanguageServer):
         # uri -> (version, text, its parse): requests for one version share one parse.
         self._kernels: dict[str, tuple[int | None, str, asyncio.Future[list[Kernel]]]] = {}
         self._evaluator: Evaluator | None = None
+        self._evaluator_key: tuple[str, str | None] | None = None  # the settings it was made for
+        self._evaluator_users: dict[int, int] = {}  # id(evaluator) -> jobs holding it
+        self._retired: list[Evaluator] = []  # made for older settings: closed after their jobs
         self._evaluator_lock = threading.Lock()
         self._gpu_gate = threading.Lock()  # one job's GPU call at a time on the one worker
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -334,17 +338,58 @@ class CudaLlmServer(LanguageServer):
     # --- engine and jobs -------------------------------------------------------------------
 
     def evaluator(self) -> Evaluator:
-        """The GPU evaluator, created on first use (blocking: call from a thread)."""
+        """The GPU evaluator for the current `cudaLlm.gpus` / `cudaLlm.cluster`, created on first
+        use and again after those settings change (blocking: call from a thread)."""
+        key = (self.settings.gpus, self.settings.cluster)
         with self._evaluator_lock:
+            if self._evaluator is not None and self._evaluator_key != key:
+                self._retire_locked()
             if self._evaluator is None:
-                self._evaluator = self.evaluator_factory()
+                self._evaluator = self.evaluator_factory(self.settings)
+                self._evaluator_key = key
             return self._evaluator
 
-    async def job_evaluator(self, job: Job, verb: str) -> JobEvaluator:
-        """The job's handle on the GPU evaluator; the job's cancel stops its GPU work at once."""
+    def retire_evaluator(self) -> None:
+        """The GPU settings changed: the next job gets a new evaluator; the old one is closed
+        now, or when the last job using it ends."""
+        with self._evaluator_lock:
+            self._retire_locked()
+
+    def _retire_locked(self) -> None:
+        old, self._evaluator, self._evaluator_key = self._evaluator, None, None
+        if old is not None:
+            self._retired.append(old)
+        self._close_unused_locked()
+
+    def _close_unused_locked(self) -> None:
+        for old in [e for e in self._retired if not self._evaluator_users.get(id(e))]:
+            self._retired.remove(old)
+            self._evaluator_users.pop(id(old), None)
+            threading.Thread(target=_close, args=(old,), name="cuda-llm-retire").start()
+
+    def _release(self, shared: Evaluator) -> None:
+        with self._evaluator_lock:
+            self._evaluator_users[id(shared)] -= 1
+            self._close_unused_locked()
+
+    async def job_evaluator(self, job: Job, verb: str) -> JobEvaluator | JobPool:
+        """The job's handle on the GPU evaluator (a `JobPool` over several GPUs); the job's
+        cancel stops its GPU work at once."""
+
+        def take() -> Evaluator:
+            shared = self.evaluator()
+            with self._evaluator_lock:
+                users = self._evaluator_users
+                users[id(shared)] = users.get(id(shared), 0) + 1
+            return shared
+
         with no_gpu_is_a_job_error(job, verb):
-            shared = await asyncio.to_thread(self.evaluator)
-        evaluator = JobEvaluator(shared, self._gpu_gate)
+            try:
+                shared = await asyncio.to_thread(take)
+            except ValueError as exc:  # cudaLlm.cluster without Ray installed
+                raise JobError(f"cannot {verb} {job.kernel}: {exc}") from exc
+        job.end_hooks.append(lambda: self._release(shared))
+        evaluator = job_view(shared, self._gpu_gate)
         job.cancel_hooks.append(evaluator.cancel_job)
         return evaluator
 
@@ -357,12 +402,10 @@ class CudaLlmServer(LanguageServer):
 
     def close_engine(self) -> None:
         with self._evaluator_lock:
-            if self._evaluator is not None:
-                try:
-                    self._evaluator.close()
-                except Exception:
-                    log.exception("closing the evaluator failed")
-                self._evaluator = None
+            for evaluator in [*self._retired, self._evaluator]:
+                if evaluator is not None:
+                    _close(evaluator)
+            self._evaluator, self._retired = None, []
         self.stop_compiles()
 
     def stop_compiles(self) -> None:
@@ -388,3 +431,10 @@ class CudaLlmServer(LanguageServer):
 
         task.add_done_callback(done)
         return task
+
+
+def _close(evaluator: Evaluator) -> None:
+    try:
+        evaluator.close()
+    except Exception:
+        log.exception("closing the evaluator failed")

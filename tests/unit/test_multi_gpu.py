@@ -230,6 +230,40 @@ def test_calls_run_in_parallel_one_per_gpu_and_cancel_stops_the_waiting_ones() -
     assert len(errors) == 2 and all(isinstance(e, EvaluationCancelled) for e in errors)
 
 
+def test_an_editor_jobs_cancel_stops_only_its_own_calls_on_the_shared_pool() -> None:
+    """The language server's `JobPool`: two jobs judge on one shared pool at once; one job's
+    cancel stops its call in flight and its calls waiting for a GPU, the other job's goes on."""
+    from cuda_llm_lsp.lsp.job_evaluator import JobPool, job_view
+
+    a, b = StandIn(delay_s=1.0), StandIn(delay_s=1.0)
+    shared = GpuPool(lambda: [Device(GpuId(0), a), Device(GpuId(1), b)])
+    first, second = job_view(shared, threading.Lock()), job_view(shared, threading.Lock())
+    assert isinstance(first, JobPool) and isinstance(second, GpuPool)  # the FSR lane's test
+    outcomes: dict[str, Any] = {}
+
+    def call(name: str, job: Any) -> None:
+        try:
+            outcomes[name] = job.evaluate(None, None, None).status
+        except EvaluationCancelled:
+            outcomes[name] = "cancelled"
+
+    threads = [threading.Thread(target=call, args=("first", first)),
+               threading.Thread(target=call, args=("second", second)),
+               threading.Thread(target=call, args=("first, waiting", first))]  # fmt: skip
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    first.cancel_job()
+    for t in threads:
+        t.join(5)
+    assert outcomes == {"first": "cancelled", "second": "ok", "first, waiting": "cancelled"}
+    assert a.calls == b.calls == 1  # the waiting call never reached a GPU
+    with pytest.raises(EvaluationCancelled):
+        first.evaluate(None, None, None)  # type: ignore[arg-type]
+    a.cancelled.clear()  # as a worker clears a cancel when its next call begins
+    assert second.evaluate(None, None, None).status == "ok"  # type: ignore[arg-type]
+
+
 # --- the suite spreads its kernels ---------------------------------------------------------------
 SUITE = ROOT / "benchmarks" / "suite"
 RECORDING = ROOT / "benchmarks" / "recordings" / "hand-written"

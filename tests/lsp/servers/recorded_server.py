@@ -14,7 +14,7 @@ from cuda_llm_lsp.lsp.app import create_server, serve_stdio
 
 def main() -> int:
     recording = sys.argv[1]
-    server = create_server(evaluator_factory=lambda: RecordedEvaluator(recording))
+    server = create_server(evaluator_factory=lambda _settings: RecordedEvaluator(recording))
     serve_stdio(server)
     return 0
 
