@@ -5,6 +5,7 @@ kernels, so the real worker judges them on every fake GPU (local processes or Ra
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -118,3 +119,105 @@ def statuses(result: OptimizeResult) -> dict[str, str]:
 def winner(result: OptimizeResult) -> str | None:
     marker = re.search(r"variant: (\S+)", result.best_source or "")
     return marker.group(1) if marker else None
+
+
+# --- a small suite the double runs: NVRTC builds every kernel; candidates pick their variant ----
+SUITE_FILES = {
+    "saxpy.cu": """\
+// Basic algebra: y = a * x + y
+/* @cuda-llm
+sizes.n = [1, 1000, 4096]
+grid = "cdiv(n, 256)"
+block = 256
+args.x = "float32[n]"
+args.y = "inout float32[n]"
+args.a = 1.5
+args.n = "n"
+*/
+extern "C" __global__ void saxpy(const float* x, float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+""",
+    "transpose.cu": """\
+// Basic algebra: out = in transposed
+/* @cuda-llm
+sizes.rows = [1, 17, 64]
+sizes.cols = [1, 33, 96]
+grid = ["cdiv(cols, 32)", "cdiv(rows, 32)"]
+block = [32, 8]
+args.in = "float32[rows * cols]"
+args.out = "out float32[rows * cols]"
+args.rows = "rows"
+args.cols = "cols"
+*/
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    int x = blockIdx.x * 32 + threadIdx.x;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        int y = blockIdx.y * 32 + j;
+        if (x < cols && y < rows) out[(size_t)x * rows + y] = in[(size_t)y * cols + x];
+    }
+}
+""",
+    "matmul.cu": """\
+// Basic algebra: C = A B, square
+/* @cuda-llm
+sizes.n = [1, 17, 48]
+grid = ["cdiv(n, 16)", "cdiv(n, 16)"]
+block = [16, 16]
+args.a = "float32[n * n]"
+args.b = "float32[n * n]"
+args.c = "out float32[n * n]"
+args.n = "n"
+*/
+extern "C" __global__ void matmul(const float* a, const float* b, float* c, int n) {
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    if (row < n && col < n) {
+        float s = 0.0f;
+        for (int k = 0; k < n; ++k) s += a[row * n + k] * b[k * n + col];
+        c[row * n + col] = s;
+    }
+}
+""",
+}
+# kernel -> the variant of each recorded candidate (round 1), and what a single GPU makes of it
+SUITE_CANDIDATES = {
+    "saxpy": ("fast", "slow", "nothing", "illegal"),
+    "transpose": ("nothing", "slow", "fast"),
+    "matmul": ("slow", "illegal"),
+}
+SUITE_STATUSES = {
+    "saxpy": {"ok": 1, "slower": 1, "wrong_output": 1, "fault": 1},
+    "transpose": {"unwritten_output": 1, "slower": 1, "ok": 1},
+    "matmul": {"slower": 1, "fault": 1},
+}
+SUITE_WINNERS = {"saxpy": 4.0, "transpose": 4.0, "matmul": None}  # the fast variant's speedup
+
+
+def write_suite(directory: Path) -> tuple[Path, Path]:
+    """The suite's files under `directory`/suite and its replay under `directory`/replay (one
+    round per kernel: a candidate per variant in `SUITE_CANDIDATES`)."""
+    suite, replay = directory / "suite", directory / "replay"
+    suite.mkdir(parents=True)
+    for name, text in SUITE_FILES.items():
+        (suite / name).write_text(text)
+    for name, variants in SUITE_CANDIDATES.items():
+        text = SUITE_FILES[f"{name}.cu"]
+        kernel = text[text.index('extern "C"') :]
+        (replay / name).mkdir(parents=True)
+        for index, variant in enumerate(variants, 1):
+            code = f"__device__ int cuda_llm_fake_variant_{variant};\n{kernel}"
+            reply = {"text": f"variant {variant}\n\n```cuda\n{code}```\n", "finish_reason": "stop"}
+            record = {"format": 1, "kernel": name, "round": 1, "index": index, "reply": reply}
+            path = replay / name / f"{name}-r01-c{index:02d}-test.json"
+            path.write_text(json.dumps(record))
+    return suite, replay
+
+
+def suite_rows(report: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """kernel -> (status, accepted, speedup to 1 decimal, candidate statuses) of a report.json."""
+    return {
+        r["kernel"]: (r["status"], r["accepted"], round(r["speedup"], 1) if r["speedup"] else None,
+                      r["candidate_statuses"])
+        for r in report["kernels"]
+    }  # fmt: skip

@@ -537,6 +537,26 @@ def cubin(name: str) -> bytes:
     return b"FAKE:" + name.encode()
 
 
+# --- variants of the typed kernels, for NVRTC-built candidates -------------------------------
+# A real cubin runs its kernel as the typed Python function of the same name; a candidate that
+# declares `__device__ int cuda_llm_fake_variant_<NAME>;` (kept in the cubin's symbols) runs it
+# as that variant instead, so a suite replayed on the double has candidates of each outcome.
+VARIANT_MARK = b"cuda_llm_fake_variant_"
+VARIANT_COST = {"fast": 0.25, "slow": 2.0}  # the others cost what the original does
+VARIANTS = ("fast", "slow", "nothing", "illegal")  # nothing: writes nothing; illegal: faults
+
+
+def _variant(image: bytes) -> str:
+    at = image.find(VARIANT_MARK)
+    if at < 0:
+        return ""
+    tail = image[at + len(VARIANT_MARK) : at + len(VARIANT_MARK) + 32]
+    name = tail.split(b"\0")[0].decode("ascii", "replace")
+    if name not in VARIANTS:
+        raise ValueError(f"fake driver: no variant {name!r}")
+    return name
+
+
 # --- driver API ------------------------------------------------------------------------------
 def _err() -> tuple[Any, ...] | None:
     return (CUresult(S.sticky),) if S.sticky else None
@@ -598,14 +618,16 @@ def cuModuleLoadData(image: bytes) -> tuple[Any, ...]:
     if data.startswith(b"FAKE:"):
         return (CUresult.CUDA_SUCCESS, data[5:].decode())
     if data.startswith(b"\x7fELF"):  # a real cubin: its kernels run as the Python ones of that name
-        return (CUresult.CUDA_SUCCESS, "*")
+        variant = _variant(data)
+        return (CUresult.CUDA_SUCCESS, f"*@{variant}" if variant else "*")
     return (CUresult.CUDA_ERROR_INVALID_VALUE, None)
 
 
 def cuModuleGetFunction(module: str, name: bytes) -> tuple[Any, ...]:
     fn = name.decode()
-    if module == "*" and (fn in HELPERS or fn in TYPED):  # compiled by NVRTC: run in numpy
-        return (CUresult.CUDA_SUCCESS, fn)
+    if module.startswith("*") and (fn in HELPERS or fn in TYPED):  # NVRTC-built: run in numpy
+        variant = module.partition("@")[2]
+        return (CUresult.CUDA_SUCCESS, f"{fn}@{variant}" if variant and fn in TYPED else fn)
     if (module != "*" and fn != module) or fn not in KERNELS:
         return (CUresult.CUDA_ERROR_NOT_FOUND, None)
     return (CUresult.CUDA_SUCCESS, fn)
@@ -712,8 +734,10 @@ def cuLaunchKernel(
         return e
     if fn in HELPERS:  # outside any timed region: no flush rule, no launch count
         return _run_helper(fn, params)
-    if fn in TYPED:
-        typed, types, cost = TYPED[fn]
+    base, _, variant = fn.partition("@")
+    if base in TYPED:
+        typed, types, cost = TYPED[base]
+        cost *= VARIANT_COST.get(variant, 1.0)
         launch_error = 0
     else:
         func, cost, launch_error = KERNELS[fn]
@@ -727,9 +751,12 @@ def cuLaunchKernel(
     if smem > 48 * 1024 and S.dyn_smem.get(fn, 0) < smem:
         return (CUresult.CUDA_ERROR_INVALID_VALUE,)
     try:
-        if fn in TYPED:
+        if base in TYPED:
             addrs = (ctypes.c_uint64 * len(types)).from_address(params)
-            typed(*[t.from_address(addrs[i]).value for i, t in enumerate(types)])
+            if variant == "illegal":
+                k_illegal(0, 0, 0)
+            elif variant != "nothing":
+                typed(*[t.from_address(addrs[i]).value for i, t in enumerate(types)])
         else:
             addrs = (ctypes.c_uint64 * 3).from_address(params)
             x = ctypes.c_uint64.from_address(addrs[0]).value
