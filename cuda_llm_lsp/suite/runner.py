@@ -323,7 +323,8 @@ class SuiteRunner:
             if isinstance(event, CandidateEvaluated):
                 o = event.outcome
                 ms = f", {o.ms:.4g} ms" if o.ms else ""
-                stage = f"candidate r{o.round}c{o.index}: {o.status}{ms}"
+                gpu = f" on {o.gpu.split(' ')[0]}" if o.gpu else ""  # a pool: which GPU judged it
+                stage = f"candidate r{o.round}c{o.index}: {o.status}{ms}{gpu}"
                 self.on_progress(Progress(index, total, name, stage))
 
         result: OptimizeResult = asyncio.run(

@@ -2,14 +2,21 @@
 actor per GPU, each running the real worker on the CUDA driver double. An optimize round over
 the actors gives the statuses and the winner of a local run; an actor killed mid-run has its
 candidate re-run on the other one, is restarted, and the run completes. A node lost mid-run
-(a second raylet of a local multi-node cluster, removed) the same.
+(a second raylet of a local multi-node cluster, removed) the same. A suite replayed with
+`cuda-llm suite --cluster` (its kernels built by NVRTC, its candidates the double's variants)
+gives every kernel the statuses and winner of the local run; with an actor killed mid-suite too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +25,18 @@ from cuda_llm_lsp.evaluate import ray_cluster, timing
 from cuda_llm_lsp.evaluate.devices import GpuPool
 from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
 from cuda_llm_lsp.fsr.types import CandidateStage, ProgressEvent
-from tests.support.fake_gpus import PLANTED, driver_env, optimize_round, statuses, winner
+from cuda_llm_lsp.suite.runner import Progress, SuiteOptions, SuiteRunner, discover
+from tests.support.fake_gpus import (
+    PLANTED,
+    SUITE_STATUSES,
+    SUITE_WINNERS,
+    driver_env,
+    optimize_round,
+    statuses,
+    suite_rows,
+    winner,
+    write_suite,
+)
 
 ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install "cuda-llm-lsp[ray]"')
 
@@ -51,6 +69,36 @@ def cluster(env: dict[str, str], local_statuses: Any) -> Iterator[None]:
              runtime_env={"env_vars": env})  # fmt: skip
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def suite(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The small suite (tests/support/fake_gpus.py) run by the CLI on one local worker."""
+    where = tmp_path_factory.mktemp("suite")
+    directory, replay = write_suite(where)
+    done = _suite_cli(where, directory, replay, "--gpus", "0")
+    report = json.loads(done.stdout)
+    rows = suite_rows(report)
+    for kernel, (status, accepted, speedup, counted) in rows.items():
+        assert status == "ok" and counted == SUITE_STATUSES[kernel], (kernel, rows, done.stderr)
+        assert (speedup if accepted else None) == SUITE_WINNERS[kernel], (kernel, rows)
+    assert "on gpu0" in done.stderr and "on gpu1" not in done.stderr, done.stderr
+    return {"dir": directory, "replay": replay, "where": where, "rows": rows}
+
+
+def _suite_cli(where: Path, directory: Path, replay: Path, *flags: str) -> Any:
+    """`cuda-llm suite DIR --replay REPLAY FLAGS` in a child process, on the driver double."""
+    out = where / f"out{len(list(where.glob('out*')))}"
+    child = {k: v for k, v in os.environ.items() if k != "CUDA_LLM_EVALUATOR"}
+    child |= {"CUDA_LLM_CACHE_DIR": str(where / "cache"), "CUDA_LLM_DATA_DIR": str(where / "data")}
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "suite", str(directory), "--replay",
+         str(replay), "--no-vendor", "--time-budget", "0.3", "--format", "json", "--out",
+         str(out), *flags],
+        env=child, capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
 
 
 def test_an_optimize_round_on_two_ray_actors_matches_the_local_run(
@@ -94,6 +142,49 @@ def test_an_actor_killed_mid_run_has_its_candidate_rerun_and_comes_back(
     assert (statuses(result), winner(result)) == local_statuses and result.accepted
     rerun = [e for e in events if isinstance(e, CandidateStage) and e.gpu]
     assert len(rerun) > len(PLANTED)  # the killed actor's candidate was given a GPU twice
+
+
+def test_a_suite_over_two_ray_actors_matches_the_local_run(
+    cluster: None, suite: dict[str, Any]
+) -> None:
+    """`cuda-llm suite --cluster ADDRESS`, as a user types it: the kernels spread over both
+    actors, and each kernel's statuses and winner are the local run's."""
+    address = ray.get_runtime_context().gcs_address
+    done = _suite_cli(suite["where"], suite["dir"], suite["replay"], "--cluster", address)
+    report = json.loads(done.stdout)
+    assert suite_rows(report) == suite["rows"]
+    assert any("spread over 2 GPUs" in note for note in report["notes"]), report["notes"]
+    judged = {line.rsplit(" on ", 1)[1] for line in done.stderr.splitlines()
+              if " candidate r" in line and " on " in line}  # fmt: skip
+    assert len(judged) == 2 and all(g.endswith((":gpu0", ":gpu1")) for g in judged), done.stderr
+
+
+def test_an_actor_killed_mid_suite_has_its_work_rerun_and_the_suite_completes(
+    cluster: None, suite: dict[str, Any]
+) -> None:
+    """The objects the CLI builds for `--cluster` (a Ray pool, the suite runner): one actor is
+    killed while it judges; its call runs again on an actor, and the rows are the local run's."""
+    pool = ray_cluster.ray_pool("auto", plan=PLAN)
+    options = SuiteOptions(directory=suite["dir"], optimize=True, replay_dir=suite["replay"],
+                           vendor=False)  # fmt: skip
+    killed: list[str] = []
+
+    def kill_a_busy_actor(progress: Progress) -> None:
+        if progress.stage.startswith("candidate") and not killed:
+            busy = [d for d in pool.devices if d not in pool._free]  # leased: judging now
+            if busy:
+                killed.append(busy[0].gpu.label)
+                ray.kill(busy[0].evaluator.actor, no_restart=False)  # type: ignore[attr-defined]
+
+    try:
+        report = SuiteRunner(options, pool, kill_a_busy_actor).run(discover(suite["dir"]))
+        lost = _device(pool, killed[0]).evaluator if killed else None
+        assert lost is not None and lost.lost >= 1, killed  # its call was given another GPU
+        assert lost.device_facts().arch == "sm_90"  # restarted: it answers again
+    finally:
+        pool.close()
+    rows = suite_rows({"kernels": [vars(r) for r in report.rows]})
+    assert rows == suite["rows"]
 
 
 def test_a_lost_node_has_its_candidates_rerun_and_the_run_completes(
