@@ -100,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="D",
         help="repair attempts per failing candidate, both strategies (0-10, default 3)",
     )
+    parser.add_argument("--tune-points", type=_tune_points, metavar="P",
+                        help="configurations tried per correct candidate whose launch block "
+                             "declares tune.NAME (0-1000, default "
+                             f"{OptimizeConfig().tune_points}; 0: its default only)")  # fmt: skip
     parser.add_argument("--compile-timeout", type=_positive, metavar="S",
                         help="seconds one candidate's compile may take (default "
                              f"{Settings().compile_timeout_s})")  # fmt: skip
@@ -139,6 +143,13 @@ def _repairs(value: str) -> int:
     number = int(value)
     if not 0 <= number <= 10:
         raise argparse.ArgumentTypeError("must be between 0 and 10")
+    return number
+
+
+def _tune_points(value: str) -> int:
+    number = int(value)
+    if not 0 <= number <= 1000:
+        raise argparse.ArgumentTypeError("must be between 0 and 1000")
     return number
 
 
@@ -196,6 +207,15 @@ class Display:
                 if not self.live and event.stage == "requested":
                     self._line(f"  round {event.round}: planning")
                 return
+            if event.stage == "tuning":
+                cell = f"tuning {event.done}/{event.configurations}"
+                if not self.live and event.done == 0:
+                    self._line(f"  {event.round}.{event.index} tuning "
+                               f"({_plural(event.configurations, 'configuration')})")  # fmt: skip
+                self.cells[(event.round, event.index)] = cell
+                if self.live:
+                    self._redraw()
+                return
             self.cells[(event.round, event.index)] = {
                 "requested": "writing", "generated": "building", "evaluating": "timing",
             }[event.stage] if event.role != "debugger" else "repairing"  # fmt: skip
@@ -230,6 +250,8 @@ class Display:
             text += f" {o.ms:.4f} ms"
         if o.speedup is not None:
             text += f" {o.speedup:.2f}x"
+        if o.tuning is not None and o.tuning.best is not None:
+            text += " with " + " ".join(f"{k}={v}" for k, v in o.tuning.best.items())
         if o.status not in ("ok", "slower") and o.message:
             text += ": " + o.message.strip().splitlines()[0][:160]
         if self.best is not None and self.best.speedup is not None:
@@ -323,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_settings(
         settings, rounds=args.rounds, candidates=args.candidates, record_dir=args.record,
         replay_dir=args.replay, time_budget_s=args.time_budget, token_budget=args.token_budget,
-        repairs=args.repairs,
+        repairs=args.repairs, tune_points=args.tune_points,
     )  # fmt: skip
     try:
         evaluator = make_evaluator(gpus=args.gpus, cluster=args.cluster)

@@ -7,6 +7,7 @@ connection, so any thread may call any method.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cuda_llm_lsp.fsr.types import CandidateOutcome, OptimizeResult
 
@@ -52,6 +53,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     tokens INTEGER,
     source TEXT,
     launch TEXT,
+    tuning TEXT,
     PRIMARY KEY (run_id, round, idx)
 );
 CREATE INDEX IF NOT EXISTS runs_by_file ON runs(file);
@@ -123,6 +125,7 @@ class CandidateRecord:
     tokens: int
     source: str
     launch: str | None = None  # its own launch (`LaunchConfig.describe`); None: the original's
+    tuning: dict[str, Any] | None = None  # its tuning (`CandidateTuning.to_json`); None: untuned
 
 
 class RunHistory:
@@ -136,6 +139,8 @@ class RunHistory:
             columns = {row[1] for row in db.execute("PRAGMA table_info(candidates)")}
             if "launch" not in columns:  # a database from before issue [launch]
                 db.execute("ALTER TABLE candidates ADD COLUMN launch TEXT")
+            if "tuning" not in columns:  # a database from before tuning in the loop ([tune])
+                db.execute("ALTER TABLE candidates ADD COLUMN tuning TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -159,8 +164,8 @@ class RunHistory:
         with self._connect() as db:
             db.execute(
                 "INSERT OR REPLACE INTO candidates "
-                "(run_id, round, idx, status, ms, speedup, message, tokens, source, launch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(run_id, round, idx, status, ms, speedup, message, tokens, source, launch, "
+                "tuning) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     outcome.round,
@@ -172,6 +177,7 @@ class RunHistory:
                     outcome.tokens,
                     outcome.source,
                     outcome.launch.describe() if outcome.launch else None,
+                    json.dumps(outcome.tuning.to_json()) if outcome.tuning else None,
                 ),
             )
 
@@ -268,7 +274,7 @@ class RunHistory:
     def candidates(self, run_id: int) -> list[CandidateRecord]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT round, idx, status, ms, speedup, message, tokens, source, launch "
+                "SELECT round, idx, status, ms, speedup, message, tokens, source, launch, tuning "
                 "FROM candidates "
                 "WHERE run_id = ? ORDER BY round, idx",
                 (run_id,),
@@ -284,6 +290,7 @@ class RunHistory:
                 row[6] or 0,
                 row[7] or "",
                 row[8],
+                _tuning(row[9]),
             )
             for row in rows
         ]
@@ -295,6 +302,17 @@ _DECISIONS = {"accept": "accept", "accepted": "accept", "reject": "reject", "rej
 def record_decision(run_id: int, decision: str | None, path: str | Path | None = None) -> None:
     """The user's decision on run `run_id` ("accept"/"accepted", "reject"/"rejected", None)."""
     RunHistory(path).record_decision(run_id, decision)
+
+
+def _tuning(text: str | None) -> dict[str, Any] | None:
+    """A candidate's recorded tuning; None when untuned (or unreadable: a record, not a run)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _normalise(file: str) -> str:

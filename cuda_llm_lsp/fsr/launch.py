@@ -48,7 +48,13 @@ class LaunchRule:
             "`grid` and `block`: an integer, an expression string, or a list of up to 3; `smem`: "
             "bytes of dynamic shared memory. Expressions use + - * / (integer division) %, "
             f"cdiv(a, b), min, max, and only these size names: {names}. Every case must launch "
-            "within this GPU's limits, and the launch must write every output element."
+            "within this GPU's limits, and the launch must write every output element.\n"
+            "Numbers you are unsure of can be tuned: `tune.NAME = [64, 128, 256]` in the block "
+            '(integers; optionally `restrict = ["NAME * ITEMS <= 1024"]`) compiles your '
+            "kernel with -DNAME=value for each configuration, and NAME may appear in grid, "
+            "block and smem. A correct kernel is timed in every configuration and ranks with "
+            "its fastest correct one. The default is the first value, or your own guarded "
+            "#ifndef NAME / #define NAME value / #endif."
         )
 
 

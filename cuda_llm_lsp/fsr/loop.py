@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
@@ -35,12 +36,12 @@ from cuda_llm_lsp.evaluate.types import (
     NoGpuError,
     Status,
 )
-from cuda_llm_lsp.fsr import prompts
+from cuda_llm_lsp.fsr import prompts, tuning
 from cuda_llm_lsp.fsr.baseline import Baseline, Unprepared, prepare
 from cuda_llm_lsp.fsr.client import LlmClient, Prompt
 from cuda_llm_lsp.fsr.gpu import GpuLane, Seeds
 from cuda_llm_lsp.fsr.launch import candidate_launch, launch_rule
-from cuda_llm_lsp.fsr.toolchain import DefaultToolchain, Toolchain, build_candidate, clean_candidate
+from cuda_llm_lsp.fsr.toolchain import DefaultToolchain, Toolchain, clean_candidate
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateOutcome,
@@ -54,6 +55,8 @@ from cuda_llm_lsp.fsr.types import (
     RunStarted,
 )
 from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_correct
+from cuda_llm_lsp.source.spec.launch import LaunchConfig
+from cuda_llm_lsp.tune.search import TuneRequest
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,7 @@ class _OptimizeRun:
         self.profile_text: str | None = None
         self.plans: dict[int, list[prompts.Plan]] = {}  # plan strategy: the round's plans
         self.tried: list[prompts.TriedPlan] = []  # plan strategy: plans and their outcomes
+        self.tune_cancel = threading.Event()  # stops a tuning between configurations
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -237,15 +241,19 @@ class _OptimizeRun:
         self.emit(stage("generated"))
         source = clean_candidate(reply.code, self.request.file_text)
         launch = None  # its own launch block, read before `@cuda-llm` comments were stripped
+        tune: TuneRequest | None = None  # its block declares tunables: tuned once correct
         if baseline.task.launch_free:
             parsed = candidate_launch(reply.code, self.request.kernel, baseline.spec)
+            if parsed is not None and not isinstance(parsed, str):
+                made = tuning.tuning_request(reply.code, source, self.request, baseline)
+                parsed, tune = (made, None) if isinstance(made, str) else (parsed, made)
             if isinstance(parsed, str):
                 return self.outcome(slot, "bad_launch", parsed, source=source, tokens=reply.tokens)
             launch = parsed
-        try:
-            binary = await build_candidate(
-                self.toolchain, self.request, source, instance=baseline.spec.instance,
-                arch=baseline.arch,
+        try:  # with tunables: built, as judged, with its default configuration's -D
+            binary = await tuning.build_configured(
+                self.toolchain, self.request, source, tuning.default_defines(tune),
+                instance=baseline.spec.instance, arch=baseline.arch,
             )  # fmt: skip
         except Exception as exc:
             log.exception("building candidate %d.%d failed", round_, index)
@@ -271,14 +279,25 @@ class _OptimizeRun:
             candidate_spec=launch.applied_to(baseline.spec) if launch else None,
         )
         status: Status = result.status
+        ms = result.candidate.median_ms if result.candidate else None
+        speedup, message = result.speedup, result.message
+        tuned: tuning.TunedCandidate | None = None
+        if status == "ok" and tune is not None and launch is not None:
+            tuned = await self.tune(baseline, tune, launch, source, stage)
+            if tuned.status != "ok" or tuned.binary is None:
+                return self.outcome(slot, tuned.status, tuned.message, source=source,
+                                    tokens=reply.tokens, gpu=result.gpu, launch=launch,
+                                    tuning=tuned.tuning)  # fmt: skip
+            source, launch, binary = tuned.source, tuned.launch, tuned.binary
+            self.resources[slot] = binary.resources
+            if tuned.ms is not None:  # tuned: it ranks with its best configuration's figures
+                ms, speedup, message = tuned.ms, tuned.speedup, tuned.message
         if status == "ok":
             self.binaries[slot] = binary
-            if result.speedup is not None and result.speedup < 1.0:
+            if speedup is not None and speedup < 1.0:
                 status = "slower"
-        ms = result.candidate.median_ms if result.candidate else None
-        message = result.message
         if status in ("ok", "slower") and not message:
-            message = f"{result.speedup:.2f}x" if result.speedup is not None else "correct"
+            message = f"{speedup:.2f}x" if speedup is not None else "correct"
         return self.outcome(
             slot,
             status,
@@ -286,11 +305,35 @@ class _OptimizeRun:
             source=source,
             tokens=reply.tokens,
             ms=ms,
-            speedup=result.speedup,
+            speedup=speedup,
             registers=binary.resources.registers if binary.resources else None,
             gpu=result.gpu,
             launch=launch,
+            tuning=tuned.tuning if tuned else None,
         )
+
+    async def tune(
+        self, baseline: Baseline, tune: TuneRequest, launch: LaunchConfig, source: str,
+        stage: Callable[..., CandidateStage],
+    ) -> tuning.TunedCandidate:  # fmt: skip
+        """Tune a correct candidate's tunables (module `tuning`), reporting each configuration
+        as a "tuning" stage; with `tune_points` 0 only its default is written in."""
+        options = None
+        if self.config.tune_points > 0:
+            budget = self.config.time_budget_s
+            left = None if budget is None else budget - (time.monotonic() - self.started)
+            options = tuning.options_for(self.config, self.seeds.next(), left)
+            planned = tuning.planned_points(tune, options.max_points)
+            self.emit(stage("tuning", configurations=planned))
+
+        def heard(done: int, planned: int) -> None:
+            self.emit(stage("tuning", configurations=planned, done=done))
+
+        return await tuning.tune_candidate(
+            self.lane, self.toolchain, self.request, baseline, tune, launch, options,
+            source=source, cancel=self.tune_cancel,
+            on_progress=tuning.progress_events(heard, asyncio.get_running_loop()),
+        )  # fmt: skip
 
     def outcome(self, slot: Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:
         return CandidateOutcome(
@@ -374,6 +417,7 @@ class _OptimizeRun:
                 await self.abort_pending()
 
     async def abort_pending(self) -> None:
+        self.tune_cancel.set()
         self.lane.stop()
         for task in self.pending:
             task.cancel()
@@ -556,6 +600,7 @@ async def optimize(
 
 async def _stop(run: _OptimizeRun, work: asyncio.Future[Any]) -> None:
     """Cancel GPU work in flight and the run's LLM requests, and wait until they have let go."""
+    run.tune_cancel.set()
     run.lane.stop()
     work.cancel()
     for task in list(run.pending):

@@ -399,9 +399,20 @@ def best_section(best: Sequence[Attempt]) -> str:
         figures.append(resources_text(attempt.resources))
         parts.append(
             f"### #{rank}: {_attempt_title(attempt)} — {'; '.join(figures)}\n"
-            f"```cuda\n{o.source.strip()}\n```"
+            + _launch_and_tuning(o)
+            + f"```cuda\n{o.source.strip()}\n```"
         )
     return "\n\n".join(parts)
+
+
+def _launch_and_tuning(o: CandidateOutcome) -> str:
+    """A candidate's own launch (its block is not in its code) and what tuning it found."""
+    lines = []
+    if o.launch is not None:
+        lines.append(f"Its launch: {o.launch.describe()}.")
+    if o.tuning is not None:
+        lines.append(o.tuning.feedback)
+    return "".join(line + "\n" for line in lines)
 
 
 def failures_section(failures: Sequence[Attempt]) -> str:
@@ -424,6 +435,8 @@ def failures_section(failures: Sequence[Attempt]) -> str:
             speed = f", {o.speedup:.2f}x" if o.speedup is not None else ""
             used = resources_text(attempt.resources)
             detail = f"correct but slower than the original ({ms}{speed}); {used}"
+            if o.tuning is not None:
+                detail += f". {o.tuning.feedback}"
         else:
             detail = f"{o.status}: {o.message.strip()}"
         parts.append(f"- {_attempt_title(attempt)}: {detail}")

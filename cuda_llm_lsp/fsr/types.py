@@ -35,6 +35,10 @@ class OptimizeConfig:
     strategy: Literal["fsr", "plan"] = "fsr"  # plan: planner -> coders -> debugger (CUDAMaster)
     launch: Literal["auto", "keep", "free"] = "auto"  # candidates' own launch: fsr.launch
     repairs: int = 3  # repair attempts for a failing candidate before it counts as failed
+    # a correct candidate whose launch block declares tunables is tuned before it is ranked
+    # (fsr/tuning.py): at most this many configurations (0: not tuned, its default ranks) ...
+    tune_points: int = 16
+    tune_budget_s: float = 60.0  # ... within this many seconds of search per candidate
 
 
 def config_from_settings(settings: Settings, **overrides: Any) -> OptimizeConfig:
@@ -69,6 +73,29 @@ class OptimizeRequest:
 
 
 @dataclass(frozen=True)
+class CandidateTuning:
+    """What tuning a candidate's tunables found (`tune.search.TuneResult`, summed up)."""
+
+    strategy: str  # "exhaustive" / "sample"
+    measured: int  # configurations measured
+    failed: int  # of those, not correct (compile errors, wrong output, launches the GPU refuses)
+    space_size: int  # configurations before restrictions
+    default: dict[str, int]  # the candidate's own default configuration
+    default_ms: float | None  # its time (None: it was not measured correct)
+    best: dict[str, int] | None  # the fastest finalist that passed again; None: none did
+    best_ms: float | None
+    spread: float | None  # slowest correct configuration's time / fastest's
+    stopped: str | None  # "budget" when the search was cut short
+    feedback: str  # what the next prompt tells the model (`tune.candidate.feedback`)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "points": self.measured, "failed": self.failed,
+                "space_size": self.space_size, "best": self.best, "best_ms": self.best_ms,
+                "default": self.default, "default_ms": self.default_ms, "spread": self.spread,
+                "stopped": self.stopped}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class CandidateOutcome:
     round: int  # 1-based
     index: int  # 1-based within the round
@@ -81,6 +108,9 @@ class CandidateOutcome:
     registers: int | None = None
     gpu: str = ""  # the GPU that judged it, when several can: "gpu1 (NVIDIA H200)"
     launch: LaunchConfig | None = None  # its own launch block's configuration; None: the original
+    # its tunables' search; then `source` and `launch` carry the best configuration, and `ms` /
+    # `speedup` are that configuration's
+    tuning: CandidateTuning | None = None
 
 
 @dataclass(frozen=True)
@@ -105,14 +135,17 @@ class CandidateEvaluated:
 
 @dataclass(frozen=True)
 class CandidateStage:
-    """A candidate moved on: its request was sent, its reply arrived, or its evaluation began."""
+    """A candidate moved on: its request was sent, its reply arrived, its evaluation began, or
+    (correct, with tunables) its tuning measured `done` of `configurations`."""
 
     round: int
     index: int  # 0: the round's planner
-    stage: Literal["requested", "generated", "evaluating"]
+    stage: Literal["requested", "generated", "evaluating", "tuning"]
     role: Literal["coder", "planner", "debugger"] = "coder"
     gpu: str = ""  # "evaluating" on several GPUs: which one ("gpu1", "node-a:gpu0")
     attempt: int = 0  # the debugger's repair attempt, 1-based
+    configurations: int = 0  # "tuning": configurations planned (the space, or at most)
+    done: int = 0  # "tuning": configurations measured so far
 
 
 @dataclass(frozen=True)
@@ -154,7 +187,8 @@ class OptimizeResult:
             "accepted": self.accepted,
             "candidates": [
                 {"round": c.round, "index": c.index, "status": c.status, "ms": c.ms,
-                 "message": c.message, "launch": _launch_json(c.launch)}
+                 "message": c.message, "launch": _launch_json(c.launch),
+                 "tuning": c.tuning.to_json() if c.tuning else None}
                 for c in self.candidates
             ],
             "best_source": self.best_source,

@@ -100,6 +100,13 @@ class _Tracker:
                 self.round, self.rounds = event.round, event.rounds
                 self.progress.report(f"round {event.round}/{event.rounds}")
                 self._publish(f"round {event.round}/{event.rounds}")
+            elif isinstance(event, CandidateStage) and event.stage == "tuning":
+                if event.done == 0:
+                    self.progress.report(f"tuning candidate {event.round}.{event.index} "
+                                         f"({event.configurations} configurations)")  # fmt: skip
+                else:
+                    self.progress.report(f"tuning candidate {event.round}.{event.index}: "
+                                         f"{event.done}/{event.configurations}")  # fmt: skip
             elif isinstance(event, CandidateStage) and event.stage == "requested":
                 said = _role_step(event, self.strategy)
                 if said:

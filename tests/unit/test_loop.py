@@ -108,7 +108,9 @@ async def test_fastest_correct_candidate_wins_and_failures_keep_their_status() -
         "best_source",
         "launch",
     }
-    assert set(data["candidates"][0]) == {"round", "index", "status", "ms", "message", "launch"}
+    assert set(data["candidates"][0]) == {
+        "round", "index", "status", "ms", "message", "launch", "tuning"
+    }  # fmt: skip
     assert data["launch"] is None  # no launch block: the original launch
     # the winner was re-validated: a second evaluate call with its source
     fast_calls = [c for c in ev.calls if c[0] == "evaluate" and "variant: fast" in c[1]]

@@ -275,7 +275,9 @@ def test_a_candidate_is_tuned_against_the_original_and_the_model_told_the_result
     assert "slowest correct / fastest: 3.00x" in said  # (128, 1): 0.675 ms
     best_text = tuned_source(made, result)
     assert best_text is not None and "#define TILE 512\n" in best_text
-    assert "tune.ITEMS = [4, 1]\n" in best_text  # no #define: the best first in the list
+    # no #define for ITEMS: one added (guarded) above the block, so the text compiles without -D
+    assert "#ifndef ITEMS\n#define ITEMS 4\n#endif\n/* @cuda-llm launch" in best_text
+    assert "tune.ITEMS = [1, 4]\n" in best_text
     (again,) = find_kernels(best_text)
     config, errors = parse_launch_block(again, spec, best_text)
     assert config is not None and config.tunables is not None, errors
