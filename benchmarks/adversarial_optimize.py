@@ -35,10 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,13 +47,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply  # noqa: E402
+from benchmarks.optimize_harness import (  # noqa: E402
+    Buffer,
+    IndependentTimer,
+    Launch,
+    fmt,
+    loop_speedup,
+    run_optimize,
+)
 
 HERE = ROOT / "benchmarks" / "adversarial"
 ACCEPTED = ("ok", "slower")
 AGREEMENT = 0.05  # loop speedup vs independent speedup
-LAUNCHES = 60
-SEED = 1234
 RUN_CAP_S = 300.0  # one optimize run longer than this is a failure (a hang), whatever the budget
 MIN_RUN_S = 45.0  # an original is not started with less of the budget left
 
@@ -159,113 +161,24 @@ def optimize(target: Target, cands: list[Candidate], work: Path, evaluator: str 
     """One `cuda-llm optimize` run over every candidate of `target` (one round)."""
     path = work / target.file.name
     path.write_text(target.file.read_text(encoding="utf-8"), encoding="utf-8")
-    n = len(cands)
-    steps = [
-        {"text": kernel_reply(c.text, note=f"Candidate {c.name}."),
-         "match": f"This is round 1, candidate {i} of {n}."}
-        for i, c in enumerate(cands, 1)
-    ]  # fmt: skip
-    path_var = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, OPENAI_API_KEY="scripted", CUDA_LLM_DATA_DIR=str(work / "data"),
-               PYTHONUNBUFFERED="1", PYTHONPATH=path_var)  # fmt: skip
-    if evaluator:
-        env["CUDA_LLM_EVALUATOR"] = evaluator
-    command = ["optimize", str(path), "--kernel", target.kernel, "--rounds", "1",
-               "--candidates", str(n), "--repairs", "0", "--format", "json", "--model", "scripted",
-               "--seed", str(SEED)]  # fmt: skip
-    print(f"== python -m cuda_llm_lsp.cli {' '.join(command)} --base-url <scripted>", flush=True)
-    with ScriptedLlmServer(steps) as server:
-        started = time.monotonic()
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "cuda_llm_lsp.cli", *command, "--base-url",
-                 server.base_url],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return {"error": f"optimize did not finish in {timeout:.0f} s", "timed_out": True}
-        wall = time.monotonic() - started
-    print(f"   {wall:.1f} s, exit {done.returncode}", flush=True)
-    try:
-        result: dict[str, Any] = json.loads(done.stdout)
-    except ValueError:
-        tail = (done.stdout[-800:] + done.stderr[-1500:]).strip()
-        return {"error": f"optimize printed no JSON (exit {done.returncode}): {tail}"}
-    result["wall_s"] = round(wall, 1)
-    result["exit_code"] = done.returncode
-    return result
+    replies = [(c.name, c.text) for c in cands]
+    return run_optimize(path, target.kernel, replies, work, evaluator, timeout)
 
 
-def loop_speedup(outcome: dict[str, Any], baseline_ms: float | None) -> float | None:
-    """The loop's speedup of one candidate: its message ("1.84x") or baseline / its median."""
-    found = re.match(r"^(\d+(?:\.\d+)?)x$", outcome.get("message") or "")
-    if found:
-        return float(found.group(1))
-    if baseline_ms and outcome.get("ms"):
-        return float(baseline_ms) / float(outcome["ms"])
-    return None
-
-
-class Independent:
-    """CuPy's own measurement of original vs candidate at the timed case (see the docstring)."""
-
-    SPIN = r"""extern "C" __global__ void spin(unsigned long long ns) {
-    unsigned long long s, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(s));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - s < ns);
-}"""
-
-    def __init__(self) -> None:
-        import cupy  # the device image has it; imported here so CPU runs never need it
-
-        self.cp = cupy
-        l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
-        self.flush = cupy.empty(2 * int(l2), dtype=cupy.uint8)
-        self.spin = cupy.RawModule(code=self.SPIN).get_function("spin")
-
-    def speedup(self, target: Target, original: str, candidate: str) -> tuple[float, float, float]:
-        """(original median ms, candidate median ms, speedup)."""
-        cp = self.cp
-        sizes = target.sizes
-        grid, block = target.grid(sizes), target.block
-        funcs = [cp.RawModule(code=src, options=("--std=c++17",)).get_function(target.kernel)
-                 for src in (original, candidate)]  # fmt: skip
-        rng = cp.random.RandomState(SEED)
-        sets = []
-        for _ in range(3):  # a cache keyed on inputs sees a new set every launch
-            arrays = {}
-            for name, role, count in target.buffers:
-                n = math.prod(sizes[part] for part in count.split("*"))
-                if role == "out":
-                    arrays[name] = cp.empty(n, dtype=cp.float32)
-                elif target.init == "normal4":
-                    arrays[name] = rng.standard_normal(n, dtype=cp.float32) * cp.float32(4)
-                else:
-                    arrays[name] = rng.uniform(-1, 1, n, dtype=cp.float32)
-            sets.append(arrays)
-        times: list[list[float]] = [[], []]
-        events = []
-        for i in range(LAUNCHES + 5):
-            arrays = sets[i % len(sets)]
-            args = tuple(arrays[p] if p in arrays else cp.int32(sizes[p]) for p in target.order)
-            for which in (i % 2, 1 - i % 2):  # A B, then B A: neither always goes first
-                self.spin((1,), (1,), (cp.uint64(1_500_000),))
-                self.flush.fill(i & 0xFF)
-                start, end = cp.cuda.Event(), cp.cuda.Event()
-                start.record()
-                funcs[which](grid, block, args)
-                end.record()
-                if i >= 5:
-                    events.append((which, start, end))
-        cp.cuda.Device().synchronize()
-        for which, start, end in events:
-            times[which].append(cp.cuda.get_elapsed_time(start, end))
-        base, cand = statistics.median(times[0]), statistics.median(times[1])
-        return base, cand, base / cand
+def independent_speedup(timer: IndependentTimer, target: Target, original: str,
+                        candidate: str) -> tuple[float, float, float]:  # fmt: skip
+    """CuPy's measurement of `candidate` against `original`, both with the target's launch."""
+    sizes = target.sizes
+    launch = Launch(target.grid(sizes), target.block)
+    std = 4.0 if target.init == "normal4" else None
+    buffers = [Buffer(name, math.prod(sizes[part] for part in count.split("*")), role == "out",
+                      std) for name, role, count in target.buffers]  # fmt: skip
+    return timer.speedup(target.kernel, (original, candidate), (launch, launch), buffers,
+                         target.order, sizes)  # fmt: skip
 
 
 def judge_rows(target: Target, cands: list[Candidate], result: dict[str, Any],
-               timer: Independent | None) -> list[Row]:  # fmt: skip
+               timer: IndependentTimer | None) -> list[Row]:  # fmt: skip
     """One row per candidate: its status against the fitting ones, and for accepted ones the
     loop's speedup against the independent measurement."""
     rows = [Row(c) for c in cands]
@@ -299,7 +212,7 @@ def judge_rows(target: Target, cands: list[Candidate], result: dict[str, Any],
             row.verdict, row.note = "PASS", "independent timing skipped (no GPU)"
             continue
         try:
-            base, cand, row.independent = timer.speedup(target, original, c.text)
+            base, cand, row.independent = independent_speedup(timer, target, original, c.text)
         except Exception as exc:  # reported in the table, the run goes on
             row.note = f"independent timing failed: {type(exc).__name__}: {exc}"[:300]
             continue
@@ -312,10 +225,6 @@ def judge_rows(target: Target, cands: list[Candidate], result: dict[str, Any],
         row.verdict = "PASS" if abs(off) <= AGREEMENT else "FAIL"
         row.note = f"loop vs independent {100 * off:+.1f} %"
     return rows
-
-
-def fmt(x: float | None) -> str:
-    return f"{x:.2f}x" if x is not None else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     timer = None
     if not args.evaluator:
         try:
-            timer = Independent()
+            timer = IndependentTimer()
         except Exception as exc:  # no CuPy or no GPU: say so, judge the rest
             print(f"independent timer unavailable ({type(exc).__name__}: {exc}); accepted "
                   "candidates cannot be checked and FAIL")  # fmt: skip
