@@ -6,6 +6,9 @@
 #                                      # realistic sizes (evaluate, bench), 4 x 4 optimize,
 #                                      # judge attacks (adversarial_optimize.py, within 130 s)
 #   bash benchmarks/gpu_all.sh suite   # the kernel suite: baselines and replayed winners
+#   bash benchmarks/gpu_all.sh launch  # candidates with their own launch through optimize --write
+#                                      # (launch_optimize.py, <= 540 s): statuses, CuPy speedups,
+#                                      # the written programs built with nvcc and run
 # Run it in the project root with the package and its test extras installed
 # (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
 # `bash benchmarks/gpu_wheels.sh .whl` and carry `.whl`: they are installed from there if present.
@@ -58,6 +61,13 @@ attacks)
   timeout 560 python3 benchmarks/adversarial_optimize.py --budget 540 --out "$work/adversarial.json" \
     2>&1 | tee "$work/adversarial.log"
   echo "adversarial_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/adversarial.log"
+  ;;
+launch)
+  # [launch] acceptance: launch-changing and bad-launch candidates through optimize --launch auto
+  # --write on whole programs; the written programs (and their diffs) are kept in launch-programs/
+  timeout 540 python3 benchmarks/launch_optimize.py --budget 500 --out "$work/launch.json" \
+    --keep "$work/launch-programs" 2>&1 | tee "$work/launch.log"
+  echo "launch_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/launch.log"
   ;;
 suite)
   # Kernels not started by 400 s are reported as skipped: the report is always written.

@@ -1,0 +1,73 @@
+// Naive C = A B (m x k times k x n floats): one thread per element, A and B read from global
+// memory (1024^3 timed). A whole program: `main` multiplies fixed small-integer matrices (every
+// sum exact in float, so any correct kernel prints the same digits) and checks them on the host.
+// The winner is register-tiled (64 x 64 tiles, 4 x 4 outputs a thread; issue [launch]: ~3x).
+// Host code sits under `#ifndef __CUDACC_RTC__` so NVRTC (CuPy's timer) compiles this very file.
+#ifndef __CUDACC_RTC__
+#include <cstdio>
+#include <vector>
+#endif
+
+/* @cuda-llm
+sizes.m = [1, 17, 100, 1024]
+sizes.n = [1, 31, 129, 1024]
+sizes.k = [1, 7, 257, 1024]
+grid = ["cdiv(n, 16)", "cdiv(m, 16)"]
+block = [16, 16]
+args.A = "float32[m * k]"
+args.B = "float32[k * n]"
+args.C = "out float32[m * n]"
+args.m = "m"
+args.n = "n"
+args.k = "k"
+rtol = 1e-3
+atol = 1e-4
+flops = "2 * m * n * k"
+*/
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int m, int n, int k) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= m || col >= n) return;
+    float acc = 0.0f;
+    for (int i = 0; i < k; ++i) acc += A[(size_t)row * k + i] * B[(size_t)i * n + col];
+    C[(size_t)row * n + col] = acc;
+}
+
+#ifndef __CUDACC_RTC__
+int main() {
+    const int M = 300, N = 200, K = 333;  // ragged against 16 and 64
+    std::vector<float> ha((size_t)M * K), hb((size_t)K * N), hc((size_t)M * N);
+    for (size_t i = 0; i < ha.size(); ++i) ha[i] = (float)((int)(((i * 2654435761u) >> 7) % 9) - 4);
+    for (size_t i = 0; i < hb.size(); ++i) hb[i] = (float)((int)(((i * 2246822519u) >> 5) % 7) - 3);
+    float *dA, *dB, *dC;
+    cudaMalloc(&dA, ha.size() * sizeof(float));
+    cudaMalloc(&dB, hb.size() * sizeof(float));
+    cudaMalloc(&dC, hc.size() * sizeof(float));
+    cudaMemcpy(dA, ha.data(), ha.size() * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, hb.data(), hb.size() * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemset(dC, 0xff, hc.size() * sizeof(float));  // NaN: an unwritten element shows
+    dim3 block(16, 16);
+    dim3 grid((N + 15) / 16, (M + 15) / 16);
+    matmul<<<grid, block>>>(dA, dB, dC, M, N, K);
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) { printf("CUDA error: %s\n", cudaGetErrorString(err)); return 1; }
+    cudaMemcpy(hc.data(), dC, hc.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    long wrong = 0;
+    double checksum = 0.0;
+    for (int r = 0; r < M; ++r)
+        for (int c = 0; c < N; ++c) {
+            float ref = 0.0f;
+            for (int i = 0; i < K; ++i) ref += ha[(size_t)r * K + i] * hb[(size_t)i * N + c];
+            float got = hc[(size_t)r * N + c];
+            wrong += got != ref;
+            checksum += (double)got * (double)((r * 31 + c) % 17 + 1);
+        }
+    printf("matmul %d x %d x %d: weighted checksum %.1f\n", M, N, K, checksum);
+    printf("C[0] = %.1f, C[last] = %.1f\n", hc[0], hc[hc.size() - 1]);
+    printf("elements differing from the host reference: %ld (%s)\n", wrong, wrong ? "FAIL" : "PASS");
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    return wrong ? 1 : 0;
+}
+#endif
