@@ -196,6 +196,9 @@ class _Wanted:
             value = (arg.value or "").strip()
             if not arg.is_pointer and value in spec.sizes and value not in self.bound:
                 self.bound[value] = arg.index
+        # a tunable is a compile-time constant, not a size: a site names it (its `#define`) or
+        # its default value, whatever the arguments there
+        self.tunables: dict[str, int] = dict(spec.tunables.default) if spec.tunables else {}
         self.needs_opt_in = self.smem is not None and _max_smem(config, spec) > DEFAULT_SMEM_LIMIT
 
 
@@ -212,8 +215,9 @@ def _max_smem(config: LaunchConfig, spec: TestSpec) -> int:
     """The largest dynamic shared memory over the spec's cases (unknown counts as large)."""
     expr = parse_expr(config.smem)
     largest = 0
+    tunables = spec.tunables.default if spec.tunables else {}
     for index in range(spec.case_count):
-        env = {name: values[index] for name, values in spec.sizes.items()}
+        env = {**tunables, **{name: values[index] for name, values in spec.sizes.items()}}
         try:
             largest = max(largest, int(expr.evaluate(env)))
         except (ExprError, ValueError):
@@ -362,6 +366,9 @@ class _Scan:
         config_nodes = _items(node)
         names: dict[str, str] = {}
         for size in sorted(wanted.names):
+            if size in wanted.tunables and size not in wanted.bound:
+                names[size] = size if self._is_macro(size) else str(wanted.tunables[size])
+                continue
             index = wanted.bound.get(size)
             if index is None or index >= len(arg_nodes):
                 return SiteRefusal(

@@ -95,6 +95,27 @@ __global__ void flat(const float* x, float* y, int n) {
 }
 """
 
+TUNED = """\
+#include <cuda_runtime.h>
+#ifndef BLOCK
+#define BLOCK 128
+#endif
+/* @cuda-llm
+sizes.n = [1, 1000, 4096]
+tune.BLOCK = [64, 128, 256]
+tune.ITEMS = [1, 2]
+grid = "cdiv(n, BLOCK * ITEMS)"
+block = "BLOCK"
+args.x = "in float32[n]"
+args.y = "out float32[n]"
+args.n = "n"
+*/
+__global__ void tuned(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i < n; i += gridDim.x * blockDim.x) y[i] = 2.0f * x[i];
+}
+"""
+
 NEW_1D = LaunchConfig(("cdiv(n, 128)",), ("128",), "128 * 4")
 NEW_1D_NO_SMEM = LaunchConfig(("cdiv(n, 512)",), ("512",), "0")
 NEW_2D = LaunchConfig(("cdiv(cols, 32)", "cdiv(rows, 8)"), ("32", "8"), "0")
@@ -436,6 +457,28 @@ SHAPES = [
         NEW_1D_NO_SMEM,
         refused=("side_effect",),
         rewritten=0,
+    ),
+    Shape(
+        "a tunable with a #define is written as its name",
+        TUNED,
+        """
+        void run(const float* x, float* y, int n) {
+            tuned<<<(n + 127) / 128, BLOCK>>>(x, y, n);
+        }
+        """,
+        LaunchConfig(("cdiv(n, BLOCK * 4)",), ("BLOCK",), "0"),
+        ("tuned<<<(n + (BLOCK * 4) - 1) / (BLOCK * 4), BLOCK>>>(x, y, n);",),
+    ),
+    Shape(
+        "a tunable without a #define is written as its default",
+        TUNED,
+        """
+        void run(const float* x, float* y, int n) {
+            tuned<<<(n + 127) / 128, 128>>>(x, y, n);
+        }
+        """,
+        LaunchConfig(("cdiv(n, BLOCK * ITEMS)",), ("BLOCK",), "BLOCK * 4"),
+        ("tuned<<<(n + (BLOCK * 1) - 1) / (BLOCK * 1), BLOCK, BLOCK * 4>>>(x, y, n);",),
     ),
     Shape(
         "a size not bound to a scalar parameter",

@@ -60,14 +60,13 @@ def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_p
     out = tmp_path / "report"
     proc = suite(tmp_path, str(SUITE), "--kernel", "transpose_f32", "--kernel", "matmul_f32",
                  "--kernel", "vector_add_f32", "--replay", str(RECORDING), "--out", str(out),
-                 "--no-vendor", "--format", "json")  # fmt: skip
+                 "--no-vendor", "--format", "json", "--launch", "keep")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout)
     assert printed["files"]["json"].endswith("report.json")
     data = json.loads((out / "report.json").read_text())
     rows = {r["kernel"]: r for r in data["kernels"]}
-    # the default policy `auto`: the suite's launch sites cannot be rewritten (their launch uses
-    # the tunables), so the launch blocks are ignored and those candidates keep the spec's launch
+    # `keep`: the launch blocks are ignored and those candidates keep the spec's launch
     assert rows["transpose_f32"]["candidate_statuses"] == {"out_of_bounds": 1, "ok": 1,
                                                            "unwritten_output": 1}  # fmt: skip
     assert rows["transpose_f32"]["accepted"] and rows["transpose_f32"]["speedup"] == pytest.approx(
@@ -83,7 +82,7 @@ def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_p
     assert rows["matmul_f32"]["floor_ms"] and rows["matmul_f32"]["bound"] == "compute"
     md = (out / "report.md").read_text()
     assert "3: 1 ok, 1 out_of_bounds, 1 unwritten_output" in md and "fast_1" in md
-    assert "launch policy (--launch): auto" in md and "own launch" not in md
+    assert "launch policy (--launch): keep" in md and "own launch" not in md
     assert (out / "chart.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "cache" / "peaks.json").exists()  # measured once, then cached
 
@@ -110,16 +109,25 @@ def test_launch_free_judges_launch_changing_candidates_with_their_own_launch(
     assert "## Winners with their own launch" in md and f"`{TRANSPOSE_32}`" in md
     assert "launch policy (--launch): free" in md
 
-    # the same recording under `auto`: the block-per-row candidate runs with the spec's launch
+    # the same recording under `keep`: the block-per-row candidate runs with the spec's launch
     # (one thread per row) and leaves rows unwritten; the winner keeps the original launch
-    out = tmp_path / "auto"
+    out = tmp_path / "keep"
     proc = suite(tmp_path, str(SUITE), "--kernel", "softmax_f32", "--replay", str(RECORDING),
-                 "--launch", "auto", "--out", str(out), "--no-vendor")  # fmt: skip
+                 "--launch", "keep", "--out", str(out), "--no-vendor")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     row = json.loads((out / "report.json").read_text())["kernels"][0]
     assert row["candidate_statuses"] == {"ok": 1, "unwritten_output": 1}
     assert row["speedup"] == pytest.approx(2.5) and row["launch"] == ""
     assert "## Winners with their own launch" not in (out / "report.md").read_text()
+
+    # `auto` (the default): the suite's main() launches softmax_f32 with its tunable THREADS,
+    # which a rewritten site keeps as the #define, so the launch block is used as under `free`
+    out = tmp_path / "auto"
+    proc = suite(tmp_path, str(SUITE), "--kernel", "softmax_f32", "--replay", str(RECORDING),
+                 "--out", str(out), "--no-vendor")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads((out / "report.json").read_text())["kernels"][0]
+    assert row["candidate_statuses"] == {"ok": 2} and row["launch"] == PER_ROW
     proc = suite(tmp_path, str(SUITE), "--launch", "wide")
     assert proc.returncode == 2 and "invalid choice: 'wide'" in proc.stderr
 
