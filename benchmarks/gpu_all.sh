@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything that needs the GPU, in three parts so each fits a 10-minute call:
+# Everything that needs the GPU, in parts that each fit a 10-minute call:
 #   bash benchmarks/gpu_all.sh tests   # every GPU test (pytest -m gpu tests/gpu)
 #   PYTEST_ARGS="tests/gpu/test_x.py -k y" bash benchmarks/gpu_all.sh tests   # those tests only
 #   bash benchmarks/gpu_all.sh bench   # evaluator throughput, timing repeatability, FSR acceptance,
@@ -9,6 +9,8 @@
 #   bash benchmarks/gpu_all.sh launch  # candidates with their own launch through optimize --write
 #                                      # (launch_optimize.py, <= 540 s): statuses, CuPy speedups,
 #                                      # the written programs built with nvcc and run
+#   bash benchmarks/gpu_all.sh tune    # tuned examples and tuning in the loop (test_tune_gpu.py, -s),
+#                                      # then the suite's tunables (suite --tune 32): tuned vs untuned
 # Run it in the project root with the package and its test extras installed
 # (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
 # `bash benchmarks/gpu_wheels.sh .whl` and carry `.whl`: they are installed from there if present.
@@ -72,6 +74,15 @@ launch)
 suite)
   # Kernels not started by 400 s are reported as skipped: the report is always written.
   OUT="$work" SUITE_DEADLINE=${SUITE_DEADLINE:-400} timeout 560 bash benchmarks/run_suite.sh 2>&1 | tee "$work/suite-run.log"
+  ;;
+tune)
+  # tuned examples (best against the untuned default, CuPy agreement; JSON lines), tuning inside
+  # the FSR loop, then the suite's tunables searched: tuned against untuned in one report
+  timeout 240 python3 -m pytest -m gpu -s -v -p no:cacheprovider --timeout 200 tests/gpu/test_tune_gpu.py \
+    2>&1 | tee "$work/tune-tests.log"
+  echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/tune-tests.log"
+  OUT="$work" SUITE_OPTIMIZE=0 SUITE_TUNE=${SUITE_TUNE:-32} SUITE_TUNE_DEADLINE=${SUITE_TUNE_DEADLINE:-240} \
+    timeout 330 bash benchmarks/run_suite.sh 2>&1 | tee "$work/suite-tune-run.log"
   ;;
 esac
 tar -C "$work" -czf "$out/gpu-$part.tar.gz" . && ls -l "$out"

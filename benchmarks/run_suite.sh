@@ -9,10 +9,13 @@
 #
 # The optimize pass runs with `--launch free` (SUITE_LAUNCH=auto|keep overrides): the suite
 # measures kernels, and nothing is written back to its files, so a candidate's own
-# `/* @cuda-llm launch */` block (grid, block, smem) is judged with that launch. Under the default
-# `auto`, a block is used only where every host launch site of the kernel can be rewritten, which
-# the suite's `main`s (written for the spec's tunable defaults) mostly do not allow: the
-# launch-changing hand-written candidates would run with the original launch.
+# `/* @cuda-llm launch */` block (grid, block, smem) is judged with that launch. (`auto` gives the
+# same here: every suite `main` launches its kernel in terms a rewrite can follow.)
+#
+# SUITE_TUNE=N adds a tuning pass (`--tune N`): every kernel whose spec declares tunables is
+# searched (up to N configurations) and the report (suite-tune/) shows tuned against untuned,
+# both measured in the same run. SUITE_TUNE_DEADLINE=S bounds that pass as SUITE_DEADLINE does.
+# SUITE_OPTIMIZE=0 leaves out the optimize pass (e.g. for the tuning pass alone).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-benchmarks/results}"
@@ -31,10 +34,20 @@ if [ "${SUITE_BASELINES:-0}" = 1 ]; then
   echo "exit status: ${PIPESTATUS[0]}"
 fi
 
-echo "== suite: baselines, and the FSR loop replaying benchmarks/recordings/hand-written (--launch $LAUNCH) =="
-time "$PY" -m cuda_llm_lsp.cli suite benchmarks/suite --optimize \
-    --replay benchmarks/recordings/hand-written --launch "$LAUNCH" --out "$OUT/suite-opt" \
-    --time-budget "$BUDGET" \
-    "${deadline[@]}" 2>&1 | tee "$OUT/suite-opt.log"
-echo "exit status: ${PIPESTATUS[0]}"
-ls -l "$OUT/suite" "$OUT/suite-opt" 2>/dev/null
+if [ "${SUITE_OPTIMIZE:-1}" = 1 ]; then
+  echo "== suite: baselines, and the FSR loop replaying benchmarks/recordings/hand-written (--launch $LAUNCH) =="
+  time "$PY" -m cuda_llm_lsp.cli suite benchmarks/suite --optimize \
+      --replay benchmarks/recordings/hand-written --launch "$LAUNCH" --out "$OUT/suite-opt" \
+      --time-budget "$BUDGET" \
+      "${deadline[@]}" 2>&1 | tee "$OUT/suite-opt.log"
+  echo "exit status: ${PIPESTATUS[0]}"
+fi
+if [ -n "${SUITE_TUNE:-}" ]; then
+  tune_deadline=()
+  [ -n "${SUITE_TUNE_DEADLINE:-}" ] && tune_deadline=(--deadline "$SUITE_TUNE_DEADLINE")
+  echo "== suite: tunables searched (--tune $SUITE_TUNE), tuned against untuned =="
+  time "$PY" -m cuda_llm_lsp.cli suite benchmarks/suite --tune "$SUITE_TUNE" --no-vendor \
+      --out "$OUT/suite-tune" --time-budget "$BUDGET" "${tune_deadline[@]}" 2>&1 | tee "$OUT/suite-tune.log"
+  echo "exit status: ${PIPESTATUS[0]}"
+fi
+ls -l "$OUT/suite" "$OUT/suite-opt" "$OUT/suite-tune" 2>/dev/null
