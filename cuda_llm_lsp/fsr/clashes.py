@@ -113,7 +113,9 @@ def merge_helpers(
                 dropped.discard(definition.name)
                 renamed[definition.name] = fresh = _fresh(definition.name, kernel_name, taken)
                 taken.add(fresh)
-    drops = sorted({(d.start, d.end) for d in ours.definitions if d.name in dropped})
+    drops = sorted(
+        {_with_blank_line(ours.text, d.start, d.end) for d in ours.definitions if d.name in dropped}
+    )
     return Merged(
         helpers=_rewrite(ours, renamed, defined, drops).strip("\n"),
         kernel=_rewrite(theirs, renamed, defined, []),
@@ -140,8 +142,16 @@ def _without_known_blocks(helpers: str, file: Names, insert_at: int) -> str:
     ours = read_names(helpers)
     for block in reversed(ours.blocks):
         if block.shape in known:
-            helpers = helpers[: block.start] + helpers[block.end :]
+            start, end = _with_blank_line(helpers, block.start, block.end)
+            helpers = helpers[:start] + helpers[end:]
     return helpers
+
+
+def _with_blank_line(text: str, start: int, end: int) -> tuple[int, int]:
+    """A dropped definition's span with the blank line after it, where one is also before it."""
+    if text[end : end + 1] == "\n" and (start == 0 or text[start - 1 : start] == "\n"):
+        return start, end + 1
+    return start, end
 
 
 def _identical(

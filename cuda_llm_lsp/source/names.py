@@ -134,8 +134,8 @@ def read_names(text: str) -> Names:
         return tuple(t.text for t in tokens[bisect_left(starts, start) : bisect_left(starts, end)])
 
     shaped = tuple(replace(d, shape=(d.kind, *shape(d.start, d.end))) for d in definitions)
-    found = tuple(Block(start, end, shape(start, end)) for start, end in blocks)
-    return Names(text, tuple(tokens), shaped, tuple(undefs), found)
+    conditionals = tuple(Block(start, end, shape(start, end)) for start, end in blocks)
+    return Names(text, tuple(tokens), shaped, tuple(undefs), conditionals)
 
 
 def lex(body: str, base: int = 0) -> list[Token]:

@@ -58,7 +58,20 @@ extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
     }
 }"""
 
-LLM = ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]).start()
+# A reply whose `#ifndef` default the file's own `#define VEC 2` decides: renaming VEC would
+# change the kernel that was measured, so the winner is refused, naming VEC and its lines.
+CLASH_FILE = FILE.replace("<cuda_runtime.h>\n", "<cuda_runtime.h>\n#define VEC 2\n").replace(
+    "    return 0;\n", '    printf("vectors of %d\\n", VEC);\n    return 0;\n'
+)
+CLASH = "#ifndef VEC\n#define VEC 4  // floats per thread\n#endif\n\n" + FAST.replace(
+    "// variant: fast", "// variant: fast (VEC-wide, clash)"
+)
+LLM = ScriptedLlmServer(
+    [
+        {"match": "#define VEC 2", "text": kernel_reply(CLASH), "repeat": -1},
+        {"text": kernel_reply(FAST), "repeat": -1},
+    ]
+).start()
 RECORDED = [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")]
 OPTIONS = {
     "cudaLlm": {
@@ -165,3 +178,18 @@ async def test_accept_of_a_launch_change_is_one_edit_with_spec_and_launch_site(
     lines = FILE.split("\n")
     spans = edits[0].range  # from the spec's grid line to the launch site, kernel between
     assert lines[spans.start.line].startswith("grid") and "saxpy<<<" in lines[spans.end.line]
+
+
+async def test_a_winner_whose_define_clashes_with_the_file_is_refused_with_its_reason(
+    client: EditorClient,
+) -> None:
+    uri = await _optimized(client, "launch_clash.cu", CLASH_FILE)
+    refusal = await client.wait_for(
+        lambda: next((m.message for m in client.messages if "cannot be applied" in m.message), None)
+    )
+    assert "`VEC` clashes with `VEC` in the file (line 3 in #define VEC, line 26 in main())" in (
+        refusal
+    ), refusal
+    assert "asks whether `VEC` is defined" in refusal
+    assert await _command(client, "cudaLlm.accept", uri) is False  # nothing to accept
+    assert not client.applied_edits and client.text(uri) == CLASH_FILE

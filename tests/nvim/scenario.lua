@@ -110,11 +110,18 @@ elseif scenario == 'optimize' then
   end, 200)
   out.accept_title = accept
   if accept then
+    local before = vim.fn.undotree()
     out.accepted = choose(body, 'Accept ')
     vim.wait(10000, function() return line_of('variant: fast') ~= nil end, 50)
     out.after_accept = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+    local after = vim.fn.undotree()
+    -- the changes the Accept made: undo states added and entries added to the undo tree
+    out.accept_undo_states = after.seq_last - before.seq_last
+    out.accept_undo_entries = #after.entries - #before.entries
     vim.cmd('undo')
     out.after_undo = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+    out.undo_seq_after_undo = vim.fn.undotree().seq_cur
+    out.undo_seq_before_accept = before.seq_cur
   end
 elseif scenario == 'hover' then
   -- Press K on the kernel's name, as a user would; the hover opens in a floating window.

@@ -3,7 +3,8 @@
 1. A `.cu` file with a device-code error on line 9: the diagnostic comes back at that line.
 2. On a kernel the code-action menu offers Optimize and Benchmark; after an optimize run (scripted
    LLM on 127.0.0.1, recorded GPU outcomes) Accept applies the edit to the buffer, and one undo
-   restores the original.
+   restores the original. The same for a winner that brings its own launch: the kernel, the
+   spec's grid/block and both launch sites change in one undo step.
 3. Clicking the resources lens (`vim.lsp.codelens.run`) shows the kernel's summary.
 4. `K` on a kernel's name shows the hover (the snippet maps it; Neovim's own `K` opens `man`), and
    an empty `vim.g.cuda_llm_settings` starts the server without a warning.
@@ -124,12 +125,13 @@ def test_k_shows_the_hover_and_no_settings_means_no_warning(
     assert not [m for m in result["messages"] if "settings" in m], result["messages"]
 
 
-def test_code_actions_and_accept_apply_the_edit_in_one_undo_step(tmp_path: Path) -> None:
-    with ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]) as llm:
+def optimize_and_accept(tmp_path: Path, file: Path, reply: str) -> dict[str, Any]:
+    """The `optimize` scenario: Optimize from the menu, Accept, then one `u`."""
+    with ScriptedLlmServer([{"text": kernel_reply(reply), "repeat": -1}]) as llm:
         result = run_scenario(
             tmp_path,
             "optimize",
-            DATA / "saxpy.cu",
+            file,
             [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")],
             {
                 "debounceMs": 50,
@@ -141,6 +143,11 @@ def test_code_actions_and_accept_apply_the_edit_in_one_undo_step(tmp_path: Path)
             },
         )
         assert llm.chat_requests(), "the optimize run never reached the LLM"
+    return result
+
+
+def test_code_actions_and_accept_apply_the_edit_in_one_undo_step(tmp_path: Path) -> None:
+    result = optimize_and_accept(tmp_path, DATA / "saxpy.cu", FAST)
     assert result["attached"] is True
     assert "Optimize saxpy" in result["actions"] and "Benchmark saxpy" in result["actions"]
     assert result["optimize"] == "Optimize saxpy"
@@ -151,3 +158,74 @@ def test_code_actions_and_accept_apply_the_edit_in_one_undo_step(tmp_path: Path)
     assert "y[i] = a * x[i] + y[i];" not in after
     assert after.split(FAST)[0] == original.split('extern "C" __global__ void saxpy')[0]
     assert result["after_undo"] == result["original"]
+    assert (result["accept_undo_states"], result["accept_undo_entries"]) == (1, 1)
+
+
+LAUNCH_FILE = """\
+#include <cstdio>
+#include <cuda_runtime.h>
+
+/* @cuda-llm
+sizes.n = [1, 1000, 1048576]
+grid = "cdiv(n, 256)"
+block = 256
+args.n = "n"
+args.a = "2.5"
+args.x = "float32[n]"
+args.y = "inout float32[n]"
+*/
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+void run_half(int count, const float* x, float* y, cudaStream_t stream) {
+    saxpy<<<(count + 255) / 256, 256, 0, stream>>>(count, 2.5f, x, y);
+}
+
+int main() {
+    int n = 1 << 20;
+    float *x = nullptr, *y = nullptr;
+    saxpy<<<(n + 255) / 256, 256>>>(n, 2.5f, x, y);
+    run_half(n / 2, x, y, 0);
+    return cudaDeviceSynchronize() != cudaSuccess;
+}
+"""
+# The model's block-stride variant with its own launch: 1024 threads a block.
+LAUNCH_REPLY = """\
+/* @cuda-llm launch
+grid = "cdiv(n, 1024)"
+block = 1024
+*/
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+    // variant: fast
+    int stride = gridDim.x * blockDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        y[i] = fmaf(a, x[i], y[i]);
+    }
+}"""
+
+
+def test_accepting_a_launch_change_and_one_undo_restore_the_original(tmp_path: Path) -> None:
+    """The kernel, the spec's grid and block and both launch sites (one with a stream, in its
+    own terms) arrive as one edit: one undo state, and one `u` brings back the exact text."""
+    source = tmp_path / "src" / "launch.cu"
+    source.parent.mkdir()
+    source.write_text(LAUNCH_FILE, encoding="utf-8")
+    result = optimize_and_accept(tmp_path, source, LAUNCH_REPLY)
+    assert result["attached"] is True
+    assert result["accept_title"].startswith("Accept optimized saxpy (2.00× faster"), result
+    assert "\n".join(result["original"]) + "\n" == LAUNCH_FILE
+    after = "\n".join(result["after_accept"])
+    assert "// variant: fast" in after and "y[i] = a * x[i] + y[i];" not in after
+    assert "@cuda-llm launch" not in after
+    assert 'grid = "cdiv(n, 1024)"\nblock = 1024\n' in after  # the spec carries the launch
+    assert "saxpy<<<(count + 1023) / 1024, 1024, 0, stream>>>(count, 2.5f, x, y);" in after
+    assert "saxpy<<<(n + 1023) / 1024, 1024>>>(n, 2.5f, x, y);" in after
+    assert "256" not in after.split("*/")[1]  # no launch left with the old configuration
+    # one change in the undo tree, and one `u` restores the original exactly
+    assert (result["accept_undo_states"], result["accept_undo_entries"]) == (1, 1), result
+    assert result["after_undo"] == result["original"]
+    assert result["undo_seq_after_undo"] == result["undo_seq_before_accept"]
