@@ -274,12 +274,12 @@ def _definitions(node: Node, text: str, at: _At) -> list[Definition]:
         device = node.type == "type_definition" or bool(marks & (_DEVICE_MARKS | {"constexpr"}))
         for declarator in node.children_by_field_name("declarator"):
             name = _declared_name(declarator, text, at)
-            is_function = _function_declarator(declarator)
-            if name:
-                kind: DefinitionKind = "type" if node.type == "type_definition" else (
-                    "function" if is_function else "variable"
-                )  # fmt: skip
-                found.append((name, kind))
+            if not name or (
+                node.type == "declaration"
+                and (_function_declarator(declarator) or "extern" in marks)
+            ):
+                continue  # a prototype or an `extern` declaration names what is defined elsewhere
+            found.append((name, "type" if node.type == "type_definition" else "variable"))
         found.extend(_type_names(node, text, at))
     else:
         device = True

@@ -240,6 +240,15 @@ def test_a_repeated_ifndef_default_and_identical_overloads_are_not_written_twice
         assert compile_file(new).ok
 
 
+def test_a_prototype_of_the_files_helper_is_not_a_new_definition() -> None:
+    reply = "__device__ float warp_sum(float v);\n#define BLOCK_ROWS 8\n" + TILED.replace(
+        "__syncthreads();", "__syncthreads();\n    if (warp_sum(0.0f) != 0.0f) return;"
+    )
+    applied = winner_text(FILE, "transpose", reply)
+    assert applied.renamed == () and "if (warp_sum(0.0f) != 0.0f) return;" in applied.text
+    assert "__device__ float warp_sum(float v);\n#define BLOCK_ROWS 8\n" in applied.text
+
+
 def test_a_redefinition_after_an_undef_is_renamed_not_dropped() -> None:
     text = FILE.replace(
         "constexpr int kThreads", "#undef TILE\n#define TILE 16\nconstexpr int kThreads"
