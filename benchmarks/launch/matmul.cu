@@ -1,5 +1,5 @@
 // Naive C = A B (m x k times k x n floats): one thread per element, A and B read from global
-// memory (1024^3 timed). A whole program: `main` multiplies fixed small-integer matrices (every
+// memory (2048^3 timed). A whole program: `main` multiplies fixed small-integer matrices (every
 // sum exact in float, so any correct kernel prints the same digits) and checks them on the host.
 // The winner is register-tiled (64 x 64 tiles, 4 x 4 outputs a thread; issue [launch]: ~3x).
 // Host code sits under `#ifndef __CUDACC_RTC__` so NVRTC (CuPy's timer) compiles this very file.
@@ -9,9 +9,9 @@
 #endif
 
 /* @cuda-llm
-sizes.m = [1, 17, 100, 1024]
-sizes.n = [1, 31, 129, 1024]
-sizes.k = [1, 7, 257, 1024]
+sizes.m = [1, 17, 100, 2048]
+sizes.n = [1, 31, 129, 2048]
+sizes.k = [1, 7, 257, 2048]
 grid = ["cdiv(n, 16)", "cdiv(m, 16)"]
 block = [16, 16]
 args.A = "float32[m * k]"

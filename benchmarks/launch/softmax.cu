@@ -61,7 +61,7 @@ int main() {
             total += y;
         }
     }
-    printf("softmax %d x %d: sum of all outputs %.3f (expected %d)\n", R, C, total, R);
+    printf("softmax %d x %d: sum of all outputs %.2f (expected %d)\n", R, C, total, R);
     printf("y[0] = %.4g, y[last] = %.4g\n", hy[0], hy[hy.size() - 1]);
     printf("elements off the host reference: %ld (%s)\n", off, off ? "FAIL" : "PASS");
     cudaFree(dx);
