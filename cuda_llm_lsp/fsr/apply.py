@@ -65,7 +65,7 @@ def winner_text(
             file_text,
             (start, end),
             above,
-            source[:kernel_start].strip("\n"),
+            source[:kernel_start].strip(),  # a stripped launch block leaves a blank line
             restore_linkage(original, source[kernel_start:kernel_end]),
             kernel_name,
         )

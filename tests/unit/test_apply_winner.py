@@ -56,6 +56,14 @@ def test_a_launch_change_rewrites_the_spec_and_every_site_in_one_text() -> None:
     assert "saxpy<<<(n + 1023) / 1024, 1024, 4096>>>(x, y, 2.5f, n);" in applied.text, site
 
 
+def test_a_stripped_launch_block_leaves_no_whitespace_line_behind() -> None:
+    # the loop keeps the candidate with its `@cuda-llm launch` comment replaced by a space
+    cleaned = "// why: one block per row\n \n" + KERNEL
+    new = winner_text(SAXPY_FILE, "saxpy", cleaned, OWN).text
+    assert "// why: one block per row\n\n/* @cuda-llm" in new
+    assert not any(line.isspace() for line in new.splitlines()), new
+
+
 def test_a_site_that_cannot_be_rewritten_is_named_and_left_alone() -> None:
     macro = SAXPY_FILE.replace(
         "saxpy<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, y, 2.5f, n);", "LAUNCH(saxpy, x, y, 2.5f, n);"
