@@ -140,6 +140,7 @@ class GpuPool:
     def __init__(self, make_devices: Callable[[], Sequence[Device]]) -> None:
         self._make_devices = make_devices
         self._devices: list[Device] | None = None
+        self._facts: DeviceFacts | None = None  # the first usable device's, read at start
         self.left_out: list[str] = []  # devices dropped at start, and why
         self._free: list[Device] = []
         self._cond = threading.Condition()
@@ -195,6 +196,8 @@ class GpuPool:
                 continue
             device.gpu = replace(device.gpu, name=device.gpu.name or found.name)
             usable.append(device)
+            if self._facts is None:
+                self._facts = found
         for note in self.left_out:
             log.warning("GPU left out: %s", note)
         if not usable:
@@ -274,7 +277,11 @@ class GpuPool:
 
     # --- the Evaluator protocol ----------------------------------------------------------------
     def device_facts(self) -> DeviceFacts:
-        return self.devices[0].evaluator.device_facts()
+        """The first GPU's facts, as read at start: they do not change, and asking its worker
+        again would fail while that worker is lost (a dead actor mid-run)."""
+        _ = self.devices  # starts the pool, which reads every device's facts
+        assert self._facts is not None
+        return self._facts
 
     def benchmark(
         self, kernel: KernelBinary, spec: TestSpec, *, spec_dir: Path | None = None,

@@ -198,6 +198,19 @@ def test_a_lost_device_has_its_call_run_on_another() -> None:
     assert pool.evaluate(None, None, None).status == "ok"  # type: ignore[arg-type]
 
 
+def test_the_pools_facts_outlive_a_lost_first_gpu() -> None:
+    """The FSR baseline reads the facts: a first worker lost mid-run must not fail it."""
+    first = StandIn()
+    pool = GpuPool(lambda: [Device(GpuId(0), first), Device(GpuId(1), StandIn())])
+    assert pool.device_facts().arch == "sm_90"
+
+    def lost() -> DeviceFacts:
+        raise DeviceLost("the actor died")
+
+    first.device_facts = lost  # type: ignore[method-assign]
+    assert pool.device_facts().arch == "sm_90"
+
+
 def test_a_gpu_of_another_arch_is_left_out_with_the_reason() -> None:
     pool = GpuPool(lambda: [Device(GpuId(0), StandIn()), Device(GpuId(1), StandIn("sm_80"))])
     assert pool.width == 1 and "gpu1" in pool.left_out[0] and "sm_80" in pool.left_out[0]
