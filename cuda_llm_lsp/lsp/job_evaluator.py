@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cuda_llm_lsp.evaluate.devices import Device, GpuId, GpuPool
-from cuda_llm_lsp.evaluate.types import EvaluationCancelled, Evaluator
+from cuda_llm_lsp.evaluate.types import DeviceFacts, EvaluationCancelled, Evaluator
 
 T = TypeVar("T")
 
@@ -116,6 +116,9 @@ class JobPool(GpuPool):
     @property
     def devices(self) -> list[Device]:
         return self.shared.devices
+
+    def device_facts(self) -> DeviceFacts:
+        return self.shared.device_facts()  # read when the shared pool started
 
     def run(
         self,
