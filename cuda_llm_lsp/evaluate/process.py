@@ -55,6 +55,7 @@ class WorkerProcess:
 
     def __init__(self, device: int) -> None:
         self.device = device
+        self.killed = False  # set by `signal_kill`: the process is on its way out
         self.stderr_tail: deque[str] = deque(maxlen=40)
         env = child_env({"PYTHONUNBUFFERED": "1"})  # no API key: it runs model-written code
         self.proc = subprocess.Popen(
@@ -78,12 +79,20 @@ class WorkerProcess:
             self.stderr_tail.append(line.decode(errors="replace").rstrip())
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        """Running and not yet killed (a killed process holding a CUDA context can take seconds
+        to exit: it is no longer used meanwhile)."""
+        return not self.killed and self.proc.poll() is None
 
-    def kill(self) -> None:
+    def signal_kill(self) -> None:
+        """SIGKILL without waiting for the exit (a cancel, from any thread); `kill` reaps."""
+        self.killed = True
         if self.proc.poll() is None:
             with contextlib.suppress(OSError):
                 self.proc.kill()
+
+    def kill(self) -> None:
+        """SIGKILL and reap (up to 30 s: the exit of a CUDA context takes a while)."""
+        self.signal_kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
 
@@ -131,7 +140,7 @@ class Worker:
 
     `request` never hangs past its deadline: a worker that does not answer in time gets a
     `timeout`, one that died a `fault` (both `fatal`: the process is killed and the next request
-    starts a new one). `cancel()` may come from any thread.
+    starts a new one). `cancel()` may come from any thread and returns at once.
     """
 
     def __init__(self, device: int) -> None:
@@ -149,6 +158,7 @@ class Worker:
         if self.process is not None and self.process.alive():
             return self.process
         if self.process is not None:
+            self.process.kill()  # reaped here, off the canceller's thread (a cancel only signals)
             self.restarts += 1
         self._loaded = {}
         try:
@@ -222,10 +232,12 @@ class Worker:
         self.call(UnloadRequest(reply.key), Pong, START_TIMEOUT_S)
 
     def cancel(self) -> None:
+        """Stop the request in flight: the process is signalled, never waited for here (the
+        language server cancels from its event loop); `request`, `_current` or `close` reap it."""
         self.cancelled.set()
         process = self.process
         if process is not None:
-            process.kill()
+            process.signal_kill()
 
     def close(self) -> None:
         process = self.process

@@ -390,7 +390,7 @@ class CudaLlmServer(LanguageServer):
                 raise JobError(f"cannot {verb} {job.kernel}: {exc}") from exc
         job.end_hooks.append(lambda: self._release(shared))
         evaluator = job_view(shared, self._gpu_gate)
-        job.cancel_hooks.append(evaluator.cancel_job)
+        job.cancel_hooks.append(lambda: _in_thread(evaluator.cancel_job, "cuda-llm-cancel"))
         return evaluator
 
     async def job_kernel(self, job: Job) -> tuple[str, Kernel]:
@@ -438,3 +438,16 @@ def _close(evaluator: Evaluator) -> None:
         evaluator.close()
     except Exception:
         log.exception("closing the evaluator failed")
+
+
+def _in_thread(call: Callable[[], None], name: str) -> None:
+    """`call` on a thread of its own: a job's cancel hook runs on the event loop, and stopping
+    GPU work reaches worker processes (signalled, locks taken) that must not stall it."""
+
+    def run() -> None:
+        try:
+            call()
+        except Exception:
+            log.exception("%s failed", name)
+
+    threading.Thread(target=run, name=name, daemon=True).start()

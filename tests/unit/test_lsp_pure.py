@@ -195,6 +195,33 @@ def test_the_loops_cancel_interrupts_one_call_and_later_calls_still_run() -> Non
         assert second.result(5) == "winner"
 
 
+class _SlowToCancelGpu(_SlowGpu):
+    """Its cancel takes a while: a worker process holding a CUDA context is slow to exit."""
+
+    def cancel(self) -> None:
+        time.sleep(1.5)
+        super().cancel()
+
+
+async def test_a_jobs_cancel_does_not_block_the_event_loop() -> None:
+    """Cancel runs on the server's event loop (the progress's Cancel, `cudaLlm.cancel`): the GPU
+    work is stopped from a thread, so hover and diagnostics go on meanwhile."""
+    from cuda_llm_lsp.lsp.jobs import Job
+
+    gpu = _SlowToCancelGpu()
+    server = CudaLlmServer(evaluator_factory=lambda settings: gpu)  # type: ignore[arg-type,return-value]
+    job = Job("file:///k.cu", "k", "benchmark", "token")
+    evaluator = await server.job_evaluator(job, "benchmark")
+    call = asyncio.ensure_future(asyncio.to_thread(evaluator.benchmark, "b"))
+    assert await asyncio.to_thread(gpu.started.wait, 5)
+    start = time.perf_counter()
+    job.cancel()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 0.5, f"the cancel held the event loop for {elapsed:.1f} s"
+    with pytest.raises(EvaluationCancelled):  # and the GPU call still stops
+        await asyncio.wait_for(call, 10)
+
+
 async def test_a_budget_running_out_mid_candidate_keeps_the_winner() -> None:
     from tests.support.fsr_fakes import FakeLlm, saxpy_candidate
     from tests.unit.test_loop import evaluator, run

@@ -93,3 +93,44 @@ def test_the_worker_exits_when_its_server_is_killed() -> None:
         time.sleep(0.1)
     os.kill(worker_pid, signal.SIGKILL)
     raise AssertionError("the worker outlived its killed server by 10 s")
+
+
+class _SlowToDie:
+    """A worker process holding a CUDA context: killed, it takes seconds to exit."""
+
+    def __init__(self, exit_s: float) -> None:
+        self.exit_s, self.signalled, self.waited = exit_s, 0, 0
+
+    def poll(self) -> int | None:
+        return None if not self.waited else -9
+
+    def kill(self) -> None:
+        self.signalled += 1
+
+    def wait(self, timeout: float | None = None) -> int:
+        time.sleep(min(self.exit_s, timeout or self.exit_s))
+        self.waited += 1
+        return -9
+
+
+def test_a_cancel_signals_the_worker_and_returns_at_once() -> None:
+    """The language server cancels a job from its event loop: waiting there for a dying worker
+    (seconds with a CUDA context) froze hover and diagnostics. The cancel only signals; the
+    next request (in its own thread) reaps the process before starting another."""
+    from cuda_llm_lsp.evaluate.process import Worker
+
+    slow = _SlowToDie(exit_s=3.0)
+    process = WorkerProcess.__new__(WorkerProcess)
+    process.proc = slow  # type: ignore[assignment]
+    process.killed = False
+    worker = Worker(0)
+    worker.process = process
+    start = time.perf_counter()
+    worker.cancel()
+    elapsed = time.perf_counter() - start
+    assert slow.signalled == 1 and worker.cancelled.is_set()
+    assert elapsed < 0.5, f"the cancel waited {elapsed:.1f} s for the worker to exit"
+    assert not process.alive()  # not used again: the next request starts a fresh one
+    assert slow.waited == 0
+    worker.close()  # closing reaps it
+    assert slow.waited == 1
