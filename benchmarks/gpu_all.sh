@@ -2,9 +2,12 @@
 # Everything that needs the GPU, in parts that each fit a 10-minute call:
 #   bash benchmarks/gpu_all.sh tests   # every GPU test (pytest -m gpu tests/gpu)
 #   PYTEST_ARGS="tests/gpu/test_x.py -k y" bash benchmarks/gpu_all.sh tests   # those tests only
-#   bash benchmarks/gpu_all.sh bench   # evaluator throughput, timing repeatability, FSR acceptance,
-#                                      # realistic sizes (evaluate, bench), 4 x 4 optimize,
-#                                      # judge attacks (adversarial_optimize.py, within 130 s)
+#   bash benchmarks/gpu_all.sh bench   # evaluator throughput, timing repeatability,
+#                                      # realistic sizes (evaluate, bench), 4 x 4 optimize
+#   bash benchmarks/gpu_all.sh fsr     # the FSR loop on planted candidates (fsr_planted.py):
+#                                      # fsr, fsr with repairs, plan
+#   bash benchmarks/gpu_all.sh attacks # honest and adversarial candidates through optimize
+#                                      # (adversarial_optimize.py, <= 540 s), timed again with CuPy
 #   bash benchmarks/gpu_all.sh suite   # the kernel suite: baselines and replayed winners
 #   bash benchmarks/gpu_all.sh launch  # candidates with their own launch through optimize --write
 #                                      # (launch_optimize.py, <= 540 s): statuses, CuPy speedups,
@@ -14,7 +17,10 @@
 # Run it in the project root with the package and its test extras installed
 # (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
 # `bash benchmarks/gpu_wheels.sh .whl` and carry `.whl`: they are installed from there if present.
-# Logs and reports land in $OUT (default gpu-logs/): a summary log and one tarball.
+# Logs and reports land in $OUT (default gpu-logs/) as one tarball per part, gpu-PART.tar.gz,
+# with env-PART.log (date, commit, GPU, driver, versions: named per part, so the tarballs of
+# several parts unpack into one folder side by side); a summary of the logs goes to stdout.
+# COMMIT=sha names the commit where git cannot (a copied tree without .git).
 set -u
 part=${1:-tests}
 out=${OUT:-gpu-logs}; mkdir -p "$out"
@@ -29,10 +35,11 @@ fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE_DIR=/tmp/cuda-llm-cache CUDA_LLM_DATA_DIR=/tmp/cuda-llm-data
 export CUDA_LLM_TEST_LOG_DIR="$work"   # the GPU editor test keeps its server log here
-{ date -u; echo "commit ${COMMIT:-$(git log -1 --format=%H 2>/dev/null)}"
+commit=${COMMIT:-$(git log -1 --format=%H 2>/dev/null)}
+{ date -u; echo "commit ${commit:-unknown (set COMMIT)}"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c "import sys, cuda.bindings, numpy; print(sys.version.split()[0], 'cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
-  command -v compute-sanitizer ncu; } 2>&1 | tee "$work/env.log"
+  command -v compute-sanitizer ncu; } 2>&1 | tee "$work/env-$part.log"
 
 case "$part" in
 tests)
