@@ -12,6 +12,7 @@ from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.launch_sites import find_launch_sites
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
+from cuda_llm_lsp.source.spec.tunables import Tunables
 from tests.support.fsr_fakes import SAXPY_FILE
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="no nvcc (the `nvcc` extra)")
@@ -81,6 +82,17 @@ def test_a_spec_value_over_several_lines_is_not_rewritten_blindly() -> None:
     text = SAXPY_FILE.replace('grid = "cdiv(n, 256)"', 'grid = [\n  "cdiv(n, 256)",\n]')
     with pytest.raises(NotApplicable, match="several lines"):
         winner_text(text, "saxpy", REPLY, OWN)
+
+
+def test_a_launch_still_declaring_tunables_is_refused() -> None:
+    """The loop tunes a launch block's tunables and passes on only the tuned numbers; a launch
+    still declaring them is refused, never written into the spec as if it were numbers."""
+    tunables = Tunables({"THREADS": (128, 256)}, default={"THREADS": 128})
+    declaring = LaunchConfig(("cdiv(n, THREADS)",), ("THREADS",), "0", tunables)
+    with pytest.raises(NotApplicable, match="declaring tunables"):
+        winner_text(SAXPY_FILE, "saxpy", REPLY, declaring)
+    resolved = LaunchConfig(("cdiv(n, 128)",), ("128",), "0")  # the same launch, tuned
+    assert "block = 128" in winner_text(SAXPY_FILE, "saxpy", REPLY, resolved).text
 
 
 @needs_nvcc

@@ -82,6 +82,8 @@ def test_bad_launch_is_a_status_of_the_contract() -> None:
         ({"grid": ("n / 256",)}, "case 0 (n=1)"),
         ({"grid": ("cdiv(n, 256)", "70000")}, "70000 in case 0 (n=1); the limit for axis y"),
         ({"smem": "300000"}, "300000 bytes"),
+        # fits every listed case (n = 5000: 230000 bytes), not the hidden n = 5001 (234142)
+        ({"smem": "n * 46 + n / 5001 * 4096"}, "hidden size case (n = 5001"),
     ],
 )
 def test_a_launch_the_device_cannot_run_is_bad_launch_before_anything_runs(
