@@ -42,11 +42,15 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
             f"{job.kernel}' and review the draft"
         )
     path = server.path_of(job.uri)
+    evaluator = await server.job_evaluator(job, "benchmark")
+    with no_gpu_is_a_job_error(job, "benchmark"):  # built for the GPU that judges it
+        facts = await asyncio.to_thread(evaluator.device_facts)
     progress.report("compiling")
-    built = await asyncio.to_thread(build_binary, text, path, job.kernel, server.settings)
+    built = await asyncio.to_thread(
+        build_binary, text, path, job.kernel, server.settings, arch=facts.arch
+    )
     if not isinstance(built, KernelBinary):
         raise JobError(f"{job.kernel} does not build: {built.message}")
-    evaluator = await server.job_evaluator(job, "benchmark")
     progress.report(f"running {spec.case_count} cases on the GPU", 30)
     with no_gpu_is_a_job_error(job, "benchmark"):
         result = await asyncio.to_thread(

@@ -334,3 +334,52 @@ async def test_an_analysis_outdated_by_a_settings_change_is_not_published(
     state.generation = 1
     await server._analyze_later(uri, 1, 0.0)
     assert state.analysis is None and published == []
+
+
+SPECCED = """\
+/* @cuda-llm
+sizes.n = [1000]
+grid = "cdiv(n, 256)"
+block = 256
+args.x = "float32[n]"
+args.n = "n"
+*/
+__global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.0f; }
+"""
+
+
+async def test_a_benchmark_is_built_for_the_judging_gpus_architecture(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As every other path (FSR, tune, suite, `cuda-llm bench`): the kernel is compiled for the
+    GPU that times it (`DeviceFacts.arch`), not for the configured or this machine's one."""
+    from types import SimpleNamespace
+
+    from cuda_llm_lsp.evaluate.candidate import CandidateRejected
+    from cuda_llm_lsp.lsp import benchmark_job
+    from cuda_llm_lsp.lsp.jobs import Job, JobError
+
+    archs: list[str | None] = []
+
+    def build(*args: Any, arch: str | None = None, **kwargs: Any) -> CandidateRejected:
+        archs.append(arch)
+        return CandidateRejected("compile_error", "not built in this test")
+
+    class Gpu:
+        def device_facts(self) -> Any:
+            return SimpleNamespace(arch="sm_86")
+
+        def cancel(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(benchmark_job, "build_binary", build)
+    server = _server_with("file:///a.cu", SPECCED, monkeypatch)
+    server.evaluator_factory = lambda settings: Gpu()  # type: ignore[assignment,return-value]
+    job = Job("file:///a.cu", "scale", "benchmark", "token")
+    progress = SimpleNamespace(report=lambda *args: None)
+    with pytest.raises(JobError, match="does not build"):
+        await benchmark_job.run(server, job, progress)  # type: ignore[arg-type]
+    assert archs == ["sm_86"]
