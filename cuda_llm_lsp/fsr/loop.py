@@ -41,7 +41,12 @@ from cuda_llm_lsp.fsr.baseline import Baseline, Unprepared, prepare
 from cuda_llm_lsp.fsr.client import LlmClient, Prompt
 from cuda_llm_lsp.fsr.gpu import GpuLane, Seeds
 from cuda_llm_lsp.fsr.launch import candidate_launch, launch_rule
-from cuda_llm_lsp.fsr.toolchain import DefaultToolchain, Toolchain, clean_candidate
+from cuda_llm_lsp.fsr.toolchain import (
+    DefaultToolchain,
+    Toolchain,
+    build_candidate,
+    clean_candidate,
+)
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateOutcome,
@@ -56,6 +61,7 @@ from cuda_llm_lsp.fsr.types import (
 )
 from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_correct
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
+from cuda_llm_lsp.tune.candidate import with_launch_block
 from cuda_llm_lsp.tune.search import TuneRequest
 
 log = logging.getLogger(__name__)
@@ -240,21 +246,24 @@ class _OptimizeRun:
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
         self.emit(stage("generated"))
         source = clean_candidate(reply.code, self.request.file_text)
-        launch = None  # its own launch block, read before `@cuda-llm` comments were stripped
+        launch = None  # its own launch block, read from the reply before it was cleaned
         tune: TuneRequest | None = None  # its block declares tunables: tuned once correct
         if baseline.task.launch_free:
-            parsed = candidate_launch(reply.code, self.request.kernel, baseline.spec)
-            if parsed is not None and not isinstance(parsed, str):
-                made = tuning.tuning_request(reply.code, source, self.request, baseline)
-                parsed, tune = (made, None) if isinstance(made, str) else (parsed, made)
+            # the block put back on the cleaned text: where tuning writes its `#define`s
+            text = with_launch_block(reply.code, source, self.request.kernel)
+            parsed = candidate_launch(text, self.request.kernel, baseline.spec) if text else None
             if isinstance(parsed, str):
                 return self.outcome(slot, "bad_launch", parsed, source=source, tokens=reply.tokens)
             launch = parsed
+            if launch is not None and text is not None:
+                tune = tuning.own_tuning(launch, text, self.request, baseline)
         try:  # with tunables: built, as judged, with its default configuration's -D
-            binary = await tuning.build_configured(
-                self.toolchain, self.request, source, tuning.default_defines(tune),
-                instance=baseline.spec.instance, arch=baseline.arch,
-            )  # fmt: skip
+            if tune is None:
+                binary = await build_candidate(self.toolchain, self.request, source,
+                                               instance=baseline.spec.instance,
+                                               arch=baseline.arch)  # fmt: skip
+            else:
+                binary = await tuning.build_default(self.toolchain, tune, baseline.arch)
         except Exception as exc:
             log.exception("building candidate %d.%d failed", round_, index)
             message = f"the build failed: {exc}"
@@ -317,22 +326,22 @@ class _OptimizeRun:
         stage: Callable[..., CandidateStage],
     ) -> tuning.TunedCandidate:  # fmt: skip
         """Tune a correct candidate's tunables (module `tuning`), reporting each configuration
-        as a "tuning" stage; with `tune_points` 0 only its default is written in."""
+        as a "tuning" stage; with `tune_points` 0, or too little of the run's time left
+        (`tuning.MIN_TUNE_S`), only its default is written in."""
         options = None
         if self.config.tune_points > 0:
             budget = self.config.time_budget_s
             left = None if budget is None else budget - (time.monotonic() - self.started)
             options = tuning.options_for(self.config, self.seeds.next(), left)
-            planned = tuning.planned_points(tune, options.max_points)
-            self.emit(stage("tuning", configurations=planned))
 
         def heard(done: int, planned: int) -> None:
             self.emit(stage("tuning", configurations=planned, done=done))
 
+        on_planned, on_progress = tuning.progress_events(heard, asyncio.get_running_loop())
         return await tuning.tune_candidate(
             self.lane, self.toolchain, self.request, baseline, tune, launch, options,
-            source=source, cancel=self.tune_cancel,
-            on_progress=tuning.progress_events(heard, asyncio.get_running_loop()),
+            source=source, cancel=self.tune_cancel, on_progress=on_progress,
+            on_planned=on_planned,
         )  # fmt: skip
 
     def outcome(self, slot: Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:

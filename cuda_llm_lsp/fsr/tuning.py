@@ -21,7 +21,6 @@ the configuration that failed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 import threading
 from collections.abc import Callable
@@ -34,14 +33,12 @@ from cuda_llm_lsp.fsr.gpu import GpuLane
 from cuda_llm_lsp.fsr.toolchain import Toolchain, build_candidate, clean_candidate
 from cuda_llm_lsp.fsr.types import CandidateTuning, OptimizeConfig, OptimizeRequest
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
-from cuda_llm_lsp.source.spec.tunables import Tunables, describe
-from cuda_llm_lsp.source.templates import template_constants
+from cuda_llm_lsp.source.spec.tunables import describe
 from cuda_llm_lsp.tune.candidate import (
-    candidate_request,
+    cut_short,
     feedback,
     pinned_source,
     resolved_launch,
-    with_launch_block,
 )
 from cuda_llm_lsp.tune.search import (
     Builder,
@@ -49,87 +46,52 @@ from cuda_llm_lsp.tune.search import (
     TuneProgress,
     TuneRequest,
     TuneResult,
+    binary_builder,
     tune_kernel,
 )
-from cuda_llm_lsp.tune.space import Space
+
+MIN_TUNE_S = 2.0  # less of the run's time left than this: no search, the default ranks
 
 
-def tuning_request(
-    code: str, source: str, request: OptimizeRequest, baseline: Baseline
-) -> TuneRequest | str | None:
-    """The tuning of the reply `code` (cleaned as `source`) when its launch block declares
-    tunables of its own; None when it does not; why the block is unusable (`bad_launch`, worded
-    as `fsr.launch.candidate_launch` words it) otherwise."""
-    text = with_launch_block(code, source, request.kernel)
-    if text is None:
+def own_tuning(
+    launch: LaunchConfig, text: str, request: OptimizeRequest, baseline: Baseline
+) -> TuneRequest | None:
+    """The tuning of a candidate whose launch block (`launch`, parsed from `text`: the cleaned
+    candidate with its block put back, `with_launch_block`) declares tunables of its own; None
+    when it declares none (the file's, if any, are not the candidate's to tune)."""
+    spec = baseline.spec
+    if launch.tunables is None or launch.tunables is spec.tunables:
         return None
-    made = candidate_request(request.file_text, request.path, request.kernel, baseline.spec,
-                             request.settings, text, baseline.binary)  # fmt: skip
-    if isinstance(made, list):
-        return "the launch block is unusable: " + "; ".join(e.message for e in made[:4])
-    return made
+    return TuneRequest(request.file_text, request.kernel, spec, request.settings, request.path,
+                       kernel_source=text, tuned_spec=launch.applied_to(spec),
+                       baseline=baseline.binary)  # fmt: skip
 
 
-def default_defines(tune: TuneRequest | None) -> tuple[str, ...]:
-    """`NAME=value` of the candidate's default configuration: its first build and judging."""
-    tunables = tune.tuning.tunables if tune is not None else None
-    return Tunables.compile_defines(tunables.default) if tunables is not None else ()
-
-
-def planned_points(tune: TuneRequest, max_points: int) -> int:
-    """How many configurations the search measures at most (the progress message's count)."""
-    tunables = tune.tuning.tunables
-    if tunables is None:
-        return 0
-    strategy, planned = Space(tunables, template_constants(tune.tuning.template_args)).strategy(
-        max_points
-    )
-    return len(planned) if strategy == "exhaustive" else max_points
-
-
-def options_for(config: OptimizeConfig, seed: int, remaining_s: float | None) -> TuneOptions:
+def options_for(config: OptimizeConfig, seed: int, remaining_s: float | None) -> TuneOptions | None:
     """The per-candidate search: `tune_points` configurations, `tune_budget_s` seconds (less
-    when the run's own time budget has less left), two finalists re-checked."""
-    budget = (
-        config.tune_budget_s
-        if remaining_s is None
-        else min(config.tune_budget_s, max(0.0, remaining_s))
-    )
-    return TuneOptions(max_points=max(1, config.tune_points), budget_s=budget, finalists=2,
-                       seed=seed)  # fmt: skip
+    when the run's own time budget has less left), two finalists re-checked. None (no search:
+    the candidate ranks with its default configuration) when tuning is off or the run has less
+    than `MIN_TUNE_S` left."""
+    if config.tune_points <= 0 or (remaining_s is not None and remaining_s < MIN_TUNE_S):
+        return None
+    budget = config.tune_budget_s if remaining_s is None else min(config.tune_budget_s, remaining_s)
+    return TuneOptions(max_points=config.tune_points, budget_s=budget, finalists=2, seed=seed)
 
 
-async def build_configured(
-    toolchain: Toolchain, request: OptimizeRequest, source: str, defines: tuple[str, ...], *,
-    instance: str | None, arch: str,
-) -> KernelBinary | CandidateRejected:  # fmt: skip
-    """`build_candidate` with `-D` `defines` added (the binary says which: `defines`)."""
-    if not defines:
-        return await build_candidate(toolchain, request, source, instance=instance, arch=arch)
-    settings = dataclasses.replace(request.settings,
-                                   defines=(*request.settings.defines, *defines))  # fmt: skip
-    built = await build_candidate(toolchain, dataclasses.replace(request, settings=settings),
-                                  source, instance=instance, arch=arch)  # fmt: skip
-    return dataclasses.replace(built, defines=defines) if isinstance(built, KernelBinary) else built
+def configured_builder(toolchain: Toolchain, tune: TuneRequest, arch: str) -> Builder:
+    """The candidate's compile of one configuration: the loop's toolchain, `-DNAME=value`."""
+    return binary_builder(tune, arch, compile=toolchain.build)
 
 
-def builder(
-    toolchain: Toolchain, request: OptimizeRequest, source: str, *, instance: str | None,
-    arch: str,
-) -> Builder:  # fmt: skip
-    """The tuner's compile of one configuration: the loop's toolchain, `-DNAME=value`."""
-
-    def build(config: dict[str, int]) -> KernelBinary | CandidateRejected:
-        defines = Tunables.compile_defines(config)
-        settings = dataclasses.replace(request.settings,
-                                       defines=(*request.settings.defines, *defines))  # fmt: skip
-        built = toolchain.build(request.file_text, request.path, request.kernel, settings,
-                                kernel_source=source, instance=instance, arch=arch)  # fmt: skip
-        if isinstance(built, CandidateRejected):
-            return built
-        return dataclasses.replace(built, kernel_source=source, defines=defines)
-
-    return build
+async def build_default(
+    toolchain: Toolchain, tune: TuneRequest, arch: str
+) -> KernelBinary | CandidateRejected:
+    """The candidate built with its default configuration's `-D`s (its first judging), as the
+    tuner builds each configuration."""
+    tunables = tune.tuning.tunables
+    assert tunables is not None  # own_tuning made it from a block with tunables
+    build = configured_builder(toolchain, tune, arch)
+    return await asyncio.to_thread(build, dict(tunables.default))
 
 
 @dataclass(frozen=True)
@@ -188,25 +150,29 @@ async def tune_candidate(
     source: str,
     cancel: threading.Event,
     on_progress: Callable[[TuneProgress], None] | None = None,
+    on_planned: Callable[[int], None] | None = None,
 ) -> TunedCandidate:
     """Tune the correct candidate `source` (`tune`: its request), or with `options` None only
-    write its default configuration in; see the module. Raises EvaluationCancelled on cancel."""
+    write its default configuration in; see the module. A search the time budget cut off
+    before any configuration failed (`cut_short`) also keeps the default: the candidate ranks
+    with the figures it was judged with. Raises EvaluationCancelled on cancel."""
     tunables = tune.tuning.tunables
-    assert tunables is not None  # tuning_request made it from a block with tunables
+    assert tunables is not None  # own_tuning made it from a block with tunables
     result: TuneResult | None = None
     config: dict[str, int] = dict(tunables.default)
     if options is not None:
-        build = builder(toolchain, request, source, instance=baseline.spec.instance,
-                        arch=baseline.arch)  # fmt: skip
+        build = configured_builder(toolchain, tune, baseline.arch)
         result = await lane.call(tune_kernel, tune, lane.evaluator, options, build=build,
-                                 on_progress=on_progress, cancel=cancel)  # fmt: skip
+                                 on_progress=on_progress, on_planned=on_planned,
+                                 cancel=cancel)  # fmt: skip
         if result.stopped == "cancelled":
             raise EvaluationCancelled("tuning cancelled")
-        if result.best is None:
+        if result.best is None and not cut_short(result):
             status, message = failure(result)
             return TunedCandidate(status, message, source, launch, None, None, None,
                                   summary(result))  # fmt: skip
-        config = dict(result.best.config)
+        if result.best is not None:
+            config = dict(result.best.config)
     text = pinned_source(tune, config)
     assert text is not None  # a candidate's request always has its text
     # the block's lines (and where it was) are blank: no whitespace-only lines left behind
@@ -219,8 +185,8 @@ async def tune_candidate(
         message = (f"with {describe(config)} written in as its defaults it does not build: "
                    f"{binary.message}")  # fmt: skip
         return TunedCandidate(binary.status, message, pinned, own, None, None, None, tuning)
-    if result is None or result.best is None:
-        return TunedCandidate("ok", "", pinned, own, binary, None, None, None)
+    if result is None or result.best is None:  # its default's figures stand
+        return TunedCandidate("ok", "", pinned, own, binary, None, None, tuning)
     best = result.best
     message = (f"{best.speedup:.2f}x with {describe(config)} (tuned: {len(result.measured)} "
                "configuration(s))")  # fmt: skip
@@ -229,10 +195,14 @@ async def tune_candidate(
 
 def progress_events(
     emit: Callable[[int, int], None], loop: asyncio.AbstractEventLoop
-) -> Callable[[TuneProgress], None]:
-    """The tuner's progress (on its thread) as `emit(done, planned)` calls on the event loop."""
+) -> tuple[Callable[[int], None], Callable[[TuneProgress], None]]:
+    """The tuner's plan and progress (on its thread) as `emit(done, planned)` calls on the event
+    loop: `emit(0, planned)` once the search is planned, then one per configuration measured."""
+
+    def planned(count: int) -> None:
+        loop.call_soon_threadsafe(emit, 0, count)
 
     def heard(p: TuneProgress) -> None:
         loop.call_soon_threadsafe(emit, p.done, p.planned)
 
-    return heard
+    return planned, heard

@@ -3,13 +3,14 @@ original kernel, and the sentence the model is told about it.
 
 The FSR loop (docs/design.md, "Tuning"; `fsr/tuning.py`) tunes a correct candidate that declares
 tunables before ranking it: `with_launch_block` puts the reply's block back on the cleaned
-candidate, `candidate_request` turns that into a `TuneRequest` (None when it declares none),
+candidate, whose parsed block (`fsr.launch.candidate_launch`) makes its `TuneRequest`,
 `tune_kernel` searches it with the original's binary as oracle and reference, and `feedback`
 says what tuning found (the best configuration, its time, the spread between configurations)
-for the next prompt. The candidate then ranks with its best configuration: `tuned_source` writes
-it as the kernel's own `#define` defaults (so the text compiles, without any `-D`, to what was
-measured) and `resolved_launch` writes it into the launch (numbers, no tunables: the launch that
-is re-validated, offered and written).
+for the next prompt. The candidate then ranks with its best configuration: `pinned_source`
+writes it as the kernel's own `#define` defaults (so the text compiles, without any `-D`, to
+what was measured) and `resolved_launch` writes it into the launch (numbers, no tunables: the
+launch that is re-validated, offered and written). A search the time budget cut off before
+anything failed (`cut_short`) leaves the candidate with its default configuration.
 """
 
 from __future__ import annotations
@@ -17,13 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 
-from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.source.kernels import find_kernels
-from cuda_llm_lsp.source.spec import SpecError, TestSpec
-from cuda_llm_lsp.source.spec.launch import LaunchConfig, parse_launch_block
+from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.spec.tunables import describe
 from cuda_llm_lsp.source.text import offset_of
 from cuda_llm_lsp.tune.edit import tuned_text
@@ -44,32 +41,6 @@ def with_launch_block(code: str, source: str, kernel: str) -> str | None:
     return source[:at] + block + "\n" + source[at:]
 
 
-def candidate_request(
-    file_text: str, path: Path | None, kernel: str, spec: TestSpec, settings: Settings,
-    source: str, baseline: KernelBinary,
-) -> TuneRequest | list[SpecError] | None:  # fmt: skip
-    """The tuning of candidate `source` for `kernel` (the original's `spec` and `baseline`);
-    None when its launch block declares no tunables of its own; the block's errors otherwise."""
-    found = [k for k in find_kernels(source) if k.name == kernel]
-    if len(found) != 1:
-        return None  # the judge reports it (signature_mismatch)
-    config, errors = parse_launch_block(found[0], spec, source)
-    if errors:
-        return errors
-    if config is None or config.tunables is None or config.tunables is spec.tunables:
-        return None
-    return TuneRequest(file_text, kernel, spec, settings, path, kernel_source=source,
-                       tuned_spec=config.applied_to(spec), baseline=baseline)  # fmt: skip
-
-
-def tuned_source(request: TuneRequest, result: TuneResult) -> str | None:
-    """The candidate's text with its best configuration as its defaults: what is ranked,
-    offered and written. None when nothing passed."""
-    if result.best is None:
-        return None
-    return pinned_source(request, result.best.config)
-
-
 def pinned_source(request: TuneRequest, config: Mapping[str, int]) -> str | None:
     """The candidate's text compiling, without any `-D`, to `config`: each tunable's guarded
     `#define` set to its value, and one added (`#ifndef NAME` / `#define NAME value` /
@@ -79,7 +50,7 @@ def pinned_source(request: TuneRequest, config: Mapping[str, int]) -> str | None
     if source is None or spec is None or spec.tunables is None:
         return None
     found = [k for k in find_kernels(source) if k.name == request.kernel]
-    if len(found) != 1:  # pragma: no cover - candidate_request found exactly one
+    if len(found) != 1:  # pragma: no cover - the loop parsed exactly one
         return None
     defined = {n: v for n, v in config.items() if n in spec.tunables.defines}
     text = tuned_text(source, found[0], spec, defined).text
@@ -111,6 +82,13 @@ def resolved_launch(launch: LaunchConfig, config: Mapping[str, int]) -> LaunchCo
                    tunables=None)  # fmt: skip
 
 
+def cut_short(result: TuneResult) -> bool:
+    """The time budget stopped the search before any configuration passed twice and none
+    failed (possibly before any was measured): nothing speaks against the default."""
+    return (result.best is None and result.stopped == "budget"
+            and all(m.status == "ok" for m in result.measured))  # fmt: skip
+
+
 def feedback(result: TuneResult) -> str:
     """One paragraph for the model: what tuning its tunables gave."""
     correct = [m for m in result.measured if m.status == "ok"]
@@ -122,6 +100,8 @@ def feedback(result: TuneResult) -> str:
         head += f", {failed} not ({', '.join(statuses)})"
     if result.stopped == "budget":
         head += "; stopped at the time budget"
+    if cut_short(result):
+        return head + ". It ranks with its default configuration, as judged."
     if result.best is None:
         return head + ". None passed again on new inputs: it is ranked as failed."
     best = result.best

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
@@ -45,6 +45,15 @@ from cuda_llm_lsp.tune.space import Key, Space, Strategy
 
 Builder = Callable[[dict[str, int]], KernelBinary | CandidateRejected]
 Stopped = Literal["budget", "cancelled"]
+
+
+class Compile(Protocol):
+    """`build_binary`'s signature (the FSR loop's `Toolchain.build` too)."""
+
+    def __call__(
+        self, file_text: str, path: Path | None, kernel_name: str, settings: Settings, /, *,
+        kernel_source: str | None = None, instance: str | None = None, arch: str | None = None,
+    ) -> KernelBinary | CandidateRejected: ...  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -89,7 +98,6 @@ class Measured:
     ms: float | None = None
     spread_pct: float | None = None
     speedup: float | None = None  # default configuration's median / this one's, interleaved
-    compile_s: float = 0.0
     finalist: bool = False  # evaluated again on new inputs; these figures are that run's
 
 
@@ -110,7 +118,6 @@ class TuneResult:
     best: Measured | None  # the fastest finalist that passed again
     stopped: Stopped | None
     elapsed_s: float
-    compile_s: float  # summed over compiles (they overlap)
 
     @property
     def default_result(self) -> Measured | None:
@@ -132,16 +139,20 @@ class TuneError(RuntimeError):
     """The run cannot start: no tunables, or the default configuration does not build."""
 
 
-def binary_builder(request: TuneRequest, arch: str | None) -> Builder:
-    """Compile the request's kernel with a configuration's `-D`s for `arch` (`build_binary`:
-    NVRTC in a compile process, the compile cache in this one)."""
+def binary_builder(
+    request: TuneRequest, arch: str | None, *, compile: Compile = build_binary
+) -> Builder:
+    """Compile the request's kernel (a candidate's `kernel_source` spliced in) with a
+    configuration's `-D`s for `arch`, as the spec's instance, by `compile` (`build_binary`:
+    NVRTC in a compile process, the compile cache in this one; the FSR loop passes its
+    toolchain's). The binary carries its text and `defines`."""
 
     def build(config: dict[str, int]) -> KernelBinary | CandidateRejected:
         defines = Tunables.compile_defines(config)
         settings = replace(request.settings, defines=(*request.settings.defines, *defines))
-        built = build_binary(request.file_text, request.path, request.kernel, settings,
-                             kernel_source=request.kernel_source, instance=request.spec.instance,
-                             arch=arch)  # fmt: skip
+        built = compile(request.file_text, request.path, request.kernel, settings,
+                        kernel_source=request.kernel_source, instance=request.spec.instance,
+                        arch=arch)  # fmt: skip
         if isinstance(built, CandidateRejected):
             return built
         source = request.kernel_source if request.kernel_source is not None else request.file_text
@@ -173,10 +184,13 @@ def tune_kernel(
     *,
     build: Builder | None = None,
     on_progress: Callable[[TuneProgress], None] | None = None,
+    on_planned: Callable[[int], None] | None = None,
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> TuneResult:
-    """Search the request's tunables (see the module docstring). Raises `TuneError` when the
+    """Search the request's tunables (see the module docstring). `on_planned` hears, once the
+    strategy is chosen and before anything is measured, how many configurations are planned
+    (`TuneProgress.planned`); `on_progress` each measured one. Raises `TuneError` when the
     spec has no tunables or the default does not build, and `BaselineFailed` from the evaluator
     when the default configuration fails its own spec."""
     tunables = request.tuning.tunables
@@ -186,7 +200,7 @@ def tune_kernel(
     run = _Run(request, evaluator, options, build or binary_builder(request, facts.arch),
                facts, on_progress, cancel or threading.Event(), clock)  # fmt: skip
     try:
-        return run.search(tunables)
+        return run.search(tunables, on_planned)
     finally:
         run.pool.shutdown(wait=False, cancel_futures=True)
 
@@ -212,11 +226,10 @@ class _Run:
         self.results: dict[Key, Measured] = {}
         self.order: list[Key] = []
         self.stopped: Stopped | None = None
-        self.compile_s = 0.0
         self.baseline: KernelBinary | None = None
         self.planned = options.max_points
 
-    def search(self, tunables: Tunables) -> TuneResult:
+    def search(self, tunables: Tunables, on_planned: Callable[[int], None] | None) -> TuneResult:
         constants = template_constants(self.tuned.template_args)
         space = Space(tunables, constants)
         default = dict(tunables.default)
@@ -230,6 +243,9 @@ class _Run:
         strategy, planned = space.strategy(self.options.max_points)
         if strategy == "exhaustive":
             self.planned = len(planned)
+        if on_planned is not None:
+            on_planned(self.planned)
+        if strategy == "exhaustive":
             self.measure(space, planned)
         else:
             self.refine(space, default)
@@ -238,8 +254,7 @@ class _Run:
         finalists = [m for m in measured if m.finalist and m.status == "ok"]
         best = max(finalists, key=lambda m: m.speedup or 0, default=None)
         return TuneResult(self.request.kernel, strategy, tunables.space_size, default, measured,
-                          best, self.stopped, self.clock() - self.start,
-                          self.compile_s)  # fmt: skip
+                          best, self.stopped, self.clock() - self.start)  # fmt: skip
 
     # --- strategies ------------------------------------------------------------------------
 
@@ -281,14 +296,13 @@ class _Run:
             result = self._evaluate(config, binary, seed=None)
             if result is None:
                 return
-            self.results[key] = replace(_measured(config, result), finalist=True,
-                                        compile_s=self.results[key].compile_s)  # fmt: skip
+            self.results[key] = replace(_measured(config, result), finalist=True)
 
     # --- measuring -------------------------------------------------------------------------
 
     def measure(self, space: Space, configs: Sequence[dict[str, int]]) -> None:
         """Compile `configs` in the pool and evaluate each as its compile finishes."""
-        futures: dict[Future[tuple[KernelBinary | CandidateRejected, float]], dict[str, int]] = {}
+        futures: dict[Future[KernelBinary | CandidateRejected], dict[str, int]] = {}
         for config in configs:
             key = space.key(config)
             if key in self.results:
@@ -297,31 +311,22 @@ class _Run:
             if problem is not None:
                 self._record(key, Measured(config, "launch_error", problem))
                 continue
-            futures[self.pool.submit(self._timed_build, config)] = config
+            futures[self.pool.submit(self.build, config)] = config
         for future in as_completed(futures):
             if self._should_stop():
                 for other in futures:
                     other.cancel()
                 return
             config = futures[future]
-            binary, seconds = future.result()
-            self.compile_s += seconds
+            binary = future.result()
             key = space.key(config)
             if isinstance(binary, CandidateRejected):
-                self._record(key, Measured(config, binary.status, binary.message,
-                                           compile_s=seconds))  # fmt: skip
+                self._record(key, Measured(config, binary.status, binary.message))
                 continue
             result = self._evaluate(config, binary, seed=self.options.seed)
             if result is None:
                 return
-            self._record(key, replace(_measured(config, result), compile_s=seconds))
-
-    def _timed_build(
-        self, config: dict[str, int]
-    ) -> tuple[KernelBinary | CandidateRejected, float]:
-        began = time.perf_counter()
-        built = self.build(config)
-        return built, time.perf_counter() - began
+            self._record(key, _measured(config, result))
 
     def _evaluate(
         self, config: dict[str, int], binary: KernelBinary, seed: int | None

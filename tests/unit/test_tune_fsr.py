@@ -12,6 +12,7 @@ real NVRTC.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
 from cuda_llm_lsp.fsr.history import RunHistory
 from cuda_llm_lsp.fsr.loop import optimize
+from cuda_llm_lsp.fsr.tuning import MIN_TUNE_S, options_for
 from cuda_llm_lsp.fsr.types import (
     CandidateStage,
     OptimizeConfig,
@@ -31,6 +33,7 @@ from cuda_llm_lsp.fsr.types import (
     ProgressEvent,
 )
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
+from cuda_llm_lsp.tune.search import TuneOptions
 from tests.support.fsr_fakes import SAXPY_FILE, FakeToolchain, saxpy_candidate
 from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
 from tests.support.tuned_softmax import tune_in_loop
@@ -214,6 +217,33 @@ async def test_with_tuning_off_the_default_is_written_in_and_ranks() -> None:
     assert only.launch == LaunchConfig(("cdiv(n, 128)",), ("128",), "0")
     assert not any(isinstance(e, CandidateStage) and e.stage == "tuning" for e in events)
     assert {s.cases()[-1].block[0] for s in evaluator.launched} == {128}
+
+
+async def test_tuning_cut_off_by_the_time_budget_ranks_the_default_configuration() -> None:
+    """A search the budget stops before it measured anything (here `tune_budget_s` 0; in a run
+    also the run's own time running out) is no failure: the candidate, correct with its default
+    configuration, ranks with that configuration's figures, written in."""
+    outcomes = {"baseline": {"ms": 1.0},
+                "candidates": [*per_config("tuned", TIMES), pinned(128, 0.8)]}  # fmt: skip
+    result, _, _, _ = await run([step(1, tuned_reply())], outcomes, tune_budget_s=0.0)
+    (only,) = result.candidates
+    assert only.status == "ok", only.message
+    assert only.ms == 0.8 and only.speedup == 1.0 / 0.8
+    assert only.tuning is not None and only.tuning.stopped == "budget"
+    assert only.tuning.measured == 0 and only.tuning.best is None
+    assert "It ranks with its default configuration" in only.tuning.feedback
+    assert "#define THREADS 128\n" in only.source
+    assert only.launch == LaunchConfig(("cdiv(n, 128)",), ("128",), "0")
+    assert result.accepted and result.best_ms == 0.8
+
+
+def test_too_little_time_left_skips_tuning() -> None:
+    config = OptimizeConfig(tune_points=16, tune_budget_s=60.0)
+    assert options_for(config, 1, None) == TuneOptions(16, 60.0, finalists=2, seed=1)
+    assert options_for(config, 1, 30.0) == TuneOptions(16, 30.0, finalists=2, seed=1)
+    assert options_for(config, 1, MIN_TUNE_S - 0.1) is None  # the default ranks, untuned
+    assert options_for(config, 1, -5.0) is None
+    assert options_for(dataclasses.replace(config, tune_points=0), 1, None) is None
 
 
 def test_optimize_json_carries_tuning_with_real_nvrtc(tmp_path: Path) -> None:

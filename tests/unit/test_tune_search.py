@@ -19,7 +19,7 @@ from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import parse_launch_block
 from cuda_llm_lsp.source.spec.tunables import Tunables
-from cuda_llm_lsp.tune.candidate import candidate_request, feedback, tuned_source
+from cuda_llm_lsp.tune.candidate import cut_short, feedback, pinned_source
 from cuda_llm_lsp.tune.edit import tuned_text
 from cuda_llm_lsp.tune.search import TuneOptions, TuneRequest, tune_kernel
 
@@ -91,10 +91,12 @@ def test_exhaustive_measures_every_allowed_configuration_and_rechecks_finalists(
     build = FakeBuild()
     progress: list[int] = []
     result = tune_kernel(request(spec), evaluator, TuneOptions(max_points=50, finalists=2),
-                         build=build, on_progress=lambda p: progress.append(p.done))  # fmt: skip
+                         build=build, on_progress=lambda p: progress.append(p.done),
+                         on_planned=lambda n: progress.append(-n))  # fmt: skip
     assert result.strategy == "exhaustive" and result.space_size == 15
-    # 2048 x 4 is restricted away; 2048 x 1 and 2048 x 2 exceed the device's 1024 threads
-    assert len(result.measured) == 14 and progress == list(range(1, 15))
+    # 2048 x 4 is restricted away; 2048 x 1 and 2048 x 2 exceed the device's 1024 threads;
+    # the plan (14) is heard before anything is measured
+    assert len(result.measured) == 14 and progress == [-14, *range(1, 15)]
     too_big = [m for m in result.measured if m.config["BLOCK"] == 2048]
     assert [m.status for m in too_big] == ["launch_error"] * 2
     assert "1024" in too_big[0].message
@@ -195,6 +197,18 @@ def test_the_budget_stops_the_search_and_keeps_what_was_measured() -> None:
     assert result.stopped == "budget"
     assert 0 < len(result.measured) < 20
     assert result.best is not None and result.best.finalist  # finalists re-checked after it
+    assert not cut_short(result)
+
+
+def test_a_search_cut_off_before_measuring_anything_is_cut_short_not_failed() -> None:
+    _, spec = parsed(BIG)
+    evaluator = RecordedEvaluator(recording(big_times(), ("BX", "BY", "UNROLL")))
+    planned: list[int] = []
+    result = tune_kernel(request(spec, BIG), evaluator, TuneOptions(max_points=20, budget_s=0.0),
+                         build=FakeBuild(), on_planned=planned.append)  # fmt: skip
+    assert result.stopped == "budget" and result.measured == () and result.best is None
+    assert planned == [20] and cut_short(result)
+    assert feedback(result).endswith("It ranks with its default configuration, as judged.")
 
 
 def test_cancel_stops_the_run_in_flight() -> None:
@@ -256,8 +270,11 @@ __global__ void scale(const float* x, float* y, int n) { /* variant: tiled */ }
 def test_a_candidate_is_tuned_against_the_original_and_the_model_told_the_result() -> None:
     _, spec = parsed(ORIGINAL)
     original = KernelBinary("scale", "scale", b"", "sm_90", kernel_source=ORIGINAL)
-    made = candidate_request(ORIGINAL, None, "scale", spec, Settings(), CANDIDATE, original)
-    assert isinstance(made, TuneRequest) and made.kernel_source == CANDIDATE
+    (kernel,) = find_kernels(CANDIDATE)
+    launch, errors = parse_launch_block(kernel, spec, CANDIDATE)  # as the loop reads it
+    assert launch is not None and launch.tunables is not None, errors
+    made = TuneRequest(ORIGINAL, "scale", spec, Settings(), kernel_source=CANDIDATE,
+                       tuned_spec=launch.applied_to(spec), baseline=original)  # fmt: skip
     times = {(t, i): 0.2 + abs(t - 512) / 1024 + 0.1 / i for t in (128, 256, 512) for i in (1, 4)}
     outcomes = recording(times, ("TILE", "ITEMS"))
     outcomes["baseline"] = {"ms": 1.0}
@@ -273,7 +290,7 @@ def test_a_candidate_is_tuned_against_the_original_and_the_model_told_the_result
     assert "Best: TILE=512 ITEMS=4, 0.225 ms (4.44x the original)" in said
     assert "your default TILE=256 ITEMS=1: 0.55 ms" in said
     assert "slowest correct / fastest: 3.00x" in said  # (128, 1): 0.675 ms
-    best_text = tuned_source(made, result)
+    best_text = pinned_source(made, result.best.config)
     assert best_text is not None and "#define TILE 512\n" in best_text
     # no #define for ITEMS: one added (guarded) above the block, so the text compiles without -D
     assert "#ifndef ITEMS\n#define ITEMS 4\n#endif\n/* @cuda-llm launch" in best_text
@@ -282,9 +299,3 @@ def test_a_candidate_is_tuned_against_the_original_and_the_model_told_the_result
     config, errors = parse_launch_block(again, spec, best_text)
     assert config is not None and config.tunables is not None, errors
     assert config.tunables.default == {"TILE": 512, "ITEMS": 4}
-    plain = CANDIDATE.replace("tune.TILE = [128, 256, 512]\ntune.ITEMS = [1, 4]\n", "")
-    plain = plain.replace("TILE * ITEMS", "256").replace('"TILE"', "256")
-    assert candidate_request(ORIGINAL, None, "scale", spec, Settings(), plain, original) is None
-    broken = CANDIDATE.replace("[1, 4]", "[1, 4, 4]")
-    errors = candidate_request(ORIGINAL, None, "scale", spec, Settings(), broken, original)
-    assert isinstance(errors, list) and "ITEMS lists 4 twice" in errors[0].message
