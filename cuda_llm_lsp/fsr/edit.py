@@ -1,4 +1,4 @@
-"""An accepted candidate's unified diff (the CLI); the new text is `evaluate.candidate.splice`."""
+"""An accepted candidate's unified diff (the CLI); the new text is `fsr.apply.winner_text`."""
 
 from __future__ import annotations
 

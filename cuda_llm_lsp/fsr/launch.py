@@ -1,25 +1,21 @@
 """Whether a run's candidates may choose their own launch, and a candidate's launch block.
 
 docs/design.md "Candidate launch block": a candidate may carry `/* @cuda-llm launch */` above
-its kernel. The policy (`cudaLlm.launch` / `--launch`): `keep` forbids it (a block is ignored),
-`free` allows it whatever the file's launch sites are, `auto` (default) allows it only when every
-launch site of the kernel in the file can be rewritten safely (`rewrite_launches(...).safe`), so
-that an accepted launch change leaves the program consistent; otherwise the prompt says the
-original launch must be kept, and why.
+its kernel. The policy (`cudaLlm.launch` / `--launch`, one of `config.LAUNCH_POLICIES`): `keep`
+forbids it (a block is ignored), `free` allows it whatever the file's launch sites are, `auto`
+(default) allows it only when every launch site of the kernel in the file can be rewritten safely
+(`rewrite_launches(...).safe`), so that an accepted launch change leaves the program consistent;
+otherwise the prompt says the original launch must be kept, and why.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.launch_sites import rewrite_launches
 from cuda_llm_lsp.source.spec import TestSpec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig, parse_launch_block
-
-LaunchPolicy = Literal["auto", "keep", "free"]
-LAUNCH_POLICIES: tuple[str, ...] = ("auto", "keep", "free")
 
 
 @dataclass(frozen=True)
@@ -82,9 +78,9 @@ def launch_rule(policy: str, file_text: str, spec: TestSpec) -> LaunchRule:
 
 
 def candidate_launch(code: str, kernel: str, spec: TestSpec) -> LaunchConfig | str | None:
-    """The launch block of `kernel` in a reply's raw code (before `@cuda-llm` comments are
-    stripped): its configuration, None when there is none, or why it is unusable (`bad_launch`,
-    fed back to the model)."""
+    """The launch block of `kernel` in `code` (a candidate with its block: the loop's cleaned
+    reply with the block put back, `tune.candidate.with_launch_block`): its configuration, None
+    when there is none, or why it is unusable (`bad_launch`, fed back to the model)."""
     found = [k for k in find_kernels(code) if k.name == kernel]
     if len(found) != 1 or found[0].launch_block is None:
         return None
