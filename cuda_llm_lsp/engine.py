@@ -62,16 +62,18 @@ def make_evaluator(
     plan: Plan | None = None, *, gpus: str | None = None, cluster: str | None = None
 ) -> Evaluator:
     """`gpu_evaluator(plan)`, or recorded outcomes when `CUDA_LLM_EVALUATOR=recorded:PATH`
-    (a recording has no timing plan). Raises ValueError for any other value of the variable.
+    (a recording has no timing plan). Raises ValueError with `evaluator_problem()`'s words for
+    any other value of the variable, or a recording that is not a file.
 
     `gpus` (`cudaLlm.gpus`: "all" or "0,2"; None: the first GPU alone) or `cluster`
     (`cudaLlm.cluster`: "ray://HOST:PORT", "auto"): a `GpuPool` of those GPUs, started on use;
     ValueError for a `gpus` that is not "all" or GPU numbers."""
+    problem = evaluator_problem()
+    if problem is not None:
+        raise ValueError(problem)
     choice = os.environ.get(EVALUATOR_ENV, "").strip()
     if choice.startswith("recorded:"):
         return RecordedEvaluator(choice.removeprefix("recorded:"))
-    if choice not in ("", "gpu"):
-        raise ValueError(f"{EVALUATOR_ENV} must be 'gpu' or 'recorded:PATH', not {choice!r}")
     if cluster:
         from cuda_llm_lsp.evaluate.ray_cluster import ray_pool  # imports Ray on use only
 

@@ -1,0 +1,26 @@
+"""`engine.make_evaluator` reads `CUDA_LLM_EVALUATOR` by `evaluator_problem`'s rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.engine import evaluator_problem, make_evaluator
+from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
+
+
+def test_make_evaluator_refuses_what_evaluator_problem_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nowhere.json"
+    monkeypatch.setenv("CUDA_LLM_EVALUATOR", f"recorded:{missing}")
+    said = evaluator_problem()
+    assert said is not None and "no recording at" in said
+    with pytest.raises(ValueError) as raised:
+        make_evaluator()
+    assert str(raised.value) == said  # at start, in the same words, not at the first benchmark
+    recording = tmp_path / "outcomes.json"
+    recording.write_text('{"baseline": {"ms": 1.0}}')
+    monkeypatch.setenv("CUDA_LLM_EVALUATOR", f"recorded:{recording}")
+    assert evaluator_problem() is None and isinstance(make_evaluator(), RecordedEvaluator)
