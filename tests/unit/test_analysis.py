@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_llm_lsp.compile.analysis import analyze, name_expressions
+from cuda_llm_lsp.compile.analysis import analyze, analyze_syntax, name_expressions
 from cuda_llm_lsp.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,3 +202,25 @@ def test_half_typed_examples_never_raise_and_stay_in_range() -> None:
     for cut in range(100, len(text), 211):
         analysis = analyze(text[:cut], EXAMPLES / "softmax.cu", Settings(arch="sm_90"))
         assert all(1 <= d.line <= lines for d in analysis.diagnostics), cut
+
+
+def test_a_changed_define_default_is_read_again_not_served_from_the_spec_cache() -> None:
+    """parse_spec reads the file's `#define` defaults (tunables): a cached spec keyed on the
+    kernel alone kept TILE 16 after the default became 32."""
+    path = EXAMPLES / "tune" / "matmul_tiled.cu"
+    text = path.read_text()
+    settings = Settings(arch="sm_90")
+
+    def tunables(source: str):
+        (info,) = [i for i in analyze_syntax(source, path, settings).kernels if i.spec]
+        assert info.spec is not None and info.spec.tunables is not None
+        return info.spec.tunables
+
+    assert tunables(text).default["TILE"] == 16
+    edited = text.replace("#define TILE 16", "#define TILE 32")
+    assert edited != text
+    assert tunables(edited).default["TILE"] == 32
+    # the same lines, a longer first one: the default's offset moves, the kernel does not
+    longer = "// longer " + edited
+    moved = tunables(longer).defines["TILE"]
+    assert longer[moved.start : moved.end] == "32"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_llm_lsp.compile.analysis import add_resources, analyze, analyze_syntax
+from cuda_llm_lsp.compile.analysis import KernelCuts, add_resources, analyze, analyze_syntax
 from cuda_llm_lsp.compile.isolated import shared_pool
 from cuda_llm_lsp.config import Settings
 from tests.support.generated_cuda import generate
@@ -86,3 +86,50 @@ def test_a_preprocessor_line_inside_a_body_keeps_that_body_in_every_unit() -> No
     full = analyze(text, WHERE, SETTINGS)
     assert full.diagnostics == ()
     assert all(i.resources is not None for i in full.kernels)
+
+
+def _unrolled(tile: int) -> str:
+    return "".join(
+        f"__global__ void k{n}(float* x) {{\n"
+        f"  __shared__ float s[{tile if n == 1 else 256}];\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < 4; ++i) s[threadIdx.x * 4 + i] = x[i];\n"
+        "  #pragma unroll 2\n"
+        "  for (int i = 0; i < 4; ++i) x[i] += s[i];\n"
+        "#pragma unroll 1\n"
+        "  for (int i = 0; i < 4; ++i) x[i] *= 2;\n"
+        "}\n"
+        for n in range(6)
+    )
+
+
+def test_an_edit_inside_a_kernel_with_pragma_unroll_generates_that_kernel_alone() -> None:
+    """A loop pragma is no reason to keep a body in every unit (every edit regenerated every
+    kernel of examples/tune/matmul_tiled.cu)."""
+    before = add_resources(analyze_syntax(_unrolled(256), WHERE, SETTINGS))
+    assert before.diagnostics == () and all(i.resources is not None for i in before.kernels)
+    front = analyze_syntax(_unrolled(512), WHERE, SETTINGS)
+    pool = shared_pool()
+    generations, kernels = pool.generations, pool.kernels_generated
+    after = add_resources(front)
+    assert pool.generations - generations == 1
+    assert pool.kernels_generated - kernels == 1
+    for old, new in zip(before.kernels, after.kernels, strict=True):
+        assert new.resources is not None and old.resources is not None
+        if new.kernel.name == "k1":
+            assert (old.resources.shared_bytes, new.resources.shared_bytes) == (1024, 2048)
+        else:
+            assert new.resources == old.resources
+
+
+def test_a_conditional_or_a_continued_pragma_still_keeps_its_body_whole() -> None:
+    text = (
+        "__global__ void a(float* x) {\n#if 1\n  x[0] = 1;\n#endif\n}\n"
+        "__global__ void b(float* x) {\n#pragma unroll \\\n  4\n  for (int i = 0; i < 4; ++i)"
+        " x[i] = 0;\n}\n"
+        "__global__ void c(float* x) {\n#pragma unroll\n  for (int i = 0; i < 4; ++i)"
+        " x[i] = 0;\n}\n"
+    )
+    front = analyze_syntax(text, WHERE, SETTINGS)
+    assert front.plan is not None
+    assert set(KernelCuts(front.plan).bodies) == {2}
