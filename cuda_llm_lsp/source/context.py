@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Tree
 
-from cuda_llm_lsp.source.kernels import parse_tree
+from cuda_llm_lsp.source.kernels import Offsets, node_text, parse_tree
 
 _DEFINES = ("preproc_def", "preproc_function_def")
 _NAME_NODES = ("identifier", "template_function", "qualified_identifier")
+_HEADER_NAMES = ("string_literal", "system_lib_string")  # "a.h", <a.h>: not a macro's name
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class FileOutline:
     defines: tuple[str, ...]  # each `#define`, continuation lines included
     device_functions: tuple[tuple[int, int], ...]  # [start, end) of `__device__` definitions
     launches: tuple[LaunchSite, ...]
+    # the header name of each `#include` the preprocessor can reach ("a.h", "cstdio"): not one
+    # in a comment, a string or an `#if 0` group
+    header_names: tuple[str, ...] = ()
 
     def launch_lines(self, kernel: str) -> tuple[int, ...]:
         """The lines that launch `kernel`, each once."""
@@ -46,25 +50,31 @@ def outline(text: str, parsed: tuple[Tree, bytes] | None = None) -> FileOutline:
     not the UTF-8 bytes tree-sitter works in.
     """
     tree, data = parsed or parse_tree(text)
-    offsets = _Offsets(text, data)
+    offsets = Offsets(text, data)
     includes: list[str] = []
+    headers: list[str] = []
     defines: list[str] = []
     functions: list[tuple[int, int]] = []
     launches: list[LaunchSite] = []
     for node in walk_nodes(tree.root_node):
         kind = node.type
         if kind == "preproc_include":
-            includes.append(_text(node, data).strip())
+            includes.append(node_text(node, data).strip())
+            path = node.child_by_field_name("path")
+            if path is not None and path.type in _HEADER_NAMES and not _disabled(node):
+                headers.append(node_text(path, data)[1:-1].strip())
         elif kind in _DEFINES:
-            defines.append(_text(node, data).strip())
+            defines.append(node_text(node, data).strip())
         elif kind == "function_definition" and _is_device_function(node):
             parent = node.parent
             whole = parent if parent and parent.type == "template_declaration" else node
-            start = _line_start(text, offsets.at(whole.start_byte))
-            functions.append((start, offsets.at(whole.end_byte)))
+            start = _line_start(text, offsets.offset(whole.start_byte))
+            functions.append((start, offsets.offset(whole.end_byte)))
         elif (callee := launch_callee(node)) is not None:
-            launches.append(LaunchSite(base_name(_text(callee, data)), node.start_point[0]))
-    return FileOutline(tuple(includes), tuple(defines), tuple(functions), tuple(launches))
+            launches.append(LaunchSite(base_name(node_text(callee, data)), node.start_point[0]))
+    return FileOutline(
+        tuple(includes), tuple(defines), tuple(functions), tuple(launches), tuple(headers)
+    )
 
 
 def device_function_spans(text: str) -> list[tuple[int, int]]:
@@ -97,13 +107,28 @@ def walk_nodes(node: Node) -> Iterator[Node]:
                 return
 
 
+def _disabled(node: Node) -> bool:
+    """`node` is in the first group of an `#if 0` (or `#elif 0`): never preprocessed."""
+    child, parent = node, node.parent
+    while parent is not None:
+        if parent.type in ("preproc_if", "preproc_elif"):
+            condition = parent.child_by_field_name("condition")
+            alternative = parent.child_by_field_name("alternative")
+            if (
+                condition is not None
+                and condition.type == "number_literal"
+                and condition.text is not None
+                and condition.text.strip().rstrip(b"uUlL") in (b"0", b"00", b"0x0", b"0X0")
+                and (alternative is None or child.start_byte < alternative.start_byte)
+            ):
+                return True
+        child, parent = parent, parent.parent
+    return False
+
+
 def _is_device_function(node: Node) -> bool:
     kinds = {child.type for child in node.children}
     return "__device__" in kinds and "__global__" not in kinds
-
-
-def _text(node: Node, data: bytes) -> str:
-    return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
 
 def base_name(callee: str) -> str:
@@ -115,16 +140,3 @@ def _line_start(text: str, offset: int) -> int:
     """`offset`, moved back over the blanks before it to the start of its line, if only blanks."""
     start = text.rfind("\n", 0, offset) + 1
     return start if not text[start:offset].strip() else offset
-
-
-class _Offsets:
-    """Byte offsets into the UTF-8 data as offsets into the text (the same for ASCII)."""
-
-    def __init__(self, text: str, data: bytes) -> None:
-        self._data = data
-        self._ascii = len(text) == len(data)
-
-    def at(self, byte: int) -> int:
-        if self._ascii:
-            return byte
-        return len(self._data[:byte].decode("utf-8", errors="surrogatepass"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import tree_sitter_cuda
@@ -111,7 +112,7 @@ def find_kernels(text: str, parsed: tuple[Tree, bytes] | None = None) -> list[Ke
     `parsed`: `parse_tree(text)` when the caller already has it (one parse per analysis).
     """
     tree, data = parsed or parse_tree(text)
-    points = _PointMap(text, data)
+    points = Offsets(text, data)
     instantiations = _instantiations(tree.root_node, data)
     kernels: list[Kernel] = []
     for node in QueryCursor(_FUNCTIONS).captures(tree.root_node).get("function", []):
@@ -131,29 +132,72 @@ def kernel_at(kernels: list[Kernel], point: Point) -> Kernel | None:
     return None
 
 
-class _PointMap:
-    """Converts tree-sitter byte positions to code-point columns (cheap for ASCII files)."""
+class Offsets:
+    """Tree-sitter's byte positions in `data` (from `parse_tree(text)`) as positions in `text`:
+    points (line, code-point column) and character offsets.
+
+    The one converter of the source modules. Each line's first byte (and first character) is
+    found once; a position is its line's start plus the part of that line before it, decoded
+    alone, so converting every node of a file costs the file's size, not its square (nothing
+    is decoded for an ASCII text, or an ASCII line).
+    """
 
     def __init__(self, text: str, data: bytes) -> None:
-        self._ascii = len(text) == len(data)
-        self._lines = data.split(b"\n") if not self._ascii else []
+        self.text = text
+        self.data = data
+        self.ascii = len(text) == len(data)
+        self._byte_starts: list[int] | None = None
+        self._char_starts: list[int] | None = None
 
-    def point(self, row: int, byte_column: int) -> Point:
-        if self._ascii:
-            return Point(row, byte_column)
-        line = self._lines[row] if row < len(self._lines) else b""
-        return Point(row, len(line[:byte_column].decode("utf-8", errors="replace")))
+    def point(self, byte: int) -> Point:
+        row = self._row(byte)
+        return Point(row, self._column(row, byte - self._bytes()[row]))
+
+    def point_of(self, row: int, byte_column: int) -> Point:
+        """A tree-sitter point (`node.start_point`: row, byte column) as a `Point`."""
+        return Point(row, self._column(row, byte_column))
 
     def span(self, node: Node) -> Span:
-        return Span(self.point(*node.start_point), self.point(*node.end_point))
+        return Span(self.point_of(*node.start_point), self.point_of(*node.end_point))
+
+    def offset(self, byte: int) -> int:
+        """The character offset in `text` of the byte offset `byte` of `data`."""
+        if self.ascii:
+            return byte
+        row = self._row(byte)
+        if self._char_starts is None:
+            self._char_starts = [0, *(m.end() for m in re.finditer("\n", normalized(self.text)))]
+        return self._char_starts[row] + self._column(row, byte - self._bytes()[row])
+
+    def _bytes(self) -> list[int]:
+        if self._byte_starts is None:
+            self._byte_starts = [0, *(m.end() for m in re.finditer(b"\n", self.data))]
+        return self._byte_starts
+
+    def _row(self, byte: int) -> int:
+        return max(bisect_right(self._bytes(), byte) - 1, 0)
+
+    def _column(self, row: int, byte_column: int) -> int:
+        if self.ascii:
+            return byte_column
+        starts = self._bytes()
+        start = starts[row] if row < len(starts) else len(self.data)
+        part = self.data[start : start + byte_column]
+        if part.isascii():
+            return len(part)
+        try:
+            return len(part.decode("utf-8", errors="surrogatepass"))
+        except UnicodeDecodeError:  # a position inside a character: count what is there
+            return len(part.decode("utf-8", errors="replace"))
 
 
-def _text(node: Node, data: bytes) -> str:
+def node_text(node: Node, data: bytes) -> str:
+    """The text of `node` (of the tree parsed from `data`)."""
     return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
 
 def _kernel(
-    node: Node, data: bytes, points: _PointMap, instantiations: dict[str, list[str]]
+    node: Node, data: bytes, points: Offsets, instantiations: dict[str, list[str]]
 ) -> Kernel | None:
     children = node.children
     if not any(child.type == "__global__" for child in children):
@@ -169,7 +213,7 @@ def _kernel(
     parameters = declarator.child_by_field_name("parameters")
     if name_node is None or parameters is None or name_node.type != "identifier":
         return None
-    name = _text(name_node, data)
+    name = node_text(name_node, data)
 
     outer = node
     template_params: tuple[str, ...] = ()
@@ -209,11 +253,11 @@ def _kernel(
 
 def _is_extern_c(linkage: Node, data: bytes) -> bool:
     value = linkage.child_by_field_name("value")
-    return value is not None and _text(value, data).strip('"') == "C"
+    return value is not None and node_text(value, data).strip('"') == "C"
 
 
 def _launch_bounds_text(node: Node, data: bytes) -> str:
-    text = _text(node, data)
+    text = node_text(node, data)
     start, end = text.find("("), text.rfind(")")
     return text[start + 1 : end].strip() if 0 <= start < end else ""
 
@@ -229,9 +273,9 @@ def _template_params(template: Node, data: bytes) -> tuple[str, ...]:
         ]  # `typename T`, `typename T = Vec`: the first identifier is the name, a default follows
         declared = param.child_by_field_name("declarator") or param.child_by_field_name("name")
         if declared is not None:
-            names.append(_text(declared, data))
+            names.append(node_text(declared, data))
         elif identifiers:
-            names.append(_text(identifiers[0], data))
+            names.append(node_text(identifiers[0], data))
     return tuple(names)
 
 
@@ -249,9 +293,9 @@ def _params(parameters: Node, data: bytes) -> list[Param]:
             continue
         type_node = decl.child_by_field_name("type")
         declarator = decl.child_by_field_name("declarator")
-        base_type = _text(type_node, data) if type_node is not None else ""
+        base_type = node_text(type_node, data) if type_node is not None else ""
         leading_const = any(
-            c.type == "type_qualifier" and _text(c, data) == "const"
+            c.type == "type_qualifier" and node_text(c, data) == "const"
             for c in decl.children
             if declarator is None or c.start_byte < declarator.start_byte
         )
@@ -262,13 +306,13 @@ def _params(parameters: Node, data: bytes) -> list[Param]:
             if node.type in _POINTER_DECLARATORS:
                 is_pointer = True
             if node.type == "identifier":
-                name = _text(node, data)
+                name = node_text(node, data)
                 break
             inner = node.child_by_field_name("declarator")
             if inner is None:
                 inner = next((c for c in node.named_children if c.type == "identifier"), None)
             node = inner
-        full = _text(decl, data)
+        full = node_text(decl, data)
         if name:
             # the declared type is the declaration without its name (keep '*' and qualifiers)
             cut = full.rfind(name)
@@ -289,13 +333,13 @@ def _params(parameters: Node, data: bytes) -> list[Param]:
 
 
 def _spec_block(
-    outer: Node, data: bytes, points: _PointMap, *, launch: bool = False
+    outer: Node, data: bytes, points: Offsets, *, launch: bool = False
 ) -> SpecBlock | None:
     """The nearest `/* @cuda-llm` comment above `outer`, with only comments between; with
     `launch`, the nearest `/* @cuda-llm launch` one (which is never taken for the spec)."""
     sibling = outer.prev_sibling
     while sibling is not None and sibling.type == "comment":
-        text = _text(sibling, data)
+        text = node_text(sibling, data)
         if text.startswith("/*") and text[2:].lstrip().startswith(SPEC_MARKER):
             is_launch = _LAUNCH_MARKER.match(text, text.index(SPEC_MARKER))
             if bool(is_launch) != launch:
@@ -324,7 +368,7 @@ def _scope(node: Node, data: bytes) -> str:
         if parent.type == "namespace_definition":
             name = parent.child_by_field_name("name")
             if name is not None:
-                names.append(_text(name, data))
+                names.append(node_text(name, data))
         parent = parent.parent
     return "".join(f"{n}::" for n in reversed(names))
 
@@ -337,8 +381,8 @@ def _instantiations(root: Node, data: bytes) -> dict[str, list[str]]:
             name_node = callee.child_by_field_name("name")
             if name_node is None:
                 continue
-            name = _text(name_node, data).split("::")[-1]
-            expression = re.sub(r"\s+", " ", _text(callee, data))
+            name = node_text(name_node, data).split("::")[-1]
+            expression = re.sub(r"\s+", " ", node_text(callee, data))
             if expression not in found.setdefault(name, []):
                 found[name].append(expression)
     return found

@@ -29,7 +29,8 @@ from tree_sitter import Node
 
 from cuda_llm_lsp.source.context import base_name, launch_callee, walk_nodes
 from cuda_llm_lsp.source.expr import Expr, ExprError, parse_expr, to_c
-from cuda_llm_lsp.source.kernels import parse_tree
+from cuda_llm_lsp.source.kernels import Offsets, node_text, parse_tree
+from cuda_llm_lsp.source.names import lex
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.spec.model import TestSpec
 from cuda_llm_lsp.source.text import Point, Span, replace_span
@@ -199,6 +200,8 @@ class _Wanted:
         # a tunable is a compile-time constant, not a size: a site names it (its `#define`) or
         # its default value, whatever the arguments there
         self.tunables: dict[str, int] = dict(spec.tunables.default) if spec.tunables else {}
+        # the tunables with a `#define` default in the file (parse_tunables found it)
+        self.defined = frozenset(spec.tunables.defines) if spec.tunables else frozenset()
         self.needs_opt_in = self.smem is not None and _max_smem(config, spec) > DEFAULT_SMEM_LIMIT
 
 
@@ -232,20 +235,26 @@ class _Scan:
         self.text = text
         self.kernel = kernel
         self.tree, self.data = parse_tree(text)
-        self._line_starts = [0] + [m.end() for m in re.finditer(rb"\n", self.data)]
+        self.offsets = Offsets(text, self.data)
+        # every macro the file defines, from the tree: a `#define` in a comment or a string
+        # literal defines nothing
+        self.macros = frozenset(
+            self.src(name)
+            for node in walk_nodes(self.tree.root_node)
+            if node.type in ("preproc_def", "preproc_function_def")
+            and (name := node.child_by_field_name("name")) is not None
+        )
 
     # positions ----------------------------------------------------------------------------
 
     def point(self, byte: int) -> Point:
-        row = _bisect(self._line_starts, byte)
-        start = self._line_starts[row]
-        return Point(row, len(self.data[start:byte].decode("utf-8", errors="replace")))
+        return self.offsets.point(byte)
 
     def span(self, start: int, end: int) -> Span:
         return Span(self.point(start), self.point(end))
 
     def src(self, node: Node) -> str:
-        return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+        return node_text(node, self.data)
 
     def where(self, node: Node) -> str:
         return f"line {node.start_point[0] + 1}"
@@ -269,10 +278,10 @@ class _Scan:
     def other_uses(self) -> Iterator[SiteRefusal]:
         """Uses of the kernel that launch it where we cannot rewrite: macros, launch APIs,
         the kernel taken as a value and passed where we cannot follow it."""
-        word = re.compile(rb"(?<![\w])" + re.escape(self.kernel.encode()) + rb"(?![\w])")
         for node in walk_nodes(self.tree.root_node):
-            if node.type == "preproc_arg" and word.search(self.data, node.start_byte,
-                                                          node.end_byte):  # fmt: skip
+            if node.type == "preproc_arg" and any(
+                t.ident and t.text == self.kernel for t in lex(self.src(node))
+            ):  # the body's names: not a comment or a string literal that mentions the kernel
                 define = node.parent
                 name = define.child_by_field_name("name") if define else None
                 macro = self.src(name) if name is not None else "a macro"
@@ -313,7 +322,7 @@ class _Scan:
                 "its own; it cannot be rewritten: change it by hand",
                 span,
             )
-        if callee and self._is_macro(callee):
+        if callee and callee in self.macros:
             return SiteRefusal(
                 "macro",
                 f"{self.where(node)}: {self.kernel} is passed to the macro {callee}, which may "
@@ -342,9 +351,6 @@ class _Scan:
                     return True
         return False
 
-    def _is_macro(self, name: str) -> bool:
-        return bool(re.search(rb"#\s*define\s+" + re.escape(name.encode()) + rb"\b", self.data))
-
     # rewriting ----------------------------------------------------------------------------
 
     def rewrite(self, site: LaunchSite, node: Node, wanted: _Wanted) -> SiteRewrite | SiteRefusal:
@@ -367,7 +373,7 @@ class _Scan:
         names: dict[str, str] = {}
         for size in sorted(wanted.names):
             if size in wanted.tunables and size not in wanted.bound:
-                names[size] = size if self._is_macro(size) else str(wanted.tunables[size])
+                names[size] = size if size in wanted.defined else str(wanted.tunables[size])
                 continue
             index = wanted.bound.get(size)
             if index is None or index >= len(arg_nodes):
@@ -422,14 +428,15 @@ class _Scan:
             rendered = [to_c(e, names) for e in exprs]
             old = config_nodes[position] if position < len(config_nodes) else None
             if position == 2 and wanted.smem is None and stream is None:
-                if old is not None and self._declaration(old, set(), node) is not None:
-                    edits.append(self._declaration_edit(old, rendered, node))
+                declared = self._declaration(old, set(), node) if old is not None else None
+                if old is not None and declared is not None:
+                    edits.append(self._declaration_edit(declared, rendered))
                     items.append(self.src(old))
                 continue  # dropped: no shared memory and no stream after it
             new = _dims(rendered) if is_dims else rendered[0]
             declared = self._declaration(old, set(rendered), node) if old else None
             if declared is not None and old is not None and _fits(declared, rendered):
-                edits.append(self._declaration_edit(old, rendered, node))
+                edits.append(self._declaration_edit(declared, rendered))
                 items.append(self.src(old))
             else:
                 items.append(new)
@@ -446,7 +453,7 @@ class _Scan:
         statement = node.parent.parent if node.parent else None
         assert statement is not None
         start = statement.start_byte
-        line_start = self._line_starts[_bisect(self._line_starts, start)]
+        line_start = start - statement.start_point[1]  # the point's column counts bytes
         indent = self.data[line_start:start].decode("utf-8", errors="replace")
         if indent.strip():
             indent = " "
@@ -516,9 +523,8 @@ class _Scan:
                 return None
         return declarator
 
-    def _declaration_edit(self, item: Node, rendered: list[str], call: Node) -> Edit:
-        declarator = self._declaration(item, set(), call)
-        assert declarator is not None
+    def _declaration_edit(self, declarator: Node, rendered: list[str]) -> Edit:
+        """The initialiser of `declarator` (found by `_declaration`) rewritten to `rendered`."""
         value = declarator.child_by_field_name("value")
         kind_is_dim3 = "dim3" in self.src(declarator.parent) if declarator.parent else False
         if value is None:  # `dim3 block;`: not reached (_fits requires a value)
@@ -589,14 +595,3 @@ def _ancestors(node: Node) -> Iterator[Node]:
 
 def _encloses(outer: Node, inner: Node) -> bool:
     return outer.start_byte <= inner.start_byte and inner.end_byte <= outer.end_byte
-
-
-def _bisect(starts: list[int], byte: int) -> int:
-    low, high = 0, len(starts) - 1
-    while low < high:
-        mid = (low + high + 1) // 2
-        if starts[mid] <= byte:
-            low = mid
-        else:
-            high = mid - 1
-    return low

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from tree_sitter import Node
 
 from cuda_llm_lsp.source.context import walk_nodes
-from cuda_llm_lsp.source.kernels import parse_tree
+from cuda_llm_lsp.source.kernels import Offsets, node_text, parse_tree
 
 DefinitionKind = Literal["macro", "function_macro", "function", "variable", "type"]
 
@@ -30,6 +31,7 @@ _LITERALS = frozenset({
 _CONDITIONALS = frozenset({
     "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef",
 })  # fmt: skip
+_At = Callable[[int], int]  # a byte offset of the parsed data as a character offset of the text
 _DEVICE_MARKS = frozenset({"__device__", "__global__", "__constant__", "__shared__", "__managed__"})
 _PP_TOKEN = re.compile(
     r"""(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))
@@ -50,7 +52,6 @@ class Token:
     end: int
     ident: bool  # a name (what a macro or a rename could apply to)
     member: bool = False  # after `.`, `->` or `scope::`: a member or another scope's name
-    in_directive: bool = False  # inside a `#define` body or another directive's argument
     tested: bool = False  # in `#ifdef` / `#ifndef` / `defined(...)`: only asked whether defined
 
 
@@ -96,7 +97,7 @@ class Names:
 def read_names(text: str) -> Names:
     """The tokens, the definitions and the `#undef`s of `text`."""
     tree, data = parse_tree(text)
-    at = _offsets(text, data)
+    at = Offsets(text, data).offset
     tokens: list[Token] = []
     definitions: list[Definition] = []
     undefs: list[Token] = []
@@ -150,7 +151,7 @@ def lex(body: str, base: int = 0) -> list[Token]:
         scoped = prev == "::" and len(out) > 1 and out[-2].ident
         out.append(
             Token(text, base + match.start(), base + match.end(), group == "ident",
-                  member=prev in (".", "->") or scoped, in_directive=True)
+                  member=prev in (".", "->") or scoped)
         )  # fmt: skip
     return out
 
@@ -222,7 +223,7 @@ def _directive(arg: Node, data: bytes) -> str:
     directive = arg.parent.child_by_field_name("directive") if arg.parent else None
     if directive is None:
         return ""
-    return data[directive.start_byte : directive.end_byte].decode("utf-8", "replace").strip()
+    return node_text(directive, data).strip()
 
 
 def _macro(node: Node, text: str, at: _At) -> Definition:
@@ -344,20 +345,3 @@ def _whole_lines(text: str, start: int, end: int) -> tuple[int, int]:
     if not text[end:line_end].strip():
         end = line_end
     return start, end
-
-
-class _At:
-    """UTF-8 byte offsets of the parsed data as offsets into the text (the same for ASCII)."""
-
-    def __init__(self, text: str, data: bytes) -> None:
-        self._data = data
-        self._ascii = len(text) == len(data)
-
-    def __call__(self, byte: int) -> int:
-        if self._ascii:
-            return byte
-        return len(self._data[:byte].decode("utf-8", errors="surrogatepass"))
-
-
-def _offsets(text: str, data: bytes) -> _At:
-    return _At(text, data)

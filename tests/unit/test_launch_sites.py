@@ -586,3 +586,36 @@ def test_a_variable_named_like_the_kernel_is_not_a_use_of_it() -> None:
         """)
     result = rewrite_launches(text, _spec(text), NEW_1D_NO_SMEM)
     assert result.safe and len(result.rewrites) == 1, result.refusals
+
+
+def test_a_comment_in_a_define_that_mentions_the_kernel_is_not_a_macro_launch() -> None:
+    text = SCALE + textwrap.dedent("""
+        #define BLOCK 256 // block size used by scale
+        #define NAME "scale" /* scale */
+        void f(float* y, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(y, y, n); }
+        """)
+    result = rewrite_launches(text, _spec(text), NEW_1D_NO_SMEM)
+    assert result.safe and not result.refusals, result.refusals
+    launches = text + "#define RUN(y, n) scale<<<1, 1>>>(y, y, n)  // a launch\n"
+    (refusal,) = rewrite_launches(launches, _spec(launches), NEW_1D_NO_SMEM).refusals
+    assert refusal.reason == "macro" and "RUN" in refusal.message
+
+
+def test_a_define_only_in_a_comment_defines_nothing() -> None:
+    # the tunable ITEMS has no #define: its default is written, not its name
+    text = TUNED + textwrap.dedent("""
+        // #define ITEMS 2
+        void run(const float* x, float* y, int n) { tuned<<<(n + 127) / 128, 128>>>(x, y, n); }
+        """)
+    config = LaunchConfig(("cdiv(n, BLOCK * ITEMS)",), ("BLOCK",), "0")
+    result = rewrite_launches(text, _spec(text), config)
+    assert result.safe, result.refusals
+    assert "tuned<<<(n + (BLOCK * 1) - 1) / (BLOCK * 1), BLOCK>>>(x, y, n);" in result.apply(text)
+    # a function named like a macro in a comment: the kernel passed to it is `indirect`
+    passed = SCALE + textwrap.dedent("""
+        /* #define start(k, n) k<<<1, 1>>>(0, 0, n) */
+        void start(void (*k)(const float*, float*, int), int n);
+        void run(int n) { start(scale, n); }
+        """)
+    (refusal,) = rewrite_launches(passed, _spec(passed), NEW_1D_NO_SMEM).refusals
+    assert refusal.reason == "indirect", refusal
