@@ -5,14 +5,18 @@ NVRTC (compile/nvrtc.py) sees device code only; an edit that rewrites launch sit
 from the `nvcc` extra (`cuda-toolkit[nvcc]`, the `nvidia/cu13/bin` of the wheels) and needs a host
 C++ compiler (g++). The file is compiled to an object in a temporary directory (`-c`, nothing is
 linked or run) with a timeout. The text compiled is the user's file after an edit: LLM output is
-never compiled here except as that file, and nothing is executed.
+never compiled here except as that file, and nothing is executed. nvcc runs without our secrets
+(`child_env`) in a process group of its own: past the timeout the whole group is killed (cicc,
+ptxas and the host compiler it started too).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.types import Diagnostic, Severity
 
 #: Environment variable naming an `nvcc` to use instead of the one found.
@@ -111,20 +116,39 @@ def compile_file(
         for include in include_paths:
             command += ["-I", include]
         start = time.monotonic()
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, cwd=tmp, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return NvccResult(False, (), "", time.monotonic() - start, timed_out=True)
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp,
+            env=child_env(),
+            start_new_session=True,  # its own process group: cicc, ptxas, gcc die with it
+        ) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                return NvccResult(False, (), "", time.monotonic() - start, timed_out=True)
         seconds = time.monotonic() - start
-        log = (done.stdout + done.stderr).replace(str(source), name)
+        log = (stdout + stderr).replace(str(source), name)
     diagnostics = tuple(_diagnostics(log, name))
-    ok = done.returncode == 0
+    ok = process.returncode == 0
     if not ok and not any(d.severity == "error" for d in diagnostics):
         first = next((line for line in log.splitlines() if line.strip()), "nvcc failed")
         diagnostics += (Diagnostic(1, 1, 1, 1, "error", first),)
     return NvccResult(ok, diagnostics, log, seconds)
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Kill nvcc and every process it started (its group), and reap nvcc."""
+    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere nvcc alone
+    if killpg is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            killpg(process.pid, signal.SIGKILL)
+    process.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.communicate(timeout=5)  # the pipes close once the group is gone
 
 
 def _diagnostics(log: str, name: str) -> list[Diagnostic]:

@@ -15,6 +15,7 @@ import pytest
 
 from cuda_llm_lsp.compile.child_env import child_env, is_kept
 from cuda_llm_lsp.compile.isolated import _Worker
+from cuda_llm_lsp.compile.nvcc import compile_file
 from cuda_llm_lsp.evaluate.process import WorkerProcess
 from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer
 from cuda_llm_lsp.fsr.profile import profile_kernel
@@ -113,3 +114,12 @@ def test_sanitizer_and_profiler_lack_the_key(
         text = (tmp_path / name).read_text()
         assert "PATH=" in text
         assert CANARY not in text, f"{name}: the key reached the child"
+
+
+def test_nvcc_lacks_the_key(secret_env: None, tmp_path: Path) -> None:
+    """The whole-file nvcc check compiles a file holding model-written code."""
+    _recording_tool(tmp_path, "nvcc", tmp_path / "nvcc.env")
+    assert compile_file("int x;\n", nvcc=tmp_path / "nvcc").ok
+    text = (tmp_path / "nvcc.env").read_text()
+    assert "PATH=" in text
+    assert CANARY not in text, "the key reached nvcc"

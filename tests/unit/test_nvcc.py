@@ -3,6 +3,9 @@ errors placed on their lines, a timeout and a missing nvcc reported, never raise
 
 from __future__ import annotations
 
+import os
+import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,28 @@ def test_no_nvcc_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     assert find_nvcc() is None
     with pytest.raises(NvccUnavailable, match="nvcc extra"):
         compile_file(PROGRAM)
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_a_timeout_kills_what_nvcc_started_too(tmp_path: Path) -> None:
+    """Killing nvcc alone left cicc, ptxas or the host compiler running."""
+    pid_file = tmp_path / "child.pid"
+    fake = tmp_path / "nvcc"
+    fake.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > '{pid_file}'\nwait\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    started = time.monotonic()
+    result = compile_file("int x;\n", timeout=1.0, nvcc=fake)
+    assert result.timed_out and time.monotonic() - started < 10
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "nvcc's child outlived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"  # a zombie is dead (its parent, the killed shell, is gone)
