@@ -31,6 +31,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile.types import Diagnostic
+from cuda_llm_lsp.source.context import outline
 
 #: Directives a candidate may use (`include` only with an allowed header name).
 ALLOWED_DIRECTIVES = std_headers.names(
@@ -106,11 +107,9 @@ def strip_spec_comments(code: str) -> StrippedCandidate:
 
 
 def original_include_names(file_text: str) -> frozenset[str]:
-    """The header names the original file's `#include` directives name (either form)."""
-    names = set()
-    for m in re.finditer(r'^[ \t]*#[ \t]*include[ \t]*["<]([^">\n]+)[">]', file_text, re.M):
-        names.add(m.group(1).strip())
-    return frozenset(names)
+    """The header names the original file's `#include` directives name (either form), read from
+    its tree: an include in a comment, a string or an `#if 0` group allows nothing."""
+    return frozenset(outline(file_text).header_names)
 
 
 def check_candidate(

@@ -260,3 +260,18 @@ def test_the_originals_own_include_stays_allowed_even_with_dot_dot() -> None:
     allowed = original_include_names(original)
     assert check_candidate('#include "../common/util.h"\n' + KERNEL, allowed_names=allowed) is None
     assert check_candidate('#include "../common/other.h"\n' + KERNEL, allowed_names=allowed)
+
+
+def test_an_include_the_original_never_preprocesses_allows_nothing() -> None:
+    original = (
+        '#include "util.h"\n'
+        '// #include "/etc/commented.h"\n'
+        '/* #include "/etc/block.h" */\n'
+        '#if 0\n#include "/etc/disabled.h"\n#else\n#include <taken.h>\n#endif\n'
+        'const char* s = "\\n#include \\"/etc/string.h\\"";\n' + KERNEL
+    )
+    allowed = original_include_names(original)
+    assert allowed == {"util.h", "taken.h"}
+    for name in ("commented", "block", "disabled"):
+        refused = check_candidate(f'#include "/etc/{name}.h"\n' + KERNEL, allowed_names=allowed)
+        assert refused is not None and "/etc/" in refused
