@@ -70,6 +70,12 @@ _KEYS = {
 _LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
            "max_tokens": (256, 1_000_000), "compile_timeout_s": (1, 600),
            "repairs": (0, 10)}  # fmt: skip
+# a string setting that takes one of a few values: (the values, whether empty means unset)
+_CHOICES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "reasoning_effort": (REASONING_EFFORTS, True),
+    "strategy": (STRATEGIES, False),
+    "launch": (LAUNCH_POLICIES, False),
+}
 
 MAX_STRING = 4096  # characters of one string setting (a path, a URL, a flag)
 MAX_ITEMS = 256  # entries of one list setting
@@ -141,13 +147,13 @@ def settings_from_mapping(
                 if not 0 <= value <= 2:
                     raise ValueError("between 0 and 2")
                 changes[name] = float(value)
-            elif name == "reasoning_effort":
-                if not isinstance(value, str) or value.strip().lower() not in (
-                    "",
-                    *REASONING_EFFORTS,
-                ):
-                    raise ValueError(f"one of {', '.join(REASONING_EFFORTS)} (or empty)")
-                changes[name] = value.strip().lower() or None
+            elif name in _CHOICES:
+                choices, optional = _CHOICES[name]
+                chosen = value.strip().lower() if isinstance(value, str) else None
+                if chosen is None or (chosen not in choices and not (optional and chosen == "")):
+                    empty = " (or empty)" if optional else ""
+                    raise ValueError(f"one of {', '.join(choices)}{empty}")
+                changes[name] = chosen or None  # empty (optional only): not sent
             elif name == "gpus":  # "all", "0,2", or a list of GPU numbers
                 if isinstance(value, list) and all(
                     isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value
@@ -155,14 +161,6 @@ def settings_from_mapping(
                     value = ",".join(str(v) for v in value)
                 if not isinstance(value, str) or not _gpus_ok(value):
                     raise ValueError("'all' or a list of GPU numbers such as [0, 1]")
-                changes[name] = value.strip().lower()
-            elif name == "strategy":
-                if not isinstance(value, str) or value.strip().lower() not in STRATEGIES:
-                    raise ValueError(f"one of {', '.join(STRATEGIES)}")
-                changes[name] = value.strip().lower()
-            elif name == "launch":
-                if not isinstance(value, str) or value.strip().lower() not in LAUNCH_POLICIES:
-                    raise ValueError(f"one of {', '.join(LAUNCH_POLICIES)}")
                 changes[name] = value.strip().lower()
             else:
                 if not isinstance(value, str):
