@@ -114,7 +114,6 @@ class CudaLlmServer(LanguageServer):
         # uri -> (version, text, its parse): requests for one version share one parse.
         self._kernels: dict[str, tuple[int | None, str, asyncio.Future[list[Kernel]]]] = {}
         self._evaluator: Evaluator | None = None
-        self._evaluator_key: tuple[str, str | None] | None = None  # the settings it was made for
         self._evaluator_users: dict[int, int] = {}  # id(evaluator) -> jobs holding it
         self._retired: list[Evaluator] = []  # made for older settings: closed after their jobs
         self._evaluator_lock = threading.Lock()
@@ -337,17 +336,17 @@ class CudaLlmServer(LanguageServer):
 
     # --- engine and jobs -------------------------------------------------------------------
 
-    def evaluator(self) -> Evaluator:
+    def take_evaluator(self) -> Evaluator:
         """The GPU evaluator for the current `cudaLlm.gpus` / `cudaLlm.cluster`, created on first
-        use and again after those settings change (blocking: call from a thread)."""
-        key = (self.settings.gpus, self.settings.cluster)
+        use and again after those settings changed (`retire_evaluator`), counted as used by one
+        more job in the same lock hold, so a retire in between cannot close it under the job;
+        `_release` gives it back (blocking: call from a thread)."""
         with self._evaluator_lock:
-            if self._evaluator is not None and self._evaluator_key != key:
-                self._retire_locked()
             if self._evaluator is None:
                 self._evaluator = self.evaluator_factory(self.settings)
-                self._evaluator_key = key
-            return self._evaluator
+            shared = self._evaluator
+            self._evaluator_users[id(shared)] = self._evaluator_users.get(id(shared), 0) + 1
+            return shared
 
     def retire_evaluator(self) -> None:
         """The GPU settings changed: the next job gets a new evaluator; the old one is closed
@@ -356,7 +355,7 @@ class CudaLlmServer(LanguageServer):
             self._retire_locked()
 
     def _retire_locked(self) -> None:
-        old, self._evaluator, self._evaluator_key = self._evaluator, None, None
+        old, self._evaluator = self._evaluator, None
         if old is not None:
             self._retired.append(old)
         self._close_unused_locked()
@@ -376,16 +375,9 @@ class CudaLlmServer(LanguageServer):
         """The job's handle on the GPU evaluator (a `JobPool` over several GPUs); the job's
         cancel stops its GPU work at once."""
 
-        def take() -> Evaluator:
-            shared = self.evaluator()
-            with self._evaluator_lock:
-                users = self._evaluator_users
-                users[id(shared)] = users.get(id(shared), 0) + 1
-            return shared
-
         with no_gpu_is_a_job_error(job, verb):
             try:
-                shared = await asyncio.to_thread(take)
+                shared = await asyncio.to_thread(self.take_evaluator)
             except ValueError as exc:  # cudaLlm.cluster without Ray installed
                 raise JobError(f"cannot {verb} {job.kernel}: {exc}") from exc
         job.end_hooks.append(lambda: self._release(shared))

@@ -383,3 +383,47 @@ async def test_a_benchmark_is_built_for_the_judging_gpus_architecture(
     with pytest.raises(JobError, match="does not build"):
         await benchmark_job.run(server, job, progress)  # type: ignore[arg-type]
     assert archs == ["sm_86"]
+
+
+async def test_a_settings_change_never_closes_the_evaluator_a_job_is_taking() -> None:
+    """A didChangeConfiguration right after the evaluator was made, before the job counted
+    itself as its user, retired it with no user and closed it under the job."""
+    from cuda_llm_lsp.lsp.jobs import Job
+
+    class Gpu:
+        def __init__(self) -> None:
+            self.closed = threading.Event()
+
+        def cancel(self) -> None:
+            pass
+
+        def close(self) -> None:
+            self.closed.set()
+
+    server = CudaLlmServer(evaluator_factory=lambda settings: Gpu())  # type: ignore[arg-type,return-value]
+
+    class Interleaved:
+        """The evaluator lock: a settings change gets in as soon as it is first released with
+        an evaluator made."""
+
+        def __init__(self) -> None:
+            self.lock, self.fired = threading.Lock(), False
+
+        def __enter__(self) -> None:
+            self.lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.lock.release()
+            if not self.fired and server._evaluator is not None:
+                self.fired = True
+                server.retire_evaluator()
+
+    server._evaluator_lock = Interleaved()  # type: ignore[assignment]
+    job = Job("file:///a.cu", "k", "benchmark", "token")
+    await server.job_evaluator(job, "benchmark")
+    shared = server._retired[0] if server._retired else None
+    assert isinstance(shared, Gpu), "the retired evaluator was dropped while the job holds it"
+    assert not await asyncio.to_thread(shared.closed.wait, 0.3), "closed under the job"
+    for hook in job.end_hooks:  # the job ends: the retired evaluator is closed now
+        hook()
+    assert await asyncio.to_thread(shared.closed.wait, 5)
