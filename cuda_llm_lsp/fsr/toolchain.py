@@ -23,9 +23,9 @@ from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
 from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
 from cuda_llm_lsp.fsr.profile import profile_summary
 from cuda_llm_lsp.fsr.types import OptimizeRequest
-from cuda_llm_lsp.source.context import device_function_spans
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.names import Definition, read_names
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
 
 
@@ -122,22 +122,13 @@ async def _build(
     )
 
 
-def _squashed(text: str) -> str:
-    return re.sub(r"\s+", "", text)
-
-
 def clean_candidate(code: str, file_text: str) -> str:
     """The candidate as it replaces the kernel: no `@cuda-llm` comment anywhere (model text never
-    becomes the spec), and none of the includes or `__device__` helpers the file already has
-    (models often repeat them: a redefinition). What it may include is checked when it is built
-    (`compile.candidate_policy`)."""
+    becomes the spec), and none of the includes or device-side definitions the file already has
+    (models often repeat them: a redefinition; `_without_known_definitions`). What it may
+    include is checked when it is built (`compile.candidate_policy`)."""
     stripped = strip_spec_comments(code)
-    # issue [launch]: a `/* @cuda-llm launch */` block in `stripped.blocks` is parsed here
-    code = stripped.code
-    known = {_squashed(file_text[s:e]) for s, e in device_function_spans(file_text)}
-    for start, end in reversed(device_function_spans(code)):
-        if _squashed(code[start:end]) in known:
-            code = code[:start] + code[end:]
+    code = _without_known_definitions(stripped.code, file_text)
     file_includes = {
         re.sub(r"\s+", "", line)
         for line in file_text.splitlines()
@@ -145,3 +136,42 @@ def clean_candidate(code: str, file_text: str) -> str:
     }
     lines = [line for line in code.splitlines() if re.sub(r"\s+", "", line) not in file_includes]
     return "\n".join(lines).strip("\n") + "\n"
+
+
+def _without_known_definitions(code: str, file_text: str) -> str:
+    """`code` without the top-level device-side definitions (`__device__` functions, types,
+    constexpr / constant / device variables, `#define`s) the file already has token for token
+    (comments and spacing aside), unconditionally: the rule `fsr.clashes` drops a winner's
+    helpers by when it is applied. A `#define` also only when the file defines it that way alone,
+    never `#undef`s it, and has it above the kernel (the reply's `__global__` function of the
+    same name); a definition of several names (`enum E { A, B }`) only as a whole; a kernel
+    never (the file's is the one replaced)."""
+    file = read_names(file_text)
+    ours = read_names(code)
+    kernels = {d.name for d in ours.definitions if d.kind == "function" and _is_kernel(d)}
+    insert_at = min((d.start for d in file.definitions if d.name in kernels and _is_kernel(d)),
+                    default=len(file_text))  # fmt: skip
+    undefs = {t.text for t in file.undefs}
+
+    def known(d: Definition) -> bool:
+        if not d.device or d.conditional or _is_kernel(d):
+            return False
+        same = [f for f in file.definitions if f.name == d.name and not f.conditional]
+        if d.kind in ("macro", "function_macro"):
+            everywhere = [f for f in file.definitions if f.name == d.name]
+            return (d.name not in undefs and all(f.shape == d.shape for f in everywhere)
+                    and any(f.end <= insert_at for f in same))  # fmt: skip
+        return any(f.shape == d.shape for f in same)
+
+    spans: dict[tuple[int, int], bool] = {}
+    for d in ours.definitions:
+        span = (d.start, d.end)
+        spans[span] = spans.get(span, True) and known(d)
+    for (start, end), drop in sorted(spans.items(), reverse=True):
+        if drop:
+            code = code[:start] + code[end:]
+    return code
+
+
+def _is_kernel(definition: Definition) -> bool:
+    return "__global__" in definition.shape
