@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 from lsprotocol import types
 
 from cuda_llm_lsp.engine import history_for_run, run_fsr
-from cuda_llm_lsp.fsr.apply import NotApplicable, changed_region, winner_text
+from cuda_llm_lsp.fsr.apply import (
+    AppliedWinner,
+    NotApplicable,
+    Region,
+    changed_region,
+    winner_text,
+)
 from cuda_llm_lsp.fsr.types import (
     CandidateEvaluated,
     CandidateStage,
@@ -34,6 +40,7 @@ from cuda_llm_lsp.lsp import commands, results
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
 from cuda_llm_lsp.lsp.results import Suggestion
 from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.text import offset_of
 
 log = logging.getLogger(__name__)
@@ -261,14 +268,15 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         return result.message or "cancelled"
     if result.accepted and result.best_source:
         # one edit from the spec (helpers go above it) to the last launch site it rewrites
-        try:
-            applied = winner_text(text, job.kernel, result.best_source, result.best_launch)
+        start, end = offset_of(text, kernel.span.start), offset_of(text, kernel.span.end)
+        try:  # parses and compares the whole file: off the event loop
+            applied, region = await asyncio.to_thread(
+                _applied, text, job.kernel, result.best_source, result.best_launch, (start, end)
+            )
         except NotApplicable as exc:
             server.message(f"cuda-llm: {job.kernel}: {result.message}; the winner cannot be "
                            f"applied: {exc}", types.MessageType.Warning)  # fmt: skip
             return f"not applicable: {exc}"
-        start, end = offset_of(text, kernel.span.start), offset_of(text, kernel.span.end)
-        region = changed_region(text, applied.text, (start, end))
         suggestion = Suggestion(
             uri=job.uri,
             kernel=job.kernel,
@@ -300,6 +308,15 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     kind = types.MessageType.Warning if result.error else types.MessageType.Info
     server.message(f"cuda-llm: {job.kernel}: {result.message}", kind)
     return result.message
+
+
+def _applied(
+    text: str, kernel: str, source: str, launch: LaunchConfig | None, keep: tuple[int, int]
+) -> tuple[AppliedWinner, Region]:
+    """The winner in the file (`winner_text`, raises `NotApplicable`) and the one edit from
+    `text` to it that covers the kernel's range `keep`."""
+    applied = winner_text(text, kernel, source, launch)
+    return applied, changed_region(text, applied.text, keep)
 
 
 def _launch_note(result: OptimizeResult, notes: tuple[str, ...]) -> str:

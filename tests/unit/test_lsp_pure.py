@@ -427,3 +427,47 @@ async def test_a_settings_change_never_closes_the_evaluator_a_job_is_taking() ->
     for hook in job.end_hooks:  # the job ends: the retired evaluator is closed now
         hook()
     assert await asyncio.to_thread(shared.closed.wait, 5)
+
+
+async def test_the_optimize_winner_is_placed_in_the_file_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`winner_text` parses the whole file and reads its names: a big file held the loop."""
+    from types import SimpleNamespace
+
+    from cuda_llm_lsp.fsr.apply import NotApplicable
+    from cuda_llm_lsp.fsr.types import OptimizeResult
+    from cuda_llm_lsp.lsp import optimize_job
+    from cuda_llm_lsp.lsp.jobs import Job
+
+    server = _server_with("file:///a.cu", SAXPY, monkeypatch)
+    result = OptimizeResult(
+        kernel="saxpy", baseline_ms=1.0, best_ms=0.5, speedup=2.0, accepted=True, candidates=(),
+        best_source=SAXPY, message="2x",
+    )  # fmt: skip
+    threads: list[int] = []
+
+    async def job_evaluator(job: Job, verb: str) -> object:
+        return object()
+
+    async def no_history(warn: Any) -> None:
+        return None
+
+    async def engine(*args: Any) -> OptimizeResult:
+        return result
+
+    def winner(*args: Any) -> Any:
+        threads.append(threading.get_ident())
+        raise NotApplicable("not in this test")
+
+    monkeypatch.setattr(server, "job_evaluator", job_evaluator)
+    monkeypatch.setattr(server, "message", lambda *args: None)
+    monkeypatch.setattr(server, "set_report", lambda *args: None)
+    monkeypatch.setattr(optimize_job, "history_for_run", no_history)
+    monkeypatch.setattr(optimize_job, "run_in_own_loop", engine)
+    monkeypatch.setattr(optimize_job, "winner_text", winner)
+    job = Job("file:///a.cu", "saxpy", "optimize", "token")
+    progress = SimpleNamespace(report=lambda *args: None)
+    said = await optimize_job.run(server, job, progress)  # type: ignore[arg-type]
+    assert said == "not applicable: not in this test"
+    assert threads and threads[0] != threading.get_ident()
