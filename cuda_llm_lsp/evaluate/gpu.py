@@ -87,6 +87,16 @@ from cuda_llm_lsp.source.spec import Case, InitSpec, TestSpec
 from cuda_llm_lsp.source.spec.hidden import hidden_cases
 
 Inputs = Mapping[str, np.ndarray | Generated]
+# device_facts.json's read-modify-write (the evaluators of a pool measure at the same time)
+_FACTS_CACHE_LOCK = threading.Lock()
+
+
+def _read_facts_cache(path: Path) -> dict[str, Any]:
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
 
 
 class GpuEvaluator:
@@ -130,18 +140,18 @@ class GpuEvaluator:
             raise NoGpuError(reply.message)
         key = f"{reply.facts.name}|driver {reply.driver_version}|device {self.device}"
         cache = self._facts_cache_path()
-        stored: dict[str, Any] = {}
-        try:
-            stored = json.loads(cache.read_text())
-        except (OSError, ValueError):
-            stored = {}
-        bandwidth = stored.get(key, {}).get("copy_bandwidth_gbs")
+        entry = _read_facts_cache(cache).get(key)
+        bandwidth = entry.get("copy_bandwidth_gbs") if isinstance(entry, dict) else None
         if not isinstance(bandwidth, int | float):
             bw = self._worker.call(BandwidthRequest(), BandwidthReply, 120.0)
             bandwidth = float(bw.gbs) if isinstance(bw, BandwidthReply) else None
             if bandwidth:
-                stored[key] = {"copy_bandwidth_gbs": bandwidth, "measured": time.time()}
-                write_json_atomic(cache, stored, indent=1)
+                # the pool starts its workers at once: read again under the lock, or one
+                # worker's write would drop the entries of those measured beside it
+                with _FACTS_CACHE_LOCK:
+                    stored = _read_facts_cache(cache)
+                    stored[key] = {"copy_bandwidth_gbs": bandwidth, "measured": time.time()}
+                    write_json_atomic(cache, stored, indent=1)
         return replace(reply.facts, copy_bandwidth_gbs=bandwidth)
 
     def _facts_cache_path(self) -> Path:
@@ -443,6 +453,7 @@ class GpuEvaluator:
                     return EvalResult(status, problem.message, seed, tuple(outcomes))
             failed = [c for c in outcomes if c.status != "ok"]
             if any(c.status == "launch_error" for c in failed) or len(failed) == len(outcomes):
+                self._worker.unload(kernel)  # no timing, which drops the kept runs: this does
                 first_bad = failed[0]
                 return EvalResult(first_bad.status, first_bad.message, seed, tuple(outcomes))
             timed = cases[-1]  # timed on the loop's last inputs (no second draw)

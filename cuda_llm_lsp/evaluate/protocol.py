@@ -107,7 +107,8 @@ class Checks:
     """What the worker checks after a run, on the device: every buffer's guard bands, every
     `in` buffer unchanged, each of `outputs` alone (unwritten elements) and against the same
     output of each run named in `against`; `keep` names this run's outputs for later ones
-    (replacing a run kept under that name)."""
+    (replacing a run kept under that name; every kept run is dropped after a `TimeRequest` and
+    on an `UnloadRequest`, each the end of an evaluation)."""
 
     outputs: tuple[str, ...] = ()
     rtol: float = 0.0
@@ -161,7 +162,8 @@ class BandwidthRequest:
 
 @dataclass(frozen=True)
 class UnloadRequest:
-    """Unload a candidate's module: no `__device__` state survives into a later evaluation."""
+    """Unload a candidate's module: no `__device__` state survives into a later evaluation
+    (nor does any kept run: the worker drops them too)."""
 
     key: str
 

@@ -292,7 +292,9 @@ class CudaBackend:
         return LoadReply(key, int(self.check(regs, "attr")), int(self.check(smem, "attr")))
 
     def unload(self, req: UnloadRequest) -> Pong:
-        """cuModuleUnload of a candidate's module: its `__device__` variables go with it."""
+        """cuModuleUnload of a candidate's module: its `__device__` variables go with it. The
+        evaluation is over: the runs kept for it (in host memory) go too."""
+        self.kept.clear()
         found = self.modules.pop(req.key, None)
         if found is not None:
             self.check(self.d.cuModuleUnload(found[0]), "cuModuleUnload")
@@ -745,6 +747,7 @@ class CudaBackend:
             placements, extra = [], []  # cuMemFree would wait for the hung kernel
             raise
         finally:
+            self.kept.clear()  # the timing is an evaluation's last use of them (a benchmark's too)
             for placed in placements:
                 self._release(placed)
             self._give(self._scrub(extra))

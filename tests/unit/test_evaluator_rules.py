@@ -18,7 +18,9 @@ import pytest
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.format import summary_line
 from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
-from cuda_llm_lsp.evaluate.launch import bytes_moved
+from cuda_llm_lsp.evaluate.inputs import case_sources
+from cuda_llm_lsp.evaluate.launch import bytes_moved, case_launch
+from cuda_llm_lsp.evaluate.protocol import Checks, LoadReply, RunReply, RunRequest
 from cuda_llm_lsp.evaluate.types import (
     BaselineFailed,
     EvaluationCancelled,
@@ -209,6 +211,49 @@ def test_benchmark_calls_a_second_run_that_differs_nondeterministic(
     r = evaluator.benchmark(binary("racy"), spec)
     assert r.status == "nondeterministic", r.message
     assert "y[7]" in r.message
+
+
+def kept_runs(evaluator: GpuEvaluator, spec: TestSpec) -> list[str]:
+    """The runs the evaluator's worker still keeps in its host memory (of those an evaluation
+    keeps): a run compared against one it does not keep is an error."""
+    loaded = evaluator._worker.load(BASE)
+    assert isinstance(loaded, LoadReply), loaded
+    case = spec.cases()[0]
+    launch = case_launch(spec, case, case_sources(spec, case, 1), loaded.key)
+    kept = []
+    for name in ("oracle", "first", "reference 0", "reference 1", "reference 2"):
+        request = RunRequest(launch, 5.0, checks=Checks(("y",), against=(name,)))
+        try:
+            evaluator._worker.call(request, RunReply, 30)
+        except RuntimeError as exc:
+            assert f"no run kept as {name!r}" in str(exc)
+            continue
+        kept.append(name)
+    return kept
+
+
+@pytest.mark.parametrize(
+    ("call", "status"),
+    [
+        ("evaluate fast", "ok"),
+        ("evaluate skip_last", "unwritten_output"),  # fails a case: never timed
+        ("benchmark twice", "ok"),
+        ("benchmark skip_last", "unwritten_output"),  # every case fails: never timed
+    ],
+)
+def test_no_kept_run_outlives_its_evaluation(
+    evaluator: GpuEvaluator, spec: TestSpec, call: str, status: str
+) -> None:
+    """The worker keeps the oracle's, the first run's and the reference sets' outputs in host
+    memory for one evaluation only (not several copies of the timed case's outputs per idle
+    worker until the next one)."""
+    what, name = call.split()
+    if what == "evaluate":
+        r = evaluator.evaluate(BASE, binary(name), spec, seed=4)
+    else:
+        r = evaluator.benchmark(binary(name), spec, seed=4)
+    assert r.status == status, r.message
+    assert kept_runs(evaluator, spec) == []
 
 
 def test_count_zero_input_buffers_are_fine(evaluator: GpuEvaluator) -> None:

@@ -206,7 +206,8 @@ def test_memcheck_covers_the_timed_cases_shape_class() -> None:
 
 def test_module_state_does_not_survive_an_unload(driver_env: object) -> None:
     """Class 1: a candidate's `__device__` state goes with its module; the next evaluation
-    loads it afresh (here y = 2x + launches of the module so far)."""
+    loads it afresh (here y = 2x + launches of the module so far, against the original's
+    y = 2x, kept after the unload: an unload drops every kept run)."""
     worker = Worker(0)
     try:
         n = 64
@@ -216,18 +217,22 @@ def test_module_state_does_not_survive_an_unload(driver_env: object) -> None:
                         (Buffer("x", 4 * n, "float32", generated=x, is_input=True),
                          Buffer("y", 4 * n, "float32", poison=b"\xa5\xa5\xa5\x7f")))  # fmt: skip
 
-        def run(keep: str | None, against: tuple[str, ...]) -> RunReply:
-            loaded = worker.call(LoadRequest(cubin("persist"), "persist"), LoadReply, 30)
+        def run(name: str, keep: str | None, against: tuple[str, ...]) -> RunReply:
+            loaded = worker.call(LoadRequest(cubin(name), name), LoadReply, 30)
             assert isinstance(loaded, LoadReply)
             checks = Checks(("y",), keep=keep, against=against)
             request = RunRequest(replace(launch, key=loaded.key), checks=checks)
             reply = worker.call(request, RunReply, 30)
             assert isinstance(reply, RunReply), reply
-            assert isinstance(worker.call(UnloadRequest(loaded.key), Pong, 30), Pong)
+            if name == "persist":
+                assert isinstance(worker.call(UnloadRequest(loaded.key), Pong, 30), Pong)
             return reply
 
-        run("first", ())
-        again = run(None, ("first",))
-        assert again.compared["first"]["y"].bad == 0
+        run("persist", None, ())
+        run("twice", "oracle", ())
+        again = run("persist", None, ("oracle",))
+        assert again.compared["oracle"]["y"].bad == 0
+        with pytest.raises(RuntimeError, match="no run kept as 'oracle'"):
+            run("twice", None, ("oracle",))  # gone with the unload
     finally:
         worker.close()
