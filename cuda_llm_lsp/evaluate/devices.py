@@ -10,8 +10,9 @@ at once (`evaluate_many`, or the FSR loop's lane with one thread per device).
 A device is local (`local_devices`: one `GpuEvaluator` per ordinal, each its own worker process
 and CUDA context) or a Ray actor (`evaluate.ray_cluster`). A device whose host is gone raises
 `DeviceLost` (never for a candidate's own fault, which is a status); the pool re-runs that call
-on another device and leaves the lost one to restart itself on its next call. Devices whose
-architecture differs from the first's are left out (a cubin is built for one arch).
+on another device and leaves the lost one to restart itself on its next call (resting it
+meanwhile, longer with each loss in a row). Devices whose architecture differs from the first's
+are left out (a cubin is built for one arch).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.evaluate.types import (
@@ -50,6 +51,7 @@ T = TypeVar("T")
 FAKE_DEVICES_ENV = "CUDA_LLM_FAKE_DEVICES"
 COUNT_TIMEOUT_S = 60.0
 LOST_REST_S = 30.0  # a lost device is leased again after this, or when no other one can run
+LOST_REST_MAX_S = 600.0  # its rest doubles with each loss in a row, up to this
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class GpuPool:
         self._resolving = threading.Lock()
         self._cancels = 0  # cancel generation: a call waiting for a device when it moves stops
         self._resting: dict[int, float] = {}  # lost devices: not leased before this time
+        self._losses: dict[int, int] = {}  # lost devices: losses in a row (the rest doubles)
         self._closed = False
 
     # --- devices -----------------------------------------------------------------------------
@@ -228,12 +231,19 @@ class GpuPool:
             try:
                 if on_device is not None:
                     on_device(device.gpu)
-                return job(device)
+                result = job(device)
+                if id(device) in self._losses:
+                    with self._cond:  # back: its next loss rests it LOST_REST_S again
+                        self._losses.pop(id(device), None)
+                return result
             except DeviceLost as exc:
                 log.warning("%s lost (%s): its call runs again elsewhere", device.gpu.label, exc)
                 tried.add(id(device))
-                with self._cond:  # others first while it restarts
-                    self._resting[id(device)] = time.monotonic() + LOST_REST_S
+                with self._cond:  # others first while it restarts; longer each time in a row
+                    losses = self._losses.get(id(device), 0)
+                    self._losses[id(device)] = losses + 1
+                    rest = min(LOST_REST_S * 2 ** min(losses, 16), LOST_REST_MAX_S)
+                    self._resting[id(device)] = time.monotonic() + rest
             finally:
                 self._release(device)
         raise NoGpuError(f"every GPU worker was lost {attempts} times in a row")
@@ -297,13 +307,12 @@ class GpuPool:
         on_device: Callable[[GpuId], None] | None = None,
     ) -> EvalResult:  # fmt: skip
         """One candidate on one free GPU, timed against the baseline on that GPU."""
-        kwargs: dict[str, Any] = {"spec_dir": spec_dir, "seed": seed}
-        if candidate_spec is not None:
-            kwargs["candidate_spec"] = candidate_spec
         return self.run(
-            lambda d: _labelled(d, d.evaluator.evaluate(baseline, candidate, spec, **kwargs)),
+            lambda d: _labelled(d, d.evaluator.evaluate(
+                baseline, candidate, spec, spec_dir=spec_dir, seed=seed,
+                candidate_spec=candidate_spec)),
             on_device,
-        )
+        )  # fmt: skip
 
     def evaluate_many(
         self,
@@ -329,11 +338,14 @@ class GpuPool:
             return [f.result() for f in futures]
 
     def cancel(self) -> None:
-        """Stops every call in flight and every call waiting for a device."""
+        """Stops every call in flight and every call waiting for a device. Only leased devices
+        are cancelled: an idle one has nothing to stop (a cancelled local worker is killed, and
+        would pay a restart, context and modules, on its next call)."""
         with self._cond:
             self._cancels += 1
             self._cond.notify_all()
-        for device in self._devices or []:
+            leased = [d for d in self._devices or [] if all(d is not f for f in self._free)]
+        for device in leased:
             try:
                 device.evaluator.cancel()
             except Exception:  # a lost actor cannot be cancelled; it is gone already

@@ -134,9 +134,7 @@ class RayEvaluator:
         spec_dir: Path | None = None, seed: int | None = None,
         candidate_spec: TestSpec | None = None,
     ) -> EvalResult:  # fmt: skip
-        kwargs: dict[str, Any] = {"spec_dir": spec_dir, "seed": seed}
-        if candidate_spec is not None:
-            kwargs["candidate_spec"] = candidate_spec
+        kwargs = {"spec_dir": spec_dir, "seed": seed, "candidate_spec": candidate_spec}
         result: EvalResult = self._call("evaluate", baseline, candidate, spec, kwargs)
         return result
 
@@ -196,10 +194,16 @@ def ray_devices(
     remote = ray.remote(num_gpus=1, max_restarts=-1, max_task_retries=0, max_concurrency=2)
     actor_class = remote(GpuActor)
     actors = [actor_class.remote(plan, launch_timeout_s) for _ in range(count)]
+    asked = [actor.identity.remote() for actor in actors]
+    # every actor has the same CONNECT_TIMEOUT_S, all at once (not one after another)
+    ready, _late = ray.wait(asked, num_returns=len(asked), timeout=CONNECT_TIMEOUT_S)
+    answered = set(ready)
     devices: list[Device] = []
-    for actor in actors:
+    for actor, identity in zip(actors, asked, strict=True):
         try:
-            index, host, _pid = ray.get(actor.identity.remote(), timeout=CONNECT_TIMEOUT_S)
+            if identity not in answered:
+                raise TimeoutError(f"no answer within {CONNECT_TIMEOUT_S:.0f} s")
+            index, host, _pid = ray.get(identity)
         except Exception as exc:
             log.warning("a GPU actor did not start: %s", exc)
             ray.kill(actor, no_restart=True)

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ import pytest
 from cuda_llm_lsp.config import settings_from_mapping
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.devices import (
+    LOST_REST_MAX_S,
+    LOST_REST_S,
     Device,
     DeviceLost,
     GpuId,
@@ -28,6 +31,7 @@ from cuda_llm_lsp.evaluate.devices import (
     parse_gpus,
 )
 from cuda_llm_lsp.evaluate.gpu import GpuEvaluator
+from cuda_llm_lsp.evaluate.protocol import BandwidthReply, FactsReply, FactsRequest
 from cuda_llm_lsp.evaluate.ray_cluster import ray_pool
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, EvaluationCancelled
@@ -211,6 +215,38 @@ def test_the_pools_facts_outlive_a_lost_first_gpu() -> None:
     assert pool.device_facts().arch == "sm_90"
 
 
+def test_gpus_measured_at_once_all_keep_their_bandwidth_in_the_facts_cache(
+    tmp_path: Path,
+) -> None:
+    """The pool starts its workers in parallel, each measuring its copy bandwidth and writing
+    device_facts.json: no worker's write may drop the entries of the others."""
+
+    class Measures:  # a worker that answers the facts, and the bandwidth after a while
+        def __init__(self) -> None:
+            self.cancelled = threading.Event()
+
+        def call(self, request: object, answer: type, timeout_s: float) -> object:
+            if isinstance(request, FactsRequest):
+                return FactsReply(FACTS, 12080)
+            time.sleep(0.2)  # every worker has read the cache before any writes it
+            return BandwidthReply(3000.0, 1 << 20)
+
+        def close(self) -> None:
+            pass
+
+    def made() -> list[Device]:
+        devices = []
+        for i in range(4):
+            evaluator = GpuEvaluator(i, cache_dir=tmp_path)
+            evaluator._worker = Measures()  # type: ignore[assignment]
+            devices.append(Device(GpuId(i), evaluator))
+        return devices
+
+    assert GpuPool(made).width == 4
+    stored = json.loads((tmp_path / "device_facts.json").read_text())
+    assert sorted(stored) == [f"Stand-in|driver 12080|device {i}" for i in range(4)]
+
+
 def test_a_gpu_of_another_arch_is_left_out_with_the_reason() -> None:
     pool = GpuPool(lambda: [Device(GpuId(0), StandIn()), Device(GpuId(1), StandIn("sm_80"))])
     assert pool.width == 1 and "gpu1" in pool.left_out[0] and "sm_80" in pool.left_out[0]
@@ -241,6 +277,53 @@ def test_calls_run_in_parallel_one_per_gpu_and_cancel_stops_the_waiting_ones() -
     for t in threads:
         t.join(5)
     assert len(errors) == 2 and all(isinstance(e, EvaluationCancelled) for e in errors)
+
+
+def test_cancel_reaches_only_the_devices_in_use() -> None:
+    """A budget-end cancel must not kill idle workers (each would pay a restart: a new process,
+    CUDA context and modules, on its next call)."""
+    busy, idle = StandIn(delay_s=30), StandIn()
+    pool = GpuPool(lambda: [Device(GpuId(0), busy), Device(GpuId(1), idle)])
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            pool.evaluate(None, None, None)  # type: ignore[arg-type]
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    time.sleep(0.3)
+    pool.cancel()
+    thread.join(5)
+    assert len(errors) == 1 and isinstance(errors[0], EvaluationCancelled)
+    assert busy.cancelled.is_set() and not idle.cancelled.is_set()
+
+
+def test_a_device_lost_again_and_again_rests_longer_each_time() -> None:
+    """A GPU gone for good is not tried (holding its call up while it fails) every
+    LOST_REST_S: its rest doubles with each loss in a row, up to a cap, and is reset once it
+    answers again."""
+    gone = StandIn(lose=1000)
+    first = Device(GpuId(0), gone)
+    pool = GpuPool(lambda: [first, Device(GpuId(1), StandIn())])
+
+    def rest_after_a_call() -> float:
+        assert pool.evaluate(None, None, None).status == "ok"  # type: ignore[arg-type]
+        rest = pool._resting[id(first)] - time.monotonic()
+        pool._resting[id(first)] = 0.0  # the rest is over: the next call tries it first
+        return rest / LOST_REST_S
+
+    rests = [rest_after_a_call() for _ in range(7)]
+    assert gone.calls == 7
+    cap = LOST_REST_MAX_S / LOST_REST_S
+    assert [round(r, 1) for r in rests] == [min(2.0**n, cap) for n in range(7)]
+    gone.lose = 0
+    assert pool.evaluate(None, None, None).gpu == "gpu0 (Stand-in)"  # type: ignore[arg-type]
+    assert pool.evaluate(None, None, None).gpu == "gpu1 (Stand-in)"  # type: ignore[arg-type]
+    gone.lose = 1  # (the free list's order: gpu0 is tried first again)
+    assert round(rest_after_a_call(), 1) == 1.0  # back: the count starts again
 
 
 def test_an_editor_jobs_cancel_stops_only_its_own_calls_on_the_shared_pool() -> None:
@@ -275,6 +358,57 @@ def test_an_editor_jobs_cancel_stops_only_its_own_calls_on_the_shared_pool() -> 
         first.evaluate(None, None, None)  # type: ignore[arg-type]
     a.cancelled.clear()  # as a worker clears a cancel when its next call begins
     assert second.evaluate(None, None, None).status == "ok"  # type: ignore[arg-type]
+
+
+def test_ray_actors_that_do_not_start_share_one_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ray_devices` waits for every actor at once, up to CONNECT_TIMEOUT_S in all (not that
+    long for each in turn); the late ones are killed and left out."""
+    from cuda_llm_lsp.evaluate import ray_cluster
+
+    class Ref:
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+    class Actor:
+        def __init__(self, index: int) -> None:
+            self.index = index
+            self.identity = self  # actor.identity.remote()
+
+        def remote(self) -> Ref:
+            return Ref(self.index)
+
+    class FakeRay:
+        def __init__(self) -> None:
+            self.made = 0
+            self.waits: list[tuple[int, int, float]] = []
+            self.killed: list[int] = []
+
+        def cluster_resources(self) -> dict[str, float]:
+            return {"GPU": 3}
+
+        def remote(self, **options: Any) -> Any:  # ray.remote(...)(GpuActor).remote(...)
+            return lambda cls: SimpleNamespace(remote=self.make)
+
+        def make(self, *args: Any) -> Actor:
+            self.made += 1
+            return Actor(self.made - 1)
+
+        def wait(self, refs: list[Ref], *, num_returns: int, timeout: float) -> Any:
+            self.waits.append((len(refs), num_returns, timeout))
+            ready = [r for r in refs if r.index != 1]  # actor 1 never answers
+            return ready, [r for r in refs if r not in ready]
+
+        def get(self, ref: Ref, timeout: float | None = None) -> tuple[int, str, int]:
+            return ref.index, "node", 100 + ref.index
+
+        def kill(self, actor: Actor, *, no_restart: bool) -> None:
+            self.killed.append(actor.index)
+
+    fake = FakeRay()
+    monkeypatch.setattr(ray_cluster, "connect", lambda address: fake)
+    devices = ray_cluster.ray_devices("ray://nowhere:1")
+    assert [d.gpu.label for d in devices] == ["node:gpu0", "node:gpu2"]
+    assert fake.waits == [(3, 3, ray_cluster.CONNECT_TIMEOUT_S)] and fake.killed == [1]
 
 
 # --- the suite spreads its kernels ---------------------------------------------------------------
