@@ -19,7 +19,7 @@ from cuda_llm_lsp.compile.types import CompileResult
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
-from cuda_llm_lsp.source.signature import abi_signature, restore_linkage, signature_problem
+from cuda_llm_lsp.source.signature import restore_linkage, signature_problem
 from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.source.text import replace_span
 
@@ -46,10 +46,6 @@ def splice(file_text: str, kernel: Kernel, kernel_source: str) -> str:
     `extern "C"` is put back (`source.signature.restore_linkage`)."""
     kernel_source = restore_linkage(kernel, kernel_source)
     return replace_span(file_text, kernel.span, kernel_source.strip("\n"))
-
-
-def signature_of(kernel: Kernel) -> list[tuple[str, str]]:
-    return abi_signature(kernel)
 
 
 def check_signature(original: Kernel, candidate: Kernel) -> str | None:

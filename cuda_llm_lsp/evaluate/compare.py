@@ -286,11 +286,6 @@ def unwritten_mask(got: np.ndarray, dtype: str) -> np.ndarray:
     return got.reshape(-1).view(bits_type) == np.array(value, dtype=bits_type)
 
 
-def poison_bits(dtype: str) -> int:
-    """One element's poison as an unsigned integer (the device checks compare bits)."""
-    return _POISON_BITS[dtype][1]
-
-
 def word_unwritten(name: str, s: OutputSummary, where: str) -> Finding:
     """A run's own output (no reference) with poison left in it."""
     if s.unwritten == 0:

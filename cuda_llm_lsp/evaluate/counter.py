@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuda_llm_lsp.evaluate.compare import bf16_from_float, storage_dtype
+from cuda_llm_lsp.evaluate.compare import bf16_from_float, is_float, storage_dtype
 
 # The codes the device kernels take (`device_checks.SOURCE` spells the same numbers).
 DTYPE_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int8": 4, "uint8": 5,
@@ -33,10 +33,6 @@ STEP = 0xD1B54A32D192ED03
 
 class InitError(ValueError):
     """An `init` that cannot produce values for its element type."""
-
-
-def is_float(dtype: str) -> bool:
-    return dtype in ("float32", "float64", "float16", "bfloat16")
 
 
 def mix(z: int) -> int:

@@ -6,7 +6,7 @@ crosses the pipe (guard bands, inputs unchanged, unwritten outputs, outputs agai
 worker reads all slots of a run in one copy and turns them into `compare`'s summaries. The CPU
 driver double (tests/unit/fake_cuda_driver.py) has numpy kernels of the same names and slots.
 
-Slots of `cl_check_output` (`OUTPUT_SLOTS`): unwritten count, first, last (elements of `got`
+Slots of `cl_check_output` (`slot_init`): unwritten count, first, last (elements of `got`
 holding the poison that are not poison in `expected`; with no `expected`, every poisoned
 element), then values outside tolerance: count, first, largest finite |got - expected| (the bits
 of a non-negative double), whether any difference is finite, and the first index of the largest
@@ -24,9 +24,6 @@ from typing import Any
 import platformdirs
 
 NO_INDEX = (1 << 64) - 1  # a "first" slot nothing was found for
-OUTPUT_SLOTS = 8
-BYTES_SLOTS = 3
-CHANGED_SLOTS = 2
 BLOCK = 256
 MAX_BLOCKS = 8192  # grid-stride loops beyond this
 

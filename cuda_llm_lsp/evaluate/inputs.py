@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_llm_lsp.evaluate.compare import bf16_from_float, storage_dtype
+from cuda_llm_lsp.evaluate.compare import bf16_from_float, is_float, storage_dtype
 from cuda_llm_lsp.evaluate.counter import (
     INT_RANGE,
     KIND_CODES,
@@ -30,7 +30,6 @@ from cuda_llm_lsp.evaluate.counter import (
     Generated,
     InitError,
     buffer_key,
-    is_float,
     values_of,
 )
 from cuda_llm_lsp.source.spec import ArgSpec, Case, InitSpec, TestSpec
@@ -146,20 +145,17 @@ def counter_values(init: InitSpec | None, dtype: str, count: int, key: int) -> n
 def generate(init: InitSpec | None, dtype: str, count: int, rng: np.random.Generator) -> np.ndarray:
     """`count` values of element type `dtype` drawn per `init` (storage dtype)."""
     floating = is_float(dtype)
-    if init is None:
-        init = InitSpec("uniform", -1.0, 1.0) if floating else InitSpec("randint", 0, 100)
+    init = init or default_init(dtype)
     kind = init.kind
     if kind == "uniform":
         values: np.ndarray = rng.uniform(init.a, init.b, count)
     elif kind == "normal":
         values = rng.normal(init.a, init.b, count)
     elif kind == "randint":
-        lo, hi = int(init.a), int(init.b)
-        if not floating:
-            tlo, thi = INT_RANGE[dtype]
-            lo, hi = max(lo, tlo), min(hi, thi)
-        if hi < lo:
-            raise InputError(f"randint({init.a:g}, {init.b:g}) is empty for {dtype}")
+        try:
+            lo, hi = int_bounds(init, dtype)
+        except InitError as exc:
+            raise InputError(str(exc)) from exc
         values = rng.integers(lo, hi, count, endpoint=True, dtype=np.int64)
     elif kind == "arange":
         values = np.arange(count, dtype=np.float64 if floating else np.int64)
