@@ -22,6 +22,7 @@ from lsprotocol import types
 
 from cuda_llm_lsp.evaluate.inputs import InputError
 from cuda_llm_lsp.evaluate.types import BaselineFailed, Evaluator
+from cuda_llm_lsp.fsr.apply import changed_region
 from cuda_llm_lsp.lsp import commands, results
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobProgress, no_gpu_is_a_job_error
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
@@ -89,28 +90,28 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
                 _search, request, evaluator, job.cancel_event, on_progress
             )
     except asyncio.CancelledError:
-        _cancelled(server, job, original, seen, spec.tunables.default)
+        _cancelled(server, job, original, _partial(job.kernel, spec.tunables.default, seen))
         raise
     if job.cancelled or result.stopped == "cancelled":  # it stopped before the job's end did
-        _cancelled(server, job, original, list(result.measured), result.default)
+        _cancelled(server, job, original, result)
         return "cancelled"
     table = markdown_table(result.ranked(), result.default)
     server.set_report(job.uri, KernelReport(job.kernel, original, summary(result), table=table))
     return await _offer(server, job, text, kernel, spec, result)
 
 
-def _cancelled(
-    server: CudaLlmServer,
-    job: Job,
-    original: str,
-    measured: Sequence[Measured],
-    default: Mapping[str, int],
-) -> None:
+def _cancelled(server: CudaLlmServer, job: Job, original: str, result: TuneResult) -> None:
     """What was measured before the cancel stays in the hover; nothing is suggested."""
-    if measured:
-        info = f"{job.kernel}: tuning cancelled after {len(measured)} configuration(s)"
-        table = markdown_table(measured, default)
+    if result.measured:
+        info = f"{job.kernel}: tuning cancelled after {len(result.measured)} configuration(s)"
+        table = markdown_table(result.ranked(), result.default)
         server.set_report(job.uri, KernelReport(job.kernel, original, info, table=table))
+
+
+def _partial(kernel: str, default: Mapping[str, int], seen: Sequence[Measured]) -> TuneResult:
+    """What the progress reported of a search whose result never came (its task was
+    cancelled), as a stopped result: the table ranks it as any other (`TuneResult.ranked`)."""
+    return TuneResult(kernel, "sample", 0, dict(default), tuple(seen), None, "cancelled", 0.0)
 
 
 def _search(
@@ -185,22 +186,13 @@ async def _offer(
 
 
 def _region(old: str, new: str, kernel: Kernel) -> tuple[int, int, int]:
-    """(start, end) in `old` and the end in `new` of the text the edit changes, widened to
-    whole lines and to the kernel's definition; outside it the two texts are the same."""
-    shortest = min(len(old), len(new))
-    prefix = 0
-    while prefix < shortest and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < shortest - prefix and old[-1 - suffix] == new[-1 - suffix]:
-        suffix += 1
-    line_start = max(old.rfind("\n", 0, prefix), old.rfind("\r", 0, prefix)) + 1
-    changed_end = len(old) - suffix
-    breaks = [i for i in (old.find("\n", changed_end), old.find("\r", changed_end)) if i >= 0]
-    line_end = min(breaks, default=len(old))
-    start = min(line_start, offset_of(old, kernel.span.start))
-    end = max(line_end, offset_of(old, kernel.span.end))
-    return start, end, end + len(new) - len(old)
+    """(start, end) in `old` and the end in `new` of the text the edit changes
+    (`changed_region`, which covers the kernel's definition), from the start of its first line;
+    outside it the two texts are the same."""
+    keep = (offset_of(old, kernel.span.start), offset_of(old, kernel.span.end))
+    region = changed_region(old, new, keep)
+    start = max(old.rfind("\n", 0, region.start), old.rfind("\r", 0, region.start)) + 1
+    return start, region.end, region.end + len(new) - len(old)
 
 
 def _one_line(m: Measured) -> str:
@@ -234,11 +226,9 @@ def summary(result: TuneResult) -> str:
     return text + (f" · stopped: {result.stopped}" if result.stopped else " · done")
 
 
-def markdown_table(measured: Sequence[Measured], default: Mapping[str, int]) -> str:
-    """The configurations as a Markdown table (correct ones fastest first), for the hover."""
-    ranked = sorted(
-        measured, key=lambda m: (m.status != "ok", -(m.speedup or 0) if m.status == "ok" else 0)
-    )
+def markdown_table(ranked: Sequence[Measured], default: Mapping[str, int]) -> str:
+    """The configurations as a Markdown table for the hover, in the order given
+    (`TuneResult.ranked`: correct ones fastest first)."""
     names = list(default)
     lines = [
         "| " + " | ".join([*names, "status", "ms", "vs default"]) + " |",
