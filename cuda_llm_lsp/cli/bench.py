@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.cli.common import error, no_kernel, read_source
 from cuda_llm_lsp.compile.arch import resolve_arch
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import gpu_evaluator
@@ -43,27 +43,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _error(message: str, code: int, as_json: bool) -> int:
-    if as_json:
-        print(json.dumps({"error": message, "exit_code": code}))
-    else:
-        print(f"cuda-llm bench: {message}", file=sys.stderr)
-    return code
+    return error("bench", message, code, as_json)
 
 
 def run(args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     path: Path = args.file
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return _error(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE, as_json)
+    text, problem = read_source(path)  # a FIFO or /dev/zero would never end
+    if problem is not None:
+        return _error(f"{path}: {problem}", EXIT_USAGE, as_json)
     kernels = find_kernels(text)
     if args.kernel:
         chosen = [k for k in kernels if k.name == args.kernel]
         if not chosen:
-            names = ", ".join(k.name for k in kernels) or "none"
-            return _error(f"no kernel {args.kernel!r} in {path} (kernels: {names})", EXIT_USAGE,
-                          as_json)  # fmt: skip
+            message = no_kernel(args.kernel, path, (k.name for k in kernels))
+            return _error(message, EXIT_USAGE, as_json)
     else:
         chosen = [k for k in kernels if k.spec is not None]
         if not chosen:

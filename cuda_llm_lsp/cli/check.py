@@ -15,19 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.cli import arch_argument
-from cuda_llm_lsp.compile.analysis import (
-    DEFAULT_MAX_FILE_CHARS,
-    FileAnalysis,
-    KernelInfo,
-    analyze,
-)
+from cuda_llm_lsp.cli.common import read_source
+from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
 from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
@@ -97,39 +91,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({"diagnostics": diagnostics, "kernels": kernels}, indent=2))
     return 2 if refused else 1 if failed else 0
-
-
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a directory"),
-)
-
-
-def read_source(name: str) -> tuple[str, str | None]:
-    """The file's text, or why it is not read: only regular files of a bounded size are (a FIFO
-    or /dev/zero would never end, /dev/urandom is endless noise)."""
-    try:
-        info = os.stat(name)
-    except OSError as exc:
-        return "", f"cannot read file: {exc.strerror or exc}"
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((what for test, what in _KINDS if test(info.st_mode)), "not a regular file")
-        return "", f"not read: {kind}, not a regular source file"
-    limit = 4 * DEFAULT_MAX_FILE_CHARS  # bytes: UTF-8 needs at most 4 per character
-    if info.st_size > limit:
-        return "", (
-            f"not read: {info.st_size / 1e6:.1f} MB is over the {limit / 1e6:.0f} MB limit for "
-            "one source file"
-        )
-    try:
-        with open(name, "rb") as stream:
-            data = stream.read(limit + 1)
-    except OSError as exc:
-        return "", f"cannot read file: {exc.strerror or exc}"
-    return data.decode("utf-8", errors="replace"), None
 
 
 def _message(d: Diagnostic) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from cuda_llm_lsp.cli.common import add_gpu_arguments, no_kernel, read_source_bytes, write_back
 from cuda_llm_lsp.config import (
     DEFAULT_MAX_TOKENS,
     LAUNCH_POLICIES,
@@ -111,17 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
     parser.add_argument("--no-history", action="store_true", help="do not record the run")
-    parser.add_argument(
-        "--gpus",
-        metavar="LIST",
-        default="all",
-        help="local GPUs judging candidates in parallel: all (default) or 0,1",
-    )
-    parser.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="a Ray cluster's GPUs instead: ray://HOST:PORT or auto (ray extra)",
-    )
+    add_gpu_arguments(parser, "judging candidates in parallel")
     parser.add_argument("--demo", action="store_true",
                         help="replay a recorded session shipped with the package: no GPU, no "
                              "endpoint (examples/softmax.cu --kernel softmax_rows)")  # fmt: skip
@@ -315,19 +306,16 @@ def run(args: argparse.Namespace) -> int:
     path: Path = args.file
     if args.record and args.replay:
         return _fail("--record and --replay exclude each other", EXIT_USAGE, as_json, args.kernel)
-    try:
-        original_bytes = path.read_bytes()
-    except OSError as exc:
-        return _fail(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE, as_json, args.kernel)
+    original_bytes, problem = read_source_bytes(path)  # a FIFO or /dev/zero would never end
+    if problem is not None:
+        return _fail(f"{path}: {problem}", EXIT_USAGE, as_json, args.kernel)
     try:
         text = original_bytes.decode("utf-8")
     except UnicodeDecodeError:
         return _fail(f"{path} is not UTF-8 text", EXIT_ERROR, as_json, args.kernel)
     names = [k.name for k in find_kernels(text)]
     if args.kernel not in names:
-        listed = ", ".join(names) or "none"
-        return _fail(f"no kernel {args.kernel!r} in {path} (kernels: {listed})", EXIT_USAGE,
-                     as_json, args.kernel)  # fmt: skip
+        return _fail(no_kernel(args.kernel, path, names), EXIT_USAGE, as_json, args.kernel)
     if args.demo:
         return _demo(args, text, path)
 
@@ -404,7 +392,7 @@ def _finish(
         if refused is not None:
             print(f"cuda-llm optimize: not written: {refused}", file=sys.stderr)
             return EXIT_ERROR
-        return _write(path, original_bytes, new_text)
+        return write_back("optimize", path, original_bytes, new_text)
     return EXIT_OK
 
 
@@ -445,25 +433,6 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
             f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
             "and times the same candidates for real.")  # fmt: skip
     return _finish(args, text, text.encode("utf-8"), settings, config, evaluator, demo=note)
-
-
-def _write(path: Path, original: bytes, new_text: str) -> int:
-    try:
-        current = path.read_bytes()
-    except OSError as exc:
-        print(f"cuda-llm optimize: not written: cannot read {path}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    if current != original:
-        print(f"cuda-llm optimize: not written: {path} changed while the run was going; "
-              "the diff above still applies to the original text", file=sys.stderr)  # fmt: skip
-        return EXIT_ERROR
-    try:
-        path.write_bytes(new_text.encode("utf-8"))
-    except OSError as exc:
-        print(f"cuda-llm optimize: not written: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    print(f"cuda-llm optimize: wrote {path}", file=sys.stderr)
-    return EXIT_OK
 
 
 async def _optimize(

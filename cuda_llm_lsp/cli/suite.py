@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from cuda_llm_lsp.cli.common import add_gpu_arguments, error
 from cuda_llm_lsp.config import LAUNCH_POLICIES, Settings
 from cuda_llm_lsp.engine import make_evaluator
 from cuda_llm_lsp.evaluate import timing
@@ -78,17 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="start no kernel after S seconds; the rest are reported as skipped",
     )
-    parser.add_argument(
-        "--gpus",
-        metavar="LIST",
-        default="all",
-        help="local GPUs the kernels are spread over: all (default) or 0,1",
-    )
-    parser.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="a Ray cluster's GPUs instead: ray://HOST:PORT or auto (ray extra)",
-    )
+    add_gpu_arguments(parser, "the kernels are spread over")
     parser.add_argument(
         "--tune",
         type=int,
@@ -106,11 +97,7 @@ def _names(value: str) -> list[str]:
 
 
 def _error(message: str, code: int, as_json: bool) -> int:
-    if as_json:
-        print(json.dumps({"error": message, "exit_code": code}))
-    else:
-        print(f"cuda-llm suite: {message}", file=sys.stderr)
-    return code
+    return error("suite", message, code, as_json)
 
 
 class _ProgressView:

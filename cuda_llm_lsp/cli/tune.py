@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.cli.common import error, no_kernel, read_source_bytes, write_back
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import make_evaluator
 from cuda_llm_lsp.evaluate.inputs import InputError
@@ -63,11 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _error(message: str, code: int, as_json: bool) -> int:
-    if as_json:
-        print(json.dumps({"error": message, "exit_code": code}))
-    else:
-        print(f"cuda-llm tune: {message}", file=sys.stderr)
-    return code
+    return error("tune", message, code, as_json)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,16 +73,15 @@ def run(args: argparse.Namespace) -> int:
     if min(args.max_points, args.workers, args.finalists) < 1 or not args.budget > 0:
         return _error("--max-points, --workers, --finalists and --budget must be positive",
                       EXIT_USAGE, as_json)  # fmt: skip
-    try:
-        original = path.read_bytes()
-    except OSError as exc:
-        return _error(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE, as_json)
+    original, problem = read_source_bytes(path)  # a FIFO or /dev/zero would never end
+    if problem is not None:
+        return _error(f"{path}: {problem}", EXIT_USAGE, as_json)
     text = original.decode("utf-8", errors="replace")
-    kernel = next((k for k in find_kernels(text) if k.name == args.kernel), None)
+    kernels = find_kernels(text)
+    kernel = next((k for k in kernels if k.name == args.kernel), None)
     if kernel is None:
-        names = ", ".join(k.name for k in find_kernels(text)) or "none"
-        return _error(f"no kernel {args.kernel!r} in {path} (kernels: {names})", EXIT_USAGE,
-                      as_json)  # fmt: skip
+        message = no_kernel(args.kernel, path, (k.name for k in kernels))
+        return _error(message, EXIT_USAGE, as_json)
     spec, problems = parse_spec(kernel, text)
     if spec is None:
         shown = "\n".join(f"{path}:{p.span.start.line + 1}:{p.span.start.column + 1}: "
@@ -136,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     if result.best is None:
         return EXIT_FAIL
     if args.write and diff:
-        return _write(path, original, new_text)
+        return write_back("tune", path, original, new_text)
     return EXIT_OK
 
 
@@ -234,17 +230,3 @@ def _json(result: TuneResult, diff: str, notes: tuple[str, ...]) -> dict[str, An
         "diff": diff,
         "notes": list(notes),
     }
-
-
-def _write(path: Path, original: bytes, new_text: str) -> int:
-    try:
-        if path.read_bytes() != original:
-            print(f"cuda-llm tune: not written: {path} changed while the run was going",
-                  file=sys.stderr)  # fmt: skip
-            return EXIT_FAIL
-        path.write_bytes(new_text.encode("utf-8"))
-    except OSError as exc:
-        print(f"cuda-llm tune: not written: {exc}", file=sys.stderr)
-        return EXIT_FAIL
-    print(f"cuda-llm tune: wrote {path}", file=sys.stderr)
-    return EXIT_OK

@@ -26,7 +26,7 @@ template __global__ void scale_kernel<float>(float*, float, int);
 """
 
 
-def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """`cuda-llm ARGS` with no GPU driver (the double's module name does not exist)."""
     env = dict(os.environ, CUDA_LLM_LSP_DRIVER="no_such_driver_module",
                CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
@@ -35,7 +35,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 
@@ -79,6 +79,21 @@ def test_a_missing_file_is_a_usage_error(tmp_path: Path, command: list[str]) -> 
     done = cli(tmp_path, *command[:1], str(tmp_path / "missing.cu"), *command[1:])
     assert done.returncode == 2, done.stdout + done.stderr
     assert "cannot read" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["bench", "optimize", "tune"])
+def test_a_fifo_is_refused_at_once_as_check_does(tmp_path: Path, command: str) -> None:
+    """Every subcommand reads FILE as `check` does: a FIFO (or /dev/zero) is refused, exit 2,
+    instead of a read that never ends (or runs out of memory)."""
+    fifo = tmp_path / "kernel.cu"
+    os.mkfifo(fifo)
+    try:
+        done = cli(tmp_path, command, str(fifo), "--kernel", "k", timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"cuda-llm {command} blocked reading a FIFO")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "not read: a FIFO, not a regular source file" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_check_json_names_the_template_instantiation(tmp_path: Path) -> None:

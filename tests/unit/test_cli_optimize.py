@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cuda_llm_lsp.cli import optimize as cli_optimize
+from cuda_llm_lsp.cli.common import write_back
 from tests.support.fsr_fakes import make_recording
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +143,7 @@ def test_write_is_refused_when_the_file_changed(
 ) -> None:
     path = tmp_path / "k.cu"
     path.write_text(SAXPY + "// edited meanwhile\n")
-    code = cli_optimize._write(path, SAXPY.encode(), "new text")
+    code = write_back("optimize", path, SAXPY.encode(), "new text")
     assert code == 1 and path.read_text().endswith("// edited meanwhile\n")
     assert "changed while the run was going" in capsys.readouterr().err
 
