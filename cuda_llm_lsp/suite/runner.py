@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import run_fsr
+from cuda_llm_lsp.evaluate import roofline
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
 from cuda_llm_lsp.evaluate.devices import GpuPool
 from cuda_llm_lsp.evaluate.inputs import InputError
@@ -43,7 +44,7 @@ from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.spec.tunables import describe
-from cuda_llm_lsp.suite import floor, peaks, vendor
+from cuda_llm_lsp.suite import peaks, vendor
 from cuda_llm_lsp.suite.peaks import Peaks
 from cuda_llm_lsp.suite.report import KernelRow, SuiteReport
 from cuda_llm_lsp.tune.search import TuneError, TuneOptions, TuneRequest, tune_kernel
@@ -124,7 +125,7 @@ def replay_dir_for(replay: Path, kernel: str) -> tuple[Path, int, int] | None:
 
 def _base_row(item: SuiteKernel) -> KernelRow:
     spec = item.spec
-    dtype = floor.dtype_label(spec) if spec else "-"
+    dtype = roofline.dtype_label(spec) if spec else "-"
     return KernelRow(
         file=item.path.name,
         kernel=item.kernel.name,
@@ -390,7 +391,7 @@ class SuiteRunner:
         cases = spec.cases()
         if not cases:
             return row
-        f = floor.kernel_floor(
+        f = roofline.kernel_floor(
             spec,
             cases[-1],
             self.facts.copy_bandwidth_gbs,
@@ -403,8 +404,8 @@ class SuiteRunner:
             flops=f.flops,
             floor_ms=f.ms,
             bound=f.bound,
-            pct_of_floor_baseline=floor.percent_of_floor(f.ms, row.baseline_ms),
-            pct_of_floor_best=floor.percent_of_floor(f.ms, row.best_ms),
+            pct_of_floor_baseline=roofline.percent_of_floor(f.ms, row.baseline_ms),
+            pct_of_floor_best=roofline.percent_of_floor(f.ms, row.best_ms),
         )
 
     def _with_vendor(

@@ -336,6 +336,6 @@ def test_baseline_matches_a_numpy_reference(evaluator, item, tmp_path: Path) -> 
 
 
 def floor_precision(spec) -> str:  # type: ignore[no-untyped-def]
-    from cuda_llm_lsp.suite.floor import precision
+    from cuda_llm_lsp.evaluate.roofline import precision
 
     return precision(spec)

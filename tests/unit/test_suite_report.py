@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from cuda_llm_lsp.evaluate import roofline
 from cuda_llm_lsp.evaluate.launch import bytes_moved
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
-from cuda_llm_lsp.suite import floor
 from cuda_llm_lsp.suite.report import (
     KernelRow,
     SuiteReport,
@@ -50,15 +50,15 @@ def test_fast_p_counts_only_correct_kernels_strictly_faster_than_p() -> None:
 
 def test_floor_is_the_larger_of_memory_and_compute_time() -> None:
     # 1 GB at 1000 GB/s = 1 ms; 2 TFLOP at 1000 TFLOP/s = 2 ms -> compute-bound, 2 ms
-    f = floor.compute_floor(10**9, 2e12, 1000.0, 1e6)
+    f = roofline.compute_floor(10**9, 2e12, 1000.0, 1e6)
     assert f.memory_ms == pytest.approx(1.0)
     assert f.compute_ms == pytest.approx(2.0)
     assert f.ms == pytest.approx(2.0) and f.bound == "compute"
-    g = floor.compute_floor(10**9, None, 1000.0, 1e6)
+    g = roofline.compute_floor(10**9, None, 1000.0, 1e6)
     assert g.ms == pytest.approx(1.0) and g.bound == "memory"
-    assert floor.compute_floor(10**9, 1e9, None, None).ms is None
-    assert floor.percent_of_floor(1.0, 4.0) == pytest.approx(25.0)
-    assert floor.percent_of_floor(None, 4.0) is None
+    assert roofline.compute_floor(10**9, 1e9, None, None).ms is None
+    assert roofline.percent_of_floor(1.0, 4.0) == pytest.approx(25.0)
+    assert roofline.percent_of_floor(None, 4.0) is None
 
 
 def _spec(file: str, name: str):  # type: ignore[no-untyped-def]
@@ -75,18 +75,18 @@ def test_spec_bytes_and_flops_of_suite_kernels() -> None:
     n = 2048
     assert bytes_moved(spec, case) == 3 * n * n * 4
     assert case.flops == 2 * n**3
-    assert floor.precision(spec) == "fp32"
+    assert roofline.precision(spec) == "fp32"
     rope = _spec("rope.cu", "rope_bf16")
     c = rope.cases()[-1]
     q = c.sizes["tokens"] * c.sizes["heads"] * c.sizes["dim"]
     table = c.sizes["tokens"] * c.sizes["dim"] // 2
     assert bytes_moved(rope, c) == 2 * q * 2 + 2 * table * 2  # inout read + written
-    assert floor.precision(rope) == "bf16" and floor.dtype_label(rope) == "bfloat16"
-    f = floor.kernel_floor(spec, case, 3000.0, 50_000.0, 700_000.0)
+    assert roofline.precision(rope) == "bf16" and roofline.dtype_label(rope) == "bfloat16"
+    f = roofline.kernel_floor(spec, case, 3000.0, 50_000.0, 700_000.0)
     assert f.bound == "compute"  # 17 GFLOP at 50 TFLOP/s beats 50 MB at 3 TB/s
     assert f.ms == pytest.approx(2 * n**3 / 50e12 * 1e3)
     # the case's own FLOPs (the parser evaluates them with template constants) are the ones used
-    other = floor.kernel_floor(spec, dataclasses.replace(case, flops=1e9), None, 1e3, None)
+    other = roofline.kernel_floor(spec, dataclasses.replace(case, flops=1e9), None, 1e3, None)
     assert other.flops == 1e9
 
 
