@@ -3,8 +3,9 @@ docs/design.md).
 
 Progress goes to stderr (a rounds x candidates table redrawn in place on a terminal, plain lines
 otherwise); stdout gets the unified diff of the winner, or with `--format json` exactly the
-contract's JSON object and nothing else. `--write` replaces only the kernel's range, and only if
-the file is byte-identical to what the run started from.
+contract's JSON object and nothing else. `--write` writes the winner as `fsr.apply.winner_text`
+makes it (the kernel, its helpers above the spec, and for its own launch the spec and every launch
+site), and only if the file is byte-identical to what the run started from.
 
 Exit codes: 0 the run completed (improvement or plainly none); 1 error (no or bad test spec,
 endpoint failure, refused write); 2 usage (a missing or unreadable FILE, no such kernel: checked
@@ -71,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", type=_positive, default=None, metavar="N",
                         help="candidates per round (default 4)")  # fmt: skip
     parser.add_argument("--write", action="store_true",
-                        help="apply the winner to FILE (only the kernel's range)")  # fmt: skip
+                        help="apply the winner to FILE (kernel, helpers; its own launch in the "
+                             "spec and launch sites)")  # fmt: skip
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--record", metavar="DIR", help="save every prompt and reply in DIR")
     parser.add_argument("--replay", metavar="DIR", help="answer from a recording, no endpoint")

@@ -8,7 +8,7 @@ The peak is the FP32 FMA rate, or the BF16 tensor rate for kernels whose buffers
 measured where the suite measured it (`DeviceFacts.peak_*`), else the datasheet rate from the
 SM count, the clock and the architecture's per-SM throughput (`ARCH_FIGURES`).
 
-Used by the suite's report (`suite.floor`) and by the FSR prompt (the baseline's roofline).
+Used by the suite's report (`suite/runner.py`) and by the FSR prompt (the baseline's roofline).
 Pure arithmetic: no CUDA here.
 """
 

@@ -1,10 +1,12 @@
-"""Suggested kernels: accept (one versioned edit of the kernel's range), reject, show.
+"""Suggested kernels: accept (one versioned edit), reject, show.
 
 A suggestion remembers the kernel's text when its run started. Accept compares that with the
 kernel's current text and refuses with a clear message if they differ (the suggestion stays).
-Otherwise it sends one `workspace/applyEdit` replacing exactly the kernel's range: a versioned
-`TextDocumentEdit` where the client supports `documentChanges` (annotated, needing
-confirmation, where it supports change annotations), else a plain `changes` edit. One accept is
+Otherwise it sends one `workspace/applyEdit` replacing the changed region
+(`fsr.apply.changed_region`: the kernel, and for a winner with helpers or its own launch the
+helpers above the spec, the spec and the launch sites too): a versioned `TextDocumentEdit` where
+the client supports `documentChanges` (annotated, needing confirmation, where it supports change
+annotations), else a plain `changes` edit. One accept is
 one edit, so one undo restores the original. Both decisions go to the history.
 
 `{"uri", "kernel", "confirmed": true}` is Accept pressed in a client's own diff of the suggestion
