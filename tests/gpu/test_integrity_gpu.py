@@ -308,7 +308,8 @@ def test_device_state_does_not_survive_an_unload(arch: str) -> None:
             loaded = worker.call(LoadRequest(binary.cubin, binary.entry), LoadReply, 60)
             assert isinstance(loaded, LoadReply), loaded
             launch = case_launch(spec, case, case_sources(spec, case, 1), loaded.key)
-            checks = Checks(("y",), keep=keep, against=against)
+            # the two kernels may round differently by an ulp; a surviving counter adds 1 or more
+            checks = Checks(("y",), rtol=1e-6, atol=1e-6, keep=keep, against=against)
             reply = worker.call(RunRequest(launch, 5.0, checks=checks), RunReply, 60)
             assert isinstance(reply, RunReply), reply
             if binary is counting:  # (an unload drops the kept runs: the original stays)
