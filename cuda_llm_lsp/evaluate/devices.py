@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.evaluate.types import (
     DeviceFacts,
@@ -216,7 +217,7 @@ class GpuPool:
         job: Callable[[Device], T],
         on_device: Callable[[GpuId], None] | None = None,
         *,
-        stop: threading.Event | None = None,
+        stop: CancelToken | threading.Event | None = None,
     ) -> T:
         """`job` on one free device; re-run on another when that device is lost. `on_device`
         hears every device the job is given (progress: which GPU evaluates what). `stop` set
@@ -248,7 +249,9 @@ class GpuPool:
                 self._release(device)
         raise NoGpuError(f"every GPU worker was lost {attempts} times in a row")
 
-    def _lease(self, generation: int, avoid: set[int], stop: threading.Event | None) -> Device:
+    def _lease(
+        self, generation: int, avoid: set[int], stop: CancelToken | threading.Event | None
+    ) -> Device:
         with self._cond:
             while True:
                 if self._cancels != generation or (stop is not None and stop.is_set()):

@@ -20,11 +20,11 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.evaluate.types import (
     STATUSES,
@@ -120,7 +120,7 @@ class _OptimizeRun:
         self.profile_text: str | None = None
         self.plans: dict[int, list[prompts.Plan]] = {}  # plan strategy: the round's plans
         self.tried: list[prompts.TriedPlan] = []  # plan strategy: plans and their outcomes
-        self.tune_cancel = threading.Event()  # stops a tuning between configurations
+        self.tune_cancel = CancelToken()  # stops a tuning between configurations
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -555,13 +555,13 @@ async def optimize(
     llm: LlmClient,
     *,
     on_event: Callable[[ProgressEvent], None] | None = None,
-    cancel: asyncio.Event | None = None,
+    cancel: CancelToken | None = None,
     history: History | None = None,
     toolchain: Toolchain | None = None,
 ) -> OptimizeResult:
     """Run the FSR loop on `request.kernel`; never raises for bad input, endpoint or GPU trouble.
 
-    Setting `cancel` (or cancelling the task running this) stops LLM requests and the GPU work
+    Cancelling `cancel` (or cancelling the task running this) stops LLM requests and the GPU work
     in flight at once; with `cancel` the result comes back with `cancelled=True`.
     """
     run = _OptimizeRun(

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected
 from cuda_llm_lsp.evaluate.types import STATUSES, EvaluationCancelled, KernelBinary, Status
 from cuda_llm_lsp.fsr.baseline import Baseline
@@ -148,7 +148,7 @@ async def tune_candidate(
     options: TuneOptions | None,
     *,
     source: str,
-    cancel: threading.Event,
+    cancel: CancelToken,
     on_progress: Callable[[TuneProgress], None] | None = None,
     on_planned: Callable[[int], None] | None = None,
 ) -> TunedCandidate:

@@ -4,8 +4,8 @@ A job is an asyncio task kept in the server's task set. Its progress is created 
 `window/workDoneProgress/create` (a client that refuses still gets the work done), begins
 cancellable, reports as the work goes, and ALWAYS ends, in a `finally`, also on errors and
 cancels. Cancel, from the progress UI (`window/workDoneProgress/cancel`) or `cudaLlm.cancel`,
-sets the job's event, runs its cancel hooks (stop the LLM requests, kill the GPU run) and ends
-the progress at once; the work's thread winds down on its own.
+cancels the job's `CancelToken` (the engine's one cancel: it stops the LLM requests and the
+job's GPU work) and ends the progress at once; the engine's thread winds down on its own.
 
 The server state owns one `JobManager`; this module knows the server only as a `JobHost`, so it
 sits below the state. The job kinds (`optimize_job`, `benchmark_job`, `tune_job`) and the
@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lsprotocol import types
 from pygls.progress import Progress
 
-from cuda_llm_lsp.engine import demo_label
-from cuda_llm_lsp.evaluate.types import NoGpuError
+from cuda_llm_lsp.engine import CancelToken, demo_label
 
 log = logging.getLogger(__name__)
 
@@ -57,24 +54,15 @@ class Job:
     uri: str
     kernel: str
     kind: str  # "optimize" | "benchmark" | "tune"
-    token: str
-    cancel_event: threading.Event = field(default_factory=threading.Event)
-    cancel_hooks: list[Callable[[], None]] = field(default_factory=list)
-    end_hooks: list[Callable[[], None]] = field(default_factory=list)  # run once it has ended
+    token: str  # the progress token
+    cancel_token: CancelToken = field(default_factory=CancelToken)  # handed to the engine
 
     @property
     def cancelled(self) -> bool:
-        return self.cancel_event.is_set()
+        return self.cancel_token.cancelled
 
     def cancel(self) -> None:
-        if self.cancel_event.is_set():
-            return
-        self.cancel_event.set()
-        for hook in list(self.cancel_hooks):
-            try:
-                hook()
-            except Exception:
-                log.exception("a cancel hook of %s %s failed", self.kind, self.kernel)
+        self.cancel_token.cancel()
 
 
 class JobProgress:
@@ -126,14 +114,6 @@ class JobProgress:
 Work = Callable[[Job, JobProgress], Awaitable[str]]  # returns the progress end message
 
 
-@contextmanager
-def no_gpu_is_a_job_error(job: Job, verb: str) -> Iterator[None]:
-    try:
-        yield
-    except NoGpuError as exc:
-        raise JobError(f"cannot {verb} {job.kernel}: no GPU ({exc})") from exc
-
-
 class JobManager:
     """The running jobs, one per (uri, kernel); starting or ending one refreshes the lenses."""
 
@@ -170,15 +150,9 @@ class JobManager:
             await progress.create()
             progress.begin(title, "starting")
             inner = asyncio.ensure_future(work(job, progress))
-            cancelled = asyncio.get_running_loop().create_future()
-
-            def wake() -> None:
-                cancelled.get_loop().call_soon_threadsafe(_set_done, cancelled)
-
-            job.cancel_hooks.append(wake)
-            if job.cancelled:
-                _set_done(cancelled)
+            cancelled = asyncio.ensure_future(job.cancel_token.wait())
             await asyncio.wait({inner, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            cancelled.cancel()
             if inner.done():
                 end_message = inner.result()
             else:
@@ -202,11 +176,6 @@ class JobManager:
             self.jobs.pop((job.uri, job.kernel), None)
             self.by_token.pop(job.token, None)
             self.server.refresh_code_lenses()
-            for hook in job.end_hooks:  # e.g. release its evaluator (closed if it was retired)
-                try:
-                    hook()
-                except Exception:
-                    log.exception("an end hook of %s %s failed", job.kind, job.kernel)
 
     def cancel(self, uri: str, kernel: str) -> bool:
         job = self.jobs.get((uri, kernel))
@@ -225,11 +194,6 @@ class JobManager:
     def cancel_all(self) -> None:
         for job in list(self.jobs.values()):
             job.cancel()
-
-
-def _set_done(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _log_late_failure(task: asyncio.Future[Any]) -> None:

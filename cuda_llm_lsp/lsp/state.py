@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,15 +34,21 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp import __version__
-from cuda_llm_lsp.compile.analysis import add_resources, analyze_syntax
-from cuda_llm_lsp.compile.isolated import close_shared_pool, shared_pool
 from cuda_llm_lsp.compile.types import NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import LlmFactory, evaluator_for, make_llm
+from cuda_llm_lsp.engine import (
+    GpuService,
+    LlmFactory,
+    add_resources,
+    analyze_syntax,
+    close_shared_pool,
+    evaluator_for,
+    make_llm,
+    shared_pool,
+)
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, results
-from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator, JobPool, job_view
-from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager, no_gpu_is_a_job_error
+from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.protocol import CudaLlmProtocol
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
@@ -113,11 +118,8 @@ class CudaLlmServer(LanguageServer):
         self._processes_started = False
         # uri -> (version, text, its parse): requests for one version share one parse.
         self._kernels: dict[str, tuple[int | None, str, asyncio.Future[list[Kernel]]]] = {}
-        self._evaluator: Evaluator | None = None
-        self._evaluator_users: dict[int, int] = {}  # id(evaluator) -> jobs holding it
-        self._retired: list[Evaluator] = []  # made for older settings: closed after their jobs
-        self._evaluator_lock = threading.Lock()
-        self._gpu_gate = threading.Lock()  # one job's GPU call at a time on the one worker
+        # The GPUs of the current `cudaLlm.gpus` / `cudaLlm.cluster`: every job leases them.
+        self.gpus = GpuService(lambda: self.evaluator_factory(self.settings))
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- documents -------------------------------------------------------------------------
@@ -336,68 +338,20 @@ class CudaLlmServer(LanguageServer):
 
     # --- engine and jobs -------------------------------------------------------------------
 
-    def take_evaluator(self) -> Evaluator:
-        """The GPU evaluator for the current `cudaLlm.gpus` / `cudaLlm.cluster`, created on first
-        use and again after those settings changed (`retire_evaluator`), counted as used by one
-        more job in the same lock hold, so a retire in between cannot close it under the job;
-        `_release` gives it back (blocking: call from a thread)."""
-        with self._evaluator_lock:
-            if self._evaluator is None:
-                self._evaluator = self.evaluator_factory(self.settings)
-            shared = self._evaluator
-            self._evaluator_users[id(shared)] = self._evaluator_users.get(id(shared), 0) + 1
-            return shared
-
     def retire_evaluator(self) -> None:
         """The GPU settings changed: the next job gets a new evaluator; the old one is closed
-        now, or when the last job using it ends."""
-        with self._evaluator_lock:
-            self._retire_locked()
+        when the last job using it ends (`GpuService.retire`)."""
+        self.gpus.retire()
 
-    def _retire_locked(self) -> None:
-        old, self._evaluator = self._evaluator, None
-        if old is not None:
-            self._retired.append(old)
-        self._close_unused_locked()
-
-    def _close_unused_locked(self) -> None:
-        for old in [e for e in self._retired if not self._evaluator_users.get(id(e))]:
-            self._retired.remove(old)
-            self._evaluator_users.pop(id(old), None)
-            threading.Thread(target=_close, args=(old,), name="cuda-llm-retire").start()
-
-    def _release(self, shared: Evaluator) -> None:
-        with self._evaluator_lock:
-            self._evaluator_users[id(shared)] -= 1
-            self._close_unused_locked()
-
-    async def job_evaluator(self, job: Job, verb: str) -> JobEvaluator | JobPool:
-        """The job's handle on the GPU evaluator (a `JobPool` over several GPUs); the job's
-        cancel stops its GPU work at once."""
-
-        with no_gpu_is_a_job_error(job, verb):
-            try:
-                shared = await asyncio.to_thread(self.take_evaluator)
-            except ValueError as exc:  # cudaLlm.cluster without Ray installed
-                raise JobError(f"cannot {verb} {job.kernel}: {exc}") from exc
-        job.end_hooks.append(lambda: self._release(shared))
-        evaluator = job_view(shared, self._gpu_gate)
-        job.cancel_hooks.append(lambda: _in_thread(evaluator.cancel_job, "cuda-llm-cancel"))
-        return evaluator
-
-    async def job_kernel(self, job: Job) -> tuple[str, Kernel]:
-        """The document's current text and the job's kernel in it."""
+    async def job_kernel(self, job: Job) -> tuple[str, str]:
+        """The document's current text and the job's kernel's text in it."""
         text, kernel = await self.kernel(job.uri, job.kernel)
         if kernel is None:
             raise JobError(f"no kernel named {job.kernel} in the document")
-        return text, kernel
+        return text, kernel.span.slice(text)
 
     def close_engine(self) -> None:
-        with self._evaluator_lock:
-            for evaluator in [*self._retired, self._evaluator]:
-                if evaluator is not None:
-                    _close(evaluator)
-            self._evaluator, self._retired = None, []
+        self.gpus.close()
         self.stop_compiles()
 
     def stop_compiles(self) -> None:
@@ -423,23 +377,3 @@ class CudaLlmServer(LanguageServer):
 
         task.add_done_callback(done)
         return task
-
-
-def _close(evaluator: Evaluator) -> None:
-    try:
-        evaluator.close()
-    except Exception:
-        log.exception("closing the evaluator failed")
-
-
-def _in_thread(call: Callable[[], None], name: str) -> None:
-    """`call` on a thread of its own: a job's cancel hook runs on the event loop, and stopping
-    GPU work reaches worker processes (signalled, locks taken) that must not stall it."""
-
-    def run() -> None:
-        try:
-            call()
-        except Exception:
-            log.exception("%s failed", name)
-
-    threading.Thread(target=run, name=name, daemon=True).start()

@@ -14,32 +14,19 @@ interrupts the one on the GPU; what was measured stays in the hover.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 from lsprotocol import types
 
-from cuda_llm_lsp.evaluate.inputs import InputError
-from cuda_llm_lsp.evaluate.types import BaselineFailed, Evaluator
-from cuda_llm_lsp.fsr.apply import changed_region
+from cuda_llm_lsp.engine import Refusal, TuneOutcome, detached, tune_in_file
 from cuda_llm_lsp.lsp import commands, results
-from cuda_llm_lsp.lsp.jobs import Job, JobError, JobProgress, no_gpu_is_a_job_error
+from cuda_llm_lsp.lsp.jobs import Job, JobProgress
+from cuda_llm_lsp.lsp.render import JobRenderer, job_error, offer
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
 from cuda_llm_lsp.lsp.state import CudaLlmServer
-from cuda_llm_lsp.source.kernels import Kernel
-from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.tunables import describe
-from cuda_llm_lsp.source.text import offset_of
-from cuda_llm_lsp.tune.edit import tuned_text
-from cuda_llm_lsp.tune.search import (
-    Measured,
-    TuneError,
-    TuneProgress,
-    TuneRequest,
-    TuneResult,
-    tune_kernel,
-)
+from cuda_llm_lsp.tune.types import Measured, TuneResult
 
 #: Rows of the hover's table; the rest are counted below it.
 TABLE_ROWS = 20
@@ -54,84 +41,51 @@ def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
 
 
 async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
-    text, kernel = await server.job_kernel(job)
-    original = kernel.span.slice(text)
-    spec, problems = await asyncio.to_thread(parse_spec, kernel, text)
-    if spec is None:
-        if problems:
-            raise JobError(
-                f"the test spec of {job.kernel} has errors (see the diagnostics); fix them first"
-            )
-        raise JobError(f"{job.kernel} has no test spec to tune: add one with tune.NAME = [values]")
-    if spec.tunables is None:
-        raise JobError(
-            f"{job.kernel}'s spec declares no tunables: add tune.NAME = [values] and use NAME "
-            "in grid/block/smem and the kernel"
-        )
-    evaluator = await server.job_evaluator(job, "tune")  # cancel stops the GPU work at once
-    request = TuneRequest(text, job.kernel, spec, server.settings, server.path_of(job.uri))
-    loop = asyncio.get_running_loop()
-    seen: list[Measured] = []
-
-    def report(p: TuneProgress) -> None:  # on the server's loop
-        if job.cancelled:  # the search's thread winds down on its own: its late news is dropped
-            return
-        seen.append(p.latest)
-        said = f"{p.done}/{p.planned} · {_one_line(p.latest)}"
-        progress.report(said, p.done * 100 // max(p.planned, 1))
-
-    def on_progress(p: TuneProgress) -> None:  # on the search's thread
-        loop.call_soon_threadsafe(report, p)
-
-    progress.report(f"{spec.tunables.space_size} configurations before restrictions", 0)
+    text, original = await server.job_kernel(job)
+    render = JobRenderer(server, job, progress, original)
+    work = partial(
+        tune_in_file,
+        text,
+        server.path_of(job.uri),
+        job.kernel,
+        server.settings,
+        server.gpus,
+        cancel=job.cancel_token,
+        on_event=render.post,
+    )
     try:
-        with no_gpu_is_a_job_error(job, "tune"):
-            result = await asyncio.to_thread(
-                _search, request, evaluator, job.cancel_event, on_progress
-            )
-    except asyncio.CancelledError:
-        _cancelled(server, job, original, _partial(job.kernel, spec.tunables.default, seen))
+        outcome = await detached(work, f"cuda-llm-tune-{job.kernel}")
+    except asyncio.CancelledError:  # cancelled: what the progress heard of stays in the hover
+        heard = TuneResult(job.kernel, "sample", 0, render.default, tuple(render.measured),
+                           None, "cancelled", 0.0)  # fmt: skip
+        if heard.measured:
+            table = markdown_table(heard.ranked(), heard.default)
+            _cancelled(server, job, original, len(heard.measured), table)
         raise
-    if job.cancelled or result.stopped == "cancelled":  # it stopped before the job's end did
-        _cancelled(server, job, original, result)
-        return "cancelled"
+    if isinstance(outcome, Refusal):
+        raise job_error(outcome, "tune")
+    result = outcome.result
     table = markdown_table(result.ranked(), result.default)
-    server.set_report(job.uri, KernelReport(job.kernel, original, summary(result), table=table))
-    return await _offer(server, job, text, kernel, spec, result)
+    if job.cancelled or outcome.cancelled:  # it stopped before the job's end did
+        if result.measured:
+            _cancelled(server, job, outcome.original, len(result.measured), table)
+        return "cancelled"
+    server.set_report(
+        job.uri, KernelReport(job.kernel, outcome.original, summary(result), table=table)
+    )
+    return await _offer(server, job, text, outcome)
 
 
-def _cancelled(server: CudaLlmServer, job: Job, original: str, result: TuneResult) -> None:
+def _cancelled(server: CudaLlmServer, job: Job, original: str, count: int, table: str) -> None:
     """What was measured before the cancel stays in the hover; nothing is suggested."""
-    if result.measured:
-        info = f"{job.kernel}: tuning cancelled after {len(result.measured)} configuration(s)"
-        table = markdown_table(result.ranked(), result.default)
-        server.set_report(job.uri, KernelReport(job.kernel, original, info, table=table))
+    info = f"{job.kernel}: tuning cancelled after {count} configuration(s)"
+    server.set_report(job.uri, KernelReport(job.kernel, original, info, table=table))
 
 
-def _partial(kernel: str, default: Mapping[str, int], seen: Sequence[Measured]) -> TuneResult:
-    """What the progress reported of a search whose result never came (its task was
-    cancelled), as a stopped result: the table ranks it as any other (`TuneResult.ranked`)."""
-    return TuneResult(kernel, "sample", 0, dict(default), tuple(seen), None, "cancelled", 0.0)
-
-
-def _search(
-    request: TuneRequest,
-    evaluator: Evaluator,
-    cancel: threading.Event,
-    on_progress: Callable[[TuneProgress], None],
-) -> TuneResult:
-    """The search, in a thread; problems that stop it before it starts are the job's error."""
-    try:
-        return tune_kernel(request, evaluator, on_progress=on_progress, cancel=cancel)
-    except (TuneError, BaselineFailed, InputError) as exc:
-        raise JobError(f"cannot tune {request.kernel}: {exc}") from exc
-
-
-async def _offer(
-    server: CudaLlmServer, job: Job, text: str, kernel: Kernel, spec: TestSpec, result: TuneResult
-) -> str:
+async def _offer(server: CudaLlmServer, job: Job, text: str, outcome: TuneOutcome) -> str:
     """The best configuration as a suggestion (None passed, or the default is the best: a
     message instead)."""
+    result, edit = outcome.result, outcome.edit
     best, default = result.best, result.default
     if best is None:
         server.message(
@@ -144,13 +98,10 @@ async def _offer(
         said = f"the default {describe(default)} is the fastest configuration"
         server.message(f"cuda-llm: {job.kernel}: {said}")
         return said
-    edit = tuned_text(text, kernel, spec, best.config)
-    notes = "".join(f"; {note}" for note in edit.notes)
-    if edit.text == text:  # nothing could be written (a list over several lines)
+    notes = "".join(f"; {note}" for note in outcome.notes)
+    if edit is None:  # nothing could be written (a list over several lines)
         server.message(f"cuda-llm: {job.kernel}: best {describe(best.config)}{notes}")
         return f"best {describe(best.config)}"
-    start, end, new_end = _region(text, edit.text, kernel)
-    kernel_start, kernel_end = offset_of(text, kernel.span.start), offset_of(text, kernel.span.end)
     default_ms = result.default_result.ms if result.default_result else None
     message = (
         f"best {describe(best.config)}: {results.format_ms(best.ms)}, "
@@ -158,50 +109,23 @@ async def _offer(
         f"{results.format_ms(default_ms)}); {len(result.measured)} configurations "
         f"({result.strategy}){notes}"
     )
+    cases = outcome.spec.case_count  # a finalist passed every case again on new inputs
     suggestion = Suggestion(
         uri=job.uri,
         kernel=job.kernel,
-        original=text[start:end],
-        suggested=edit.text[start:new_end],
+        original=edit.original(text),
+        suggested=edit.replacement,
         speedup=best.speedup,
         baseline_ms=default_ms,
         best_ms=best.ms,
-        cases_passed=spec.case_count,  # a finalist passed every case again on new inputs
-        cases_total=spec.case_count,
+        cases_passed=cases,
+        cases_total=cases,
         message=message,
         kind="tune",
-        lead=kernel_start - start,
-        trail=end - kernel_end,
+        lead=edit.lead,
+        trail=edit.trail,
     )
-    server.suggestions[(job.uri, job.kernel)] = suggestion
-    if server.wants_suggestion_notification():
-        await server.notify_suggestion(suggestion)  # the client's diff, before the progress ends
-    else:
-        server.message(
-            f"cuda-llm: {job.kernel}: {message}. Use the code action 'Accept tuned "
-            f"{job.kernel}' to make it the default, 'Show suggested {job.kernel}' to review it, "
-            f"or 'Reject suggestion for {job.kernel}'."
-        )
-    return f"{suggestion.figures}: suggestion ready"
-
-
-def _region(old: str, new: str, kernel: Kernel) -> tuple[int, int, int]:
-    """(start, end) in `old` and the end in `new` of the text the edit changes
-    (`changed_region`, which covers the kernel's definition), from the start of its first line;
-    outside it the two texts are the same."""
-    keep = (offset_of(old, kernel.span.start), offset_of(old, kernel.span.end))
-    region = changed_region(old, new, keep)
-    start = max(old.rfind("\n", 0, region.start), old.rfind("\r", 0, region.start)) + 1
-    return start, region.end, region.end + len(new) - len(old)
-
-
-def _one_line(m: Measured) -> str:
-    if m.status != "ok":
-        first = m.message.splitlines()[0] if m.message else ""
-        return f"{describe(m.config)}: {results.status_text(m.status)}" + (
-            f": {first}" if first else ""
-        )
-    return f"{describe(m.config)}: {results.format_ms(m.ms)} ({m.speedup or 0:.2f}×)"
+    return await offer(server, suggestion, message)
 
 
 def summary(result: TuneResult) -> str:

@@ -13,42 +13,37 @@ import concurrent.futures
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, TypeVar
 
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import run_fsr
-from cuda_llm_lsp.evaluate import roofline
-from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
-from cuda_llm_lsp.evaluate.devices import GpuPool
-from cuda_llm_lsp.evaluate.inputs import InputError
-from cuda_llm_lsp.evaluate.types import (
-    BaselineFailed,
-    DeviceFacts,
-    EvalResult,
-    Evaluator,
-    KernelBinary,
-    NoGpuError,
-)
-from cuda_llm_lsp.fsr.replay import recorded_shape
-from cuda_llm_lsp.fsr.types import (
+from cuda_llm_lsp.engine import (
     CandidateEvaluated,
-    OptimizeRequest,
-    OptimizeResult,
-    ProgressEvent,
-    config_from_settings,
+    Event,
+    GpuService,
+    Refusal,
+    benchmark_in_file,
+    optimize_in_file,
+    peaks,
+    recorded_shape,
+    roofline,
+    tune_in_file,
+    vendor,
 )
+from cuda_llm_lsp.engine.peaks import Peaks
+from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, Evaluator, NoGpuError
+from cuda_llm_lsp.fsr.types import config_from_settings
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.spec.tunables import describe
-from cuda_llm_lsp.suite import peaks, vendor
-from cuda_llm_lsp.suite.peaks import Peaks
 from cuda_llm_lsp.suite.report import KernelRow, SuiteReport
-from cuda_llm_lsp.tune.search import TuneError, TuneOptions, TuneRequest, tune_kernel
+from cuda_llm_lsp.tune.types import TuneOptions
 
+T = TypeVar("T")
 SCENARIOS = ("Basic algebra", "LLM kernels", "Sparse", "Scientific")
 
 
@@ -141,6 +136,14 @@ def _timing_ms(result: EvalResult) -> tuple[float | None, float | None]:
     return (t.median_ms, t.spread_pct) if t else (None, None)
 
 
+def _sure(work: Coroutine[Any, Any, T]) -> T:
+    """An action run to its end here; "no GPU" ends the suite (`NoGpuError`), nothing else."""
+    outcome = asyncio.run(work)
+    if isinstance(outcome, Refusal) and outcome.kind == "no_gpu":
+        raise NoGpuError(outcome.message)
+    return outcome
+
+
 class SuiteRunner:
     """Runs the suite on one evaluator: one GPU worker reused for every kernel, or a `GpuPool`
     whose GPUs take kernels in parallel."""
@@ -153,6 +156,7 @@ class SuiteRunner:
     ) -> None:
         self.options = options
         self.evaluator = evaluator
+        self.gpus = GpuService(lambda: evaluator)  # the caller's evaluator, closed by the caller
         self.on_progress = on_progress or (lambda _p: None)
         self.facts: DeviceFacts | None = None
 
@@ -187,7 +191,7 @@ class SuiteRunner:
             return row
 
         # several GPUs (a `GpuPool`): as many kernels at once, each call on one GPU of the pool
-        width = self.evaluator.width if isinstance(self.evaluator, GpuPool) else 1
+        width = getattr(self.evaluator, "width", 1)
         if width > 1:
             notes.append(f"kernels spread over {width} GPUs; each speedup is measured on one GPU")
             with concurrent.futures.ThreadPoolExecutor(width, "suite-kernel") as pool:
@@ -251,13 +255,14 @@ class SuiteRunner:
     def _tune(self, item: SuiteKernel, row: KernelRow, options: TuneOptions) -> KernelRow:
         """The kernel's tunables searched (tune/): the best configuration against the untuned
         default, both measured in the same runs."""
-        assert item.spec is not None
-        request = TuneRequest(item.text, item.kernel.name, item.spec, self.options.settings,
-                              item.path)  # fmt: skip
-        try:
-            result = tune_kernel(request, self.evaluator, options)
-        except (TuneError, InputError, BaselineFailed) as exc:
-            return replace(row, tuned=True, tuned_note=str(exc))
+        outcome = _sure(
+            tune_in_file(
+                item.text, item.path, item.kernel.name, self.options.settings, self.gpus, options
+            )
+        )
+        if isinstance(outcome, Refusal):
+            return replace(row, tuned=True, tuned_note=outcome.message)
+        result = outcome.result
         best, default = result.best, result.default_result
         if best is None:
             return replace(row, tuned=True, tuned_note="no configuration passed its checks")
@@ -273,17 +278,14 @@ class SuiteRunner:
         )
 
     def _bench(self, item: SuiteKernel, row: KernelRow) -> KernelRow:
-        spec = item.spec
-        assert spec is not None and self.facts is not None
-        binary = build_binary(item.text, item.path, item.kernel.name, self.options.settings,
-                              instance=spec.instance, arch=self.facts.arch)  # fmt: skip
-        if isinstance(binary, CandidateRejected):
-            return replace(row, status=binary.status, message=binary.message)
-        assert isinstance(binary, KernelBinary)
-        try:
-            result = self.evaluator.benchmark(binary, spec, spec_dir=item.path.parent)
-        except (InputError, BaselineFailed) as exc:
-            return replace(row, status="error", message=str(exc))
+        outcome = _sure(
+            benchmark_in_file(
+                item.text, item.path, item.kernel.name, self.options.settings, self.gpus
+            )
+        )
+        if isinstance(outcome, Refusal):
+            return replace(row, status=outcome.status, message=outcome.message)
+        result = outcome.result
         ms, spread = _timing_ms(result)
         return replace(
             row,
@@ -315,12 +317,9 @@ class SuiteRunner:
         else:
             overrides.update(rounds=opts.rounds, candidates=opts.candidates)
         config = config_from_settings(opts.settings, **overrides)
-        request = OptimizeRequest(file_text=item.text, kernel=item.kernel.name, path=item.path,
-                                  settings=opts.settings)  # fmt: skip
-
         name = item.kernel.name
 
-        def on_event(event: ProgressEvent) -> None:
+        def on_event(event: Event) -> None:
             if isinstance(event, CandidateEvaluated):
                 o = event.outcome
                 ms = f", {o.ms:.4g} ms" if o.ms else ""
@@ -328,9 +327,14 @@ class SuiteRunner:
                 stage = f"candidate r{o.round}c{o.index}: {o.status}{ms}{gpu}"
                 self.on_progress(Progress(index, total, name, stage))
 
-        result: OptimizeResult = asyncio.run(
-            run_fsr(request, config, self.evaluator, on_event=on_event)
+        outcome = _sure(
+            optimize_in_file(
+                item.text, item.path, name, opts.settings, config, self.gpus, on_event=on_event
+            )
         )
+        if isinstance(outcome, Refusal):
+            return None  # the plain bench reports the kernel's own problem
+        result = outcome.result
         base = result.baseline_result
         if result.error and (base is None or base.status != "ok"):
             return None  # the plain bench reports the baseline's own problem

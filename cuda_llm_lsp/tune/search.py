@@ -12,7 +12,7 @@ generalisation cases come with `evaluate` once the evaluator runs them. Only the
 protocol is used, so the recorded evaluator drives the CPU tests.
 
 The time budget covers the search: no configuration starts after it; the finalists are
-re-checked after it. `cancel` (a `threading.Event`) stops between configurations; a caller that
+re-checked after it. `cancel` (a `CancelToken`) stops between configurations; a caller that
 also calls `evaluator.cancel()` interrupts the one in flight. Either way the measured part is
 returned, marked `stopped`.
 """
@@ -24,10 +24,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
 from cuda_llm_lsp.evaluate.types import (
@@ -41,10 +42,28 @@ from cuda_llm_lsp.source.spec import TestSpec
 from cuda_llm_lsp.source.spec.cases import evaluate_cases
 from cuda_llm_lsp.source.spec.tunables import Tunables, describe
 from cuda_llm_lsp.source.templates import template_constants
-from cuda_llm_lsp.tune.space import Key, Space, Strategy
+from cuda_llm_lsp.tune.space import Key, Space
+from cuda_llm_lsp.tune.types import (
+    Measured,
+    Stopped,
+    TuneError,
+    TuneOptions,
+    TuneProgress,
+    TuneRequest,
+    TuneResult,
+)
+
+__all__ = [
+    "Measured",
+    "TuneError",
+    "TuneOptions",
+    "TuneProgress",
+    "TuneRequest",
+    "TuneResult",
+    "tune_kernel",
+]
 
 Builder = Callable[[dict[str, int]], KernelBinary | CandidateRejected]
-Stopped = Literal["budget", "cancelled"]
 
 
 class Compile(Protocol):
@@ -54,89 +73,6 @@ class Compile(Protocol):
         self, file_text: str, path: Path | None, kernel_name: str, settings: Settings, /, *,
         kernel_source: str | None = None, instance: str | None = None, arch: str | None = None,
     ) -> KernelBinary | CandidateRejected: ...  # fmt: skip
-
-
-@dataclass(frozen=True)
-class TuneOptions:
-    max_points: int = 100  # configurations measured at most; exhaustive when the space fits
-    budget_s: float = 600.0  # wall time of the search
-    workers: int = 2  # compiles at once
-    finalists: int = 3  # re-checked on new inputs and re-timed
-    sample_fraction: float = 0.5  # of max_points, drawn at random before local refinement
-    seed: int = 0  # sampling, and the inputs every configuration is screened on
-
-
-@dataclass(frozen=True)
-class TuneRequest:
-    """What to tune. A user's kernel: `spec` carries the tunables, and the default configuration
-    is both the oracle and the reference time. A model's candidate (tune/candidate.py): its text
-    as `kernel_source`, its launch block applied to the original's spec as `tuned_spec`, and the
-    original's binary as `baseline`: judged and timed against the original, as in the loop."""
-
-    file_text: str
-    kernel: str
-    spec: TestSpec  # the oracle's (parsed from the file)
-    settings: Settings
-    path: Path | None = None
-    kernel_source: str | None = None  # a candidate's text, spliced in place of the kernel
-    tuned_spec: TestSpec | None = None  # the tunables and launch tried; None: `spec`
-    baseline: KernelBinary | None = None  # the oracle and reference; None: the default built
-
-    @property
-    def tuning(self) -> TestSpec:
-        return self.tuned_spec or self.spec
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One configuration's outcome (a contract status; `launch_error` also for a launch the
-    device cannot run, found before compiling)."""
-
-    config: dict[str, int]
-    status: str
-    message: str
-    ms: float | None = None
-    spread_pct: float | None = None
-    speedup: float | None = None  # default configuration's median / this one's, interleaved
-    finalist: bool = False  # evaluated again on new inputs; these figures are that run's
-
-
-@dataclass(frozen=True)
-class TuneProgress:
-    done: int
-    planned: int  # max_points, or the space when smaller
-    latest: Measured
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    kernel: str
-    strategy: Strategy
-    space_size: int  # before restrictions
-    default: dict[str, int]
-    measured: tuple[Measured, ...]  # in the order they finished
-    best: Measured | None  # the fastest finalist that passed again
-    stopped: Stopped | None
-    elapsed_s: float
-
-    @property
-    def default_result(self) -> Measured | None:
-        return next((m for m in self.measured if m.config == self.default), None)
-
-    @property
-    def spread(self) -> float | None:
-        """Slowest correct configuration's time over the fastest's (1.0: tuning buys nothing)."""
-        times = [m.ms for m in self.measured if m.status == "ok" and m.ms]
-        return max(times) / min(times) if len(times) > 1 else None
-
-    def ranked(self) -> list[Measured]:
-        """Correct ones fastest first, then the rest in the order they finished."""
-        ok = sorted((m for m in self.measured if m.status == "ok"), key=lambda m: -(m.speedup or 0))
-        return ok + [m for m in self.measured if m.status != "ok"]
-
-
-class TuneError(RuntimeError):
-    """The run cannot start: no tunables, or the default configuration does not build."""
 
 
 def binary_builder(
@@ -180,12 +116,12 @@ def launch_problem(spec: TestSpec, facts: DeviceFacts) -> str | None:
 def tune_kernel(
     request: TuneRequest,
     evaluator: Evaluator,
-    options: TuneOptions = TuneOptions(),
+    options: TuneOptions | None = None,
     *,
     build: Builder | None = None,
     on_progress: Callable[[TuneProgress], None] | None = None,
     on_planned: Callable[[int], None] | None = None,
-    cancel: threading.Event | None = None,
+    cancel: CancelToken | threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> TuneResult:
     """Search the request's tunables (see the module docstring). `on_planned` hears, once the
@@ -193,12 +129,13 @@ def tune_kernel(
     (`TuneProgress.planned`); `on_progress` each measured one. Raises `TuneError` when the
     spec has no tunables or the default does not build, and `BaselineFailed` from the evaluator
     when the default configuration fails its own spec."""
+    options = options or TuneOptions()
     tunables = request.tuning.tunables
     if tunables is None:
         raise TuneError(f"{request.kernel}'s spec declares no tunables (tune.NAME = [values])")
     facts = evaluator.device_facts()
     run = _Run(request, evaluator, options, build or binary_builder(request, facts.arch),
-               facts, on_progress, cancel or threading.Event(), clock)  # fmt: skip
+               facts, on_progress, cancel or CancelToken(), clock)  # fmt: skip
     try:
         return run.search(tunables, on_planned)
     finally:
@@ -209,7 +146,7 @@ class _Run:
     def __init__(
         self, request: TuneRequest, evaluator: Evaluator, options: TuneOptions, build: Builder,
         facts: DeviceFacts, on_progress: Callable[[TuneProgress], None] | None,
-        cancel: threading.Event, clock: Callable[[], float],
+        cancel: CancelToken | threading.Event, clock: Callable[[], float],
     ) -> None:  # fmt: skip
         self.request = request
         self.spec = request.spec  # the oracle's

@@ -20,11 +20,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from cuda_llm_lsp.source.spec.tunables import Configuration, Tunables
+from cuda_llm_lsp.tune.types import Strategy
 
-Strategy = Literal["exhaustive", "sample"]
 #: Spaces larger than this (before restrictions) are sampled without being enumerated first, so
 #: a restriction that allows few of millions of combinations does not stall the start of a run.
 ENUMERATED_AT_MOST = 200_000

@@ -1,4 +1,4 @@
-"""The one place that builds the engine the CLI, the suite and the language server run on.
+"""What the engine is built of: the evaluator, the LLM client, the run history.
 
 The evaluator (the local GPU, or recorded outcomes for tests and demos), the LLM client (the
 endpoint, the endpoint recorded, or a replay of a recording) and the run history. Callers get
@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections.abc import Callable
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import devices, gpu
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
@@ -122,14 +123,22 @@ async def run_fsr(
     *,
     llm_factory: LlmFactory = make_llm,
     on_event: Callable[[ProgressEvent], None] | None = None,
-    cancel: asyncio.Event | None = None,
+    cancel: CancelToken | None = None,
     history: History | None = None,
     toolchain: Toolchain | None = None,
 ) -> OptimizeResult:
     """`fsr.loop.optimize` with an LLM client made for `config` by `llm_factory`, closed after."""
     llm = llm_factory(config)
     try:
-        return await optimize(request, config, evaluator, llm, on_event=on_event, cancel=cancel,
-                              history=history, toolchain=toolchain)  # fmt: skip
+        return await optimize(
+            request,
+            config,
+            evaluator,
+            llm,
+            on_event=on_event,
+            cancel=cancel,
+            history=history,
+            toolchain=toolchain,
+        )
     finally:
         await llm.close()

@@ -1,21 +1,68 @@
-"""One editor job's handle on the server's shared GPU evaluator: `JobEvaluator` on one GPU,
-`JobPool` on a `GpuPool` (`cudaLlm.gpus` / `cudaLlm.cluster`).
+"""One use case's handle on a shared GPU evaluator: `JobEvaluator` on one GPU, `JobPool` on a
+`GpuPool` (`cudaLlm.gpus` / `cudaLlm.cluster`).
 
-The state hands one to each optimize, benchmark or tune job; the job's cancel stops only its own
-GPU work, never another job's.
+The GPU service (`gpu_service`) hands one out with each lease; the lease's `CancelToken` is the
+job's cancel: it stops only this job's GPU work, never another job's, and refuses its later
+calls. The stop itself (signals to worker processes, locks) runs on a thread of its own, so a
+cancel from the language server's event loop never waits on a GPU worker.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.evaluate.devices import Device, GpuId, GpuPool
 from cuda_llm_lsp.evaluate.types import DeviceFacts, EvaluationCancelled, Evaluator
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class GpuGate:
+    """One job's call at a time on the one GPU worker. A job waiting here leaves as soon as its
+    token is cancelled: the cancel wakes the waiters (`wake`), nobody polls."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+
+    def enter(self, stop: CancelToken) -> bool:
+        """Take the GPU; False, without it, once `stop` is cancelled."""
+        with self._cond:
+            while self._busy and not stop.cancelled:
+                self._cond.wait()
+            if stop.cancelled:
+                return False
+            self._busy = True
+            return True
+
+    def leave(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Waiters look at their tokens again (one was cancelled)."""
+        with self._cond:
+            self._cond.notify_all()
+
+
+def in_thread(call: Callable[[], None], name: str) -> None:
+    """`call` on a thread of its own: stopping GPU work reaches worker processes (signalled,
+    locks taken) that must not stall whoever cancels (the server's event loop, a signal)."""
+
+    def run() -> None:
+        try:
+            call()
+        except Exception:
+            log.exception("%s failed", name)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
 
 
 class JobEvaluator:
@@ -26,25 +73,29 @@ class JobEvaluator:
     Calls pass one at a time through `gate`, so a cancel reaches the worker only while this
     job's call is the one running.
 
+    The worker clears a cancel when a call begins, so a cancel that lands just as a call starts
+    is sent once more 50 ms later, only if that same call still runs.
+
     `cancel` is the evaluator protocol's: the FSR loop uses it to interrupt the candidate on
     the GPU when a budget runs out, then goes on (re-validating its winner), so it stops only
-    the call in flight. `cancel_job` is the job's cancel: every later call is refused too.
+    the call in flight. The job's cancel is its token (`cancel_job` cancels it): every later call
+    is refused too.
     """
 
-    def __init__(self, inner: Evaluator, gate: threading.Lock) -> None:
+    def __init__(self, inner: Evaluator, gate: GpuGate, token: CancelToken | None = None) -> None:
         self.inner, self.gate = inner, gate
-        self._cancelled = threading.Event()
+        self.token = token or CancelToken()
         self._running = 0  # the id of the call on the GPU, 0 when none
         self._calls = 0
         self._state = threading.Lock()
+        self.token.on_cancel(self._stop)
 
     def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        while not self.gate.acquire(timeout=0.02):  # waiting for another job's GPU call
-            if self._cancelled.is_set():
-                raise EvaluationCancelled("cancelled")
+        if not self.gate.enter(self.token):  # another job's GPU call runs: wait, cancellable
+            raise EvaluationCancelled("cancelled")
         try:
             with self._state:
-                if self._cancelled.is_set():
+                if self.token.cancelled:
                     raise EvaluationCancelled("cancelled")
                 self._calls += 1
                 self._running = self._calls
@@ -54,8 +105,8 @@ class JobEvaluator:
                 with self._state:
                     self._running = 0
         finally:
-            self.gate.release()
-        if self._cancelled.is_set():
+            self.gate.leave()
+        if self.token.cancelled:
             raise EvaluationCancelled("cancelled")
         return result
 
@@ -80,8 +131,13 @@ class JobEvaluator:
 
     def cancel_job(self) -> None:
         """The job is cancelled: interrupt the call in flight and refuse every later one."""
-        with self._state:
-            self._cancelled.set()
+        self.token.cancel()
+
+    def _stop(self) -> None:  # the token's callback: off the cancelling thread
+        in_thread(self._stop_now, "cuda-llm-cancel")
+
+    def _stop_now(self) -> None:
+        self.gate.wake()
         self.cancel()
 
     def _cancel_again(self, call: int) -> None:
@@ -105,13 +161,14 @@ class JobPool(GpuPool):
     for a device and refuses later ones.
     """
 
-    def __init__(self, shared: GpuPool) -> None:
+    def __init__(self, shared: GpuPool, token: CancelToken | None = None) -> None:
         super().__init__(lambda: shared.devices)
         self.shared = shared
-        self._stopped = threading.Event()
+        self._stopped = token or CancelToken()
         self._held: dict[int, Device] = {}  # this job's calls on a GPU: call id -> its device
         self._ids = itertools.count(1)
         self._state = threading.Lock()
+        self._stopped.on_cancel(lambda: in_thread(self._stop_now, "cuda-llm-cancel"))
 
     @property
     def devices(self) -> list[Device]:
@@ -125,7 +182,7 @@ class JobPool(GpuPool):
         job: Callable[[Device], T],
         on_device: Callable[[GpuId], None] | None = None,
         *,
-        stop: threading.Event | None = None,
+        stop: CancelToken | threading.Event | None = None,
     ) -> T:
         call = next(self._ids)
 
@@ -164,7 +221,9 @@ class JobPool(GpuPool):
 
     def cancel_job(self) -> None:
         """The job is cancelled: its calls in flight and waiting stop, later ones are refused."""
-        self._stopped.set()
+        self._stopped.cancel()
+
+    def _stop_now(self) -> None:
         self.shared.wake()
         self.cancel()
 
@@ -172,7 +231,11 @@ class JobPool(GpuPool):
         """The shared pool outlives jobs: the server closes it."""
 
 
-def job_view(shared: Evaluator, gate: threading.Lock) -> JobEvaluator | JobPool:
-    """The job's handle on `shared`: a `JobPool` on a pool, else a `JobEvaluator` through the
-    server's one-call-at-a-time `gate`."""
-    return JobPool(shared) if isinstance(shared, GpuPool) else JobEvaluator(shared, gate)
+def job_view(
+    shared: Evaluator, gate: GpuGate, token: CancelToken | None = None
+) -> JobEvaluator | JobPool:
+    """The job's handle on `shared`, cancelled by `token`: a `JobPool` on a pool, else a
+    `JobEvaluator` through the one-call-at-a-time `gate`."""
+    if isinstance(shared, GpuPool):
+        return JobPool(shared, token)
+    return JobEvaluator(shared, gate, token)
