@@ -14,22 +14,23 @@ overlap instead of adding up.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from cuda_llm_lsp.cli.common import error, no_kernel, read_source
-from cuda_llm_lsp.compile.arch import resolve_arch
+from cuda_llm_lsp.cli.common import error, no_kernel, read_source, spec_problems
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import gpu_evaluator
-from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
-from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, summary_line
-from cuda_llm_lsp.evaluate.inputs import InputError
-from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
-from cuda_llm_lsp.source.draft import draft_spec
-from cuda_llm_lsp.source.kernels import find_kernels
-from cuda_llm_lsp.source.spec import parse_spec
+from cuda_llm_lsp.engine import (
+    ABOVE_PEAK_REASON,
+    BenchmarkOutcome,
+    GpuService,
+    Refusal,
+    benchmark_in_file,
+    gpu_evaluator,
+    summary_line,
+)
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 
@@ -46,6 +47,13 @@ def _error(message: str, code: int, as_json: bool) -> int:
     return error("bench", message, code, as_json)
 
 
+def _chosen(kernels: list[Kernel], name: str | None) -> list[Kernel]:
+    """`--kernel`'s kernel (none: not in the file), else those with a spec, else the first."""
+    if name:
+        return [k for k in kernels if k.name == name]
+    return [k for k in kernels if k.spec is not None] or kernels[:1]
+
+
 def run(args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     path: Path = args.file
@@ -53,95 +61,77 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         return _error(f"{path}: {problem}", EXIT_USAGE, as_json)
     kernels = find_kernels(text)
-    if args.kernel:
-        chosen = [k for k in kernels if k.name == args.kernel]
-        if not chosen:
+    chosen = _chosen(kernels, args.kernel)
+    if not chosen:
+        if args.kernel:
             message = no_kernel(args.kernel, path, (k.name for k in kernels))
             return _error(message, EXIT_USAGE, as_json)
-    else:
-        chosen = [k for k in kernels if k.spec is not None]
-        if not chosen:
-            if not kernels:
-                return _error(f"no __global__ kernel in {path}", EXIT_USAGE, as_json)
-            chosen = kernels[:1]
-    specs = []
-    for kernel in chosen:
-        spec, problems = parse_spec(kernel, text)
-        if spec is None:
-            line = kernel.name_span.start.line + 1
-            if not problems:
-                draft = draft_spec(kernel, text)
-                return _error(
-                    f"{path}:{line}: kernel {kernel.name} has no test spec. Review this draft, "
-                    f"put it directly above the kernel and run again:\n\n{draft}", EXIT_USAGE,
-                    as_json,
-                )  # fmt: skip
-            shown = "\n".join(
-                f"{path}:{p.span.start.line + 1}:{p.span.start.column + 1}: "
-                f"{getattr(p, 'severity', 'error')}: {p.message}"
-                for p in problems
-            )
-            return _error(f"the test spec of {kernel.name} has errors:\n{shown}", EXIT_USAGE,
-                          as_json)  # fmt: skip
-        specs.append((kernel, spec))
-
-    settings = Settings()
-    evaluator = gpu_evaluator()
-    starting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-worker-start")
+        return _error(f"no __global__ kernel in {path}", EXIT_USAGE, as_json)
+    gpus = GpuService(lambda: gpu_evaluator())
     try:
-        facts_future = starting.submit(evaluator.device_facts)
-        expected = resolve_arch(settings)
-        built = {
-            kernel.name: build_binary(
-                text, path, kernel.name, settings, instance=spec.instance, arch=expected
-            )
-            for kernel, spec in specs
-        }
-        try:
-            facts = facts_future.result()
-        except NoGpuError as exc:
-            return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
-        reports: list[dict[str, Any]] = []
-        worst = EXIT_OK
-        for kernel, spec in specs:
-            binary = built[kernel.name]
-            if facts.arch != expected:
-                binary = build_binary(text, path, kernel.name, settings, instance=spec.instance,
-                                      arch=facts.arch)  # fmt: skip
-            if isinstance(binary, CandidateRejected):
-                reports.append({"name": kernel.name, "status": binary.status,
-                                "message": binary.message})  # fmt: skip
-                if not as_json:
-                    print(f"{kernel.name}: {binary.status}\n{binary.message}")
-                worst = EXIT_FAIL
-                continue
-            try:
-                result = evaluator.benchmark(binary, spec, spec_dir=path.parent, seed=args.seed)
-            except (InputError, BaselineFailed) as exc:
-                reports.append({"name": kernel.name, "status": "error", "message": str(exc)})
-                if not as_json:
-                    print(f"{kernel.name}: {exc}")
-                worst = max(worst, EXIT_USAGE if isinstance(exc, InputError) else EXIT_FAIL)
-                continue
-            if result.status != "ok":
-                worst = max(worst, EXIT_FAIL)
-            reports.append(_report(kernel.name, result))
-            if not as_json:
-                for case in result.cases:
-                    sizes = ", ".join(f"{k}={v}" for k, v in case.sizes.items())
-                    mark = "ok" if case.status == "ok" else case.status
-                    print(f"  case {case.index} ({sizes}): {mark}"
-                          + (f": {case.message}" if case.message else ""))  # fmt: skip
-                print(summary_line(kernel.name, result) + f"  [seed {result.seed}]")
-        if as_json:
-            print(json.dumps({"file": str(path), "device": facts.name, "kernels": reports},
-                             indent=2))  # fmt: skip
-        return worst
-    except NoGpuError as exc:
-        return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
+        return _bench_all(args, text, chosen, gpus)
     finally:
-        evaluator.close()
-        starting.shutdown(wait=False)
+        gpus.close()
+
+
+def _bench_all(args: argparse.Namespace, text: str, chosen: list[Kernel], gpus: GpuService) -> int:
+    as_json, path = args.format == "json", args.file
+    reports: list[dict[str, Any]] = []
+    worst, device = EXIT_OK, ""
+    for kernel in chosen:
+        work = benchmark_in_file(text, path, kernel.name, Settings(), gpus, seed=args.seed)
+        outcome = asyncio.run(work)
+        if isinstance(outcome, Refusal):
+            code = _refused(outcome, kernel, path, as_json)
+            if code in (EXIT_USAGE, EXIT_NO_GPU) and outcome.kind != "bad_inputs":
+                return code
+            reports.append({"name": kernel.name, "status": outcome.status,
+                            "message": outcome.message})  # fmt: skip
+            worst = max(worst, code)
+            continue
+        device = outcome.device.name
+        if outcome.result.status != "ok":
+            worst = max(worst, EXIT_FAIL)
+        reports.append(_report(kernel.name, outcome.result))
+        if not as_json:
+            _print(outcome)
+    if as_json:
+        print(json.dumps({"file": str(path), "device": device, "kernels": reports}, indent=2))
+    return worst
+
+
+def _refused(refusal: Refusal, kernel: Kernel, path: Path, as_json: bool) -> int:
+    """Say why `kernel` was not benchmarked; the exit code it calls for."""
+    if refusal.kind == "no_spec":
+        line = kernel.name_span.start.line + 1
+        return _error(
+            f"{path}:{line}: kernel {kernel.name} has no test spec. Review this draft, put it "
+            f"directly above the kernel and run again:\n\n{refusal.draft}",
+            EXIT_USAGE,
+            as_json,
+        )
+    if refusal.kind == "spec_errors":
+        shown = spec_problems(path, refusal.problems)
+        message = f"the test spec of {kernel.name} has errors:\n{shown}"
+        return _error(message, EXIT_USAGE, as_json)
+    if refusal.kind in ("no_gpu", "unavailable"):
+        return _error(f"no CUDA GPU available: {refusal.message}", EXIT_NO_GPU, as_json)
+    if not as_json and refusal.kind == "does_not_build":
+        print(f"{kernel.name}: {refusal.status}\n{refusal.message}")
+    elif not as_json:
+        print(f"{kernel.name}: {refusal.message}")
+    return EXIT_USAGE if refusal.kind == "bad_inputs" else EXIT_FAIL
+
+
+def _print(outcome: BenchmarkOutcome) -> None:
+    result = outcome.result
+    for case in result.cases:
+        sizes = ", ".join(f"{k}={v}" for k, v in case.sizes.items())
+        mark = "ok" if case.status == "ok" else case.status
+        print(
+            f"  case {case.index} ({sizes}): {mark}" + (f": {case.message}" if case.message else "")
+        )
+    print(summary_line(outcome.kernel, result) + f"  [seed {result.seed}]")
 
 
 def _report(name: str, result: Any) -> dict[str, Any]:

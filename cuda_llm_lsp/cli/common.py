@@ -13,10 +13,11 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from cuda_llm_lsp.compile.analysis import DEFAULT_MAX_FILE_CHARS
+from cuda_llm_lsp.engine import DEFAULT_MAX_FILE_CHARS
+from cuda_llm_lsp.source.spec import SpecError
 
 #: Bytes of one source file read at most: UTF-8 needs at most 4 per character.
 MAX_SOURCE_BYTES = 4 * DEFAULT_MAX_FILE_CHARS
@@ -106,4 +107,13 @@ def add_gpu_arguments(parser: argparse.ArgumentParser, use: str) -> None:
         "--cluster",
         metavar="ADDRESS",
         help="a Ray cluster's GPUs instead: ray://HOST:PORT or auto (ray extra)",
+    )
+
+
+def spec_problems(path: Path, problems: Sequence[SpecError]) -> str:
+    """A spec's problems, one `FILE:LINE:COL: severity: message` line each."""
+    return "\n".join(
+        f"{path}:{p.span.start.line + 1}:{p.span.start.column + 1}: "
+        f"{getattr(p, 'severity', 'error')}: {p.message}"
+        for p in problems
     )

@@ -26,11 +26,10 @@ import asyncio
 import dataclasses
 import json
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
 
 from cuda_llm_lsp.cli.common import add_gpu_arguments, no_kernel, read_source_bytes, write_back
+from cuda_llm_lsp.cli.progress import Display, interrupt_cancels
 from cuda_llm_lsp.config import (
     DEFAULT_MAX_TOKENS,
     LAUNCH_POLICIES,
@@ -39,24 +38,24 @@ from cuda_llm_lsp.config import (
     Settings,
 )
 from cuda_llm_lsp.demo import demos
-from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
-from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
-from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError
-from cuda_llm_lsp.fsr.apply import NotApplicable, build_check, winner_text
-from cuda_llm_lsp.fsr.edit import unified_diff
-from cuda_llm_lsp.fsr.history import RunHistory
-from cuda_llm_lsp.fsr.replay import recorded_shape
+from cuda_llm_lsp.engine import (
+    CancelToken,
+    GpuService,
+    OptimizeOutcome,
+    RecordedEvaluator,
+    RecordingError,
+    Refusal,
+    RunHistory,
+    build_check,
+    history_for_run,
+    make_evaluator,
+    optimize_in_file,
+    recorded_shape,
+    unified_diff,
+)
 from cuda_llm_lsp.fsr.types import (
-    CandidateEvaluated,
-    CandidateOutcome,
-    CandidateStage,
     OptimizeConfig,
-    OptimizeRequest,
     OptimizeResult,
-    ProgressEvent,
-    RoundStarted,
-    RunFinished,
-    RunStarted,
     config_from_settings,
 )
 from cuda_llm_lsp.source.kernels import find_kernels
@@ -154,135 +153,7 @@ def _positive(value: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Progress display
-
-
-_SHORT = {
-    "ok": "ok", "compile_error": "compile", "signature_mismatch": "signature",
-    "bad_launch": "bad-launch", "wrong_output": "wrong", "unwritten_output": "unwritten",
-    "out_of_bounds": "oob",
-    "input_modified": "input-mod", "nondeterministic": "nondet", "stale_after_timing": "stale",
-    "timeout": "timeout", "fault": "fault", "launch_error": "launch", "sanitizer": "sanitizer",
-    "llm_error": "llm-error", "slower": "slower",
-}  # fmt: skip
-
-
-@dataclass
-class Display:
-    """Shows progress events on `stream`: a redrawn table on a terminal, else plain lines."""
-
-    stream: TextIO
-    live: bool
-    rounds: int = 0
-    candidates: int = 0
-    cells: dict[tuple[int, int], str] = field(default_factory=dict)
-    header: str = ""
-    best: CandidateOutcome | None = None
-    round: int = 0
-    _drawn: int = 0
-
-    def __call__(self, event: ProgressEvent) -> None:
-        if isinstance(event, RunStarted):
-            self.rounds, self.candidates = event.rounds, event.candidates
-            timing = event.baseline.timing
-            figure = f"{timing.median_ms:.4f} ms (±{timing.spread_pct:.1f}%)" if timing else "?"
-            self.header = (
-                f"{event.kernel}: baseline {figure}, {len(event.baseline.cases)} cases; "
-                f"{_plural(event.rounds, 'round')} x {_plural(event.candidates, 'candidate')}"
-            )
-            self._line(self.header)
-        elif isinstance(event, RoundStarted):
-            self.round = event.round
-            if not self.live:
-                self._line(f"round {event.round}/{event.rounds}")
-        elif isinstance(event, CandidateStage):
-            if event.role == "planner":
-                if not self.live and event.stage == "requested":
-                    self._line(f"  round {event.round}: planning")
-                return
-            if event.stage == "tuning":
-                cell = f"tuning {event.done}/{event.configurations}"
-                if not self.live and event.done == 0:
-                    self._line(f"  {event.round}.{event.index} tuning "
-                               f"({_plural(event.configurations, 'configuration')})")  # fmt: skip
-                self.cells[(event.round, event.index)] = cell
-                if self.live:
-                    self._redraw()
-                return
-            self.cells[(event.round, event.index)] = {
-                "requested": "writing", "generated": "building", "evaluating": "timing",
-            }[event.stage] if event.role != "debugger" else "repairing"  # fmt: skip
-            if event.role == "debugger" and event.stage == "requested" and not self.live:
-                self._line(f"  {event.round}.{event.index} repairing (attempt {event.attempt})")
-            if event.gpu:  # several GPUs: which one judges it
-                self.cells[(event.round, event.index)] += f" {event.gpu}"
-                self._line(f"  {event.round}.{event.index} on {event.gpu}")
-        elif isinstance(event, CandidateEvaluated):
-            o = event.outcome
-            self.best = event.best
-            cell = _SHORT.get(o.status, o.status)
-            if o.status in ("ok", "slower") and o.speedup is not None:
-                cell += f" {o.speedup:.2f}x"
-            self.cells[(o.round, o.index)] = cell
-            if not self.live:
-                self._line(f"  {o.round}.{o.index} {self._plain(o)}")
-        elif isinstance(event, RunFinished):
-            if self.live and self._drawn:
-                self._redraw()
-                for o in event.result.candidates:  # the table has no room for the reasons
-                    if o.status not in ("ok", "slower") and o.message.strip():
-                        reason = o.message.strip().splitlines()[0][:160]
-                        print(f"  {o.round}.{o.index} {o.status}: {reason}", file=self.stream)
-            return
-        if self.live:
-            self._redraw()
-
-    def _plain(self, o: CandidateOutcome) -> str:
-        text: str = o.status
-        if o.ms is not None:
-            text += f" {o.ms:.4f} ms"
-        if o.speedup is not None:
-            text += f" {o.speedup:.2f}x"
-        if o.tuning is not None and o.tuning.best is not None:
-            text += " with " + " ".join(f"{k}={v}" for k, v in o.tuning.best.items())
-        if o.status not in ("ok", "slower") and o.message:
-            text += ": " + o.message.strip().splitlines()[0][:160]
-        if self.best is not None and self.best.speedup is not None:
-            text += f"  (best {self.best.speedup:.2f}x)"
-        return text
-
-    def _line(self, text: str) -> None:
-        if self.live:
-            return
-        print(text, file=self.stream, flush=True)
-
-    def _redraw(self) -> None:
-        width = 14
-        lines = [self.header]
-        lines.append(
-            "round  " + "".join(f"{f'#{i}':<{width}}" for i in range(1, self.candidates + 1))
-        )
-        for r in range(1, self.round + 1):
-            row = [self.cells.get((r, i), "") for i in range(1, self.candidates + 1)]
-            lines.append(f"{r:<7}" + "".join(f"{c[: width - 1]:<{width}}" for c in row))
-        if self.best is not None and self.best.speedup is not None:
-            lines.append(f"best: {self.best.speedup:.2f}x (round {self.best.round} "
-                         f"candidate {self.best.index})")  # fmt: skip
-        out = ""
-        if self._drawn:
-            out += f"\x1b[{self._drawn}F\x1b[J"
-        out += "\n".join(lines) + "\n"
-        self.stream.write(out)
-        self.stream.flush()
-        self._drawn = len(lines)
-
-
-# ---------------------------------------------------------------------------------------------
 # Wiring
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
@@ -337,31 +208,34 @@ def run(args: argparse.Namespace) -> int:
         replay_dir=args.replay, time_budget_s=args.time_budget, token_budget=args.token_budget,
         repairs=args.repairs, tune_points=args.tune_points,
     )  # fmt: skip
-    try:
-        evaluator = make_evaluator(gpus=args.gpus, cluster=args.cluster)
-        evaluator.device_facts()
-    except NoGpuError as exc:
-        return _fail(f"no CUDA GPU: {exc}", EXIT_NO_GPU, as_json, args.kernel)
-    except ImportError as exc:
-        return _fail(f"cannot load the GPU evaluator: {exc}", EXIT_NO_GPU, as_json, args.kernel)
-    except (ValueError, RecordingError) as exc:
-        return _fail(str(exc), EXIT_USAGE, as_json, args.kernel)
-    return _finish(args, text, original_bytes, settings, config, evaluator)
+    gpus = GpuService(lambda: make_evaluator(gpus=args.gpus, cluster=args.cluster))
+    return _finish(args, text, original_bytes, settings, config, gpus)
 
 
 def _finish(
-    args: argparse.Namespace, text: str, original_bytes: bytes, settings: Settings,
-    config: OptimizeConfig, evaluator: Evaluator, demo: str | None = None,
-) -> int:  # fmt: skip
-    """Run the loop on `evaluator`, then print the result and apply `--write`.
+    args: argparse.Namespace,
+    text: str,
+    original_bytes: bytes,
+    settings: Settings,
+    config: OptimizeConfig,
+    gpus: GpuService,
+    demo: str | None = None,
+) -> int:
+    """Run the loop on `gpus` (Ctrl-C cancels it), then print the result and apply `--write`.
 
     `demo`: the closing note of a `--demo` run (its output is labelled throughout)."""
     as_json, path = args.format == "json", args.file
+    token = CancelToken()
     try:
-        result = asyncio.run(_optimize(args, text, settings, config, evaluator))
+        with interrupt_cancels(token, "optimize"):
+            outcome = asyncio.run(_optimize(args, text, settings, config, gpus, token))
     finally:
-        evaluator.close()
-
+        gpus.close()
+    if isinstance(outcome, Refusal):
+        if outcome.kind == "no_gpu":
+            return _fail(f"no CUDA GPU: {outcome.message}", EXIT_NO_GPU, as_json, args.kernel)
+        return _fail(outcome.message, EXIT_USAGE, as_json, args.kernel)
+    result = outcome.result
     if as_json:
         data = _json(result, EXIT_ERROR)
         if demo:
@@ -376,14 +250,14 @@ def _finish(
     print(result.message, file=sys.stderr)
     if demo:
         print(f"cuda-llm optimize: {demo}", file=sys.stderr)
-    if not result.accepted or result.best_source is None:
+    if outcome.not_applicable is not None:
+        message = f"the winner cannot be applied to {path}: {outcome.not_applicable}"
+        return _fail(message, EXIT_ERROR, False, "")
+    if outcome.edit is None:
         return EXIT_OK
-    try:  # kernel, helpers above the spec, host code dropped; its launch in the spec and sites
-        applied = winner_text(text, args.kernel, result.best_source, result.best_launch)
-    except NotApplicable as exc:
-        return _fail(f"the winner cannot be applied to {path}: {exc}", EXIT_ERROR, False, "")
-    new_text = applied.text
-    for note in applied.notes:  # launch sites that could not be rewritten: by hand
+    # the kernel, helpers above the spec, host code dropped; its launch in the spec and sites
+    new_text = outcome.edit.text
+    for note in outcome.edit.notes:  # launch sites that could not be rewritten: by hand
         print(f"cuda-llm optimize: change by hand: {note}", file=sys.stderr)
     if not as_json:
         if demo:
@@ -424,7 +298,7 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
         candidates=min(args.candidates or shape[1], shape[1]), replay_dir=str(demo.llm_dir),
     )  # fmt: skip
     try:
-        evaluator = RecordedEvaluator(demo.outcomes)
+        recorded = RecordedEvaluator(demo.outcomes)
     except RecordingError as exc:  # a broken installation
         return _fail(str(exc), EXIT_ERROR, as_json, args.kernel)
     print(f"cuda-llm optimize: {DEMO_LABEL}: the model's replies and the GPU's results are "
@@ -434,19 +308,33 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     note = (f"{DEMO_LABEL}: the figures above are recorded, not measured. On a GPU, "
             f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
             "and times the same candidates for real.")  # fmt: skip
-    return _finish(args, text, text.encode("utf-8"), settings, config, evaluator, demo=note)
+    gpus = GpuService(lambda: recorded)
+    return _finish(args, text, text.encode("utf-8"), settings, config, gpus, demo=note)
 
 
 async def _optimize(
-    args: argparse.Namespace, text: str, settings: Settings, config: OptimizeConfig,
-    evaluator: Evaluator,
-) -> OptimizeResult:  # fmt: skip
+    args: argparse.Namespace,
+    text: str,
+    settings: Settings,
+    config: OptimizeConfig,
+    gpus: GpuService,
+    token: CancelToken,
+) -> OptimizeOutcome | Refusal:
     history: RunHistory | None = None
     if not args.no_history:  # the run matters more than its record
         history = await history_for_run(
             lambda exc: print(f"cuda-llm optimize: history not recorded: {exc}", file=sys.stderr)
         )
     display = Display(sys.stderr, live=sys.stderr.isatty())
-    request = OptimizeRequest(file_text=text, kernel=args.kernel, path=args.file.resolve(),
-                              settings=settings, seed=args.seed)  # fmt: skip
-    return await run_fsr(request, config, evaluator, on_event=display, history=history)
+    return await optimize_in_file(
+        text,
+        args.file.resolve(),
+        args.kernel,
+        settings,
+        config,
+        gpus,
+        history=history,
+        seed=args.seed,
+        cancel=token,
+        on_event=display,
+    )

@@ -12,31 +12,26 @@ problem (no such kernel, no tunables); 3 no GPU; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
-from cuda_llm_lsp.cli.common import error, no_kernel, read_source_bytes, write_back
+from cuda_llm_lsp.cli.common import error, no_kernel, read_source_bytes, spec_problems, write_back
+from cuda_llm_lsp.cli.progress import Display, interrupt_cancels
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import make_evaluator
-from cuda_llm_lsp.evaluate.inputs import InputError
-from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
-from cuda_llm_lsp.fsr.edit import unified_diff
-from cuda_llm_lsp.source.kernels import find_kernels
-from cuda_llm_lsp.source.spec import parse_spec
-from cuda_llm_lsp.source.spec.tunables import describe
-from cuda_llm_lsp.tune.edit import tuned_text
-from cuda_llm_lsp.tune.search import (
-    Measured,
-    TuneError,
-    TuneOptions,
-    TuneProgress,
-    TuneRequest,
-    TuneResult,
-    tune_kernel,
+from cuda_llm_lsp.engine import (
+    CancelToken,
+    GpuService,
+    Refusal,
+    make_evaluator,
+    tune_in_file,
+    unified_diff,
 )
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.spec.tunables import describe
+from cuda_llm_lsp.tune.types import Measured, TuneOptions, TuneResult
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -71,63 +66,45 @@ def run(args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     path: Path = args.file
     if min(args.max_points, args.workers, args.finalists) < 1 or not args.budget > 0:
-        return _error("--max-points, --workers, --finalists and --budget must be positive",
-                      EXIT_USAGE, as_json)  # fmt: skip
+        message = "--max-points, --workers, --finalists and --budget must be positive"
+        return _error(message, EXIT_USAGE, as_json)
     original, problem = read_source_bytes(path)  # a FIFO or /dev/zero would never end
     if problem is not None:
         return _error(f"{path}: {problem}", EXIT_USAGE, as_json)
     text = original.decode("utf-8", errors="replace")
-    kernels = find_kernels(text)
-    kernel = next((k for k in kernels if k.name == args.kernel), None)
-    if kernel is None:
-        message = no_kernel(args.kernel, path, (k.name for k in kernels))
-        return _error(message, EXIT_USAGE, as_json)
-    spec, problems = parse_spec(kernel, text)
-    if spec is None:
-        shown = "\n".join(f"{path}:{p.span.start.line + 1}:{p.span.start.column + 1}: "
-                          f"{p.severity}: {p.message}" for p in problems)  # fmt: skip
-        why = f"has errors:\n{shown}" if problems else "is missing (cuda-llm bench drafts one)"
-        return _error(f"the test spec of {kernel.name} {why}", EXIT_USAGE, as_json)
-    if spec.tunables is None:
-        message = (f"{kernel.name}'s spec declares no tunables: add tune.NAME = [values] and "
-                   "use NAME in grid/block/smem and the kernel")  # fmt: skip
-        return _error(message, EXIT_USAGE, as_json)
-    options = TuneOptions(max_points=args.max_points, budget_s=args.budget, workers=args.workers,
-                          finalists=args.finalists, seed=args.seed)  # fmt: skip
-    request = TuneRequest(text, kernel.name, spec, Settings(), path.resolve())
-    evaluator = make_evaluator()
+    names = [k.name for k in find_kernels(text)]
+    if args.kernel not in names:
+        return _error(no_kernel(args.kernel, path, names), EXIT_USAGE, as_json)
+    options = TuneOptions(
+        max_points=args.max_points,
+        budget_s=args.budget,
+        workers=args.workers,
+        finalists=args.finalists,
+        seed=args.seed,
+    )
+    token, gpus = CancelToken(), GpuService(lambda: make_evaluator())
+    display = None if as_json else Display(sys.stderr, live=False)
+    work = tune_in_file(
+        text, path.resolve(), args.kernel, Settings(), gpus, options, cancel=token, on_event=display
+    )
     try:
-        try:
-            facts = evaluator.device_facts()
-        except NoGpuError as exc:
-            return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
-        if not as_json:
-            print(f"tuning {kernel.name} on {facts.name}: default {describe(spec.tunables.default)}"
-                  f", {spec.tunables.space_size} configurations before restrictions",
-                  file=sys.stderr)  # fmt: skip
-        outcome = _run_cancellable(request, evaluator, options, as_json)
+        with interrupt_cancels(token, "tune"):
+            outcome = asyncio.run(work)
     finally:
-        evaluator.close()
-    if isinstance(outcome, Exception):
-        code = EXIT_USAGE if isinstance(outcome, InputError) else EXIT_FAIL
-        if isinstance(outcome, NoGpuError):
-            code = EXIT_NO_GPU
-        return _error(str(outcome), code, as_json)
-    result, interrupted = outcome
-    new_text = text
-    notes: tuple[str, ...] = ()
-    if result.best is not None and result.best.config != result.default:
-        edit = tuned_text(text, kernel, spec, result.best.config)
-        new_text, notes = edit.text, edit.notes
+        gpus.close()
+    if isinstance(outcome, Refusal):
+        return _refused(outcome, path, as_json)
+    result = outcome.result
+    new_text = outcome.edit.text if outcome.edit is not None else text
     diff = unified_diff(text, new_text, str(path)) if new_text != text else ""
     if as_json:
-        print(json.dumps(_json(result, diff, notes), indent=2))
+        print(json.dumps(_json(result, diff, outcome.notes), indent=2))
     else:
         sys.stdout.write(_table(result))
         sys.stdout.write(diff)
-        for note in notes:
+        for note in outcome.notes:
             print(f"note: {note}", file=sys.stderr)
-    if interrupted:
+    if token.cancelled:
         return EXIT_INTERRUPTED
     if result.best is None:
         return EXIT_FAIL
@@ -136,50 +113,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_cancellable(
-    request: TuneRequest, evaluator: Any, options: TuneOptions, quiet: bool
-) -> tuple[TuneResult, bool] | Exception:
-    """The run in a thread, so Ctrl-C here cancels it and still gets what was measured."""
-    cancel = threading.Event()
-    done = threading.Event()  # not Thread.is_alive: a join cut by Ctrl-C can leave it wrong
-    box: dict[str, Any] = {}
-
-    def progress(p: TuneProgress) -> None:
-        if not quiet:
-            print(f"  [{p.done}/{p.planned}] {_one_line(p.latest)}", file=sys.stderr)
-
-    def work() -> None:
-        try:
-            box["result"] = tune_kernel(request, evaluator, options, on_progress=progress,
-                                        cancel=cancel)  # fmt: skip
-        except (TuneError, BaselineFailed, InputError, NoGpuError) as exc:
-            box["error"] = exc
-        except Exception as exc:  # a bug of ours: one message, never a silent thread death
-            box["error"] = RuntimeError(f"{type(exc).__name__}: {exc}")
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=work, name="cuda-llm-tune", daemon=True)
-    thread.start()
-    interrupted = False
-    while not done.is_set():
-        try:
-            done.wait(0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel.set()
-            print("cuda-llm tune: interrupted; stopping", file=sys.stderr)
-        if interrupted:  # again each time: a call that started just after is cancelled too
-            evaluator.cancel()
-    if "error" in box:
-        return box["error"]  # type: ignore[no-any-return]
-    return box["result"], interrupted
-
-
-def _one_line(m: Measured) -> str:
-    if m.status != "ok":
-        return f"{describe(m.config)}: {m.status}: {m.message.splitlines()[0] if m.message else ''}"
-    return f"{describe(m.config)}: ok {m.ms:.4g} ms ({m.speedup or 0:.2f}x)"
+def _refused(refusal: Refusal, path: Path, as_json: bool) -> int:
+    """Say why the kernel was not tuned, with the exit code it calls for."""
+    kernel = refusal.kernel
+    if refusal.kind in ("spec_errors", "no_spec"):
+        why = "is missing (cuda-llm bench drafts one)"
+        if refusal.problems:
+            why = f"has errors:\n{spec_problems(path, refusal.problems)}"
+        return _error(f"the test spec of {kernel} {why}", EXIT_USAGE, as_json)
+    if refusal.kind in ("no_gpu", "unavailable"):
+        return _error(f"no CUDA GPU available: {refusal.message}", EXIT_NO_GPU, as_json)
+    usage = refusal.kind in ("no_tunables", "bad_inputs", "no_kernel")
+    return _error(refusal.message, EXIT_USAGE if usage else EXIT_FAIL, as_json)
 
 
 def _table(result: TuneResult) -> str:

@@ -10,60 +10,136 @@ the outcome or the `Refusal`.
 
 from __future__ import annotations
 
-from cuda_llm_lsp.cancel import CancelToken
-from cuda_llm_lsp.compile.analysis import (
-    DEFAULT_MAX_FILE_CHARS,
-    FileAnalysis,
-    KernelInfo,
-    add_resources,
-    analyze,
-    analyze_syntax,
-)
-from cuda_llm_lsp.compile.arch import normalize_arch
-from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool, shared_pool
-from cuda_llm_lsp.engine import peaks, vendor
-from cuda_llm_lsp.engine.actions import benchmark_in_file, optimize_in_file, tune_in_file
-from cuda_llm_lsp.engine.build import (
-    DEMO_LABEL,
-    EVALUATOR_ENV,
-    LlmFactory,
-    demo_label,
-    evaluator_for,
-    evaluator_problem,
-    gpu_evaluator,
-    history_for_run,
-    make_evaluator,
-    make_llm,
-    open_history,
-    run_fsr,
-)
-from cuda_llm_lsp.engine.events import (
-    CandidateEvaluated,
-    CandidateStage,
-    ConfigurationMeasured,
-    Event,
-    RoundStarted,
-    RunFinished,
-    RunStarted,
-    Step,
-    TuneStarted,
-)
-from cuda_llm_lsp.engine.gpu_service import GpuLease, GpuService
-from cuda_llm_lsp.engine.outcomes import (
-    BenchmarkOutcome,
-    FileEdit,
-    OptimizeOutcome,
-    Refusal,
-    TuneOutcome,
-)
-from cuda_llm_lsp.engine.threads import detached
-from cuda_llm_lsp.evaluate import roofline
-from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, format_ms, summary_line
-from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
-from cuda_llm_lsp.fsr.apply import build_check
-from cuda_llm_lsp.fsr.edit import unified_diff
-from cuda_llm_lsp.fsr.history import RunHistory, record_decision
-from cuda_llm_lsp.fsr.replay import recorded_shape
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuda_llm_lsp.cancel import CancelToken
+    from cuda_llm_lsp.compile.analysis import (
+        DEFAULT_MAX_FILE_CHARS,
+        FileAnalysis,
+        KernelInfo,
+        add_resources,
+        analyze,
+        analyze_syntax,
+    )
+    from cuda_llm_lsp.compile.arch import normalize_arch
+    from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool, shared_pool
+    from cuda_llm_lsp.engine import peaks, vendor
+    from cuda_llm_lsp.engine.actions import benchmark_in_file, optimize_in_file, tune_in_file
+    from cuda_llm_lsp.engine.build import (
+        DEMO_LABEL,
+        EVALUATOR_ENV,
+        LlmFactory,
+        demo_label,
+        evaluator_for,
+        evaluator_problem,
+        gpu_evaluator,
+        history_for_run,
+        make_evaluator,
+        make_llm,
+        open_history,
+        run_fsr,
+    )
+    from cuda_llm_lsp.engine.events import (
+        CandidateEvaluated,
+        CandidateStage,
+        ConfigurationMeasured,
+        Event,
+        RoundStarted,
+        RunFinished,
+        RunStarted,
+        Step,
+        TuneStarted,
+    )
+    from cuda_llm_lsp.engine.gpu_service import GpuLease, GpuService
+    from cuda_llm_lsp.engine.outcomes import (
+        BenchmarkOutcome,
+        FileEdit,
+        OptimizeOutcome,
+        Refusal,
+        TuneOutcome,
+    )
+    from cuda_llm_lsp.engine.threads import detached
+    from cuda_llm_lsp.evaluate import roofline
+    from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, format_ms, summary_line
+    from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
+    from cuda_llm_lsp.fsr.apply import build_check
+    from cuda_llm_lsp.fsr.edit import unified_diff
+    from cuda_llm_lsp.fsr.history import RunHistory, record_decision
+    from cuda_llm_lsp.fsr.replay import recorded_shape
+
+#: Where each name lives; imported on first use, so that `cuda-llm --help` and the helper
+#: processes (`python -m cuda_llm_lsp.engine.peaks`) do not import the whole engine.
+_WHERE = {
+    "ABOVE_PEAK_REASON": "cuda_llm_lsp.evaluate.format",
+    "BenchmarkOutcome": "cuda_llm_lsp.engine.outcomes",
+    "CancelToken": "cuda_llm_lsp.cancel",
+    "CandidateEvaluated": "cuda_llm_lsp.engine.events",
+    "CandidateStage": "cuda_llm_lsp.engine.events",
+    "ConfigurationMeasured": "cuda_llm_lsp.engine.events",
+    "DEFAULT_MAX_FILE_CHARS": "cuda_llm_lsp.compile.analysis",
+    "DEFAULT_TIMEOUT_S": "cuda_llm_lsp.compile.isolated",
+    "DEMO_LABEL": "cuda_llm_lsp.engine.build",
+    "EVALUATOR_ENV": "cuda_llm_lsp.engine.build",
+    "Event": "cuda_llm_lsp.engine.events",
+    "FileAnalysis": "cuda_llm_lsp.compile.analysis",
+    "FileEdit": "cuda_llm_lsp.engine.outcomes",
+    "GpuLease": "cuda_llm_lsp.engine.gpu_service",
+    "GpuService": "cuda_llm_lsp.engine.gpu_service",
+    "KernelInfo": "cuda_llm_lsp.compile.analysis",
+    "LlmFactory": "cuda_llm_lsp.engine.build",
+    "OptimizeOutcome": "cuda_llm_lsp.engine.outcomes",
+    "RecordedEvaluator": "cuda_llm_lsp.evaluate.recorded",
+    "RecordingError": "cuda_llm_lsp.evaluate.recorded",
+    "Refusal": "cuda_llm_lsp.engine.outcomes",
+    "RoundStarted": "cuda_llm_lsp.engine.events",
+    "RunFinished": "cuda_llm_lsp.engine.events",
+    "RunHistory": "cuda_llm_lsp.fsr.history",
+    "RunStarted": "cuda_llm_lsp.engine.events",
+    "Step": "cuda_llm_lsp.engine.events",
+    "TuneOutcome": "cuda_llm_lsp.engine.outcomes",
+    "TuneStarted": "cuda_llm_lsp.engine.events",
+    "add_resources": "cuda_llm_lsp.compile.analysis",
+    "analyze": "cuda_llm_lsp.compile.analysis",
+    "analyze_syntax": "cuda_llm_lsp.compile.analysis",
+    "benchmark_in_file": "cuda_llm_lsp.engine.actions",
+    "build_check": "cuda_llm_lsp.fsr.apply",
+    "close_shared_pool": "cuda_llm_lsp.compile.isolated",
+    "demo_label": "cuda_llm_lsp.engine.build",
+    "detached": "cuda_llm_lsp.engine.threads",
+    "evaluator_for": "cuda_llm_lsp.engine.build",
+    "evaluator_problem": "cuda_llm_lsp.engine.build",
+    "format_ms": "cuda_llm_lsp.evaluate.format",
+    "gpu_evaluator": "cuda_llm_lsp.engine.build",
+    "history_for_run": "cuda_llm_lsp.engine.build",
+    "make_evaluator": "cuda_llm_lsp.engine.build",
+    "make_llm": "cuda_llm_lsp.engine.build",
+    "normalize_arch": "cuda_llm_lsp.compile.arch",
+    "open_history": "cuda_llm_lsp.engine.build",
+    "optimize_in_file": "cuda_llm_lsp.engine.actions",
+    "peaks": "cuda_llm_lsp.engine.peaks",
+    "record_decision": "cuda_llm_lsp.fsr.history",
+    "recorded_shape": "cuda_llm_lsp.fsr.replay",
+    "roofline": "cuda_llm_lsp.evaluate.roofline",
+    "run_fsr": "cuda_llm_lsp.engine.build",
+    "shared_pool": "cuda_llm_lsp.compile.isolated",
+    "summary_line": "cuda_llm_lsp.evaluate.format",
+    "tune_in_file": "cuda_llm_lsp.engine.actions",
+    "unified_diff": "cuda_llm_lsp.fsr.edit",
+    "vendor": "cuda_llm_lsp.engine.vendor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    found = importlib.import_module(module)
+    value = found if module.endswith(f".{name}") else getattr(found, name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ABOVE_PEAK_REASON",

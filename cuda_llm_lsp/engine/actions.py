@@ -88,7 +88,10 @@ async def _lease(gpus: GpuService, token: CancelToken, kernel: str) -> GpuLease:
         return await asyncio.to_thread(gpus.lease, token)
     except NoGpuError as exc:
         raise _Refused(Refusal("no_gpu", kernel, str(exc))) from exc
-    except (ValueError, ImportError, RecordingError) as exc:  # cluster without Ray, bad --gpus
+    except ImportError as exc:  # `cudaLlm.cluster` / `--cluster` without Ray
+        message = f"cannot load the GPU evaluator: {exc}"
+        raise _Refused(Refusal("no_gpu", kernel, message)) from exc
+    except (ValueError, RecordingError) as exc:  # a bad `gpus`, a recording that is not one
         raise _Refused(Refusal("unavailable", kernel, str(exc))) from exc
 
 

@@ -57,7 +57,9 @@ class SlowStartEvaluator:
 
 def run_bench(monkeypatch: pytest.MonkeyPatch, path: Path, evaluator: SlowStartEvaluator):
     compiles: list[str | None] = []
-    real_build = bench.build_binary
+    from cuda_llm_lsp.engine import actions
+
+    real_build = actions.build_binary
 
     def build(*args: Any, **kwargs: Any) -> Any:
         result = real_build(*args, **kwargs)
@@ -65,7 +67,7 @@ def run_bench(monkeypatch: pytest.MonkeyPatch, path: Path, evaluator: SlowStartE
         evaluator.compiled.set()
         return result
 
-    monkeypatch.setattr(bench, "build_binary", build)
+    monkeypatch.setattr(actions, "build_binary", build)
     monkeypatch.setattr(bench, "gpu_evaluator", lambda: evaluator)
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)

@@ -329,11 +329,11 @@ def test_a_device_lost_again_and_again_rests_longer_each_time() -> None:
 def test_an_editor_jobs_cancel_stops_only_its_own_calls_on_the_shared_pool() -> None:
     """The language server's `JobPool`: two jobs judge on one shared pool at once; one job's
     cancel stops its call in flight and its calls waiting for a GPU, the other job's goes on."""
-    from cuda_llm_lsp.lsp.job_evaluator import JobPool, job_view
+    from cuda_llm_lsp.engine.job_view import GpuGate, JobPool, job_view
 
     a, b = StandIn(delay_s=1.0), StandIn(delay_s=1.0)
     shared = GpuPool(lambda: [Device(GpuId(0), a), Device(GpuId(1), b)])
-    first, second = job_view(shared, threading.Lock()), job_view(shared, threading.Lock())
+    first, second = job_view(shared, GpuGate()), job_view(shared, GpuGate())
     assert isinstance(first, JobPool) and isinstance(second, GpuPool)  # the FSR lane's test
     outcomes: dict[str, Any] = {}
 
