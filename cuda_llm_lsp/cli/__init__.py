@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from cuda_llm_lsp import __version__
-from cuda_llm_lsp.compile.arch import normalize_arch
+from cuda_llm_lsp.engine import normalize_arch
 
 SUBCOMMANDS = {
     "check": "compile CUDA files with NVRTC: diagnostics and per-kernel resource use",

@@ -21,10 +21,15 @@ from typing import Any
 
 from cuda_llm_lsp.cli import arch_argument
 from cuda_llm_lsp.cli.common import read_source
-from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
-from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.engine import (
+    DEFAULT_TIMEOUT_S,
+    FileAnalysis,
+    KernelInfo,
+    analyze,
+    close_shared_pool,
+)
 
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
 

@@ -19,12 +19,11 @@ from typing import TextIO
 
 from cuda_llm_lsp.cli.common import add_gpu_arguments, error
 from cuda_llm_lsp.config import LAUNCH_POLICIES, Settings
-from cuda_llm_lsp.engine import make_evaluator
-from cuda_llm_lsp.evaluate import timing
+from cuda_llm_lsp.engine import TimingPlan, make_evaluator
 from cuda_llm_lsp.evaluate.types import NoGpuError
 from cuda_llm_lsp.suite.report import FAST_P, fast_p, to_json, write_report
 from cuda_llm_lsp.suite.runner import Progress, SuiteOptions, SuiteRunner, discover
-from cuda_llm_lsp.tune.search import TuneOptions
+from cuda_llm_lsp.tune.types import TuneOptions
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 
@@ -188,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         tune=TuneOptions(max_points=args.tune) if args.tune else None,
         settings=settings,
     )
-    plan = timing.Plan(budget_s=args.time_budget) if args.time_budget else None
+    plan = TimingPlan(budget_s=args.time_budget) if args.time_budget else None
     try:
         evaluator = make_evaluator(plan=plan, gpus=args.gpus, cluster=args.cluster)
     except (OSError, ValueError) as exc:

@@ -62,8 +62,9 @@ if TYPE_CHECKING:
     )
     from cuda_llm_lsp.engine.threads import detached
     from cuda_llm_lsp.evaluate import roofline
-    from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, format_ms, summary_line
+    from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, format_ms, peak_note, summary_line
     from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
+    from cuda_llm_lsp.evaluate.timing import Plan as TimingPlan
     from cuda_llm_lsp.fsr.apply import build_check
     from cuda_llm_lsp.fsr.edit import unified_diff
     from cuda_llm_lsp.fsr.history import RunHistory, record_decision
@@ -111,6 +112,8 @@ _WHERE = {
     "evaluator_for": "cuda_llm_lsp.engine.build",
     "evaluator_problem": "cuda_llm_lsp.engine.build",
     "format_ms": "cuda_llm_lsp.evaluate.format",
+    "peak_note": "cuda_llm_lsp.evaluate.format",
+    "TimingPlan": "cuda_llm_lsp.evaluate.timing:Plan",
     "gpu_evaluator": "cuda_llm_lsp.engine.build",
     "history_for_run": "cuda_llm_lsp.engine.build",
     "make_evaluator": "cuda_llm_lsp.engine.build",
@@ -132,11 +135,12 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
+    where = _WHERE.get(name)
+    if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, _, attribute = where.partition(":")  # "module:attribute" for a renamed one
     found = importlib.import_module(module)
-    value = found if module.endswith(f".{name}") else getattr(found, name)
+    value = found if module.endswith(f".{name}") else getattr(found, attribute or name)
     globals()[name] = value
     return value
 
@@ -168,6 +172,7 @@ __all__ = [
     "RunHistory",
     "RunStarted",
     "Step",
+    "TimingPlan",
     "TuneOutcome",
     "TuneStarted",
     "add_resources",
@@ -188,6 +193,7 @@ __all__ = [
     "normalize_arch",
     "open_history",
     "optimize_in_file",
+    "peak_note",
     "peaks",
     "record_decision",
     "recorded_shape",

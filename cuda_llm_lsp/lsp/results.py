@@ -18,8 +18,8 @@ from typing import Any, Literal
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from cuda_llm_lsp.engine import demo_label
-from cuda_llm_lsp.evaluate import format as evaluate_format
+from cuda_llm_lsp.engine import demo_label, peak_note
+from cuda_llm_lsp.engine import format_ms as engine_format_ms
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.positions import point_at, split_lines, to_range
 from cuda_llm_lsp.source.kernels import Kernel
@@ -155,7 +155,7 @@ def failure_hint(outcomes: Iterable[CandidateOutcome]) -> str | None:
 
 def format_ms(ms: float | None) -> str:
     """A time as the evaluator's reports write it (µs below 0.1 ms), '?' when unknown."""
-    return "?" if ms is None else evaluate_format.format_ms(ms)
+    return "?" if ms is None else engine_format_ms(ms)
 
 
 def optimize_summary(
@@ -182,7 +182,7 @@ def optimize_summary(
     if cases_total:
         text += f" · {cases_passed or 0}/{cases_total} cases"
     if fraction_of_peak is not None:
-        text += f" · {evaluate_format.peak_note(fraction_of_peak)}"
+        text += f" · {peak_note(fraction_of_peak)}"
     return f"{text} · {state}"
 
 

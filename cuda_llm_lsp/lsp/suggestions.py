@@ -35,8 +35,7 @@ from typing import Any
 import platformdirs
 from lsprotocol import types
 
-from cuda_llm_lsp.fsr.apply import build_check
-from cuda_llm_lsp.fsr.history import record_decision
+from cuda_llm_lsp.engine import build_check, record_decision
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.results import Suggestion, suggestion_span
