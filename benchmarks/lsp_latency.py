@@ -7,7 +7,9 @@ each one is a fresh NVRTC compile (no cache hit). Prints a table; exit 1 if a bu
     python benchmarks/lsp_latency.py [--edits 25] [--debounce-ms 50] [--json]
 
 Budgets (issue 2): median didChange -> publishDiagnostics <= 250 ms on the 2-core CI machine;
-hover answered within 100 ms while a compile runs.
+hover answered within 100 ms while a compile runs. Issue 26: hover within 100 ms while a job
+whose GPU worker is stuck (`tests/lsp/servers/stuck_server.py`: its cancel takes 30 s) is being
+cancelled; the unit test `tests/lsp/test_stuck_gpu.py` holds a loose bound only.
 """
 
 from __future__ import annotations
@@ -259,6 +261,35 @@ async def measure(edits: int, debounce_ms: int, hovers: int) -> dict[str, Any]:
     }
 
 
+def measure_stuck(hovers: int) -> dict[str, Any]:
+    """Hover latency right after cancelling a Benchmark whose GPU worker is stuck."""
+    from tests.lsp.test_stuck_gpu import command, hover_s
+    from tests.support.raw_lsp import RawServer, server_env
+
+    scratch = Path(tempfile.mkdtemp(prefix="lsp-stuck-"))
+    marker = scratch / "stuck"
+    argv = [sys.executable, str(ROOT / "tests/lsp/servers/stuck_server.py"), str(marker)]
+    server = RawServer(server_env(scratch), argv=argv)
+    try:
+        server.initialize('{"cudaLlm": {"debounceMs": 0}}')
+        text = (ROOT / "tests/lsp/data/saxpy.cu").read_text(encoding="utf-8")
+        uri = server.open(scratch / "saxpy.cu", text)
+        server.diagnostics(uri, 1, timeout=120)
+        lines = text.splitlines()
+        line = next(i for i, x in enumerate(lines) if "void saxpy" in x)
+        command(server, "cudaLlm.benchmark", uri, "saxpy")
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("the stuck benchmark never started")
+            time.sleep(0.05)
+        command(server, "cudaLlm.cancel", uri, "saxpy")
+        ms = [1000 * hover_s(server, uri, line, lines[line].index("saxpy")) for _ in range(hovers)]
+    finally:
+        server.close()
+    return {"samples": len(ms), "median": statistics.median(ms), "max": max(ms)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--edits", type=int, default=25, help="timed edits (default 25)")
@@ -274,10 +305,11 @@ def main(argv: list[str] | None = None) -> int:
 
     debounce = Settings().debounce_ms if args.debounce_ms is None else args.debounce_ms
     result = asyncio.run(measure(args.edits, debounce, args.hovers))
+    result["hover_while_cancelling_a_stuck_gpu_job_ms"] = stuck = measure_stuck(args.hovers)
     change_ms = result["change_to_diagnostics_ms"]
     hover = result["hover_during_compile_ms"]
     ok_change = change_ms["median"] <= 250
-    ok_hover = hover["max"] is not None and hover["max"] <= 100
+    ok_hover = hover["max"] is not None and hover["max"] <= 100 and stuck["max"] <= 100
     if args.json:
         print(json.dumps(result | {"ok": ok_change and ok_hover}, indent=2))
     else:
@@ -290,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "yes" if ok_hover else "NO"
         print(f"{'hover during a compile (ms)':<40}{hover['median'] or nan:>10.1f}"
               f"{hover['max'] or nan:>10.1f}{'100':>10}  {verdict}")  # fmt: skip
+        print(f"{'hover, cancelling a stuck GPU job (ms)':<40}{stuck['median']:>10.1f}"
+              f"{stuck['max']:>10.1f}{'100':>10}  {verdict}")  # fmt: skip
         print(f"({result['edits']} edits, each a fresh compile; {hover['samples']} hovers sent "
               "while a compile was running)")  # fmt: skip
     return 0 if ok_change and ok_hover else 1

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,13 @@ def frame(body: bytes) -> bytes:
 class RawServer:
     """The real `python -m cuda_llm_lsp` on pipes; stderr goes to a file read by `stderr()`."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str] | None = None, argv: Sequence[str] | None = None
+    ) -> None:
+        """`argv`: another server to run (a script of `tests/lsp/servers`)."""
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cuda_llm_lsp"],
+            list(argv or [sys.executable, "-m", "cuda_llm_lsp"]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

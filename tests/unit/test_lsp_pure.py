@@ -17,9 +17,9 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.engine.job_view import GpuGate, JobEvaluator
 from cuda_llm_lsp.evaluate.types import EvaluationCancelled
 from cuda_llm_lsp.fsr.types import CandidateOutcome
-from cuda_llm_lsp.engine.job_view import GpuGate, JobEvaluator
 from cuda_llm_lsp.lsp.kernel_facts import resources_line
 from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position, to_range
 from cuda_llm_lsp.lsp.results import Suggestion, failure_hint, optimize_summary
