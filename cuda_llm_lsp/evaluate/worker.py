@@ -38,6 +38,16 @@ from typing import Any
 import numpy as np
 
 from cuda_llm_lsp.evaluate import device_checks, timing
+from cuda_llm_lsp.evaluate.check_plan import (
+    BytesSlots,
+    ChangedSlots,
+    CheckPlan,
+    GuardCheck,
+    InputCheck,
+    OutputCheck,
+    OutputSlots,
+    Slots,
+)
 from cuda_llm_lsp.evaluate.compare import (
     GUARD_BYTE,
     GUARD_BYTES,
@@ -135,6 +145,17 @@ def _code(result: Any) -> int:
 def _poison_value(buf: Buffer) -> int:
     """The run's poison as the checks compare it (an output pre-filled instead: no poison)."""
     return int.from_bytes(buf.poison, "little") if buf.poison is not None else NO_MATCH
+
+
+def _needs_worst(check: OutputCheck, slots: Slots) -> bool:
+    """A float output off its reference with a finite difference: find the largest's index."""
+    return (
+        isinstance(slots, OutputSlots)
+        and check.kind == "compare"
+        and bool(slots.bad)
+        and is_float(check.dtype)
+        and bool(slots.any_finite)
+    )
 
 
 POOL_BYTES = 8 << 30  # free allocations kept for reuse (at most 1/8 of the device's memory)
@@ -444,90 +465,91 @@ class CudaBackend:
         ])  # fmt: skip
 
     def _check(self, buffers: Sequence[Buffer], placed: Placed, checks: Checks) -> RunReply:
-        """The checks of one run, on the device; one copy of all their slots comes back. A kept
-        run's values come up from host memory into a scratch allocation only now, after the
-        run, and are scrubbed off the device before this returns."""
-        plan: list[tuple[str, str, str, int, tuple[Any, ...]]] = []  # (what, name, ref, slot, args)
-        slots: list[int] = []
+        """The checks of one run, on the device (`check_plan`); one copy of all their slots
+        comes back. A kept run's values come up from host memory into a scratch allocation
+        only now, after the run, and are scrubbed off the device before this returns."""
         scratch: list[tuple[int, int]] = []
-
-        def add(what: str, name: str, ref: str, kind: str, args: tuple[Any, ...]) -> None:
-            plan.append((what, name, ref, len(slots), args))
-            slots.extend(device_checks.slot_init(kind))
-
-        by_name = {b.name: b for b in buffers}
         try:
-            for buf in buffers:
-                band = placed.guards.get(buf.name, 0)
-                if band:
-                    add("front", buf.name, "", "bytes", (placed.ptrs[buf.name] - band, band))
-                    add("back", buf.name, "", "bytes", (placed.ptrs[buf.name] + buf.nbytes, band))
-                if buf.is_input and buf.nbytes and buf.name in placed.pristine:
-                    add("changed", buf.name, "", "changed", ())
-            outputs = [by_name[n] for n in checks.outputs if n in by_name]
-            for buf in outputs:
-                if buf.poison is not None:
-                    add("unwritten", buf.name, "", "output", (0,))
-                if checks.finite and is_float(buf.dtype):
-                    add("finite", buf.name, "", "output", (placed.ptrs[buf.name],))
-                for ref in checks.against:
-                    kept = self.kept.get(ref)
-                    if kept is None:
-                        raise KeyError(f"no run kept as {ref!r} in this worker")
-                    other = kept.get(buf.name)
-                    if other is not None and other.size == buf.nbytes:
-                        dev = self._take(other.size)
-                        scratch.append((dev, other.size))
-                        if other.size:
-                            self.check(self.d.cuMemcpyHtoD(dev, other.ctypes.data, other.size),
-                                       "cuMemcpyHtoD")  # fmt: skip
-                        add("compare", buf.name, ref, "output", (dev,))
-            if not plan:
+            plan = self._plan(buffers, placed, checks, scratch)
+            if not plan.checks:
                 return RunReply()
-            host = np.array(slots, dtype=np.uint64)
+            host = np.array(plan.init, dtype=np.uint64)
             dev = self._take(host.nbytes)
             scratch.append((dev, host.nbytes))
             self.check(self.d.cuMemcpyHtoD(dev, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
-            for what, name, _ref, slot, args in plan:
-                buf, at = by_name[name], dev + 8 * slot
-                n = buf.nbytes // storage_dtype(buf.dtype).itemsize
-                if what in ("front", "back"):
-                    self._call("cl_check_bytes", args[1], [
-                        ("uint64", args[0]), ("uint64", args[1]), ("uint32", GUARD_BYTE),
-                        ("uint64", at)])  # fmt: skip
-                elif what == "changed":
-                    self._call("cl_check_changed", n, [
-                        ("uint64", placed.pristine[name]), ("uint64", placed.ptrs[name]),
-                        ("uint64", n), ("int32", storage_dtype(buf.dtype).itemsize),
-                        ("uint64", at)])  # fmt: skip
-                elif what == "finite":  # itself against itself with atol -1: the finite count
-                    self._call("cl_check_output", n, [
-                        ("uint64", args[0]), ("uint64", args[0]), ("uint64", n),
-                        ("int32", DTYPE_CODES[buf.dtype]), ("uint64", NO_MATCH),
-                        ("float64", 0.0), ("float64", -1.0), ("uint64", at),
-                    ])  # fmt: skip
-                else:
-                    self._call("cl_check_output", n, [
-                        ("uint64", args[0]), ("uint64", placed.ptrs[name]), ("uint64", n),
-                        ("int32", DTYPE_CODES[buf.dtype]), ("uint64", _poison_value(buf)),
-                        ("float64", checks.rtol), ("float64", checks.atol), ("uint64", at),
-                    ])  # fmt: skip
+            for check in plan.checks:
+                self._call(*check.launch(dev + 8 * check.slot))
             self.sync(CHECK_TIMEOUT_S)
             self._read(host, dev)
-            worst = [p for p in plan if p[0] == "compare" and host[p[3] + 3] and is_float(
-                by_name[p[1]].dtype) and host[p[3] + 6]]  # fmt: skip
-            for _what, name, _ref, slot, args in worst:
-                buf = by_name[name]
-                n = buf.nbytes // storage_dtype(buf.dtype).itemsize
-                self._call("cl_worst", n, [
-                    ("uint64", args[0]), ("uint64", placed.ptrs[name]), ("uint64", n),
-                    ("int32", DTYPE_CODES[buf.dtype]), ("uint64", dev + 8 * slot)])  # fmt: skip
+            worst = [c for c in plan.outputs() if _needs_worst(c, plan.read(c, host))]
+            for check in worst:
+                self._call(*check.worst(dev + 8 * check.slot))
             if worst:
                 self.sync(CHECK_TIMEOUT_S)
                 self._read(host, dev)
-            return self._summaries(plan, host, by_name, placed)
+            return self._summaries(plan, host)
         finally:
             self._give(self._scrub(scratch))
+
+    def _plan(
+        self,
+        buffers: Sequence[Buffer],
+        placed: Placed,
+        checks: Checks,
+        scratch: list[tuple[int, int]],
+    ) -> CheckPlan:
+        """The run's checks: guard bands and unchanged inputs of every buffer, then each output
+        unwritten, finite and against each kept run (uploaded into `scratch`)."""
+        plan = CheckPlan()
+        for buf in buffers:
+            ptr, band = placed.ptrs[buf.name], placed.guards.get(buf.name, 0)
+            if band:
+                front = GuardCheck(
+                    buf.name, "front", ptr - band, band, GUARD_BYTE, plan.slot(GuardCheck)
+                )
+                plan.add(front)
+                back = replace(
+                    front, side="back", start=ptr + buf.nbytes, slot=plan.slot(GuardCheck)
+                )
+                plan.add(back)
+            if buf.is_input and buf.nbytes and buf.name in placed.pristine:
+                size = storage_dtype(buf.dtype).itemsize
+                before, n = placed.pristine[buf.name], buf.nbytes // size
+                slot = plan.slot(InputCheck)
+                plan.add(InputCheck(buf.name, buf.dtype, before, ptr, n, size, slot))
+        by_name = {b.name: b for b in buffers}
+        for buf in (by_name[n] for n in checks.outputs if n in by_name):
+            got, n = placed.ptrs[buf.name], buf.nbytes // storage_dtype(buf.dtype).itemsize
+            output = partial(OutputCheck, name=buf.name, got=got, n=n, dtype=buf.dtype)
+            if buf.poison is not None:
+                plan.add(output(kind="unwritten", ref="", expected=0, poison=_poison_value(buf),
+                                rtol=checks.rtol, atol=checks.atol,
+                                slot=plan.slot(OutputCheck)))  # fmt: skip
+            if checks.finite and is_float(buf.dtype):
+                plan.add(output(kind="finite", ref="", expected=got, poison=NO_MATCH, rtol=0.0,
+                                atol=-1.0, slot=plan.slot(OutputCheck)))  # fmt: skip
+            for ref in checks.against:
+                expected = self._upload_kept(ref, buf, scratch)
+                if expected is not None:
+                    plan.add(output(kind="compare", ref=ref, expected=expected,
+                                    poison=_poison_value(buf), rtol=checks.rtol,
+                                    atol=checks.atol, slot=plan.slot(OutputCheck)))  # fmt: skip
+        return plan
+
+    def _upload_kept(self, ref: str, buf: Buffer, scratch: list[tuple[int, int]]) -> int | None:
+        """Buffer `buf` of the run kept as `ref`, copied into a scratch allocation (None: the
+        run has no such buffer, or one of another size)."""
+        kept = self.kept.get(ref)
+        if kept is None:
+            raise KeyError(f"no run kept as {ref!r} in this worker")
+        other = kept.get(buf.name)
+        if other is None or other.size != buf.nbytes:
+            return None
+        dev = self._take(other.size)
+        scratch.append((dev, other.size))
+        if other.size:
+            self.check(self.d.cuMemcpyHtoD(dev, other.ctypes.data, other.size), "cuMemcpyHtoD")
+        return dev
 
     def _scrub(self, allocations: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """Zero allocations before they go back to the pool: no output (the oracle's above all)
@@ -552,56 +574,64 @@ class CudaBackend:
         self.check(self.d.cuMemcpyDtoH(host.ctypes.data, address, sd.itemsize), "cuMemcpyDtoH")
         return host[0]
 
-    def _summaries(
-        self,
-        plan: list[tuple[str, str, str, int, tuple[Any, ...]]],
-        host: np.ndarray,
-        by_name: Mapping[str, Buffer],
-        placed: Placed,
-    ) -> RunReply:
+    def _summaries(self, plan: CheckPlan, host: np.ndarray) -> RunReply:
+        """Each check's slots as `compare`'s summaries; the values at a first bad or changed
+        element are read from the device."""
         guards: dict[str, GuardSummary] = {}
         changed: dict[str, ChangeSummary] = {}
         unwritten: dict[str, OutputSummary] = {}
         compared: dict[str, dict[str, OutputSummary]] = {}
         nonfinite: dict[str, int] = {}
-        s = [int(v) for v in host]
-        for what, name, ref, i, args in plan:
-            buf = by_name[name]
-            n = buf.nbytes // storage_dtype(buf.dtype).itemsize
-            if what == "front":
-                guards[name] = GuardSummary(s[i], s[i + 1] if s[i] else 0, guard=args[1])
-            elif what == "back":
-                front = guards[name]
-                guards[name] = replace(front, back_changed=s[i], back_first=s[i + 1] if s[i]
-                                       else 0, back_last=s[i + 2])  # fmt: skip
-            elif what == "changed":
-                if s[i]:
-                    before = self._element(placed.pristine[name], s[i + 1], buf.dtype)
-                    after = self._element(placed.ptrs[name], s[i + 1], buf.dtype)
-                    changed[name] = ChangeSummary(s[i], s[i + 1], before, after)
+        for check in plan.checks:
+            slots = plan.read(check, host)
+            if isinstance(check, GuardCheck):
+                assert isinstance(slots, BytesSlots)
+                first = slots.first if slots.changed else 0
+                if check.side == "front":
+                    guards[check.name] = GuardSummary(slots.changed, first, guard=check.nbytes)
                 else:
-                    changed[name] = ChangeSummary()
-            elif what == "finite":
-                nonfinite[name] = n - s[i + 3]
-            else:
-                summary = OutputSummary(n, s[i], s[i + 1] if s[i] else 0, s[i + 2])
-                if what == "unwritten":
-                    unwritten[name] = summary
-                    continue
-                largest = None
-                if is_float(buf.dtype) and s[i + 6]:
-                    largest = float(np.array([s[i + 5]], dtype=np.uint64).view(np.float64)[0])
-                summary = replace(summary, largest=largest)
-                if s[i + 3]:
-                    first = s[i + 4]
-                    summary = replace(
-                        summary, bad=s[i + 3], first_bad=first,
-                        worst=s[i + 7] if s[i + 7] != device_checks.NO_INDEX else 0,
-                        expected=self._element(args[0], first, buf.dtype),
-                        got=self._element(placed.ptrs[name], first, buf.dtype),
+                    guards[check.name] = replace(
+                        guards[check.name], back_changed=slots.changed, back_first=first,
+                        back_last=slots.last,
                     )  # fmt: skip
-                compared.setdefault(ref, {})[name] = summary
+            elif isinstance(check, InputCheck):
+                assert isinstance(slots, ChangedSlots)
+                changed[check.name] = self._change_summary(check, slots)
+            elif check.kind == "finite":
+                assert isinstance(slots, OutputSlots)
+                nonfinite[check.name] = check.n - slots.bad  # the bad ones are the finite ones
+            elif check.kind == "unwritten":
+                assert isinstance(slots, OutputSlots)
+                unwritten[check.name] = self._output_summary(check, slots)
+            else:
+                assert isinstance(slots, OutputSlots)
+                compared.setdefault(check.ref, {})[check.name] = self._output_summary(check, slots)
         return RunReply(guards, changed, unwritten, compared, nonfinite)
+
+    def _change_summary(self, check: InputCheck, slots: ChangedSlots) -> ChangeSummary:
+        if not slots.changed:
+            return ChangeSummary()
+        before = self._element(check.before, slots.first, check.dtype)
+        after = self._element(check.after, slots.first, check.dtype)
+        return ChangeSummary(slots.changed, slots.first, before, after)
+
+    def _output_summary(self, check: OutputCheck, slots: OutputSlots) -> OutputSummary:
+        first = slots.unwritten_first if slots.unwritten else 0
+        summary = OutputSummary(check.n, slots.unwritten, first, slots.unwritten_last)
+        if check.kind == "unwritten":
+            return summary
+        if is_float(check.dtype) and slots.any_finite:
+            summary = replace(summary, largest=slots.largest)
+        if not slots.bad:
+            return summary
+        return replace(
+            summary,
+            bad=slots.bad,
+            first_bad=slots.first_bad,
+            worst=slots.worst if slots.worst != device_checks.NO_INDEX else 0,
+            expected=self._element(check.expected, slots.first_bad, check.dtype),
+            got=self._element(check.got, slots.first_bad, check.dtype),
+        )
 
     def _keep(self, name: str | None, buffers: Sequence[Buffer], placed: Placed,
               outputs: Sequence[str]) -> None:  # fmt: skip
