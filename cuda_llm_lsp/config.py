@@ -45,37 +45,61 @@ class Settings:
     cluster: str | None = None  # a Ray cluster's GPUs instead: "ray://HOST:PORT" or "auto"
 
 
-# LSP / VS Code setting names (under "cudaLlm") -> Settings field
-_KEYS = {
-    "arch": "arch",
-    "includePaths": "include_paths",
-    "defines": "defines",
-    "nvrtcFlags": "nvrtc_flags",
-    "model": "model",
-    "baseUrl": "base_url",
-    "apiKey": "api_key",
-    "rounds": "rounds",
-    "candidates": "candidates",
-    "debounceMs": "debounce_ms",
-    "maxTokens": "max_tokens",
-    "temperature": "temperature",
-    "reasoningEffort": "reasoning_effort",
-    "strategy": "strategy",
-    "launch": "launch",
-    "repairs": "repairs",
-    "compileTimeoutS": "compile_timeout_s",
-    "gpus": "gpus",
-    "cluster": "cluster",
-}
-_LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
-           "max_tokens": (256, 1_000_000), "compile_timeout_s": (1, 600),
-           "repairs": (0, 10)}  # fmt: skip
-# a string setting that takes one of a few values: (the values, whether empty means unset)
-_CHOICES: dict[str, tuple[tuple[str, ...], bool]] = {
-    "reasoning_effort": (REASONING_EFFORTS, True),
-    "strategy": (STRATEGIES, False),
-    "launch": (LAUNCH_POLICIES, False),
-}
+@dataclass(frozen=True)
+class Setting:
+    """One `cudaLlm.*` setting: its key, the `Settings` field it sets, its range or its choices
+    (`optional`: empty means unset) and the CLI flag that sets it for one run (None: no flag).
+
+    `SCHEMA` is the one description: the server's checker (`settings_from_mapping`) and the
+    CLI's flags read it; tests/unit/test_settings_schema.py fails when the extension's
+    `package.json`, README's table or a CLI flag's range disagree with it."""
+
+    key: str
+    field: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+    flag: str | None = None
+
+
+SCHEMA: tuple[Setting, ...] = (
+    Setting("model", "model", flag="--model"),
+    Setting("baseUrl", "base_url", flag="--base-url"),
+    Setting("rounds", "rounds", 1, 50, flag="--rounds"),
+    Setting("candidates", "candidates", 1, 32, flag="--candidates"),
+    Setting("strategy", "strategy", choices=STRATEGIES, flag="--strategy"),
+    Setting("repairs", "repairs", 0, 10, flag="--repairs"),
+    Setting("launch", "launch", choices=LAUNCH_POLICIES, flag="--launch"),
+    Setting("maxTokens", "max_tokens", 256, 1_000_000, flag="--max-tokens"),
+    Setting("temperature", "temperature", 0, 2, flag="--temperature"),
+    Setting(
+        "reasoningEffort",
+        "reasoning_effort",
+        choices=REASONING_EFFORTS,
+        optional=True,
+        flag="--reasoning-effort",
+    ),
+    Setting("arch", "arch", flag="--arch"),
+    Setting("includePaths", "include_paths"),
+    Setting("defines", "defines"),
+    Setting("nvrtcFlags", "nvrtc_flags"),
+    Setting("compileTimeoutS", "compile_timeout_s", 1, 600, flag="--compile-timeout"),
+    Setting("debounceMs", "debounce_ms", 0, 5000),
+    Setting("apiKey", "api_key"),
+    Setting("gpus", "gpus", flag="--gpus"),
+    Setting("cluster", "cluster", flag="--cluster"),
+)
+BY_FIELD = {entry.field: entry for entry in SCHEMA}
+_KEYS = {entry.key: entry.field for entry in SCHEMA}  # "cudaLlm.<key>" -> Settings field
+
+
+def _limits(name: str) -> tuple[float, float]:
+    entry = BY_FIELD.get(name)
+    if entry is None or entry.low is None or entry.high is None:
+        return 0, 10**9
+    return entry.low, entry.high
+
 
 MAX_STRING = 4096  # characters of one string setting (a path, a URL, a flag)
 MAX_ITEMS = 256  # entries of one list setting
@@ -135,20 +159,21 @@ def settings_from_mapping(
             elif kind == "int":
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise TypeError("a number")
-                low, high = _LIMITS.get(name, (0, 10**9))
+                low, high = _limits(name)
                 if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-                    raise ValueError(f"a whole number between {low} and {high}")  # 1e400: inf
+                    raise ValueError(f"a whole number between {low:g} and {high:g}")  # 1e400: inf
                 if not low <= value <= high:
-                    raise ValueError(f"between {low} and {high}")
+                    raise ValueError(f"between {low:g} and {high:g}")
                 changes[name] = int(value)
             elif name == "temperature":
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise TypeError("a number")
-                if not 0 <= value <= 2:
-                    raise ValueError("between 0 and 2")
+                low, high = _limits(name)
+                if not low <= value <= high:
+                    raise ValueError(f"between {low:g} and {high:g}")
                 changes[name] = float(value)
-            elif name in _CHOICES:
-                choices, optional = _CHOICES[name]
+            elif BY_FIELD[name].choices:
+                choices, optional = BY_FIELD[name].choices, BY_FIELD[name].optional
                 chosen = value.strip().lower() if isinstance(value, str) else None
                 if chosen is None or (chosen not in choices and not (optional and chosen == "")):
                     empty = " (or empty)" if optional else ""

@@ -13,9 +13,10 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from cuda_llm_lsp.config import BY_FIELD, Settings
 from cuda_llm_lsp.engine import DEFAULT_MAX_FILE_CHARS
 from cuda_llm_lsp.source.spec import SpecError
 
@@ -117,3 +118,31 @@ def spec_problems(path: Path, problems: Sequence[SpecError]) -> str:
         f"{getattr(p, 'severity', 'error')}: {p.message}"
         for p in problems
     )
+
+
+def setting_value(name: str) -> Callable[[str], int | float]:
+    """The argparse type of a flag that sets the setting `name` (a `Settings` field) for one
+    run: its range is the server's (`config.SCHEMA`), so the two never disagree."""
+    entry = BY_FIELD[name]
+    assert entry.low is not None and entry.high is not None, name
+    low, high = entry.low, entry.high
+    whole = isinstance(getattr(Settings(), name), int)
+
+    def parse(text: str) -> int | float:
+        try:
+            number: int | float = int(text) if whole else float(text)
+        except ValueError:
+            kind = "a whole number" if whole else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}")
+        return number
+
+    return parse
+
+
+def setting_help(name: str, text: str) -> str:
+    """`text` with the setting's range and default: "rounds of candidates (1-50, default 4)"."""
+    entry, default = BY_FIELD[name], getattr(Settings(), name)
+    shown = "not sent" if default is None else f"{default}"
+    return f"{text} ({entry.low:g}-{entry.high:g}, default {shown}; cudaLlm.{entry.key})"

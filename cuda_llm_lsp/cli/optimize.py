@@ -28,10 +28,16 @@ import json
 import sys
 from pathlib import Path
 
-from cuda_llm_lsp.cli.common import add_gpu_arguments, no_kernel, read_source_bytes, write_back
+from cuda_llm_lsp.cli.common import (
+    add_gpu_arguments,
+    no_kernel,
+    read_source_bytes,
+    setting_help,
+    setting_value,
+    write_back,
+)
 from cuda_llm_lsp.cli.progress import Display, interrupt_cancels
 from cuda_llm_lsp.config import (
-    DEFAULT_MAX_TOKENS,
     LAUNCH_POLICIES,
     REASONING_EFFORTS,
     STRATEGIES,
@@ -66,10 +72,10 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, metavar="FILE", help=".cu file")
     parser.add_argument("--kernel", required=True, metavar="NAME", help="the kernel to optimize")
-    parser.add_argument("--rounds", type=_positive, default=None, metavar="R",
-                        help="rounds of candidates (default 4)")  # fmt: skip
-    parser.add_argument("--candidates", type=_positive, default=None, metavar="N",
-                        help="candidates per round (default 4)")  # fmt: skip
+    parser.add_argument("--rounds", type=setting_value("rounds"), metavar="R",
+                        help=setting_help("rounds", "rounds of candidates"))  # fmt: skip
+    parser.add_argument("--candidates", type=setting_value("candidates"), metavar="N",
+                        help=setting_help("candidates", "candidates per round"))  # fmt: skip
     parser.add_argument("--write", action="store_true",
                         help="apply the winner to FILE (kernel, helpers; its own launch in the "
                              "spec and launch sites)")  # fmt: skip
@@ -78,15 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", metavar="DIR", help="answer from a recording, no endpoint")
     parser.add_argument("--model", help="model name (default: CUDA_LLM_MODEL or gpt-4o-mini)")
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
-    parser.add_argument("--max-tokens", type=_positive, metavar="T",
-                        help=f"output tokens per request, reasoning included "
-                             f"(default {DEFAULT_MAX_TOKENS})")  # fmt: skip
-    parser.add_argument(
-        "--temperature",
-        type=_temperature,
-        metavar="X",
-        help="sampling temperature 0-2 (default: not sent, the model's own)",
-    )
+    parser.add_argument("--max-tokens", type=setting_value("max_tokens"), metavar="T",
+                        help=setting_help("max_tokens", "output tokens per request, reasoning "
+                                          "included"))  # fmt: skip
+    parser.add_argument("--temperature", type=setting_value("temperature"), metavar="X",
+                        help=setting_help("temperature", "sampling temperature; not sent: the "
+                                          "model's own"))  # fmt: skip
     parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS,
                         help="reasoning models' effort (default: not sent)")  # fmt: skip
     parser.add_argument("--strategy", choices=STRATEGIES,
@@ -96,19 +99,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="may candidates choose their own grid/block/smem: auto (default: "
                              "only if every launch site of the kernel can be rewritten), keep, "
                              "free")  # fmt: skip
-    parser.add_argument(
-        "--repairs",
-        type=_repairs,
-        metavar="D",
-        help="repair attempts per failing candidate, both strategies (0-10, default 3)",
-    )
+    parser.add_argument("--repairs", type=setting_value("repairs"), metavar="D",
+                        help=setting_help("repairs", "repair attempts per failing candidate, "
+                                          "both strategies"))  # fmt: skip
     parser.add_argument("--tune-points", type=_tune_points, metavar="P",
                         help="configurations tried per correct candidate whose launch block "
                              "declares tune.NAME (0-1000, default "
                              f"{OptimizeConfig().tune_points}; 0: its default only)")  # fmt: skip
-    parser.add_argument("--compile-timeout", type=_positive, metavar="S",
-                        help="seconds one candidate's compile may take (default "
-                             f"{Settings().compile_timeout_s})")  # fmt: skip
+    parser.add_argument("--compile-timeout", type=setting_value("compile_timeout_s"),
+                        metavar="S", help=setting_help("compile_timeout_s", "seconds one "
+                                                       "candidate's compile may take"))  # fmt: skip
     parser.add_argument("--seed", type=int, help="input seed (default: a fresh one)")
     parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
@@ -124,31 +124,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _temperature(value: str) -> float:
-    number = float(value)
-    if not 0.0 <= number <= 2.0:
-        raise argparse.ArgumentTypeError("must be between 0 and 2")
-    return number
-
-
-def _repairs(value: str) -> int:
-    number = int(value)
-    if not 0 <= number <= 10:
-        raise argparse.ArgumentTypeError("must be between 0 and 10")
-    return number
-
-
 def _tune_points(value: str) -> int:
     number = int(value)
     if not 0 <= number <= 1000:
         raise argparse.ArgumentTypeError("must be between 0 and 1000")
-    return number
-
-
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
     return number
 
 
