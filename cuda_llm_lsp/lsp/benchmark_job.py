@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from cuda_llm_lsp.engine import Refusal, benchmark_in_file, detached, summary_line
+from cuda_llm_lsp.engine import Refusal, benchmark_in_file, summary_line
 from cuda_llm_lsp.lsp import commands, results
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
-from cuda_llm_lsp.lsp.render import JobRenderer, job_error
+from cuda_llm_lsp.lsp.render import JobRenderer, job_error, run_action
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 
@@ -28,18 +28,7 @@ def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
 async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     text, original = await server.job_kernel(job)
     render = JobRenderer(server, job, progress, original)
-    outcome = await detached(
-        lambda: benchmark_in_file(
-            text,
-            server.path_of(job.uri),
-            job.kernel,
-            server.settings,
-            server.gpus,
-            cancel=job.cancel_token,
-            on_event=render.post,
-        ),
-        f"cuda-llm-benchmark-{job.kernel}",
-    )
+    outcome = await run_action(server, job, render, benchmark_in_file, text, server.gpus)
     if isinstance(outcome, Refusal):
         raise job_error(outcome, "benchmark")
     result = outcome.result

@@ -14,12 +14,11 @@ from functools import partial
 
 from lsprotocol import types
 
-from cuda_llm_lsp.engine import OptimizeOutcome, Refusal, detached, history_for_run
-from cuda_llm_lsp.engine import optimize_in_file as optimize_action
+from cuda_llm_lsp.engine import OptimizeOutcome, Refusal, history_for_run, optimize_in_file
 from cuda_llm_lsp.fsr.types import OptimizeResult, config_from_settings
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
-from cuda_llm_lsp.lsp.render import JobRenderer, job_error, offer
+from cuda_llm_lsp.lsp.render import JobRenderer, job_error, offer, run_action
 from cuda_llm_lsp.lsp.results import Suggestion
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 
@@ -42,21 +41,18 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     render = JobRenderer(
         server, job, progress, original, config.rounds * config.candidates, config.strategy
     )
-    work = partial(
-        optimize_action,
-        text,
-        server.path_of(job.uri),
-        job.kernel,
-        settings,
-        config,
-        server.gpus,
-        llm_factory=server.llm_factory,
-        history=history,
-        cancel=job.cancel_token,
-        on_event=render.post,
-    )
     try:
-        outcome = await detached(work, f"cuda-llm-optimize-{job.kernel}")
+        outcome = await run_action(
+            server,
+            job,
+            render,
+            optimize_in_file,
+            text,
+            config,
+            server.gpus,
+            llm_factory=server.llm_factory,
+            history=history,
+        )
     except asyncio.CancelledError:
         render.cancelled()
         raise

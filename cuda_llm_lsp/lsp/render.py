@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable, Coroutine
+from functools import partial
+from typing import Any, TypeVar
 
 from cuda_llm_lsp.engine import (
     CandidateEvaluated,
@@ -24,6 +26,7 @@ from cuda_llm_lsp.engine import (
     RunStarted,
     Step,
     TuneStarted,
+    detached,
 )
 from cuda_llm_lsp.fsr.types import OptimizeResult
 from cuda_llm_lsp.lsp import results
@@ -33,6 +36,33 @@ from cuda_llm_lsp.source.spec.tunables import describe
 from cuda_llm_lsp.tune.types import Measured
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+async def run_action(
+    server: CudaLlmServer,
+    job: Job,
+    render: JobRenderer,
+    action: Callable[..., Coroutine[Any, Any, T]],
+    text: str,
+    *extra: Any,
+    **options: Any,
+) -> T:
+    """`action` (an engine action) on the job's kernel of `text`, with the server's settings and
+    GPUs, the job's cancel token and `render` as its events' renderer, on a loop and thread of
+    its own (`detached`): the server's loop never waits on it."""
+    work = partial(
+        action,
+        text,
+        server.path_of(job.uri),
+        job.kernel,
+        server.settings,
+        *extra,
+        cancel=job.cancel_token,
+        on_event=render.post,
+        **options,
+    )
+    return await detached(work, f"cuda-llm-{job.kind}-{job.kernel}")
 
 
 def job_error(refusal: Refusal, verb: str) -> JobError:

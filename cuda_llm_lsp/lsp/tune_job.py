@@ -19,10 +19,10 @@ from functools import partial
 
 from lsprotocol import types
 
-from cuda_llm_lsp.engine import Refusal, TuneOutcome, detached, tune_in_file
+from cuda_llm_lsp.engine import Refusal, TuneOutcome, tune_in_file
 from cuda_llm_lsp.lsp import commands, results
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
-from cuda_llm_lsp.lsp.render import JobRenderer, job_error, offer
+from cuda_llm_lsp.lsp.render import JobRenderer, job_error, offer, run_action
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.source.spec.tunables import describe
@@ -43,21 +43,11 @@ def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
 async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     text, original = await server.job_kernel(job)
     render = JobRenderer(server, job, progress, original)
-    work = partial(
-        tune_in_file,
-        text,
-        server.path_of(job.uri),
-        job.kernel,
-        server.settings,
-        server.gpus,
-        cancel=job.cancel_token,
-        on_event=render.post,
-    )
     try:
-        outcome = await detached(work, f"cuda-llm-tune-{job.kernel}")
+        outcome = await run_action(server, job, render, tune_in_file, text, server.gpus)
     except asyncio.CancelledError:  # cancelled: what the progress heard of stays in the hover
-        heard = TuneResult(job.kernel, "sample", 0, render.default, tuple(render.measured),
-                           None, "cancelled", 0.0)  # fmt: skip
+        measured = tuple(render.measured)
+        heard = TuneResult(job.kernel, "sample", 0, render.default, measured, None, "cancelled", 0)
         if heard.measured:
             table = markdown_table(heard.ranked(), heard.default)
             _cancelled(server, job, original, len(heard.measured), table)
