@@ -148,7 +148,10 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
 
 def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
     """Analyse `text` (the contents of `path`, possibly unsaved) up to NVRTC's front end: every
-    diagnostic but ptxas's; resources pending. Raises only NvrtcUnavailable."""
+    diagnostic but ptxas's; resources pending. Raises only NvrtcUnavailable.
+
+    Long because it is one pass in order (tree-sitter, specs, the device unit, NVRTC,
+    the problems mapped back) whose steps share their locals; it reads top to bottom."""
     if "\0" in text:
         binary = Diagnostic(
             1, 1, 1, 2, "error", "the file contains NUL bytes (binary content?): not compiled",

@@ -291,6 +291,9 @@ def _lex(code: str) -> Iterator[Token]:
 
     Raises PolicyError where a safe reading is impossible: raw strings (splices are undone
     inside them), unterminated comments and literals.
+
+    Long because it is a lexer's one loop over the characters with a branch per token
+    kind; split up, each part would pass the position and state back and forth.
     """
     # a lone CR may end a line for the compiler: read it as one (lines stay where they were)
     text, lines, origin = _spliced(re.sub(r"\r(?!\n)", "\n", code))

@@ -267,6 +267,10 @@ class GpuEvaluator:
         seed: int | None = None,
         candidate_spec: TestSpec | None = None,
     ) -> EvalResult:
+        """The candidate against the baseline: every case on both, the oracle, then the timing.
+
+        Long because it is the judge's order of events, each step an early return with its
+        status (docs/design.md "Evaluation rules"); the rules themselves live in `judge`."""
         with self._lock:
             self._worker.cancelled.clear()
             self.phases = {}

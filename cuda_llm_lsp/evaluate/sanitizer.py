@@ -61,7 +61,10 @@ def run_sanitizer(
     timeout_s: float = 300.0,
     device: int = 0,
 ) -> EvalResult:
-    """`ok`, or `sanitizer` with the tool's report; `ok` with a note when it is not installed."""
+    """`ok`, or `sanitizer` with the tool's report; `ok` with a note when it is not installed.
+
+    Long because it is one tool run in order: inputs written, the program built, each tool
+    run and its report read back."""
     seed = secrets.randbits(63) if seed is None else seed
     exe = sanitizer_path()
     if exe is None:

@@ -63,7 +63,9 @@ async def prepare(
     """Kernel, spec, device, baseline binary and benchmark; `Unprepared` if any is missing.
     With `profile`, the original's Nsight Compute profile where ncu runs (round 1's prompt).
 
-    Raises only EvaluationCancelled (and asyncio's cancel): a cancel is not a failure."""
+    Raises only EvaluationCancelled (and asyncio's cancel): a cancel is not a failure.
+
+    Long because it is the baseline's steps in order, each returning `Unprepared` early."""
     where = str(request.path) if request.path else "the file"
     kernel = await asyncio.to_thread(toolchain.find_kernel, request.file_text, request.kernel)
     if kernel is None:

@@ -232,7 +232,10 @@ class _OptimizeRun:
     async def attempt(
         self, baseline: Baseline, slot: Slot, prompt: Prompt, role: Role = "coder"
     ) -> CandidateOutcome:
-        """One request for `slot`, its kernel built and evaluated."""
+        """One request for `slot`, its kernel built and evaluated.
+
+        Long because it is one candidate's life in the order it happens (request, reply,
+        repairs, build, evaluation, tuning); its early returns are the candidate's statuses."""
         round_, index = slot
         stage = functools.partial(CandidateStage, round_, index, role=role, attempt=prompt.attempt)
         self.emit(stage("requested"))

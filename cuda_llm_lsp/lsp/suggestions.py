@@ -77,7 +77,10 @@ async def accept(
     server: CudaLlmServer, uri: str, kernel: str, *, confirmed: bool = False
 ) -> bool | dict[str, Any]:
     """Apply the suggestion. `confirmed`: Accept pressed in the client's own diff (no second
-    confirmation; the answer is `{"applied", "reason"}` and the client says why, not us)."""
+    confirmation; the answer is `{"applied", "reason"}` and the client says why, not us).
+
+    Long because it is the checks an accepted edit passes, in order, each an early
+    refusal with its message."""
 
     def refused(
         reason: str, hint: str = "", kind: types.MessageType = types.MessageType.Info

@@ -47,7 +47,9 @@ _TRIPLES = (("nz", "ny", "nx"), ("depth", "height", "width"), ("d", "h", "w"))
 
 
 def draft_spec(kernel: Kernel, source: str) -> str:
-    """A reviewable `/* @cuda-llm ... */` block for a kernel without one; it must parse."""
+    """A reviewable `/* @cuda-llm ... */` block for a kernel without one; it must parse.
+
+    Long because it writes the draft's lines in the order they appear, one block per spec key."""
     roles = infer_roles(kernel, source)
     lines = [
         "/* @cuda-llm",

@@ -79,7 +79,10 @@ class CaseSource(Protocol):
 
 
 def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
-    """Every case of `spec`, and the first problem per key (evaluation-time errors)."""
+    """Every case of `spec`, and the first problem per key (evaluation-time errors).
+
+    Long because it evaluates the spec's keys in the order they depend on each other, one
+    block per key."""
     constants = template_constants(spec.template_args)
     problems: dict[tuple[str, ...], Problem] = {}
     cases: list[Case] = []

@@ -173,6 +173,10 @@ class _SpecParser:
     # ------------------------------------------------------------------------------------------
 
     def parse(self, doc: dict[str, Any]) -> TestSpec | None:
+        """The spec document as a `TestSpec`; None after an error (each reported where it is).
+
+        Long because it reads the spec's keys in the order they depend on each other, one block
+        per key; each key's own reading is a method of its own."""
         kernel = self.kernel
         for key in doc:
             if key not in TOP_LEVEL_KEYS:
