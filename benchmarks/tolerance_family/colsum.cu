@@ -1,6 +1,6 @@
-// Column sums of a rows x cols float32 matrix: one thread per column adds the rows in order
-// (the 16 blocks along y other than the first are idle: room for a split over row chunks).
-// `out` starts at zero (an inout buffer), so candidates may add partial sums into it.
+// Column sums of a rows x cols float32 matrix added into `out` (inout): one thread per column
+// adds the rows in order, then adds that to out[c] (the 16 blocks along y other than the first
+// are idle: room for a split over row chunks added with atomics).
 /* @cuda-llm
 sizes.rows = [1, 1000, 16384]
 sizes.cols = [1, 300, 4096]
@@ -17,5 +17,5 @@ extern "C" __global__ void colsum(const float* x, float* out, int rows, int cols
     if (blockIdx.y != 0 || c >= cols) return;
     float acc = 0.0f;
     for (int r = 0; r < rows; ++r) acc += x[(size_t)r * cols + c];
-    out[c] = acc;
+    out[c] += acc;
 }

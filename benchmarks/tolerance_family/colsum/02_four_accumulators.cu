@@ -12,5 +12,5 @@ extern "C" __global__ void colsum(const float* x, float* out, int rows, int cols
         a3 += x[(size_t)(r + 3) * cols + c];
     }
     for (; r < rows; ++r) a0 += x[(size_t)r * cols + c];
-    out[c] = (a0 + a1) + (a2 + a3);
+    out[c] += (a0 + a1) + (a2 + a3);
 }

@@ -10,5 +10,5 @@ extern "C" __global__ void colsum(const float* x, float* out, int rows, int cols
         comp = __fsub_rn(__fsub_rn(t, s), y);
         s = t;
     }
-    out[c] = s;
+    out[c] += s;
 }

@@ -6,5 +6,5 @@ extern "C" __global__ void colsum(const float* x, float* out, int rows, int cols
     if (blockIdx.y != 0 || c >= cols) return;
     float acc = 0.0f;
     for (int r = 0; r < rows; ++r) acc += __bfloat162float(__float2bfloat16(x[(size_t)r * cols + c]));
-    out[c] = acc;
+    out[c] += acc;
 }

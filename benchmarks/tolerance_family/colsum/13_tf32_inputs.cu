@@ -8,5 +8,5 @@ extern "C" __global__ void colsum(const float* x, float* out, int rows, int cols
         unsigned u = __float_as_uint(x[(size_t)r * cols + c]);
         acc += __uint_as_float((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
     }
-    out[c] = acc;
+    out[c] += acc;
 }
