@@ -18,7 +18,8 @@ false-reject and false-accept counts. Exit 1 on any false verdict.
     python benchmarks/tolerance_family.py --compile-only     # CPU: every candidate compiles
 
 `JUDGE_ROOT` imports the judge from another checkout (the "before" column of RESULTS.md: main's
-compare); the candidates and originals always come from this one.
+compare) and runs in it (the worker is started with `python -m`, which puts the working
+directory first on its path); the candidates and originals always come from this one.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ JUDGE_ROOT = Path(os.environ.get("JUDGE_ROOT") or ROOT).resolve()
 sys.path.insert(0, str(JUDGE_ROOT))
 _paths = [str(JUDGE_ROOT), os.environ.get("PYTHONPATH")]
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in _paths if p)  # the worker's, too
+_CWD = Path.cwd()
+os.chdir(JUDGE_ROOT)  # the worker starts with `python -m`: its working directory comes first
 
 from cuda_llm_lsp.config import Settings  # noqa: E402
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary  # noqa: E402
@@ -141,7 +144,7 @@ def main() -> int:
     print(f"\nhonest {len(honest)}: false rejects {false_reject}; cheats {len(cheats)}: "
           f"false accepts {false_accept}{tail}")  # fmt: skip
     if args.out:
-        args.out.write_text(json.dumps({
+        (_CWD / args.out).write_text(json.dumps({
             "judge": str(JUDGE_ROOT), "scale_aware": scale_aware,
             "false_rejects": false_reject, "false_accepts": false_accept,
             "rows": [asdict(r) for r in rows],
