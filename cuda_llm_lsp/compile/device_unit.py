@@ -159,7 +159,7 @@ class _IncludeState:
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
-    refused: set[Path] = field(default_factory=set)  # headers `include_reads` refused
+    refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
     budget: include_reads.IncludeBudget = field(default_factory=include_reads.IncludeBudget.fresh)
 
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
@@ -241,8 +241,11 @@ def _include(
 def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str] | None:
     """Blank the host code of a user header and register it (and its includes) in memory;
     None when it may not be read (`include_reads`: its `#include` line is then left out)."""
-    if resolved in state.refused:
-        return None  # refused once: every line including it is left out
+    if resolved in state.refused:  # refused once: every line including it is left out
+        state.pending.append(
+            (f'include file "{name}" not read: {state.refused[resolved]}', "error")
+        )
+        return None
     if resolved in state.seen or name in state.headers:
         return []
     if depth > MAX_INCLUDE_DEPTH:
@@ -253,7 +256,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     try:
         raw = include_reads.read_header(resolved, state.budget)
     except include_reads.IncludeRefused as refused:
-        state.refused.add(resolved)
+        state.refused[resolved] = str(refused)
         state.pending.append((f'include file "{name}" not read: {refused}', "error"))
         return None
     text = normalized(raw.decode("utf-8", errors="replace"))

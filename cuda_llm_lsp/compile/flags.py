@@ -175,4 +175,4 @@ def allowed_flags(
 
 
 def _shown(flag: str) -> str:
-    return repr(flag) if len(flag) <= 80 else repr(flag[:77] + "...")
+    return repr(flag) if len(flag) <= 160 else repr(flag[:157] + "...")

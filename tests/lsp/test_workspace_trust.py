@@ -1,0 +1,104 @@
+"""A workspace's settings cannot make NVRTC read or write files, nor point outside the
+workspace unless it is trusted (issue 25, finding 1), over real stdio."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.lsp.hardening import (
+    DIAGNOSTICS_S,
+    KERNEL,
+    initialize,
+    messages,
+    on_line,
+    published,
+)
+from tests.support.raw_lsp import RawServer, server_env
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    home = tmp_path / "home"  # where a hostile flag would write: the user's home
+    home.mkdir()
+    yield workspace, home
+
+
+def test_workspace_nvrtc_flags_cannot_write_files(scratch: tuple[Path, Path]) -> None:
+    workspace, home = scratch
+    targets = [home / "bashrc.pch", home / "time.csv", home / "trace.json"]
+    targets[0].write_text("the user's file\n")
+    flags = [
+        f"--create-pch={targets[0]}",
+        f"--time={targets[1]}",
+        f"--fdevice-time-trace={targets[2]}",
+        "--use_fast_math",
+    ]
+    options = {"cudaLlm": {"nvrtcFlags": flags}, "workspaceTrusted": False}
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, options, workspace)
+        source = workspace / "k.cu"
+        # no error: code generation runs too (NVRTC's --time writes at every compile)
+        good = KERNEL.replace("undefined_factor", "1.0f")
+        uri = server.open(source, good)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        assert not [d for d in diagnostics if d["severity"] == 1], diagnostics
+        time.sleep(3)  # the background code generation's compile
+        assert targets[0].read_bytes() == b"the user's file\n"
+        assert not targets[1].exists() and not targets[2].exists()
+        shown = " ".join(messages(server))
+        for flag in flags[:3]:
+            assert f"'{flag.split('=')[0]}=" in shown, shown
+        assert "left out" in shown and "--use_fast_math" not in shown
+        assert server.alive()
+    finally:
+        server.close()
+
+
+def test_untrusted_include_paths_stay_in_the_workspace(scratch: tuple[Path, Path]) -> None:
+    workspace, home = scratch
+    outside = home / "include"
+    outside.mkdir()
+    (outside / "factor.cuh").write_text("__device__ const float undefined_factor = 3.0f;\n")
+    settings = {"includePaths": [str(outside)]}
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, {"cudaLlm": settings, "workspaceTrusted": False}, workspace)
+        text = '#include "factor.cuh"\n' + KERNEL
+        uri = server.open(workspace / "k.cu", text)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        assert any("cannot find include file" in m for m in on_line(diagnostics, 0)), diagnostics
+        shown = " ".join(messages(server))
+        assert "cudaLlm.includePaths" in shown and "not trusted" in shown, shown
+        # the user trusts the workspace: the same path now applies
+        start = len(server.messages)
+        change = {"settings": {"cudaLlm": settings, "workspaceTrusted": True}}
+        server.notify("workspace/didChangeConfiguration", change)
+        diagnostics = published(server, uri, start, DIAGNOSTICS_S)
+        assert not [d for d in diagnostics if d["severity"] == 1], diagnostics
+    finally:
+        server.close()
+
+
+def test_include_paths_inside_an_untrusted_workspace_apply(scratch: tuple[Path, Path]) -> None:
+    workspace, _ = scratch
+    inside = workspace / "include"
+    inside.mkdir()
+    (inside / "factor.cuh").write_text("__device__ const float undefined_factor = 3.0f;\n")
+    options = {"cudaLlm": {"includePaths": [str(inside)]}, "workspaceTrusted": False}
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, options, workspace)
+        (workspace / "src").mkdir()
+        uri = server.open(workspace / "src" / "k.cu", '#include "factor.cuh"\n' + KERNEL)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        assert not [d for d in diagnostics if d["severity"] == 1], diagnostics
+        assert not [m for m in messages(server) if "includePaths" in m]
+    finally:
+        server.close()
