@@ -431,7 +431,15 @@ describe('the bundled extension and settings a workspace may not set', { timeout
         assert.equal(props['cudaLlm.server.command'].scope, 'machine');
         const trust = MANIFEST.capabilities.untrustedWorkspaces;
         assert.equal(trust.supported, 'limited');
-        assert.deepEqual(trust.restrictedConfigurations, ['cudaLlm.server.python', 'cudaLlm.server.command', 'cudaLlm.server.evaluator']);
+        assert.deepEqual(trust.restrictedConfigurations, [
+            'cudaLlm.server.python',
+            'cudaLlm.server.command',
+            'cudaLlm.server.evaluator',
+            'cudaLlm.includePaths',
+            'cudaLlm.nvrtcFlags',
+            'cudaLlm.baseUrl',
+            'cudaLlm.cluster',
+        ]);
         assert.ok(trust.description.length > 20);
         const gated = MANIFEST.contributes.menus.commandPalette.filter((m: any) => /optimizeKernel|benchmarkKernel/.test(m.command));
         assert.equal(gated.length, 2);
