@@ -122,6 +122,8 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
         settings = replace(settings, api_key=before.api_key)
     register_secret(settings.api_key)
     settings, refused = restrict(settings, server.trust)
+    if refused:
+        log.warning("settings left out (%s): %s", source, "; ".join(refused))
     problems.extend(refused)
     server.settings = settings
     if problems:
