@@ -102,3 +102,16 @@ def test_restrict_leaves_refused_values_out_and_says_each() -> None:
     assert trusted.include_paths == ("/opt/outside",)
     assert trusted.nvrtc_flags == ("--use_fast_math", "-I/opt/other")
     assert len(problems) == 2
+
+
+def test_cli_check_refuses_bad_defines_and_special_include_dirs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cuda_llm_lsp.cli import main
+
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k() {}\n")
+    assert main(["check", "-D", "1X", str(source)]) == 2
+    assert main(["check", "-I", "/proc/self", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "-D '1X'" in err and "/proc is never read" in err

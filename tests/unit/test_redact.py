@@ -73,3 +73,17 @@ def test_log_records_and_tracebacks_are_redacted(tmp_path: Path) -> None:
     written = path.read_text()
     assert KEY not in written and TOKEN not in written and "sk-unknown-but-named" not in written
     assert "ValueError" in written
+
+
+def test_the_history_database_never_holds_a_secret(tmp_path: Path) -> None:
+    from cuda_llm_lsp.fsr.history import RunHistory
+    from cuda_llm_lsp.fsr.types import CandidateOutcome
+
+    path = tmp_path / "h.sqlite3"
+    history = RunHistory(path)
+    run_id = history.start_run(file=f"/w/{TOKEN}.cu", kernel="k", model="m", seed=1)
+    outcome = CandidateOutcome(1, 1, "compile_error", None, f"echo: {KEY}", f"// {TOKEN}\n")
+    history.add_candidate(run_id, outcome)
+    written = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert KEY.encode() not in written and TOKEN.encode() not in written
+    assert history.candidates(run_id)[0].message == "echo: <redacted>"
