@@ -3,12 +3,15 @@ workspace unless it is trusted (issue 25, finding 1), over real stdio."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
+from tests.lsp.conftest import DATA, SCRATCH, EditorClient, lsp_fixture
 from tests.lsp.hardening import (
     DIAGNOSTICS_S,
     KERNEL,
@@ -102,3 +105,31 @@ def test_include_paths_inside_an_untrusted_workspace_apply(scratch: tuple[Path, 
         assert not [m for m in messages(server) if "includePaths" in m]
     finally:
         server.close()
+
+
+PCH = SCRATCH / "trust-pulled.pch"
+pulled = lsp_fixture(
+    init_options={"cudaLlm": {"debounceMs": 0}, "workspaceTrusted": False},
+    configuration={
+        "cudaLlm": {"nvrtcFlags": [f"--create-pch={PCH}"], "includePaths": ["/usr/include"]}
+    },
+)
+
+
+async def test_workspace_configuration_is_restricted_too(pulled: EditorClient) -> None:
+    """The editor's own path: settings pulled with workspace/configuration (pushed for Neovim)."""
+    PCH.unlink(missing_ok=True)
+    if not pulled.supports_configuration_pull:
+        pulled.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings=pulled.get_configuration())
+        )
+
+    def said(text: str) -> bool:
+        return any(text in m.message for m in pulled.messages)
+
+    await pulled.wait_for(lambda: said("--create-pch") and said("cudaLlm.includePaths"))
+    assert said("not trusted")
+    uri = pulled.open(DATA / "trust_pulled.cu", KERNEL.replace("undefined_factor", "1.0f"))
+    await pulled.wait_for(lambda: any(p.uri == uri and p.version == 1 for p in pulled.published))
+    await asyncio.sleep(2)  # the background code generation
+    assert not PCH.exists()
