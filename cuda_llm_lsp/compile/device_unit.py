@@ -59,6 +59,9 @@ MAX_INCLUDE_DEPTH = 16
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
 _WORD = re.compile(r"[A-Za-z_]\w*")
+# `#include MACRO`: the file it names is known only after macro expansion
+_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+(?P<what>[A-Za-z_]\w*.*)$")
+COMPUTED = ""  # the name of a computed include in the walker's list
 # `#line 12 "f.cu"` and its GNU form `# 12 "f.cu"` (one line; a continuation is rare enough)
 _LINE_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(?:line\b|[0-9])[^\n]*", re.MULTILINE)
 _STD_SCOPE = re.compile(rb"\bstd\s*::")
@@ -215,7 +218,16 @@ def _include(
     """Resolve one `#include` line: whether it stays, and the user headers it loads.
 
     Problems go to `state.pending`; `where` is ' (included from "h" line n)' inside headers.
+    A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
+    whatever path the macros spell, unchecked (`include_reads`).
     """
+    if name == COMPUTED:
+        message = (
+            f"#include of a macro is not followed{where}: cuda-llm checks what an include "
+            "reads, and this one names its file only after expansion (include the header by name)"
+        )
+        state.pending.append((message, "warning"))
+        return False, []
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
@@ -309,6 +321,10 @@ def _blank_host_code(
             continue
         match = _INCLUDE.match(lines[row])
         if match is None:
+            computed = _COMPUTED_INCLUDE.match(lines[row])
+            if computed is not None:  # `#include MACRO`: `_include` reports and drops it
+                span = Span.of(row, computed.start("what"), row, len(lines[row].rstrip()))
+                includes.append((row, COMPUTED, False, span))
             continue
         quoted = match.group("quoted") is not None
         name = (match.group("quoted") if quoted else match.group("system")) or ""

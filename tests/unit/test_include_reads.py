@@ -111,3 +111,15 @@ def test_budget_is_taken_from(tmp_path: Path) -> None:
 def test_limits_are_generous_but_bounded() -> None:
     assert include_reads.max_header_bytes() == 4 * 1024 * 1024
     assert include_reads.max_include_bytes() == 16 * 1024 * 1024
+
+
+def test_a_computed_include_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    """`#include MACRO` names its file only after expansion: NVRTC would open it unchecked."""
+    (tmp_path / "h.cuh").write_text("#include OTHER\n__device__ int y;\n")
+    text = '#define F "/proc/self/environ"\n#include F\n#include "h.cuh"\n' + KERNEL
+    unit = build_device_unit(text, tmp_path / "a.cu")
+    found = {p.span.start.line: (p.severity, p.message) for p in unit.problems}
+    assert found[1][0] == "warning" and "#include of a macro is not followed" in found[1][1]
+    assert 'included from "h.cuh" line 1' in found[2][1]
+    assert not unit.text.split("\n")[1].strip()
+    assert "OTHER" not in unit.headers["h.cuh"]
