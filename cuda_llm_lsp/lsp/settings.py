@@ -70,6 +70,16 @@ def workspace_roots(params: types.InitializeParams) -> tuple[str, ...]:
     return tuple(p for p in paths if p)
 
 
+def _current_trust(server: CudaLlmServer) -> Trust:
+    """`server.trust` with the workspace's folders as they are now (folders come and go)."""
+    try:
+        folders = [f.uri for f in server.workspace.folders.values()]
+    except Exception:  # before `initialize`: the folders it named
+        return server.trust
+    paths = tuple(p for p in (_path_of(u) for u in folders) if p)
+    return replace(server.trust, roots=paths) if paths else server.trust
+
+
 def _path_of(uri: str) -> str | None:
     try:
         return uris.to_fs_path(uri)
@@ -121,7 +131,7 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     if not allow_api_key:
         settings = replace(settings, api_key=before.api_key)
     register_secret(settings.api_key)
-    settings, refused = restrict(settings, server.trust)
+    settings, refused = restrict(settings, _current_trust(server))
     if refused:
         log.warning("settings left out (%s): %s", source, "; ".join(refused))
     problems.extend(refused)

@@ -133,3 +133,25 @@ async def test_workspace_configuration_is_restricted_too(pulled: EditorClient) -
     await pulled.wait_for(lambda: any(p.uri == uri and p.version == 1 for p in pulled.published))
     await asyncio.sleep(2)  # the background code generation
     assert not PCH.exists()
+
+
+def test_an_added_workspace_folder_may_hold_include_paths(scratch: tuple[Path, Path]) -> None:
+    workspace, home = scratch
+    second = home / "second"
+    (second / "include").mkdir(parents=True)
+    (second / "include" / "factor.cuh").write_text("__device__ const float undefined_factor = 2;\n")
+    settings = {"cudaLlm": {"includePaths": [str(second / "include")]}, "workspaceTrusted": False}
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, {"workspaceTrusted": False}, workspace)
+        folder = {"uri": second.resolve().as_uri(), "name": "second"}
+        server.notify(
+            "workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}}
+        )
+        server.notify("workspace/didChangeConfiguration", {"settings": settings})
+        uri = server.open(workspace / "k.cu", '#include "factor.cuh"\n' + KERNEL)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        assert not [d for d in diagnostics if d["severity"] == 1], diagnostics
+        assert not [m for m in messages(server) if "includePaths" in m], messages(server)
+    finally:
+        server.close()
