@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.cli import arch_argument
-from cuda_llm_lsp.cli.common import read_source
+from cuda_llm_lsp.cli.common import error, read_source
 from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
+from cuda_llm_lsp.compile.flags import define_problem, include_dir_problem
 from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
@@ -56,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    bad_options = [f"-D {d!r}: {p}" for d in args.define if (p := define_problem(d))] + [
+        f"-I {d!r}: {p}" for d in args.include_path if (p := include_dir_problem(d))
+    ]  # the same rules as the editor's settings (compile.flags); the user's own: trusted
+    if bad_options:
+        return error("check", "; ".join(bad_options), 2, args.format == "json")
     settings = Settings(
         arch=args.arch,
         include_paths=tuple(args.include_path),

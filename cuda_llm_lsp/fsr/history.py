@@ -2,7 +2,8 @@
 
 The database lives in the platformdirs data directory (`CUDA_LLM_DATA_DIR` overrides it).
 Calls block: the loop and the language server call them from a thread. Each call opens its own
-connection, so any thread may call any method.
+connection, so any thread may call any method. Every text written is redacted (`redact`): a
+model's reply or an error message may quote a secret.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cuda_llm_lsp.fsr.types import CandidateOutcome, OptimizeResult
+from cuda_llm_lsp.redact import redact
 
 Decision = Literal["accept", "reject"]
 
@@ -160,7 +162,7 @@ class RunHistory:
         with self._connect() as db:
             cursor = db.execute(
                 "INSERT INTO runs (file, kernel, model, started, seed) VALUES (?, ?, ?, ?, ?)",
-                (_normalise(file), kernel, model, time.time(), seed),
+                _clean((_normalise(file), kernel, model, time.time(), seed)),
             )
             return int(cursor.lastrowid or 0)
 
@@ -170,19 +172,21 @@ class RunHistory:
                 "INSERT OR REPLACE INTO candidates "
                 "(run_id, round, idx, status, ms, speedup, message, tokens, source, launch, "
                 "tuning, reply_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    outcome.round,
-                    outcome.index,
-                    outcome.status,
-                    outcome.ms,
-                    outcome.speedup,
-                    outcome.message,
-                    outcome.tokens,
-                    outcome.source,
-                    outcome.launch.describe() if outcome.launch else None,
-                    json.dumps(outcome.tuning.to_json()) if outcome.tuning else None,
-                    outcome.reply_hash or None,
+                _clean(
+                    (
+                        run_id,
+                        outcome.round,
+                        outcome.index,
+                        outcome.status,
+                        outcome.ms,
+                        outcome.speedup,
+                        outcome.message,
+                        outcome.tokens,
+                        outcome.source,
+                        outcome.launch.describe() if outcome.launch else None,
+                        json.dumps(outcome.tuning.to_json()) if outcome.tuning else None,
+                        outcome.reply_hash or None,
+                    )
                 ),
             )
 
@@ -193,18 +197,20 @@ class RunHistory:
                 "UPDATE runs SET finished = ?, baseline_ms = ?, best_ms = ?, speedup = ?, "
                 "accepted = ?, cancelled = ?, tokens = ?, outcome = ?, error = ?, best_source = ? "
                 "WHERE id = ?",
-                (
-                    time.time(),
-                    result.baseline_ms,
-                    result.best_ms,
-                    result.speedup,
-                    int(result.accepted),
-                    int(result.cancelled),
-                    result.tokens,
-                    result.message,
-                    result.error,
-                    result.best_source,
-                    run_id,
+                _clean(
+                    (
+                        time.time(),
+                        result.baseline_ms,
+                        result.best_ms,
+                        result.speedup,
+                        int(result.accepted),
+                        int(result.cancelled),
+                        result.tokens,
+                        result.message,
+                        result.error,
+                        result.best_source,
+                        run_id,
+                    )
                 ),
             )
         for outcome in result.candidates:
@@ -309,6 +315,11 @@ _DECISIONS = {"accept": "accept", "accepted": "accept", "reject": "reject", "rej
 def record_decision(run_id: int, decision: str | None, path: str | Path | None = None) -> None:
     """The user's decision on run `run_id` ("accept"/"accepted", "reject"/"rejected", None)."""
     RunHistory(path).record_decision(run_id, decision)
+
+
+def _clean(values: tuple[object, ...]) -> tuple[object, ...]:
+    """Query parameters with every string redacted (nothing secret reaches the database)."""
+    return tuple(redact(v) if isinstance(v, str) else v for v in values)
 
 
 def _tuning(text: str | None) -> dict[str, Any] | None:

@@ -36,6 +36,7 @@ from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp import __version__
 from cuda_llm_lsp.compile.analysis import add_resources, analyze_syntax
+from cuda_llm_lsp.compile.flags import Trust
 from cuda_llm_lsp.compile.isolated import close_shared_pool, shared_pool
 from cuda_llm_lsp.compile.types import NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
@@ -94,6 +95,8 @@ class CudaLlmServer(LanguageServer):
             protocol_cls=CudaLlmProtocol,
         )
         self.settings = Settings()
+        # what the client says of the workspace (lsp.settings): trusted unless told otherwise
+        self.trust = Trust()
         self.analyzer: Analyzer = analyzer or analyze_syntax
         # The background stage; an injected analyzer (tests) does the whole analysis itself.
         self.codegen: Codegen | None = add_resources if analyzer is None else None

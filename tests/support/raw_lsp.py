@@ -33,10 +33,10 @@ def frame(body: bytes) -> bytes:
 class RawServer:
     """The real `python -m cuda_llm_lsp` on pipes; stderr goes to a file read by `stderr()`."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cuda_llm_lsp"],
+            [sys.executable, "-m", "cuda_llm_lsp", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
