@@ -6,29 +6,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 
 from cuda_llm_lsp.engine import EVALUATOR_ENV, demo_label, evaluator_for, evaluator_problem
 from cuda_llm_lsp.lsp.app import create_server, exit_status, serve_stdio
-
-# `"apiKey": "..."`, `'apiKey': '...'`, `apiKey=...` and `api_key=...` in any logged text.
-_KEY_FIELD = re.compile(r"""((?:apiKey|api_key)['"]?\s*[:=]\s*['"]?)([^'",)\s}]+)""")
-
-
-class RedactSecrets(logging.Filter):
-    """Keeps API keys out of the log: pygls logs the whole `initialize` request at INFO."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        clean = _KEY_FIELD.sub(r"\1<redacted>", text)
-        env_key = os.environ.get("OPENAI_API_KEY")
-        if env_key and len(env_key) >= 6:
-            clean = clean.replace(env_key, "<redacted>")
-        if clean != text:
-            record.msg, record.args = clean, None
-        return True
+from cuda_llm_lsp.redact import RedactSecrets
 
 
 def build_parser() -> argparse.ArgumentParser:

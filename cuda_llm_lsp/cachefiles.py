@@ -1,4 +1,5 @@
-"""Small JSON files in the cache directory, written so a reader never sees half a file."""
+"""Small JSON files in the cache directory, written so a reader never sees half a file, and
+never holding a secret (`redact`: every string is redacted on the way out)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from cuda_llm_lsp.redact import redact_data
 
 
 def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> bool:
@@ -21,7 +24,7 @@ def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> bo
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=indent)
+            json.dump(redact_data(data), handle, indent=indent)
         os.replace(tmp, path)
         return True
     except BaseException as exc:

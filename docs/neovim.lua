@@ -2,6 +2,10 @@
 -- Optional, before this block:
 --   vim.g.cuda_llm_cmd = { 'cuda-llm-lsp' }            -- how to start the server
 --   vim.g.cuda_llm_settings = { model = 'gpt-4o-mini', rounds = 4, candidates = 4 }
+-- vim.g.cuda_llm_settings is your own configuration: the server treats it as trusted (no
+-- workspaceTrusted is sent). Do not fill it from a project's files (an exrc or a .nvim.lua
+-- of a repository you cloned): includePaths, nvrtcFlags, baseUrl and cluster are then the
+-- repository's choice. NVRTC options still pass the server's allow-list.
 -- In a CUDA buffer: K shows the hover (a kernel's resources and spec); code actions (Optimize,
 -- Benchmark, Accept, Reject, ...): :lua vim.lsp.buf.code_action()
 local cuda_llm_clients = {}

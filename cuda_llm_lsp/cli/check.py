@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.cli import arch_argument
-from cuda_llm_lsp.cli.common import read_source
+from cuda_llm_lsp.cli.common import error, read_source
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
@@ -29,6 +29,8 @@ from cuda_llm_lsp.engine import (
     KernelInfo,
     analyze,
     close_shared_pool,
+    define_problem,
+    include_dir_problem,
 )
 
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
@@ -61,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    bad_options = [f"-D {d!r}: {p}" for d in args.define if (p := define_problem(d))] + [
+        f"-I {d!r}: {p}" for d in args.include_path if (p := include_dir_problem(d))
+    ]  # the same rules as the editor's settings (compile.flags); the user's own: trusted
+    if bad_options:
+        return error("check", "; ".join(bad_options), 2, args.format == "json")
     settings = Settings(
         arch=args.arch,
         include_paths=tuple(args.include_path),

@@ -4,7 +4,9 @@ The key hashes the unit text, its in-memory headers, the size and time of header
 from configured include paths, the options (arch, -I, -D, flags), the name
 expressions, the NVRTC version and the stand-in headers. Disk entries are JSON (never pickle:
 the cache directory is not trusted to hold code) written atomically; a corrupt or unreadable
-entry is a miss, never an error. `CUDA_LLM_CACHE_DIR` overrides the platformdirs location.
+entry, or one with a field of the wrong type, is a miss, never an error. Results are redacted
+(`redact`) before they are kept or returned: no secret reaches the disk or the editor.
+`CUDA_LLM_CACHE_DIR` overrides the platformdirs location.
 
 A miss compiles in a compile process (`compile.isolated`); a hit is served here, without the
 round trip. A compile that crashed its process is cached like any result (memory and disk), so
@@ -23,7 +25,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from cuda_llm_lsp.compile.isolated import (
 )
 from cuda_llm_lsp.compile.nvrtc import build_flags, nvrtc_version
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, Resources
+from cuda_llm_lsp.redact import redact
 
 MEMORY_ENTRIES = 256
 _FORMAT = 1
@@ -112,8 +115,10 @@ class CompileCache:
             slow = self._timed_out.get(key)
         if slow is not None and slow[0] >= timeout_s:
             return replace(slow[1], from_cache=True)
-        result = shared_pool().compile(
-            unit, options, name_expressions, syntax_only=syntax_only, timeout_s=timeout_s
+        result = redacted(
+            shared_pool().compile(
+                unit, options, name_expressions, syntax_only=syntax_only, timeout_s=timeout_s
+            )
         )
         if any(d.code == INTERRUPTED_CODE for d in result.diagnostics):
             pass  # killed from outside: nothing learnt about this text
@@ -179,19 +184,85 @@ def _write(path: Path, result: CompileResult) -> None:
 
 
 def _read(path: Path) -> CompileResult | None:
+    """The entry at `path`, or None: missing, unreadable, or any field not of its type (a hit
+    that raised later would fail every analysis of the text, after every restart)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        if raw.get("format") != _FORMAT:
+        if not isinstance(raw, dict) or raw.get("format") != _FORMAT:
             return None
-        data = raw["result"]
-        return CompileResult(
-            ok=bool(data["ok"]),
-            arch=str(data["arch"]),
-            diagnostics=tuple(Diagnostic(**d) for d in data["diagnostics"]),
-            log=str(data["log"]),
-            cubin=base64.b64decode(data["cubin"]) if data.get("cubin") else None,
-            lowered_names={str(k): str(v) for k, v in data["lowered_names"].items()},
-            resources={str(k): Resources(**v) for k, v in data["resources"].items()},
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return _decode(raw["result"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
+
+
+def _decode(data: Any) -> CompileResult:
+    """A stored result, every field checked for its type; raises ValueError otherwise."""
+    if not isinstance(data, dict):
+        raise ValueError("not an object")
+    cubin = data.get("cubin")
+    lowered = data["lowered_names"]
+    resources = data["resources"]
+    if not isinstance(lowered, dict) or not isinstance(resources, dict):
+        raise ValueError("lowered_names and resources must be objects")
+    if cubin is not None and not isinstance(cubin, str):
+        raise ValueError("cubin must be base64 text")
+    return CompileResult(
+        ok=_typed(data["ok"], bool),
+        arch=_typed(data["arch"], str),
+        diagnostics=tuple(_diagnostic(d) for d in _typed(data["diagnostics"], list)),
+        log=_typed(data["log"], str),
+        cubin=base64.b64decode(cubin, validate=True) if cubin else None,
+        lowered_names={_typed(k, str): _typed(v, str) for k, v in lowered.items()},
+        resources={_typed(k, str): _resources(v) for k, v in resources.items()},
+    )
+
+
+def _typed(value: Any, kind: type) -> Any:
+    # bool is an int in Python: an int field must not take True, nor a bool field 1
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _diagnostic(data: Any) -> Diagnostic:
+    if not isinstance(data, dict) or set(data) - _DIAGNOSTIC_FIELDS:
+        raise ValueError("not a diagnostic")
+    severity = _typed(data["severity"], str)
+    if severity not in ("error", "warning", "information"):
+        raise ValueError(f"unknown severity {severity!r}")
+    code, file = data.get("code"), data.get("file")
+    return Diagnostic(
+        line=_typed(data["line"], int),
+        column=_typed(data["column"], int),
+        end_line=_typed(data["end_line"], int),
+        end_column=_typed(data["end_column"], int),
+        severity=severity,
+        message=_typed(data["message"], str),
+        code=None if code is None else _typed(code, str),
+        file=None if file is None else _typed(file, str),
+    )
+
+
+def _resources(data: Any) -> Resources:
+    if not isinstance(data, dict) or set(data) - _RESOURCE_FIELDS:
+        raise ValueError("not resources")
+    return Resources(**{k: _typed(v, int) for k, v in data.items()})
+
+
+_DIAGNOSTIC_FIELDS = frozenset(f.name for f in fields(Diagnostic))
+_RESOURCE_FIELDS = frozenset(f.name for f in fields(Resources))
+
+
+def redacted(result: CompileResult) -> CompileResult:
+    """`result` without any secret in its log or messages (NVRTC echoes source lines: an
+    included file's text, `/proc/self/environ` once, reaches both)."""
+    log = redact(result.log)
+    messages = [redact(d.message) for d in result.diagnostics]
+    if log == result.log and all(
+        m == d.message for m, d in zip(messages, result.diagnostics, strict=True)
+    ):
+        return result
+    diagnostics = tuple(
+        replace(d, message=m) for d, m in zip(result.diagnostics, messages, strict=True)
+    )
+    return replace(result, log=log, diagnostics=diagnostics)

@@ -4,9 +4,11 @@ Host-only code (functions that are not `__global__`/`__device__`, `main`, `<<<..
 sites, host variables, declarations that need host-only headers) is blanked out with spaces so
 every line keeps its number and diagnostics map 1:1 onto the user's file. `#include "..."` is
 resolved relative to the file, then the configured include paths; found headers get the same
-treatment and travel to NVRTC in memory. Standard headers NVRTC lacks are served by small
-device-side stand-ins (`compile/stub_headers/`); host-only ones are dropped silently.
-Structure comes from tree-sitter-cuda; regexes only read single `#include` lines and words.
+treatment and travel to NVRTC in memory. What may be read (regular files outside /proc, /sys
+and /dev, of bounded size) is `include_reads`'s rule; a refused header's line is left out.
+Standard headers NVRTC lacks are served by small device-side stand-ins
+(`compile/stub_headers/`); host-only ones are dropped silently. Structure comes from
+tree-sitter-cuda; regexes only read single `#include` lines and words.
 
 The unit is built from `normalized(text)` (lone-CR line breaks as `\n`, a BOM as a space) so
 NVRTC counts lines as the editor does, and the user's `#line` directives are blanked: NVRTC
@@ -25,6 +27,7 @@ from typing import Literal
 import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
+from cuda_llm_lsp.compile import include_reads
 from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span, normalized
 
@@ -56,6 +59,9 @@ MAX_INCLUDE_DEPTH = 16
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
 _WORD = re.compile(r"[A-Za-z_]\w*")
+# `#include MACRO`: the file it names is known only after macro expansion
+_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+(?P<what>[A-Za-z_]\w*.*)$")
+COMPUTED = ""  # the name of a computed include in the walker's list
 # `#line 12 "f.cu"` and its GNU form `# 12 "f.cu"` (one line; a continuation is rare enough)
 _LINE_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(?:line\b|[0-9])[^\n]*", re.MULTILINE)
 _STD_SCOPE = re.compile(rb"\bstd\s*::")
@@ -156,6 +162,8 @@ class _IncludeState:
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
+    refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
+    budget: include_reads.IncludeBudget = field(default_factory=include_reads.IncludeBudget.fresh)
 
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
@@ -163,13 +171,16 @@ class _IncludeState:
 
 
 def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> Path | None:
+    """The file `#include "name"` names. Any kind of file counts (a FIFO, a device): the
+    reader refuses what is not a regular file with a message, and the line is left out, so
+    that NVRTC does not go and read it either."""
     candidates = [base / name] if base is not None else []
     candidates.extend(Path(d) / name for d in configured)
     for candidate in candidates:
         try:
-            if candidate.is_file():
+            if candidate.exists() and not candidate.is_dir():
                 return candidate.resolve()
-        except OSError:
+        except (OSError, ValueError):
             continue
     return None
 
@@ -187,6 +198,11 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
     found = std_headers.find_system_header(name, state.configured)
     if found is None:
         return None
+    try:  # NVRTC reads it itself: the same rules as for the headers we read
+        include_reads.check_header(found)
+    except include_reads.IncludeRefused as refused:
+        state.pending.append((f'include file "{name}" not read: {refused}', "error"))
+        return False
     if any(found.is_relative_to(d) for d in state.configured):
         try:
             stat = found.stat()
@@ -202,11 +218,21 @@ def _include(
     """Resolve one `#include` line: whether it stays, and the user headers it loads.
 
     Problems go to `state.pending`; `where` is ' (included from "h" line n)' inside headers.
+    A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
+    whatever path the macros spell, unchecked (`include_reads`).
     """
+    if name == COMPUTED:
+        message = (
+            f"#include of a macro is not followed{where}: cuda-llm checks what an include "
+            "reads, and this one names its file only after expansion (include the header by name)"
+        )
+        state.pending.append((message, "warning"))
+        return False, []
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
-            return True, _load_header(name, found, state, depth)
+            loaded = _load_header(name, found, state, depth)
+            return loaded is not None, loaded or []
     kept = _system_include(name, state)
     if kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
@@ -224,8 +250,14 @@ def _include(
     return bool(kept), []
 
 
-def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str]:
-    """Blank the host code of a user header and register it (and its includes) in memory."""
+def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str] | None:
+    """Blank the host code of a user header and register it (and its includes) in memory;
+    None when it may not be read (`include_reads`: its `#include` line is then left out)."""
+    if resolved in state.refused:  # refused once: every line including it is left out
+        state.pending.append(
+            (f'include file "{name}" not read: {state.refused[resolved]}', "error")
+        )
+        return None
     if resolved in state.seen or name in state.headers:
         return []
     if depth > MAX_INCLUDE_DEPTH:
@@ -234,10 +266,11 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         return []
     state.seen.add(resolved)
     try:
-        raw = resolved.read_bytes()
-    except OSError as exc:
-        state.pending.append((f'cannot read include file "{name}": {exc.strerror or exc}', "error"))
-        return []
+        raw = include_reads.read_header(resolved, state.budget)
+    except include_reads.IncludeRefused as refused:
+        state.refused[resolved] = str(refused)
+        state.pending.append((f'include file "{name}" not read: {refused}', "error"))
+        return None
     text = normalized(raw.decode("utf-8", errors="replace"))
     body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
     state.macros.update(macros)
@@ -288,6 +321,10 @@ def _blank_host_code(
             continue
         match = _INCLUDE.match(lines[row])
         if match is None:
+            computed = _COMPUTED_INCLUDE.match(lines[row])
+            if computed is not None:  # `#include MACRO`: `_include` reports and drops it
+                span = Span.of(row, computed.start("what"), row, len(lines[row].rstrip()))
+                includes.append((row, COMPUTED, False, span))
             continue
         quoted = match.group("quoted") is not None
         name = (match.group("quoted") if quoted else match.group("system")) or ""

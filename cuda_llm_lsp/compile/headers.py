@@ -94,11 +94,12 @@ def is_host_only(name: str) -> bool:
 
 
 def find_system_header(name: str, extra_dirs: tuple[str, ...] = ()) -> Path | None:
-    """The file `#include <name>` would open: configured dirs, then the toolkit's."""
+    """The file `#include <name>` would open: configured dirs, then the toolkit's. Any kind of
+    file (a FIFO too): the caller checks it with `include_reads.check_header`."""
     for directory in (*extra_dirs, *toolkit_include_dirs()):
         candidate = Path(directory) / name
         try:
-            if candidate.is_file():
+            if candidate.exists() and not candidate.is_dir():
                 return candidate
         except OSError:
             continue

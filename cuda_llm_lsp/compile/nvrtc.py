@@ -13,6 +13,7 @@ same positions in a fraction of the time, and no code (no resources, no cubin).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from typing import Any
 
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
+from cuda_llm_lsp.compile.flags import allowed_flags
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -30,6 +32,7 @@ from cuda_llm_lsp.compile.types import (
     Severity,
 )
 
+log = logging.getLogger(__name__)
 NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
 MAX_PER_INCLUDE = 10  # header messages shown on one #include line
 BASE_FLAGS = (
@@ -82,7 +85,8 @@ SYNTAX_ONLY = "-fdevice-syntax-only"
 def build_flags(
     unit: DeviceUnit, options: CompileOptions, *, syntax_only: bool = False
 ) -> list[str]:
-    """The NVRTC command line for `unit`; the order of -I matters (stand-ins first)."""
+    """The NVRTC command line for `unit`; the order of -I matters (stand-ins first). Every
+    option past our own passes `flags.check_flag`'s allow-list (refused ones are logged)."""
     flags = [f"--gpu-architecture={options.arch}", *BASE_FLAGS]
     if syntax_only:
         flags.append(SYNTAX_ONLY)
@@ -95,9 +99,16 @@ def build_flags(
     ):
         if directory not in dirs:
             dirs.append(directory)
-    flags.extend(f"-I{d}" for d in dirs)
-    flags.extend(f"-D{d}" for d in options.defines if d.strip())
-    flags.extend(options.extra_flags)
+    asked = [
+        *(f"-I{d}" for d in dirs),
+        *(f"-D{d}" for d in options.defines if d.strip()),
+        *options.extra_flags,
+    ]
+    # the allow-list, whatever the options' source (settings were checked with a message)
+    kept, refused = allowed_flags(asked)
+    if refused:
+        log.warning("NVRTC options left out: %s", "; ".join(refused))
+    flags.extend(kept)
     return flags
 
 

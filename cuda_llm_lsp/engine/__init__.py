@@ -24,6 +24,12 @@ if TYPE_CHECKING:
         analyze_syntax,
     )
     from cuda_llm_lsp.compile.arch import normalize_arch
+    from cuda_llm_lsp.compile.flags import (
+        Trust,
+        allowed_flags,
+        define_problem,
+        include_dir_problem,
+    )
     from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool, shared_pool
     from cuda_llm_lsp.engine import peaks, vendor
     from cuda_llm_lsp.engine.actions import benchmark_in_file, optimize_in_file, tune_in_file
@@ -119,6 +125,10 @@ _WHERE = {
     "make_evaluator": "cuda_llm_lsp.engine.build",
     "make_llm": "cuda_llm_lsp.engine.build",
     "normalize_arch": "cuda_llm_lsp.compile.arch",
+    "define_problem": "cuda_llm_lsp.compile.flags",
+    "Trust": "cuda_llm_lsp.compile.flags",
+    "allowed_flags": "cuda_llm_lsp.compile.flags",
+    "include_dir_problem": "cuda_llm_lsp.compile.flags",
     "open_history": "cuda_llm_lsp.engine.build",
     "optimize_in_file": "cuda_llm_lsp.engine.actions",
     "peaks": "cuda_llm_lsp.engine.peaks",
@@ -173,14 +183,17 @@ __all__ = [
     "RunStarted",
     "Step",
     "TimingPlan",
+    "Trust",
     "TuneOutcome",
     "TuneStarted",
     "add_resources",
+    "allowed_flags",
     "analyze",
     "analyze_syntax",
     "benchmark_in_file",
     "build_check",
     "close_shared_pool",
+    "define_problem",
     "demo_label",
     "detached",
     "evaluator_for",
@@ -188,6 +201,7 @@ __all__ = [
     "format_ms",
     "gpu_evaluator",
     "history_for_run",
+    "include_dir_problem",
     "make_evaluator",
     "make_llm",
     "normalize_arch",

@@ -9,7 +9,8 @@ arguments (`launch`), and how its slots read (`read`).
 
 Slot layouts (`device_checks`): bytes (guard bands) changed, first, last; changed (inputs)
 changed, first; output unwritten, first, last, bad, first bad, largest |difference| (bits of a
-double), whether any difference is finite, worst (first index of the largest difference).
+double), whether any difference is finite, worst (first index of the largest difference), the
+buffer's scale (the largest finite |expected|, bits of a double: `cl_scale`, before the check).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from cuda_llm_lsp.evaluate.compare import is_float
 from cuda_llm_lsp.evaluate.counter import DTYPE_CODES
 from cuda_llm_lsp.evaluate.device_checks import NO_INDEX
 
@@ -64,14 +66,24 @@ class OutputSlots:
     largest_bits: int
     any_finite: int
     worst: int
+    scale_bits: int
 
-    SIZE: ClassVar[int] = 8
-    INIT: ClassVar[tuple[int, ...]] = (0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX)
+    SIZE: ClassVar[int] = 9
+    INIT: ClassVar[tuple[int, ...]] = (0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX, 0)
 
     @property
     def largest(self) -> float:
         """The largest finite |got - expected| (meaningful when `any_finite`)."""
-        return float(np.array([self.largest_bits], dtype=np.uint64).view(np.float64)[0])
+        return _double(self.largest_bits)
+
+    @property
+    def scale(self) -> float:
+        """The largest finite |expected| (a float compare's; 0 where `cl_scale` did not run)."""
+        return _double(self.scale_bits)
+
+
+def _double(bits: int) -> float:
+    return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
 
 
 Slots = BytesSlots | ChangedSlots | OutputSlots
@@ -132,7 +144,9 @@ class OutputCheck:
     - `kind` "unwritten": alone (`expected` 0), its elements still holding `poison`;
     - "finite": against itself with a negative tolerance, so every finite element is "bad":
       `n - bad` are the non-finite ones;
-    - "compare": against the kept run `ref` uploaded at `expected`, within `rtol`/`atol`."""
+    - "compare": against the kept run `ref` uploaded at `expected`, within `rtol`/`atol` or
+      the scale-aware floor (`scale_tol` times the buffer's scale, `compare.within_tolerance`;
+      0: no floor), the scale found first by `cl_scale` (`scale`)."""
 
     kind: Literal["unwritten", "finite", "compare"]
     name: str
@@ -145,8 +159,15 @@ class OutputCheck:
     rtol: float
     atol: float
     slot: int
+    scale_tol: float = 0.0
 
     layout: ClassVar[type[OutputSlots]] = OutputSlots
+
+    @property
+    def scaled(self) -> bool:
+        """Whether the buffer's scale is found first: a compare of floats (the summary reports
+        the scale even where the spec asks for exact results and there is no floor)."""
+        return self.kind == "compare" and is_float(self.dtype)
 
     def launch(self, at: int) -> Launch:
         args: list[tuple[str, int | float]] = [
@@ -157,9 +178,20 @@ class OutputCheck:
             ("uint64", self.poison),
             ("float64", self.rtol),
             ("float64", self.atol),
+            ("float64", self.scale_tol),
             ("uint64", at),
         ]
         return "cl_check_output", self.n, args
+
+    def scale(self, at: int) -> Launch:
+        """`cl_scale`: the largest finite |expected| into the scale slot, before the check."""
+        args: list[tuple[str, int | float]] = [
+            ("uint64", self.expected),
+            ("uint64", self.n),
+            ("int32", DTYPE_CODES[self.dtype]),
+            ("uint64", at),
+        ]
+        return "cl_scale", self.n, args
 
     def worst(self, at: int) -> Launch:
         """`cl_worst`: the first index of the largest difference, once something is wrong."""

@@ -33,6 +33,7 @@ from cuda_llm_lsp.evaluate.compare import (
     GuardSummary,
     OutputSummary,
     is_float,
+    scale_tolerance,
     storage_dtype,
 )
 from cuda_llm_lsp.evaluate.protocol import Buffer, Checks, RunReply
@@ -110,6 +111,8 @@ class DeviceChecks:
             scratch.append((dev, host.nbytes))
             self.check(self.d.cuMemcpyHtoD(dev, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
             for check in plan.checks:
+                if isinstance(check, OutputCheck) and check.scaled:  # the floor needs the scale
+                    self._call(*check.scale(dev + 8 * check.slot))
                 self._call(*check.launch(dev + 8 * check.slot))
             self.sync(CHECK_TIMEOUT_S)
             self._read(host, dev)
@@ -163,9 +166,11 @@ class DeviceChecks:
             for ref in checks.against:
                 expected = self._upload_kept(ref, buf, scratch)
                 if expected is not None:
+                    floor = scale_tolerance(buf.dtype, checks.rtol, checks.atol)
                     plan.add(output(kind="compare", ref=ref, expected=expected,
                                     poison=_poison_value(buf), rtol=checks.rtol,
-                                    atol=checks.atol, slot=plan.slot(OutputCheck)))  # fmt: skip
+                                    atol=checks.atol, slot=plan.slot(OutputCheck),
+                                    scale_tol=floor))  # fmt: skip
         return plan
 
     def _upload_kept(self, ref: str, buf: Buffer, scratch: list[tuple[int, int]]) -> int | None:
@@ -252,8 +257,9 @@ class DeviceChecks:
         summary = OutputSummary(check.n, slots.unwritten, first, slots.unwritten_last)
         if check.kind == "unwritten":
             return summary
-        if is_float(check.dtype) and slots.any_finite:
-            summary = replace(summary, largest=slots.largest)
+        if is_float(check.dtype):  # the scale-aware floor's scale, and the largest difference
+            largest = slots.largest if slots.any_finite else None
+            summary = replace(summary, largest=largest, scale=slots.scale)
         if not slots.bad:
             return summary
         return replace(

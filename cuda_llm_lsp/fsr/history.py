@@ -2,7 +2,8 @@
 
 The database lives in the platformdirs data directory (`CUDA_LLM_DATA_DIR` overrides it).
 Calls block: the loop and the language server call them from a thread. Each call opens its own
-connection, so any thread may call any method.
+connection, so any thread may call any method. Every text written is redacted (`redact`): a
+model's reply or an error message may quote a secret.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cuda_llm_lsp.fsr.types import CandidateOutcome, OptimizeResult
+from cuda_llm_lsp.redact import redact
 
 Decision = Literal["accept", "reject"]
 
@@ -54,6 +56,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     source TEXT,
     launch TEXT,
     tuning TEXT,
+    reply_hash TEXT,
     PRIMARY KEY (run_id, round, idx)
 );
 CREATE INDEX IF NOT EXISTS runs_by_file ON runs(file);
@@ -126,6 +129,7 @@ class CandidateRecord:
     source: str
     launch: str | None = None  # its own launch (`LaunchConfig.describe`); None: the original's
     tuning: dict[str, Any] | None = None  # its tuning (`CandidateTuning.to_json`); None: untuned
+    reply_hash: str = ""  # the reply's code's `fsr.types.reply_hash` ("" for none / older runs)
 
 
 class RunHistory:
@@ -141,6 +145,8 @@ class RunHistory:
                 db.execute("ALTER TABLE candidates ADD COLUMN launch TEXT")
             if "tuning" not in columns:  # a database from before tuning in the loop ([tune])
                 db.execute("ALTER TABLE candidates ADD COLUMN tuning TEXT")
+            if "reply_hash" not in columns:  # a database from before reply hashes ([judge])
+                db.execute("ALTER TABLE candidates ADD COLUMN reply_hash TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -156,7 +162,7 @@ class RunHistory:
         with self._connect() as db:
             cursor = db.execute(
                 "INSERT INTO runs (file, kernel, model, started, seed) VALUES (?, ?, ?, ?, ?)",
-                (_normalise(file), kernel, model, time.time(), seed),
+                _clean((_normalise(file), kernel, model, time.time(), seed)),
             )
             return int(cursor.lastrowid or 0)
 
@@ -165,19 +171,22 @@ class RunHistory:
             db.execute(
                 "INSERT OR REPLACE INTO candidates "
                 "(run_id, round, idx, status, ms, speedup, message, tokens, source, launch, "
-                "tuning) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    outcome.round,
-                    outcome.index,
-                    outcome.status,
-                    outcome.ms,
-                    outcome.speedup,
-                    outcome.message,
-                    outcome.tokens,
-                    outcome.source,
-                    outcome.launch.describe() if outcome.launch else None,
-                    json.dumps(outcome.tuning.to_json()) if outcome.tuning else None,
+                "tuning, reply_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _clean(
+                    (
+                        run_id,
+                        outcome.round,
+                        outcome.index,
+                        outcome.status,
+                        outcome.ms,
+                        outcome.speedup,
+                        outcome.message,
+                        outcome.tokens,
+                        outcome.source,
+                        outcome.launch.describe() if outcome.launch else None,
+                        json.dumps(outcome.tuning.to_json()) if outcome.tuning else None,
+                        outcome.reply_hash or None,
+                    )
                 ),
             )
 
@@ -188,18 +197,20 @@ class RunHistory:
                 "UPDATE runs SET finished = ?, baseline_ms = ?, best_ms = ?, speedup = ?, "
                 "accepted = ?, cancelled = ?, tokens = ?, outcome = ?, error = ?, best_source = ? "
                 "WHERE id = ?",
-                (
-                    time.time(),
-                    result.baseline_ms,
-                    result.best_ms,
-                    result.speedup,
-                    int(result.accepted),
-                    int(result.cancelled),
-                    result.tokens,
-                    result.message,
-                    result.error,
-                    result.best_source,
-                    run_id,
+                _clean(
+                    (
+                        time.time(),
+                        result.baseline_ms,
+                        result.best_ms,
+                        result.speedup,
+                        int(result.accepted),
+                        int(result.cancelled),
+                        result.tokens,
+                        result.message,
+                        result.error,
+                        result.best_source,
+                        run_id,
+                    )
                 ),
             )
         for outcome in result.candidates:
@@ -274,7 +285,8 @@ class RunHistory:
     def candidates(self, run_id: int) -> list[CandidateRecord]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT round, idx, status, ms, speedup, message, tokens, source, launch, tuning "
+                "SELECT round, idx, status, ms, speedup, message, tokens, source, launch, tuning, "
+                "reply_hash "
                 "FROM candidates "
                 "WHERE run_id = ? ORDER BY round, idx",
                 (run_id,),
@@ -291,6 +303,7 @@ class RunHistory:
                 row[7] or "",
                 row[8],
                 _tuning(row[9]),
+                row[10] or "",
             )
             for row in rows
         ]
@@ -302,6 +315,11 @@ _DECISIONS = {"accept": "accept", "accepted": "accept", "reject": "reject", "rej
 def record_decision(run_id: int, decision: str | None, path: str | Path | None = None) -> None:
     """The user's decision on run `run_id` ("accept"/"accepted", "reject"/"rejected", None)."""
     RunHistory(path).record_decision(run_id, decision)
+
+
+def _clean(values: tuple[object, ...]) -> tuple[object, ...]:
+    """Query parameters with every string redacted (nothing secret reaches the database)."""
+    return tuple(redact(v) if isinstance(v, str) else v for v in values)
 
 
 def _tuning(text: str | None) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.fsr.client import LlmClient, LlmReply, Prompt, extract_kernel
+from cuda_llm_lsp.redact import redact_data
 
 FORMAT_VERSION = 1
 
@@ -85,7 +86,7 @@ class RecordingLlm:
             },
         }
         path = self.directory / f"{stem}-{prompt_hash(prompt)}.json"
-        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        path.write_text(json.dumps(redact_data(record), indent=2) + "\n", encoding="utf-8")
         return reply
 
     async def close(self) -> None:

@@ -161,7 +161,9 @@ class JobRenderer:
             self.baseline = event.baseline
             self.rounds = event.rounds
             self.total = max(event.rounds * event.candidates, 1)
-            self.progress.report(f"baseline {results.format_ms(self._baseline_ms())}", 0)
+            launch = f"; {event.launch}" if event.launch_fixed else ""
+            baseline = results.format_ms(self._baseline_ms())
+            self.progress.report(f"baseline {baseline}{launch}", 0)
             self._publish("running")
         elif isinstance(event, RoundStarted):
             self.rounds = event.rounds

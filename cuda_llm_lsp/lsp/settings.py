@@ -3,7 +3,17 @@
 
 Bad values never stop the server: they are shown once with `window/showMessage` and the
 defaults stay. The API key is taken only from the environment (read by the openai SDK) or from
-`initializationOptions`; it is never logged nor repeated in a message.
+`initializationOptions`; it is never logged nor repeated in a message, and is redacted from
+everything the server writes (`redact`).
+
+Workspace trust: a repository's `.vscode/settings.json` is not the user's word. The client
+says whether the workspace is trusted (`initializationOptions.workspaceTrusted`, and
+`workspaceTrusted` next to `cudaLlm` in `workspace/didChangeConfiguration`; absent: trusted, as
+for Neovim, whose settings are the user's own config). Whatever the trust, NVRTC options pass
+`compile.flags`'s allow-list and defines must be defines; in an untrusted workspace include
+paths (`includePaths`, `-I` options) must lie inside the workspace folders or the toolkit. The
+VS Code extension also sends no workspace value of a restricted setting in Restricted Mode. A
+refused value is left out and said in a message, never applied silently.
 """
 
 from __future__ import annotations
@@ -14,20 +24,27 @@ from dataclasses import replace
 from typing import Any
 
 from lsprotocol import types
+from pygls import uris
 
 from cuda_llm_lsp.config import Settings, settings_from_mapping
+from cuda_llm_lsp.engine import Trust, allowed_flags, define_problem
 from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.redact import register_secret
 
 log = logging.getLogger(__name__)
 SECTION = "cudaLlm"
 _COMPILE_FIELDS = ("arch", "include_paths", "defines", "nvrtc_flags")
 _GPU_FIELDS = ("gpus", "cluster")
+TRUST_KEY = "workspaceTrusted"  # beside `cudaLlm` in initializationOptions and change params
 
 
 def register(server: CudaLlmServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: CudaLlmServer, params: types.InitializeParams) -> None:
-        apply(ls, params.initialization_options, allow_api_key=True, source="initializationOptions")
+        options = params.initialization_options
+        trusted = options.get(TRUST_KEY) if isinstance(options, Mapping) else None
+        ls.trust = Trust(trusted is not False, workspace_roots(params))
+        apply(ls, options, allow_api_key=True, source="initializationOptions")
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: CudaLlmServer, params: types.InitializedParams) -> None:
@@ -35,8 +52,39 @@ def register(server: CudaLlmServer) -> None:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_changed(ls: CudaLlmServer, params: types.DidChangeConfigurationParams) -> None:
+        sent = params.settings
+        if isinstance(sent, Mapping) and isinstance(sent.get(TRUST_KEY), bool):
+            ls.trust = replace(ls.trust, trusted=sent[TRUST_KEY])
         if not await pull(ls):
             changed(ls, apply(ls, params.settings, allow_api_key=False, source="settings"))
+
+
+def workspace_roots(params: types.InitializeParams) -> tuple[str, ...]:
+    """The workspace folders' paths (or the root's): where an untrusted workspace may point."""
+    folders = [f.uri for f in params.workspace_folders or ()]
+    if not folders and params.root_uri:
+        folders = [params.root_uri]
+    paths = [_path_of(u) for u in folders]
+    if not folders and params.root_path:
+        paths = [params.root_path]
+    return tuple(p for p in paths if p)
+
+
+def _current_trust(server: CudaLlmServer) -> Trust:
+    """`server.trust` with the workspace's folders as they are now (folders come and go)."""
+    try:
+        folders = [f.uri for f in server.workspace.folders.values()]
+    except Exception:  # before `initialize`: the folders it named
+        return server.trust
+    paths = tuple(p for p in (_path_of(u) for u in folders) if p)
+    return replace(server.trust, roots=paths) if paths else server.trust
+
+
+def _path_of(uri: str) -> str | None:
+    try:
+        return uris.to_fs_path(uri)
+    except Exception:  # a malformed URI names no folder
+        return None
 
 
 def supports_pull(server: CudaLlmServer) -> bool:
@@ -82,10 +130,44 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     settings, problems = settings_from_mapping({SECTION: inner}, base=before)
     if not allow_api_key:
         settings = replace(settings, api_key=before.api_key)
+    register_secret(settings.api_key)
+    settings, refused = restrict(settings, _current_trust(server))
+    if refused:
+        log.warning("settings left out (%s): %s", source, "; ".join(refused))
+    problems.extend(refused)
     server.settings = settings
     if problems:
         server.message(f"cuda-llm ({source}): " + "; ".join(problems), types.MessageType.Warning)
     return before
+
+
+def restrict(settings: Settings, trust: Trust) -> tuple[Settings, list[str]]:
+    """`settings` without what `trust` does not allow: NVRTC options off the allow-list, bad
+    defines, include paths outside the workspace (untrusted) or in /proc, /sys, /dev."""
+    problems: list[str] = []
+    rule = trust.include_dir_problem
+    paths: list[str] = []
+    for path in settings.include_paths:
+        problem = rule(path)
+        if problem is None:
+            paths.append(path)
+        else:
+            problems.append(f"cudaLlm.includePaths {path!r} left out: {problem}")
+    defines: list[str] = []
+    for define in settings.defines:
+        problem = define_problem(define) if define.strip() else None
+        if problem is None:
+            defines.append(define)
+        else:
+            problems.append(f"cudaLlm.defines {define[:80]!r} left out: {problem}")
+    flags, refused = allowed_flags(settings.nvrtc_flags, rule)
+    problems.extend(f"cudaLlm.nvrtcFlags {r} (left out)" for r in refused)
+    if not problems:
+        return settings, problems
+    restricted = replace(
+        settings, include_paths=tuple(paths), defines=tuple(defines), nvrtc_flags=flags
+    )
+    return restricted, problems
 
 
 def changed(server: CudaLlmServer, before: Settings) -> None:

@@ -39,6 +39,7 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
     GpuService,
     LlmFactory,
+    Trust,
     add_resources,
     analyze_syntax,
     close_shared_pool,
@@ -99,6 +100,8 @@ class CudaLlmServer(LanguageServer):
             protocol_cls=CudaLlmProtocol,
         )
         self.settings = Settings()
+        # what the client says of the workspace (lsp.settings): trusted unless told otherwise
+        self.trust = Trust()
         self.analyzer: Analyzer = analyzer or analyze_syntax
         # The background stage; an injected analyzer (tests) does the whole analysis itself.
         self.codegen: Codegen | None = add_resources if analyzer is None else None

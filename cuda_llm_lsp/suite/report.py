@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.redact import redact
+
 FAST_P = (1.0, 2.0, 4.0, 8.0)
 
 
@@ -361,11 +363,11 @@ def write_report(report: SuiteReport, out_dir: Path) -> dict[str, Path]:
         note = f"chart not written: {type(exc).__name__}: {exc}"
         report = replace(report, notes=(*report.notes, note))
     md = out_dir / "report.md"
-    md.write_text(markdown(report, chart.name if chart else None), encoding="utf-8")
+    md.write_text(redact(markdown(report, chart.name if chart else None)), encoding="utf-8")
     paths["markdown"] = md
     js = out_dir / "report.json"
     text = json.dumps(to_json(report), indent=2, allow_nan=False, default=str)
-    js.write_text(text + "\n", encoding="utf-8")
+    js.write_text(redact(text) + "\n", encoding="utf-8")
     paths["json"] = js
     return paths
 

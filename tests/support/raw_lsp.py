@@ -34,12 +34,16 @@ class RawServer:
     """The real `python -m cuda_llm_lsp` on pipes; stderr goes to a file read by `stderr()`."""
 
     def __init__(
-        self, env: dict[str, str] | None = None, argv: Sequence[str] | None = None
+        self,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        argv: Sequence[str] | None = None,
     ) -> None:
-        """`argv`: another server to run (a script of `tests/lsp/servers`)."""
+        """`args`: the server's options; `argv`: another server to run (a script of
+        `tests/lsp/servers`)."""
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self.process = subprocess.Popen(
-            list(argv or [sys.executable, "-m", "cuda_llm_lsp"]),
+            list(argv or [sys.executable, "-m", "cuda_llm_lsp", *args]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

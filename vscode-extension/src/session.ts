@@ -52,6 +52,7 @@ import {
     changeKind,
     configurationAnswer,
     didChangeConfigurationParams,
+    ignoredWorkspaceSettings,
     initializationOptions,
 } from './common/settings';
 import { JobTracker, ProgressToken, ProgressValue, ServerState, statusView } from './common/status';
@@ -136,7 +137,12 @@ export class Session {
                 this.guard('settings change', () => this.onConfigurationChanged((key) => e.affectsConfiguration(key))),
             ),
             // Trust granted: workspace values of the restricted settings now apply.
-            api.onDidGrantWorkspaceTrust(() => this.guard('workspace trust', () => this.restartIfLaunchChanged())),
+            api.onDidGrantWorkspaceTrust(() =>
+                this.guard('workspace trust', async () => {
+                    await this.restartIfLaunchChanged();
+                    await this.forwardSettings();
+                }),
+            ),
             this.context.secrets.onDidChange((e) =>
                 this.guard('secret storage', async () => {
                     if (e.key === API_KEY_SECRET) {
@@ -238,7 +244,10 @@ export class Session {
             launch: launch.value,
             cwd,
             outputChannel: this.output,
-            initializationOptions: () => initializationOptions(this.config(), this.apiKey, this.vars()),
+            initializationOptions: () => {
+                this.logIgnoredSettings();
+                return initializationOptions(this.config(), this.apiKey, this.vars(), api.isWorkspaceTrusted());
+            },
             configuration: (items, fallback) => this.configurationAnswer(items, fallback),
             onProgress: (token, value) => this.onProgress(token, value),
             onCommandResult: (command, args, result) => this.onCommandResult(command, args, result),
@@ -389,7 +398,7 @@ export class Session {
     // ---- settings and the API key ------------------------------------------------------------
 
     private configurationAnswer(items: readonly ConfigurationItemLike[], fallback: unknown[]): unknown[] {
-        return configurationAnswer(items, (scope) => this.config(scope), fallback, this.vars());
+        return configurationAnswer(items, (scope) => this.config(scope), fallback, this.vars(), api.isWorkspaceTrusted());
     }
 
     private async onConfigurationChanged(affects: (key: string) => boolean): Promise<void> {
@@ -403,7 +412,19 @@ export class Session {
 
     private async forwardSettings(): Promise<void> {
         if (this.client?.isRunning()) {
-            await sendConfiguration(this.client, didChangeConfigurationParams(this.config(), this.vars()));
+            this.logIgnoredSettings();
+            await sendConfiguration(this.client, didChangeConfigurationParams(this.config(), this.vars(), api.isWorkspaceTrusted()));
+        }
+    }
+
+    /** Restricted Mode: says which workspace settings the server does not get, and why. */
+    private logIgnoredSettings(): void {
+        const ignored = ignoredWorkspaceSettings(this.config(), api.isWorkspaceTrusted());
+        if (ignored.length > 0) {
+            this.log(
+                `Restricted Mode: the workspace's ${ignored.join(', ')} ${ignored.length === 1 ? 'is' : 'are'} ignored ` +
+                    '(they name paths, compiler options or endpoints); trust the workspace to use them',
+            );
         }
     }
 

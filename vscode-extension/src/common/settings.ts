@@ -6,6 +6,13 @@
  * `workspace/didChangeConfiguration` (`{settings: {cudaLlm: {...}}}`). The API key comes from
  * SecretStorage, never from settings, and travels only in `initializationOptions` (the server
  * ignores, and warns about, a key in workspace settings): a new key means a server restart.
+ *
+ * Workspace trust: a cloned repository's `.vscode/settings.json` is not the user's word. In
+ * Restricted Mode the settings that name paths outside the workspace, raw compiler options or
+ * where code and the key are sent (`RESTRICTED_SERVER_KEYS`) are read from user settings only
+ * (`inspect`: the global value, never a workspace or folder one), and the server is told
+ * `workspaceTrusted: false` (in `initializationOptions` and with every settings change) so it
+ * applies its own rules too (include paths inside the workspace only).
  */
 
 /** Reads one key relative to the `cudaLlm` section (vscode.WorkspaceConfiguration satisfies it). */
@@ -62,6 +69,59 @@ export const MACHINE_KEYS: readonly string[] = ['server.python', 'server.command
 /** Also ignored from workspace settings in Restricted Mode (`restrictedConfigurations`). */
 export const RESTRICTED_KEYS: readonly string[] = [...MACHINE_KEYS, 'server.evaluator'];
 
+/**
+ * Server settings a workspace may not set in Restricted Mode: include paths (any directory),
+ * raw NVRTC options, the endpoint the key goes to, the cluster that runs code.
+ */
+export const RESTRICTED_SERVER_KEYS: readonly string[] = ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster'];
+
+/** What `WorkspaceConfiguration.inspect` gives (the parts read here). */
+export interface InspectedValue<T> {
+    readonly defaultValue?: T;
+    readonly globalValue?: T;
+    readonly workspaceValue?: T;
+    readonly workspaceFolderValue?: T;
+}
+
+/** A reader that can tell user values from workspace ones (vscode.WorkspaceConfiguration). */
+export interface TrustReader extends ConfigReader {
+    inspect?<T>(key: string): InspectedValue<T> | undefined;
+}
+
+/**
+ * `config` as an untrusted workspace may use it: restricted keys from user settings (or their
+ * defaults) only. A reader that cannot inspect gives nothing for them: safe, not silent (the
+ * caller logs `ignoredWorkspaceSettings`).
+ */
+export function trustedReader(config: TrustReader, trusted: boolean): ConfigReader {
+    if (trusted) {
+        return config;
+    }
+    return {
+        get: <T>(key: string): T | undefined => {
+            if (!RESTRICTED_SERVER_KEYS.includes(key)) {
+                return config.get<T>(key);
+            }
+            if (typeof config.inspect !== 'function') {
+                return undefined;
+            }
+            const seen = config.inspect<T>(key);
+            return seen?.globalValue ?? seen?.defaultValue;
+        },
+    };
+}
+
+/** The restricted settings whose workspace values are ignored now (to say so in the log). */
+export function ignoredWorkspaceSettings(config: TrustReader, trusted: boolean): string[] {
+    if (trusted || typeof config.inspect !== 'function') {
+        return [];
+    }
+    return RESTRICTED_SERVER_KEYS.filter((key) => {
+        const seen = config.inspect?.<unknown>(key);
+        return seen?.workspaceValue !== undefined || seen?.workspaceFolderValue !== undefined;
+    }).map((key) => `${SECTION}.${key}`);
+}
+
 /** `${workspaceFolder}`, `${userHome}` and a leading `~` expanded; unknown variables left as they are. */
 export function expandVariables(value: string, vars: PathVariables): string {
     let out = value;
@@ -79,7 +139,13 @@ export function expandVariables(value: string, vars: PathVariables): string {
  * to its own defaults and the environment (OPENAI_BASE_URL, CUDA_LLM_MODEL). Values of the wrong
  * type are left out too; the server validates ranges and reports problems itself.
  */
-export function serverSettings(config: ConfigReader, apiKey?: string, vars: PathVariables = {}): ServerSettings {
+export function serverSettings(
+    raw: TrustReader,
+    apiKey?: string,
+    vars: PathVariables = {},
+    trusted = true,
+): ServerSettings {
+    const config = trustedReader(raw, trusted);
     const out: ServerSettings = {};
     for (const key of STRING_KEYS) {
         const v = config.get<unknown>(key);
@@ -113,22 +179,32 @@ export function serverSettings(config: ConfigReader, apiKey?: string, vars: Path
     return out;
 }
 
-/** `initializationOptions`: the settings under `cudaLlm`, and the key also at the top level. */
+/**
+ * `initializationOptions`: the settings under `cudaLlm`, the key also at the top level, and
+ * whether the workspace is trusted.
+ */
 export function initializationOptions(
-    config: ConfigReader,
+    config: TrustReader,
     apiKey?: string,
     vars: PathVariables = {},
-): { cudaLlm: ServerSettings; apiKey?: string } {
-    const settings = serverSettings(config, apiKey, vars);
-    return settings.apiKey === undefined ? { cudaLlm: settings } : { cudaLlm: settings, apiKey: settings.apiKey };
+    trusted = true,
+): { cudaLlm: ServerSettings; apiKey?: string; workspaceTrusted: boolean } {
+    const settings = serverSettings(config, apiKey, vars, trusted);
+    return settings.apiKey === undefined
+        ? { cudaLlm: settings, workspaceTrusted: trusted }
+        : { cudaLlm: settings, apiKey: settings.apiKey, workspaceTrusted: trusted };
 }
 
-/** `workspace/didChangeConfiguration` params carrying the full current settings (never the key). */
+/**
+ * `workspace/didChangeConfiguration` params carrying the full current settings (never the key)
+ * and the workspace's trust.
+ */
 export function didChangeConfigurationParams(
-    config: ConfigReader,
+    config: TrustReader,
     vars: PathVariables = {},
-): { settings: { cudaLlm: ServerSettings } } {
-    return { settings: { cudaLlm: serverSettings(config, undefined, vars) } };
+    trusted = true,
+): { settings: { cudaLlm: ServerSettings; workspaceTrusted: boolean } } {
+    return { settings: { cudaLlm: serverSettings(config, undefined, vars, trusted), workspaceTrusted: trusted } };
 }
 
 export interface ConfigurationItemLike {
@@ -143,18 +219,19 @@ export interface ConfigurationItemLike {
  */
 export function configurationAnswer(
     items: readonly ConfigurationItemLike[],
-    configFor: (scopeUri?: string) => ConfigReader,
+    configFor: (scopeUri?: string) => TrustReader,
     fallback: readonly unknown[],
     vars: PathVariables = {},
+    trusted = true,
 ): unknown[] {
     return items.map((item, i) => {
         if (item.section === SECTION) {
-            return serverSettings(configFor(item.scopeUri), undefined, vars);
+            return serverSettings(configFor(item.scopeUri), undefined, vars, trusted);
         }
         if (item.section?.startsWith(`${SECTION}.`)) {
             const key = item.section.slice(SECTION.length + 1);
             if (FORWARDED_KEYS.includes(key)) {
-                const all = serverSettings(configFor(item.scopeUri), undefined, vars) as Record<string, unknown>;
+                const all = serverSettings(configFor(item.scopeUri), undefined, vars, trusted) as Record<string, unknown>;
                 return all[key] ?? null;
             }
         }

@@ -425,13 +425,61 @@ describe('the bundled extension and settings a workspace may not set', { timeout
         }
     });
 
+    it("sends no workspace include path, NVRTC option, endpoint or cluster in Restricted Mode, and the workspace's trust", async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-restricted-'));
+        const logFile = path.join(dir, 'server.jsonl');
+        const ext = loadBundle();
+        fake.reset();
+        resetSettings();
+        fake.trusted = false;
+        fake.settings.set('cudaLlm.server.command', [process.execPath, path.join(__dirname, 'fakeServer.js'), logFile]);
+        fake.settings.set('cudaLlm.nvrtcFlags', ['--use_fast_math']);
+        fake.workspaceSettings.set('cudaLlm.nvrtcFlags', ['--create-pch=/home/u/.bashrc']);
+        fake.workspaceSettings.set('cudaLlm.includePaths', ['/home/u/.ssh']);
+        fake.workspaceSettings.set('cudaLlm.baseUrl', 'https://attacker.example/v1');
+        fake.workspaceSettings.set('cudaLlm.model', 'ws-model');
+        const context = makeContext();
+        try {
+            await ext.activate(context);
+            const init = await until('initialize', () => serverLog(logFile).find((m) => m.method === 'initialize'));
+            const options = init.params.initializationOptions;
+            assert.equal(options.workspaceTrusted, false);
+            assert.deepEqual(options.cudaLlm.nvrtcFlags, ['--use_fast_math'], "the user's own value");
+            assert.deepEqual(options.cudaLlm.includePaths ?? [], []);
+            assert.equal(options.cudaLlm.baseUrl, undefined);
+            assert.equal(options.cudaLlm.model, 'ws-model', 'a harmless setting still comes from the workspace');
+            const answer = await until('configuration answer', () => serverLog(logFile).find((m) => m.configurationAnswer));
+            assert.ok(!JSON.stringify(answer).includes('create-pch') && !JSON.stringify(answer).includes('attacker'));
+            assert.match(fake.output, /Restricted Mode: the workspace's cudaLlm\.includePaths, cudaLlm\.nvrtcFlags, cudaLlm\.baseUrl are ignored/);
+            // Trust granted: the server is told, with the workspace's values.
+            fake.trusted = true;
+            fake.trustGranted.fire();
+            const change = await until('settings with trust', () =>
+                serverLog(logFile).find((m) => m.method === 'workspace/didChangeConfiguration' && m.params.settings.workspaceTrusted === true),
+            );
+            assert.deepEqual(change.params.settings.cudaLlm.nvrtcFlags, ['--create-pch=/home/u/.bashrc']);
+        } finally {
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
     it('declares the restricted settings, machine scope, and trust-dependent menus in the manifest', () => {
         const props = MANIFEST.contributes.configuration.properties;
         assert.equal(props['cudaLlm.server.python'].scope, 'machine');
         assert.equal(props['cudaLlm.server.command'].scope, 'machine');
         const trust = MANIFEST.capabilities.untrustedWorkspaces;
         assert.equal(trust.supported, 'limited');
-        assert.deepEqual(trust.restrictedConfigurations, ['cudaLlm.server.python', 'cudaLlm.server.command', 'cudaLlm.server.evaluator']);
+        assert.deepEqual(trust.restrictedConfigurations, [
+            'cudaLlm.server.python',
+            'cudaLlm.server.command',
+            'cudaLlm.server.evaluator',
+            'cudaLlm.includePaths',
+            'cudaLlm.nvrtcFlags',
+            'cudaLlm.baseUrl',
+            'cudaLlm.cluster',
+        ]);
         assert.ok(trust.description.length > 20);
         const gated = MANIFEST.contributes.menus.commandPalette.filter((m: any) => /optimizeKernel|benchmarkKernel/.test(m.command));
         assert.equal(gated.length, 2);

@@ -4,10 +4,13 @@ import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import {
     FORWARDED_KEYS,
+    InspectedValue,
+    RESTRICTED_SERVER_KEYS,
     changeKind,
     configurationAnswer,
     didChangeConfigurationParams,
     expandVariables,
+    ignoredWorkspaceSettings,
     initializationOptions,
     serverSettings,
 } from '../../src/common/settings';
@@ -122,7 +125,7 @@ describe('initializationOptions', () => {
 
     it('have no apiKey at all without a key', () => {
         const opts = initializationOptions(reader(DEFAULTS));
-        assert.deepEqual(Object.keys(opts), ['cudaLlm']);
+        assert.deepEqual(Object.keys(opts), ['cudaLlm', 'workspaceTrusted']);
         assert.ok(!JSON.stringify(opts).includes('apiKey'));
     });
 
@@ -132,6 +135,65 @@ describe('initializationOptions', () => {
         assert.equal(apiKey, 'k3y-value');
         assert.deepEqual(didChangeConfigurationParams(r).settings.cudaLlm, settings);
         assert.ok(!JSON.stringify(didChangeConfigurationParams(r)).includes('apiKey'));
+    });
+});
+
+describe('workspace trust', () => {
+    // a cloned repository's .vscode/settings.json against the user's own settings
+    const evil = {
+        includePaths: ['/home/u/.ssh'],
+        nvrtcFlags: ['--create-pch=/home/u/.bashrc'],
+        baseUrl: 'https://attacker.example/v1',
+        cluster: 'ray://attacker.example:10001',
+        model: 'ws-model',
+        defines: ['TILE=64'],
+    };
+    const user = { ...DEFAULTS, includePaths: ['/opt/cutlass/include'], nvrtcFlags: ['--use_fast_math'] };
+    function layered(global: Record<string, unknown>, workspace: Record<string, unknown>) {
+        return {
+            get: <T>(key: string) => (workspace[key] ?? global[key]) as T | undefined,
+            inspect: <T>(key: string): InspectedValue<T> => ({ globalValue: global[key] as T, workspaceValue: workspace[key] as T }),
+        };
+    }
+
+    it('in Restricted Mode sends only user values of the restricted settings', () => {
+        const s = serverSettings(layered(user, evil), undefined, {}, false);
+        assert.deepEqual(s.includePaths, ['/opt/cutlass/include']);
+        assert.deepEqual(s.nvrtcFlags, ['--use_fast_math']);
+        assert.equal(s.baseUrl, undefined);
+        assert.equal(s.cluster, undefined);
+        assert.equal(s.model, 'ws-model', 'harmless settings still come from the workspace');
+        assert.deepEqual(s.defines, ['TILE=64']);
+        assert.deepEqual(RESTRICTED_SERVER_KEYS, ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster']);
+    });
+
+    it('sends the workspace values once trusted, and tells the server either way', () => {
+        const config = layered(user, evil);
+        assert.deepEqual(serverSettings(config, undefined, {}, true).nvrtcFlags, evil.nvrtcFlags);
+        assert.equal(initializationOptions(config, undefined, {}, false).workspaceTrusted, false);
+        assert.equal(initializationOptions(config).workspaceTrusted, true);
+        const change = didChangeConfigurationParams(config, {}, false);
+        assert.equal(change.settings.workspaceTrusted, false);
+        assert.deepEqual(change.settings.cudaLlm.nvrtcFlags, ['--use_fast_math']);
+        const answer = configurationAnswer([{ section: 'cudaLlm' }], () => config, [null], {}, false) as Array<Record<string, unknown>>;
+        assert.deepEqual(answer[0].nvrtcFlags, ['--use_fast_math']);
+    });
+
+    it('names the workspace settings it ignores', () => {
+        assert.deepEqual(ignoredWorkspaceSettings(layered(user, evil), false), [
+            'cudaLlm.includePaths',
+            'cudaLlm.nvrtcFlags',
+            'cudaLlm.baseUrl',
+            'cudaLlm.cluster',
+        ]);
+        assert.deepEqual(ignoredWorkspaceSettings(layered(user, evil), true), []);
+        assert.deepEqual(ignoredWorkspaceSettings(layered(user, {}), false), []);
+    });
+
+    it('gives nothing for restricted settings when it cannot tell where a value comes from', () => {
+        const s = serverSettings(reader({ ...DEFAULTS, ...evil }), undefined, {}, false);
+        assert.equal(s.baseUrl, undefined);
+        assert.ok(!s.nvrtcFlags?.length && !s.includePaths?.length);
     });
 });
 

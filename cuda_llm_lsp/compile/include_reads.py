@@ -1,0 +1,171 @@
+"""What an `#include` may make the server (or NVRTC) read: regular files, of bounded size.
+
+A file opened in the editor names what it includes, and the server resolves quoted includes
+itself. So `#include "/proc/self/environ"` once put the server's environment (the API key) in
+NVRTC's log, and `#include "blob.bin"` of 48 MB took gigabytes and minutes. The rules, for every
+header the server reads and every header found on an include path for NVRTC:
+
+- the path, symlinks resolved, is not under `/proc`, `/sys` or `/dev` (`SPECIAL_ROOTS`): their
+  files claim to be regular and hold process state;
+- the opened file (`O_NONBLOCK | O_NOFOLLOW`, so a FIFO never blocks the open) is a regular
+  file by `fstat` of the descriptor: no FIFO, socket, device or directory;
+- it is at most `max_header_bytes()` (4 MiB: CUTLASS's and CuTe's largest single headers are
+  under 300 kB, a generated table of a few MB still passes) and all headers one file includes
+  together at most `max_include_bytes()` (16 MiB: a whole CuTe include tree is about 6 MB).
+  `CUDA_LLM_MAX_HEADER_BYTES` and `CUDA_LLM_MAX_INCLUDE_BYTES` raise them.
+
+A refused header is reported on its `#include` line and its line left out of the unit, so
+NVRTC never reads it either. Issue [realworld]'s project configuration (compile_commands.json)
+reads headers through here too.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_HEADER_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_INCLUDE_BYTES = 16 * 1024 * 1024
+SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
+_CHUNK = 1 << 20
+
+
+class IncludeRefused(Exception):
+    """A header that may not be read; the message says why (shown on the `#include` line)."""
+
+
+def _limit(name: str, default: int) -> int:
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def max_header_bytes() -> int:
+    return _limit("CUDA_LLM_MAX_HEADER_BYTES", DEFAULT_MAX_HEADER_BYTES)
+
+
+def max_include_bytes() -> int:
+    return _limit("CUDA_LLM_MAX_INCLUDE_BYTES", DEFAULT_MAX_INCLUDE_BYTES)
+
+
+def special_root(path: str | Path) -> str | None:
+    """The special file system (`/proc`, `/sys`, `/dev`) `path` lies in once resolved, or None."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return "/"  # unresolvable (a NUL in the name): treated as special
+    for root in SPECIAL_ROOTS:
+        if real == root or real.startswith(root + "/"):
+            return root
+    return None
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+def check_header(path: str | Path, max_bytes: int | None = None) -> int:
+    """The size of the regular file at `path` if it may be included, else IncludeRefused.
+
+    For headers NVRTC reads itself from an include path: the same rules, by `stat`.
+    """
+    limit = max_header_bytes() if max_bytes is None else max_bytes
+    root = special_root(path)
+    if root is not None:
+        raise IncludeRefused(f"{root} is never read (a special file system)")
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError) as exc:
+        raise IncludeRefused(f"cannot read it: {_reason(exc)}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise IncludeRefused("not a regular file (a FIFO, socket, device or directory)")
+    if info.st_size > limit:
+        raise IncludeRefused(
+            f"{_megabytes(info.st_size)} is over the {_megabytes(limit)} limit for one header "
+            "(CUDA_LLM_MAX_HEADER_BYTES raises it)"
+        )
+    return info.st_size
+
+
+@dataclass
+class IncludeBudget:
+    """What one file's includes may still read in total (`max_include_bytes`)."""
+
+    left: int
+    limit: int
+
+    @classmethod
+    def fresh(cls) -> IncludeBudget:
+        limit = max_include_bytes()
+        return cls(limit, limit)
+
+
+def read_header(path: str | Path, budget: IncludeBudget | None = None) -> bytes:
+    """The bytes of the header at `path`, under the rules above; IncludeRefused otherwise.
+
+    Never blocks on a FIFO (non-blocking open, then fstat), never reads past the caps; takes
+    what it read from `budget`.
+    """
+    root = special_root(path)
+    if root is not None:
+        raise IncludeRefused(f"{root} is never read (a special file system)")
+    real = os.path.realpath(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(real, flags)
+    except (OSError, ValueError) as exc:
+        raise IncludeRefused(f"cannot read it: {_reason(exc)}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise IncludeRefused("not a regular file (a FIFO, socket, device or directory)")
+        limit = max_header_bytes()
+        if info.st_size > limit:
+            raise IncludeRefused(
+                f"{_megabytes(info.st_size)} is over the {_megabytes(limit)} limit for one "
+                "header (CUDA_LLM_MAX_HEADER_BYTES raises it)"
+            )
+        if budget is not None and info.st_size > budget.left:
+            raise IncludeRefused(_total_message(budget))
+        cap = min(limit, budget.left if budget is not None else limit)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:  # a file that grows while read is still cut at the cap
+            chunk = os.read(fd, min(_CHUNK, cap + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > cap:
+            raise IncludeRefused(
+                _total_message(budget)
+                if budget is not None and cap < limit
+                else f"over the {_megabytes(limit)} limit for one header"
+            )
+    except OSError as exc:
+        raise IncludeRefused(f"cannot read it: {_reason(exc)}") from exc
+    finally:
+        os.close(fd)
+    if budget is not None:
+        budget.left -= size
+    return b"".join(chunks)
+
+
+def _total_message(budget: IncludeBudget) -> str:
+    return (
+        f"the headers this file includes would pass the {_megabytes(budget.limit)} limit for "
+        "all included text (CUDA_LLM_MAX_INCLUDE_BYTES raises it)"
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        return exc.strerror or str(exc)
+    return str(exc)
