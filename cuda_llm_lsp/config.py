@@ -48,7 +48,9 @@ class Settings:
 @dataclass(frozen=True)
 class Setting:
     """One `cudaLlm.*` setting: its key, the `Settings` field it sets, its range or its choices
-    (`optional`: empty means unset) and the CLI flag that sets it for one run (None: no flag).
+    (`optional`: empty means unset), the CLI flag that sets it for one run (None: no flag),
+    and whether an untrusted workspace's value is ignored (`restricted`: it names programs,
+    files or hosts; the extension's `restrictedConfigurations`).
 
     `SCHEMA` is the one description: the server's checker (`settings_from_mapping`) and the
     CLI's flags read it; tests/unit/test_settings_schema.py fails when the extension's
@@ -61,11 +63,12 @@ class Setting:
     choices: tuple[str, ...] = ()
     optional: bool = False
     flag: str | None = None
+    restricted: bool = False
 
 
 SCHEMA: tuple[Setting, ...] = (
     Setting("model", "model", flag="--model"),
-    Setting("baseUrl", "base_url", flag="--base-url"),
+    Setting("baseUrl", "base_url", flag="--base-url", restricted=True),
     Setting("rounds", "rounds", 1, 50, flag="--rounds"),
     Setting("candidates", "candidates", 1, 32, flag="--candidates"),
     Setting("strategy", "strategy", choices=STRATEGIES, flag="--strategy"),
@@ -81,14 +84,14 @@ SCHEMA: tuple[Setting, ...] = (
         flag="--reasoning-effort",
     ),
     Setting("arch", "arch", flag="--arch"),
-    Setting("includePaths", "include_paths"),
+    Setting("includePaths", "include_paths", restricted=True),
     Setting("defines", "defines"),
-    Setting("nvrtcFlags", "nvrtc_flags"),
+    Setting("nvrtcFlags", "nvrtc_flags", restricted=True),
     Setting("compileTimeoutS", "compile_timeout_s", 1, 600, flag="--compile-timeout"),
     Setting("debounceMs", "debounce_ms", 0, 5000),
     Setting("apiKey", "api_key"),
     Setting("gpus", "gpus", flag="--gpus"),
-    Setting("cluster", "cluster", flag="--cluster"),
+    Setting("cluster", "cluster", flag="--cluster", restricted=True),
 )
 BY_FIELD = {entry.field: entry for entry in SCHEMA}
 _KEYS = {entry.key: entry.field for entry in SCHEMA}  # "cudaLlm.<key>" -> Settings field

@@ -62,12 +62,21 @@ def test_package_json_declares_the_schemas_settings_with_its_ranges() -> None:
             assert value["default"] == default, key
 
 
-def test_the_documented_table_lists_every_setting() -> None:
-    row = re.compile(r"^\| `cudaLlm\.([A-Za-z.]+)`[^|`]*\|", re.MULTILINE)  # "(restricted)"
+def test_the_documented_table_lists_every_setting_and_marks_the_restricted() -> None:
+    row = re.compile(r"^\| `cudaLlm\.([A-Za-z.]+)`( \*\*\(restricted\)\*\*)? \|", re.MULTILINE)
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    tables = [set(row.findall(p.read_text(encoding="utf-8"))) for p in pages]
+    tables = [row.findall(p.read_text(encoding="utf-8")) for p in pages]
     documented = max(tables, key=len)  # the page with the settings table
-    assert documented == {e.key for e in SCHEMA}
+    assert {key for key, _ in documented} == {e.key for e in SCHEMA}
+    assert {key for key, marked in documented if marked} == {e.key for e in SCHEMA if e.restricted}
+
+
+def test_the_extension_ignores_exactly_the_restricted_settings_of_an_untrusted_workspace() -> None:
+    data = json.loads((ROOT / "vscode-extension" / "package.json").read_text(encoding="utf-8"))
+    named = data["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"]
+    restricted = {n.removeprefix("cudaLlm.") for n in named}
+    restricted = {key for key in restricted if not key.startswith(EXTENSION_ONLY)}
+    assert restricted == {e.key for e in SCHEMA if e.restricted}
 
 
 def parser_of(module: Any) -> argparse.ArgumentParser:
