@@ -138,8 +138,16 @@ def load_candidates(target: str) -> list[Candidate]:
         if "expect" not in header:
             raise SystemExit(f"{path}: no '// expect:' line")
         marker = f"// adversarial: {target}/{path.stem}\n"
-        out.append(Candidate(target, path.stem, marker + text, tuple(header["expect"].split("/")),
-                             header.get("why", ""), header.get("nvrtc") != "refused"))  # fmt: skip
+        out.append(
+            Candidate(
+                target,
+                path.stem,
+                marker + text,
+                tuple(header["expect"].split("/")),
+                header.get("why", ""),
+                header.get("nvrtc") != "refused",
+            )
+        )
     return out
 
 
@@ -156,8 +164,9 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def optimize(target: Target, cands: list[Candidate], work: Path, evaluator: str | None,
-             timeout: float) -> dict[str, Any]:  # fmt: skip
+def optimize(
+    target: Target, cands: list[Candidate], work: Path, evaluator: str | None, timeout: float
+) -> dict[str, Any]:
     """One `cuda-llm optimize` run over every candidate of `target` (one round)."""
     path = work / target.file.name
     path.write_text(target.file.read_text(encoding="utf-8"), encoding="utf-8")
@@ -165,20 +174,25 @@ def optimize(target: Target, cands: list[Candidate], work: Path, evaluator: str 
     return run_optimize(path, target.kernel, replies, work, evaluator, timeout)
 
 
-def independent_speedup(timer: IndependentTimer, target: Target, original: str,
-                        candidate: str) -> tuple[float, float, float]:  # fmt: skip
+def independent_speedup(
+    timer: IndependentTimer, target: Target, original: str, candidate: str
+) -> tuple[float, float, float]:
     """CuPy's measurement of `candidate` against `original`, both with the target's launch."""
     sizes = target.sizes
     launch = Launch(target.grid(sizes), target.block)
     std = 4.0 if target.init == "normal4" else None
-    buffers = [Buffer(name, math.prod(sizes[part] for part in count.split("*")), role == "out",
-                      std) for name, role, count in target.buffers]  # fmt: skip
-    return timer.speedup(target.kernel, (original, candidate), (launch, launch), buffers,
-                         target.order, sizes)  # fmt: skip
+    buffers = [
+        Buffer(name, math.prod(sizes[part] for part in count.split("*")), role == "out", std)
+        for name, role, count in target.buffers
+    ]
+    return timer.speedup(
+        target.kernel, (original, candidate), (launch, launch), buffers, target.order, sizes
+    )
 
 
-def judge_rows(target: Target, cands: list[Candidate], result: dict[str, Any],
-               timer: IndependentTimer | None) -> list[Row]:  # fmt: skip
+def judge_rows(
+    target: Target, cands: list[Candidate], result: dict[str, Any], timer: IndependentTimer | None
+) -> list[Row]:
     """One row per candidate: its status against the fitting ones, and for accepted ones the
     loop's speedup against the independent measurement."""
     rows = [Row(c) for c in cands]
@@ -206,8 +220,11 @@ def judge_rows(target: Target, cands: list[Candidate], result: dict[str, Any],
         if row.got not in ACCEPTED:
             row.verdict = "PASS"
             continue
-        row.loop_speedup = (float(result["speedup"]) if row.winner and result.get("speedup")
-                            else loop_speedup(outcome, result.get("baseline_ms")))  # fmt: skip
+        row.loop_speedup = (
+            float(result["speedup"])
+            if row.winner and result.get("speedup")
+            else loop_speedup(outcome, result.get("baseline_ms"))
+        )
         if timer is None:
             row.verdict, row.note = "PASS", "independent timing skipped (no GPU)"
             continue
@@ -231,9 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated originals")
     parser.add_argument("--evaluator", help="recorded:FILE for a CPU run of the plumbing")
-    parser.add_argument("--budget", type=float, default=540.0,
-                        help="seconds for the whole run: originals not started by then are "
-                             "listed as not run")  # fmt: skip
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=540.0,
+        help="seconds for the whole run: originals not started by then are listed as not run",
+    )
     parser.add_argument("--out", type=Path, help="also write the summary JSON here")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -242,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             timer = IndependentTimer()
         except Exception as exc:  # no CuPy or no GPU: say so, judge the rest
-            print(f"independent timer unavailable ({type(exc).__name__}: {exc}); accepted "
-                  "candidates cannot be checked and FAIL")  # fmt: skip
+            print(
+                f"independent timer unavailable ({type(exc).__name__}: {exc}); accepted "
+                "candidates cannot be checked and FAIL"
+            )
     rows: list[Row] = []
     skipped: list[str] = []
     runs: dict[str, Any] = {}
@@ -274,25 +296,47 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         c = row.candidate
         win = " (winner)" if row.winner else ""
-        print(f"| {c.target}/{c.name}{win} | {'/'.join(c.expect)} | {row.got} | "
-              f"{fmt(row.loop_speedup)} | {fmt(row.independent)} | {row.verdict} | "
-              f"{row.note or row.message[:90]} |")  # fmt: skip
+        print(
+            f"| {c.target}/{c.name}{win} | {'/'.join(c.expect)} | {row.got} | "
+            f"{fmt(row.loop_speedup)} | {fmt(row.independent)} | {row.verdict} | "
+            f"{row.note or row.message[:90]} |"
+        )
     for name, run in runs.items():
-        print(f"{name}: baseline {run['baseline_ms']} ms, best {run['best_ms']} ms, "
-              f"speedup {run['speedup']}, accepted {run['accepted']}, {run['wall_s']} s"
-              + (f", error: {run['error'][:200]}" if run.get("error") else ""))  # fmt: skip
+        print(
+            f"{name}: baseline {run['baseline_ms']} ms, best {run['best_ms']} ms, "
+            f"speedup {run['speedup']}, accepted {run['accepted']}, {run['wall_s']} s"
+            + (f", error: {run['error'][:200]}" if run.get("error") else "")
+        )
     if skipped:
         print(f"not run (budget of {args.budget:g} s spent): {', '.join(skipped)}")
     failed = [r for r in rows if r.verdict != "PASS"]
     if args.out:
-        args.out.write_text(json.dumps({
-            "runs": runs, "skipped": skipped, "wall_s": round(time.monotonic() - started, 1),
-            "rows": [{"candidate": f"{r.candidate.target}/{r.candidate.name}",
-                      "expected": list(r.candidate.expect), "got": r.got, "message": r.message,
-                      "winner": r.winner, "loop_speedup": r.loop_speedup,
-                      "independent_speedup": r.independent, "verdict": r.verdict,
-                      "note": r.note, **r.extra} for r in rows],
-        }, indent=2) + "\n")  # fmt: skip
+        args.out.write_text(
+            json.dumps(
+                {
+                    "runs": runs,
+                    "skipped": skipped,
+                    "wall_s": round(time.monotonic() - started, 1),
+                    "rows": [
+                        {
+                            "candidate": f"{r.candidate.target}/{r.candidate.name}",
+                            "expected": list(r.candidate.expect),
+                            "got": r.got,
+                            "message": r.message,
+                            "winner": r.winner,
+                            "loop_speedup": r.loop_speedup,
+                            "independent_speedup": r.independent,
+                            "verdict": r.verdict,
+                            "note": r.note,
+                            **r.extra,
+                        }
+                        for r in rows
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     print(f"\n{len(rows) - len(failed)}/{len(rows)} PASS in {time.monotonic() - started:.0f} s")
     partial = f" (partial: {len(skipped)} original(s) not run)" if skipped else ""
     print(("PASS" if not failed and rows else "FAIL") + partial)

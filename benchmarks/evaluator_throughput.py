@@ -70,8 +70,14 @@ def main() -> int:
     start = time.perf_counter()
     for _ in range(args.candidates):
         c0 = time.perf_counter()
-        cand = build_binary(SOURCE, None, "saxpy", Settings(), arch=facts.arch,
-                            kernel_source=CANDIDATE.format(tag=secrets.token_hex(8)))  # fmt: skip
+        cand = build_binary(
+            SOURCE,
+            None,
+            "saxpy",
+            Settings(),
+            arch=facts.arch,
+            kernel_source=CANDIDATE.format(tag=secrets.token_hex(8)),
+        )
         c1 = time.perf_counter()
         if isinstance(cand, CandidateRejected):
             statuses.append(cand.status)
@@ -89,8 +95,10 @@ def main() -> int:
     print(f"device: {facts.name} ({facts.arch}); worker start + device facts {startup:.2f} s")
     print("| candidates | ok | total s | compile s/cand | evaluate s/cand | candidates/min |")
     print("|---:|---:|---:|---:|---:|---:|")
-    print(f"| {n} | {ok} | {total:.1f} | {sum(compile_s) / n:.3f} | "
-          f"{sum(eval_s) / max(len(eval_s), 1):.3f} | {60 * n / total:.0f} |")  # fmt: skip
+    print(
+        f"| {n} | {ok} | {total:.1f} | {sum(compile_s) / n:.3f} | "
+        f"{sum(eval_s) / max(len(eval_s), 1):.3f} | {60 * n / total:.0f} |"
+    )
     target = 60 * n / total >= 60
     print(f"target >= 60 candidates/min: {'met' if target else 'NOT met'}")
     return 0 if target and ok == n else 1

@@ -113,9 +113,16 @@ def load_candidates(original: str) -> list[Candidate]:
         if "expect" not in header:
             raise SystemExit(f"{path}: no '// expect:' line")
         marker = f"// launch benchmark: {original}/{path.stem}\n"
-        out.append(Candidate(original, path.stem, marker + text, tuple(header["expect"].split("/")),
-                             header.get("why", ""),
-                             header.get("decided") == "before evaluation"))  # fmt: skip
+        out.append(
+            Candidate(
+                original,
+                path.stem,
+                marker + text,
+                tuple(header["expect"].split("/")),
+                header.get("why", ""),
+                header.get("decided") == "before evaluation",
+            )
+        )
     return out
 
 
@@ -182,12 +189,16 @@ def cases(spec: Mapping[str, Any]) -> list[dict[str, int]]:
     return [{k: int(v[i]) for k, v in sizes.items()} for i in range(count)]
 
 
-def launch_at(spec: Mapping[str, Any], own: Mapping[str, Any] | None,
-              sizes: Mapping[str, int]) -> Launch:  # fmt: skip
+def launch_at(
+    spec: Mapping[str, Any], own: Mapping[str, Any] | None, sizes: Mapping[str, int]
+) -> Launch:
     """The launch at `sizes`: `own` (a launch block's keys) over the spec's."""
     merged = {**spec, **(own or {})}
-    return Launch(dims(merged["grid"], sizes), dims(merged["block"], sizes),
-                  value(merged.get("smem", 0), sizes))  # fmt: skip
+    return Launch(
+        dims(merged["grid"], sizes),
+        dims(merged["block"], sizes),
+        value(merged.get("smem", 0), sizes),
+    )
 
 
 def launches(spec: Mapping[str, Any], own: Mapping[str, Any] | None) -> list[Launch]:
@@ -212,8 +223,14 @@ def timer_arguments(text: str, kernel: str) -> tuple[list[Buffer], list[str], di
             continue
         init = str(spec.get("init", {}).get(name, ""))
         normal = re.fullmatch(r"normal\(\s*0\s*,\s*([\d.]+)\s*\)", init)
-        buffers.append(Buffer(name, value(m.group(2), sizes), m.group(1) == "out",
-                              float(normal.group(1)) if normal else None))  # fmt: skip
+        buffers.append(
+            Buffer(
+                name,
+                value(m.group(2), sizes),
+                m.group(1) == "out",
+                float(normal.group(1)) if normal else None,
+            )
+        )
     return buffers, order, scalars
 
 
@@ -228,9 +245,13 @@ def launch_sites(text: str, kernel: str) -> list[str]:
 def host_diff(before: str, after: str) -> list[str]:
     """The unified diff of everything from `int main` on (the launch sites and their variables)."""
     cut = [t[t.index("int main") :] if "int main" in t else "" for t in (before, after)]
-    return [line for line in difflib.unified_diff(cut[0].splitlines(), cut[1].splitlines(),
-                                                  "original", "written", lineterm="", n=0)
-            if not line.startswith("@@")]  # fmt: skip
+    return [
+        line
+        for line in difflib.unified_diff(
+            cut[0].splitlines(), cut[1].splitlines(), "original", "written", lineterm="", n=0
+        )
+        if not line.startswith("@@")
+    ]
 
 
 def build(nvcc: Path, source: Path, out: Path, arch: str, link: bool) -> tuple[bool, str]:
@@ -247,8 +268,7 @@ def build(nvcc: Path, source: Path, out: Path, arch: str, link: bool) -> tuple[b
 
 def run_program(binary: Path) -> tuple[int, str]:
     try:
-        done = subprocess.run([str(binary)], capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT_S)  # fmt: skip
+        done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return -1, f"did not finish in {RUN_TIMEOUT_S:.0f} s"
     return done.returncode, done.stdout + done.stderr
@@ -326,16 +346,23 @@ def judge_candidates(ctx: Context, cands: list[Candidate]) -> list[Row]:
     return rows
 
 
-def _winner_problem(ctx: Context, spec: Mapping[str, Any], own: Mapping[str, Any] | None,
-                    outcome: Mapping[str, Any], winner: bool) -> str:  # fmt: skip
+def _winner_problem(
+    ctx: Context,
+    spec: Mapping[str, Any],
+    own: Mapping[str, Any] | None,
+    outcome: Mapping[str, Any],
+    winner: bool,
+) -> str:
     """Why the designated winner's result is not right, or ""."""
     if not winner:
         return "not the winner"
     if own is None:
         return "the winner carries no launch block (the benchmark's own mistake)"
     expected = launches(spec, own)
-    for where, shown in (("the winner's `launch`", ctx.result.get("launch")),
-                         ("its candidate `launch`", outcome.get("launch"))):  # fmt: skip
+    for where, shown in (
+        ("the winner's `launch`", ctx.result.get("launch")),
+        ("its candidate `launch`", outcome.get("launch")),
+    ):
         if not shown:
             return f"{where} in the JSON is null: its own launch was not used"
         if launches(spec, shown) != expected:
@@ -343,13 +370,22 @@ def _winner_problem(ctx: Context, spec: Mapping[str, Any], own: Mapping[str, Any
     return ""
 
 
-def _time(ctx: Context, row: Row, c: Candidate, spec: Mapping[str, Any],
-          own: Mapping[str, Any] | None, outcome: Mapping[str, Any]) -> None:  # fmt: skip
+def _time(
+    ctx: Context,
+    row: Row,
+    c: Candidate,
+    spec: Mapping[str, Any],
+    own: Mapping[str, Any] | None,
+    outcome: Mapping[str, Any],
+) -> None:
     """The loop's speedup of an accepted candidate against CuPy's (the winner: the written
     program's kernel with the written spec's launch against the original's)."""
     result = ctx.result
-    row.loop_speedup = (float(result["speedup"]) if row.winner and result.get("speedup")
-                        else loop_speedup(outcome, result.get("baseline_ms")))  # fmt: skip
+    row.loop_speedup = (
+        float(result["speedup"])
+        if row.winner and result.get("speedup")
+        else loop_speedup(outcome, result.get("baseline_ms"))
+    )
     if ctx.dry:
         row.verdict, row.note = "PASS", "independent timing skipped (no GPU)"
         return
@@ -455,14 +491,19 @@ def _build_and_run(ctx: Context, row: Row) -> list[str]:
     outputs = [run_program(b) for b in binaries]
     row.extra["output"] = outputs[0][1]
     row.extra["written_output"] = outputs[1][1]
-    print(f"-- {ctx.name}: the original prints\n{outputs[0][1]}-- the written program prints\n"
-          f"{outputs[1][1]}", end="", flush=True)  # fmt: skip
+    print(
+        f"-- {ctx.name}: the original prints\n{outputs[0][1]}-- the written program prints\n"
+        f"{outputs[1][1]}",
+        end="",
+        flush=True,
+    )
     if outputs[0][0] != 0:
         return [f"the original program fails (exit {outputs[0][0]}): {outputs[0][1][-200:]}"]
     if outputs[1] != outputs[0]:
         row.got = "differs"
-        return [f"the written program prints otherwise (exit {outputs[1][0]}): "
-                f"{outputs[1][1][-300:]}"]  # fmt: skip
+        return [
+            f"the written program prints otherwise (exit {outputs[1][0]}): {outputs[1][1][-300:]}"
+        ]
     row.got = "same output"
     return []
 
@@ -485,12 +526,17 @@ def dry_recording(names: list[str]) -> dict[str, Any]:
                 entries.append({**marker, "status": "ok", "ms": 0.6})
             else:
                 entries.append({**marker, "status": c.expect[0], "message": "recorded"})
-    return {"baseline": {"ms": 1.0, "spread_pct": 0.5}, "candidates": entries}  # fmt: skip
+    return {"baseline": {"ms": 1.0, "spread_pct": 0.5}, "candidates": entries}
 
 
-def check_original(name: str, work: Path, evaluator: str | None, timeout: float,
-                   timer: IndependentTimer | None, args: argparse.Namespace) -> tuple[
-                       list[Row], dict[str, Any]]:  # fmt: skip
+def check_original(
+    name: str,
+    work: Path,
+    evaluator: str | None,
+    timeout: float,
+    timer: IndependentTimer | None,
+    args: argparse.Namespace,
+) -> tuple[list[Row], dict[str, Any]]:
     cands = load_candidates(name)
     folder = work / name
     folder.mkdir(parents=True, exist_ok=True)
@@ -498,15 +544,34 @@ def check_original(name: str, work: Path, evaluator: str | None, timeout: float,
     original = (HERE / f"{name}.cu").read_text(encoding="utf-8")
     path.write_text(original, encoding="utf-8")
     replies = [(c.name, c.text) for c in cands]
-    result = run_optimize(path, name, replies, folder, evaluator, timeout,
-                          extra=("--launch", "auto", "--write"))  # fmt: skip
-    ctx = Context(name, original, path.read_text(encoding="utf-8"), result, timer,
-                  evaluator is not None, args.nvcc, args.arch, folder, args.keep)  # fmt: skip
+    result = run_optimize(
+        path, name, replies, folder, evaluator, timeout, extra=("--launch", "auto", "--write")
+    )
+    ctx = Context(
+        name,
+        original,
+        path.read_text(encoding="utf-8"),
+        result,
+        timer,
+        evaluator is not None,
+        args.nvcc,
+        args.arch,
+        folder,
+        args.keep,
+    )
     rows = judge_candidates(ctx, cands)
     winners = [c for c in cands if "winner" in c.expect]
     rows.append(judge_program(ctx, winners[0] if winners else None))
-    keys = ("baseline_ms", "best_ms", "speedup", "accepted", "launch", "wall_s", "exit_code",
-            "error")  # fmt: skip
+    keys = (
+        "baseline_ms",
+        "best_ms",
+        "speedup",
+        "accepted",
+        "launch",
+        "wall_s",
+        "exit_code",
+        "error",
+    )
     return rows, {k: result.get(k) for k in keys}
 
 
@@ -514,10 +579,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--targets", default=",".join(ORIGINALS), help="comma-separated originals")
     parser.add_argument("--evaluator", help="recorded:FILE: a CPU run with these outcomes")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="a CPU run, outcomes from the candidates' headers")  # fmt: skip
-    parser.add_argument("--budget", type=float, default=500.0,
-                        help="seconds for the run: originals not started by then FAIL")  # fmt: skip
+    parser.add_argument(
+        "--dry-run", action="store_true", help="a CPU run, outcomes from the candidates' headers"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=500.0,
+        help="seconds for the run: originals not started by then FAIL",
+    )
     parser.add_argument("--arch", default="sm_90", help="nvcc -arch for the programs")
     parser.add_argument("--keep", type=Path, help="keep the written programs and diffs here")
     parser.add_argument("--out", type=Path, help="also write the summary JSON here")
@@ -536,8 +606,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 timer = IndependentTimer()
             except Exception as exc:  # no CuPy or no GPU: say so, judge the rest
-                print(f"independent timer unavailable ({type(exc).__name__}: {exc}); accepted "
-                      "candidates cannot be checked and FAIL")  # fmt: skip
+                print(
+                    f"independent timer unavailable ({type(exc).__name__}: {exc}); accepted "
+                    "candidates cannot be checked and FAIL"
+                )
         print(f"nvcc: {args.nvcc}", flush=True)
         rows: list[Row] = []
         runs: dict[str, Any] = {}
@@ -548,8 +620,9 @@ def main(argv: list[str] | None = None) -> int:
                 skipped.append(name)
                 continue
             try:
-                found, runs[name] = check_original(name, Path(tmp), evaluator,
-                                                   min(left, RUN_CAP_S), timer, args)  # fmt: skip
+                found, runs[name] = check_original(
+                    name, Path(tmp), evaluator, min(left, RUN_CAP_S), timer, args
+                )
             except Exception as exc:  # one original's failure never stops the others
                 found = [Row(f"{name}: run", "done", note=f"{type(exc).__name__}: {exc}"[:300])]
             rows.extend(found)
@@ -557,27 +630,52 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---:|---:|---|---|")
     for row in rows:
         win = " (winner)" if row.winner else ""
-        print(f"| {row.label}{win} | {row.expect} | {row.got} | {fmt(row.loop_speedup)} | "
-              f"{fmt(row.independent)} | {row.verdict} | {row.note[:160]} |")  # fmt: skip
+        print(
+            f"| {row.label}{win} | {row.expect} | {row.got} | {fmt(row.loop_speedup)} | "
+            f"{fmt(row.independent)} | {row.verdict} | {row.note[:160]} |"
+        )
     for name, run in runs.items():
-        print(f"{name}: baseline {run['baseline_ms']} ms, best {run['best_ms']} ms, speedup "
-              f"{run['speedup']}, launch {json.dumps(run['launch'])}, {run['wall_s']} s"
-              + (f", error: {str(run['error'])[:200]}" if run.get("error") else ""))  # fmt: skip
+        print(
+            f"{name}: baseline {run['baseline_ms']} ms, best {run['best_ms']} ms, speedup "
+            f"{run['speedup']}, launch {json.dumps(run['launch'])}, {run['wall_s']} s"
+            + (f", error: {str(run['error'])[:200]}" if run.get("error") else "")
+        )
     if skipped:
         print(f"not run (budget of {args.budget:g} s spent): {', '.join(skipped)}")
     failed = [r for r in rows if r.verdict != "PASS"]
     if args.out:
-        args.out.write_text(json.dumps({
-            "runs": runs, "skipped": skipped, "wall_s": round(time.monotonic() - started, 1),
-            "dry": evaluator is not None,
-            "rows": [{"candidate": r.label, "expected": r.expect, "got": r.got,
-                      "launch": r.launch, "winner": r.winner, "loop_speedup": r.loop_speedup,
-                      "independent_speedup": r.independent, "verdict": r.verdict,
-                      "note": r.note, **r.extra} for r in rows],
-        }, indent=2) + "\n")  # fmt: skip
+        args.out.write_text(
+            json.dumps(
+                {
+                    "runs": runs,
+                    "skipped": skipped,
+                    "wall_s": round(time.monotonic() - started, 1),
+                    "dry": evaluator is not None,
+                    "rows": [
+                        {
+                            "candidate": r.label,
+                            "expected": r.expect,
+                            "got": r.got,
+                            "launch": r.launch,
+                            "winner": r.winner,
+                            "loop_speedup": r.loop_speedup,
+                            "independent_speedup": r.independent,
+                            "verdict": r.verdict,
+                            "note": r.note,
+                            **r.extra,
+                        }
+                        for r in rows
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     ok = rows and not failed and not skipped
-    print(f"\n{len(rows) - len(failed)}/{len(rows)} PASS in {time.monotonic() - started:.0f} s"
-          + (f", {len(skipped)} original(s) not run" if skipped else ""))  # fmt: skip
+    print(
+        f"\n{len(rows) - len(failed)}/{len(rows)} PASS in {time.monotonic() - started:.0f} s"
+        + (f", {len(skipped)} original(s) not run" if skipped else "")
+    )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -170,17 +170,25 @@ def main(argv: list[str] | None = None) -> int:
         summary = {"rows": rows, "cpus": os.cpu_count(), "debounce_ms": debounce, "ok": ok}
         print(json.dumps(summary, indent=2))
         return 0 if ok else 1
-    print(f"cuda-llm-lsp latency against file size · {os.cpu_count()} CPUs · debounce "
-          f"{debounce} ms · {args.edits} edits inside one kernel per size")  # fmt: skip
-    print(f"{'lines':>7}{'kernels':>9}{'diag median':>13}{'p90':>8}{'figures median':>16}"
-          f"{'p90':>8}{'open: diag':>12}{'figures':>10}")  # fmt: skip
+    print(
+        f"cuda-llm-lsp latency against file size · {os.cpu_count()} CPUs · debounce "
+        f"{debounce} ms · {args.edits} edits inside one kernel per size"
+    )
+    print(
+        f"{'lines':>7}{'kernels':>9}{'diag median':>13}{'p90':>8}{'figures median':>16}"
+        f"{'p90':>8}{'open: diag':>12}{'figures':>10}"
+    )
     for r in rows:
         d, f = r["change_to_diagnostics_ms"], r["change_to_figures_ms"]
-        print(f"{r['lines']:>7}{r['kernels']:>9}{d['median']:>13.0f}{d['p90']:>8.0f}"
-              f"{f['median']:>16.0f}{f['p90']:>8.0f}{r['open_diagnostics_ms']:>12.0f}"
-              f"{r['open_figures_ms']:>10.0f}")  # fmt: skip
-    print(f"(ms; budget: diagnostics median <= {BUDGET_MS} ms up to {BUDGET_UP_TO_LINES} lines: "
-          f"{'met' if ok else 'MISSED'})")  # fmt: skip
+        print(
+            f"{r['lines']:>7}{r['kernels']:>9}{d['median']:>13.0f}{d['p90']:>8.0f}"
+            f"{f['median']:>16.0f}{f['p90']:>8.0f}{r['open_diagnostics_ms']:>12.0f}"
+            f"{r['open_figures_ms']:>10.0f}"
+        )
+    print(
+        f"(ms; budget: diagnostics median <= {BUDGET_MS} ms up to {BUDGET_UP_TO_LINES} lines: "
+        f"{'met' if ok else 'MISSED'})"
+    )
     return 0 if ok else 1
 
 

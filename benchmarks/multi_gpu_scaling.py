@@ -86,8 +86,9 @@ async def one_round(evaluator: Evaluator, count: int) -> tuple[OptimizeResult, f
             marks["last"] = now
 
     text = CONVERGE.file.read_text()
-    config = OptimizeConfig(rounds=1, candidates=count, profile=False, sanitize_winner=False,
-                            patience=1)  # fmt: skip
+    config = OptimizeConfig(
+        rounds=1, candidates=count, profile=False, sanitize_winner=False, patience=1
+    )
     request = OptimizeRequest(file_text=text, kernel=CONVERGE.kernel, seed=5, path=CONVERGE.file)
     result = await optimize(request, config, evaluator, InstantLlm(replies()), on_event=on_event)
     return result, marks.get("last", 0.0) - marks.get("first", 0.0)
@@ -125,21 +126,36 @@ def main() -> int:
         pool.close()
     ratio = one_s / many_s if many_s > 0 else 0.0
     same_winner = marker(one.best_source) == marker(many.best_source) and one.accepted
-    differ = {k: (v, statuses(many).get(k)) for k, v in statuses(one).items()
-              if statuses(many).get(k) != v}  # fmt: skip
+    differ = {
+        k: (v, statuses(many).get(k))
+        for k, v in statuses(one).items()
+        if statuses(many).get(k) != v
+    }
     gpus = sorted({c.gpu for c in many.candidates if c.gpu})
-    print(f"{args.candidates} candidates, evaluation: 1 GPU {one_s:.2f} s, {width} GPUs "
-          f"{many_s:.2f} s -> {ratio:.2f}x")  # fmt: skip
-    print(f"winner: 1 GPU {marker(one.best_source)} ({one.speedup or 0:.2f}x), {width} GPUs "
-          f"{marker(many.best_source)} ({many.speedup or 0:.2f}x)")  # fmt: skip
+    print(
+        f"{args.candidates} candidates, evaluation: 1 GPU {one_s:.2f} s, {width} GPUs "
+        f"{many_s:.2f} s -> {ratio:.2f}x"
+    )
+    print(
+        f"winner: 1 GPU {marker(one.best_source)} ({one.speedup or 0:.2f}x), {width} GPUs "
+        f"{marker(many.best_source)} ({many.speedup or 0:.2f}x)"
+    )
     print(f"GPUs used: {', '.join(gpus)}")
     if differ:
         print(f"statuses that differ (1 GPU, {width} GPUs): {differ}")
-    figures = {"candidates": args.candidates, "gpus": width, "one_gpu_s": one_s,
-               "all_gpus_s": many_s, "ratio": ratio, "winner_one": marker(one.best_source),
-               "winner_all": marker(many.best_source), "same_winner": same_winner,
-               "statuses_differ": differ, "gpus_used": gpus,
-               "statuses": statuses(many)}  # fmt: skip
+    figures = {
+        "candidates": args.candidates,
+        "gpus": width,
+        "one_gpu_s": one_s,
+        "all_gpus_s": many_s,
+        "ratio": ratio,
+        "winner_one": marker(one.best_source),
+        "winner_all": marker(many.best_source),
+        "same_winner": same_winner,
+        "statuses_differ": differ,
+        "gpus_used": gpus,
+        "statuses": statuses(many),
+    }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(figures, indent=1))

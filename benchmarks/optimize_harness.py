@@ -37,35 +37,67 @@ SEED = 1234
 SMEM_DEFAULT_LIMIT = 48 * 1024  # dynamic shared memory a launch may use without opting in
 
 
-def run_optimize(path: Path, kernel: str, replies: Sequence[tuple[str, str]], work: Path,
-                 evaluator: str | None, timeout: float,
-                 extra: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
+def run_optimize(
+    path: Path,
+    kernel: str,
+    replies: Sequence[tuple[str, str]],
+    work: Path,
+    evaluator: str | None,
+    timeout: float,
+    extra: Sequence[str] = (),
+) -> dict[str, Any]:
     """`cuda-llm optimize` on `path` for one round whose candidates are `replies` ((name, code)
     pairs, in order). Returns the CLI's JSON object with `wall_s`, `exit_code` and `stderr`
     added, or {"error": ...} (with `timed_out` when the cap ended it)."""
     n = len(replies)
     steps = [
-        {"text": kernel_reply(code, note=f"Candidate {name}."),
-         "match": f"This is round 1, candidate {i} of {n}."}
+        {
+            "text": kernel_reply(code, note=f"Candidate {name}."),
+            "match": f"This is round 1, candidate {i} of {n}.",
+        }
         for i, (name, code) in enumerate(replies, 1)
-    ]  # fmt: skip
+    ]
     path_var = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, OPENAI_API_KEY="scripted", CUDA_LLM_DATA_DIR=str(work / "data"),
-               PYTHONUNBUFFERED="1", PYTHONPATH=path_var)  # fmt: skip
+    env = dict(
+        os.environ,
+        OPENAI_API_KEY="scripted",
+        CUDA_LLM_DATA_DIR=str(work / "data"),
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=path_var,
+    )
     if evaluator:
         env["CUDA_LLM_EVALUATOR"] = evaluator
-    command = ["optimize", str(path), "--kernel", kernel, "--rounds", "1",
-               "--candidates", str(n), "--repairs", "0", "--format", "json", "--model", "scripted",
-               "--seed", str(SEED), *extra]  # fmt: skip
+    command = [
+        "optimize",
+        str(path),
+        "--kernel",
+        kernel,
+        "--rounds",
+        "1",
+        "--candidates",
+        str(n),
+        "--repairs",
+        "0",
+        "--format",
+        "json",
+        "--model",
+        "scripted",
+        "--seed",
+        str(SEED),
+        *extra,
+    ]
     print(f"== python -m cuda_llm_lsp.cli {' '.join(command)} --base-url <scripted>", flush=True)
     with ScriptedLlmServer(steps) as server:
         started = time.monotonic()
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "cuda_llm_lsp.cli", *command, "--base-url",
-                 server.base_url],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-            )  # fmt: skip
+                [sys.executable, "-m", "cuda_llm_lsp.cli", *command, "--base-url", server.base_url],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             return {"error": f"optimize did not finish in {timeout:.0f} s", "timed_out": True}
         wall = time.monotonic() - started
@@ -134,9 +166,15 @@ class IndependentTimer:
         self.flush = cupy.empty(2 * int(l2), dtype=cupy.uint8)
         self.spin = cupy.RawModule(code=self.SPIN).get_function("spin")
 
-    def speedup(self, kernel: str, sources: tuple[str, str], launches: tuple[Launch, Launch],
-                buffers: Sequence[Buffer], order: Sequence[str],
-                scalars: Mapping[str, int]) -> tuple[float, float, float]:  # fmt: skip
+    def speedup(
+        self,
+        kernel: str,
+        sources: tuple[str, str],
+        launches: tuple[Launch, Launch],
+        buffers: Sequence[Buffer],
+        order: Sequence[str],
+        scalars: Mapping[str, int],
+    ) -> tuple[float, float, float]:
         """(original median ms, candidate median ms, speedup): `sources[i]` launched with
         `launches[i]`, arguments in `order` (buffer names and int32 scalars)."""
         cp = self.cp

@@ -75,13 +75,28 @@ TILED = """    __shared__ float tile[32][{width}];
 """
 
 
-def tiled(name: str, *, width: int = 33, unroll: bool = False, ldg: bool = False,
-          index: str = "(size_t)oy * rows + ox", rows_bound: str = "rows", plus: str = "",
-          params: str = PARAMS, prefix: str = "") -> str:  # fmt: skip
+def tiled(
+    name: str,
+    *,
+    width: int = 33,
+    unroll: bool = False,
+    ldg: bool = False,
+    index: str = "(size_t)oy * rows + ox",
+    rows_bound: str = "rows",
+    plus: str = "",
+    params: str = PARAMS,
+    prefix: str = "",
+) -> str:
     """The original's shape (32 x 32 tiles, 32 x 8 threads), with one thing changed."""
     load = "__ldg(&in[(size_t)y * cols + x])" if ldg else "in[(size_t)y * cols + x]"
-    body = TILED.format(width=width, unroll="#pragma unroll\n" if unroll else "", load=load,
-                        index=index, rows_bound=rows_bound, plus=plus)  # fmt: skip
+    body = TILED.format(
+        width=width,
+        unroll="#pragma unroll\n" if unroll else "",
+        load=load,
+        index=index,
+        rows_bound=rows_bound,
+        plus=plus,
+    )
     return prefix + HEAD.format(params=params, name=name) + body
 
 
@@ -146,8 +161,9 @@ def candidates() -> dict[tuple[int, int], tuple[str, str, bool]]:
     naive = h(name="naive-coalesced-reads") + NAIVE_READS.format(load="in[(size_t)y * cols + x]")
     naive_ldg = h(name="naive-ldg") + NAIVE_READS.format(load="__ldg(&in[(size_t)y * cols + x])")
     typo = tiled("compile-error").replace("__syncthreads()", "__syncthread()")
-    long_params = tiled("long-params", params=PARAMS.replace("int rows, int cols",
-                                                              "long rows, long cols"))  # fmt: skip
+    long_params = tiled(
+        "long-params", params=PARAMS.replace("int rows, int cols", "long rows, long cols")
+    )
     off_by_one = tiled("off-by-one-rows", rows_bound="rows - 1")  # the last row never written
     bounded = tiled("launch-bounds").replace("void", "void __launch_bounds__(256)", 1)
     return {
@@ -183,8 +199,9 @@ class Phases:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
             self.calls[phase] = self.calls.get(phase, 0) + calls
 
-    def wrap(self, owner: Any, method: str, phase: str,
-             after: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+    def wrap(
+        self, owner: Any, method: str, phase: str, after: Callable[[Any], None] | None = None
+    ) -> None:
         original = getattr(owner, method)
         phases = self
 
@@ -266,10 +283,12 @@ def main() -> int:
         )
     planted = candidates()
     steps = [
-        {"text": kernel_reply(text, note=f"Candidate {r}.{i}."),
-         "match": f"This is round {r}, candidate {i} of {CANDIDATES}."}
+        {
+            "text": kernel_reply(text, note=f"Candidate {r}.{i}."),
+            "match": f"This is round {r}, candidate {i} of {CANDIDATES}.",
+        }
         for (r, i), (text, _, _) in planted.items()
-    ]  # fmt: skip
+    ]
     phases = Phases()
     with tempfile.TemporaryDirectory(prefix="realistic-optimize-") as tmp:
         os.environ.update(OPENAI_API_KEY="scripted", CUDA_LLM_DATA_DIR=str(Path(tmp) / "data"))
@@ -280,10 +299,26 @@ def main() -> int:
         instrument(phases, ROUNDS)
         imports_s = time.perf_counter() - T0
         with ScriptedLlmServer(steps) as server:
-            command = ["optimize", str(path), "--kernel", "transpose", "--rounds", str(ROUNDS),
-                       "--candidates", str(CANDIDATES), "--repairs", "0", "--format", "json",
-                       "--model", "scripted",
-                       "--seed", str(args.seed), "--base-url", server.base_url]  # fmt: skip
+            command = [
+                "optimize",
+                str(path),
+                "--kernel",
+                "transpose",
+                "--rounds",
+                str(ROUNDS),
+                "--candidates",
+                str(CANDIDATES),
+                "--repairs",
+                "0",
+                "--format",
+                "json",
+                "--model",
+                "scripted",
+                "--seed",
+                str(args.seed),
+                "--base-url",
+                server.base_url,
+            ]
             print(f"== python -m cuda_llm_lsp.cli {' '.join(command[:-1])} <scripted>", flush=True)
             out = io.StringIO()
             started = time.perf_counter()
@@ -304,8 +339,10 @@ def main() -> int:
             allowed = f"{OK}/wrong_output/unwritten_output"
         if got.get(slot) not in allowed.split("/"):
             problems.append(f"{slot[0]}.{slot[1]}: expected {allowed}, got {got.get(slot)}")
-    print(f"\nsizes: {args.sizes}, driver: {args.driver}; {len(got)} candidates judged, "
-          f"{requests} LLM requests; exit {code}")  # fmt: skip
+    print(
+        f"\nsizes: {args.sizes}, driver: {args.driver}; {len(got)} candidates judged, "
+        f"{requests} LLM requests; exit {code}"
+    )
     print("\n| phase | seconds | calls |\n|---|---:|---:|")
     print(f"| imports (this script, the CLI, the layers) | {imports_s:.2f} | 1 |")
     for phase, seconds in phases.seconds.items():
@@ -318,22 +355,34 @@ def main() -> int:
         variant = text.split("// variant: ", 1)[-1].split("\n", 1)[0] if text else "?"
         ms = f"{c['ms']:.4f}" if c.get("ms") else "-"
         print(f"| {c['round']}.{c['index']} | {variant} | {c['status']} | {ms} |")
-    print(f"\nbaseline {result.get('baseline_ms')} ms, best {result.get('best_ms')} ms, "
-          f"speedup {result.get('speedup')}, accepted {result.get('accepted')}")  # fmt: skip
+    print(
+        f"\nbaseline {result.get('baseline_ms')} ms, best {result.get('best_ms')} ms, "
+        f"speedup {result.get('speedup')}, accepted {result.get('accepted')}"
+    )
     for problem in problems:
         print(f"status mismatch: {problem}")
     met = wall <= TARGET_S
     if args.sizes == "realistic":
-        print(f"\n4 x 4 optimize: {wall:.1f} s (target <= {TARGET_S:g} s: "
-              f"{'met' if met else 'NOT met'})")  # fmt: skip
+        print(
+            f"\n4 x 4 optimize: {wall:.1f} s (target <= {TARGET_S:g} s: "
+            f"{'met' if met else 'NOT met'})"
+        )
     if args.out:
-        summary = {"sizes": args.sizes, "driver": args.driver, "exit_code": code,
-                   "wall_s": round(wall, 2), "optimize_s": round(run_s, 2),
-                   "imports_s": round(imports_s, 2),
-                   "phases_s": {k: round(v, 3) for k, v in phases.seconds.items()},
-                   "calls": phases.calls, "statuses": {f"{r}.{i}": s for (r, i), s in got.items()},
-                   "problems": problems, "baseline_ms": result.get("baseline_ms"),
-                   "best_ms": result.get("best_ms"), "speedup": result.get("speedup")}  # fmt: skip
+        summary = {
+            "sizes": args.sizes,
+            "driver": args.driver,
+            "exit_code": code,
+            "wall_s": round(wall, 2),
+            "optimize_s": round(run_s, 2),
+            "imports_s": round(imports_s, 2),
+            "phases_s": {k: round(v, 3) for k, v in phases.seconds.items()},
+            "calls": phases.calls,
+            "statuses": {f"{r}.{i}": s for (r, i), s in got.items()},
+            "problems": problems,
+            "baseline_ms": result.get("baseline_ms"),
+            "best_ms": result.get("best_ms"),
+            "speedup": result.get("speedup"),
+        }
         args.out.write_text(json.dumps(summary, indent=2) + "\n")
     ok = code == 0 and len(got) == len(planted) and not problems
     print("PASS" if ok else "FAIL")

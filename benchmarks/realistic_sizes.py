@@ -50,8 +50,9 @@ def source_for(name: str, sizes: str) -> str:
     text = (ROOT / "benchmarks" / "realistic" / f"{name}.cu").read_text()
     if sizes == "small":
         for size, values in SMALL[name].items():
-            text = re.sub(rf"^sizes\.{size} = \[.*\]$", f"sizes.{size} = {values}", text,
-                          flags=re.M)  # fmt: skip
+            text = re.sub(
+                rf"^sizes\.{size} = \[.*\]$", f"sizes.{size} = {values}", text, flags=re.M
+            )
     return text
 
 
@@ -64,8 +65,11 @@ def bench_wall(path: Path, name: str) -> tuple[float, int, str]:
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", "bench", str(path), "--kernel", name],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     last = (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-200:]])[-1]
     return time.perf_counter() - start, proc.returncode, last
 
@@ -91,8 +95,10 @@ def main() -> int:
         print(f"no GPU: {exc}")
         return 3
     print(f"device: {facts.name} ({facts.arch}); sizes: {args.sizes}")
-    print("| kernel | cand | status | compile s | inputs s | runs s | checks s | timing s "
-          "| rest s | evaluate s | total s |")  # fmt: skip
+    print(
+        "| kernel | cand | status | compile s | inputs s | runs s | checks s | timing s "
+        "| rest s | evaluate s | total s |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     worst_eval = 0.0
     all_ok = True
@@ -108,8 +114,14 @@ def main() -> int:
             assert isinstance(base, KernelBinary), base
             for i in range(args.candidates):
                 c0 = time.perf_counter()
-                cand = build_binary(source, path, name, Settings(), arch=facts.arch,
-                                    kernel_source=candidate_text(source))  # fmt: skip
+                cand = build_binary(
+                    source,
+                    path,
+                    name,
+                    Settings(),
+                    arch=facts.arch,
+                    kernel_source=candidate_text(source),
+                )
                 c1 = time.perf_counter()
                 if isinstance(cand, CandidateRejected):
                     print(f"| {name} | {i} | {cand.status}: {cand.message[:80]} |")
@@ -121,9 +133,11 @@ def main() -> int:
                 rest = (c2 - c1) - sum(ph.values())
                 worst_eval = max(worst_eval, c2 - c1)
                 all_ok &= result.status == "ok"
-                print(f"| {name} | {i} | {result.status} | {c1 - c0:.2f} | {ph['inputs']:.2f} | "
-                      f"{ph['run']:.2f} | {ph['checks']:.2f} | {ph['timing']:.2f} | {rest:.2f} | "
-                      f"{c2 - c1:.2f} | {c2 - c0:.2f} |")  # fmt: skip
+                print(
+                    f"| {name} | {i} | {result.status} | {c1 - c0:.2f} | {ph['inputs']:.2f} | "
+                    f"{ph['run']:.2f} | {ph['checks']:.2f} | {ph['timing']:.2f} | {rest:.2f} | "
+                    f"{c2 - c1:.2f} | {c2 - c0:.2f} |"
+                )
                 if result.status != "ok":
                     print(f"    {result.message}")
             if not args.no_bench:
@@ -140,9 +154,11 @@ def main() -> int:
     if args.sizes == "realistic":
         met_eval = worst_eval <= TARGET_EVAL_S
         met_bench = worst_bench <= TARGET_BENCH_S
-        print(f"\nslowest evaluation {worst_eval:.2f} s (target <= {TARGET_EVAL_S:g} s: "
-              f"{'met' if met_eval else 'NOT met'}); slowest bench {worst_bench:.2f} s (target "
-              f"<= {TARGET_BENCH_S:g} s: {'met' if met_bench else 'NOT met'})")  # fmt: skip
+        print(
+            f"\nslowest evaluation {worst_eval:.2f} s (target <= {TARGET_EVAL_S:g} s: "
+            f"{'met' if met_eval else 'NOT met'}); slowest bench {worst_bench:.2f} s (target "
+            f"<= {TARGET_BENCH_S:g} s: {'met' if met_bench else 'NOT met'})"
+        )
     return 0 if all_ok else 1
 
 

@@ -55,9 +55,12 @@ def main() -> int:
         runs = []
         for _ in range(2):
             out = subprocess.run(
-                [sys.executable, __file__, "--once", label], capture_output=True, text=True,
-                cwd=ROOT, timeout=300,
-            )  # fmt: skip
+                [sys.executable, __file__, "--once", label],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=300,
+            )
             if out.returncode != 0:
                 print(out.stdout, out.stderr)
                 return 1
@@ -69,9 +72,11 @@ def main() -> int:
     print("| kernel | run 1 median ms (±IQR%, n) | run 2 median ms (±IQR%, n) | difference |")
     print("|---|---:|---:|---:|")
     for label, r1, r2, diff in rows:
-        print(f"| {label} | {r1['median_ms']:.5f} (±{r1['spread_pct']:.2f}%, {r1['samples']}) | "
-              f"{r2['median_ms']:.5f} (±{r2['spread_pct']:.2f}%, {r2['samples']}) | "
-              f"{diff:.2f}% |")  # fmt: skip
+        print(
+            f"| {label} | {r1['median_ms']:.5f} (±{r1['spread_pct']:.2f}%, {r1['samples']}) | "
+            f"{r2['median_ms']:.5f} (±{r2['spread_pct']:.2f}%, {r2['samples']}) | "
+            f"{diff:.2f}% |"
+        )
     print(f"target: medians within 1%: {'met' if worst <= 1.0 else 'NOT met'} (worst {worst:.2f}%)")
     return 0 if worst <= 1.0 else 1
 

@@ -115,24 +115,29 @@ def main() -> int:
             text = cand.read_text()
             expect, why = header(text, "expect"), header(text, "why")
             start = time.perf_counter()
-            built = build_binary(source, path, kernel.name, Settings(), arch=arch,
-                                 kernel_source=text)  # fmt: skip
+            built = build_binary(
+                source, path, kernel.name, Settings(), arch=arch, kernel_source=text
+            )
             if isinstance(built, CandidateRejected):
                 status, message = built.status, built.message
             elif evaluator is None:
                 status, message = "compiled", ""
             else:
-                result = evaluator.evaluate(base, built, spec, spec_dir=path.parent,
-                                            seed=args.seed)  # fmt: skip
+                result = evaluator.evaluate(base, built, spec, spec_dir=path.parent, seed=args.seed)
                 status, message = result.status, result.message
             seconds = time.perf_counter() - start
-            v = verdict(expect, status) if evaluator is not None else (
-                "PASS" if status == "compiled" else "COMPILE ERROR")  # fmt: skip
+            v = (
+                verdict(expect, status)
+                if evaluator is not None
+                else ("PASS" if status == "compiled" else "COMPILE ERROR")
+            )
             row = Row(family, cand.stem, expect, why, status, v, seconds, message)
             rows.append(row)
             first = message.splitlines()[0][:160] if message else ""
-            print(f"| {family} | {cand.stem} | {expect} | {status} | {v} | {seconds:.1f} | "
-                  f"{first} |", flush=True)  # fmt: skip
+            print(
+                f"| {family} | {cand.stem} | {expect} | {status} | {v} | {seconds:.1f} | {first} |",
+                flush=True,
+            )
     if evaluator is not None:
         evaluator.close()
     honest = [r for r in rows if r.expect == "honest"]
@@ -141,14 +146,23 @@ def main() -> int:
     false_accept = sum(r.verdict == "FALSE ACCEPT" for r in rows)
     broken = sum(r.verdict == "COMPILE ERROR" for r in rows)
     tail = f"; compile errors {broken}" if broken else ""
-    print(f"\nhonest {len(honest)}: false rejects {false_reject}; cheats {len(cheats)}: "
-          f"false accepts {false_accept}{tail}")  # fmt: skip
+    print(
+        f"\nhonest {len(honest)}: false rejects {false_reject}; cheats {len(cheats)}: "
+        f"false accepts {false_accept}{tail}"
+    )
     if args.out:
-        (_CWD / args.out).write_text(json.dumps({
-            "judge": str(JUDGE_ROOT), "scale_aware": scale_aware,
-            "false_rejects": false_reject, "false_accepts": false_accept,
-            "rows": [asdict(r) for r in rows],
-        }, indent=2))  # fmt: skip
+        (_CWD / args.out).write_text(
+            json.dumps(
+                {
+                    "judge": str(JUDGE_ROOT),
+                    "scale_aware": scale_aware,
+                    "false_rejects": false_reject,
+                    "false_accepts": false_accept,
+                    "rows": [asdict(r) for r in rows],
+                },
+                indent=2,
+            )
+        )
     return 1 if false_reject or false_accept or broken else 0
 
 

@@ -102,13 +102,17 @@ def main() -> int:
     if args.json:
         print(json.dumps({"cpus": os.cpu_count(), "runs": results}, indent=2))
     else:
-        print(f"{os.cpu_count()} CPUs; {results[0]['configurations']} configurations of a tiled "
-              f"matmul for {args.arch}")  # fmt: skip
+        print(
+            f"{os.cpu_count()} CPUs; {results[0]['configurations']} configurations of a tiled "
+            f"matmul for {args.arch}"
+        )
         for r in results:
-            print(f"workers {r['workers']}: {r['compiled_per_s']:.2f} configurations/s compiled "
-                  f"({r['compile_s']:.1f} s, {r['failed']} failed), "
-                  f"{r['cached_per_s']:.0f}/s from the cache; {r['nvrtc_compiles']} NVRTC "
-                  f"compiles, load average {r['load_average']:.1f}")  # fmt: skip
+            print(
+                f"workers {r['workers']}: {r['compiled_per_s']:.2f} configurations/s compiled "
+                f"({r['compile_s']:.1f} s, {r['failed']} failed), "
+                f"{r['cached_per_s']:.0f}/s from the cache; {r['nvrtc_compiles']} NVRTC "
+                f"compiles, load average {r['load_average']:.1f}"
+            )
     return 0
 
 

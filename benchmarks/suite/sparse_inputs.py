@@ -68,5 +68,7 @@ def spmv_ell(sizes: dict[str, int], rng: np.random.Generator) -> dict[str, np.nd
     col_idx[valid] = col_flat  # row-major fill of the valid slots matches the flat order
     vals = np.zeros((rows, width), dtype=np.float32)
     vals[valid] = rng.uniform(-1.0, 1.0, size=col_flat.size).astype(np.float32)
-    return {"col_idx": np.ascontiguousarray(col_idx.T).ravel(),
-            "vals": np.ascontiguousarray(vals.T).ravel()}  # fmt: skip
+    return {
+        "col_idx": np.ascontiguousarray(col_idx.T).ravel(),
+        "vals": np.ascontiguousarray(vals.T).ravel(),
+    }

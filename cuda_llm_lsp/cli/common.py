@@ -86,8 +86,11 @@ def write_back(command: str, path: Path, original: bytes, new_text: str) -> int:
         print(f"cuda-llm {command}: not written: cannot read {path}: {exc}", file=sys.stderr)
         return 1
     if current != original:
-        print(f"cuda-llm {command}: not written: {path} changed while the run was going; "
-              "the diff above still applies to the original text", file=sys.stderr)  # fmt: skip
+        print(
+            f"cuda-llm {command}: not written: {path} changed while the run was going; "
+            "the diff above still applies to the original text",
+            file=sys.stderr,
+        )
         return 1
     try:
         path.write_bytes(new_text.encode("utf-8"))

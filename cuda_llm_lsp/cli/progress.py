@@ -89,8 +89,10 @@ class Display:
     def __call__(self, event: Event) -> None:
         if isinstance(event, TuneStarted):
             default = describe(event.default)
-            self._say(f"tuning {event.kernel} on {event.device}: default {default}, "
-                      f"{event.space_size} configurations before restrictions")  # fmt: skip
+            self._say(
+                f"tuning {event.kernel} on {event.device}: default {default}, "
+                f"{event.space_size} configurations before restrictions"
+            )
             return
         if isinstance(event, ConfigurationMeasured):
             self._say(f"  [{event.done}/{event.planned}] {configuration_line(event.latest)}")
@@ -118,15 +120,23 @@ class Display:
             if event.stage == "tuning":
                 cell = f"tuning {event.done}/{event.configurations}"
                 if not self.live and event.done == 0:
-                    self._line(f"  {event.round}.{event.index} tuning "
-                               f"({_plural(event.configurations, 'configuration')})")  # fmt: skip
+                    self._line(
+                        f"  {event.round}.{event.index} tuning "
+                        f"({_plural(event.configurations, 'configuration')})"
+                    )
                 self.cells[(event.round, event.index)] = cell
                 if self.live:
                     self._redraw()
                 return
-            self.cells[(event.round, event.index)] = {
-                "requested": "writing", "generated": "building", "evaluating": "timing",
-            }[event.stage] if event.role != "debugger" else "repairing"  # fmt: skip
+            self.cells[(event.round, event.index)] = (
+                {
+                    "requested": "writing",
+                    "generated": "building",
+                    "evaluating": "timing",
+                }[event.stage]
+                if event.role != "debugger"
+                else "repairing"
+            )
             if event.role == "debugger" and event.stage == "requested" and not self.live:
                 self._line(f"  {event.round}.{event.index} repairing (attempt {event.attempt})")
             if event.gpu:  # several GPUs: which one judges it
@@ -183,8 +193,10 @@ class Display:
             row = [self.cells.get((r, i), "") for i in range(1, self.candidates + 1)]
             lines.append(f"{r:<7}" + "".join(f"{c[: width - 1]:<{width}}" for c in row))
         if self.best is not None and self.best.speedup is not None:
-            lines.append(f"best: {self.best.speedup:.2f}x (round {self.best.round} "
-                         f"candidate {self.best.index})")  # fmt: skip
+            lines.append(
+                f"best: {self.best.speedup:.2f}x (round {self.best.round} "
+                f"candidate {self.best.index})"
+            )
         out = ""
         if self._drawn:
             out += f"\x1b[{self._drawn}F\x1b[J"

@@ -132,8 +132,9 @@ def check_candidate(
     return None
 
 
-def _check(code: str, allowed: frozenset[str], file_dir: Path | None,
-           include_paths: tuple[str, ...]) -> None:  # fmt: skip
+def _check(
+    code: str, allowed: frozenset[str], file_dir: Path | None, include_paths: tuple[str, ...]
+) -> None:
     if _TRIGRAPH.search(code):
         raise PolicyError("trigraphs (`??=`, `??/`, ...) are not allowed in a candidate")
     # a comment spanning lines counts as a line break (some preprocessors read it so)
@@ -164,8 +165,14 @@ def _check(code: str, allowed: frozenset[str], file_dir: Path | None,
         raise PolicyError(f"`#define {sorted(clash)[0]}` would change what a pragma means")
 
 
-def _directive(tokens: list[Token], i: int, allowed: frozenset[str], file_dir: Path | None,
-               include_paths: tuple[str, ...], defined: set[str]) -> int:  # fmt: skip
+def _directive(
+    tokens: list[Token],
+    i: int,
+    allowed: frozenset[str],
+    file_dir: Path | None,
+    include_paths: tuple[str, ...],
+    defined: set[str],
+) -> int:
     """Check the directive whose name is at `tokens[i]`; the index after its line."""
     end = i
     while end < len(tokens) and tokens[end].kind != "nl":
@@ -175,14 +182,18 @@ def _directive(tokens: list[Token], i: int, allowed: frozenset[str], file_dir: P
     name = tokens[i]
     line = name.line
     if name.kind != "ident" or name.text not in ALLOWED_DIRECTIVES:
-        raise PolicyError(f"line {line}: `#{name.text}` is not allowed in a candidate (allowed: "
-                          "#include of the file's own headers or CUDA toolkit headers, #define, "
-                          "#undef, #if/#ifdef/#ifndef/#elif/#else/#endif, #pragma)")  # fmt: skip
+        raise PolicyError(
+            f"line {line}: `#{name.text}` is not allowed in a candidate (allowed: "
+            "#include of the file's own headers or CUDA toolkit headers, #define, "
+            "#undef, #if/#ifdef/#ifndef/#elif/#else/#endif, #pragma)"
+        )
     rest = tokens[i + 1 : end]
     if name.text == "include":
         if len(rest) != 1 or rest[0].kind != "header":
-            raise PolicyError(f'line {line}: #include must name a header as "name" or <name> '
-                              "(no macros, nothing after it)")  # fmt: skip
+            raise PolicyError(
+                f'line {line}: #include must name a header as "name" or <name> '
+                "(no macros, nothing after it)"
+            )
         _header(rest[0], allowed, file_dir, include_paths)
         return end
     if name.text == "pragma":
@@ -190,8 +201,10 @@ def _directive(tokens: list[Token], i: int, allowed: frozenset[str], file_dir: P
     elif name.text in ("define", "undef") and rest and rest[0].kind == "ident":
         defined.add(rest[0].text)
         if COMPUTED_INCLUDE_MACROS.search(rest[0].text):
-            raise PolicyError(f"line {line}: `#{name.text} {rest[0].text}` would change which file "
-                              "a toolkit header includes")  # fmt: skip
+            raise PolicyError(
+                f"line {line}: `#{name.text} {rest[0].text}` would change which file "
+                "a toolkit header includes"
+            )
     for k in range(i + 1, end):  # `#if __has_include(...)`, `#define P(a, b) a##b`
         _token(tokens, k, allowed, file_dir, include_paths)
     return end
@@ -204,31 +217,49 @@ def _pragma(words: list[str], rest: list[Token], line: int) -> None:
     if first in ("GCC", "clang") and len(words) > 1 and words[1] in ALLOWED_VENDOR_PRAGMAS:
         return
     shown = " ".join(t.text for t in rest[:2])
-    raise PolicyError(f"line {line}: `#pragma {shown}` is not allowed in a candidate (allowed: "
-                      f"{', '.join(sorted(ALLOWED_PRAGMAS))})")  # fmt: skip
+    raise PolicyError(
+        f"line {line}: `#pragma {shown}` is not allowed in a candidate (allowed: "
+        f"{', '.join(sorted(ALLOWED_PRAGMAS))})"
+    )
 
 
-def _token(tokens: list[Token], i: int, allowed: frozenset[str], file_dir: Path | None,
-           include_paths: tuple[str, ...]) -> None:  # fmt: skip
+def _token(
+    tokens: list[Token],
+    i: int,
+    allowed: frozenset[str],
+    file_dir: Path | None,
+    include_paths: tuple[str, ...],
+) -> None:
     """Refuse what could form a file read or a pragma out of sight of the directive check."""
     token = tokens[i]
     if token.kind == "punct" and token.text in ("##", "%:%:"):
-        raise PolicyError(f"line {token.line}: token pasting (`##`) is not allowed in a "
-                          "candidate (it can form `_Pragma` or `__has_include`)")  # fmt: skip
+        raise PolicyError(
+            f"line {token.line}: token pasting (`##`) is not allowed in a "
+            "candidate (it can form `_Pragma` or `__has_include`)"
+        )
     if token.kind != "ident":
         return
     if token.text in _FORBIDDEN_IDENTIFIERS:
         raise PolicyError(f"line {token.line}: `{token.text}` is not allowed in a candidate")
     if token.text == "__has_include":
         operand = tokens[i + 1 : i + 4]
-        if (len(operand) < 3 or operand[0].text != "(" or operand[1].kind != "header"
-                or operand[2].text != ")"):  # fmt: skip
+        if (
+            len(operand) < 3
+            or operand[0].text != "("
+            or operand[1].kind != "header"
+            or operand[2].text != ")"
+        ):
             raise PolicyError(f"line {token.line}: __has_include must name a header literally")
         _header(operand[1], allowed, file_dir, include_paths)
     elif token.text == "_Pragma":
         operand = tokens[i + 1 : i + 4]
-        if (len(operand) < 3 or operand[0].text != "(" or operand[1].kind != "string"
-                or operand[2].text != ")" or not operand[1].text.startswith('"')):  # fmt: skip
+        if (
+            len(operand) < 3
+            or operand[0].text != "("
+            or operand[1].kind != "string"
+            or operand[2].text != ")"
+            or not operand[1].text.startswith('"')
+        ):
             raise PolicyError(f"line {token.line}: _Pragma must have a plain string literal")
         inner = operand[1].text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
         pragma_tokens = [t for t in _lex(inner) if t.kind not in ("ws", "comment", "nl")]
@@ -236,32 +267,43 @@ def _token(tokens: list[Token], i: int, allowed: frozenset[str], file_dir: Path 
         _pragma(words, pragma_tokens, token.line)
 
 
-def _header(token: Token, allowed: frozenset[str], file_dir: Path | None,
-            include_paths: tuple[str, ...]) -> None:  # fmt: skip
+def _header(
+    token: Token, allowed: frozenset[str], file_dir: Path | None, include_paths: tuple[str, ...]
+) -> None:
     quoted = token.text.startswith('"')
     name = token.text[1:-1]
     shown = token.text if len(token.text) <= 80 else token.text[:77] + "..."
     if name in allowed:
         return  # the original file includes it: its author's choice, `..` and all
     if not _HEADER_NAME.match(name) or any(p in ("", ".", "..") for p in name.split("/")):
-        raise PolicyError(f"line {token.line}: #include {shown}: only relative header names "
-                          "without `..` are allowed")  # fmt: skip
+        raise PolicyError(
+            f"line {token.line}: #include {shown}: only relative header names "
+            "without `..` are allowed"
+        )
     if "thrust" in name.split("/"):
-        raise PolicyError(f"line {token.line}: #include {shown}: thrust is host-side (and its "
-                          "headers include files named by macros)")  # fmt: skip
+        raise PolicyError(
+            f"line {token.line}: #include {shown}: thrust is host-side (and its "
+            "headers include files named by macros)"
+        )
     if not quoted and std_headers.is_host_only(name) and "/" not in name:
         return  # a host-only header: the device unit leaves the line out
     missing_ok = name in std_headers.DEVICE_LIBRARIES  # replaced by a stand-in when missing
     if _resolves_in_toolkit(name, quoted, file_dir, include_paths, missing_ok=missing_ok):
         return
-    raise PolicyError(f"line {token.line}: #include {shown} is neither a CUDA toolkit header nor "
-                      "one the original file includes")  # fmt: skip
+    raise PolicyError(
+        f"line {token.line}: #include {shown} is neither a CUDA toolkit header nor "
+        "one the original file includes"
+    )
 
 
 def _resolves_in_toolkit(
-    name: str, quoted: bool, file_dir: Path | None, include_paths: tuple[str, ...], *,
+    name: str,
+    quoted: bool,
+    file_dir: Path | None,
+    include_paths: tuple[str, ...],
+    *,
     missing_ok: bool = False,
-) -> bool:  # fmt: skip
+) -> bool:
     """Whether the first file NVRTC would open for `name` lies inside a toolkit directory."""
     trusted = [str(std_headers.STUB_DIR), *std_headers.toolkit_include_dirs()]
     search: list[str] = []
@@ -349,8 +391,9 @@ def _lex(code: str) -> Iterator[Token]:
         m = _STRING_PREFIX.match(text, i)
         if m:
             if m.group(1):
-                raise PolicyError(f"line {line}: raw string literals are not allowed in a "
-                                  "candidate")  # fmt: skip
+                raise PolicyError(
+                    f"line {line}: raw string literals are not allowed in a candidate"
+                )
             quote = text[m.end() - 1]
             j = m.end()
             while j < n and text[j] != quote:
@@ -388,8 +431,10 @@ def _lex(code: str) -> Iterator[Token]:
             line_start = False
             continue
         if ord(c) >= 0x80:  # a BOM or a zero-width space could hide a directive's `#`
-            raise PolicyError(f"line {line}: non-ASCII characters outside comments and strings "
-                              "are not allowed in a candidate")  # fmt: skip
+            raise PolicyError(
+                f"line {line}: non-ASCII characters outside comments and strings "
+                "are not allowed in a candidate"
+            )
         for punct in ("%:%:", "##", "%:", "#"):
             if text.startswith(punct, i):
                 break

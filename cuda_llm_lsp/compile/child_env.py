@@ -16,13 +16,33 @@ from collections.abc import Mapping
 #: Variables passed on by exact name.
 KEPT_NAMES = frozenset(
     {
-        "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TMP", "TEMP", "LANG", "LANGUAGE", "TZ",
-        "LD_LIBRARY_PATH", "SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "USERPROFILE",
-        "LOCALAPPDATA", "APPDATA", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED",
-        "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "LD_LIBRARY_PATH",
+        "SYSTEMROOT",
+        "WINDIR",
+        "COMSPEC",
+        "PATHEXT",
+        "USERPROFILE",
+        "LOCALAPPDATA",
+        "APPDATA",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONUNBUFFERED",
+        "PYTHONNOUSERSITE",
+        "PYTHONSAFEPATH",
+        "PYTHONDONTWRITEBYTECODE",
         "COVERAGE_PROCESS_START",
     }
-)  # fmt: skip
+)
 #: Variables passed on by prefix: the CUDA driver and tools, the container runtime, locale, the
 #: XDG directories platformdirs reads, and this project's own switches (`CUDA_LLM_LSP_DRIVER`).
 KEPT_PREFIXES = ("CUDA_", "NVIDIA_", "LC_", "XDG_", "CUDA_LLM_")

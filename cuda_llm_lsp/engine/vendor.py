@@ -193,9 +193,13 @@ def _run_job(job: dict[str, Any], backends: dict[str, Backend]) -> dict[str, Any
 
 
 def _time_op(
-    be: Backend, op: str, inputs: dict[str, Any], dtypes: dict[str, str], s: dict[str, int],
+    be: Backend,
+    op: str,
+    inputs: dict[str, Any],
+    dtypes: dict[str, str],
+    s: dict[str, int],
     case: Any,
-) -> float:  # fmt: skip
+) -> float:
     if op == "gemm":
         a = be.array(inputs["A"], dtypes["A"]).reshape(s["M"], s["K"])
         b = be.array(inputs["B"], dtypes["B"]).reshape(s["K"], s["N"])
@@ -220,8 +224,9 @@ def _time_op(
         import cupyx.scipy.sparse as sp
 
         cp = be.lib
-        m = sp.csr_matrix((cp.asarray(vals), cp.asarray(col_idx), cp.asarray(row_ptr)),
-                          shape=(rows, ncols))  # fmt: skip
+        m = sp.csr_matrix(
+            (cp.asarray(vals), cp.asarray(col_idx), cp.asarray(row_ptr)), shape=(rows, ncols)
+        )
     else:
         torch = be.lib
         m = torch.sparse_csr_tensor(

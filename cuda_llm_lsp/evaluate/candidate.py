@@ -157,8 +157,10 @@ def _compile_message(result: CompileResult, first_line: int | None, candidate_li
         kept, hidden = candidate_policy.candidate_diagnostics(errors, first_line, candidate_lines)
         errors = tuple(kept)
         if not errors:
-            return (f"compilation failed: {hidden} error(s) outside the candidate's own lines "
-                    "are not shown")  # fmt: skip
+            return (
+                f"compilation failed: {hidden} error(s) outside the candidate's own lines "
+                "are not shown"
+            )
     if errors:
         lines = [
             f"line {d.line}:{d.column}: {d.severity}: {d.message}"

@@ -230,10 +230,12 @@ def summarize_guards(raw: bytes, nbytes: int) -> GuardSummary:
     bad_front = np.flatnonzero(np.frombuffer(front, dtype=np.uint8) != GUARD_BYTE)
     bad_back = np.flatnonzero(np.frombuffer(back, dtype=np.uint8) != GUARD_BYTE)
     return GuardSummary(
-        int(bad_front.size), int(bad_front[0]) if bad_front.size else 0,
-        int(bad_back.size), int(bad_back[0]) if bad_back.size else 0,
+        int(bad_front.size),
+        int(bad_front[0]) if bad_front.size else 0,
+        int(bad_back.size),
+        int(bad_back[0]) if bad_back.size else 0,
         int(bad_back[-1]) if bad_back.size else 0,
-    )  # fmt: skip
+    )
 
 
 def summarize_changed(before: np.ndarray, after: np.ndarray) -> ChangeSummary:
@@ -288,9 +290,14 @@ def summarize_output(
         worst = int(np.flatnonzero(finite_err & (err == largest))[0])
     i = int(idx[0])
     return replace(
-        base, bad=int(idx.size), first_bad=i, worst=worst, expected=exp[i], got=out[i],
+        base,
+        bad=int(idx.size),
+        first_bad=i,
+        worst=worst,
+        expected=exp[i],
+        got=out[i],
         largest=largest,
-    )  # fmt: skip
+    )
 
 
 def _unwritten_summary(n: int, idx: np.ndarray) -> OutputSummary:
@@ -314,17 +321,19 @@ def word_guards(name: str, s: GuardSummary, nbytes: int, itemsize: int, where: s
         first = s.back_first // itemsize
         last = s.back_last // itemsize
         parts.append(
-            f"{name}[{count + first}]" + (f"..{name}[{count + last}]" if last > first else "")
+            f"{name}[{count + first}]"
+            + (f"..{name}[{count + last}]" if last > first else "")
             + f" past the end ({name} has {count} elements)"
-        )  # fmt: skip
+        )
     if s.front_changed:
         first = (s.front_first - s.guard) // itemsize
         parts.append(f"{name}[{first}] before the start")
     changed = s.front_changed + s.back_changed
     return Finding(
-        "out_of_bounds", f"{where}: wrote outside the buffer: {'; '.join(parts)} "
-        f"({changed} guard bytes changed)", changed,
-    )  # fmt: skip
+        "out_of_bounds",
+        f"{where}: wrote outside the buffer: {'; '.join(parts)} ({changed} guard bytes changed)",
+        changed,
+    )
 
 
 def check_unchanged(name: str, before: np.ndarray, after: np.ndarray, where: str) -> Finding:
@@ -380,8 +389,9 @@ def compare_output(
     be equal.
     """
     summary = summarize_output(expected, got, dtype, rtol=rtol, atol=atol)
-    return word_output(name, summary, dtype, rtol=rtol, atol=atol, where=where, sizes=sizes,
-                       what=what)  # fmt: skip
+    return word_output(
+        name, summary, dtype, rtol=rtol, atol=atol, where=where, sizes=sizes, what=what
+    )
 
 
 def word_output(
@@ -434,14 +444,18 @@ def _broken_bound(s: OutputSummary, dtype: str, *, rtol: float, atol: float) -> 
     if not np.isfinite(diff):
         return f"; tolerance rtol={rtol:g} atol={atol:g}: a non-finite value matches only itself"
     spec_bound = atol + rtol * abs(float(e[0]))
-    text = (f"; |diff| {diff:.2g} exceeds the spec's bound {spec_bound:.2g} (atol {atol:g} + "
-            f"rtol {rtol:g} x |expected|){_by(diff, spec_bound)}")  # fmt: skip
+    text = (
+        f"; |diff| {diff:.2g} exceeds the spec's bound {spec_bound:.2g} (atol {atol:g} + "
+        f"rtol {rtol:g} x |expected|){_by(diff, spec_bound)}"
+    )
     factor = scale_tolerance(dtype, rtol, atol)
     if factor > 0:
         floor = factor * s.scale + float(ulp_at(e, dtype)[0])
         unit = "2^-53" if dtype == "float64" else "2^-24"
-        text += (f" and the scale-aware bound {floor:.2g} ({SCALE_ULPS} x {unit} x buffer "
-                 f"scale {s.scale:.3g} + 1 ulp){_by(diff, floor)}")  # fmt: skip
+        text += (
+            f" and the scale-aware bound {floor:.2g} ({SCALE_ULPS} x {unit} x buffer "
+            f"scale {s.scale:.3g} + 1 ulp){_by(diff, floor)}"
+        )
     return text
 
 

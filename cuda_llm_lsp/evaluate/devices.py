@@ -107,8 +107,9 @@ def count_local_gpus() -> int:
     """Visible CUDA devices, asked in a child process (this process never creates a context)."""
     cmd = [sys.executable, "-m", "cuda_llm_lsp.evaluate.devices", "--count"]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=COUNT_TIMEOUT_S,
-                              env=child_env({}))  # fmt: skip
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=COUNT_TIMEOUT_S, env=child_env({})
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NoGpuError(f"cannot count the GPUs: {exc}") from exc
     out = done.stdout.strip()
@@ -262,8 +263,11 @@ class GpuPool:
                 free = [d for d in self._free if id(d) not in avoid]
                 ready = [d for d in free if self._resting.get(id(d), 0.0) <= now]
                 # a device lost a moment ago waits unless it is the only one left to try
-                choice = ready[0] if ready else (free[0] if free and not self._busy_other(free)
-                                                 else None)  # fmt: skip
+                choice = (
+                    ready[0]
+                    if ready
+                    else (free[0] if free and not self._busy_other(free) else None)
+                )
                 if choice is not None:
                     self._free.remove(choice)
                     return choice
@@ -297,25 +301,45 @@ class GpuPool:
         return self._facts
 
     def benchmark(
-        self, kernel: KernelBinary, spec: TestSpec, *, spec_dir: Path | None = None,
+        self,
+        kernel: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
         seed: int | None = None,
-    ) -> EvalResult:  # fmt: skip
-        return self.run(lambda d: _labelled(
-            d, d.evaluator.benchmark(kernel, spec, spec_dir=spec_dir, seed=seed)))  # fmt: skip
+    ) -> EvalResult:
+        return self.run(
+            lambda d: _labelled(
+                d, d.evaluator.benchmark(kernel, spec, spec_dir=spec_dir, seed=seed)
+            )
+        )
 
     def evaluate(
-        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec, *,
-        spec_dir: Path | None = None, seed: int | None = None,
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
         candidate_spec: TestSpec | None = None,
         on_device: Callable[[GpuId], None] | None = None,
-    ) -> EvalResult:  # fmt: skip
+    ) -> EvalResult:
         """One candidate on one free GPU, timed against the baseline on that GPU."""
         return self.run(
-            lambda d: _labelled(d, d.evaluator.evaluate(
-                baseline, candidate, spec, spec_dir=spec_dir, seed=seed,
-                candidate_spec=candidate_spec)),
+            lambda d: _labelled(
+                d,
+                d.evaluator.evaluate(
+                    baseline,
+                    candidate,
+                    spec,
+                    spec_dir=spec_dir,
+                    seed=seed,
+                    candidate_spec=candidate_spec,
+                ),
+            ),
             on_device,
-        )  # fmt: skip
+        )
 
     def evaluate_many(
         self,

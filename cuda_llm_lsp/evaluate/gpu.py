@@ -190,8 +190,9 @@ class GpuEvaluator:
         """One launch, checked by the worker on the device: guards, inputs unchanged, outputs
         alone and against the runs kept as `against`; its outputs kept as `keep`. Outputs are
         poisoned with a poison drawn for this run, or pre-filled with `fill`'s values."""
-        launch = case_launch(spec, case, inputs, key, poison=secrets.randbits(64), fill=fill,
-                             offsets=offsets)  # fmt: skip
+        launch = case_launch(
+            spec, case, inputs, key, poison=secrets.randbits(64), fill=fill, offsets=offsets
+        )
         checks = Checks(_outputs(spec), spec.rtol, spec.atol, keep, against, finite)
         hard = self.launch_timeout_s + 60.0 + launch.nbytes * 4 / 2e9
         request = RunRequest(launch, self.launch_timeout_s, checks=checks)
@@ -231,10 +232,13 @@ class GpuEvaluator:
             launch = case_launch(own_spec, own_case, inputs, key, poison=secrets.randbits(64))
             fresh = secrets.randbits(24)
             if refs and i in refs:
-                sets = tuple((case_launch(own_spec, own_case, values, None).buffers, kept)
-                             for values, kept in refs[i])  # fmt: skip
-                kernels.append(TimedKernel(launch, fresh, sets,
-                                           Checks(outputs, spec.rtol, spec.atol)))  # fmt: skip
+                sets = tuple(
+                    (case_launch(own_spec, own_case, values, None).buffers, kept)
+                    for values, kept in refs[i]
+                )
+                kernels.append(
+                    TimedKernel(launch, fresh, sets, Checks(outputs, spec.rtol, spec.atol))
+                )
             else:
                 kernels.append(TimedKernel(launch, fresh))
         plan = self.plan
@@ -303,25 +307,36 @@ class GpuEvaluator:
                     inputs = case_sources(spec, case, seed, 0, spec_dir)
                     oracle = self._oracle(base_key, spec, case, inputs, where, _ORACLE)
                     own = own_cases.get(case.index, case)
-                    first = self._run(cand_key, own_spec, own, inputs, where, keep=_FIRST,
-                                      against=(_ORACLE,))  # fmt: skip
+                    first = self._run(
+                        cand_key, own_spec, own, inputs, where, keep=_FIRST, against=(_ORACLE,)
+                    )
                     problem = judge.first_run(spec, case, oracle, first, where)
                     if problem is OK:
-                        second = self._run(cand_key, own_spec, own, inputs, where,
-                                           against=(_ORACLE, _FIRST))  # fmt: skip
+                        second = self._run(
+                            cand_key, own_spec, own, inputs, where, against=(_ORACLE, _FIRST)
+                        )
                         problem = judge.second_run(spec, case, oracle, first, second, where)
                     if problem is OK and case is cases[-1]:
                         # outputs pre-filled with zeros, not poison: every element must be written
                         zeros = {n: Generated(KIND_CODES["zeros"]) for n in _outputs(spec)}
-                        run = self._run(cand_key, own_spec, own, inputs, where, fill=zeros,
-                                        against=(_ORACLE,))  # fmt: skip
+                        run = self._run(
+                            cand_key, own_spec, own, inputs, where, fill=zeros, against=(_ORACLE,)
+                        )
                         problem = judge.prefilled_run(spec, case, oracle, run, where, "zeros")
                     if problem is not OK:
                         return fail(case, _final(problem.status), problem.message)
                     outcomes.append(CaseOutcome(case.index, dict(case.sizes), "ok"))
 
-                keys = self._hidden(baseline, candidate, spec, own_spec if candidate_spec
-                                    else None, seed, spec_dir, base_key, cand_key)  # fmt: skip
+                keys = self._hidden(
+                    baseline,
+                    candidate,
+                    spec,
+                    own_spec if candidate_spec else None,
+                    seed,
+                    spec_dir,
+                    base_key,
+                    cand_key,
+                )
                 if isinstance(keys, EvalResult):
                     return replace(keys, cases=(*outcomes, *keys.cases))
                 base_key, cand_key = keys
@@ -333,8 +348,9 @@ class GpuEvaluator:
                 refs = []
                 for r in range(_REFERENCE_SETS):
                     values = case_sources(spec, timed, seed, _REFERENCE_DRAW + r, spec_dir)
-                    self._oracle(base_key, spec, timed, values, where + ", reference set",
-                                 f"{_REFERENCE}{r}")  # fmt: skip
+                    self._oracle(
+                        base_key, spec, timed, values, where + ", reference set", f"{_REFERENCE}{r}"
+                    )
                     refs.append((values, f"{_REFERENCE}{r}"))
                 inputs = case_sources(spec, timed, seed, _TIMING_DRAW, spec_dir)
                 reply = self._time(
@@ -363,13 +379,24 @@ class GpuEvaluator:
             speedup = base_t.median_ms / cand_t.median_ms if cand_t.median_ms > 0 else None
             bw = moved / (cand_t.median_ms * 1e-3) / 1e9 if cand_t.median_ms > 0 else None
             peak = facts.copy_bandwidth_gbs
-            message = (f"{len(outcomes)}/{len(cases)} cases pass; candidate {cand_t.median_ms:.4g} "
-                       f"ms vs original {base_t.median_ms:.4g} ms"
-                       + (f" ({speedup:.3g}x)" if speedup else ""))  # fmt: skip
+            message = (
+                f"{len(outcomes)}/{len(cases)} cases pass; candidate {cand_t.median_ms:.4g} "
+                f"ms vs original {base_t.median_ms:.4g} ms"
+                + (f" ({speedup:.3g}x)" if speedup else "")
+            )
             return EvalResult(
-                "ok", message, seed, tuple(outcomes), base_t, cand_t, speedup, moved, bw, peak,
+                "ok",
+                message,
+                seed,
+                tuple(outcomes),
+                base_t,
+                cand_t,
+                speedup,
+                moved,
+                bw,
+                peak,
                 bw / peak if bw and peak else None,
-            )  # fmt: skip
+            )
 
     def _hidden(
         self,
@@ -386,22 +413,24 @@ class GpuEvaluator:
         fails, or makes non-finite, is dropped), then the candidate with its outputs pre-filled
         with random values, against it. The keys to go on with (a fault of the original's
         restarts the worker), or the candidate's failure."""
-        own_hidden = {(h.kind, h.what): h for h in hidden_cases(own_spec, seed)} if own_spec \
-            else {}  # fmt: skip
+        own_hidden = {(h.kind, h.what): h for h in hidden_cases(own_spec, seed)} if own_spec else {}
         for h in hidden_cases(spec, seed):
             case = h.case
             where = h.describe()
             variant = _with_inits(spec, h.init)
             inputs = case_sources(variant, case, seed, 0, spec_dir)
-            oracle = self._run(base_key, spec, case, inputs, where, keep=_ORACLE,
-                               offsets=h.offsets, finite=True)  # fmt: skip
+            oracle = self._run(
+                base_key, spec, case, inputs, where, keep=_ORACLE, offsets=h.offsets, finite=True
+            )
             nonfinite = any(oracle.checks.nonfinite.values())
             if judge.self_check(spec, oracle, where) is not OK or nonfinite:
                 if oracle.status in ("fault", "timeout"):  # the worker was restarted
                     base, cand = self._load(baseline), self._load(candidate)
                     if isinstance(base, Failure) or isinstance(cand, Failure):
-                        raise BaselineFailed("the kernels cannot be loaded again after the "
-                                             "original failed a hidden case")  # fmt: skip
+                        raise BaselineFailed(
+                            "the kernels cannot be loaded again after the "
+                            "original failed a hidden case"
+                        )
                     base_key, cand_key = base, cand
                 continue
             own = own_hidden.get((h.kind, h.what))
@@ -410,10 +439,20 @@ class GpuEvaluator:
             if h.atol_scale != 1.0:  # large magnitudes: the tolerance scales with the terms
                 judged = replace(spec, atol=spec.atol * h.atol_scale)
                 cand_spec = replace(cand_spec, atol=cand_spec.atol * h.atol_scale)
-            fill = {n: Generated(KIND_CODES["uniform"], -1.0, 1.0, key=secrets.randbits(64))
-                    for n in _outputs(spec)}  # fmt: skip
-            run = self._run(cand_key, cand_spec, cand_case, inputs, where, against=(_ORACLE,),
-                            fill=fill, offsets=h.offsets)  # fmt: skip
+            fill = {
+                n: Generated(KIND_CODES["uniform"], -1.0, 1.0, key=secrets.randbits(64))
+                for n in _outputs(spec)
+            }
+            run = self._run(
+                cand_key,
+                cand_spec,
+                cand_case,
+                inputs,
+                where,
+                against=(_ORACLE,),
+                fill=fill,
+                offsets=h.offsets,
+            )
             problem = judge.hidden_run(judged, case, oracle, run, where)
             if problem is not OK:
                 status = _final(problem.status)
@@ -448,8 +487,9 @@ class GpuEvaluator:
                 first = self._run(key, spec, case, inputs, where, keep=_FIRST)
                 problem = judge.self_check(spec, first, where)
                 if problem is OK:
-                    second = self._run(key, spec, case, inputs, where + ", second run",
-                                       against=(_FIRST,))  # fmt: skip
+                    second = self._run(
+                        key, spec, case, inputs, where + ", second run", against=(_FIRST,)
+                    )
                     problem = judge.repeat_alone(spec, case, first, second, where)
                 status: Status = problem.status or "ok"
                 outcomes.append(CaseOutcome(case.index, dict(case.sizes), status, problem.message))
@@ -472,13 +512,22 @@ class GpuEvaluator:
             bw = moved / (t.median_ms * 1e-3) / 1e9 if t.median_ms > 0 else None
             peak = facts.copy_bandwidth_gbs
             status = failed[0].status if failed else "ok"
-            message = failed[0].message if failed else (
-                f"{len(outcomes)}/{len(outcomes)} cases pass; {t.median_ms:.4g} ms")  # fmt: skip
+            message = (
+                failed[0].message
+                if failed
+                else (f"{len(outcomes)}/{len(outcomes)} cases pass; {t.median_ms:.4g} ms")
+            )
             return EvalResult(
-                status, message, seed, tuple(outcomes), baseline=t, bytes_moved=moved,
-                bandwidth_gbs=bw, copy_bandwidth_gbs=peak,
+                status,
+                message,
+                seed,
+                tuple(outcomes),
+                baseline=t,
+                bytes_moved=moved,
+                bandwidth_gbs=bw,
+                copy_bandwidth_gbs=peak,
                 fraction_of_peak=bw / peak if bw and peak else None,
-            )  # fmt: skip
+            )
 
 
 # the runs the worker keeps (in its host memory) for later runs to be compared with

@@ -202,8 +202,9 @@ def _load_hook(spec: TestSpec, spec_dir: Path | None) -> Callable[..., Any]:
     except InputError:
         raise
     except Exception as exc:
-        raise InputError(f'inputs = "{ref}": loading {path.name} failed: '
-                         f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
+        raise InputError(
+            f'inputs = "{ref}": loading {path.name} failed: {type(exc).__name__}: {exc}'
+        ) from exc
     fn = getattr(module, fn_name, None)
     if not callable(fn):
         raise InputError(f'inputs = "{ref}": {path.name} has no function {fn_name!r}')
@@ -218,21 +219,29 @@ def _call_hook(
     try:
         result = fn(dict(case.sizes), rng)
     except Exception as exc:
-        raise InputError(f'inputs = "{ref}" raised {type(exc).__name__}: {exc} '
-                         f"(case {case.index}: {case.describe()})") from exc  # fmt: skip
+        raise InputError(
+            f'inputs = "{ref}" raised {type(exc).__name__}: {exc} '
+            f"(case {case.index}: {case.describe()})"
+        ) from exc
     if not isinstance(result, dict):
-        raise InputError(f'inputs = "{ref}" must return a dict of name -> numpy array, '
-                         f"got {type(result).__name__}")  # fmt: skip
+        raise InputError(
+            f'inputs = "{ref}" must return a dict of name -> numpy array, '
+            f"got {type(result).__name__}"
+        )
     pointers = {a.name: a for a in spec.args if a.is_pointer}
     checked: dict[str, np.ndarray] = {}
     for name, value in result.items():
         arg = pointers.get(name)
         if arg is None:
-            raise InputError(f'inputs = "{ref}" returned {name!r}, which is not a pointer '
-                             f"argument (pointers: {', '.join(pointers) or 'none'})")  # fmt: skip
+            raise InputError(
+                f'inputs = "{ref}" returned {name!r}, which is not a pointer '
+                f"argument (pointers: {', '.join(pointers) or 'none'})"
+            )
         if arg.role == "out":
-            raise InputError(f'inputs = "{ref}" returned {name!r}, an out argument '
-                             "(out buffers are poisoned, not initialised)")  # fmt: skip
+            raise InputError(
+                f'inputs = "{ref}" returned {name!r}, an out argument '
+                "(out buffers are poisoned, not initialised)"
+            )
         checked[name] = _validate(ref or "", arg, value, int(case.counts.get(name, 0)), case)
     return checked
 
@@ -243,8 +252,10 @@ def _validate(ref: str, arg: ArgSpec, value: Any, count: int, case: Case) -> np.
     if not isinstance(value, np.ndarray):
         raise InputError(f"{where}: expected a numpy array, got {type(value).__name__}")
     if value.size != count:
-        raise InputError(f"{where}: expected {count} elements ({dtype}[{arg.count}]), "
-                         f"got {value.size} (shape {value.shape})")  # fmt: skip
+        raise InputError(
+            f"{where}: expected {count} elements ({dtype}[{arg.count}]), "
+            f"got {value.size} (shape {value.shape})"
+        )
     got = str(value.dtype)
     if dtype == "bfloat16":
         if got == "bfloat16":  # ml_dtypes

@@ -111,9 +111,15 @@ def compare_outputs(
         if name not in against:
             continue
         f = word_output(
-            name, against[name], dtype, rtol=spec.rtol, atol=spec.atol, where=where,
-            sizes=case.sizes, what=what,
-        )  # fmt: skip
+            name,
+            against[name],
+            dtype,
+            rtol=spec.rtol,
+            atol=spec.atol,
+            where=where,
+            sizes=case.sizes,
+            what=what,
+        )
         if f is not OK:
             return f
     return OK
@@ -171,14 +177,18 @@ def second_run(
     if problem is OK:
         problem = compare_outputs(spec, case, first, second, where, "first run gave")
         if problem is not OK:
-            problem = Finding("nondeterministic", "two runs on the same inputs "
-                              f"differ: {problem.message}")  # fmt: skip
+            problem = Finding(
+                "nondeterministic", f"two runs on the same inputs differ: {problem.message}"
+            )
     if problem is OK:
         return OK
     status: Status = problem.status or "nondeterministic"
     if status in ("wrong_output", "unwritten_output"):
-        return replace(problem, status="nondeterministic", message="the second run on the same "
-                       f"inputs differs from the first: {problem.message}")  # fmt: skip
+        return replace(
+            problem,
+            status="nondeterministic",
+            message=f"the second run on the same inputs differs from the first: {problem.message}",
+        )
     return replace(problem, status=status)
 
 
@@ -206,8 +216,11 @@ def prefilled_run(
     if problem is OK:
         return OK
     status: Status = problem.status or "wrong_output"
-    return Finding(status, f"with its outputs pre-filled with {how} before the run: "
-                   f"{problem.message}", problem.bad_count)  # fmt: skip
+    return Finding(
+        status,
+        f"with its outputs pre-filled with {how} before the run: {problem.message}",
+        problem.bad_count,
+    )
 
 
 def hidden_run(
@@ -232,8 +245,10 @@ def after_timing(
     the outputs the last launch left (poisoned before it: unwritten elements)."""
     if checks is None:
         return OK
-    what = (f"of {timed_launches} timed launches (outputs poisoned before each, new input "
-            "values before each)")  # fmt: skip
+    what = (
+        f"of {timed_launches} timed launches (outputs poisoned before each, new input "
+        "values before each)"
+    )
     problem = read_launch(spec, case, checks.guards, where).finding
     if problem is OK:
         for index, reply in checks.sampled:

@@ -48,14 +48,24 @@ def case_launch(
             source = inputs.get(arg.name)
             offset = int((offsets or {}).get(arg.name, 0))
             if isinstance(source, Generated):
-                buffers.append(Buffer(arg.name, nbytes, dtype, generated=source,
-                                      is_input=is_input, offset=offset))  # fmt: skip
+                buffers.append(
+                    Buffer(
+                        arg.name, nbytes, dtype, generated=source, is_input=is_input, offset=offset
+                    )
+                )
             elif source is not None:
-                buffers.append(Buffer(arg.name, nbytes, dtype, data=source.tobytes(),
-                                      is_input=is_input, offset=offset))  # fmt: skip
+                buffers.append(
+                    Buffer(
+                        arg.name,
+                        nbytes,
+                        dtype,
+                        data=source.tobytes(),
+                        is_input=is_input,
+                        offset=offset,
+                    )
+                )
             elif fill and arg.name in fill:
-                buffers.append(Buffer(arg.name, nbytes, dtype, fill=fill[arg.name],
-                                      offset=offset))  # fmt: skip
+                buffers.append(Buffer(arg.name, nbytes, dtype, fill=fill[arg.name], offset=offset))
             else:
                 pattern = poison_pattern(dtype) if poison is None else random_poison(dtype, poison)
                 buffers.append(Buffer(arg.name, nbytes, dtype, poison=pattern, offset=offset))
@@ -125,8 +135,10 @@ def _case_problem(case: Case, facts: DeviceFacts, static_smem: int) -> str | Non
             return f"block.{axis} is {value}; CUDA allows 1 to {limit}"
     threads = case.block[0] * case.block[1] * case.block[2]
     if threads > facts.max_threads_per_block:
-        return (f"block has {threads} threads ({case.block[0]}x{case.block[1]}x{case.block[2]}); "
-                f"this GPU allows at most {facts.max_threads_per_block}")  # fmt: skip
+        return (
+            f"block has {threads} threads ({case.block[0]}x{case.block[1]}x{case.block[2]}); "
+            f"this GPU allows at most {facts.max_threads_per_block}"
+        )
     for axis, value, limit in zip(axes, case.grid, _GRID_DIMS, strict=True):
         if not 1 <= value <= limit:
             return f"grid.{axis} is {value}; it must be 1 to {limit}"
@@ -135,6 +147,8 @@ def _case_problem(case: Case, facts: DeviceFacts, static_smem: int) -> str | Non
     optin = facts.shared_per_block_optin
     if case.smem + static_smem > optin:
         static = f" + {static_smem} static" if static_smem else ""
-        return (f"smem is {case.smem} bytes{static}; this GPU allows at most {optin} bytes of "
-                "shared memory per block (opt-in maximum)")  # fmt: skip
+        return (
+            f"smem is {case.smem} bytes{static}; this GPU allows at most {optin} bytes of "
+            "shared memory per block (opt-in maximum)"
+        )
     return None

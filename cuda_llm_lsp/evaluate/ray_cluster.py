@@ -71,9 +71,12 @@ class GpuActor:
         return self.evaluator.benchmark(kernel, spec, **kwargs)
 
     def evaluate(
-        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec,
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
         kwargs: dict[str, Any],
-    ) -> EvalResult:  # fmt: skip
+    ) -> EvalResult:
         return self.evaluator.evaluate(baseline, candidate, spec, **kwargs)
 
     def cancel(self) -> None:
@@ -122,18 +125,28 @@ class RayEvaluator:
         return facts
 
     def benchmark(
-        self, kernel: KernelBinary, spec: TestSpec, *, spec_dir: Path | None = None,
+        self,
+        kernel: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
         seed: int | None = None,
-    ) -> EvalResult:  # fmt: skip
-        result: EvalResult = self._call("benchmark", kernel, spec,
-                                        {"spec_dir": spec_dir, "seed": seed})  # fmt: skip
+    ) -> EvalResult:
+        result: EvalResult = self._call(
+            "benchmark", kernel, spec, {"spec_dir": spec_dir, "seed": seed}
+        )
         return result
 
     def evaluate(
-        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec, *,
-        spec_dir: Path | None = None, seed: int | None = None,
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
         candidate_spec: TestSpec | None = None,
-    ) -> EvalResult:  # fmt: skip
+    ) -> EvalResult:
         kwargs = {"spec_dir": spec_dir, "seed": seed, "candidate_spec": candidate_spec}
         result: EvalResult = self._call("evaluate", baseline, candidate, spec, kwargs)
         return result
@@ -156,8 +169,15 @@ class RayEvaluator:
 
 def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
     e = ray.exceptions
-    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "NodeDiedError",
-             "WorkerCrashedError", "ObjectLostError", "OwnerDiedError")  # fmt: skip
+    names = (
+        "RayActorError",
+        "ActorDiedError",
+        "ActorUnavailableError",
+        "NodeDiedError",
+        "WorkerCrashedError",
+        "ObjectLostError",
+        "OwnerDiedError",
+    )
     return tuple(getattr(e, n) for n in names if hasattr(e, n))
 
 
@@ -182,9 +202,12 @@ def connect(address: str) -> Any:
 
 
 def ray_devices(
-    address: str, *, plan: Plan | None = None, launch_timeout_s: float = 5.0,
+    address: str,
+    *,
+    plan: Plan | None = None,
+    launch_timeout_s: float = 5.0,
     gpus: int | None = None,
-) -> list[Device]:  # fmt: skip
+) -> list[Device]:
     """One actor per GPU of the cluster (`gpus`: at most that many), each `num_gpus=1`."""
     ray = connect(address)
     total = int(ray.cluster_resources().get("GPU", 0))
@@ -218,9 +241,12 @@ def ray_devices(
 
 
 def ray_pool(
-    address: str, *, plan: Plan | None = None, launch_timeout_s: float = 5.0,
+    address: str,
+    *,
+    plan: Plan | None = None,
+    launch_timeout_s: float = 5.0,
     gpus: int | None = None,
-) -> GpuPool:  # fmt: skip
+) -> GpuPool:
     """A `GpuPool` of the cluster's GPUs; the actors start on first use. ValueError without
     Ray installed (checked without importing it)."""
     if importlib.util.find_spec("ray") is None:

@@ -143,5 +143,6 @@ def device_peaks(device: DeviceFacts) -> Peaks:
         return Peaks(None, None, False)
     per_sm_ghz = device.sm_count * device.clock_khz / 1e6
     bf16 = figures.bf16_flops_per_clock_per_sm
-    return Peaks(2 * figures.fp32_lanes_per_sm * per_sm_ghz, bf16 * per_sm_ghz if bf16 else None,
-                 False)  # fmt: skip
+    return Peaks(
+        2 * figures.fp32_lanes_per_sm * per_sm_ghz, bf16 * per_sm_ghz if bf16 else None, False
+    )

@@ -41,8 +41,9 @@ def sanitizer_path() -> str | None:
     return shutil.which("compute-sanitizer")
 
 
-def _requests(binary: KernelBinary, spec: TestSpec, cases: Sequence[Case], seed: int,
-              spec_dir: Path | None) -> list[Request]:  # fmt: skip
+def _requests(
+    binary: KernelBinary, spec: TestSpec, cases: Sequence[Case], seed: int, spec_dir: Path | None
+) -> list[Request]:
     reqs: list[Request] = [LoadRequest(binary.cubin, binary.entry)]
     for case in cases:
         inputs = host_inputs(spec, case, seed, spec_dir=spec_dir)  # the evaluator's values
@@ -82,15 +83,26 @@ def run_sanitizer(
             """The tool over `run_cases`: its report, "" when clean, None when out of time."""
             req_file = Path(tmp) / f"{name}.bin"
             write_requests(req_file, _requests(binary, spec, run_cases, seed, spec_dir))
-            cmd = [exe, "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
-                   *oneshot_command(req_file, device)]  # fmt: skip
+            cmd = [
+                exe,
+                "--tool",
+                tool,
+                "--error-exitcode",
+                "86",
+                "--print-limit",
+                "20",
+                *oneshot_command(req_file, device),
+            ]
             if tool == "racecheck":
                 cmd[3:3] = ["--racecheck-report", "hazard"]
             try:
                 proc = subprocess.run(
-                    cmd, capture_output=True, text=True, timeout=timeout_s,
+                    cmd,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout_s,
                     env=child_env({"PYTHONUNBUFFERED": "1"}),
-                )  # fmt: skip
+                )
             except subprocess.TimeoutExpired:
                 return None
             output = (proc.stdout + proc.stderr).strip()
@@ -119,11 +131,14 @@ def run_sanitizer(
                 if similar is not None:
                     found = run(tool, [similar], f"{tool}-class")
                     if found is not None:
-                        notes.append(f"a case of the timed case's shape class "
-                                     f"({similar.describe()})")  # fmt: skip
+                        notes.append(
+                            f"a case of the timed case's shape class ({similar.describe()})"
+                        )
             if found is None:
-                reports.append(f"{tool}: the timed case ({timed.describe()}) did not finish "
-                               f"within {timeout_s:.0f} s")  # fmt: skip
+                reports.append(
+                    f"{tool}: the timed case ({timed.describe()}) did not finish "
+                    f"within {timeout_s:.0f} s"
+                )
             elif found:
                 reports.append(found)
     names = ", ".join(tools)
@@ -131,14 +146,18 @@ def run_sanitizer(
         report = "\n\n".join(reports)
         first = next((ln for ln in report.splitlines()[1:] if ln.strip()), "")
         return EvalResult(
-            "sanitizer", f"compute-sanitizer ({names}) found problems: {first}", seed,
+            "sanitizer",
+            f"compute-sanitizer ({names}) found problems: {first}",
+            seed,
             sanitizer_report=report,
-        )  # fmt: skip
+        )
     also = f" (memcheck also on {'; '.join(notes)})" if notes else ""
     return EvalResult(
-        "ok", f"compute-sanitizer {names}: no errors on {len(cases)} case(s){also}", seed,
+        "ok",
+        f"compute-sanitizer {names}: no errors on {len(cases)} case(s){also}",
+        seed,
         sanitizer_report="",
-    )  # fmt: skip
+    )
 
 
 def shape_class_case(spec: TestSpec, case: Case, limit: int = MAX_CASE_BYTES) -> Case | None:

@@ -359,9 +359,18 @@ class CudaBackend(DeviceChecks):
         addresses = np.array([a.ctypes.data for a in keep], dtype=np.uint64)
         grid = device_checks.grid_for(n)
         result = self.d.cuLaunchKernel(
-            self._helper(name), grid, 1, 1, device_checks.BLOCK, 1, 1, 0, self.stream,
-            addresses.ctypes.data, 0,
-        )  # fmt: skip
+            self._helper(name),
+            grid,
+            1,
+            1,
+            device_checks.BLOCK,
+            1,
+            1,
+            0,
+            self.stream,
+            addresses.ctypes.data,
+            0,
+        )
         self.check(result, name)
         del keep, addresses  # (the launch has copied its parameters)
 
@@ -371,14 +380,25 @@ class CudaBackend(DeviceChecks):
         n = buf.nbytes // storage_dtype(buf.dtype).itemsize
         if not n:
             return
-        self._call("cl_generate", n, [
-            ("uint64", ptr), ("uint64", n), ("int32", DTYPE_CODES[buf.dtype]), ("int32", g.kind),
-            ("float64", g.a), ("float64", g.b), ("int64", g.lo), ("uint64", g.span),
-            ("uint64", g.key),
-        ])  # fmt: skip
+        self._call(
+            "cl_generate",
+            n,
+            [
+                ("uint64", ptr),
+                ("uint64", n),
+                ("int32", DTYPE_CODES[buf.dtype]),
+                ("int32", g.kind),
+                ("float64", g.a),
+                ("float64", g.b),
+                ("int64", g.lo),
+                ("uint64", g.span),
+                ("uint64", g.key),
+            ],
+        )
 
-    def _keep(self, name: str | None, buffers: Sequence[Buffer], placed: Placed,
-              outputs: Sequence[str]) -> None:  # fmt: skip
+    def _keep(
+        self, name: str | None, buffers: Sequence[Buffer], placed: Placed, outputs: Sequence[str]
+    ) -> None:
         """Copy `outputs` into host memory as the run `name` (replacing one of that name); the
         device allocations are scrubbed when the run releases them."""
         if name is None:
@@ -388,8 +408,10 @@ class CudaBackend(DeviceChecks):
             if buf.name in outputs:
                 host = np.empty(buf.nbytes, dtype=np.uint8)
                 if buf.nbytes:
-                    self.check(self.d.cuMemcpyDtoH(host.ctypes.data, placed.ptrs[buf.name],
-                                                   buf.nbytes), "cuMemcpyDtoH")  # fmt: skip
+                    self.check(
+                        self.d.cuMemcpyDtoH(host.ctypes.data, placed.ptrs[buf.name], buf.nbytes),
+                        "cuMemcpyDtoH",
+                    )
                 kept[buf.name] = host
         self.kept[name] = kept
 
@@ -490,8 +512,17 @@ class CudaBackend(DeviceChecks):
                 placed = self._place(launch.buffers, GUARD_BYTES, checked=False)
                 placements.append(placed)
                 params, keep = self._params(launch.params, placed.ptrs)
-                rotations.append(_Rotation(self, k, placed, partial(self._launch, fn, launch,
-                                           params), keep, plan.batch, extra))  # fmt: skip
+                rotations.append(
+                    _Rotation(
+                        self,
+                        k,
+                        placed,
+                        partial(self._launch, fn, launch, params),
+                        keep,
+                        plan.batch,
+                        extra,
+                    )
+                )
             counter = [0]
 
             def flush() -> None:
@@ -608,9 +639,16 @@ class _Rotation:
     in reference set r, and their buffers are copied aside after the launch's end event, to be
     checked once the timing is over. Every launch's `out` buffers are poisoned before it."""
 
-    def __init__(self, backend: CudaBackend, kernel: TimedKernel, placed: Placed,
-                 launch: Callable[[], None], keep: Any, batch: int,
-                 extra: list[tuple[int, int]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        backend: CudaBackend,
+        kernel: TimedKernel,
+        placed: Placed,
+        launch: Callable[[], None],
+        keep: Any,
+        batch: int,
+        extra: list[tuple[int, int]],
+    ) -> None:
         self.b, self.k, self.placed, self.launch, self.keep = backend, kernel, placed, launch, keep
         self.extra = extra
         buffers = kernel.launch.buffers
@@ -642,13 +680,21 @@ class _Rotation:
                 own = self._alloc(buf.nbytes)
                 backend._copy_async(own, placed.ptrs[buf.name], buf.nbytes)
                 self.data_sources[buf.name] = [own] + [made[buf.name] for made in self.sets]
-        self.positions = {r * batch + secrets.randbelow(max(batch, 1)): r
-                          for r in range(len(self.sets))} if kernel.checks else {}  # fmt: skip
+        self.positions = (
+            {r * batch + secrets.randbelow(max(batch, 1)): r for r in range(len(self.sets))}
+            if kernel.checks
+            else {}
+        )
         # where each sampled launch's buffers are copied, allocated now (not inside the timing)
-        snapped = [buf for buf in buffers if buf.is_input or buf.name in
-                   (kernel.checks.outputs if kernel.checks else ())]  # fmt: skip
-        self.spare = {index: {buf.name: self._alloc(buf.nbytes) for buf in snapped}
-                      for index in self.positions}  # fmt: skip
+        snapped = [
+            buf
+            for buf in buffers
+            if buf.is_input or buf.name in (kernel.checks.outputs if kernel.checks else ())
+        ]
+        self.spare = {
+            index: {buf.name: self._alloc(buf.nbytes) for buf in snapped}
+            for index in self.positions
+        }
         self.snapshots: dict[int, dict[str, int]] = {}
         self.launches = 0  # warm-up included: the fresh keys' counter
         self.timed = 0
@@ -675,8 +721,7 @@ class _Rotation:
                     b._generate(ptrs[buf.name], buf, fresh)
                 else:
                     sources = self.data_sources[buf.name]
-                    b._copy_async(ptrs[buf.name], sources[self.launches % len(sources)],
-                                  buf.nbytes)  # fmt: skip
+                    b._copy_async(ptrs[buf.name], sources[self.launches % len(sources)], buf.nbytes)
         for ptr, nbytes, pattern, source in self.poison:
             b._poison_async(ptr, nbytes, pattern, source)
 
@@ -703,10 +748,13 @@ class _Rotation:
         for index, snap in sorted(self.snapshots.items()):
             r = self.positions[index]
             made = self.sets[r]
-            placed = Placed(0, True, ptrs=snap, pristine={
-                buf.name: made[buf.name] for buf in buffers if buf.is_input})  # fmt: skip
-            against = Checks(checks.outputs, checks.rtol, checks.atol,
-                             against=(self.k.refs[r][1],))  # fmt: skip
+            placed = Placed(
+                0,
+                True,
+                ptrs=snap,
+                pristine={buf.name: made[buf.name] for buf in buffers if buf.is_input},
+            )
+            against = Checks(checks.outputs, checks.rtol, checks.atol, against=(self.k.refs[r][1],))
             sampled.append((index, b._check(buffers, placed, against)))
         return TimedChecks(guards, last, tuple(sampled))
 

@@ -157,20 +157,45 @@ class DeviceChecks:
             got, n = placed.ptrs[buf.name], buf.nbytes // storage_dtype(buf.dtype).itemsize
             output = partial(OutputCheck, name=buf.name, got=got, n=n, dtype=buf.dtype)
             if buf.poison is not None:
-                plan.add(output(kind="unwritten", ref="", expected=0, poison=_poison_value(buf),
-                                rtol=checks.rtol, atol=checks.atol,
-                                slot=plan.slot(OutputCheck)))  # fmt: skip
+                plan.add(
+                    output(
+                        kind="unwritten",
+                        ref="",
+                        expected=0,
+                        poison=_poison_value(buf),
+                        rtol=checks.rtol,
+                        atol=checks.atol,
+                        slot=plan.slot(OutputCheck),
+                    )
+                )
             if checks.finite and is_float(buf.dtype):
-                plan.add(output(kind="finite", ref="", expected=got, poison=NO_MATCH, rtol=0.0,
-                                atol=-1.0, slot=plan.slot(OutputCheck)))  # fmt: skip
+                plan.add(
+                    output(
+                        kind="finite",
+                        ref="",
+                        expected=got,
+                        poison=NO_MATCH,
+                        rtol=0.0,
+                        atol=-1.0,
+                        slot=plan.slot(OutputCheck),
+                    )
+                )
             for ref in checks.against:
                 expected = self._upload_kept(ref, buf, scratch)
                 if expected is not None:
                     floor = scale_tolerance(buf.dtype, checks.rtol, checks.atol)
-                    plan.add(output(kind="compare", ref=ref, expected=expected,
-                                    poison=_poison_value(buf), rtol=checks.rtol,
-                                    atol=checks.atol, slot=plan.slot(OutputCheck),
-                                    scale_tol=floor))  # fmt: skip
+                    plan.add(
+                        output(
+                            kind="compare",
+                            ref=ref,
+                            expected=expected,
+                            poison=_poison_value(buf),
+                            rtol=checks.rtol,
+                            atol=checks.atol,
+                            slot=plan.slot(OutputCheck),
+                            scale_tol=floor,
+                        )
+                    )
         return plan
 
     def _upload_kept(self, ref: str, buf: Buffer, scratch: list[tuple[int, int]]) -> int | None:
@@ -228,9 +253,11 @@ class DeviceChecks:
                     guards[check.name] = GuardSummary(slots.changed, first, guard=check.nbytes)
                 else:
                     guards[check.name] = replace(
-                        guards[check.name], back_changed=slots.changed, back_first=first,
+                        guards[check.name],
+                        back_changed=slots.changed,
+                        back_first=first,
                         back_last=slots.last,
-                    )  # fmt: skip
+                    )
             elif isinstance(check, InputCheck):
                 assert isinstance(slots, ChangedSlots)
                 changed[check.name] = self._change_summary(check, slots)

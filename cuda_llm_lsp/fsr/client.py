@@ -102,8 +102,9 @@ def _fenced_blocks(text: str) -> list[_Block]:
         mark = re.escape(fence[0])
         closing = re.compile(rf"^[ \t]*{mark}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
         # a fence closing the code's last line (`}```): the code ends before it
-        trailing = re.compile(rf"(?<=[^\s{mark}])[ \t]*{mark}{{{len(fence)},}}[ \t]*$",
-                              re.MULTILINE)  # fmt: skip
+        trailing = re.compile(
+            rf"(?<=[^\s{mark}])[ \t]*{mark}{{{len(fence)},}}[ \t]*$", re.MULTILINE
+        )
         ends = [m for m in (closing.search(text, start), trailing.search(text, start)) if m]
         if not ends:
             blocks.append(_Block(lang, text[start:], closed=False))
@@ -186,10 +187,13 @@ def _with_helpers(blocks: list[_Block], chosen: int, since: int) -> str:
     `main`, `cudaMalloc`) never joins."""
     kernel_code = blocks[chosen].body.strip("\n")
     candidates = [
-        i for i in range(since, len(blocks))
-        if i != chosen and _is_device_code(blocks[i]) and blocks[i].closed
+        i
+        for i in range(since, len(blocks))
+        if i != chosen
+        and _is_device_code(blocks[i])
+        and blocks[i].closed
         and not _kernels_defined(blocks[i].body)
-    ]  # fmt: skip
+    ]
     joined: set[int] = set()
     has_includes = re.search(r"^[ \t]*#[ \t]*include\b", kernel_code, re.MULTILINE) is not None
     used_text = _code_only(kernel_code)

@@ -61,16 +61,31 @@ class GpuLane:
         GPU the call was given, and again if it is re-run elsewhere after losing that GPU."""
         own: dict[str, TestSpec] = {"candidate_spec": candidate_spec} if candidate_spec else {}
         if self.pool is None or on_gpu is None:
-            return await self.call(self.evaluator.evaluate, baseline, candidate, spec,
-                                   spec_dir=spec_dir, seed=seed, **own)  # fmt: skip
+            return await self.call(
+                self.evaluator.evaluate,
+                baseline,
+                candidate,
+                spec,
+                spec_dir=spec_dir,
+                seed=seed,
+                **own,
+            )
         loop = asyncio.get_running_loop()
         hear = on_gpu
 
         def heard(gpu: GpuId) -> None:
             loop.call_soon_threadsafe(hear, gpu.label)
 
-        return await self.call(self.pool.evaluate, baseline, candidate, spec, spec_dir=spec_dir,
-                               seed=seed, on_device=heard, **own)  # fmt: skip
+        return await self.call(
+            self.pool.evaluate,
+            baseline,
+            candidate,
+            spec,
+            spec_dir=spec_dir,
+            seed=seed,
+            on_device=heard,
+            **own,
+        )
 
     @property
     def busy(self) -> bool:

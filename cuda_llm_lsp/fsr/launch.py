@@ -53,24 +53,30 @@ class LaunchRule:
     def notice(self) -> str:
         """The run's first word on the launch (CLI, JSON, LSP progress)."""
         if self.allowed:
-            return ("launch: candidates may choose their own grid, block and shared memory "
-                    f"(original {self.original.describe()})")  # fmt: skip
+            return (
+                "launch: candidates may choose their own grid, block and shared memory "
+                f"(original {self.original.describe()})"
+            )
         return f"launch: fixed to the original ({self.original.describe()}): {self.fixed_reason}"
 
     def fixed_launch_message(self) -> str:
         """The `bad_launch` message of a candidate with a launch block while the launch is
         fixed: it was written for a launch it would not get."""
-        return (f"the reply carries a `@cuda-llm launch` block, but the launch is fixed for this "
-                f"run ({self.fixed_reason}): the kernel must work with the original launch "
-                f"({self.original.describe()}); write it for that launch, without a launch "
-                "block")  # fmt: skip
+        return (
+            f"the reply carries a `@cuda-llm launch` block, but the launch is fixed for this "
+            f"run ({self.fixed_reason}): the kernel must work with the original launch "
+            f"({self.original.describe()}); write it for that launch, without a launch "
+            "block"
+        )
 
     def prompt_text(self) -> str:
         """The task's paragraph on the launch configuration."""
         if not self.allowed:
             why = f" ({self.reason})" if self.reason else ""
-            return (f"Launch: keep the original launch configuration ({self.original.describe()})"
-                    f"{why}; do not add a `@cuda-llm launch` block.")  # fmt: skip
+            return (
+                f"Launch: keep the original launch configuration ({self.original.describe()})"
+                f"{why}; do not add a `@cuda-llm launch` block."
+            )
         names = ", ".join(self.sizes) or "(none)"
         return (
             "Launch: you may choose your own grid, block and dynamic shared memory (the original "
@@ -107,9 +113,11 @@ def launch_rule(policy: str, file_text: str, spec: TestSpec) -> LaunchRule:
     if rewrite.safe:
         return LaunchRule(True, "", original, sizes)
     if not rewrite.refusals or all(r.reason == "no_site" for r in rewrite.refusals):
-        reason = ("the file has no launch site of the kernel: it is launched from elsewhere, "
-                  "where a changed launch cannot follow (--launch free / cudaLlm.launch "
-                  "\"free\" allows it when the spec's launch is the only one)")  # fmt: skip
+        reason = (
+            "the file has no launch site of the kernel: it is launched from elsewhere, "
+            "where a changed launch cannot follow (--launch free / cudaLlm.launch "
+            '"free" allows it when the spec\'s launch is the only one)'
+        )
     else:
         reason = "a launch site of the kernel cannot be rewritten safely: " + "; ".join(
             r.message for r in rewrite.refusals[:3]

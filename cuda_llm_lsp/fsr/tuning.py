@@ -62,9 +62,16 @@ def own_tuning(
     spec = baseline.spec
     if launch.tunables is None or launch.tunables is spec.tunables:
         return None
-    return TuneRequest(request.file_text, request.kernel, spec, request.settings, request.path,
-                       kernel_source=text, tuned_spec=launch.applied_to(spec),
-                       baseline=baseline.binary)  # fmt: skip
+    return TuneRequest(
+        request.file_text,
+        request.kernel,
+        spec,
+        request.settings,
+        request.path,
+        kernel_source=text,
+        tuned_spec=launch.applied_to(spec),
+        baseline=baseline.binary,
+    )
 
 
 def options_for(config: OptimizeConfig, seed: int, remaining_s: float | None) -> TuneOptions | None:
@@ -162,15 +169,23 @@ async def tune_candidate(
     config: dict[str, int] = dict(tunables.default)
     if options is not None:
         build = configured_builder(toolchain, tune, baseline.arch)
-        result = await lane.call(tune_kernel, tune, lane.evaluator, options, build=build,
-                                 on_progress=on_progress, on_planned=on_planned,
-                                 cancel=cancel)  # fmt: skip
+        result = await lane.call(
+            tune_kernel,
+            tune,
+            lane.evaluator,
+            options,
+            build=build,
+            on_progress=on_progress,
+            on_planned=on_planned,
+            cancel=cancel,
+        )
         if result.stopped == "cancelled":
             raise EvaluationCancelled("tuning cancelled")
         if result.best is None and not cut_short(result):
             status, message = failure(result)
-            return TunedCandidate(status, message, source, launch, None, None, None,
-                                  summary(result))  # fmt: skip
+            return TunedCandidate(
+                status, message, source, launch, None, None, None, summary(result)
+            )
         if result.best is not None:
             config = dict(result.best.config)
     text = pinned_source(tune, config)
@@ -179,17 +194,22 @@ async def tune_candidate(
     pinned = re.sub(r"(?m)^[ \t]+$", "", clean_candidate(text, request.file_text)).lstrip("\n")
     own = resolved_launch(launch, config)
     tuning = summary(result) if result is not None else None
-    binary = await build_candidate(toolchain, request, pinned, instance=baseline.spec.instance,
-                                   arch=baseline.arch)  # fmt: skip
+    binary = await build_candidate(
+        toolchain, request, pinned, instance=baseline.spec.instance, arch=baseline.arch
+    )
     if not isinstance(binary, KernelBinary):
-        message = (f"with {describe(config)} written in as its defaults it does not build: "
-                   f"{binary.message}")  # fmt: skip
+        message = (
+            f"with {describe(config)} written in as its defaults it does not build: "
+            f"{binary.message}"
+        )
         return TunedCandidate(binary.status, message, pinned, own, None, None, None, tuning)
     if result is None or result.best is None:  # its default's figures stand
         return TunedCandidate("ok", "", pinned, own, binary, None, None, tuning)
     best = result.best
-    message = (f"{best.speedup:.2f}x with {describe(config)} (tuned: {len(result.measured)} "
-               "configuration(s))")  # fmt: skip
+    message = (
+        f"{best.speedup:.2f}x with {describe(config)} (tuned: {len(result.measured)} "
+        "configuration(s))"
+    )
     return TunedCandidate("ok", message, pinned, own, binary, best.ms, best.speedup, tuning)
 
 

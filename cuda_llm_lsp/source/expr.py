@@ -282,8 +282,13 @@ class _Compare(Expr):
         a = self.left.evaluate(env)
         b = self.right.evaluate(env)
         result = {
-            "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
-        }[self.op]  # fmt: skip
+            "<": a < b,
+            "<=": a <= b,
+            ">": a > b,
+            ">=": a >= b,
+            "==": a == b,
+            "!=": a != b,
+        }[self.op]
         return 1 if result else 0
 
 

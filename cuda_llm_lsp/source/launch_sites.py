@@ -40,33 +40,73 @@ RefusalReason = Literal[
 ]
 
 #: Launch APIs that take the kernel as a value: their configuration is not ours to rewrite.
-LAUNCH_APIS = frozenset({
-    "cudaLaunchKernel", "cudaLaunchKernelEx", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
-    "cudaLaunchCooperativeKernelMultiDevice", "cuLaunchKernel", "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel", "cudaGraphAddKernelNode", "cudaGraphKernelNodeSetParams",
-})  # fmt: skip
+LAUNCH_APIS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelEx",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cudaLaunchCooperativeKernelMultiDevice",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cudaGraphAddKernelNode",
+        "cudaGraphKernelNodeSetParams",
+    }
+)
 #: Runtime calls that take the kernel without launching it (attributes, occupancy queries).
-NON_LAUNCHING_APIS = frozenset({
-    "cudaFuncSetAttribute", "cudaFuncGetAttributes", "cudaFuncSetCacheConfig",
-    "cudaFuncSetSharedMemConfig", "cudaFuncGetName",
-    "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cudaOccupancyMaxPotentialBlockSize",
-    "cudaOccupancyMaxPotentialBlockSizeVariableSMem", "cudaOccupancyMaxPotentialBlockSizeWithFlags",
-    "cudaOccupancyAvailableDynamicSMemPerBlock", "cudaOccupancyMaxActiveClusters",
-})  # fmt: skip
+NON_LAUNCHING_APIS = frozenset(
+    {
+        "cudaFuncSetAttribute",
+        "cudaFuncGetAttributes",
+        "cudaFuncSetCacheConfig",
+        "cudaFuncSetSharedMemConfig",
+        "cudaFuncGetName",
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+        "cudaOccupancyMaxPotentialBlockSize",
+        "cudaOccupancyMaxPotentialBlockSizeVariableSMem",
+        "cudaOccupancyMaxPotentialBlockSizeWithFlags",
+        "cudaOccupancyAvailableDynamicSMemPerBlock",
+        "cudaOccupancyMaxActiveClusters",
+    }
+)
 #: Dynamic shared memory a launch may use without opting in (`cudaFuncSetAttribute`).
 DEFAULT_SMEM_LIMIT = 48 * 1024
 
 # Expressions evaluated twice when they are repeated in a configuration: only these node types,
 # none of which changes anything (no call, assignment, increment, `new`, comma, lambda).
-_PURE_NODES = frozenset({
-    "identifier", "field_identifier", "number_literal", "char_literal", "true", "false", "this",
-    "null", "nullptr", "parenthesized_expression", "binary_expression", "unary_expression",
-    "pointer_expression", "field_expression", "subscript_expression", "cast_expression",
-    "conditional_expression", "sizeof_expression", "qualified_identifier", "namespace_identifier",
-    "type_descriptor", "primitive_type", "type_identifier", "sized_type_specifier",
-    "type_qualifier", "abstract_pointer_declarator", "comment",
-})  # fmt: skip
+_PURE_NODES = frozenset(
+    {
+        "identifier",
+        "field_identifier",
+        "number_literal",
+        "char_literal",
+        "true",
+        "false",
+        "this",
+        "null",
+        "nullptr",
+        "parenthesized_expression",
+        "binary_expression",
+        "unary_expression",
+        "pointer_expression",
+        "field_expression",
+        "subscript_expression",
+        "cast_expression",
+        "conditional_expression",
+        "sizeof_expression",
+        "qualified_identifier",
+        "namespace_identifier",
+        "type_descriptor",
+        "primitive_type",
+        "type_identifier",
+        "sized_type_specifier",
+        "type_qualifier",
+        "abstract_pointer_declarator",
+        "comment",
+    }
+)
 _WRITES = frozenset({"update_expression", "assignment_expression"})
 _LOOPS = frozenset({"for_statement", "for_range_loop", "while_statement", "do_statement"})
 _INTEGER_TYPES = re.compile(
@@ -271,8 +311,12 @@ class _Scan:
             arguments = call.child_by_field_name("arguments")
             args = tuple(self.src(a) for a in _items(arguments)) if arguments else ()
             config = tuple(self.src(c) for c in _items(node))
-            site = LaunchSite(" ".join(self.src(callee).split()), self.span(
-                node.start_byte, node.end_byte), config, args)  # fmt: skip
+            site = LaunchSite(
+                " ".join(self.src(callee).split()),
+                self.span(node.start_byte, node.end_byte),
+                config,
+                args,
+            )
             yield site, node
 
     def other_uses(self) -> Iterator[SiteRefusal]:
@@ -298,11 +342,15 @@ class _Scan:
 
     def _value_use(self, node: Node) -> SiteRefusal | None:
         while node.parent is not None and (
-            (node.parent.type == "template_function"
-             and node.parent.child_by_field_name("name") == node)
-            or (node.parent.type == "qualified_identifier"
-                and node.parent.child_by_field_name("name") == node)
-        ):  # fmt: skip
+            (
+                node.parent.type == "template_function"
+                and node.parent.child_by_field_name("name") == node
+            )
+            or (
+                node.parent.type == "qualified_identifier"
+                and node.parent.child_by_field_name("name") == node
+            )
+        ):
             node = node.parent  # `k<float>`, `ns::k`: the whole name
         parent = node.parent
         if parent is None or parent.type == "function_declarator":
@@ -488,8 +536,9 @@ class _Scan:
             and d.type == "identifier"
             and self.src(d) == name
         ]
-        mentions = [n for n in walk_nodes(function) if n.type == "identifier"
-                    and self.src(n) == name]  # fmt: skip
+        mentions = [
+            n for n in walk_nodes(function) if n.type == "identifier" and self.src(n) == name
+        ]
         if len(declarators) != 1 or len(mentions) != 2:
             return None
         declarator = declarators[0]
@@ -506,8 +555,11 @@ class _Scan:
                 break
             if ancestor.type in _LOOPS:
                 return None
-        kind = " ".join(self.src(c) for c in declaration.children[:-1]
-                        if c.type != "init_declarator" and c.type != ",")  # fmt: skip
+        kind = " ".join(
+            self.src(c)
+            for c in declaration.children[:-1]
+            if c.type != "init_declarator" and c.type != ","
+        )
         if "constexpr" in kind or "static" in kind or not _INTEGER_TYPES.match(kind.strip()):
             return None
         identifiers: set[str] = set()

@@ -24,13 +24,26 @@ from cuda_llm_lsp.source.kernels import Offsets, node_text, parse_tree
 DefinitionKind = Literal["macro", "function_macro", "function", "variable", "type"]
 
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*\Z")
-_LITERALS = frozenset({
-    "string_literal", "char_literal", "raw_string_literal", "number_literal",
-    "system_lib_string", "concatenated_string", "user_defined_literal",
-})  # fmt: skip
-_CONDITIONALS = frozenset({
-    "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef",
-})  # fmt: skip
+_LITERALS = frozenset(
+    {
+        "string_literal",
+        "char_literal",
+        "raw_string_literal",
+        "number_literal",
+        "system_lib_string",
+        "concatenated_string",
+        "user_defined_literal",
+    }
+)
+_CONDITIONALS = frozenset(
+    {
+        "preproc_if",
+        "preproc_ifdef",
+        "preproc_else",
+        "preproc_elif",
+        "preproc_elifdef",
+    }
+)
 _At = Callable[[int], int]  # a byte offset of the parsed data as a character offset of the text
 _DEVICE_MARKS = frozenset({"__device__", "__global__", "__constant__", "__shared__", "__managed__"})
 _PP_TOKEN = re.compile(
@@ -111,9 +124,16 @@ def read_names(text: str) -> Names:
             blocks.append(_whole_lines(text, at(node.start_byte), at(node.end_byte)))
         if kind in ("preproc_def", "preproc_function_def"):
             definitions.append(_macro(node, text, at))
-        elif kind in ("function_definition", "declaration", "struct_specifier", "class_specifier",
-                      "union_specifier", "enum_specifier", "type_definition",
-                      "alias_declaration"):  # fmt: skip
+        elif kind in (
+            "function_definition",
+            "declaration",
+            "struct_specifier",
+            "class_specifier",
+            "union_specifier",
+            "enum_specifier",
+            "type_definition",
+            "alias_declaration",
+        ):
             definitions.extend(_definitions(node, text, at))
         if kind == "comment":
             skip_until = node.end_byte
@@ -150,9 +170,14 @@ def lex(body: str, base: int = 0) -> list[Token]:
         prev = out[-1].text if out else ""
         scoped = prev == "::" and len(out) > 1 and out[-2].ident
         out.append(
-            Token(text, base + match.start(), base + match.end(), group == "ident",
-                  member=prev in (".", "->") or scoped)
-        )  # fmt: skip
+            Token(
+                text,
+                base + match.start(),
+                base + match.end(),
+                group == "ident",
+                member=prev in (".", "->") or scoped,
+            )
+        )
     return out
 
 
@@ -209,14 +234,19 @@ def _leaf(node: Node, text: str, at: _At) -> Token:
     )
     tested = parent is not None and (
         parent.type == "preproc_defined"
-        or (parent.type in ("preproc_ifdef", "preproc_elifdef")
-            and parent.child_by_field_name("name") == node)
-    )  # fmt: skip
+        or (
+            parent.type in ("preproc_ifdef", "preproc_elifdef")
+            and parent.child_by_field_name("name") == node
+        )
+    )
     return Token(
-        value, at(node.start_byte), at(node.end_byte),
+        value,
+        at(node.start_byte),
+        at(node.end_byte),
         ident=node.type not in _LITERALS and bool(_IDENT.match(value)),
-        member=member, tested=tested,
-    )  # fmt: skip
+        member=member,
+        tested=tested,
+    )
 
 
 def _directive(arg: Node, data: bytes) -> str:
@@ -231,23 +261,34 @@ def _macro(node: Node, text: str, at: _At) -> Definition:
     params = node.child_by_field_name("parameters")
     value = node.child_by_field_name("value")
     body = lex(text[at(value.start_byte) : at(value.end_byte)]) if value is not None else []
-    param_names = tuple(
-        text[at(p.start_byte) : at(p.end_byte)] for p in params.named_children
-    ) if params is not None else ()  # fmt: skip
+    param_names = (
+        tuple(text[at(p.start_byte) : at(p.end_byte)] for p in params.named_children)
+        if params is not None
+        else ()
+    )
     kind: DefinitionKind = "function_macro" if node.type == "preproc_function_def" else "macro"
     start, end = _whole_lines(text, at(node.start_byte), at(node.end_byte))
     name_text = text[at(name.start_byte) : at(name.end_byte)] if name is not None else ""
     return Definition(
-        name_text, kind, start, end, (), _conditional(node), True, param_names,
+        name_text,
+        kind,
+        start,
+        end,
+        (),
+        _conditional(node),
+        True,
+        param_names,
         tuple(t.text for t in body),
-    )  # fmt: skip
+    )
 
 
 def _definitions(node: Node, text: str, at: _At) -> list[Definition]:
     """The names a top-level function, declaration or type defines (none when nested)."""
     outer = node
-    while outer.parent is not None and outer.parent.type in ("template_declaration",
-                                                              "linkage_specification"):  # fmt: skip
+    while outer.parent is not None and outer.parent.type in (
+        "template_declaration",
+        "linkage_specification",
+    ):
         outer = outer.parent
     parent = outer.parent
     while parent is not None and parent.type in (*_CONDITIONALS, "declaration_list"):
@@ -258,9 +299,11 @@ def _definitions(node: Node, text: str, at: _At) -> list[Definition]:
         parent = parent.parent
     if parent is None or parent.type not in ("translation_unit", "linkage_specification"):
         return []
-    if node.type.endswith("_specifier") and node.parent is not None and node.parent.type in (
-        "declaration", "type_definition", "function_definition"
-    ):  # fmt: skip
+    if (
+        node.type.endswith("_specifier")
+        and node.parent is not None
+        and node.parent.type in ("declaration", "type_definition", "function_definition")
+    ):
         return []  # `struct S {...} s;` is read through its declaration
     start, end = _whole_lines(text, at(outer.start_byte), at(outer.end_byte))
     marks = {text[at(c.start_byte) : at(c.end_byte)] for c in node.children}

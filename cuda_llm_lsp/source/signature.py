@@ -54,18 +54,26 @@ def signature_problem(original: Kernel, candidate: Kernel) -> str | None:
     """None when `candidate` can be called as `original` is, else what differs (for the model)."""
     a, b = abi_signature(original), abi_signature(candidate)
     if len(a) != len(b):
-        return (f"{original.name} must keep its {len(a)} parameters ({_sig(original.params)}); "
-                f"the candidate has {len(b)} ({_sig(candidate.params)})")  # fmt: skip
+        return (
+            f"{original.name} must keep its {len(a)} parameters ({_sig(original.params)}); "
+            f"the candidate has {len(b)} ({_sig(candidate.params)})"
+        )
     for (ta, na), (tb, nb), pb in zip(a, b, candidate.params, strict=True):
         if (ta, na) != (tb, nb):
-            return (f"parameter `{ta} {na}` became `{pb.c_type} {pb.name}`: {original.name} must "
-                    f"keep its signature ({_sig(original.params)})")  # fmt: skip
+            return (
+                f"parameter `{ta} {na}` became `{pb.c_type} {pb.name}`: {original.name} must "
+                f"keep its signature ({_sig(original.params)})"
+            )
     if original.template_params != candidate.template_params:
-        return (f"template parameters changed from <{', '.join(original.template_params)}> to "
-                f"<{', '.join(candidate.template_params)}>")  # fmt: skip
+        return (
+            f"template parameters changed from <{', '.join(original.template_params)}> to "
+            f"<{', '.join(candidate.template_params)}>"
+        )
     if candidate.is_extern_c and not original.is_extern_c:
-        return (f'the candidate declares {original.name} extern "C" and the original does not: '
-                "that changes the symbol host code calls; keep the original's linkage")  # fmt: skip
+        return (
+            f'the candidate declares {original.name} extern "C" and the original does not: '
+            "that changes the symbol host code calls; keep the original's linkage"
+        )
     return None
 
 

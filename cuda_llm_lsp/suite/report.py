@@ -189,17 +189,21 @@ def tuning_table(rows: Sequence[KernelRow]) -> str:
         if not r.tuned:
             continue
         config = _cell(r.tuned_config or r.tuned_note or "-")
-        lines.append(f"| {_cell(r.kernel)} | {_ms(r.untuned_ms)} | {_ms(r.tuned_ms)} | "
-                     f"{_x(r.tuned_speedup)} | {config} | {r.tuned_points} | "
-                     f"{_x(r.tuned_spread)} |")  # fmt: skip
+        lines.append(
+            f"| {_cell(r.kernel)} | {_ms(r.untuned_ms)} | {_ms(r.tuned_ms)} | "
+            f"{_x(r.tuned_speedup)} | {config} | {r.tuned_points} | "
+            f"{_x(r.tuned_spread)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def launch_table(rows: Sequence[KernelRow]) -> str:
     """The spec's launch against the winner's own, for winners that changed it."""
     lines = ["| kernel | spec's launch | winner's launch |", "|---|---|---|"]
-    lines += [f"| `{_cell(r.kernel)}` | `{_cell(r.original_launch)}` | `{_cell(r.launch)}` |"
-              for r in rows]  # fmt: skip
+    lines += [
+        f"| `{_cell(r.kernel)}` | `{_cell(r.original_launch)}` | `{_cell(r.launch)}` |"
+        for r in rows
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -268,8 +272,9 @@ def markdown(report: SuiteReport, chart_name: str | None = "chart.png") -> str:
     failing = [r for r in rows if not r.correct]
     if failing:
         parts.append("## Problems\n")
-        parts.extend(f"- `{r.kernel}` ({r.file}): {r.status}: {_cell(r.message)[:400]}"
-                     for r in failing)  # fmt: skip
+        parts.extend(
+            f"- `{r.kernel}` ({r.file}): {r.status}: {_cell(r.message)[:400]}" for r in failing
+        )
         parts.append("")
     vendor_notes: dict[str, list[str]] = {}
     for r in rows:
@@ -278,8 +283,10 @@ def markdown(report: SuiteReport, chart_name: str | None = "chart.png") -> str:
     if report.notes or vendor_notes:
         parts.append("## Notes\n")
         parts.extend(f"- {n}" for n in report.notes)
-        parts.extend(f"- ¹ no vendor timing for {', '.join(ks)}: {_cell(note)}"
-                     for note, ks in vendor_notes.items())  # fmt: skip
+        parts.extend(
+            f"- ¹ no vendor timing for {', '.join(ks)}: {_cell(note)}"
+            for note, ks in vendor_notes.items()
+        )
         parts.append("")
     return "\n".join(p for p in parts if p is not None) + "\n"
 
@@ -328,8 +335,13 @@ def write_chart(report: SuiteReport, path: Path) -> Path:
         ax1.set_yscale("log")
     for bar, value in zip(bars, speed, strict=True):
         if value > 0:
-            ax1.annotate(f"{value:.2f}×", (bar.get_x() + bar.get_width() / 2, value),
-                         ha="center", va="bottom", fontsize=7)  # fmt: skip
+            ax1.annotate(
+                f"{value:.2f}×",
+                (bar.get_x() + bar.get_width() / 2, value),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     ax1.set_ylabel("speedup (baseline / best)\ngreen: accepted candidate")
     ax1.set_title(f"Kernel suite on {report.device or 'GPU'}")
     width = 0.4

@@ -174,9 +174,11 @@ class SuiteRunner:
 
         def one(i: int, item: SuiteKernel) -> KernelRow:
             if opts.deadline_s is not None and time.monotonic() - started > opts.deadline_s:
-                row = replace(_base_row(item), status="skipped",
-                              message=f"not run: the suite's deadline of {opts.deadline_s:g} s "
-                              "was reached")  # fmt: skip
+                row = replace(
+                    _base_row(item),
+                    status="skipped",
+                    message=f"not run: the suite's deadline of {opts.deadline_s:g} s was reached",
+                )
                 self.on_progress(Progress(i, total, item.kernel.name, "done", row))
                 return row
             self.on_progress(Progress(i, total, item.kernel.name, "bench"))
@@ -185,8 +187,9 @@ class SuiteRunner:
             except NoGpuError:
                 raise
             except Exception as exc:  # one broken kernel never stops the suite
-                row = replace(_base_row(item), status="error",
-                              message=f"{type(exc).__name__}: {exc}")  # fmt: skip
+                row = replace(
+                    _base_row(item), status="error", message=f"{type(exc).__name__}: {exc}"
+                )
             self.on_progress(Progress(i, total, item.kernel.name, "done", row))
             return row
 
@@ -312,8 +315,9 @@ class SuiteRunner:
         overrides: dict[str, object] = {"sanitize_winner": opts.sanitize, "profile": False}
         if recording is not None:
             where, rounds, candidates = recording
-            overrides.update(replay_dir=str(where), rounds=rounds, candidates=candidates,
-                             patience=rounds)  # fmt: skip
+            overrides.update(
+                replay_dir=str(where), rounds=rounds, candidates=candidates, patience=rounds
+            )
         else:
             overrides.update(rounds=opts.rounds, candidates=opts.candidates)
         config = config_from_settings(opts.settings, **overrides)

@@ -77,24 +77,33 @@ def resolved_launch(launch: LaunchConfig, config: Mapping[str, int]) -> LaunchCo
             text = re.sub(rf"(?<![\w.]){re.escape(name)}(?!\w)", number, text)
         return text
 
-    return replace(launch, grid=tuple(map(written, launch.grid)),
-                   block=tuple(map(written, launch.block)), smem=written(launch.smem),
-                   tunables=None)  # fmt: skip
+    return replace(
+        launch,
+        grid=tuple(map(written, launch.grid)),
+        block=tuple(map(written, launch.block)),
+        smem=written(launch.smem),
+        tunables=None,
+    )
 
 
 def cut_short(result: TuneResult) -> bool:
     """The time budget stopped the search before any configuration passed twice and none
     failed (possibly before any was measured): nothing speaks against the default."""
-    return (result.best is None and result.stopped == "budget"
-            and all(m.status == "ok" for m in result.measured))  # fmt: skip
+    return (
+        result.best is None
+        and result.stopped == "budget"
+        and all(m.status == "ok" for m in result.measured)
+    )
 
 
 def feedback(result: TuneResult) -> str:
     """One paragraph for the model: what tuning its tunables gave."""
     correct = [m for m in result.measured if m.status == "ok"]
     failed = len(result.measured) - len(correct)
-    head = (f"Tuned {len(result.measured)} configuration(s) of your tunables ({result.strategy}"
-            f" search of {result.space_size}); {len(correct)} correct")  # fmt: skip
+    head = (
+        f"Tuned {len(result.measured)} configuration(s) of your tunables ({result.strategy}"
+        f" search of {result.space_size}); {len(correct)} correct"
+    )
     if failed:
         statuses = sorted({m.status for m in result.measured if m.status != "ok"})
         head += f", {failed} not ({', '.join(statuses)})"
@@ -105,8 +114,10 @@ def feedback(result: TuneResult) -> str:
     if result.best is None:
         return head + ". None passed again on new inputs: it is ranked as failed."
     best = result.best
-    text = (f"{head}. Best: {describe(best.config)}, {best.ms:.4g} ms ({best.speedup:.2f}x "
-            "the original)")  # fmt: skip
+    text = (
+        f"{head}. Best: {describe(best.config)}, {best.ms:.4g} ms ({best.speedup:.2f}x "
+        "the original)"
+    )
     default = result.default_result
     if default is not None and default.ms and default.config != best.config:
         text += f"; your default {describe(default.config)}: {default.ms:.4g} ms"

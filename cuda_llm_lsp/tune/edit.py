@@ -43,8 +43,9 @@ def tuned_text(text: str, kernel: Kernel, spec: TestSpec, best: Mapping[str, int
         if block is None:  # pragma: no cover - a spec always has its block
             continue
         start, end = offset_of(text, block.span.start), offset_of(text, block.span.end)
-        found = re.search(rf"(?m)^([ \t]*tune\.{re.escape(name)}[ \t]*=[ \t]*)\[([^\]\n]*)\]",
-                          text[start:end])  # fmt: skip
+        found = re.search(
+            rf"(?m)^([ \t]*tune\.{re.escape(name)}[ \t]*=[ \t]*)\[([^\]\n]*)\]", text[start:end]
+        )
         if found is None:
             notes.append(f"tune.{name}: not on one line; put {value} first in its list by hand")
             continue

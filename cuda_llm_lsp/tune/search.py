@@ -70,9 +70,17 @@ class Compile(Protocol):
     """`build_binary`'s signature (the FSR loop's `Toolchain.build` too)."""
 
     def __call__(
-        self, file_text: str, path: Path | None, kernel_name: str, settings: Settings, /, *,
-        kernel_source: str | None = None, instance: str | None = None, arch: str | None = None,
-    ) -> KernelBinary | CandidateRejected: ...  # fmt: skip
+        self,
+        file_text: str,
+        path: Path | None,
+        kernel_name: str,
+        settings: Settings,
+        /,
+        *,
+        kernel_source: str | None = None,
+        instance: str | None = None,
+        arch: str | None = None,
+    ) -> KernelBinary | CandidateRejected: ...
 
 
 def binary_builder(
@@ -86,9 +94,15 @@ def binary_builder(
     def build(config: dict[str, int]) -> KernelBinary | CandidateRejected:
         defines = Tunables.compile_defines(config)
         settings = replace(request.settings, defines=(*request.settings.defines, *defines))
-        built = compile(request.file_text, request.path, request.kernel, settings,
-                        kernel_source=request.kernel_source, instance=request.spec.instance,
-                        arch=arch)  # fmt: skip
+        built = compile(
+            request.file_text,
+            request.path,
+            request.kernel,
+            settings,
+            kernel_source=request.kernel_source,
+            instance=request.spec.instance,
+            arch=arch,
+        )
         if isinstance(built, CandidateRejected):
             return built
         source = request.kernel_source if request.kernel_source is not None else request.file_text
@@ -105,11 +119,15 @@ def launch_problem(spec: TestSpec, facts: DeviceFacts) -> str | None:
     for case in cases:
         threads = case.block[0] * case.block[1] * case.block[2]
         if threads > facts.max_threads_per_block:
-            return (f"block has {threads} threads in case {case.index}; this GPU allows "
-                    f"{facts.max_threads_per_block}")  # fmt: skip
+            return (
+                f"block has {threads} threads in case {case.index}; this GPU allows "
+                f"{facts.max_threads_per_block}"
+            )
         if case.smem > facts.shared_per_block_optin:
-            return (f"smem is {case.smem} bytes in case {case.index}; this GPU allows "
-                    f"{facts.shared_per_block_optin} per block")  # fmt: skip
+            return (
+                f"smem is {case.smem} bytes in case {case.index}; this GPU allows "
+                f"{facts.shared_per_block_optin} per block"
+            )
     return None
 
 
@@ -134,8 +152,16 @@ def tune_kernel(
     if tunables is None:
         raise TuneError(f"{request.kernel}'s spec declares no tunables (tune.NAME = [values])")
     facts = evaluator.device_facts()
-    run = _Run(request, evaluator, options, build or binary_builder(request, facts.arch),
-               facts, on_progress, cancel or CancelToken(), clock)  # fmt: skip
+    run = _Run(
+        request,
+        evaluator,
+        options,
+        build or binary_builder(request, facts.arch),
+        facts,
+        on_progress,
+        cancel or CancelToken(),
+        clock,
+    )
     try:
         return run.search(tunables, on_planned)
     finally:
@@ -144,10 +170,16 @@ def tune_kernel(
 
 class _Run:
     def __init__(
-        self, request: TuneRequest, evaluator: Evaluator, options: TuneOptions, build: Builder,
-        facts: DeviceFacts, on_progress: Callable[[TuneProgress], None] | None,
-        cancel: CancelToken | threading.Event, clock: Callable[[], float],
-    ) -> None:  # fmt: skip
+        self,
+        request: TuneRequest,
+        evaluator: Evaluator,
+        options: TuneOptions,
+        build: Builder,
+        facts: DeviceFacts,
+        on_progress: Callable[[TuneProgress], None] | None,
+        cancel: CancelToken | threading.Event,
+        clock: Callable[[], float],
+    ) -> None:
         self.request = request
         self.spec = request.spec  # the oracle's
         self.tuned = request.tuning  # whose configurations are tried
@@ -174,8 +206,10 @@ class _Run:
         if self.baseline is None:
             built = self.build(default)
             if isinstance(built, CandidateRejected):
-                raise TuneError(f"the default configuration ({describe(default)}) does not "
-                                f"build: {built.message}")  # fmt: skip
+                raise TuneError(
+                    f"the default configuration ({describe(default)}) does not "
+                    f"build: {built.message}"
+                )
             self.baseline = built
         strategy, planned = space.strategy(self.options.max_points)
         if strategy == "exhaustive":
@@ -190,8 +224,16 @@ class _Run:
         measured = tuple(self.results[k] for k in self.order)
         finalists = [m for m in measured if m.finalist and m.status == "ok"]
         best = max(finalists, key=lambda m: m.speedup or 0, default=None)
-        return TuneResult(self.request.kernel, strategy, tunables.space_size, default, measured,
-                          best, self.stopped, self.clock() - self.start)  # fmt: skip
+        return TuneResult(
+            self.request.kernel,
+            strategy,
+            tunables.space_size,
+            default,
+            measured,
+            best,
+            self.stopped,
+            self.clock() - self.start,
+        )
 
     # --- strategies ------------------------------------------------------------------------
 
@@ -271,9 +313,13 @@ class _Run:
         assert self.baseline is not None
         try:
             return self.evaluator.evaluate(
-                self.baseline, binary, self.spec, spec_dir=self._spec_dir(), seed=seed,
+                self.baseline,
+                binary,
+                self.spec,
+                spec_dir=self._spec_dir(),
+                seed=seed,
                 candidate_spec=self.tuned.with_configuration(config),
-            )  # fmt: skip
+            )
         except EvaluationCancelled:
             self.stopped = "cancelled"
             return None
@@ -307,8 +353,10 @@ class _Run:
 def _measured(config: dict[str, int], result: EvalResult) -> Measured:
     timing = result.candidate
     return Measured(
-        config, result.status, result.message,
+        config,
+        result.status,
+        result.message,
         ms=timing.median_ms if timing else None,
         spread_pct=timing.spread_pct if timing else None,
         speedup=result.speedup,
-    )  # fmt: skip
+    )

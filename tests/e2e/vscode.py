@@ -172,7 +172,8 @@ def code_server(
     process = subprocess.Popen(
         [
             str(tools.code_server),
-            "--config", str(config),
+            "--config",
+            str(config),
             *common,
             "--disable-telemetry",
             "--disable-update-check",
@@ -184,7 +185,7 @@ def code_server(
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120

@@ -162,9 +162,15 @@ async def run_flow(tmp_path: Path, llm: ScriptedLlmServer) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_file = log_dir / "editor-server.log"
     await editor.start_io(
-        sys.executable, "-m", "cuda_llm_lsp", "--log-file", str(log_file), "--log-level", "DEBUG",
+        sys.executable,
+        "-m",
+        "cuda_llm_lsp",
+        "--log-file",
+        str(log_file),
+        "--log-level",
+        "DEBUG",
         env=env,
-    )  # fmt: skip
+    )
     try:
         await editor.initialize_async(
             types.InitializeParams(

@@ -224,10 +224,12 @@ def build(source: str, name: str, arch: str, candidate: str | None = None) -> Ke
     return binary
 
 
-def judge(evaluator: GpuEvaluator, arch: str, candidate: str, source: str = K.TWICE,
-          name: str = "twice") -> EvalResult:  # fmt: skip
-    r = evaluator.evaluate(build(source, name, arch), build(source, name, arch, candidate),
-                           spec_of(source))  # fmt: skip
+def judge(
+    evaluator: GpuEvaluator, arch: str, candidate: str, source: str = K.TWICE, name: str = "twice"
+) -> EvalResult:
+    r = evaluator.evaluate(
+        build(source, name, arch), build(source, name, arch, candidate), spec_of(source)
+    )
     print(f"{r.status}: {r.message}")
     return r
 

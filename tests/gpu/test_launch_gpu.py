@@ -167,10 +167,18 @@ def test_a_candidate_with_its_own_launch_is_correct_and_faster(
     own = _own(candidate, name, spec)
     base, cand = _build(text, name, arch), _build(text, name, arch, candidate)
     r = evaluator.evaluate(base, cand, spec, seed=11, candidate_spec=own)
-    print(json.dumps({"kernel": name, "launch": own.grid + own.block + (own.smem,),
-                      "status": r.status, "speedup": r.speedup,
-                      "candidate_ms": r.candidate.median_ms if r.candidate else None,
-                      "baseline_ms": r.baseline.median_ms if r.baseline else None}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "kernel": name,
+                "launch": own.grid + own.block + (own.smem,),
+                "status": r.status,
+                "speedup": r.speedup,
+                "candidate_ms": r.candidate.median_ms if r.candidate else None,
+                "baseline_ms": r.baseline.median_ms if r.baseline else None,
+            }
+        )
+    )
     assert r.status == "ok", r.message
     assert r.cases_passed == len(spec.cases())
     assert r.speedup is not None and r.speedup >= least, r.message

@@ -62,13 +62,24 @@ def test_tuned_example_is_faster_and_agrees_with_an_independent_timing(
     assert isinstance(binary, KernelBinary)
     theirs = _cupy_median_ms(binary, spec.with_configuration(best.config))
     agreement = best.ms / theirs
-    print(json.dumps({
-        "example": name, "strategy": result.strategy, "measured": len(result.measured),
-        "elapsed_s": round(result.elapsed_s, 1), "default": result.default,
-        "default_ms": default.ms if default else None, "best": best.config, "best_ms": best.ms,
-        "speedup": best.speedup, "spread": result.spread, "independent_ms": theirs,
-        "agreement": agreement,
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "example": name,
+                "strategy": result.strategy,
+                "measured": len(result.measured),
+                "elapsed_s": round(result.elapsed_s, 1),
+                "default": result.default,
+                "default_ms": default.ms if default else None,
+                "best": best.config,
+                "best_ms": best.ms,
+                "speedup": best.speedup,
+                "spread": result.spread,
+                "independent_ms": theirs,
+                "agreement": agreement,
+            }
+        )
+    )
     assert abs(agreement - 1) <= 0.05, (best.ms, theirs)
 
 
@@ -122,10 +133,19 @@ def test_the_loop_tunes_a_candidates_block_size_and_ranks_it_with_the_best(
     best = tuning.best["THREADS"]
     assert f"#define THREADS {best}\n" in outcome.source
     assert outcome.launch is not None and outcome.launch.block == (str(best),)
-    print(json.dumps({
-        "test": "fsr_tuned_softmax", "best": tuning.best, "best_ms": tuning.best_ms,
-        "default": tuning.default, "default_ms": tuning.default_ms,
-        "tuned_over_default": tuning.default_ms / tuning.best_ms, "spread": tuning.spread,
-        "speedup_vs_original": outcome.speedup, "accepted": result.accepted,
-        "elapsed_s": round(time.monotonic() - began, 1),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "test": "fsr_tuned_softmax",
+                "best": tuning.best,
+                "best_ms": tuning.best_ms,
+                "default": tuning.default,
+                "default_ms": tuning.default_ms,
+                "tuned_over_default": tuning.default_ms / tuning.best_ms,
+                "spread": tuning.spread,
+                "speedup_vs_original": outcome.speedup,
+                "accepted": result.accepted,
+                "elapsed_s": round(time.monotonic() - began, 1),
+            }
+        )
+    )

@@ -200,11 +200,17 @@ def fuzz(tmp_path: Path) -> Iterator[Fuzz]:
 
 def _bad_positions(rng: random.Random) -> list[str]:
     fixed = [
-        '{"line": -1, "character": 0}', '{"line": 0, "character": 1.5}', "null", "[]",
-        '{"line": 1e400, "character": 0}', '{"line": "0", "character": 0}', '{"character": 2}',
-        '{"line": 99999999999999999999, "character": 0}', '{"line": true, "character": false}',
+        '{"line": -1, "character": 0}',
+        '{"line": 0, "character": 1.5}',
+        "null",
+        "[]",
+        '{"line": 1e400, "character": 0}',
+        '{"line": "0", "character": 0}',
+        '{"character": 2}',
+        '{"line": 99999999999999999999, "character": 0}',
+        '{"line": true, "character": false}',
         '{"line": 0, "character": 2147483647}',
-    ]  # fmt: skip
+    ]
     numbers = ["-7", "0.5", "1e308", "-0", "2147483648", "1E2", "null", '"x"', "{}"]
     return fixed + [
         f'{{"line": {rng.choice(numbers)}, "character": {rng.choice(numbers)}}}' for _ in range(10)
@@ -322,8 +328,14 @@ def test_the_server_survives_the_fuzz(fuzz: Fuzz) -> None:
             reply = fuzz.answered(server.request(method, raw_params=params))
             if "error" in reply:
                 assert reply["error"]["code"] == -32602, reply
-    methods = ("textDocument/hover", "textDocument/codeLens", "textDocument/documentSymbol",
-               "textDocument/codeAction", "workspace/executeCommand", "initialize")  # fmt: skip
+    methods = (
+        "textDocument/hover",
+        "textDocument/codeLens",
+        "textDocument/documentSymbol",
+        "textDocument/codeAction",
+        "workspace/executeCommand",
+        "initialize",
+    )
     for method in methods:
         fuzz.answered(server.request(method, raw_params=rng.choice(["null", "[]", "{}", "7"])))
     fuzz.check("bad params")

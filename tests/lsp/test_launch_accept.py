@@ -91,8 +91,11 @@ free_client = lsp_fixture(
 )
 MACRO_FILE = FILE.replace(
     "saxpy<<<(n + 255) / 256, 256>>>(n, 2.5f, x, y);", "LAUNCH(saxpy, n, 2.5f, x, y);"
-).replace("#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\n#define LAUNCH(k, n, ...) "
-          "k<<<((n) + 255) / 256, 256>>>(n, __VA_ARGS__)\n")  # fmt: skip
+).replace(
+    "#include <cuda_runtime.h>\n",
+    "#include <cuda_runtime.h>\n#define LAUNCH(k, n, ...) "
+    "k<<<((n) + 255) / 256, 256>>>(n, __VA_ARGS__)\n",
+)
 
 
 async def _command(client: EditorClient, name: str, uri: str) -> Any:

@@ -19,11 +19,17 @@ client = lsp_fixture(
 LOG = SCRATCH / "server-debug.log"
 logged = lsp_fixture(
     server_command=[
-        sys.executable, "-m", "cuda_llm_lsp", "--log-file", str(LOG), "--log-level", "DEBUG",
+        sys.executable,
+        "-m",
+        "cuda_llm_lsp",
+        "--log-file",
+        str(LOG),
+        "--log-level",
+        "DEBUG",
     ],
     init_options={"cudaLlm": {"apiKey": SECRET_INIT}},
     clients=["visual-studio-code"],
-)  # fmt: skip
+)
 
 no_nvrtc = lsp_fixture(server_command=[sys.executable, str(SERVERS / "no_nvrtc_server.py")])
 

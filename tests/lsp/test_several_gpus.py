@@ -25,11 +25,14 @@ VARIANTS = ("fast", "slow", "nothing", "illegal")
 
 LLM = ScriptedLlmServer(
     [
-        {"match": f"candidate {i} of", "repeat": -1,
-         "text": kernel_reply(f"__device__ int cuda_llm_fake_variant_{v};\n{KERNEL}")}
+        {
+            "match": f"candidate {i} of",
+            "repeat": -1,
+            "text": kernel_reply(f"__device__ int cuda_llm_fake_variant_{v};\n{KERNEL}"),
+        }
         for i, v in enumerate(VARIANTS, 1)
     ]
-).start()  # fmt: skip
+).start()
 
 SETTINGS = {
     "debounceMs": 0,

@@ -56,8 +56,11 @@ PLANTED = {
 def driver_env(devices: int) -> dict[str, str]:
     """The environment that makes the worker (and a Ray actor's worker) use the double."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {DRIVER_ENV: "tests.unit.fake_cuda_driver", FAKE_DEVICES_ENV: str(devices),
-            "PYTHONPATH": path}  # fmt: skip
+    return {
+        DRIVER_ENV: "tests.unit.fake_cuda_driver",
+        FAKE_DEVICES_ENV: str(devices),
+        "PYTHONPATH": path,
+    }
 
 
 def candidate(marker: str) -> str:
@@ -80,13 +83,25 @@ class DoubleToolchain(FakeToolchain):
         super().__init__(spec=spec)
 
     def build(
-        self, file_text: str, path: Path | None, kernel_name: str, settings: Settings, *,
-        kernel_source: str | None = None, instance: str | None = None, arch: str | None = None,
-    ) -> KernelBinary | CandidateRejected:  # fmt: skip
+        self,
+        file_text: str,
+        path: Path | None,
+        kernel_name: str,
+        settings: Settings,
+        *,
+        kernel_source: str | None = None,
+        instance: str | None = None,
+        arch: str | None = None,
+    ) -> KernelBinary | CandidateRejected:
         marker = re.search(r"variant: (\S+)", kernel_source or "")
         name = marker.group(1) if marker else "twice"
-        return KernelBinary(source_name="twice", entry=name, cubin=cubin(name),
-                            arch=arch or "sm_90", kernel_source=kernel_source or "")  # fmt: skip
+        return KernelBinary(
+            source_name="twice",
+            entry=name,
+            cubin=cubin(name),
+            arch=arch or "sm_90",
+            kernel_source=kernel_source or "",
+        )
 
 
 async def optimize_round(
@@ -95,8 +110,12 @@ async def optimize_round(
     """One round of `len(PLANTED)` candidates on `evaluator`, the winner re-validated."""
     markers = list(PLANTED)
     llm = FakeLlm({(1, i): candidate(m) for i, m in enumerate(markers, 1)})
-    settings: dict[str, Any] = {"rounds": 1, "candidates": len(markers), "profile": False,
-                                "sanitize_winner": False} | config  # fmt: skip
+    settings: dict[str, Any] = {
+        "rounds": 1,
+        "candidates": len(markers),
+        "profile": False,
+        "sanitize_winner": False,
+    } | config
     return await optimize(
         OptimizeRequest(file_text=TWICE_FILE, kernel="twice", seed=11),
         OptimizeConfig(**settings),
@@ -217,7 +236,11 @@ def write_suite(directory: Path) -> tuple[Path, Path]:
 def suite_rows(report: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     """kernel -> (status, accepted, speedup to 1 decimal, candidate statuses) of a report.json."""
     return {
-        r["kernel"]: (r["status"], r["accepted"], round(r["speedup"], 1) if r["speedup"] else None,
-                      r["candidate_statuses"])
+        r["kernel"]: (
+            r["status"],
+            r["accepted"],
+            round(r["speedup"], 1) if r["speedup"] else None,
+            r["candidate_statuses"],
+        )
         for r in report["kernels"]
-    }  # fmt: skip
+    }

@@ -63,10 +63,20 @@ extern "C" __global__ void softmax_rows(const float* in, float* out, int rows, i
 async def tune_in_loop(evaluator: Evaluator, *, sanitize: bool = False) -> OptimizeResult:
     """One round, one candidate: the tuned softmax above, judged by `evaluator`."""
     with ScriptedLlmServer([{"text": kernel_reply(CANDIDATE)}]) as server:
-        config = OptimizeConfig(rounds=1, candidates=1, profile=False, repairs=0,
-                                sanitize_winner=sanitize, launch="free", base_url=server.base_url,
-                                api_key="scripted", model="scripted-model")  # fmt: skip
-        request = OptimizeRequest(file_text=EXAMPLE.read_text(), kernel="softmax_rows",
-                                  path=EXAMPLE, seed=5)  # fmt: skip
-        return await optimize(request, config, evaluator, OpenAiLlm(config),
-                              toolchain=DefaultToolchain())  # fmt: skip
+        config = OptimizeConfig(
+            rounds=1,
+            candidates=1,
+            profile=False,
+            repairs=0,
+            sanitize_winner=sanitize,
+            launch="free",
+            base_url=server.base_url,
+            api_key="scripted",
+            model="scripted-model",
+        )
+        request = OptimizeRequest(
+            file_text=EXAMPLE.read_text(), kernel="softmax_rows", path=EXAMPLE, seed=5
+        )
+        return await optimize(
+            request, config, evaluator, OpenAiLlm(config), toolchain=DefaultToolchain()
+        )

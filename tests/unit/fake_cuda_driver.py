@@ -407,8 +407,9 @@ def _found(slots: np.ndarray, at: int, idx: np.ndarray, last: bool = True) -> No
             slots[at + 2] = max(int(slots[at + 2]), int(idx[-1]))
 
 
-def h_generate(p: int, n: int, dtype: int, kind: int, a: float, b: float, lo: int, span: int,
-               key: int) -> None:  # fmt: skip
+def h_generate(
+    p: int, n: int, dtype: int, kind: int, a: float, b: float, lo: int, span: int, key: int
+) -> None:
     name = _DTYPES[dtype]
     values = values_of(Generated(kind, a, b, lo, span, key), name, n)
     _view(p, n, storage_dtype(name))[:] = values
@@ -429,8 +430,17 @@ def h_scale(expected: int, n: int, dtype: int, slots_at: int) -> None:
     slots[8] = max(int(slots[8]), int(np.array([top]).view(np.uint64)[0]))
 
 
-def h_check_output(expected: int, got: int, n: int, dtype: int, poison: int, rtol: float,
-                   atol: float, scale_tol: float, slots_at: int) -> None:  # fmt: skip
+def h_check_output(
+    expected: int,
+    got: int,
+    n: int,
+    dtype: int,
+    poison: int,
+    rtol: float,
+    atol: float,
+    scale_tol: float,
+    slots_at: int,
+) -> None:
     name = _DTYPES[dtype]
     size = storage_dtype(name).itemsize
     slots = _slots(slots_at, 9)
@@ -739,9 +749,18 @@ def cuMemcpyDtoDAsync(dst: int, src: int, n: int, stream: Any) -> tuple[Any, ...
 
 
 def cuLaunchKernel(
-    fn: str, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int, stream: Any,
-    params: int, extra: Any,
-) -> tuple[Any, ...]:  # fmt: skip
+    fn: str,
+    gx: int,
+    gy: int,
+    gz: int,
+    bx: int,
+    by: int,
+    bz: int,
+    smem: int,
+    stream: Any,
+    params: int,
+    extra: Any,
+) -> tuple[Any, ...]:
     if e := _err():
         return e
     if fn in HELPERS:  # outside any timed region: no flush rule, no launch count

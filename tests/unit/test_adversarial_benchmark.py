@@ -47,24 +47,53 @@ def run(
 ) -> tuple[int, dict[str, Any]]:
     recording = tmp_path / "outcomes.json"
     cands = [c for name in targets for c in load_candidates(name)]
-    recording.write_text(json.dumps({
-        "baseline": {"ms": 1.0, "spread_pct": 0.5},
-        "candidates": [outcome_for(c, wrong=wrong) for c in cands],
-    }))  # fmt: skip
+    recording.write_text(
+        json.dumps(
+            {
+                "baseline": {"ms": 1.0, "spread_pct": 0.5},
+                "candidates": [outcome_for(c, wrong=wrong) for c in cands],
+            }
+        )
+    )
     out = tmp_path / "summary.json"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--evaluator", f"recorded:{recording}",
-         "--targets", ",".join(targets), "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--evaluator",
+            f"recorded:{recording}",
+            "--targets",
+            ",".join(targets),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     print(done.stdout[-4000:], done.stderr[-2000:])
     return done.returncode, json.loads(out.read_text())
 
 
 def test_every_candidate_declares_what_fits() -> None:
-    statuses = {"ok", "slower", "honest", "compile_error", "signature_mismatch", "launch_error",
-                "timeout", "fault", "out_of_bounds", "input_modified", "unwritten_output",
-                "wrong_output", "nondeterministic", "stale_after_timing", "sanitizer"}  # fmt: skip
+    statuses = {
+        "ok",
+        "slower",
+        "honest",
+        "compile_error",
+        "signature_mismatch",
+        "launch_error",
+        "timeout",
+        "fault",
+        "out_of_bounds",
+        "input_modified",
+        "unwritten_output",
+        "wrong_output",
+        "nondeterministic",
+        "stale_after_timing",
+        "sanitizer",
+    }
     assert len(ALL) >= 15
     for c in ALL:
         assert c.why and set(c.expect) <= statuses, (c.name, c.expect)
@@ -76,8 +105,9 @@ def test_every_candidate_declares_what_fits() -> None:
 @pytest.mark.parametrize("c", ALL, ids=lambda c: f"{c.target}/{c.name}")
 def test_each_candidate_compiles_unless_refused(c: Candidate) -> None:
     target = TARGETS[c.target]
-    built = build_binary(target.file.read_text(), None, target.kernel, Settings(),
-                         kernel_source=c.text, arch="sm_90")  # fmt: skip
+    built = build_binary(
+        target.file.read_text(), None, target.kernel, Settings(), kernel_source=c.text, arch="sm_90"
+    )
     if c.compiles:
         assert not isinstance(built, CandidateRejected), built
     else:

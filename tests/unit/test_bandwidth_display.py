@@ -37,8 +37,9 @@ extern "C" __global__ void accumulate(float* x, float* y, int n) {
 def result(fraction: float) -> EvalResult:
     timing = Timing(0.01, 1.0, 0.009, 0.011, 50)
     case = CaseOutcome(0, {"n": 1}, "ok", "")
-    return EvalResult("ok", "", 1, (case,), timing, None, None, 1, 2900.0 * fraction, 2900.0,
-                      fraction)  # fmt: skip
+    return EvalResult(
+        "ok", "", 1, (case,), timing, None, None, 1, 2900.0 * fraction, 2900.0, fraction
+    )
 
 
 def test_above_the_copy_peak_the_summary_says_why() -> None:
@@ -50,8 +51,16 @@ def test_above_the_copy_peak_the_summary_says_why() -> None:
 
 
 def test_the_editor_summary_says_why_too() -> None:
-    text = optimize_summary("saxpy", baseline_ms=0.1, best_ms=None, speedup=None, cases_passed=3,
-                            cases_total=3, fraction_of_peak=1.19, state="done")  # fmt: skip
+    text = optimize_summary(
+        "saxpy",
+        baseline_ms=0.1,
+        best_ms=None,
+        speedup=None,
+        cases_passed=3,
+        cases_total=3,
+        fraction_of_peak=1.19,
+        state="done",
+    )
     assert f"119% of copy peak, {ABOVE_PEAK_REASON}" in text
 
 

@@ -27,8 +27,23 @@ pytest.importorskip("cuda.bindings.nvrtc")
 
 def facts(arch: str) -> DeviceFacts:
     major, minor = int(arch[3:-1]), int(arch[-1])
-    return DeviceFacts("stand-in", (major, minor), arch, 1, 1024, 48 << 10, 48 << 10, 100 << 10,
-                       65536, 65536, 1 << 20, 1 << 30, 1_000_000, 1_000_000, 256)  # fmt: skip
+    return DeviceFacts(
+        "stand-in",
+        (major, minor),
+        arch,
+        1,
+        1024,
+        48 << 10,
+        48 << 10,
+        100 << 10,
+        65536,
+        65536,
+        1 << 20,
+        1 << 30,
+        1_000_000,
+        1_000_000,
+        256,
+    )
 
 
 @dataclass

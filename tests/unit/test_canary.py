@@ -74,12 +74,33 @@ def test_no_part_of_the_key_reaches_a_file_or_a_request(tmp_path: Path) -> None:
     )
     with ScriptedLlmServer(steps) as server:
         done = subprocess.run(
-            [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", str(project / "saxpy.cu"),
-             "--kernel", "saxpy", "--rounds", "2", "--candidates", str(n),
-             "--base-url", server.base_url, "--model", "scripted",
-             "--record", str(written / "recorded"), "--format", "json"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=400,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "cuda_llm_lsp.cli",
+                "optimize",
+                str(project / "saxpy.cu"),
+                "--kernel",
+                "saxpy",
+                "--rounds",
+                "2",
+                "--candidates",
+                str(n),
+                "--base-url",
+                server.base_url,
+                "--model",
+                "scripted",
+                "--record",
+                str(written / "recorded"),
+                "--format",
+                "json",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         bodies = [json.dumps(r.get("body")) for r in server.requests]
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

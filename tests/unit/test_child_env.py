@@ -58,16 +58,26 @@ def _assert_clean(env: dict[str, str]) -> None:
 
 def test_allow_list_keeps_what_cuda_needs_and_drops_secrets() -> None:
     environ = {
-        "PATH": "/usr/bin", "HOME": "/home/u", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
-        "CUDA_VISIBLE_DEVICES": "0", "NVIDIA_DRIVER_CAPABILITIES": "compute",
-        "CUDA_LLM_LSP_DRIVER": "x", "PYTHONPATH": "/src", **SECRETS,
-    }  # fmt: skip
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "NVIDIA_DRIVER_CAPABILITIES": "compute",
+        "CUDA_LLM_LSP_DRIVER": "x",
+        "PYTHONPATH": "/src",
+        **SECRETS,
+    }
     env = child_env({"PYTHONUNBUFFERED": "1"}, environ)
     assert env == {
-        "PATH": "/usr/bin", "HOME": "/home/u", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
-        "CUDA_VISIBLE_DEVICES": "0", "NVIDIA_DRIVER_CAPABILITIES": "compute",
-        "CUDA_LLM_LSP_DRIVER": "x", "PYTHONPATH": "/src", "PYTHONUNBUFFERED": "1",
-    }  # fmt: skip
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "NVIDIA_DRIVER_CAPABILITIES": "compute",
+        "CUDA_LLM_LSP_DRIVER": "x",
+        "PYTHONPATH": "/src",
+        "PYTHONUNBUFFERED": "1",
+    }
     assert not is_kept("OPENAI_BASE_URL")  # not needed by CUDA either
 
 

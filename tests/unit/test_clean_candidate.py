@@ -48,8 +48,13 @@ def test_repeated_definitions_of_every_kind_are_dropped_whatever_their_comments(
         "__device__ float twice(float v) { return v + v; }\n" + saxpy_candidate("x")
     )
     cleaned = clean_candidate(code, FILE)
-    for gone in ("#define BLOCK", "#define TWICE", "struct Pair", "constexpr int UNROLL",
-                 "__device__ float scale"):  # fmt: skip
+    for gone in (
+        "#define BLOCK",
+        "#define TWICE",
+        "struct Pair",
+        "constexpr int UNROLL",
+        "__device__ float scale",
+    ):
         assert gone not in cleaned, gone
     assert "__device__ float twice(float v)" in cleaned and "variant: x" in cleaned
     assert "// the file's helper" in cleaned  # comments are the reply's: left
@@ -63,8 +68,12 @@ def test_what_differs_or_is_not_the_files_to_give_is_kept() -> None:
         "#ifndef UNROLL2\nconstexpr int UNROLL = 4;\n#endif\n" + saxpy_candidate("x")  # conditional
     )
     cleaned = clean_candidate(code, FILE)
-    for kept in ("#define BLOCK 128", "#define LATER 8", "struct Pair { float a; double b; };",
-                 "constexpr int UNROLL = 4;"):  # fmt: skip
+    for kept in (
+        "#define BLOCK 128",
+        "#define LATER 8",
+        "struct Pair { float a; double b; };",
+        "constexpr int UNROLL = 4;",
+    ):
         assert kept in cleaned, kept
     # the kernel itself is never dropped, even unchanged
     original = FILE[FILE.index('extern "C"') : FILE.index("#define LATER")]

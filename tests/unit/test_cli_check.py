@@ -32,8 +32,12 @@ def check(*args: str) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", "check", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_acceptance_broken_file_reports_exactly_line_9_and_exits_1() -> None:

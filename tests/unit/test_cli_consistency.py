@@ -28,15 +28,22 @@ template __global__ void scale_kernel<float>(float*, float, int);
 
 def cli(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """`cuda-llm ARGS` with no GPU driver (the double's module name does not exist)."""
-    env = dict(os.environ, CUDA_LLM_LSP_DRIVER="no_such_driver_module",
-               CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
-               CUDA_LLM_DATA_DIR=str(tmp_path / "data"))  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_LSP_DRIVER="no_such_driver_module",
+        CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+    )
     env.pop("CUDA_LLM_EVALUATOR", None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_optimize_checks_the_kernel_name_before_the_gpu(tmp_path: Path) -> None:
@@ -47,8 +54,9 @@ def test_optimize_checks_the_kernel_name_before_the_gpu(tmp_path: Path) -> None:
 
 
 def test_optimize_json_without_a_gpu_has_an_error_key_like_bench(tmp_path: Path) -> None:
-    optimize = cli(tmp_path, "optimize", "examples/saxpy.cu", "--kernel", "saxpy",
-                   "--format", "json")  # fmt: skip
+    optimize = cli(
+        tmp_path, "optimize", "examples/saxpy.cu", "--kernel", "saxpy", "--format", "json"
+    )
     bench = cli(tmp_path, "bench", "examples/saxpy.cu", "--format", "json")
     assert optimize.returncode == bench.returncode == 3
     data, reference = json.loads(optimize.stdout), json.loads(bench.stdout)

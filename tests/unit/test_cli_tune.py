@@ -102,8 +102,9 @@ def test_a_spec_without_tunables_is_a_usage_error(
     kernel_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = SOURCE.replace("tune.BLOCK = [128, 1024]\ntune.ITEMS = [1, 2]\n", "")
-    kernel_file.write_text(text.replace('"cdiv(n, BLOCK * ITEMS)"', '"cdiv(n, 128)"').replace(
-        '"BLOCK"', "128"))  # fmt: skip
+    kernel_file.write_text(
+        text.replace('"cdiv(n, BLOCK * ITEMS)"', '"cdiv(n, 128)"').replace('"BLOCK"', "128")
+    )
     assert main(["tune", str(kernel_file), "--kernel", "scale", "--format", "json"]) == 2
     assert "declares no tunables" in json.loads(capsys.readouterr().out)["error"]
     assert main(["tune", str(kernel_file), "--kernel", "nope"]) == 2
@@ -119,10 +120,22 @@ def test_ctrl_c_stops_the_run_and_prints_what_was_measured(kernel_file: Path) ->
     slow.write_text(json.dumps(outcomes))
     env = {**os.environ, "CUDA_LLM_EVALUATOR": f"recorded:{slow}"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "tune", str(kernel_file), "--kernel", "scale",
-         "--workers", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cuda_llm_lsp.cli",
+            "tune",
+            str(kernel_file),
+            "--kernel",
+            "scale",
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stderr is not None
     seen = ""
     deadline = time.monotonic() + 120

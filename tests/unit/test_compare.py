@@ -36,9 +36,15 @@ def test_wrong_value_message_names_case_index_expected_and_got() -> None:
     got = exp.copy()
     got[12345] = 0.0
     f = compare_output(
-        "out", exp, got, "float32", rtol=1e-4, atol=1e-5, where=WHERE,
+        "out",
+        exp,
+        got,
+        "float32",
+        rtol=1e-4,
+        atol=1e-5,
+        where=WHERE,
         sizes={"rows": 1000, "cols": 999},
-    )  # fmt: skip
+    )
     assert f.status == "wrong_output"
     assert f.message.startswith("case 3 (rows=1000, cols=999): out[12345]")
     assert "expected 0.5123 got 0 (1 of 999000 elements differ" in f.message

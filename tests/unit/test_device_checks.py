@@ -49,8 +49,9 @@ def test_every_init_kind_keeps_its_distribution(dtype: str) -> None:
     u = as_float(generate(InitSpec("uniform", -2, 6), dtype, n, key), dtype)
     r = generate(InitSpec("randint", 0, 9), dtype, n, key)
     assert set(np.unique(as_float(r, dtype))) == set(range(10))
-    assert np.array_equal(as_float(generate(InitSpec("arange"), dtype, 5, key), dtype),
-                          np.arange(5))  # fmt: skip
+    assert np.array_equal(
+        as_float(generate(InitSpec("arange"), dtype, 5, key), dtype), np.arange(5)
+    )
     assert not as_float(generate(InitSpec("zeros"), dtype, 9, key), dtype).any()
     assert (as_float(generate(InitSpec("ones"), dtype, 9, key), dtype) == 1).all()
     default = as_float(generate(None, dtype, n, key), dtype)
@@ -68,8 +69,12 @@ def test_every_init_kind_keeps_its_distribution(dtype: str) -> None:
 def test_values_depend_on_seed_case_draw_and_buffer_and_nothing_else() -> None:
     base = generate(None, "float32", 1000, buffer_key(1, 2, 0, 3))
     assert np.array_equal(base, generate(None, "float32", 1000, buffer_key(1, 2, 0, 3)))
-    for key in (buffer_key(2, 2, 0, 3), buffer_key(1, 3, 0, 3), buffer_key(1, 2, 1, 3),
-                buffer_key(1, 2, 0, 4)):  # fmt: skip
+    for key in (
+        buffer_key(2, 2, 0, 3),
+        buffer_key(1, 3, 0, 3),
+        buffer_key(1, 2, 1, 3),
+        buffer_key(1, 2, 0, 4),
+    ):
         assert not np.array_equal(base, generate(None, "float32", 1000, key))
     # a prefix is the same whatever the length: value i is a function of i alone
     assert np.array_equal(base[:10], generate(None, "float32", 10, buffer_key(1, 2, 0, 3)))
@@ -130,8 +135,14 @@ _NORMAL_RTOL = {"float64": 1e-14, "float32": 2**-23, "float16": 2**-10, "bfloat1
 def test_generated_inputs_are_the_numpy_twins_values(backend: CudaBackend) -> None:
     n = 100_003
     for dtype in DTYPE_CODES:
-        for init in (None, InitSpec("uniform", -3, 5), InitSpec("normal", 1, 2),
-                     InitSpec("randint", -5, 5), InitSpec("arange"), InitSpec("ones")):  # fmt: skip
+        for init in (
+            None,
+            InitSpec("uniform", -3, 5),
+            InitSpec("normal", 1, 2),
+            InitSpec("randint", -5, 5),
+            InitSpec("arange"),
+            InitSpec("ones"),
+        ):
             g = describe(init, dtype, buffer_key(11, 0, 0, 1))
             buf = Buffer("x", n * storage_dtype(dtype).itemsize, dtype, generated=g)
             placed = backend._place([buf], GUARD_BYTES)
@@ -139,8 +150,9 @@ def test_generated_inputs_are_the_numpy_twins_values(backend: CudaBackend) -> No
             want = counter.values_of(g, dtype, n)
             backend._release(placed)
             if init is not None and init.kind == "normal" and dtype in FLOATS:
-                np.testing.assert_allclose(as_float(got, dtype), as_float(want, dtype),
-                                           rtol=_NORMAL_RTOL[dtype], atol=1e-6)  # fmt: skip
+                np.testing.assert_allclose(
+                    as_float(got, dtype), as_float(want, dtype), rtol=_NORMAL_RTOL[dtype], atol=1e-6
+                )
             else:
                 assert np.array_equal(got, want), (dtype, init)
 
@@ -177,8 +189,7 @@ def test_output_summaries_match_numpy(backend: CudaBackend, dtype: str) -> None:
     backend._release(ref)
     run = backend._place([Buffer("y", nbytes, dtype, data=got.tobytes())], GUARD_BYTES)
     poisoned = Buffer("y", nbytes, dtype, poison=poison_pattern(dtype))  # (the run's poison)
-    reply = backend._check([poisoned], run, Checks(("y",), 1e-2, 1e-3,
-                           against=("oracle",)))  # fmt: skip
+    reply = backend._check([poisoned], run, Checks(("y",), 1e-2, 1e-3, against=("oracle",)))
     want = summarize_output(expected, got, dtype, rtol=checks.rtol, atol=checks.atol)
     assert reply.compared["oracle"]["y"] == want
     assert want.bad >= 10 and want.unwritten == 5
@@ -206,8 +217,9 @@ def test_scale_aware_floor_summaries_match_numpy(backend: CudaBackend, dtype: st
     backend._keep("oracle", [Buffer("y", nbytes, dtype)], ref, ("y",))
     backend._release(ref)
     run = backend._place([Buffer("y", nbytes, dtype, data=got.tobytes())], GUARD_BYTES)
-    reply = backend._check([Buffer("y", nbytes, dtype)], run, Checks(("y",), rtol, atol,
-                           against=("oracle",)))  # fmt: skip
+    reply = backend._check(
+        [Buffer("y", nbytes, dtype)], run, Checks(("y",), rtol, atol, against=("oracle",))
+    )
     want = summarize_output(expected, got, dtype, rtol=rtol, atol=atol)
     assert reply.compared["oracle"]["y"] == want
     assert want.scale == 50.0 and want.first_bad == 200
@@ -218,8 +230,10 @@ def test_scale_aware_floor_summaries_match_numpy(backend: CudaBackend, dtype: st
 def test_guards_and_changed_inputs_match_numpy(backend: CudaBackend) -> None:
     n = 1000
     x = generate(None, "float32", n, 9)
-    bufs = [Buffer("x", 4 * n, "float32", data=x.tobytes(), is_input=True),
-            Buffer("y", 4 * n, "float32", poison=poison_pattern("float32"))]  # fmt: skip
+    bufs = [
+        Buffer("x", 4 * n, "float32", data=x.tobytes(), is_input=True),
+        Buffer("y", 4 * n, "float32", poison=poison_pattern("float32")),
+    ]
     placed = backend._place(bufs, GUARD_BYTES)
     clean = backend._check(bufs, placed, Checks(("y",)))
     assert clean.changed["x"].changed == 0 and clean.guards["y"].back_changed == 0
@@ -233,8 +247,12 @@ def test_guards_and_changed_inputs_match_numpy(backend: CudaBackend) -> None:
     after = get(backend, placed.ptrs["x"], n, "float32")
     c = reply.changed["x"]
     want = summarize_changed(x, after)
-    assert (c.changed, c.first, c.before, c.after) == (want.changed, want.first, want.before,
-                                                       want.after)  # fmt: skip
+    assert (c.changed, c.first, c.before, c.after) == (
+        want.changed,
+        want.first,
+        want.before,
+        want.after,
+    )
     raw = get(backend, placed.ptrs["y"] - GUARD_BYTES, 4 * n + 2 * GUARD_BYTES, "uint8").tobytes()
     assert reply.guards["y"] == summarize_guards(raw, 4 * n)
     assert reply.guards["y"].back_changed > 0 and reply.guards["y"].front_changed == 1
@@ -270,8 +288,9 @@ def test_the_worker_exits_at_once_when_closed(
 ) -> None:
     monkeypatch.setenv(DRIVER_ENV, "tests.unit.fake_cuda_driver")
     root = str(Path(__file__).resolve().parents[2])
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root,
-                       os.environ.get("PYTHONPATH")])))  # fmt: skip
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    )
     ev = GpuEvaluator(cache_dir=tmp_path)
     ev.device_facts()
     process = ev._worker.process

@@ -383,8 +383,9 @@ def test_timing_errors_raise_the_workers_cuda_error() -> None:
 
     plan = timing.Plan(min_samples=3, max_samples=4, budget_s=0.05, warmup=1, warmup_s=0, batch=2)
     with pytest.raises(CudaError, match="cuEventRecord: CUDA error 700"):
-        timing.time_interleaved(Failing(), "s", [lambda: None], lambda: None, lambda: None, plan,
-                                check=_check)  # fmt: skip
+        timing.time_interleaved(
+            Failing(), "s", [lambda: None], lambda: None, lambda: None, plan, check=_check
+        )
 
 
 def test_timing_loop_order_keeps_poison_and_flush_outside_the_timed_region() -> None:
@@ -396,10 +397,15 @@ def test_timing_loop_order_keeps_poison_and_flush_outside_the_timed_region() -> 
 
     plan = timing.Plan(min_samples=3, max_samples=4, budget_s=0.05, warmup=1, warmup_s=0, batch=2)
     samples = timing.time_interleaved(
-        rec, "stream", [lambda: launch("A"), lambda: launch("B")],
-        lambda: rec.log.append("flush"), lambda: rec.log.append("sync"), plan, check=_check,
+        rec,
+        "stream",
+        [lambda: launch("A"), lambda: launch("B")],
+        lambda: rec.log.append("flush"),
+        lambda: rec.log.append("sync"),
+        plan,
+        check=_check,
         prepare=[lambda _t: rec.log.append("poisonA"), lambda _t: rec.log.append("poisonB")],
-    )  # fmt: skip
+    )
     assert [len(s) for s in samples] == [4, 4] and set(samples[0]) == {1.0}
     timed = rec.log[rec.log.index("event") - 2 :]
     for name in ("A", "B"):

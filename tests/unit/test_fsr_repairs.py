@@ -60,10 +60,25 @@ def optimize(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     if not source.exists():
         source.write_text(ORIGINAL.read_text())
     (tmp_path / "outcomes.json").write_text(json.dumps(OUTCOMES))
-    env = dict(os.environ, CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
-               CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
-    args = [str(source), "--kernel", "saxpy", "--rounds", "1", "--candidates", "2",
-            "--format", "json", "--compile-timeout", "300", *flags]  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+        CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}",
+    )
+    args = [
+        str(source),
+        "--kernel",
+        "saxpy",
+        "--rounds",
+        "1",
+        "--candidates",
+        "2",
+        "--format",
+        "json",
+        "--compile-timeout",
+        "300",
+        *flags,
+    ]
     command = [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
@@ -90,8 +105,9 @@ def test_fsr_repairs_a_compile_error_into_the_winner_and_replays_it(tmp_path: Pa
     assert "implements this plan" not in repair  # FSR has no plans
     assert "1.1 repairing (attempt 1)" in done.stderr and "1.1 repairing (attempt 2)" in done.stderr
 
-    names = sorted(p.name.removeprefix("saxpy-r01-").rsplit("-", 1)[0]
-                   for p in (tmp_path / "rec").iterdir())  # fmt: skip
+    names = sorted(
+        p.name.removeprefix("saxpy-r01-").rsplit("-", 1)[0] for p in (tmp_path / "rec").iterdir()
+    )
     assert names == ["c01", "c01-debugger1", "c01-debugger2", "c02"]
     history = RunHistory(tmp_path / "data" / "history.sqlite3")
     (run,) = history.runs()
@@ -105,12 +121,16 @@ def test_fsr_repairs_a_compile_error_into_the_winner_and_replays_it(tmp_path: Pa
 
 
 def test_repairs_are_bounded_by_d_and_zero_turns_them_off(tmp_path: Path) -> None:
-    still_broken = {"text": kernel_reply(BROKEN), "match": "round 1, candidate 1, repair",
-                    "repeat": -1}  # fmt: skip
+    still_broken = {
+        "text": kernel_reply(BROKEN),
+        "match": "round 1, candidate 1, repair",
+        "repeat": -1,
+    }
     with ScriptedLlmServer([*coders(), still_broken]) as server:
         done = optimize(tmp_path, "--base-url", server.base_url, "--repairs", "2")
-        repairs = [r for r in server.chat_requests()
-                   if "repair" in r["body"]["messages"][-1]["content"]]  # fmt: skip
+        repairs = [
+            r for r in server.chat_requests() if "repair" in r["body"]["messages"][-1]["content"]
+        ]
     assert done.returncode == 0, done.stderr
     assert len(repairs) == 2
     assert "repair 2 of 2." in repairs[-1]["body"]["messages"][-1]["content"]
@@ -147,13 +167,15 @@ async def test_cancel_during_a_repair_stops_at_once() -> None:
             asyncio.get_running_loop().call_later(0.2, cancel.set)  # the repair is in flight
 
     with ScriptedLlmServer(steps) as server:
-        config = OptimizeConfig(rounds=1, candidates=1, profile=False, base_url=server.base_url,
-                                api_key="k", model="m")  # fmt: skip
+        config = OptimizeConfig(
+            rounds=1, candidates=1, profile=False, base_url=server.base_url, api_key="k", model="m"
+        )
         llm = OpenAiLlm(config)
         request = OptimizeRequest(file_text=SAXPY_FILE, kernel="saxpy", seed=1)
         started = time.monotonic()
-        result = await run_loop(request, config, evaluator, llm, on_event=seen, cancel=cancel,
-                                toolchain=FakeToolchain())  # fmt: skip
+        result = await run_loop(
+            request, config, evaluator, llm, on_event=seen, cancel=cancel, toolchain=FakeToolchain()
+        )
         elapsed = time.monotonic() - started
         await llm.close()
         sent = len(server.chat_requests())

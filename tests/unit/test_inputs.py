@@ -20,11 +20,16 @@ def spec_and_case(inputs: str | None = None, dtype: str = "float32") -> tuple[Te
         ArgSpec("n", 3, "int", False, dtype="int32", value="n"),
     )
     spec = TestSpec(
-        kernel="k", sizes={"n": [1000]}, grid=("cdiv(n, 256)",), block=("256",), args=args,
+        kernel="k",
+        sizes={"n": [1000]},
+        grid=("cdiv(n, 256)",),
+        block=("256",),
+        args=args,
         inputs=inputs,
-    )  # fmt: skip
-    case = Case(0, {"n": 1000}, (4, 1, 1), (256, 1, 1), 0, {"x": 1000, "y": 1000, "out": 1000},
-                {"n": 1000})  # fmt: skip
+    )
+    case = Case(
+        0, {"n": 1000}, (4, 1, 1), (256, 1, 1), 0, {"x": 1000, "y": 1000, "out": 1000}, {"n": 1000}
+    )
     return spec, case
 
 
@@ -51,9 +56,17 @@ def test_defaults_are_never_zeros_and_init_is_honoured() -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "np_dtype"),
-    [("float64", np.float64), ("float16", np.float16), ("int8", np.int8), ("uint8", np.uint8),
-     ("int32", np.int32), ("uint32", np.uint32), ("int64", np.int64), ("bfloat16", np.uint16)],
-)  # fmt: skip
+    [
+        ("float64", np.float64),
+        ("float16", np.float16),
+        ("int8", np.int8),
+        ("uint8", np.uint8),
+        ("int32", np.int32),
+        ("uint32", np.uint32),
+        ("int64", np.int64),
+        ("bfloat16", np.uint16),
+    ],
+)
 def test_every_element_type_has_its_storage_dtype(dtype: str, np_dtype: type) -> None:
     v = generate(None, dtype, 100, np.random.default_rng(0))
     assert v.dtype == np_dtype and v.size == 100
@@ -83,8 +96,10 @@ def write_hook(tmp_path: Path, body: str) -> None:
 
 
 def test_hook_provides_structured_inputs(tmp_path: Path) -> None:
-    write_hook(tmp_path, "def make(sizes, rng):\n"
-               "    return {'x': np.full(sizes['n'], 3.0, dtype=np.float32)}\n")  # fmt: skip
+    write_hook(
+        tmp_path,
+        "def make(sizes, rng):\n    return {'x': np.full(sizes['n'], 3.0, dtype=np.float32)}\n",
+    )
     spec, case = spec_and_case("gen.py:make")
     arrays = make_inputs(spec, case, case_rng(0, 0), tmp_path)
     assert (arrays["x"] == 3).all()
@@ -101,15 +116,24 @@ def test_hook_provides_structured_inputs(tmp_path: Path) -> None:
         ("gen.py:make", "def make(s, r):\n    return [1]\n", "must return a dict"),
         ("gen.py:make", "def make(s, r):\n    return {'z': np.zeros(3)}\n", "not a pointer"),
         ("gen.py:make", "def make(s, r):\n    return {'out': np.zeros(1000)}\n", "an out argument"),
-        ("gen.py:make", "def make(s, r):\n    return {'x': np.zeros(7, np.float32)}\n",
-         "expected 1000 elements"),
-        ("gen.py:make", "def make(s, r):\n    return {'x': np.zeros(1000, np.complex64)}\n",
-         "expected float32, got complex64"),
-        ("gen.py:make", "def make(s, r):\n    return {'x': [0.0] * 1000}\n",
-         "expected a numpy array"),
+        (
+            "gen.py:make",
+            "def make(s, r):\n    return {'x': np.zeros(7, np.float32)}\n",
+            "expected 1000 elements",
+        ),
+        (
+            "gen.py:make",
+            "def make(s, r):\n    return {'x': np.zeros(1000, np.complex64)}\n",
+            "expected float32, got complex64",
+        ),
+        (
+            "gen.py:make",
+            "def make(s, r):\n    return {'x': [0.0] * 1000}\n",
+            "expected a numpy array",
+        ),
         ("gen.py:make", "syntax error here(\n", "loading gen.py failed: SyntaxError"),
     ],
-)  # fmt: skip
+)
 def test_hook_errors_are_clear(tmp_path: Path, ref: str, body: str, needle: str) -> None:
     write_hook(tmp_path, body)
     spec, case = spec_and_case(ref)
@@ -120,9 +144,12 @@ def test_hook_errors_are_clear(tmp_path: Path, ref: str, body: str, needle: str)
 
 def test_hook_bfloat16_accepts_ml_dtypes_and_floats(tmp_path: Path) -> None:
     pytest.importorskip("ml_dtypes")
-    write_hook(tmp_path, "import ml_dtypes\ndef make(s, r):\n"
-               "    return {'x': np.full(s['n'], 1.5, ml_dtypes.bfloat16),\n"
-               "            'y': np.full(s['n'], 2.5, np.float32)}\n")  # fmt: skip
+    write_hook(
+        tmp_path,
+        "import ml_dtypes\ndef make(s, r):\n"
+        "    return {'x': np.full(s['n'], 1.5, ml_dtypes.bfloat16),\n"
+        "            'y': np.full(s['n'], 2.5, np.float32)}\n",
+    )
     spec, case = spec_and_case("gen.py:make", dtype="bfloat16")
     arrays = make_inputs(spec, case, case_rng(0, 0), tmp_path)
     assert (bf16_to_float32(arrays["x"]) == 1.5).all()

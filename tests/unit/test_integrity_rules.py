@@ -212,10 +212,17 @@ def test_module_state_does_not_survive_an_unload(driver_env: object) -> None:
     try:
         n = 64
         x = Generated(KIND_CODES["uniform"], -1.0, 1.0, key=9)
-        launch = Launch(None, (1, 1, 1), (64, 1, 1), 0,
-                        (BufferArg("x"), BufferArg("y"), ScalarArg("int32", n)),
-                        (Buffer("x", 4 * n, "float32", generated=x, is_input=True),
-                         Buffer("y", 4 * n, "float32", poison=b"\xa5\xa5\xa5\x7f")))  # fmt: skip
+        launch = Launch(
+            None,
+            (1, 1, 1),
+            (64, 1, 1),
+            0,
+            (BufferArg("x"), BufferArg("y"), ScalarArg("int32", n)),
+            (
+                Buffer("x", 4 * n, "float32", generated=x, is_input=True),
+                Buffer("y", 4 * n, "float32", poison=b"\xa5\xa5\xa5\x7f"),
+            ),
+        )
 
         def run(name: str, keep: str | None, against: tuple[str, ...]) -> RunReply:
             loaded = worker.call(LoadRequest(cubin(name), name), LoadReply, 30)

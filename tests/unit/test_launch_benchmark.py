@@ -72,8 +72,9 @@ def test_the_scripts_expression_reader_computes_as_c_does() -> None:
             value(hostile, sizes)
 
 
-@pytest.mark.parametrize("c", [c for c in ALL if block_table(c.text, launch=True)],
-                         ids=lambda c: c.label)  # fmt: skip
+@pytest.mark.parametrize(
+    "c", [c for c in ALL if block_table(c.text, launch=True)], ids=lambda c: c.label
+)
 def test_the_scripts_launches_are_the_projects(c: Candidate) -> None:
     """The independent timer launches with what the script reads; it must be what the evaluator
     launches (the project's parser applied to the spec), case by case; the two blocks the loop
@@ -95,23 +96,36 @@ def test_the_scripts_launches_are_the_projects(c: Candidate) -> None:
     project = [(pad(k.grid), pad(k.block), k.smem) for k in config.applied_to(spec).cases()]
     spec_table = block_table(text, launch=False)
     assert spec_table is not None
-    ours = [(pad(x.grid), pad(x.block), x.smem)
-            for x in launches(spec_table, block_table(c.text, launch=True))]  # fmt: skip
+    ours = [
+        (pad(x.grid), pad(x.block), x.smem)
+        for x in launches(spec_table, block_table(c.text, launch=True))
+    ]
     assert ours == project
 
 
 @pytest.mark.skipif(not _builds_at_all(), reason="NVRTC is not available here")
 @pytest.mark.parametrize("c", ALL, ids=lambda c: c.label)
 def test_each_candidate_compiles(c: Candidate) -> None:
-    built = build_binary(original(c.original), None, c.original, Settings(),
-                         kernel_source=strip_spec_comments(c.text).code, arch="sm_90")  # fmt: skip
+    built = build_binary(
+        original(c.original),
+        None,
+        c.original,
+        Settings(),
+        kernel_source=strip_spec_comments(c.text).code,
+        arch="sm_90",
+    )
     assert not isinstance(built, CandidateRejected), built
 
 
 def run(tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     out = tmp_path / "summary.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), *extra], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     print(done.stdout[-5000:], done.stderr[-2000:])
     return done.returncode, json.loads(out.read_text()), done.stdout
 
@@ -132,8 +146,10 @@ def test_the_dry_run_passes_and_writes_consistent_programs(tmp_path: Path) -> No
         assert program["got"] == "builds" and program["host_diff"]
         assert (tmp_path / "kept" / f"{name}.cu").is_file()
     sites = rows["transpose: written program"]["launch_sites"]["written"]
-    assert sites == ["dim3((C + 31) / 32, (R + 31) / 32), dim3(32, 8)",
-                     "dim3((R + 31) / 32, (C + 31) / 32), dim3(32, 8)"]  # fmt: skip
+    assert sites == [
+        "dim3((C + 31) / 32, (R + 31) / 32), dim3(32, 8)",
+        "dim3((R + 31) / 32, (C + 31) / 32), dim3(32, 8)",
+    ]
     written = (tmp_path / "kept" / "matmul.cu").read_text()
     assert "matmul<<<grid, block, (16 * 65 + 16 * 64) * 4>>>(dA, dB, dC, M, N, K);" in written
     assert "launch sites, original -> written" in stdout
@@ -146,8 +162,9 @@ def test_a_winner_that_does_not_win_fails_the_run(tmp_path: Path) -> None:
         if "01_block_per_row" in entry["contains"]:
             entry.update(status="wrong_output", message="planted disagreement")
     (tmp_path / "outcomes.json").write_text(json.dumps(recording))
-    code, summary, _ = run(tmp_path, "--targets", "softmax", "--evaluator",
-                           f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
+    code, summary, _ = run(
+        tmp_path, "--targets", "softmax", "--evaluator", f"recorded:{tmp_path / 'outcomes.json'}"
+    )
     rows = {r["candidate"]: r for r in summary["rows"]}
     assert code == 1
     assert rows["softmax/01_block_per_row"]["verdict"] == "FAIL"

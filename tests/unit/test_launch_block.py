@@ -44,8 +44,11 @@ def candidate(block: str) -> tuple[Kernel, str]:
 def parse(block: str) -> tuple[LaunchConfig | None, list[str], list[tuple[int, int]]]:
     kernel, text = candidate(block)
     config, errors = parse_launch_block(kernel, original_spec(), text)
-    return config, [e.message for e in errors], [(e.span.start.line, e.span.start.column)
-                                                 for e in errors]  # fmt: skip
+    return (
+        config,
+        [e.message for e in errors],
+        [(e.span.start.line, e.span.start.column) for e in errors],
+    )
 
 
 def test_a_full_block_is_read() -> None:

@@ -36,22 +36,31 @@ def reply(marker: str, block: str = BLOCK) -> str:
     return block + saxpy_candidate(marker)
 
 
-async def run(llm: FakeLlm, ev: RecordedEvaluator, text: str = SAXPY_FILE,
-              **config: Any) -> OptimizeResult:  # fmt: skip
+async def run(
+    llm: FakeLlm, ev: RecordedEvaluator, text: str = SAXPY_FILE, **config: Any
+) -> OptimizeResult:
     history = config.pop("history", None)
     settings = {"rounds": 1, "candidates": 2, "profile": False, "repairs": 0} | config
     return await optimize(
-        OptimizeRequest(file_text=text, kernel="saxpy", seed=7), OptimizeConfig(**settings), ev,
-        llm, toolchain=FakeToolchain(), history=history,
-    )  # fmt: skip
+        OptimizeRequest(file_text=text, kernel="saxpy", seed=7),
+        OptimizeConfig(**settings),
+        ev,
+        llm,
+        toolchain=FakeToolchain(),
+        history=history,
+    )
 
 
 def evaluator() -> RecordedEvaluator:
-    return RecordedEvaluator({
-        "baseline": {"ms": 1.0, "spread_pct": 0.5},
-        "candidates": [{"contains": "variant: own", "status": "ok", "ms": 0.25},
-                       {"contains": "variant: plain", "status": "ok", "ms": 0.8}],
-    })  # fmt: skip
+    return RecordedEvaluator(
+        {
+            "baseline": {"ms": 1.0, "spread_pct": 0.5},
+            "candidates": [
+                {"contains": "variant: own", "status": "ok", "ms": 0.25},
+                {"contains": "variant: plain", "status": "ok", "ms": 0.8},
+            ],
+        }
+    )
 
 
 def test_the_policy_decides_from_the_files_launch_sites() -> None:
@@ -123,9 +132,12 @@ async def test_auto_with_no_launch_site_keeps_the_launch_and_says_so_at_the_star
     llm = FakeLlm({(1, 1): reply("own"), (1, 2): saxpy_candidate("plain")})
     result = await optimize(
         OptimizeRequest(file_text=NO_SITE_FILE, kernel="saxpy", seed=7),
-        OptimizeConfig(rounds=1, candidates=2, profile=False, repairs=0), ev, llm,
-        toolchain=FakeToolchain(), on_event=events.append,
-    )  # fmt: skip
+        OptimizeConfig(rounds=1, candidates=2, profile=False, repairs=0),
+        ev,
+        llm,
+        toolchain=FakeToolchain(),
+        on_event=events.append,
+    )
     started = next(e for e in events if isinstance(e, RunStarted))
     assert started.launch.startswith("launch: fixed to the original (grid=cdiv(n, 256) block=256")
     assert started.launch_fixed is not None and "no launch site" in started.launch_fixed
@@ -144,10 +156,12 @@ async def test_a_free_run_says_so_and_has_no_launch_fixed() -> None:
     events: list[Any] = []
     result = await optimize(
         OptimizeRequest(file_text=SAXPY_FILE, kernel="saxpy", seed=7),
-        OptimizeConfig(rounds=1, candidates=1, profile=False, repairs=0), evaluator(),
-        FakeLlm({(1, 1): saxpy_candidate("plain")}), toolchain=FakeToolchain(),
+        OptimizeConfig(rounds=1, candidates=1, profile=False, repairs=0),
+        evaluator(),
+        FakeLlm({(1, 1): saxpy_candidate("plain")}),
+        toolchain=FakeToolchain(),
         on_event=events.append,
-    )  # fmt: skip
+    )
     started = next(e for e in events if isinstance(e, RunStarted))
     assert started.launch_fixed is None and "may choose their own" in started.launch
     assert result.to_json()["launch_fixed"] is None

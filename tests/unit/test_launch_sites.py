@@ -551,8 +551,11 @@ def test_refusals_say_where_and_what_to_write() -> None:
 def test_sites_found_with_their_configuration_and_arguments() -> None:
     text = SCALE + "void f(float* y, cudaStream_t s) { scale<<<4, 256, 0, s>>>(y, y, 1024); }\n"
     (site,) = find_launch_sites(text, "scale")
-    assert (site.callee, site.config, site.args) == ("scale", ("4", "256", "0", "s"),
-                                                     ("y", "y", "1024"))  # fmt: skip
+    assert (site.callee, site.config, site.args) == (
+        "scale",
+        ("4", "256", "0", "s"),
+        ("y", "y", "1024"),
+    )
     assert site.span.slice(text) == "<<<4, 256, 0, s>>>"
 
 

@@ -62,8 +62,12 @@ def check_json(tmp_path: Path, name: str, text: str, *flags: str) -> dict[str, A
     env["CUDA_LLM_CACHE_DIR"] = str(tmp_path / "cache")
     done = subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", "check", "--format", "json", *flags, name],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
 

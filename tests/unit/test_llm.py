@@ -309,13 +309,19 @@ async def test_limits_and_parameters_the_model_refuses_are_adapted_to(
     """A smaller output limit (OpenAI's wording, vLLM's context wording) and a server without
     reasoning_effort: the request is retried with what the model takes."""
     scripted_llm.add(
-        error(400, "max_tokens is too large: 32768. This model supports at most 16384 "
-              "completion tokens, whereas you provided 32768."),
-        error(400, "This model's maximum context length is 8192 tokens. However, you requested "
-              "18384 tokens (2000 in the messages, 16384 in the completion)."),
+        error(
+            400,
+            "max_tokens is too large: 32768. This model supports at most 16384 "
+            "completion tokens, whereas you provided 32768.",
+        ),
+        error(
+            400,
+            "This model's maximum context length is 8192 tokens. However, you requested "
+            "18384 tokens (2000 in the messages, 16384 in the completion).",
+        ),
         error(400, "Unrecognized request argument supplied: reasoning_effort"),
         reply(kernel_reply(KERNEL)),
-    )  # fmt: skip
+    )
     llm = client(scripted_llm, reasoning_effort="low")
     answer = await llm.complete(prompt())
     await llm.close()

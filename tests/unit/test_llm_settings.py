@@ -30,8 +30,10 @@ def test_settings_are_read_and_bad_values_keep_the_defaults() -> None:
     assert problems == []
     config = config_from_settings(settings)
     assert (config.max_output_tokens, config.temperature, config.reasoning_effort) == (
-        4096, 0.3, "high",
-    )  # fmt: skip
+        4096,
+        0.3,
+        "high",
+    )
     settings, problems = settings_from_mapping(
         {"cudaLlm": {"maxTokens": 10, "temperature": 5, "reasoningEffort": "max"}}
     )
@@ -49,8 +51,11 @@ def test_the_strategy_setting_reaches_the_run_config() -> None:
 
 def _optimize(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "outcomes.json").write_text(json.dumps({"baseline": {"ms": 1.0}}))
-    env = dict(os.environ, CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
-               CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+        CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}",
+    )
     args = [str(ORIGINAL), "--kernel", "saxpy", "--rounds", "1", "--candidates", "1", *flags]
     command = [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
@@ -59,8 +64,17 @@ def _optimize(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
 def test_cli_flags_reach_the_endpoint(tmp_path: Path) -> None:
     code = ORIGINAL.read_text().split("*/\n", 1)[1]
     with ScriptedLlmServer([{"text": kernel_reply(code)}]) as server:
-        done = _optimize(tmp_path, "--base-url", server.base_url, "--max-tokens", "2048",
-                         "--temperature", "0.25", "--reasoning-effort", "medium")  # fmt: skip
+        done = _optimize(
+            tmp_path,
+            "--base-url",
+            server.base_url,
+            "--max-tokens",
+            "2048",
+            "--temperature",
+            "0.25",
+            "--reasoning-effort",
+            "medium",
+        )
         requests = server.chat_requests()  # the candidate's, then its debugger's (unscripted)
     assert done.returncode == 0, done.stderr
     assert len(requests) == 2

@@ -431,9 +431,15 @@ async def test_the_optimize_winner_is_placed_in_the_file_off_the_event_loop(
     from cuda_llm_lsp.fsr.types import OptimizeResult, config_from_settings
 
     result = OptimizeResult(
-        kernel="saxpy", baseline_ms=1.0, best_ms=0.5, speedup=2.0, accepted=True, candidates=(),
-        best_source=SAXPY, message="2x",
-    )  # fmt: skip
+        kernel="saxpy",
+        baseline_ms=1.0,
+        best_ms=0.5,
+        speedup=2.0,
+        accepted=True,
+        candidates=(),
+        best_source=SAXPY,
+        message="2x",
+    )
     threads: list[int] = []
 
     async def engine(*args: Any, **kwargs: Any) -> OptimizeResult:

@@ -152,11 +152,22 @@ def _binary(name: str) -> Any:
 
 # --- the pool's rules, with stand-in devices ---------------------------------------------------
 FACTS = DeviceFacts(
-    name="Stand-in", compute_capability=(9, 0), arch="sm_90", sm_count=1,
-    max_threads_per_block=1024, shared_per_block=0, shared_per_block_optin=0, shared_per_sm=0,
-    registers_per_block=0, registers_per_sm=0, l2_bytes=0, memory_bytes=0, clock_khz=0,
-    memory_clock_khz=0, memory_bus_width=0,
-)  # fmt: skip
+    name="Stand-in",
+    compute_capability=(9, 0),
+    arch="sm_90",
+    sm_count=1,
+    max_threads_per_block=1024,
+    shared_per_block=0,
+    shared_per_block_optin=0,
+    shared_per_sm=0,
+    registers_per_block=0,
+    registers_per_sm=0,
+    l2_bytes=0,
+    memory_bytes=0,
+    clock_khz=0,
+    memory_clock_khz=0,
+    memory_bus_width=0,
+)
 
 
 class StandIn:
@@ -343,9 +354,11 @@ def test_an_editor_jobs_cancel_stops_only_its_own_calls_on_the_shared_pool() -> 
         except EvaluationCancelled:
             outcomes[name] = "cancelled"
 
-    threads = [threading.Thread(target=call, args=("first", first)),
-               threading.Thread(target=call, args=("second", second)),
-               threading.Thread(target=call, args=("first, waiting", first))]  # fmt: skip
+    threads = [
+        threading.Thread(target=call, args=("first", first)),
+        threading.Thread(target=call, args=("second", second)),
+        threading.Thread(target=call, args=("first, waiting", first)),
+    ]
     for t in threads:
         t.start()
         time.sleep(0.1)
@@ -432,8 +445,9 @@ def test_the_suite_spreads_its_kernels_over_the_gpus_with_the_same_rows(
     monkeypatch.setenv("CUDA_LLM_DATA_DIR", str(tmp_path / "data"))
     recording = tmp_path / "outcomes.json"
     recording.write_text(json.dumps(OUTCOMES))
-    options = SuiteOptions(directory=SUITE, kernels=KERNELS, optimize=True,
-                           replay_dir=RECORDING, vendor=False)  # fmt: skip
+    options = SuiteOptions(
+        directory=SUITE, kernels=KERNELS, optimize=True, replay_dir=RECORDING, vendor=False
+    )
     items = discover(SUITE, KERNELS)
     one = SuiteRunner(options, RecordedEvaluator(recording)).run(items)
     devices = [Device(GpuId(i), RecordedEvaluator(recording)) for i in range(2)]
@@ -441,8 +455,9 @@ def test_the_suite_spreads_its_kernels_over_the_gpus_with_the_same_rows(
         two = SuiteRunner(options, pool).run(items)
 
     def rows(report: Any) -> list[tuple[Any, ...]]:
-        return [(r.kernel, r.status, r.accepted, r.speedup, r.candidate_statuses)
-                for r in report.rows]  # fmt: skip
+        return [
+            (r.kernel, r.status, r.accepted, r.speedup, r.candidate_statuses) for r in report.rows
+        ]
 
     assert rows(two) == rows(one) and [r.kernel for r in two.rows] == [i.kernel.name for i in items]
     assert any("spread over 2 GPUs" in n for n in two.notes)
@@ -454,8 +469,9 @@ def test_without_ray_a_cluster_is_a_clear_usage_error(monkeypatch: pytest.Monkey
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "ray" else real(name, *a))  # fmt: skip
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
     with pytest.raises(ValueError, match=r'pip install "cuda-llm-lsp\[ray\]"'):
         ray_pool("auto")
 
@@ -464,8 +480,10 @@ def test_importing_the_package_never_imports_ray(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys, cuda_llm_lsp.cli, cuda_llm_lsp.engine, cuda_llm_lsp.lsp.app, "
-            "cuda_llm_lsp.evaluate.ray_cluster; print('ray' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys, cuda_llm_lsp.cli, cuda_llm_lsp.engine, cuda_llm_lsp.lsp.app, "
+        "cuda_llm_lsp.evaluate.ray_cluster; print('ray' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
 
@@ -482,10 +500,25 @@ def test_bad_gpus_and_cluster_flags_are_usage_errors(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_LLM_EVALUATOR"}
     env["CUDA_LLM_DATA_DIR"] = str(tmp_path / "data")
     done = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", str(source), "--kernel", "saxpy",
-         "--gpus", "first", "--format", "json"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cuda_llm_lsp.cli",
+            "optimize",
+            str(source),
+            "--kernel",
+            "saxpy",
+            "--gpus",
+            "first",
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "gpus must be 'all' or a list of GPU numbers" in done.stderr
     assert json.loads(done.stdout)["exit_code"] == 2

@@ -152,8 +152,12 @@ def test_parse_ptxas_reads_spills_stack_and_shared() -> None:
     )
     (r,) = parse_ptxas(log).values()
     assert (r.registers, r.spill_stores, r.spill_loads, r.shared_bytes, r.stack_bytes) == (
-        255, 8, 12, 4096, 24,
-    )  # fmt: skip
+        255,
+        8,
+        12,
+        4096,
+        24,
+    )
     assert r.constant_bytes == 380
 
 

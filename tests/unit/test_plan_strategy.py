@@ -34,12 +34,16 @@ def steps() -> list[dict[str, Any]]:
     plan = "Here are the plans.\n```json\n" + json.dumps(PLANS, indent=1) + "\n```\n"
     return [
         {"text": plan, "match": "Propose 2 distinct plans"},
-        {"text": kernel_reply(saxpy("broken", "  if (i < n) y[i] = fmaf(a, x[i], y[i])")),
-         "match": "candidate 1 of 2. Implement this plan: Vectorize with float4 loads."},
-        {"text": kernel_reply(saxpy("steady")),
-         "match": "candidate 2 of 2. Implement this plan: Grid-stride loop with fmaf."},
+        {
+            "text": kernel_reply(saxpy("broken", "  if (i < n) y[i] = fmaf(a, x[i], y[i])")),
+            "match": "candidate 1 of 2. Implement this plan: Vectorize with float4 loads.",
+        },
+        {
+            "text": kernel_reply(saxpy("steady")),
+            "match": "candidate 2 of 2. Implement this plan: Grid-stride loop with fmaf.",
+        },
         {"text": kernel_reply(saxpy("fixed")), "match": "round 1, candidate 1, repair 1 of 3."},
-    ]  # fmt: skip
+    ]
 
 
 def optimize(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -54,11 +58,27 @@ def optimize(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         ],
     }
     (tmp_path / "outcomes.json").write_text(json.dumps(outcomes))
-    env = dict(os.environ, CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
-               CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
-    args = [str(source), "--kernel", "saxpy", "--strategy", "plan", "--rounds", "1",
-            "--candidates", "2", "--format", "json", "--compile-timeout", "300",
-            *flags]  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+        CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}",
+    )
+    args = [
+        str(source),
+        "--kernel",
+        "saxpy",
+        "--strategy",
+        "plan",
+        "--rounds",
+        "1",
+        "--candidates",
+        "2",
+        "--format",
+        "json",
+        "--compile-timeout",
+        "300",
+        *flags,
+    ]
     command = [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
@@ -97,8 +117,9 @@ def test_the_token_budget_stops_the_run_after_the_planner(tmp_path: Path) -> Non
 def test_plans_are_read_from_what_planners_write() -> None:
     fenced = "Plans:\n```json\n" + json.dumps([*PLANS, PLANS[0]]) + "\n```"
     assert [p.technique for p in prompts.parse_plans(fenced, 4)] == [
-        "Vectorize with float4 loads", "Grid-stride loop with fmaf",
-    ]  # fmt: skip
+        "Vectorize with float4 loads",
+        "Grid-stride loop with fmaf",
+    ]
     bare = "I suggest: " + json.dumps(PLANS[:1]).replace("\n", "\r\n")
     assert prompts.parse_plans(bare, 4)[0].why == "memory-bound at 40% of the floor"
     assert prompts.parse_plans("no plans today", 2) == []
@@ -128,15 +149,33 @@ def test_planted_scenario_with_the_plan_strategy_on_cpu(tmp_path: Path) -> None:
         ],
     }
     (tmp_path / "outcomes.json").write_text(json.dumps(outcomes))
-    env = dict(os.environ, CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
-               CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+        CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}",
+    )
     with ScriptedLlmServer(CONVERGE.plan_steps()) as server:
-        args = [str(source), "--kernel", "converge", "--strategy", "plan", "--rounds", "2",
-                "--candidates", "4", "--format", "json", "--compile-timeout", "300",
-                "--base-url", server.base_url]  # fmt: skip
+        args = [
+            str(source),
+            "--kernel",
+            "converge",
+            "--strategy",
+            "plan",
+            "--rounds",
+            "2",
+            "--candidates",
+            "4",
+            "--format",
+            "json",
+            "--compile-timeout",
+            "300",
+            "--base-url",
+            server.base_url,
+        ]
         command = [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", *args]
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert CONVERGE.mismatches(result["candidates"], "plan") == []

@@ -73,9 +73,10 @@ RUN_REPLY = RunReply(
     guards={"x": GuardSummary(), "y": GuardSummary(0, 0, 3, 0, 11)},
     changed={"x": ChangeSummary(1, 7, np.float32(0.5), np.float32(0.0))},
     unwritten={"y": OutputSummary(1000, 1, 999, 999)},
-    compared={"oracle": {"y": OutputSummary(1000, 0, 0, 0, 10, 3, 5, np.float32(1), np.float32(2),
-                                            1.0)}},
-)  # fmt: skip
+    compared={
+        "oracle": {"y": OutputSummary(1000, 0, 0, 0, 10, 3, 5, np.float32(1), np.float32(2), 1.0)}
+    },
+)
 
 MESSAGES: list[Message] = [
     FactsRequest(),
@@ -129,8 +130,9 @@ def test_requests_and_replies_are_told_apart() -> None:
 
 def test_a_run_reply_is_a_summary_whatever_the_buffer_sizes() -> None:
     """Only summaries cross the pipe: a 128 MB output's reply is a few hundred bytes."""
-    big = replace(LAUNCH, buffers=tuple(replace(b, nbytes=128 << 20, data=None) for b in
-                                        LAUNCH.buffers[1:]))  # fmt: skip
+    big = replace(
+        LAUNCH, buffers=tuple(replace(b, nbytes=128 << 20, data=None) for b in LAUNCH.buffers[1:])
+    )
     assert len(frame(RunRequest(big, checks=Checks(("y",))))) < 2048
     assert len(frame(RUN_REPLY)) < 2048
 

@@ -65,8 +65,13 @@ def local_statuses(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="module")
 def cluster(env: dict[str, str], local_statuses: Any) -> Iterator[None]:
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": env})  # fmt: skip
+    ray.init(
+        num_cpus=2,
+        num_gpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": env},
+    )
     yield
     ray.shutdown()
 
@@ -92,11 +97,28 @@ def _suite_cli(where: Path, directory: Path, replay: Path, *flags: str) -> Any:
     child = {k: v for k, v in os.environ.items() if k != "CUDA_LLM_EVALUATOR"}
     child |= {"CUDA_LLM_CACHE_DIR": str(where / "cache"), "CUDA_LLM_DATA_DIR": str(where / "data")}
     done = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "suite", str(directory), "--replay",
-         str(replay), "--no-vendor", "--time-budget", "0.3", "--format", "json", "--out",
-         str(out), *flags],
-        env=child, capture_output=True, text=True, timeout=150,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cuda_llm_lsp.cli",
+            "suite",
+            str(directory),
+            "--replay",
+            str(replay),
+            "--no-vendor",
+            "--time-budget",
+            "0.3",
+            "--format",
+            "json",
+            "--out",
+            str(out),
+            *flags,
+        ],
+        env=child,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -154,8 +176,11 @@ def test_a_suite_over_two_ray_actors_matches_the_local_run(
     report = json.loads(done.stdout)
     assert suite_rows(report) == suite["rows"]
     assert any("spread over 2 GPUs" in note for note in report["notes"]), report["notes"]
-    judged = {line.rsplit(" on ", 1)[1] for line in done.stderr.splitlines()
-              if " candidate r" in line and " on " in line}  # fmt: skip
+    judged = {
+        line.rsplit(" on ", 1)[1]
+        for line in done.stderr.splitlines()
+        if " candidate r" in line and " on " in line
+    }
     assert len(judged) == 2 and all(g.endswith((":gpu0", ":gpu1")) for g in judged), done.stderr
 
 
@@ -165,8 +190,9 @@ def test_an_actor_killed_mid_suite_has_its_work_rerun_and_the_suite_completes(
     """The objects the CLI builds for `--cluster` (a Ray pool, the suite runner): one actor is
     killed while it judges; its call runs again on an actor, and the rows are the local run's."""
     pool = ray_cluster.ray_pool("auto", plan=PLAN)
-    options = SuiteOptions(directory=suite["dir"], optimize=True, replay_dir=suite["replay"],
-                           vendor=False)  # fmt: skip
+    options = SuiteOptions(
+        directory=suite["dir"], optimize=True, replay_dir=suite["replay"], vendor=False
+    )
     killed: list[str] = []
 
     def kill_a_busy_actor(progress: Progress) -> None:

@@ -12,13 +12,32 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_realistic_benchmark_runs_at_small_sizes(tmp_path: Path) -> None:
-    env = dict(os.environ, CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path),
-               XDG_CACHE_HOME=str(tmp_path), CUDA_LLM_DATA_DIR=str(tmp_path / "data"))  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
+        HOME=str(tmp_path),
+        XDG_CACHE_HOME=str(tmp_path),
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+    )
     proc = subprocess.run(
-        [sys.executable, "benchmarks/realistic_sizes.py", "--sizes", "small", "--driver", "fake",
-         "--candidates", "1", "--kernels", "transpose,softmax,saxpy,matmul"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "benchmarks/realistic_sizes.py",
+            "--sizes",
+            "small",
+            "--driver",
+            "fake",
+            "--candidates",
+            "1",
+            "--kernels",
+            "transpose,softmax,saxpy,matmul",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
     for name in ("transpose", "softmax", "saxpy", "matmul"):

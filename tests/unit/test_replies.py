@@ -89,13 +89,28 @@ SHAPES = load()
 def test_the_corpus_covers_the_shapes_the_issue_lists() -> None:
     names = {s.name.split("-", 1)[1] for s in SHAPES}
     assert len(SHAPES) >= 20
-    for needed in ("crlf-tabs", "drafts-then-truncated", "think-unclosed-sketch",
-                   "helpers-then-kernel", "refusal", "content-filter", "think-drafts",
-                   "reasoning-content", "fence-cpp", "fence-cplusplus", "fence-unlabeled",
-                   "fence-tilde", "template-launch-bounds", "bf16-float4-ldg",
-                   "cooperative-groups", "renamed-kernel", "launch-block-above-helpers",
-                   "two-launch-blocks", "fence-after-brace",
-                   "launch-block-launch-fixed"):  # fmt: skip
+    for needed in (
+        "crlf-tabs",
+        "drafts-then-truncated",
+        "think-unclosed-sketch",
+        "helpers-then-kernel",
+        "refusal",
+        "content-filter",
+        "think-drafts",
+        "reasoning-content",
+        "fence-cpp",
+        "fence-cplusplus",
+        "fence-unlabeled",
+        "fence-tilde",
+        "template-launch-bounds",
+        "bf16-float4-ldg",
+        "cooperative-groups",
+        "renamed-kernel",
+        "launch-block-above-helpers",
+        "two-launch-blocks",
+        "fence-after-brace",
+        "launch-block-launch-fixed",
+    ):
         assert needed in names
 
 
@@ -126,10 +141,19 @@ def test_extraction(shape: Shape) -> None:
 
 
 def _cli(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, CUDA_LLM_DATA_DIR=str(workdir / "data"),
-               CUDA_LLM_EVALUATOR=f"recorded:{workdir / 'outcomes.json'}")  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "cuda_llm_lsp.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_DATA_DIR=str(workdir / "data"),
+        CUDA_LLM_EVALUATOR=f"recorded:{workdir / 'outcomes.json'}",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 GROUPS: dict[tuple[str, str], list[Shape]] = defaultdict(list)
@@ -151,11 +175,29 @@ def test_optimize_reads_every_shape(group: tuple[str, str], tmp_path: Path) -> N
     steps = [s.step(f"candidate {i} of {n}.") for i, s in enumerate(shapes, 1)]
     rounds = "2" if any("feedback" in s.expect for s in shapes) else "1"
     # CUB headers take seconds to compile: on a loaded CI machine, more than an editor's limit
-    run = [str(source), "--kernel", kernel, "--rounds", rounds, "--candidates", str(n),
-           "--format", "json", "--compile-timeout", "300"]  # fmt: skip
+    run = [
+        str(source),
+        "--kernel",
+        kernel,
+        "--rounds",
+        rounds,
+        "--candidates",
+        str(n),
+        "--format",
+        "json",
+        "--compile-timeout",
+        "300",
+    ]
     with ScriptedLlmServer(steps) as server:
-        done = _cli(tmp_path, "optimize", *run, "--base-url", server.base_url,
-                    "--record", str(tmp_path / "rec"))  # fmt: skip
+        done = _cli(
+            tmp_path,
+            "optimize",
+            *run,
+            "--base-url",
+            server.base_url,
+            "--record",
+            str(tmp_path / "rec"),
+        )
         second_round = [
             r["body"]["messages"][-1]["content"]
             for r in server.chat_requests()

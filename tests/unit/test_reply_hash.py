@@ -23,21 +23,31 @@ def code_of(candidate: str) -> str:
 
 
 async def test_outcomes_json_and_history_carry_the_replys_code_hash(tmp_path: Path) -> None:
-    ev = RecordedEvaluator({
-        "baseline": {"ms": 1.0, "spread_pct": 0.5},
-        "candidates": [{"contains": "variant: fast", "status": "ok", "ms": 0.5},
-                       {"contains": "variant: wrong", "status": "wrong_output"}],
-    })  # fmt: skip
+    ev = RecordedEvaluator(
+        {
+            "baseline": {"ms": 1.0, "spread_pct": 0.5},
+            "candidates": [
+                {"contains": "variant: fast", "status": "ok", "ms": 0.5},
+                {"contains": "variant: wrong", "status": "wrong_output"},
+            ],
+        }
+    )
     fast, wrong = saxpy_candidate("fast"), saxpy_candidate("wrong")
     llm = FakeLlm({(1, 1): wrong, (1, 2): fast})  # (1, 3) unscripted: an llm_error
     history = RunHistory(tmp_path / "h.sqlite3")
     result = await optimize(
         OptimizeRequest(file_text=SAXPY_FILE, kernel="saxpy", seed=3),
-        OptimizeConfig(rounds=1, candidates=3, profile=False, repairs=0), ev, llm,
-        toolchain=FakeToolchain(), history=history,
-    )  # fmt: skip
-    want = {1: hashlib.sha256(code_of(wrong).encode()).hexdigest()[:12],
-            2: hashlib.sha256(code_of(fast).encode()).hexdigest()[:12], 3: ""}  # fmt: skip
+        OptimizeConfig(rounds=1, candidates=3, profile=False, repairs=0),
+        ev,
+        llm,
+        toolchain=FakeToolchain(),
+        history=history,
+    )
+    want = {
+        1: hashlib.sha256(code_of(wrong).encode()).hexdigest()[:12],
+        2: hashlib.sha256(code_of(fast).encode()).hexdigest()[:12],
+        3: "",
+    }
     assert {c.index: c.reply_hash for c in result.candidates} == want
     assert {c["index"]: c["reply_hash"] for c in result.to_json()["candidates"]} == want
     assert want[1] != want[2] and all(len(h) == 12 for h in (want[1], want[2]))
@@ -48,9 +58,11 @@ async def test_outcomes_json_and_history_carry_the_replys_code_hash(tmp_path: Pa
 def test_an_older_history_database_gains_the_column(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE candidates (run_id INTEGER, round INTEGER, idx INTEGER, "
-               "status TEXT, ms REAL, speedup REAL, message TEXT, tokens INTEGER, source TEXT, "
-               "PRIMARY KEY (run_id, round, idx))")  # fmt: skip
+    db.execute(
+        "CREATE TABLE candidates (run_id INTEGER, round INTEGER, idx INTEGER, "
+        "status TEXT, ms REAL, speedup REAL, message TEXT, tokens INTEGER, source TEXT, "
+        "PRIMARY KEY (run_id, round, idx))"
+    )
     db.commit()
     db.close()
     RunHistory(path)

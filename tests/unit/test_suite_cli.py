@@ -45,30 +45,56 @@ OUTCOMES = {
 
 def suite(tmp_path: Path, *args: str, recorded: bool = True) -> subprocess.CompletedProcess[str]:
     (tmp_path / "outcomes.json").write_text(json.dumps(OUTCOMES))
-    env = dict(os.environ, CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
-               CUDA_LLM_DATA_DIR=str(tmp_path / "data"))  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+    )
     env.pop("CUDA_LLM_EVALUATOR", None)
     if recorded:
         env["CUDA_LLM_EVALUATOR"] = f"recorded:{tmp_path / 'outcomes.json'}"
     return subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", "suite", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
 
 
 def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_path: Path) -> None:
     out = tmp_path / "report"
-    proc = suite(tmp_path, str(SUITE), "--kernel", "transpose_f32", "--kernel", "matmul_f32",
-                 "--kernel", "vector_add_f32", "--replay", str(RECORDING), "--out", str(out),
-                 "--no-vendor", "--format", "json", "--launch", "keep")  # fmt: skip
+    proc = suite(
+        tmp_path,
+        str(SUITE),
+        "--kernel",
+        "transpose_f32",
+        "--kernel",
+        "matmul_f32",
+        "--kernel",
+        "vector_add_f32",
+        "--replay",
+        str(RECORDING),
+        "--out",
+        str(out),
+        "--no-vendor",
+        "--format",
+        "json",
+        "--launch",
+        "keep",
+    )
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout)
     assert printed["files"]["json"].endswith("report.json")
     data = json.loads((out / "report.json").read_text())
     rows = {r["kernel"]: r for r in data["kernels"]}
     # `keep`: the launch blocks are ignored and those candidates keep the spec's launch
-    assert rows["transpose_f32"]["candidate_statuses"] == {"out_of_bounds": 1, "ok": 1,
-                                                           "unwritten_output": 1}  # fmt: skip
+    assert rows["transpose_f32"]["candidate_statuses"] == {
+        "out_of_bounds": 1,
+        "ok": 1,
+        "unwritten_output": 1,
+    }
     assert rows["transpose_f32"]["accepted"] and rows["transpose_f32"]["speedup"] == pytest.approx(
         5
     )
@@ -77,8 +103,12 @@ def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_p
     assert rows["matmul_f32"]["accepted"] and rows["matmul_f32"]["speedup"] == pytest.approx(2.5)
     assert not rows["vector_add_f32"]["optimized"]  # no recording: benched only
     assert rows["vector_add_f32"]["speedup"] == 1.0
-    assert data["fast_p"] == {"fast_1": pytest.approx(2 / 3), "fast_2": pytest.approx(2 / 3),
-                              "fast_4": pytest.approx(1 / 3), "fast_8": 0.0}  # fmt: skip
+    assert data["fast_p"] == {
+        "fast_1": pytest.approx(2 / 3),
+        "fast_2": pytest.approx(2 / 3),
+        "fast_4": pytest.approx(1 / 3),
+        "fast_8": 0.0,
+    }
     assert rows["matmul_f32"]["floor_ms"] and rows["matmul_f32"]["bound"] == "compute"
     md = (out / "report.md").read_text()
     assert "3: 1 ok, 1 out_of_bounds, 1 unwritten_output" in md and "fast_1" in md
@@ -91,9 +121,21 @@ def test_launch_free_judges_launch_changing_candidates_with_their_own_launch(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "free"
-    proc = suite(tmp_path, str(SUITE), "--kernel", "softmax_f32,transpose_f32,matmul_f32",
-                 "--replay", str(RECORDING), "--launch", "free", "--out", str(out), "--no-vendor",
-                 "--format", "json")  # fmt: skip
+    proc = suite(
+        tmp_path,
+        str(SUITE),
+        "--kernel",
+        "softmax_f32,transpose_f32,matmul_f32",
+        "--replay",
+        str(RECORDING),
+        "--launch",
+        "free",
+        "--out",
+        str(out),
+        "--no-vendor",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads((out / "report.json").read_text())
     rows = {r["kernel"]: r for r in data["kernels"]}
@@ -112,8 +154,19 @@ def test_launch_free_judges_launch_changing_candidates_with_their_own_launch(
     # the same recording under `keep`: the block-per-row candidate runs with the spec's launch
     # (one thread per row) and leaves rows unwritten; the winner keeps the original launch
     out = tmp_path / "keep"
-    proc = suite(tmp_path, str(SUITE), "--kernel", "softmax_f32", "--replay", str(RECORDING),
-                 "--launch", "keep", "--out", str(out), "--no-vendor")  # fmt: skip
+    proc = suite(
+        tmp_path,
+        str(SUITE),
+        "--kernel",
+        "softmax_f32",
+        "--replay",
+        str(RECORDING),
+        "--launch",
+        "keep",
+        "--out",
+        str(out),
+        "--no-vendor",
+    )
     assert proc.returncode == 0, proc.stderr
     row = json.loads((out / "report.json").read_text())["kernels"][0]
     assert row["candidate_statuses"] == {"ok": 1, "unwritten_output": 1}
@@ -123,8 +176,17 @@ def test_launch_free_judges_launch_changing_candidates_with_their_own_launch(
     # `auto` (the default): the suite's main() launches softmax_f32 with its tunable THREADS,
     # which a rewritten site keeps as the #define, so the launch block is used as under `free`
     out = tmp_path / "auto"
-    proc = suite(tmp_path, str(SUITE), "--kernel", "softmax_f32", "--replay", str(RECORDING),
-                 "--out", str(out), "--no-vendor")  # fmt: skip
+    proc = suite(
+        tmp_path,
+        str(SUITE),
+        "--kernel",
+        "softmax_f32",
+        "--replay",
+        str(RECORDING),
+        "--out",
+        str(out),
+        "--no-vendor",
+    )
     assert proc.returncode == 0, proc.stderr
     row = json.loads((out / "report.json").read_text())["kernels"][0]
     assert row["candidate_statuses"] == {"ok": 2} and row["launch"] == PER_ROW
@@ -158,8 +220,9 @@ def test_no_gpu_exits_3(tmp_path: Path) -> None:
         pytest.skip("a GPU is present: the no-GPU path cannot be shown here")
     except NoGpuError:
         pass
-    proc = suite(tmp_path, str(SUITE), "--kernel", "gelu_f32", "--out", str(tmp_path / "o"),
-                 recorded=False)  # fmt: skip
+    proc = suite(
+        tmp_path, str(SUITE), "--kernel", "gelu_f32", "--out", str(tmp_path / "o"), recorded=False
+    )
     assert proc.returncode == 3 and "no CUDA GPU" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -170,8 +233,9 @@ def test_a_broken_kernel_does_not_stop_the_others(tmp_path: Path) -> None:
     good = (SUITE / "gelu.cu").read_text()
     (suite_dir / "gelu.cu").write_text(good)
     bad = good.replace('args.n = "n"', 'args.n = "m"', 1)  # unknown size name in gelu_f32
-    (suite_dir / "broken.cu").write_text(bad.replace("gelu_f32", "broken_f32")
-                                         .replace("gelu_bf16", "broken_bf16"))  # fmt: skip
+    (suite_dir / "broken.cu").write_text(
+        bad.replace("gelu_f32", "broken_f32").replace("gelu_bf16", "broken_bf16")
+    )
     (suite_dir / "nospec.cu").write_text(
         'extern "C" __global__ void lonely(float* p) { p[0] = 1.0f; }\n'
     )
@@ -192,8 +256,19 @@ def test_a_deadline_skips_the_kernels_not_started_and_still_writes_the_report(
 ) -> None:
     out = tmp_path / "report"
     # The first kernel starts at once; compiling it alone takes longer than 1 ms.
-    proc = suite(tmp_path, str(SUITE), "--kernel", "gelu_f32", "--kernel", "gelu_bf16",
-                 "--deadline", "0.001", "--out", str(out), "--no-vendor")  # fmt: skip
+    proc = suite(
+        tmp_path,
+        str(SUITE),
+        "--kernel",
+        "gelu_f32",
+        "--kernel",
+        "gelu_bf16",
+        "--deadline",
+        "0.001",
+        "--out",
+        str(out),
+        "--no-vendor",
+    )
     assert proc.returncode == 1, proc.stderr
     rows = {r["kernel"]: r for r in json.loads((out / "report.json").read_text())["kernels"]}
     assert rows["gelu_f32"]["correct"]

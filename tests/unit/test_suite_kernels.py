@@ -68,8 +68,15 @@ def test_hand_written_candidates_replay_and_build(record: Path) -> None:
     assert error is None and code is not None
     spec, _ = parse_spec(next(k for k in find_kernels(text) if k.name == kernel), text)
     assert spec is not None
-    built = build_binary(text, path, kernel, Settings(), kernel_source=clean_candidate(code, text),
-                         instance=spec.instance, arch="sm_90")  # fmt: skip
+    built = build_binary(
+        text,
+        path,
+        kernel,
+        Settings(),
+        kernel_source=clean_candidate(code, text),
+        instance=spec.instance,
+        arch="sm_90",
+    )
     if "DELIBERATELY WRONG" in code and "signature" in code:
         assert isinstance(built, CandidateRejected) and built.status == "signature_mismatch"
     else:
@@ -101,8 +108,15 @@ def test_recording_has_launch_changing_candidates() -> None:
         code, _ = extract_kernel(data["reply"]["text"], data["kernel"], "stop")
         if code and "/* @cuda-llm launch" in code:
             relaunched.add(data["kernel"])
-    assert relaunched >= {"softmax_f32", "softmax_bf16", "rms_norm_bf16", "matvec_f32",
-                          "matvec_bf16", "transpose_f32", "matmul_f32"}  # fmt: skip
+    assert relaunched >= {
+        "softmax_f32",
+        "softmax_bf16",
+        "rms_norm_bf16",
+        "matvec_f32",
+        "matvec_bf16",
+        "transpose_f32",
+        "matmul_f32",
+    }
 
 
 def _hooks():  # type: ignore[no-untyped-def]

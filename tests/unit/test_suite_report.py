@@ -30,10 +30,17 @@ RECORDING = Path(__file__).resolve().parents[2] / "benchmarks" / "recordings" / 
 
 def row(name: str, speedup: float | None, *, ok: bool = True, **kw: object) -> KernelRow:
     fields: dict[str, object] = dict(
-        file="k.cu", kernel=name, scenario="Basic algebra", dtype="float32",
-        status="ok" if ok else "wrong_output", cases_passed=4 if ok else 2, cases_total=4,
-        baseline_ms=2.0, best_ms=2.0 / speedup if speedup else None, speedup=speedup,
-    )  # fmt: skip
+        file="k.cu",
+        kernel=name,
+        scenario="Basic algebra",
+        dtype="float32",
+        status="ok" if ok else "wrong_output",
+        cases_passed=4 if ok else 2,
+        cases_total=4,
+        baseline_ms=2.0,
+        best_ms=2.0 / speedup if speedup else None,
+        speedup=speedup,
+    )
     fields.update(kw)
     return KernelRow(**fields)  # type: ignore[arg-type]
 
@@ -92,10 +99,19 @@ def test_spec_bytes_and_flops_of_suite_kernels() -> None:
 
 def test_markdown_table_has_a_row_per_kernel_with_vendor_ratio_and_failures() -> None:
     rows = [
-        row("matmul_f32", 3.0, accepted=True, optimized=True, vendor="cuBLAS (torch)",
-            vendor_ms=0.5, pct_of_floor_baseline=5.0, pct_of_floor_best=15.0, bound="compute"),
+        row(
+            "matmul_f32",
+            3.0,
+            accepted=True,
+            optimized=True,
+            vendor="cuBLAS (torch)",
+            vendor_ms=0.5,
+            pct_of_floor_baseline=5.0,
+            pct_of_floor_best=15.0,
+            bound="compute",
+        ),
         row("softmax_f32", None, ok=False, message="case 1: wrong | value"),
-    ]  # fmt: skip
+    ]
     table = markdown_table(rows)
     lines = table.strip().splitlines()
     assert len(lines) == 4

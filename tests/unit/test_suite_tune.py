@@ -30,15 +30,33 @@ def test_suite_tunes_kernels_with_tunables_and_reports_tuned_against_untuned(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "outcomes.json").write_text(json.dumps(OUTCOMES))
-    env = dict(os.environ, CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
-               CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
-               CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+        CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}",
+    )
     out = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "suite", "examples/tune", "--tune",
-         "--no-vendor", "--out", str(out), "--format", "json"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cuda_llm_lsp.cli",
+            "suite",
+            "examples/tune",
+            "--tune",
+            "--no-vendor",
+            "--out",
+            str(out),
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = {r["kernel"]: r for r in json.loads((out / "report.json").read_text())["kernels"]}
     softmax, transpose, matmul = rows["softmax_rows"], rows["transpose"], rows["matmul"]

@@ -103,8 +103,9 @@ def fma_dot(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None = None) -> np.n
     naive loop), float32 throughout."""
     out = np.zeros((a.shape[0], b.shape[1]), F32) if acc is None else acc
     for k in range(a.shape[1]):
-        out = (out.astype(np.float64) + a[:, k : k + 1].astype(np.float64) * b[k : k + 1, :]
-               ).astype(F32)  # fmt: skip
+        out = (
+            out.astype(np.float64) + a[:, k : k + 1].astype(np.float64) * b[k : k + 1, :]
+        ).astype(F32)
     return out
 
 
@@ -112,12 +113,16 @@ def split(a: np.ndarray, b: np.ndarray, parts: int, interleave: bool) -> np.ndar
     """`parts` partial sums (interleaved: accumulators over k mod parts; else split-K chunks),
     combined as a tree."""
     k = a.shape[1]
-    groups = [np.arange(i, k, parts) if interleave else c for i, c in
-              enumerate(np.array_split(np.arange(k), parts))]  # fmt: skip
+    groups = [
+        np.arange(i, k, parts) if interleave else c
+        for i, c in enumerate(np.array_split(np.arange(k), parts))
+    ]
     sums = [fma_dot(a[:, g], b[g, :]) for g in groups if g.size]
     while len(sums) > 1:
-        sums = [(sums[i] + sums[i + 1]).astype(F32) if i + 1 < len(sums) else sums[i]
-                for i in range(0, len(sums), 2)]  # fmt: skip
+        sums = [
+            (sums[i] + sums[i + 1]).astype(F32) if i + 1 < len(sums) else sums[i]
+            for i in range(0, len(sums), 2)
+        ]
     return sums[0]
 
 
@@ -176,8 +181,13 @@ def sum_nofma(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def judged(expected: np.ndarray, got: np.ndarray, dtype: str = "float32",
-           rtol: float = 1e-4, atol: float = 1e-5) -> str:  # fmt: skip
+def judged(
+    expected: np.ndarray,
+    got: np.ndarray,
+    dtype: str = "float32",
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> str:
     if dtype == "bfloat16":
         expected, got = bf16_from_float(expected), bf16_from_float(got)
     f = compare_output("out", expected, got, dtype, rtol=rtol, atol=atol, where=WHERE)
@@ -234,8 +244,9 @@ def test_honest_reorderings_failed_the_old_per_element_bound(cases: dict) -> Non
     assert (err > 1e-5 + 1e-4 * np.abs(expected.astype(np.float64))).any()
 
 
-def softmax(x: np.ndarray, *, fast_exp: bool = False, poly: bool = False,
-            tree: bool = False) -> np.ndarray:  # fmt: skip
+def softmax(
+    x: np.ndarray, *, fast_exp: bool = False, poly: bool = False, tree: bool = False
+) -> np.ndarray:
     m = x.max(axis=1, keepdims=True)
     z = (x - m).astype(F32)
     if poly:  # a 4th-order Taylor exp after range reduction by 2^k: ~1e-3 relative error
@@ -255,13 +266,22 @@ def softmax(x: np.ndarray, *, fast_exp: bool = False, poly: bool = False,
     return (e / s).astype(F32)
 
 
-def norm(x: np.ndarray, *, rms: bool, welford: bool = False, bf16_stats: bool = False,
-         drop_eps: bool = False) -> np.ndarray:  # fmt: skip
+def norm(
+    x: np.ndarray,
+    *,
+    rms: bool,
+    welford: bool = False,
+    bf16_stats: bool = False,
+    drop_eps: bool = False,
+) -> np.ndarray:
     eps = 0.0 if drop_eps else 1e-5
     xs = keep_bits(x, 7) if bf16_stats else x
     if rms:
-        ms = (xs.astype(np.float64) ** 2).mean(axis=1, keepdims=True) if welford else np.mean(
-            (xs * xs).astype(F32), axis=1, keepdims=True, dtype=F32)  # fmt: skip
+        ms = (
+            (xs.astype(np.float64) ** 2).mean(axis=1, keepdims=True)
+            if welford
+            else np.mean((xs * xs).astype(F32), axis=1, keepdims=True, dtype=F32)
+        )
         return (x / np.sqrt(ms + eps)).astype(F32)
     if welford:
         mean = xs.astype(np.float64).mean(axis=1, keepdims=True)

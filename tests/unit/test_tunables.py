@@ -114,9 +114,12 @@ def test_restrict_without_tune_and_an_unguarded_define_are_errors() -> None:
     assert any("restrict without tune" in m for _, m in errors_at(text))
     found = errors_at("#define BLOCK 128\n" + SPEC)
     assert found == [
-        (3, "tune.BLOCK: line 1 defines BLOCK unconditionally, so -DBLOCK=value cannot change "
-         "it: write #ifndef BLOCK / #define BLOCK ... / #endif")
-    ]  # fmt: skip
+        (
+            3,
+            "tune.BLOCK: line 1 defines BLOCK unconditionally, so -DBLOCK=value cannot change "
+            "it: write #ifndef BLOCK / #define BLOCK ... / #endif",
+        )
+    ]
     found = errors_at("#ifndef BLOCK\n#define BLOCK 2 * 64\n#endif\n" + SPEC)
     assert found and "not an integer literal" in found[0][1]
 
@@ -155,16 +158,26 @@ def test_a_candidate_launch_block_declares_its_own_tunables() -> None:
 
 
 def test_a_restriction_that_allows_nothing_is_an_error_and_a_huge_space_parses_at_once() -> None:
-    found = errors_at(SPEC.replace('"BLOCK * ITEMS <= 1024"', '"BLOCK * ITEMS <= 1024", '
-                                   '"ITEMS > 1", "BLOCK == 64", "ITEMS > 4"'))  # fmt: skip
+    found = errors_at(
+        SPEC.replace(
+            '"BLOCK * ITEMS <= 1024"',
+            '"BLOCK * ITEMS <= 1024", "ITEMS > 1", "BLOCK == 64", "ITEMS > 4"',
+        )
+    )
     assert any("default configuration" in m for _, m in found)  # (64, 1) breaks "ITEMS > 1"
     text = SPEC.replace("tune.ITEMS = [1, 2, 4]", "tune.ITEMS = [1, 2, 4]\ntune.X = [7]")
     text = text.replace('"BLOCK * ITEMS <= 1024"', '"X < 7 + ITEMS - ITEMS"')
-    assert errors_at(text) == [(5, "restrict: the default configuration (BLOCK=64 ITEMS=1 X=7) "
-                                   "breaks 'X < 7 + ITEMS - ITEMS'")]  # fmt: skip
+    assert errors_at(text) == [
+        (
+            5,
+            "restrict: the default configuration (BLOCK=64 ITEMS=1 X=7) "
+            "breaks 'X < 7 + ITEMS - ITEMS'",
+        )
+    ]
     # a default from the file's #define that no listed value matches: allowed, but alone
     only_default = "#ifndef BLOCK\n#define BLOCK 100\n#endif\n" + SPEC.replace(
-        '"BLOCK * ITEMS <= 1024"', '"BLOCK % 100 == 0"')  # fmt: skip
+        '"BLOCK * ITEMS <= 1024"', '"BLOCK % 100 == 0"'
+    )
     assert errors_at(only_default) == [(7, "restrict excludes every configuration")]
     names = "ABCDEFGH"
     huge = SPEC.replace(
@@ -186,8 +199,12 @@ def test_a_tunable_the_kernel_uses_without_a_define_default_is_a_warning() -> No
     spec, errors = parse(text)
     assert spec is not None  # usable: the tuner passes -DITEMS=...
     assert [(e.span.start.line, e.severity, e.message) for e in errors] == [
-        (3, "warning", "tune.ITEMS: the kernel uses ITEMS but the file has no default for it: "
-         "add #ifndef ITEMS / #define ITEMS 1 / #endif above the spec")
-    ]  # fmt: skip
+        (
+            3,
+            "warning",
+            "tune.ITEMS: the kernel uses ITEMS but the file has no default for it: "
+            "add #ifndef ITEMS / #define ITEMS 1 / #endif above the spec",
+        )
+    ]
     _, errors = parse(HEAD + SPEC)  # BLOCK has its #define; ITEMS is used by the launch only
     assert errors == []

@@ -58,8 +58,16 @@ def tuned_reply(marker: str = "tuned", block: str = BLOCK) -> str:
 
 
 def per_config(marker: str, times: dict[int, float], **fields: Any) -> list[dict[str, Any]]:
-    return [{"defines": {"THREADS": t}, "contains": f"variant: {marker}", "status": "ok",
-             "ms": ms, **fields.get(str(t), {})} for t, ms in times.items()]  # fmt: skip
+    return [
+        {
+            "defines": {"THREADS": t},
+            "contains": f"variant: {marker}",
+            "status": "ok",
+            "ms": ms,
+            **fields.get(str(t), {}),
+        }
+        for t, ms in times.items()
+    ]
 
 
 def pinned(threads: int, ms: float, status: str = "ok") -> dict[str, Any]:
@@ -77,19 +85,36 @@ def step(round_: int, code: str) -> dict[str, Any]:
 Ran = tuple[OptimizeResult, list[str], RecordedEvaluator, list[ProgressEvent]]
 
 
-async def run(steps: list[dict[str, Any]], outcomes: dict[str, Any], *, rounds: int = 1,
-              history: RunHistory | None = None, **config: Any) -> Ran:  # fmt: skip
+async def run(
+    steps: list[dict[str, Any]],
+    outcomes: dict[str, Any],
+    *,
+    rounds: int = 1,
+    history: RunHistory | None = None,
+    **config: Any,
+) -> Ran:
     evaluator = RecordedEvaluator(outcomes)
     events: list[ProgressEvent] = []
     with ScriptedLlmServer(steps) as server:
-        settings = {"rounds": rounds, "candidates": 1, "profile": False, "repairs": 0,
-                    "patience": 5, "base_url": server.base_url, "api_key": "k",
-                    "model": "m"} | config  # fmt: skip
+        settings = {
+            "rounds": rounds,
+            "candidates": 1,
+            "profile": False,
+            "repairs": 0,
+            "patience": 5,
+            "base_url": server.base_url,
+            "api_key": "k",
+            "model": "m",
+        } | config
         result = await optimize(
             OptimizeRequest(file_text=SAXPY_FILE, kernel="saxpy", seed=11),
-            OptimizeConfig(**settings), evaluator, OpenAiLlm(OptimizeConfig(**settings)),
-            toolchain=FakeToolchain(), history=history, on_event=events.append,
-        )  # fmt: skip
+            OptimizeConfig(**settings),
+            evaluator,
+            OpenAiLlm(OptimizeConfig(**settings)),
+            toolchain=FakeToolchain(),
+            history=history,
+            on_event=events.append,
+        )
         prompts = [r["body"]["messages"][-1]["content"] for r in server.chat_requests()]
     return result, prompts, evaluator, events
 
@@ -97,9 +122,12 @@ async def run(steps: list[dict[str, Any]], outcomes: dict[str, Any], *, rounds: 
 async def test_a_tuned_candidate_wins_with_its_best_configuration(tmp_path: Path) -> None:
     outcomes = {
         "baseline": {"ms": 1.0, "spread_pct": 0.5},
-        "candidates": [*per_config("tuned", TIMES), pinned(512, 0.3),
-                       {"contains": "variant: plain", "status": "ok", "ms": 0.45}],
-    }  # fmt: skip
+        "candidates": [
+            *per_config("tuned", TIMES),
+            pinned(512, 0.3),
+            {"contains": "variant: plain", "status": "ok", "ms": 0.45},
+        ],
+    }
     history = RunHistory(tmp_path / "h.sqlite3")
     steps = [step(1, tuned_reply()), step(2, saxpy_candidate("plain"))]
     result, prompts, evaluator, events = await run(steps, outcomes, rounds=2, history=history)
@@ -131,9 +159,18 @@ async def test_a_tuned_candidate_wins_with_its_best_configuration(tmp_path: Path
     assert "Its launch: grid=cdiv(n, 512) block=512 smem=0." in round2
 
     tuning = result.to_json()["candidates"][0]["tuning"]  # type: ignore[index]
-    assert tuning == {"strategy": "exhaustive", "points": 4, "failed": 0, "space_size": 4,
-                      "best": {"THREADS": 512}, "best_ms": 0.3, "default": {"THREADS": 128},
-                      "default_ms": 0.8, "spread": 0.8 / 0.3, "stopped": None}  # fmt: skip
+    assert tuning == {
+        "strategy": "exhaustive",
+        "points": 4,
+        "failed": 0,
+        "space_size": 4,
+        "best": {"THREADS": 512},
+        "best_ms": 0.3,
+        "default": {"THREADS": 128},
+        "default_ms": 0.8,
+        "spread": 0.8 / 0.3,
+        "stopped": None,
+    }
     assert result.to_json()["candidates"][1]["tuning"] is None  # type: ignore[index]
     assert result.run_id is not None
     recorded = {c.round: c for c in history.candidates(result.run_id)}
@@ -164,8 +201,10 @@ async def test_malformed_tunables_are_bad_launch_with_the_parsers_words() -> Non
 async def test_failing_configurations_are_counted_and_a_correct_one_ranks() -> None:
     times = {128: 0.8, 256: 0.5, 512: 0.3, 1024: 0.1}  # the fastest is wrong
     wrong = {"1024": {"status": "wrong_output", "message": "case 2 (n=1048576): y[5] wrong"}}
-    outcomes = {"baseline": {"ms": 1.0},
-                "candidates": [*per_config("tuned", times, **wrong), pinned(512, 0.3)]}  # fmt: skip
+    outcomes = {
+        "baseline": {"ms": 1.0},
+        "candidates": [*per_config("tuned", times, **wrong), pinned(512, 0.3)],
+    }
     result, _, _, _ = await run([step(1, tuned_reply())], outcomes)
     (only,) = result.candidates
     assert only.status == "ok" and only.tuning is not None and only.tuning.best == {"THREADS": 512}
@@ -181,9 +220,14 @@ async def test_a_fast_configuration_that_fails_on_new_inputs_never_wins() -> Non
     the next finalist; the loop ranks with it and re-validates its pinned text."""
     times = {128: 0.8, 256: 0.5, 512: 0.3, 1024: 0.05}
     later = {"1024": {"later": {"status": "wrong_output", "message": "hidden case: n=1000003"}}}
-    outcomes = {"baseline": {"ms": 1.0},
-                "candidates": [*per_config("tuned", times, **later), pinned(512, 0.3),
-                               pinned(1024, 0.05, "wrong_output")]}  # fmt: skip
+    outcomes = {
+        "baseline": {"ms": 1.0},
+        "candidates": [
+            *per_config("tuned", times, **later),
+            pinned(512, 0.3),
+            pinned(1024, 0.05, "wrong_output"),
+        ],
+    }
     result, _, evaluator, _ = await run([step(1, tuned_reply())], outcomes)
     (only,) = result.candidates
     assert only.tuning is not None and only.tuning.best == {"THREADS": 512}
@@ -198,8 +242,10 @@ async def test_a_fast_configuration_that_fails_on_new_inputs_never_wins() -> Non
 async def test_no_configuration_passing_again_ranks_the_candidate_as_failed() -> None:
     block = BLOCK.replace("[128, 256, 512, 1024]", "[128, 256]")
     flaky = {"status": "ok", "later": {"status": "nondeterministic", "message": "runs differ"}}
-    outcomes = {"baseline": {"ms": 1.0}, "candidates": per_config(
-        "tuned", {128: 0.5, 256: 0.4}, **{"128": flaky, "256": flaky})}  # fmt: skip
+    outcomes = {
+        "baseline": {"ms": 1.0},
+        "candidates": per_config("tuned", {128: 0.5, 256: 0.4}, **{"128": flaky, "256": flaky}),
+    }
     result, _, _, _ = await run([step(1, tuned_reply(block=block))], outcomes)
     (only,) = result.candidates
     assert only.status == "nondeterministic" and not result.accepted
@@ -208,8 +254,10 @@ async def test_no_configuration_passing_again_ranks_the_candidate_as_failed() ->
 
 
 async def test_with_tuning_off_the_default_is_written_in_and_ranks() -> None:
-    outcomes = {"baseline": {"ms": 1.0},
-                "candidates": [*per_config("tuned", TIMES), pinned(128, 0.8)]}  # fmt: skip
+    outcomes = {
+        "baseline": {"ms": 1.0},
+        "candidates": [*per_config("tuned", TIMES), pinned(128, 0.8)],
+    }
     result, _, evaluator, events = await run([step(1, tuned_reply())], outcomes, tune_points=0)
     (only,) = result.candidates
     assert only.status == "ok" and only.ms == 0.8 and only.tuning is None
@@ -223,8 +271,10 @@ async def test_tuning_cut_off_by_the_time_budget_ranks_the_default_configuration
     """A search the budget stops before it measured anything (here `tune_budget_s` 0; in a run
     also the run's own time running out) is no failure: the candidate, correct with its default
     configuration, ranks with that configuration's figures, written in."""
-    outcomes = {"baseline": {"ms": 1.0},
-                "candidates": [*per_config("tuned", TIMES), pinned(128, 0.8)]}  # fmt: skip
+    outcomes = {
+        "baseline": {"ms": 1.0},
+        "candidates": [*per_config("tuned", TIMES), pinned(128, 0.8)],
+    }
     result, _, _, _ = await run([step(1, tuned_reply())], outcomes, tune_budget_s=0.0)
     (only,) = result.candidates
     assert only.status == "ok", only.message
@@ -252,21 +302,49 @@ def test_optimize_json_carries_tuning_with_real_nvrtc(tmp_path: Path) -> None:
     recorded GPU."""
     source = tmp_path / "saxpy.cu"
     source.write_text(ORIGINAL.read_text())
-    reply = (BLOCK + 'extern "C" __global__ void saxpy(float a, const float* x, float* y, '
-             "int n) {\n  // variant: tuned\n  int i = blockIdx.x * THREADS + threadIdx.x;\n"
-             "  if (i < n) y[i] = fmaf(a, x[i], y[i]);\n}")  # fmt: skip
-    outcomes = {"baseline": {"ms": 1.0}, "candidates": [*per_config("tuned", TIMES),
-                                                        pinned(512, 0.3)]}  # fmt: skip
+    reply = (
+        BLOCK + 'extern "C" __global__ void saxpy(float a, const float* x, float* y, '
+        "int n) {\n  // variant: tuned\n  int i = blockIdx.x * THREADS + threadIdx.x;\n"
+        "  if (i < n) y[i] = fmaf(a, x[i], y[i]);\n}"
+    )
+    outcomes = {
+        "baseline": {"ms": 1.0},
+        "candidates": [*per_config("tuned", TIMES), pinned(512, 0.3)],
+    }
     (tmp_path / "outcomes.json").write_text(json.dumps(outcomes))
-    env = dict(os.environ, CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
-               CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}")  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+        CUDA_LLM_EVALUATOR=f"recorded:{tmp_path / 'outcomes.json'}",
+    )
     with ScriptedLlmServer([{"text": kernel_reply(reply)}]) as server:
-        args = [str(source), "--kernel", "saxpy", "--rounds", "1", "--candidates", "1",
-                "--format", "json", "--launch", "free", "--base-url", server.base_url,
-                "--compile-timeout", "300", "--tune-points", "8"]  # fmt: skip
-        done = subprocess.run([sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", *args],
-                              cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+        args = [
+            str(source),
+            "--kernel",
+            "saxpy",
+            "--rounds",
+            "1",
+            "--candidates",
+            "1",
+            "--format",
+            "json",
+            "--launch",
+            "free",
+            "--base-url",
+            server.base_url,
+            "--compile-timeout",
+            "300",
+            "--tune-points",
+            "8",
+        ]
+        done = subprocess.run(
+            [sys.executable, "-m", "cuda_llm_lsp.cli", "optimize", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     (candidate,) = data["candidates"]
@@ -283,10 +361,21 @@ async def test_the_gpu_tests_loop_runs_on_the_recorded_evaluator() -> None:
     """tests/gpu/test_tune_gpu.py's loop (real NVRTC, the scripted endpoint) dry-run on the CPU:
     per-configuration times from the recording, the winner's text THREADS=256 written in."""
     times = {64: 0.243, 128: 0.17, 256: 0.142, 512: 0.15}
-    outcomes = {"baseline": {"ms": 0.2},
-                "candidates": [*[{"defines": {"THREADS": t}, "contains": "variant: tuned-rows",
-                                  "status": "ok", "ms": ms} for t, ms in times.items()],
-                               pinned(256, 0.142)]}  # fmt: skip
+    outcomes = {
+        "baseline": {"ms": 0.2},
+        "candidates": [
+            *[
+                {
+                    "defines": {"THREADS": t},
+                    "contains": "variant: tuned-rows",
+                    "status": "ok",
+                    "ms": ms,
+                }
+                for t, ms in times.items()
+            ],
+            pinned(256, 0.142),
+        ],
+    }
     result = await tune_in_loop(RecordedEvaluator(outcomes))
     (outcome,) = result.candidates
     assert outcome.tuning is not None and outcome.tuning.best == {"THREADS": 256}, outcome.message

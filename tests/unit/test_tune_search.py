@@ -62,12 +62,19 @@ class FakeBuild:
             self.built.append(config)
         if tuple(config.values()) in self.fail:
             return CandidateRejected("compile_error", "line 9: too many resources requested")
-        return KernelBinary("scale", "scale", b"", "sm_90", kernel_source=SOURCE,
-                            defines=Tunables.compile_defines(config))  # fmt: skip
+        return KernelBinary(
+            "scale",
+            "scale",
+            b"",
+            "sm_90",
+            kernel_source=SOURCE,
+            defines=Tunables.compile_defines(config),
+        )
 
 
-def recording(times: dict[tuple[int, ...], float], names: tuple[str, ...],
-              extra: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]  # fmt: skip
+def recording(
+    times: dict[tuple[int, ...], float], names: tuple[str, ...], extra: list[dict[str, Any]] = ()
+) -> dict[str, Any]:  # type: ignore[assignment]
     entries = list(extra) + [
         {"defines": dict(zip(names, key, strict=True)), "status": "ok", "ms": ms}
         for key, ms in times.items()
@@ -90,9 +97,14 @@ def test_exhaustive_measures_every_allowed_configuration_and_rechecks_finalists(
     evaluator = RecordedEvaluator(recording(small_times(), ("BLOCK", "ITEMS")))
     build = FakeBuild()
     progress: list[int] = []
-    result = tune_kernel(request(spec), evaluator, TuneOptions(max_points=50, finalists=2),
-                         build=build, on_progress=lambda p: progress.append(p.done),
-                         on_planned=lambda n: progress.append(-n))  # fmt: skip
+    result = tune_kernel(
+        request(spec),
+        evaluator,
+        TuneOptions(max_points=50, finalists=2),
+        build=build,
+        on_progress=lambda p: progress.append(p.done),
+        on_planned=lambda n: progress.append(-n),
+    )
     assert result.strategy == "exhaustive" and result.space_size == 15
     # 2048 x 4 is restricted away; 2048 x 1 and 2048 x 2 exceed the device's 1024 threads;
     # the plan (14) is heard before anything is measured
@@ -120,11 +132,15 @@ def test_exhaustive_measures_every_allowed_configuration_and_rechecks_finalists(
 
 def test_failing_and_uncompilable_configurations_are_reported_not_chosen() -> None:
     _, spec = parsed()
-    wrong = {"defines": {"BLOCK": 256, "ITEMS": 4}, "status": "wrong_output",
-             "message": "case 2 (n=100000): y[99999] expected 1.0, got 0.0"}  # fmt: skip
+    wrong = {
+        "defines": {"BLOCK": 256, "ITEMS": 4},
+        "status": "wrong_output",
+        "message": "case 2 (n=100000): y[99999] expected 1.0, got 0.0",
+    }
     evaluator = RecordedEvaluator(recording(small_times(), ("BLOCK", "ITEMS"), [wrong]))
-    result = tune_kernel(request(spec), evaluator, TuneOptions(max_points=50),
-                         build=FakeBuild(fail={(256, 2)}))  # fmt: skip
+    result = tune_kernel(
+        request(spec), evaluator, TuneOptions(max_points=50), build=FakeBuild(fail={(256, 2)})
+    )
     by_config = {tuple(m.config.values()): m for m in result.measured}
     assert by_config[(256, 4)].status == "wrong_output"
     assert by_config[(256, 2)].status == "compile_error"
@@ -133,11 +149,16 @@ def test_failing_and_uncompilable_configurations_are_reported_not_chosen() -> No
 
 def test_a_finalist_that_fails_on_new_inputs_is_not_the_best() -> None:
     _, spec = parsed()
-    flaky = {"defines": {"BLOCK": 256, "ITEMS": 4}, "status": "ok", "ms": 0.25,
-             "later": {"status": "wrong_output", "message": "case 1: new inputs"}}  # fmt: skip
+    flaky = {
+        "defines": {"BLOCK": 256, "ITEMS": 4},
+        "status": "ok",
+        "ms": 0.25,
+        "later": {"status": "wrong_output", "message": "case 1: new inputs"},
+    }
     evaluator = RecordedEvaluator(recording(small_times(), ("BLOCK", "ITEMS"), [flaky]))
-    result = tune_kernel(request(spec), evaluator, TuneOptions(max_points=50, finalists=3),
-                         build=FakeBuild())  # fmt: skip
+    result = tune_kernel(
+        request(spec), evaluator, TuneOptions(max_points=50, finalists=3), build=FakeBuild()
+    )
     rechecked = next(m for m in result.measured if m.config == {"BLOCK": 256, "ITEMS": 4})
     assert rechecked.finalist and rechecked.status == "wrong_output"
     assert result.best is not None and result.best.config != {"BLOCK": 256, "ITEMS": 4}
@@ -181,8 +202,12 @@ def test_sampling_with_local_refinement_finds_the_optimum_of_a_large_space() -> 
     assert len(times) > 3000 and len(result.measured) <= 120
     assert len({tuple(c.values()) for c in build.built if c}) == len(result.measured)
     assert result.best is not None and result.best.config == {"BX": 72, "BY": 6, "UNROLL": 11}
-    again = tune_kernel(request(spec, BIG), RecordedEvaluator(recording(times, ("BX", "BY",
-                        "UNROLL"))), options, build=FakeBuild())  # fmt: skip
+    again = tune_kernel(
+        request(spec, BIG),
+        RecordedEvaluator(recording(times, ("BX", "BY", "UNROLL"))),
+        options,
+        build=FakeBuild(),
+    )
     seen = sorted(tuple(m.config.values()) for m in result.measured)
     assert sorted(tuple(m.config.values()) for m in again.measured) == seen  # seeded
 
@@ -191,9 +216,13 @@ def test_the_budget_stops_the_search_and_keeps_what_was_measured() -> None:
     _, spec = parsed(BIG)
     evaluator = RecordedEvaluator(recording(big_times(), ("BX", "BY", "UNROLL")))
     ticks = itertools.count()
-    result = tune_kernel(request(spec, BIG), evaluator,
-                         TuneOptions(max_points=200, budget_s=10.0, finalists=1),
-                         build=FakeBuild(), clock=lambda: float(next(ticks)))  # fmt: skip
+    result = tune_kernel(
+        request(spec, BIG),
+        evaluator,
+        TuneOptions(max_points=200, budget_s=10.0, finalists=1),
+        build=FakeBuild(),
+        clock=lambda: float(next(ticks)),
+    )
     assert result.stopped == "budget"
     assert 0 < len(result.measured) < 20
     assert result.best is not None and result.best.finalist  # finalists re-checked after it
@@ -204,8 +233,13 @@ def test_a_search_cut_off_before_measuring_anything_is_cut_short_not_failed() ->
     _, spec = parsed(BIG)
     evaluator = RecordedEvaluator(recording(big_times(), ("BX", "BY", "UNROLL")))
     planned: list[int] = []
-    result = tune_kernel(request(spec, BIG), evaluator, TuneOptions(max_points=20, budget_s=0.0),
-                         build=FakeBuild(), on_planned=planned.append)  # fmt: skip
+    result = tune_kernel(
+        request(spec, BIG),
+        evaluator,
+        TuneOptions(max_points=20, budget_s=0.0),
+        build=FakeBuild(),
+        on_planned=planned.append,
+    )
     assert result.stopped == "budget" and result.measured == () and result.best is None
     assert planned == [20] and cut_short(result)
     assert feedback(result).endswith("It ranks with its default configuration, as judged.")
@@ -222,15 +256,23 @@ def test_cancel_stops_the_run_in_flight() -> None:
             cancel.set()
             threading.Timer(0.2, evaluator.cancel).start()
 
-    result = tune_kernel(request(spec), evaluator, TuneOptions(max_points=50), build=FakeBuild(),
-                         on_progress=on_progress, cancel=cancel)  # fmt: skip
+    result = tune_kernel(
+        request(spec),
+        evaluator,
+        TuneOptions(max_points=50),
+        build=FakeBuild(),
+        on_progress=on_progress,
+        cancel=cancel,
+    )
     assert result.stopped == "cancelled"
     assert len(result.measured) < 14 and result.best is None
 
 
 def test_the_best_values_become_the_defines_and_the_spec_list_order() -> None:
-    text = SOURCE.replace("#ifndef BLOCK\n#define BLOCK 128\n#endif\n", "#ifndef BLOCK\n"
-                          "#define BLOCK 128  // threads\n#endif\n")  # fmt: skip
+    text = SOURCE.replace(
+        "#ifndef BLOCK\n#define BLOCK 128\n#endif\n",
+        "#ifndef BLOCK\n#define BLOCK 128  // threads\n#endif\n",
+    )
     kernel, spec = parsed(text)
     edit = tuned_text(text, kernel, spec, {"BLOCK": 256, "ITEMS": 4})
     assert "#define BLOCK 256  // threads\n" in edit.text
@@ -273,8 +315,15 @@ def test_a_candidate_is_tuned_against_the_original_and_the_model_told_the_result
     (kernel,) = find_kernels(CANDIDATE)
     launch, errors = parse_launch_block(kernel, spec, CANDIDATE)  # as the loop reads it
     assert launch is not None and launch.tunables is not None, errors
-    made = TuneRequest(ORIGINAL, "scale", spec, Settings(), kernel_source=CANDIDATE,
-                       tuned_spec=launch.applied_to(spec), baseline=original)  # fmt: skip
+    made = TuneRequest(
+        ORIGINAL,
+        "scale",
+        spec,
+        Settings(),
+        kernel_source=CANDIDATE,
+        tuned_spec=launch.applied_to(spec),
+        baseline=original,
+    )
     times = {(t, i): 0.2 + abs(t - 512) / 1024 + 0.1 / i for t in (128, 256, 512) for i in (1, 4)}
     outcomes = recording(times, ("TILE", "ITEMS"))
     outcomes["baseline"] = {"ms": 1.0}

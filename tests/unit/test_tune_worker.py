@@ -59,8 +59,9 @@ def test_each_configuration_is_judged_with_its_own_launch_by_the_worker(
     assert spec is not None, errors
     # the fake kernel covers_launch needs two threads per element: SPLIT >= 2 launches enough
     request = TuneRequest(SOURCE, "twice", spec, Settings(), baseline=binary("twice"))
-    result = tune_kernel(request, evaluator, TuneOptions(finalists=2),
-                         build=lambda config: binary("covers_launch"))  # fmt: skip
+    result = tune_kernel(
+        request, evaluator, TuneOptions(finalists=2), build=lambda config: binary("covers_launch")
+    )
     by_split = {m.config["SPLIT"]: m for m in result.measured}
     assert by_split[1].status == "unwritten_output", by_split[1].message
     assert by_split[2].status == "ok" and by_split[4].status == "ok"

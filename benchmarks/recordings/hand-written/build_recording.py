@@ -52,8 +52,11 @@ def build(root: Path = HERE) -> list[Path]:
                 "source_file": f"{kernel}/{source.name}",
                 "prompt_sha256": "handwritten",
                 "messages": [
-                    {"role": "user", "content": "(no prompt: this reply was written by a person "
-                     "for the suite's reproducible replay, not produced by a model)"},
+                    {
+                        "role": "user",
+                        "content": "(no prompt: this reply was written by a person "
+                        "for the suite's reproducible replay, not produced by a model)",
+                    },
                 ],
                 "reply": {
                     "text": text,
@@ -64,7 +67,7 @@ def build(root: Path = HERE) -> list[Path]:
                     "completion_tokens": 0,
                     "model": "hand-written (not model output)",
                 },
-            }  # fmt: skip
+            }
             out = folder / f"{_stem(kernel, round_, index)}-handwritten.json"
             out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
             written.append(out)

@@ -68,9 +68,12 @@ class HiddenCase:
 
 
 def hidden_cases(
-    spec: TestSpec, seed: int, *, budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    spec: TestSpec,
+    seed: int,
+    *,
+    budget_bytes: int = DEFAULT_BUDGET_BYTES,
     max_size_cases: int = MAX_SIZE_CASES,
-) -> list[HiddenCase]:  # fmt: skip
+) -> list[HiddenCase]:
     """The hidden cases of `spec` for `seed` (the same seed gives the same cases)."""
     rng = random.Random(f"hidden-cases:{seed}")
     cases = spec.cases()
@@ -89,8 +92,10 @@ def hidden_cases(
     if offset is not None:
         out.append(offset)
     first = spec.case_count
-    return [dataclasses.replace(h, case=dataclasses.replace(h.case, index=first + i))
-            for i, h in enumerate(out)]  # fmt: skip
+    return [
+        dataclasses.replace(h, case=dataclasses.replace(h.case, index=first + i))
+        for i, h in enumerate(out)
+    ]
 
 
 def buffer_bytes(spec: TestSpec, case: Case) -> int:
@@ -110,8 +115,9 @@ def _size_groups(spec: TestSpec) -> list[tuple[str, ...]]:
     return [tuple(names) for names in groups.values()]
 
 
-def _size_cases(spec: TestSpec, base: Case, rng: random.Random, budget: int,
-                limit: int) -> list[HiddenCase]:  # fmt: skip
+def _size_cases(
+    spec: TestSpec, base: Case, rng: random.Random, budget: int, limit: int
+) -> list[HiddenCase]:
     listed = {tuple(spec.sizes[n][i] for n in spec.sizes) for i in range(spec.case_count)}
     first: list[tuple[dict[str, int], str]] = []  # ± 1: the tails a kernel most often misses
     rest: list[tuple[dict[str, int], str]] = []
@@ -201,8 +207,11 @@ def _evaluate(spec: TestSpec, sizes: dict[str, int]) -> Case | None:
 
 
 def _float_inputs(spec: TestSpec) -> list[ArgSpec]:
-    return [a for a in spec.args if a.is_pointer and a.role in ("in", "inout", None)
-            and a.dtype in FLOAT_DTYPES]  # fmt: skip
+    return [
+        a
+        for a in spec.args
+        if a.is_pointer and a.role in ("in", "inout", None) and a.dtype in FLOAT_DTYPES
+    ]
 
 
 def _init_bounds(init: InitSpec | None) -> tuple[float, float]:

@@ -96,9 +96,13 @@ class Locator:
                 if last is not None:  # continuation of a multi-line value
                     path, entry = last
                     self.entries[path][-1] = _Entry(
-                        entry.line, entry.key_start, entry.key_end, entry.value_start,
-                        entry.value_end, number,
-                    )  # fmt: skip
+                        entry.line,
+                        entry.key_start,
+                        entry.key_end,
+                        entry.value_start,
+                        entry.value_end,
+                        number,
+                    )
                 continue
             if header is not None:
                 table = _key_parts(header.group(1))
