@@ -132,11 +132,11 @@ class Summary:
     duration_us: float | None
     achieved_occupancy_pct: float | None
     theoretical_occupancy_pct: float | None
-    occupancy_limiter: str | None
+    occupancy_limiter: str | None  # the launch limit with fewest blocks per SM; "none" at 100%
     sm_throughput_pct: float | None
     dram_throughput_pct: float | None
     memory_throughput_pct: float | None
-    bound: str  # "memory-bound" | "compute-bound" | "latency-bound"
+    bound: str  # "memory-bound" | "memory-bound (L1/L2)" | "compute-bound" | "latency-bound"
     arithmetic_intensity: float | None = None  # FLOP per DRAM byte, where ncu counted FLOPs
     limits: dict[str, float] = field(default_factory=dict)
 
@@ -149,7 +149,7 @@ class Summary:
             occ = f"occupancy {self.achieved_occupancy_pct:.0f}%"
             if self.theoretical_occupancy_pct is not None:
                 occ += f" of {self.theoretical_occupancy_pct:.0f}% theoretical"
-            if self.occupancy_limiter:
+            if self.occupancy_limiter and self.occupancy_limiter != "none":
                 occ += f" (limited by {self.occupancy_limiter})"
             parts.append(occ)
         if self.sm_throughput_pct is not None:
@@ -157,7 +157,7 @@ class Summary:
         if self.dram_throughput_pct is not None:
             parts.append(f"DRAM {self.dram_throughput_pct:.0f}% of peak")
         bound = self.bound
-        if self.arithmetic_intensity is not None:
+        if self.arithmetic_intensity:
             bound += f" ({self.arithmetic_intensity:.2f} FLOP/byte)"
         parts.append(bound)
         return " · ".join(parts)
@@ -387,13 +387,15 @@ def summary(raw: dict[str, str]) -> Summary:
     limits = {label: v for m, label in _LIMITS.items() if (v := get(m)) is not None}
     theoretical = get("sm__maximum_warps_per_active_cycle_pct")
     limiter = min(limits, key=lambda k: limits[k]) if limits else None
+    if theoretical is not None and theoretical >= 99.5:
+        limiter = "none"  # every warp slot can be filled: nothing in the launch limits it
     sm = get("sm__throughput.avg.pct_of_peak_sustained_elapsed")
     dram = get("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
                "dram__throughput.avg.pct_of_peak_sustained_elapsed")  # fmt: skip
     memory = get("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
     busiest_memory = max(memory or 0.0, dram or 0.0)
     if busiest_memory >= BUSY_PCT and busiest_memory >= (sm or 0.0):
-        bound = "memory-bound"
+        bound = "memory-bound" if (dram or 0.0) >= BUSY_PCT else "memory-bound (L1/L2)"
     elif (sm or 0.0) >= BUSY_PCT:
         bound = "compute-bound"
     else:
