@@ -100,6 +100,7 @@ class LineFinding:
     metrics: dict[str, float | str]
     text: str = ""  # the line's source text
     anchor: int | None = None  # 0-based line of the profiled file that shows it (None: none)
+    header: bool = False  # in an included header: shown on its `#include` line
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "kinds": list(self.kinds),
@@ -213,7 +214,7 @@ def _place(
         anchor = unit.include_lines.get(name)
         return LineFinding(
             header or name, found.line, found.kinds, found.stall_share, found.message,
-            found.metrics, shown, anchor,
+            found.metrics, shown, anchor, header=True,
         )  # fmt: skip
     return None
 
