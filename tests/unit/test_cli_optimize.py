@@ -107,6 +107,7 @@ def test_json_output_is_exactly_the_contract(workdir: Path) -> None:
         "candidates",
         "best_source",
         "launch",
+        "profile_lines",  # ncu's top lines where ncu ran ([profile])
     ]
     assert data["accepted"] is True and data["speedup"] == 2.5 and data["best_ms"] == 0.4
     assert [c["status"] for c in data["candidates"]] == [
