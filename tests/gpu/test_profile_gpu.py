@@ -116,3 +116,29 @@ def test_suite_kernel_profiles_within_a_minute(file: str, kernel: str) -> None:
     assert took < LIMIT_S
     assert result.device.startswith("NVIDIA")
     assert all(f.file == str(path) or f.anchor is not None for f in result.lines)
+
+
+def test_the_loops_profile_names_the_planted_line_with_its_text() -> None:
+    """What round 1's prompt gets from the real toolchain on the GPU: the summary and the top
+    lines, the planted store first with its kernel-relative line and text."""
+    import dataclasses
+
+    from cuda_llm_lsp.evaluate.candidate import build_binary
+    from cuda_llm_lsp.fsr.profile import ProfileText
+    from cuda_llm_lsp.fsr.toolchain import DefaultToolchain
+    from cuda_llm_lsp.source.spec import parse_spec
+
+    text = PLANTED.read_text()
+    kernel = find_kernel(text, "transpose_naive")
+    assert kernel is not None
+    spec, _ = parse_spec(kernel, text)
+    assert spec is not None
+    binary = build_binary(text, PLANTED, "transpose_naive", Settings())
+    assert isinstance(binary, KernelBinary)
+    binary = dataclasses.replace(binary, kernel_source=kernel.span.slice(text),
+                                 kernel_line=kernel.span.start.line)  # fmt: skip
+    note = DefaultToolchain().profile(binary, spec, PLANTED.parent)
+    print(note)
+    assert isinstance(note, ProfileText)
+    assert note.lines[0]["kernel_line"] == 6 and "uncoalesced" in note.lines[0]["kinds"]
+    assert "kernel line 6 `out[(size_t)x * rows + y] = v;" in note
