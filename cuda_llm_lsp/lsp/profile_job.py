@@ -11,7 +11,12 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 
-from cuda_llm_lsp.evaluate.line_profile import ProfileError, ProfileUnavailable, profile_lines
+from cuda_llm_lsp.evaluate.line_profile import (
+    LineProfile,
+    ProfileError,
+    ProfileUnavailable,
+    profile_lines,
+)
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobProgress
 from cuda_llm_lsp.lsp.profile_results import ProfileReport
@@ -31,11 +36,15 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     text, kernel = await server.job_kernel(job)
     original = kernel.span.slice(text)
     progress.report("compiling and running the timed case under ncu")
+    profiler = server.profiler_factory()
+    path = server.path_of(job.uri)
+
+    def profile() -> LineProfile:
+        with server.gpu_gate:  # one GPU call at a time: ncu's counters see this kernel alone
+            return profile_lines(text, path, job.kernel, server.settings, profiler)
+
     try:
-        result = await asyncio.to_thread(
-            profile_lines, text, server.path_of(job.uri), job.kernel, server.settings,
-            server.profiler_factory(),
-        )  # fmt: skip
+        result = await asyncio.to_thread(profile)
     except ProfileUnavailable as exc:
         raise JobError(f"cannot profile {job.kernel} here: {exc}") from exc
     except ProfileError as exc:

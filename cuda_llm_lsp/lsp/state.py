@@ -309,6 +309,11 @@ class CudaLlmServer(LanguageServer):
         self.profiles[(uri, report.kernel)] = report
         self.publish_diagnostics(uri)
 
+    @property
+    def gpu_gate(self) -> threading.Lock:
+        """Held during each job's GPU call: a profile does not measure beside a benchmark."""
+        return self._gpu_gate
+
     def clear_report(self, uri: str, kernel: str) -> None:
         if self.reports.pop((uri, kernel), None) is not None:
             self.publish_diagnostics(uri)

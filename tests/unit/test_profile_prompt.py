@@ -4,8 +4,12 @@ them. Real NVRTC builds, recorded GPU outcomes, an in-process model."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from cuda_llm_lsp.cli import main
 from cuda_llm_lsp.evaluate.line_profile import RecordedProfiler
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.types import KernelBinary
@@ -37,7 +41,9 @@ class CapturedNcu(DefaultToolchain):
         ))  # fmt: skip
 
 
-async def test_round_one_prompt_carries_the_originals_top_lines(tmp_path: Path) -> None:
+async def test_round_one_prompt_carries_the_originals_top_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     llm = FakeLlm(default=CANDIDATE)
     history = RunHistory(tmp_path / "history.sqlite3")
     result = await optimize(
@@ -62,3 +68,8 @@ async def test_round_one_prompt_carries_the_originals_top_lines(tmp_path: Path) 
     assert result.run_id is not None
     kept = history.profile_lines(result.run_id)
     assert kept is not None and kept["original"]["lines"][0]["line"] == 23
+    monkeypatch.setenv("CUDA_LLM_DATA_DIR", str(tmp_path))  # `cuda-llm history` reads it back
+    capsys.readouterr()
+    assert main(["history", "--run", str(result.run_id), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["runs"][0]["profile_lines"]
+    assert shown["original"]["lines"][0]["text"].startswith("out[(size_t)x * rows + y] = v;")
