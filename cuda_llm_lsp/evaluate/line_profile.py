@@ -19,11 +19,15 @@ Without a GPU, without ncu, without counter permission or on a GPU ncu does not 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -88,6 +92,8 @@ class Profiler(Protocol):
     def capture(
         self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
     ) -> NcuCapture: ...
+
+    def cancel(self) -> None: ...  # from another thread: stop a capture at once
 
 
 @dataclass(frozen=True)
@@ -247,6 +253,16 @@ class NcuProfiler:
     def __init__(self, *, device: int = 0, timeout_s: float = STEP_TIMEOUT_S) -> None:
         self.device = device
         self.timeout_s = timeout_s
+        self._cancelled = threading.Event()
+        self._running: set[subprocess.Popen[str]] = set()
+        self._lock = threading.Lock()
+
+    def cancel(self) -> None:
+        """Stop the capture in flight (ncu and the worker it runs: one process group)."""
+        self._cancelled.set()
+        with self._lock:
+            for proc in self._running:
+                _kill_group(proc)
 
     def arch(self, settings: Settings) -> str:
         if ncu_path() is None:
@@ -294,13 +310,36 @@ class NcuProfiler:
         return NcuCapture(source.stdout, raw.stdout, round(time.monotonic() - started, 2))
 
     def _run(self, cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        """One ncu step in its own process group (a cancel or a timeout ends ncu and the worker
+        it profiles together)."""
+        with self._lock:
+            if self._cancelled.is_set():
+                raise ProfileError("cancelled")
+            try:
+                proc = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                    env=child_env({"PYTHONUNBUFFERED": "1"}), start_new_session=True,
+                )  # fmt: skip
+            except OSError as exc:
+                raise ProfileUnavailable(f"cannot run ncu: {exc}") from exc
+            self._running.add(proc)
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s,
-                                  cwd=cwd, env=child_env({"PYTHONUNBUFFERED": "1"}))  # fmt: skip
+            out, err = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired as exc:
+            _kill_group(proc)
+            proc.communicate()
             raise ProfileError(f"ncu took longer than {self.timeout_s:.0f} s") from exc
-        except OSError as exc:
-            raise ProfileUnavailable(f"cannot run ncu: {exc}") from exc
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+        if self._cancelled.is_set():
+            raise ProfileError("cancelled")
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _failure(done: subprocess.CompletedProcess[str], kernel: str) -> Exception:
@@ -347,6 +386,9 @@ class RecordedProfiler:
 
     def arch(self, settings: Settings) -> str:
         return self._arch
+
+    def cancel(self) -> None:
+        pass  # nothing runs
 
     def capture(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> NcuCapture:
         found = self.pages.get(binary.source_name)

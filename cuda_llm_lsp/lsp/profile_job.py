@@ -37,6 +37,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     original = kernel.span.slice(text)
     progress.report("compiling and running the timed case under ncu")
     profiler = server.profiler_factory()
+    job.cancel_hooks.append(profiler.cancel)  # Cancel ends ncu and its worker at once
     path = server.path_of(job.uri)
 
     def profile() -> LineProfile:

@@ -13,6 +13,8 @@ import re
 import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -220,6 +222,43 @@ def test_counter_permission_and_unsupported_gpu_are_unavailable(
     binary, spec = _binary()
     with pytest.raises(ProfileUnavailable, match=expected):
         NcuProfiler().capture(binary, spec, DATA)
+
+
+def test_cancel_ends_ncu_and_what_it_runs_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled profile must not keep ncu (and the kernel it profiles) running: the job
+    holds the GPU gate meanwhile."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pid_file = tmp_path / "child.pid"
+    script = bin_dir / "ncu"  # a profiler that runs a long child of its own, as ncu does
+    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nwait\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    binary, spec = _binary()
+    profiler = NcuProfiler()
+    outcome: list[BaseException] = []
+
+    def capture() -> None:
+        try:
+            profiler.capture(binary, spec, DATA)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=capture)
+    started = time.monotonic()
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    profiler.cancel()
+    worker.join(10)
+    assert not worker.is_alive() and time.monotonic() - started < 15
+    assert isinstance(outcome[0], ProfileError) and "cancelled" in str(outcome[0])
+    child = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    time.sleep(0.2)  # killed: gone, or a zombie waiting for whoever inherited it to reap it
+    assert not child.exists() or child.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def test_without_ncu_the_profiler_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
