@@ -125,7 +125,8 @@ def main() -> None:
         return info
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        log["exports"] = dict(zip([n for n, _ in reports], pool.map(exports, reports)))
+        names = [n for n, _ in reports]
+        log["exports"] = dict(zip(names, pool.map(exports, reports), strict=True))
     log["total_seconds"] = round(time.monotonic() - started, 1)
     (out / "capture.json").write_text(json.dumps(log, indent=1, default=str))
 
