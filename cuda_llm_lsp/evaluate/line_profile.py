@@ -131,11 +131,6 @@ class LineProfile:
         return {"kernel": self.kernel, "device": self.device, "summary": figures,
                 "lines": [f.to_json() for f in self.lines]}  # fmt: skip
 
-    def top(self, count: int = 5) -> list[LineFinding]:
-        """The findings worth a prompt's attention: those with a problem kind first."""
-        ranked = sorted(self.lines, key=lambda f: (f.kinds == ("stall_hotspot",), -f.stall_share))
-        return ranked[:count]
-
 
 def profile_lines(
     file_text: str,
