@@ -40,9 +40,10 @@ from cuda_llm_lsp.compile.flags import Trust
 from cuda_llm_lsp.compile.isolated import close_shared_pool, shared_pool
 from cuda_llm_lsp.compile.types import NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import LlmFactory, evaluator_for, make_llm
+from cuda_llm_lsp.engine import LlmFactory, evaluator_for, make_llm, make_profiler
+from cuda_llm_lsp.evaluate.line_profile import Profiler
 from cuda_llm_lsp.evaluate.types import Evaluator
-from cuda_llm_lsp.lsp import compile_diagnostics, results
+from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
 from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator, JobPool, job_view
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager, no_gpu_is_a_job_error
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
@@ -104,6 +105,8 @@ class CudaLlmServer(LanguageServer):
         self.llm_factory: LlmFactory = llm_factory or make_llm
         self.documents: dict[str, DocumentState] = {}
         self.reports: results.Reports = {}
+        self.profiles: profile_results.Profiles = {}  # Profile K's findings, per kernel
+        self.profiler_factory: Callable[[], Profiler] = make_profiler
         self.suggestions: dict[tuple[str, str], Suggestion] = {}
         self.jobs = JobManager(self)
         self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded
@@ -230,6 +233,7 @@ class CudaLlmServer(LanguageServer):
         state.analysis, state.version = analysis, version
         state.diagnostics = compile_diagnostics.convert(text, analysis.diagnostics, self.codec)
         results.forget_changed(self.reports, uri, analysis)
+        profile_results.forget_changed(self.profiles, uri, analysis)
         self.publish_diagnostics(uri)
         self.refresh_code_lenses()  # lenses sit on the analysis: the first one makes them appear
         if self.codegen is not None and getattr(analysis, "resources_pending", False):
@@ -291,8 +295,10 @@ class CudaLlmServer(LanguageServer):
         doc = self.document(uri)
         if state is None or doc is None or state.analysis is None or state.version != doc.version:
             return  # the analysis of the newer text publishes when it is done
-        items = state.diagnostics + results.diagnostics(
-            self.reports, uri, state.analysis, self.codec
+        items = (
+            state.diagnostics
+            + results.diagnostics(self.reports, uri, state.analysis, self.codec)
+            + profile_results.diagnostics(self.profiles, uri, state.analysis, self.codec)
         )
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=state.version)
@@ -301,6 +307,15 @@ class CudaLlmServer(LanguageServer):
     def set_report(self, uri: str, report: KernelReport) -> None:
         self.reports[(uri, report.kernel)] = report
         self.publish_diagnostics(uri)
+
+    def set_profile(self, uri: str, report: profile_results.ProfileReport) -> None:
+        self.profiles[(uri, report.kernel)] = report
+        self.publish_diagnostics(uri)
+
+    @property
+    def gpu_gate(self) -> threading.Lock:
+        """Held during each job's GPU call: a profile does not measure beside a benchmark."""
+        return self._gpu_gate
 
     def clear_report(self, uri: str, kernel: str) -> None:
         if self.reports.pop((uri, kernel), None) is not None:
