@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "history": "List recorded optimization runs (all, or those of FILE).",
     "suite": "Run the kernel suite (bench, optionally optimize) and write a report.",
     "tune": "Search a kernel's tunables (tune.NAME in its spec) for its fastest configuration.",
+    "profile": "Profile a kernel's timed case with Nsight Compute: findings per source line.",
 }
 
 

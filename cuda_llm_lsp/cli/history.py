@@ -1,7 +1,8 @@
 """`cuda-llm history [FILE]`: the recorded optimization runs, newest first (all, or one file's).
 
 Text: a table (id, when, kernel, baseline, best, speedup, outcome, decision); `--format json`:
-`{"runs": [...]}` with every recorded field; `--run ID` adds that run's candidates.
+`{"runs": [...]}` with every recorded field; `--run ID` adds that run's candidates and the
+top lines Nsight Compute found in the original and the best (`profile_lines`, issue [profile]).
 Exit codes: 0 listed (possibly none), 1 the history cannot be read.
 """
 
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
                      "reply_hash": c.reply_hash}
                     for c in history.candidates(record.id)
                 ]  # fmt: skip
+                item["profile_lines"] = history.profile_lines(record.id)
             listed.append(item)
         print(json.dumps({"runs": listed}, indent=2))
         return 0

@@ -32,7 +32,12 @@ if TYPE_CHECKING:
     )
     from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool, shared_pool
     from cuda_llm_lsp.engine import peaks, vendor
-    from cuda_llm_lsp.engine.actions import benchmark_in_file, optimize_in_file, tune_in_file
+    from cuda_llm_lsp.engine.actions import (
+        benchmark_in_file,
+        optimize_in_file,
+        profile_in_file,
+        tune_in_file,
+    )
     from cuda_llm_lsp.engine.build import (
         DEMO_LABEL,
         EVALUATOR_ENV,
@@ -44,6 +49,7 @@ if TYPE_CHECKING:
         history_for_run,
         make_evaluator,
         make_llm,
+        make_profiler,
         open_history,
         run_fsr,
     )
@@ -69,6 +75,7 @@ if TYPE_CHECKING:
     from cuda_llm_lsp.engine.threads import detached
     from cuda_llm_lsp.evaluate import roofline
     from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, format_ms, peak_note, summary_line
+    from cuda_llm_lsp.evaluate.line_profile import LineProfile, Profiler
     from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
     from cuda_llm_lsp.evaluate.timing import Plan as TimingPlan
     from cuda_llm_lsp.fsr.apply import build_check
@@ -124,6 +131,7 @@ _WHERE = {
     "history_for_run": "cuda_llm_lsp.engine.build",
     "make_evaluator": "cuda_llm_lsp.engine.build",
     "make_llm": "cuda_llm_lsp.engine.build",
+    "make_profiler": "cuda_llm_lsp.engine.build",
     "normalize_arch": "cuda_llm_lsp.compile.arch",
     "define_problem": "cuda_llm_lsp.compile.flags",
     "Trust": "cuda_llm_lsp.compile.flags",
@@ -131,6 +139,9 @@ _WHERE = {
     "include_dir_problem": "cuda_llm_lsp.compile.flags",
     "open_history": "cuda_llm_lsp.engine.build",
     "optimize_in_file": "cuda_llm_lsp.engine.actions",
+    "profile_in_file": "cuda_llm_lsp.engine.actions",
+    "LineProfile": "cuda_llm_lsp.evaluate.line_profile",
+    "Profiler": "cuda_llm_lsp.evaluate.line_profile",
     "peaks": "cuda_llm_lsp.engine.peaks",
     "record_decision": "cuda_llm_lsp.fsr.history",
     "recorded_shape": "cuda_llm_lsp.fsr.replay",
@@ -172,8 +183,10 @@ __all__ = [
     "GpuLease",
     "GpuService",
     "KernelInfo",
+    "LineProfile",
     "LlmFactory",
     "OptimizeOutcome",
+    "Profiler",
     "RecordedEvaluator",
     "RecordingError",
     "Refusal",
@@ -204,11 +217,13 @@ __all__ = [
     "include_dir_problem",
     "make_evaluator",
     "make_llm",
+    "make_profiler",
     "normalize_arch",
     "open_history",
     "optimize_in_file",
     "peak_note",
     "peaks",
+    "profile_in_file",
     "record_decision",
     "recorded_shape",
     "roofline",

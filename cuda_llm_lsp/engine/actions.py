@@ -1,4 +1,4 @@
-"""The use cases, each written once: benchmark, tune and optimize one kernel of a file.
+"""The use cases, each written once: benchmark, tune, optimize and profile one kernel of a file.
 
 The CLI, the language server and the suite all call these. Each takes the file's text, the
 kernel's name, the settings, the `GpuService` and the use case's `CancelToken`; it leases the
@@ -24,6 +24,7 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine.build import LlmFactory, make_llm, run_fsr
 from cuda_llm_lsp.engine.events import ConfigurationMeasured, Event, Step, TuneStarted
 from cuda_llm_lsp.engine.gpu_service import GpuLease, GpuService
+from cuda_llm_lsp.engine.job_view import in_thread
 from cuda_llm_lsp.engine.outcomes import (
     BenchmarkOutcome,
     FileEdit,
@@ -33,6 +34,13 @@ from cuda_llm_lsp.engine.outcomes import (
 )
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
 from cuda_llm_lsp.evaluate.inputs import InputError
+from cuda_llm_lsp.evaluate.line_profile import (
+    LineProfile,
+    ProfileError,
+    Profiler,
+    ProfileUnavailable,
+    profile_lines,
+)
 from cuda_llm_lsp.evaluate.recorded import RecordingError
 from cuda_llm_lsp.evaluate.types import BaselineFailed, DeviceFacts, NoGpuError
 from cuda_llm_lsp.fsr.apply import NotApplicable, changed_region, winner_text
@@ -330,3 +338,40 @@ def _winner_edit(text: str, kernel: Kernel, result: OptimizeResult) -> FileEdit:
     new_end = region.start + len(region.text)
     lead, trail = keep[0] - region.start, region.end - keep[1]
     return FileEdit(applied.text, region.start, region.end, new_end, lead, trail, applied.notes)
+
+
+# --- profile --------------------------------------------------------------------------------
+
+
+async def profile_in_file(
+    text: str,
+    path: Path | None,
+    kernel: str,
+    settings: Settings,
+    profiler: Profiler,
+    gpus: GpuService | None = None,
+    *,
+    cancel: CancelToken | None = None,
+    on_event: OnEvent | None = None,
+) -> LineProfile | Refusal:
+    """The kernel's timed case under Nsight Compute (`evaluate.line_profile.profile_lines`):
+    findings per source line and a summary. With `gpus`, it runs while no other use case's call
+    is on that GPU, so the counters see this kernel alone; a cancel stops the capture at once."""
+    token = cancel or CancelToken()
+    token.on_cancel(lambda: in_thread(profiler.cancel, "cuda-llm-profile-cancel"))
+    _emit(on_event, Step("compiling and running the timed case under ncu"))
+
+    def profile() -> LineProfile:
+        return profile_lines(text, path, kernel, settings, profiler)
+
+    try:
+        if gpus is None:
+            return await asyncio.to_thread(profile)
+        with await _lease(gpus, token, kernel) as lease:
+            return await asyncio.to_thread(lease.alone, profile)
+    except _Refused as refused:
+        return refused.refusal
+    except ProfileUnavailable as exc:
+        return Refusal("no_profiler", kernel, str(exc))
+    except ProfileError as exc:
+        return Refusal("profile_failed", kernel, str(exc), status=exc.kind)

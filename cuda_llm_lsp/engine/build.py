@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import devices, gpu
+from cuda_llm_lsp.evaluate.line_profile import NcuProfiler, Profiler, RecordedProfiler
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import Evaluator
@@ -142,3 +144,12 @@ async def run_fsr(
         )
     finally:
         await llm.close()
+
+
+def make_profiler() -> Profiler:
+    """ncu on the local GPU, or the profiles of a `CUDA_LLM_EVALUATOR=recorded:PATH` recording
+    (CPU tests and demos: real ncu output captured earlier, no GPU)."""
+    choice = os.environ.get(EVALUATOR_ENV, "").strip()
+    if choice.startswith("recorded:"):
+        return RecordedProfiler.from_recording(Path(choice.removeprefix("recorded:")))
+    return NcuProfiler()

@@ -15,12 +15,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import TypeVar
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.engine.job_view import GpuGate, JobEvaluator, JobPool, in_thread, job_view
-from cuda_llm_lsp.evaluate.types import Evaluator
+from cuda_llm_lsp.evaluate.types import EvaluationCancelled, Evaluator
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -42,6 +44,18 @@ class GpuLease:
         self.token = token
         self.evaluator: JobEvaluator | JobPool = job_view(held.evaluator, held.gate, token)
         self._released = False
+
+    def alone(self, work: Callable[[], T]) -> T:
+        """`work()` (blocking) while no other lease's call runs on this GPU (one GPU: its gate;
+        several: as it comes). Raises EvaluationCancelled if cancelled while waiting."""
+        if isinstance(self.evaluator, JobPool):
+            return work()
+        if not self._held.gate.enter(self.token):
+            raise EvaluationCancelled("cancelled")
+        try:
+            return work()
+        finally:
+            self._held.gate.leave()
 
     def release(self) -> None:
         if not self._released:

@@ -23,6 +23,8 @@ RefusalKind = Literal[
     "cannot_tune",  # tune: the default configuration does not build, or the like
     "no_gpu",  # no CUDA GPU or driver
     "unavailable",  # the GPUs asked for cannot be used (`cudaLlm.cluster` without Ray, ...)
+    "no_profiler",  # profile: no GPU, no ncu, no counter permission or an unsupported GPU
+    "profile_failed",  # profile: `status` "usage" (no kernel, no or bad spec) or "failed"
 ]
 
 

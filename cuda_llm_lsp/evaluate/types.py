@@ -44,6 +44,7 @@ class KernelBinary:
     resources: Resources | None = None
     kernel_source: str = ""  # the kernel text it was built from (history, recorded evaluation)
     defines: tuple[str, ...] = ()  # "NAME=value" it was compiled with: a tuned configuration
+    kernel_line: int = 0  # 0-based line of the compiled file where `kernel_source` starts
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,9 @@ class RunHistory:
                 db.execute("ALTER TABLE candidates ADD COLUMN tuning TEXT")
             if "reply_hash" not in columns:  # a database from before reply hashes ([judge])
                 db.execute("ALTER TABLE candidates ADD COLUMN reply_hash TEXT")
+            runs = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            if "profile_lines" not in runs:  # a database from before per-line profiles
+                db.execute("ALTER TABLE runs ADD COLUMN profile_lines TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -213,8 +216,25 @@ class RunHistory:
                     )
                 ),
             )
+            if result.profile_lines:  # the profiled top lines ([profile]), as the JSON has them
+                db.execute(
+                    "UPDATE runs SET profile_lines = ? WHERE id = ?",
+                    (json.dumps(result.profile_lines), run_id),
+                )
         for outcome in result.candidates:
             self.add_candidate(run_id, outcome)
+
+    def profile_lines(self, run_id: int) -> dict[str, Any] | None:
+        """The run's profiled top lines (`OptimizeResult.profile_lines`), or None."""
+        with self._connect() as db:
+            row = db.execute("SELECT profile_lines FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None or not row[0]:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
 
     def record_decision(self, run_id: int, decision: str | None) -> None:
         """The user's accept / reject of the run's suggestion (None clears it)."""

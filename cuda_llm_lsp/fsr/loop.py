@@ -125,6 +125,8 @@ class _OptimizeRun:
         self.fatal = False  # the stop reason is an endpoint error that ends the run
         self.pending: set[asyncio.Task[Any]] = set()  # this round's candidates in flight
         self.profile_text: str | None = None
+        # the top profiled lines ([profile]): "original" (round 1's prompt), "best" (later ones)
+        self.profile_lines: dict[str, Any] = {}
         self.plans: dict[int, list[prompts.Plan]] = {}  # plan strategy: the round's plans
         self.tried: list[prompts.TriedPlan] = []  # plan strategy: plans and their outcomes
         self.tune_cancel = CancelToken()  # stops a tuning between configurations
@@ -176,6 +178,7 @@ class _OptimizeRun:
             "seed": self.seeds.seed,
             "tokens": self.tokens,
             "baseline_result": self.benchmark,
+            "profile_lines": dict(self.profile_lines) or None,
         }
         base.update(fields)
         return OptimizeResult(**base)
@@ -500,6 +503,14 @@ class _OptimizeRun:
             )
         except Exception as exc:  # the profile is an extra: never let it end the run
             log.info("profiling skipped: %s", exc)
+            return
+        self.keep_lines("best", self.profile_text, round_=best.round, index=best.index)
+
+    def keep_lines(self, which: str, profile: str | None, **where: int) -> None:
+        """The top lines a profile text carries (`fsr.profile.ProfileText`), for JSON/history."""
+        lines = getattr(profile, "lines", None)
+        if lines:
+            self.profile_lines[which] = {**where, "lines": [dict(line) for line in lines]}
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -551,6 +562,7 @@ class _OptimizeRun:
         self.benchmark = baseline.result  # an unprepared run may still have measured it
         if isinstance(baseline, Unprepared):
             return self.error(baseline.message)
+        self.keep_lines("original", baseline.task.baseline_profile)
         rule = launch_rule(self.config.launch, self.request.file_text, baseline.spec)
         self.launch_rule = rule
         task = dataclasses.replace(baseline.task, launch=rule.prompt_text(),

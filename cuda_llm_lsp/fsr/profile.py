@@ -1,4 +1,9 @@
-"""Where `ncu` (Nsight Compute) is on PATH: the bottleneck class of a kernel, for the next prompt.
+"""Where `ncu` (Nsight Compute) is on PATH: what the next prompt says about a kernel's profile.
+
+First choice (issue [profile]): the kernel's top source lines with what ncu found on them
+(`line_profile_text`: the line's text, its kinds, the figures), after the kernel summary; the
+top lines also travel in the run's JSON and history (`ProfileText.lines`). Where ncu gives no
+line figures, the kernel-level class below stands in (`profile_summary`).
 
 Runs the evaluator's one-shot worker on the timed case under `ncu` in a child process, reads a
 handful of metrics, and classifies the kernel as compute-bound, memory-bandwidth-bound or
@@ -18,11 +23,25 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.evaluate.launch import case_launch
+from cuda_llm_lsp.evaluate.line_profile import (
+    NcuProfiler,
+    ProfileError,
+    Profiler,
+    ProfileUnavailable,
+)
+from cuda_llm_lsp.evaluate.ncu_source import (
+    NcuOutputError,
+    RawFinding,
+    line_findings,
+    parse_raw_page,
+    parse_source_page,
+    summary,
+)
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
 from cuda_llm_lsp.evaluate.protocol import LoadRequest, Request, RunRequest
 from cuda_llm_lsp.evaluate.types import KernelBinary
@@ -151,6 +170,7 @@ def profile_kernel(
         for metrics in (METRICS, CORE_METRICS):
             cmd = [exe, "--csv", "--page", "raw", "--print-units", "base",
                    "--metrics", ",".join(metrics),
+                   "--kernel-name-base", "mangled",
                    "--kernel-name", f"regex:^{re.escape(binary.entry)}$", "--launch-count", "1",
                    *oneshot_command(path, device)]  # fmt: skip
             try:
@@ -173,3 +193,94 @@ def profile_summary(binary: KernelBinary, spec: TestSpec, spec_dir: Path | None)
     """The prompt's profile section text for `binary`, or None."""
     profile = profile_kernel(binary, spec, spec_dir)
     return profile.summary() if profile else None
+
+
+PROMPT_LINES = 5  # the top lines a prompt shows
+
+
+class ProfileText(str):
+    """The prompt's profile text, carrying the top lines it names (`lines`, JSON-ready) so the
+    loop can keep them in its result and history. A `str`: prompts use it as any profile text."""
+
+    lines: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def make(cls, text: str, lines: list[dict[str, Any]]) -> ProfileText:
+        made = cls(text)
+        made.lines = tuple(lines)
+        return made
+
+
+def line_profile_text(
+    binary: KernelBinary, spec: TestSpec, spec_dir: Path | None, profiler: Profiler | None = None
+) -> ProfileText | None:
+    """The kernel summary and its top lines under ncu (`profiler`: default the local GPU's), or
+    None (no ncu, no permission, no line figures...)."""
+    try:
+        captured = (profiler or NcuProfiler()).capture(binary, spec, spec_dir)
+        instructions = parse_source_page(captured.source_page)
+    except (ProfileUnavailable, ProfileError, NcuOutputError) as exc:
+        log.info("line profile skipped: %s", exc)
+        return None
+    figures = summary(parse_raw_page(captured.raw_page))
+    return line_profile_note(figures.line(), line_findings(instructions), binary)
+
+
+def line_profile_note(
+    summary_line: str, findings: list[RawFinding], binary: KernelBinary
+) -> ProfileText:
+    """The prompt text for `findings` of `binary`: lines inside its kernel text first by kind
+    (a problem before a mere stall hotspot), then by stall share; at most PROMPT_LINES."""
+    kernel_lines = binary.kernel_source.split("\n")
+    ranked = sorted(findings, key=lambda f: (f.kinds == ("stall_hotspot",), -f.stall_share))
+    top: list[dict[str, Any]] = []
+    for found in ranked[:PROMPT_LINES]:
+        row = found.line - 1 - binary.kernel_line
+        inside = 0 <= row < len(kernel_lines) and not found.path.endswith((".cuh", ".h", ".hpp"))
+        top.append({
+            "line": found.line,
+            "kernel_line": row + 1 if inside else None,
+            "text": kernel_lines[row].strip() if inside else "",
+            "kinds": list(found.kinds),
+            "stall_share": found.stall_share,
+            "figure": _figure(found),
+        })  # fmt: skip
+    out = [f"Kernel: {summary_line}"]
+    if top:
+        out.append("Hot source lines (Nsight Compute per-line figures):")
+    for item in top:
+        where = (
+            f"kernel line {item['kernel_line']} `{item['text']}`"
+            if item["kernel_line"]
+            else f"file line {item['line']} (outside the kernel)"
+        )
+        out.append(f"- {where}: {item['figure']}")
+    return ProfileText.make("\n".join(out), top)
+
+
+def _figure(found: RawFinding) -> str:
+    """'uncoalesced (16.8 M L2 sectors, 8.0x the ideal); 30% of warp stalls (long_sb)'."""
+    m = found.metrics
+    parts = []
+    if "uncoalesced" in found.kinds:
+        ideal = float(m.get("global_sectors_ideal", 0) or 0)
+        sectors = float(m.get("global_sectors", 0) or 0)
+        ratio = f", {sectors / ideal:.1f}x the ideal" if ideal else ""
+        parts.append(f"uncoalesced global access ({sectors:,.0f} L2 sectors{ratio})")
+    if "bank_conflict" in found.kinds:
+        parts.append(f"{float(m.get('bank_conflict_ways', 0)):.0f}-way shared-memory bank conflict")
+    if "local_memory" in found.kinds:
+        parts.append(
+            f"local memory ({float(m.get('local_loads', 0)):,.0f} loads, "
+            f"{float(m.get('local_stores', 0)):,.0f} stores: a spill or a run-time-indexed array)"
+        )
+    if "divergent_branch" in found.kinds:
+        parts.append(
+            f"divergent branch ({float(m.get('threads_at_branch', 0)):.0f} threads arrive, "
+            f"{float(m.get('threads_after_branch', 0)):.0f} go on together)"
+        )
+    stall = f"{found.stall_share:.0%} of warp stalls"
+    if "main_stall" in m:
+        stall += f", mostly {m['main_stall']}"
+    parts.append(stall)
+    return "; ".join(parts)

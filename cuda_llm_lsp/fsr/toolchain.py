@@ -21,7 +21,7 @@ from cuda_llm_lsp.evaluate import candidate
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected
 from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
 from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
-from cuda_llm_lsp.fsr.profile import profile_summary
+from cuda_llm_lsp.fsr.profile import line_profile_text, profile_summary
 from cuda_llm_lsp.fsr.types import OptimizeRequest
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel
@@ -79,7 +79,8 @@ class DefaultToolchain:
         return run_sanitizer(binary, spec, spec_dir)
 
     def profile(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
-        return profile_summary(binary, spec, spec_dir)
+        """Per-line findings where ncu gives them (`ProfileText`), else the kernel-level class."""
+        return line_profile_text(binary, spec, spec_dir) or profile_summary(binary, spec, spec_dir)
 
 
 async def build_original(
@@ -90,7 +91,11 @@ async def build_original(
     built = await _build(toolchain, request, None, instance, arch)
     if not isinstance(built, KernelBinary):
         return built
-    return dataclasses.replace(built, kernel_source=kernel.span.slice(request.file_text))
+    return dataclasses.replace(
+        built,
+        kernel_source=kernel.span.slice(request.file_text),
+        kernel_line=kernel.span.start.line,
+    )
 
 
 async def build_candidate(
@@ -101,7 +106,14 @@ async def build_candidate(
     built = await _build(toolchain, request, source, instance, arch)
     if not isinstance(built, KernelBinary):
         return built
-    return dataclasses.replace(built, kernel_source=source)
+    line = _kernel_line(request.file_text, request.kernel)  # spliced where the original was
+    return dataclasses.replace(built, kernel_source=source, kernel_line=line)
+
+
+@functools.lru_cache(maxsize=8)
+def _kernel_line(file_text: str, name: str) -> int:
+    kernel = candidate.find_kernel(file_text, name)
+    return kernel.span.start.line if kernel is not None else 0
 
 
 async def _build(

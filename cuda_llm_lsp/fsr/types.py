@@ -187,6 +187,9 @@ class OptimizeResult:
     error: str | None = None  # why the run could not proceed (no spec, endpoint down...)
     best_launch: LaunchConfig | None = None  # the winner's own launch; None: the original's
     launch_fixed: str | None = None  # why candidates could not choose their launch this run
+    # Nsight Compute's top lines ([profile]): {"original": {"lines": [...]}, "best": {"round",
+    # "index", "lines": [...]}}, each line {"line", "kernel_line", "text", "kinds", ...}
+    profile_lines: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The CLI contract's JSON object."""
@@ -206,6 +209,7 @@ class OptimizeResult:
             "best_source": self.best_source,
             "launch": _launch_json(self.best_launch),
             "launch_fixed": self.launch_fixed,
+            "profile_lines": self.profile_lines,
         }  # fmt: skip
 
 

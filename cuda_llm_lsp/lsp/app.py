@@ -26,6 +26,7 @@ from cuda_llm_lsp.lsp import (
     diagnostics,
     hover,
     optimize_job,
+    profile_job,
     settings,
     suggestions,
     symbols,
@@ -53,6 +54,7 @@ FEATURES = (
     code_lens,
     code_actions,
     tune_job,
+    profile_job,
 )
 
 

@@ -96,6 +96,7 @@ async def actions(
     else:
         command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
         command(f"Benchmark {name}", commands.BENCHMARK)
+        command(f"Profile {name}", commands.PROFILE)
         if await _declares_tunables(server, uri, text, kernel):
             command(f"Tune {name}", commands.TUNE)
     if kernel.spec is None:

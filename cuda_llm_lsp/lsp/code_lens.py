@@ -91,4 +91,10 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
                 ),
             )
         )
+        found.append(
+            types.CodeLens(
+                range=where,
+                command=types.Command(title="Profile", command=commands.PROFILE, arguments=args),
+            )
+        )
     return found

@@ -2,7 +2,8 @@
 
 Every command takes one argument `{"uri": ..., "kernel": ...}` (or the two as positional
 arguments; `cudaLlm.cancel` without one cancels every job) and returns at once; long work runs
-as a background job (`cudaLlm.optimize`, `cudaLlm.benchmark` and `cudaLlm.tune` answer
+as a background job (`cudaLlm.optimize`, `cudaLlm.benchmark`, `cudaLlm.tune` and
+`cudaLlm.profile` answer
 `{"token": ...}`, the job's progress token). Each feature registers its own commands with
 `kernel_command`; code lenses and code actions name them with these constants.
 """
@@ -25,7 +26,8 @@ SHOW = "cudaLlm.showSuggestion"
 ADD_SPEC = "cudaLlm.addSpec"
 RESOURCES = "cudaLlm.showResources"  # behind the resources code lens
 TUNE = "cudaLlm.tune"
-COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES, TUNE)
+PROFILE = "cudaLlm.profile"
+COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES, TUNE, PROFILE)
 
 KernelHandler = Callable[[CudaLlmServer, str, str], Awaitable[Any]]
 

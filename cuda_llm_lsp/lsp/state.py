@@ -39,16 +39,18 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
     GpuService,
     LlmFactory,
+    Profiler,
     Trust,
     add_resources,
     analyze_syntax,
     close_shared_pool,
     evaluator_for,
     make_llm,
+    make_profiler,
     shared_pool,
 )
 from cuda_llm_lsp.evaluate.types import Evaluator
-from cuda_llm_lsp.lsp import compile_diagnostics, results
+from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.protocol import CudaLlmProtocol
@@ -109,6 +111,8 @@ class CudaLlmServer(LanguageServer):
         self.llm_factory: LlmFactory = llm_factory or make_llm
         self.documents: dict[str, DocumentState] = {}
         self.reports: results.Reports = {}
+        self.profiles: profile_results.Profiles = {}  # Profile K's findings, per kernel
+        self.profiler_factory: Callable[[], Profiler] = make_profiler
         self.suggestions: dict[tuple[str, str], Suggestion] = {}
         self.jobs = JobManager(self)
         self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded
@@ -232,6 +236,7 @@ class CudaLlmServer(LanguageServer):
         state.analysis, state.version = analysis, version
         state.diagnostics = compile_diagnostics.convert(text, analysis.diagnostics, self.codec)
         results.forget_changed(self.reports, uri, analysis)
+        profile_results.forget_changed(self.profiles, uri, analysis)
         self.publish_diagnostics(uri)
         self.refresh_code_lenses()  # lenses sit on the analysis: the first one makes them appear
         if self.codegen is not None and getattr(analysis, "resources_pending", False):
@@ -293,8 +298,10 @@ class CudaLlmServer(LanguageServer):
         doc = self.document(uri)
         if state is None or doc is None or state.analysis is None or state.version != doc.version:
             return  # the analysis of the newer text publishes when it is done
-        items = state.diagnostics + results.diagnostics(
-            self.reports, uri, state.analysis, self.codec
+        items = (
+            state.diagnostics
+            + results.diagnostics(self.reports, uri, state.analysis, self.codec)
+            + profile_results.diagnostics(self.profiles, uri, state.analysis, self.codec)
         )
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=state.version)
@@ -302,6 +309,10 @@ class CudaLlmServer(LanguageServer):
 
     def set_report(self, uri: str, report: KernelReport) -> None:
         self.reports[(uri, report.kernel)] = report
+        self.publish_diagnostics(uri)
+
+    def set_profile(self, uri: str, report: profile_results.ProfileReport) -> None:
+        self.profiles[(uri, report.kernel)] = report
         self.publish_diagnostics(uri)
 
     def clear_report(self, uri: str, kernel: str) -> None:

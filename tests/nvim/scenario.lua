@@ -137,6 +137,28 @@ elseif scenario == 'hover' then
   vim.api.nvim_feedkeys('K', 'mx', false)
   vim.wait(10000, function() return floating_lines() ~= nil end, 50)
   out.hover = floating_lines()
+elseif scenario == 'profile' then
+  -- Profile K from the code-action menu; the findings arrive as diagnostics, K shows figures.
+  local name = line_of('void transpose_header')
+  out.actions = code_actions(name)
+  out.profile = choose(name, 'Profile ')
+  local function found()
+    local items = {}
+    for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+      if d.source == 'cuda-llm profile' then
+        table.insert(items, { lnum = d.lnum, severity = d.severity, message = d.message })
+      end
+    end
+    return items
+  end
+  vim.wait(120000, function() return #found() > 0 end, 100)
+  out.name_line = name
+  out.profile_diagnostics = found()
+  local include = line_of('#include "planted_helpers.cuh"')
+  vim.api.nvim_win_set_cursor(0, { include + 1, 12 })
+  vim.api.nvim_feedkeys('K', 'mx', false)
+  vim.wait(10000, function() return floating_lines() ~= nil end, 50)
+  out.hover = floating_lines()
 elseif scenario == 'lens' then
   -- Click the resources lens as a user would (`vim.lsp.codelens.run` on the kernel's line).
   local name = line_of('void saxpy')

@@ -229,3 +229,39 @@ def test_accepting_a_launch_change_and_one_undo_restore_the_original(tmp_path: P
     assert (result["accept_undo_states"], result["accept_undo_entries"]) == (1, 1), result
     assert result["after_undo"] == result["original"]
     assert result["undo_seq_after_undo"] == result["undo_seq_before_accept"]
+
+
+NCU = ROOT / "tests" / "data" / "ncu"
+
+
+def test_profile_shows_the_same_findings_as_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Profile K from the menu (ncu's run replaced by its output captured on an H100): every
+    line `cuda-llm profile --format json` reports is a diagnostic on that line (a header's on
+    its #include line) with the same message; K on the #include line shows the figures."""
+    recording = f"recorded:{NCU / 'recording.json'}"
+    monkeypatch.setenv("CUDA_LLM_EVALUATOR", recording)
+    shutil.copy(NCU / "planted_helpers.cuh", tmp_path / "planted_helpers.cuh")
+    result = run_scenario(
+        tmp_path, "profile", NCU / "planted.cu", [sys.executable, "-m", "cuda_llm_lsp"],
+        {"debounceMs": 50},
+    )  # fmt: skip
+    assert result["attached"] is True
+    assert "Profile transpose_header" in result["actions"], result["actions"]
+    cli = subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "profile", str(tmp_path / "planted.cu"),
+         "--kernel", "transpose_header", "--format", "json"],
+        capture_output=True, text=True, timeout=240, env=server_env(CUDA_LLM_EVALUATOR=recording),
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    lines = json.loads(cli.stdout)["lines"]
+    shown = {(d["lnum"], d["message"].split("] ", 1)[-1]) for d in result["profile_diagnostics"]}
+    for line in lines:
+        header = line["file"].endswith(".cuh")
+        row = 3 if header else line["line"] - 1
+        message = (f"planted_helpers.cuh:{line['line']}: " if header else "") + line["message"]
+        assert (row, message) in shown, (row, message, shown)
+    assert any(d["lnum"] == result["name_line"] for d in result["profile_diagnostics"])
+    hover = "\n".join(result.get("hover") or [])
+    assert "global_sectors_excessive" in hover and "14,680,064" in hover, hover

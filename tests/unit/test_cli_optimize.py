@@ -108,6 +108,7 @@ def test_json_output_is_exactly_the_contract(workdir: Path) -> None:
         "best_source",
         "launch",
         "launch_fixed",
+        "profile_lines",  # ncu's top lines where ncu ran ([profile])
     ]
     assert data["accepted"] is True and data["speedup"] == 2.5 and data["best_ms"] == 0.4
     assert all(len(c["reply_hash"]) == 12 for c in data["candidates"])

@@ -108,6 +108,7 @@ async def test_fastest_correct_candidate_wins_and_failures_keep_their_status() -
         "best_source",
         "launch",
         "launch_fixed",
+        "profile_lines",  # ncu's top lines where ncu ran ([profile])
     }
     assert set(data["candidates"][0]) == {
         "round", "index", "status", "ms", "message", "launch", "tuning", "reply_hash"

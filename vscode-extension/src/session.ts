@@ -122,6 +122,7 @@ export class Session {
             [c.clearApiKey, () => this.clearApiKey()],
             [c.optimizeKernel, (arg?: unknown) => this.runOnKernel(ServerCommand.optimize, arg)],
             [c.benchmarkKernel, (arg?: unknown) => this.runOnKernel(ServerCommand.benchmark, arg)],
+            [c.profileKernel, (arg?: unknown) => this.runOnKernel(ServerCommand.profile, arg)],
             [c.acceptSuggestion, (arg?: unknown) => this.decide('accept', arg)],
             [c.rejectSuggestion, (arg?: unknown) => this.decide('reject', arg)],
             [c.showSuggestion, (arg?: unknown) => this.showPicked(arg)],

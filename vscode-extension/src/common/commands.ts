@@ -15,6 +15,7 @@ export const ServerCommand = {
     cancel: 'cudaLlm.cancel',
     showSuggestion: 'cudaLlm.showSuggestion',
     addSpec: 'cudaLlm.addSpec',
+    profile: 'cudaLlm.profile',
 } as const;
 
 export const ClientCommand = {
@@ -23,6 +24,7 @@ export const ClientCommand = {
     clearApiKey: 'cudaLlm.client.clearApiKey',
     optimizeKernel: 'cudaLlm.client.optimizeKernel',
     benchmarkKernel: 'cudaLlm.client.benchmarkKernel',
+    profileKernel: 'cudaLlm.client.profileKernel',
     acceptSuggestion: 'cudaLlm.client.acceptSuggestion',
     rejectSuggestion: 'cudaLlm.client.rejectSuggestion',
     showSuggestion: 'cudaLlm.client.showSuggestion',
@@ -35,14 +37,24 @@ export const ClientCommand = {
  * Server commands that run code from the workspace (the kernel on the GPU, LLM candidates built
  * from it): refused in an untrusted workspace (Restricted Mode), wherever they are started from.
  */
-export const TRUSTED_ONLY: readonly string[] = [ServerCommand.optimize, ServerCommand.benchmark];
+export const TRUSTED_ONLY: readonly string[] = [
+    ServerCommand.optimize,
+    ServerCommand.benchmark,
+    ServerCommand.profile,
+];
+
+const TRUSTED_ONLY_NAMES: Readonly<Record<string, string>> = {
+    [ServerCommand.optimize]: 'Optimize',
+    [ServerCommand.benchmark]: 'Benchmark',
+    [ServerCommand.profile]: 'Profile',
+};
 
 /** The refusal for a trusted-only command in Restricted Mode, or undefined when it may run. */
 export function untrustedRefusal(command: string, trusted: boolean): string | undefined {
     if (trusted || !TRUSTED_ONLY.includes(command)) {
         return undefined;
     }
-    const what = command === ServerCommand.optimize ? 'Optimize' : 'Benchmark';
+    const what = TRUSTED_ONLY_NAMES[command] ?? 'This command';
     return `${what} runs this workspace's code on your GPU, so it is off in Restricted Mode: trust the workspace (Manage Workspace Trust) to use it.`;
 }
 

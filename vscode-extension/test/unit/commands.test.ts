@@ -27,6 +27,7 @@ describe('command ids', () => {
             'cudaLlm.benchmark',
             'cudaLlm.cancel',
             'cudaLlm.optimize',
+            'cudaLlm.profile',
             'cudaLlm.reject',
             'cudaLlm.showSuggestion',
         ]);

@@ -61,10 +61,11 @@ describe('settings a workspace cannot set', () => {
         assert.equal(userChoseServer(launchReader(layered({}, evil), MACHINE_KEYS)), false);
     });
 
-    it('refuses Benchmark and Optimize in Restricted Mode only', () => {
-        assert.deepEqual(TRUSTED_ONLY, ['cudaLlm.optimize', 'cudaLlm.benchmark']);
+    it('refuses Benchmark, Optimize and Profile in Restricted Mode only', () => {
+        assert.deepEqual(TRUSTED_ONLY, ['cudaLlm.optimize', 'cudaLlm.benchmark', 'cudaLlm.profile']);
         assert.match(untrustedRefusal('cudaLlm.optimize', false) ?? '', /^Optimize runs this workspace's code .* Restricted Mode/);
         assert.match(untrustedRefusal('cudaLlm.benchmark', false) ?? '', /^Benchmark /);
+        assert.match(untrustedRefusal('cudaLlm.profile', false) ?? '', /^Profile runs this workspace's code/);
         assert.equal(untrustedRefusal('cudaLlm.optimize', true), undefined);
         assert.equal(untrustedRefusal('cudaLlm.accept', false), undefined);
     });
