@@ -826,3 +826,24 @@ def test_flops_use_template_constants_of_the_instance() -> None:
         (1024 * 128, 8, 128),
         (4096 * 128, 32, 128),
     ]
+
+
+# --- numbers no buffer can have (issue 25, finding 6) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "fragment"),
+    [
+        ("sizes.n = [1, 17, 1000]", "sizes.n = [1, 17, " + "9" * 5000 + "]", "sizes.n", "digits"),
+        ("block = 256", "block = " + "7" * 4400, "block =", "digits"),
+        ("sizes.n = [1, 17, 1000]", "sizes.n = [1, 17, 2199023255553]", "sizes.n", "2^40"),
+        ('args.a = "float32[n]"', 'args.a = "float32[n * 1e30]"', "args.a", "64-bit"),
+        ('args.a = "float32[n]"', 'args.a = "float32[n' + " * n" * 600 + ']"', "args.a", "64-bit"),
+        ('args.a = "float32[n]"', 'args.a = "float32[n * 68719476737]"', "args.a", "2^36"),
+        ('grid = "cdiv(n, 256)"', 'grid = "n' + " * 1000" * 500 + '"', "grid", "64-bit"),
+    ],
+)
+def test_numbers_beyond_any_buffer_are_errors_at_their_key(
+    old: str, new: str, needle: str, fragment: str
+) -> None:
+    only_error(edit(VADD_SPEC, old, new), needle, fragment)
