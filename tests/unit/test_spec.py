@@ -847,3 +847,13 @@ def test_numbers_beyond_any_buffer_are_errors_at_their_key(
     old: str, new: str, needle: str, fragment: str
 ) -> None:
     only_error(edit(VADD_SPEC, old, new), needle, fragment)
+
+
+def test_a_tolerance_or_tunable_beyond_any_number_is_an_error_at_its_key() -> None:
+    only_error(VADD_SPEC + "rtol = " + "9" * 400 + "\n", "rtol", "too large")
+    tuned = VADD.replace("c[i] = a[i] + b[i]", "c[i] = a[i] + b[i] * BLOCK")
+    body = edit(VADD_SPEC, "block = 256", "block = 256\ntune.BLOCK = [1, " + "9" * 30 + "]")
+    source = with_spec(body, tuned, prefix="#ifndef BLOCK\n#define BLOCK 1\n#endif\n")
+    spec, errors = parse_spec(kernel_in(source), source)
+    assert spec is None and len(errors) == 1 and "64-bit" in errors[0].message, errors
+    assert errors[0].span.start.line == line_of(source, "tune.BLOCK")

@@ -719,7 +719,11 @@ class _SpecParser:
         if value < 0:
             self.error((key,), f"{key} must not be negative")
             return default
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float
+            self.error((key,), f"{key} is too large: a tolerance is a small number, e.g. 1e-4")
+            return default
 
 
 def _toml_repr(value: object) -> str:
