@@ -44,6 +44,7 @@ from cuda_llm_lsp.engine import LlmFactory, evaluator_for, make_llm, make_profil
 from cuda_llm_lsp.evaluate.line_profile import Profiler
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
+from cuda_llm_lsp.lsp.document import LspWorkspace
 from cuda_llm_lsp.lsp.job_evaluator import JobEvaluator, JobPool, job_view
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager, no_gpu_is_a_job_error
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
@@ -52,6 +53,9 @@ from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 
 log = logging.getLogger(__name__)
+
+#: What a queued analysis returns when its document was closed or changed before it started.
+_SKIPPED = object()
 
 Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
 Codegen = Callable[[Any, Callable[[], bool]], Any]  # analysis.add_resources(front, cancelled)
@@ -134,10 +138,15 @@ class CudaLlmServer(LanguageServer):
         return self.documents[uri]
 
     def document(self, uri: str) -> TextDocument | None:
-        """The open document (None once closed or never opened)."""
+        """The open document (None once closed or never opened); never read from disk."""
         if uri not in self.documents:
             return None
-        return self.workspace.get_text_document(uri)
+        return self.open_document(uri)
+
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The workspace's copy of `uri` while the client has it open, else None."""
+        workspace = self.protocol._workspace  # None before initialize
+        return workspace.open_document(uri) if isinstance(workspace, LspWorkspace) else None
 
     @property
     def codec(self) -> PositionCodec:
@@ -175,8 +184,13 @@ class CudaLlmServer(LanguageServer):
 
     @staticmethod
     def path_of(uri: str) -> Path | None:
-        path = uris.to_fs_path(uri)
-        return Path(path) if path else None
+        """The file of a `file:` URI (None for other schemes and for a path no file can have,
+        such as one with a NUL byte from `%00`)."""
+        try:
+            path = uris.to_fs_path(uri)
+        except Exception:  # a malformed URI: no file
+            return None
+        return Path(path) if path and "\0" not in path else None
 
     # --- analyses and diagnostics ----------------------------------------------------------
 
@@ -210,11 +224,16 @@ class CudaLlmServer(LanguageServer):
             if doc is None:
                 return
             version, text = doc.version, doc.source
+            path, settings = self.path_of(uri), self.settings
+
+            def analyse() -> Any:  # in the pool: work queued for a closed document is dropped
+                if self.documents.get(uri) is not state or state.generation != generation:
+                    return _SKIPPED
+                return self.analyzer(text, path, settings)
+
             loop = asyncio.get_running_loop()
             try:
-                analysis = await loop.run_in_executor(
-                    self.compile_pool, self.analyzer, text, self.path_of(uri), self.settings
-                )
+                analysis = await loop.run_in_executor(self.compile_pool, analyse)
             except NvrtcUnavailable as exc:
                 self._nvrtc_missing(str(exc))
                 return
@@ -223,7 +242,7 @@ class CudaLlmServer(LanguageServer):
                 self.message(f"cuda-llm: could not analyse {uri}: {exc}", types.MessageType.Error)
                 return
         doc = self.document(uri)
-        if doc is None or self.documents.get(uri) is not state:
+        if analysis is _SKIPPED or doc is None or self.documents.get(uri) is not state:
             return
         if state.generation != generation:
             return  # settings changed (or an edit came) during the compile: a newer analysis runs
