@@ -7,11 +7,13 @@ original and the edited whole files are each built to a host object with `nvcc -
 the defined host symbols (`nm`) and the start-up / shut-down tables (`.init_array`, `.ctors`,
 `.preinit_array`, `.fini_array`, `.dtors`, and the functions that fill them). A legitimate change
 to a kernel or its helpers adds only what nvcc generates for device code (launch stubs
-`__device_stub__*`, `__nv_*` / `__cuda*` registration, fatbinary data) and host symbols named
+`__device_stub__*`, `__nv_*` / `__cuda*` registration, fatbinary data), host symbols named
 after the device-side functions and variables the edited file defines (a `__host__ __device__`
-function's host copy, a `__constant__` variable's host shadow, a `constexpr`); anything else new,
-or a bigger start-up table, is host code from the reply. Nothing is linked or run; `nm` and
-`readelf` come with binutils (g++'s dependency), each under a timeout.
+function's host copy, a `__constant__` variable's host shadow, a `constexpr`), and data local
+to the object (a toolkit header's constants: nothing runs by them, nothing links to them); any
+other new code or global symbol, or a bigger start-up table, is host code from the reply.
+Nothing is linked or run; `nm` and `readelf` come with binutils (g++'s dependency), each under
+a timeout.
 """
 
 from __future__ import annotations
@@ -142,6 +144,8 @@ def new_host_code(
             continue
         if old is not None or NVCC_GENERATED.search(name):
             continue
+        if symbol.kind in _LOCAL_DATA:
+            continue  # a header's or a constant's own data: nothing runs or interposes by it
         *scopes, name_only = _scoped_name(symbol.demangled)
         if name_only in device_names and not set(scopes) & type_names:
             continue
@@ -150,6 +154,8 @@ def new_host_code(
     return found
 
 
+#: nm's letters for data only this object sees (code is T/t/W/w/i; global data upper case).
+_LOCAL_DATA = frozenset("bdrgsvn")
 _KINDS = {"T": "code", "W": "code", "D": "data", "B": "data", "R": "read-only data",
           "V": "data", "U": "undefined"}  # fmt: skip
 
@@ -158,7 +164,7 @@ def _scoped_name(demangled: str) -> tuple[str, ...]:
     """`ns::hh(float)` -> (`ns`, `hh`); `void kt<float>(float*)` -> (`kt`,); `guard variable for
     t` -> (`t`,): the name's scopes and the name, without template arguments or parameters."""
     text = re.sub(r"^(?:guard variable for|vtable for|typeinfo for|typeinfo name for) ", "",
-                  demangled)  # fmt: skip
+                  demangled).replace("(anonymous namespace)", "{anonymous}")  # fmt: skip
     depth, cut = 0, len(text)
     for i, char in enumerate(text):
         if char == "<":

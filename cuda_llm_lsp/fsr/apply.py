@@ -26,10 +26,9 @@ from cuda_llm_lsp.compile.host_object import (
 )
 from cuda_llm_lsp.compile.nvcc import NvccUnavailable, find_nvcc
 from cuda_llm_lsp.fsr.clashes import HelperClash, merge_helpers
-from cuda_llm_lsp.source.device_only import reply_refusal
+from cuda_llm_lsp.source.device_only import device_names, reply_refusal
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.launch_sites import rewrite_launches
-from cuda_llm_lsp.source.names import read_names
 from cuda_llm_lsp.source.signature import restore_linkage
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
@@ -209,11 +208,7 @@ def write_check(
         return WriteCheck(note=SKIPPED.format(why="the original file does not build with nvcc"))
     if built.host is None:
         return WriteCheck(f"the edited file does not build with nvcc:\n{built.result.message()}")
-    names = read_names(edited).definitions
-    device = frozenset(d.name for d in names if d.kind in ("function", "variable")
-                       and (d.device or "const" in d.shape))  # fmt: skip
-    types = frozenset(d.name for d in names if d.kind == "type")
-    found = new_host_code(before.host, built.host, device, types)
+    found = new_host_code(before.host, built.host, *device_names(edited))
     if found:
         return WriteCheck("the edited file's host object has host code the original's has not: "
                           + "; ".join(found[:5]))  # fmt: skip

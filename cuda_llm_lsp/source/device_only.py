@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from cuda_llm_lsp.source.context import walk_nodes
 from cuda_llm_lsp.source.kernels import node_text, parse_tree
 from cuda_llm_lsp.source.untrusted import code_only, hidden_characters
 
@@ -85,6 +86,44 @@ def reply_refusal(code: str, where: str = "") -> str | None:
                          + (f" (line {i.line}{where})" if where else "")
                          for i in items[:MAX_ITEMS_SHOWN])  # fmt: skip
     return None
+
+
+def device_names(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The names of the device-side functions and variables `text` defines at any namespace
+    depth (`__global__`, `__device__`, `__constant__`, `constexpr`, `const`), and of its types:
+    what may have a host copy or shadow in its host object (`compile.host_object`)."""
+    tree, data = parse_tree(_with_specifier_macros(text)[0])
+    names: set[str] = set()
+    types: set[str] = set()
+    for node in walk_nodes(tree.root_node):
+        if node.type in (
+            "struct_specifier",
+            "class_specifier",
+            "union_specifier",
+            "enum_specifier",
+        ):
+            name = node.child_by_field_name("name")
+            if name is not None:
+                types.add(node_text(name, data))
+        elif node.type in ("function_definition", "declaration"):
+            marks = _marks(node, data)
+            if not marks & (_DEVICE_VARIABLE | {"__global__", "constexpr", "const"}):
+                continue
+            if _in_function(node):
+                continue  # a local
+            for declarator in node.children_by_field_name("declarator"):
+                name_text = _name_of(declarator, data)
+                names.add(name_text.split("::")[-1])
+    return frozenset(names), frozenset(types)
+
+
+def _in_function(node: Node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "compound_statement":
+            return True
+        parent = parent.parent
+    return False
 
 
 def host_items(code: str) -> list[HostItem]:
@@ -347,8 +386,12 @@ def _dynamic(value: Node) -> bool:
     return False
 
 
-_ATTRIBUTE = re.compile(r"__attribute__\s*\(\((?P<gnu>.*?)\)\)|\[\[(?P<std>.*?)\]\]|"
-                        r"__declspec\s*\((?P<ms>[^)]*)\)", re.DOTALL)  # fmt: skip
+_ATTRIBUTE = re.compile(r"__attribute__\s*\(\s*\((?P<gnu>.*?)\)\s*\)|\[\s*\[(?P<std>.*?)\]\s*\]"
+                        r"|__declspec\s*\((?P<ms>[^)]*)\)", re.DOTALL)  # fmt: skip
+# Words that only ever serve start-up hooks or hidden pragmas, however they are spelt around
+# (a macro pasting `__attribute__` together still names them).
+_HOOK_WORDS = re.compile(r"\b(?:_Pragma|__pragma|(?:__)?(?:constructor|destructor|init_priority)"
+                         r"(?:__)?)\b")  # fmt: skip
 
 
 def _attributes(code: str) -> list[HostItem]:
@@ -356,6 +399,12 @@ def _attributes(code: str) -> list[HostItem]:
     `init_priority`, `alias`...: host start-up hooks and symbol tricks)."""
     bare = code_only(code)
     found: list[HostItem] = []
+    spans = [m.span() for m in _ATTRIBUTE.finditer(bare)]
+    for match in _HOOK_WORDS.finditer(bare):
+        if any(start <= match.start() < end for start, end in spans):
+            continue  # named below, as the attribute it is
+        line = bare.count("\n", 0, match.start()) + 1
+        found.append(HostItem(line, f"uses `{match.group(0)}` (a host start-up hook or pragma)"))
     for match in _ATTRIBUTE.finditer(bare):
         body = match.group("gnu") or match.group("std") or match.group("ms") or ""
         for word in re.findall(r"(?:\w+::)?(\w+)\s*(?:\([^()]*\))?", body):
