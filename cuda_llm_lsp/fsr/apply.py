@@ -3,12 +3,14 @@
 The kernel is replaced (a dropped `extern "C"` put back); what the reply put before its kernel
 (`__device__` helpers, `#define`s, `constexpr`s) goes above the spec block, so that the spec stays
 directly above the kernel, a name the file already uses dropped (the file has the identical
-definition), renamed or refused (`fsr.clashes`); what came after the kernel (a host launcher,
-`main`) is dropped, never written. With a launch of its own, the spec's `grid` / `block` /
+definition), renamed or refused (`fsr.clashes`); what came after the kernel is never written.
+What is written must be device code with nothing hidden (`source.device_only`: checked when the
+candidate was cleaned, and again here). With a launch of its own, the spec's `grid` / `block` /
 `smem` and every launch site of the kernel in the file (`source.launch_sites.rewrite_launches`)
 are rewritten in the same text; a site that cannot be rewritten safely is left as it is and named
-in `notes` with what to write by hand. `build_check` then compiles the whole edited file with
-nvcc where it is available.
+in `notes` with what to write by hand. `write_check` then compiles the whole edited file with
+nvcc where it is available and compares its host object with the original's: no new host
+symbol, no global constructor (`compile.host_object`).
 """
 
 from __future__ import annotations
