@@ -137,8 +137,10 @@ def host_items(code: str) -> list[HostItem]:
 
 
 def _with_specifier_macros(code: str) -> tuple[str, frozenset[str]]:
-    """`code` with every use of a macro whose body is only function specifiers replaced by its
-    body, padded to the same length (lines and offsets stay)."""
+    """`code` as tree-sitter should read it: every use of a macro whose body is only function
+    specifiers replaced by its body (lines stay), `__align__(N)` blanked."""
+    # `__align__(16)` (CUDA's alignment macro) confuses tree-sitter: blanked, same length
+    code = re.sub(r"\b__(?:builtin_)?align__\s*\([^()\n]*\)", lambda m: " " * len(m.group(0)), code)
     names: dict[str, str] = {}
     for match in re.finditer(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n]*)$", code):
         words = match.group(2).split()

@@ -121,6 +121,16 @@ template <typename T> __device__ T square(T v) { return v * v; }
 __device__ float proto(float);
 namespace { __device__ float hidden(float v) { return v; } constexpr int Q = 3; }
 namespace detail { __device__ float inner(float v) { return v; } }
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ float fast(float x) { return x; }
+#else
+__device__ __forceinline__ float fast(float x) { return x * 1.0f; }
+#endif
+struct __align__(16) Vec4 { float x, y, z, w; };
+__device__ __forceinline__ Vec4 operator+(Vec4 a, Vec4 b) { return {a.x + b.x, a.y, a.z, a.w}; }
+template <typename T> struct Shared { __device__ T* get() { return nullptr; } };
+template <> struct Shared<double> { __device__ double* get() { return nullptr; } };
+static constexpr unsigned FULL_MASK = 0xffffffffu;
 // un commentaire accentué: comments and strings may be non-ASCII
 """
 
