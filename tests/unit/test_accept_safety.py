@@ -291,3 +291,57 @@ def test_without_nvcc_the_write_says_the_build_check_was_skipped(
 def test_hidden_characters_outside_code_only_checks_allow_non_ascii_text() -> None:
     assert hidden_characters('// µs and é\nconst char* s = "π";\n') == []
     assert hidden_characters("float \u00e9 = 1;\n")[0].why.startswith("a non-ASCII character")
+
+
+@needs_nvcc
+def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
+    tmp_path: Path,
+) -> None:
+    """`--write` of a winner with device helpers, then both programs built with nvcc and run
+    (no kernel runs without a GPU; what runs on the host is what matters): the same output. The
+    same reply with a host object never changes the file."""
+    program = SAXPY.replace("  return 0;\n}", '  std::printf("saxpy done\\n");\n  return 0;\n}')
+    helpers = (
+        "#define TILE 256\n"
+        "constexpr int UNROLL = 4;\n"
+        "__constant__ float scale[1] = {1.0f};\n"
+        "struct Acc { float s; __device__ void add(float v) { s += v; } };\n"
+        "__host__ __device__ inline float twice(float v) { return v + v; }\n"
+    )
+    kernel = KERNEL.replace("a * x[i] + y[i]", "a * x[i] * scale[0] + y[i] + twice(0.0f)")
+    outcomes = (
+        '{"baseline": {"ms": 1.0, "spread_pct": 0.4}, "candidates": '
+        '[{"contains": "variant: fast", "status": "ok", "ms": 0.4}]}'
+    )
+    runs = {}
+    for name, reply in (("honest", helpers + kernel), ("host", TIMER_REPLY + kernel)):
+        work = tmp_path / name
+        work.mkdir()
+        (work / "saxpy.cu").write_text(program)
+        (work / "outcomes.json").write_text(outcomes)
+        make_recording(work / "rec", "saxpy", {(1, 1): reply})
+        done = cli(work, str(work / "saxpy.cu"), "--kernel", "saxpy", "--replay", str(work / "rec"),
+                   "--rounds", "1", "--candidates", "1", "--write")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        runs[name] = (work / "saxpy.cu").read_text()
+    assert "__host__ __device__ inline float twice" in runs["honest"]
+    assert runs["host"] == program
+    nvcc = str(find_nvcc())
+    printed = []
+    for i, text in enumerate((program, runs["honest"])):
+        source = tmp_path / f"built{i}.cu"
+        source.write_text(text)
+        subprocess.run([nvcc, str(source), "-o", str(tmp_path / f"built{i}")], check=True,
+                       capture_output=True, timeout=300)  # fmt: skip
+        ran = subprocess.run([str(tmp_path / f"built{i}")], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        printed.append((ran.returncode, ran.stdout))
+    assert printed[0] == printed[1] == (0, "saxpy done\n")
+
+
+TIMER_REPLY = (
+    "struct Timer {\n"
+    '  Timer() { std::printf("the model\'s code ran before main\\n"); }\n'
+    "};\n"
+    "static Timer timer;\n"
+)
