@@ -12,6 +12,9 @@
 #   bash benchmarks/gpu_all.sh launch  # candidates with their own launch through optimize --write
 #                                      # (launch_optimize.py, <= 540 s): statuses, CuPy speedups,
 #                                      # the written programs built with nvcc and run
+#   bash benchmarks/gpu_all.sh tolerance # honest reorderings and precision cheats through the
+#                                      # real evaluator (tolerance_family.py); with BEFORE=DIR
+#                                      # also judged by the checkout in DIR (e.g. main's compare)
 #   bash benchmarks/gpu_all.sh tune    # tuned examples and tuning in the loop (test_tune_gpu.py, -s),
 #                                      # then the suite's tunables (suite --tune 32): tuned vs untuned
 # Run it in the project root with the package and its test extras installed
@@ -70,6 +73,17 @@ attacks)
   timeout 560 python3 benchmarks/adversarial_optimize.py --budget 540 --out "$work/adversarial.json" \
     2>&1 | tee "$work/adversarial.log"
   echo "adversarial_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/adversarial.log"
+  ;;
+tolerance)
+  # [judge] acceptance: honest reorderings pass, precision cheats fail (false rejects / accepts)
+  timeout 240 python3 benchmarks/tolerance_family.py --out "$work/tolerance.json" 2>&1 \
+    | tee "$work/tolerance.log"
+  echo "tolerance_family exit: ${PIPESTATUS[0]}" | tee -a "$work/tolerance.log"
+  if [ -n "${BEFORE:-}" ]; then
+    JUDGE_ROOT="$BEFORE" timeout 240 python3 benchmarks/tolerance_family.py \
+      --out "$work/tolerance-before.json" 2>&1 | tee "$work/tolerance-before.log"
+    echo "tolerance_family (before) exit: ${PIPESTATUS[0]}" | tee -a "$work/tolerance-before.log"
+  fi
   ;;
 launch)
   # [launch] acceptance: launch-changing and bad-launch candidates through optimize --launch auto

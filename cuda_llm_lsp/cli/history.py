@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
                 item["candidate_list"] = [
                     {"round": c.round, "index": c.index, "status": c.status, "ms": c.ms,
                      "speedup": c.speedup, "message": c.message, "tokens": c.tokens,
-                     "source": c.source, "launch": c.launch, "tuning": c.tuning}
+                     "source": c.source, "launch": c.launch, "tuning": c.tuning,
+                     "reply_hash": c.reply_hash}
                     for c in history.candidates(record.id)
                 ]  # fmt: skip
             listed.append(item)

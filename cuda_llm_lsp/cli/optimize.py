@@ -191,6 +191,8 @@ class Display:
                 f"{_plural(event.rounds, 'round')} x {_plural(event.candidates, 'candidate')}"
             )
             self._line(self.header)
+            if event.launch:
+                self._line(event.launch)
         elif isinstance(event, RoundStarted):
             self.round = event.round
             if not self.live:

@@ -10,7 +10,10 @@ Slots of `cl_check_output` (`slot_init`): unwritten count, first, last (elements
 holding the poison that are not poison in `expected`; with no `expected`, every poisoned
 element), then values outside tolerance: count, first, largest finite |got - expected| (the bits
 of a non-negative double), whether any difference is finite, and the first index of the largest
-difference (`cl_worst`, run only when something is wrong). `cl_check_bytes` (guard bands):
+difference (`cl_worst`, run only when something is wrong), and the buffer's scale (`cl_scale`:
+the largest finite |expected|, the bits of a non-negative double, written before
+`cl_check_output` runs, which reads it for the scale-aware floor `compare.within_tolerance`
+describes; its factor `scale_tol` 0 turns the floor off). `cl_check_bytes` (guard bands):
 changed count, first, last. `cl_check_changed` (inputs): changed count, first.
 """
 
@@ -31,7 +34,7 @@ MAX_BLOCKS = 8192  # grid-stride loops beyond this
 def slot_init(kind: str) -> list[int]:
     """The slots' starting values: counts 0, firsts NO_INDEX, lasts 0."""
     if kind == "output":
-        return [0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX]
+        return [0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX, 0]
     if kind == "bytes":
         return [0, NO_INDEX, 0]
     return [0, NO_INDEX]
@@ -41,7 +44,8 @@ def grid_for(n: int) -> int:
     return max(1, min(-(-n // BLOCK), MAX_BLOCKS))
 
 
-HELPER_NAMES = ("cl_generate", "cl_check_output", "cl_worst", "cl_check_bytes", "cl_check_changed")
+HELPER_NAMES = ("cl_generate", "cl_check_output", "cl_worst", "cl_check_bytes", "cl_check_changed",
+                "cl_scale")  # fmt: skip
 
 SOURCE = r"""
 typedef unsigned long long u64;
@@ -199,10 +203,39 @@ __device__ __forceinline__ u64 grid_end(u64 n) {  /* every lane of a warp runs t
     return (n + stride - 1) / stride * stride;
 }
 
+/* one ulp of dtype at |v| (compare.ulp_at) */
+__device__ __forceinline__ double ulp_at(double v, int dtype) {
+    int bits = dtype == 1 ? 53 : dtype == 2 ? 11 : dtype == 3 ? 8 : 24;
+    double tiny = dtype == 1 ? 2.2250738585072014e-308 : dtype == 2 ? 6.103515625e-05
+                                                       : 1.1754943508222875e-38;
+    double m = fabs(v);
+    int e;
+    frexp(m > tiny ? m : tiny, &e);
+    return ldexp(1.0, e - bits);
+}
+
+/* the largest finite |expected| -> slots[8] (bits of a non-negative double) */
+extern "C" __global__ void cl_scale(const void* expected, u64 n, int dtype, u64* slots) {
+    int size = itemsize_of(dtype);
+    u64 top = 0;
+    u64 stride = (u64)gridDim.x * blockDim.x, end = grid_end(n);
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < end; i += stride) {
+        if (i >= n) continue;
+        double v = fabs(as_double(load_bits(expected, i, size), dtype));
+        if (isfinite(v)) {
+            u64 b = (u64)__double_as_longlong(v);
+            top = b > top ? b : top;
+        }
+    }
+    warp_max(&top);
+    if ((threadIdx.x & 31) == 0 && top) atomicMax(&slots[8], top);
+}
+
 /* got against expected (expected == 0: unwritten elements only); slots as in device_checks */
 extern "C" __global__ void cl_check_output(const void* expected, const void* got, u64 n,
                                            int dtype, u64 poison, double rtol, double atol,
-                                           u64* slots) {
+                                           double scale_tol, u64* slots) {
+    double scale_floor = scale_tol * __longlong_as_double((i64)slots[8]);
     int size = itemsize_of(dtype), is_float = dtype <= 3;
     u64 un = 0, un_first = NO_INDEX, un_last = 0, bad = 0, bad_first = NO_INDEX;
     u64 worst = 0, finite = 0;
@@ -222,7 +255,8 @@ extern "C" __global__ void cl_check_output(const void* expected, const void* got
         if (is_float) {
             double ev = as_double(e, dtype), gv = as_double(g, dtype);
             double err = fabs(gv - ev);
-            int close = err <= atol + rtol * fabs(ev);
+            int close = err <= atol + rtol * fabs(ev)
+                        || (scale_tol > 0.0 && err <= scale_floor + ulp_at(ev, dtype));
             int fin = !(isinf(ev) || isinf(gv));
             int both_nan = isnan(ev) && isnan(gv);
             int same_inf = isinf(ev) && ev == gv;

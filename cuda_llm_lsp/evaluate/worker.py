@@ -46,6 +46,7 @@ from cuda_llm_lsp.evaluate.compare import (
     OutputSummary,
     guard_bytes,
     is_float,
+    scale_tolerance,
     storage_dtype,
 )
 from cuda_llm_lsp.evaluate.counter import DTYPE_CODES, Generated, mix
@@ -504,13 +505,20 @@ class CudaBackend:
                     self._call("cl_check_output", n, [
                         ("uint64", args[0]), ("uint64", args[0]), ("uint64", n),
                         ("int32", DTYPE_CODES[buf.dtype]), ("uint64", NO_MATCH),
-                        ("float64", 0.0), ("float64", -1.0), ("uint64", at),
+                        ("float64", 0.0), ("float64", -1.0), ("float64", 0.0), ("uint64", at),
                     ])  # fmt: skip
                 else:
+                    scale_tol = 0.0
+                    if args[0] and is_float(buf.dtype):  # the floor needs the buffer's scale
+                        scale_tol = scale_tolerance(buf.dtype, checks.rtol, checks.atol)
+                        self._call("cl_scale", n, [
+                            ("uint64", args[0]), ("uint64", n), ("int32", DTYPE_CODES[buf.dtype]),
+                            ("uint64", at)])  # fmt: skip
                     self._call("cl_check_output", n, [
                         ("uint64", args[0]), ("uint64", placed.ptrs[name]), ("uint64", n),
                         ("int32", DTYPE_CODES[buf.dtype]), ("uint64", _poison_value(buf)),
-                        ("float64", checks.rtol), ("float64", checks.atol), ("uint64", at),
+                        ("float64", checks.rtol), ("float64", checks.atol),
+                        ("float64", scale_tol), ("uint64", at),
                     ])  # fmt: skip
             self.sync(CHECK_TIMEOUT_S)
             self._read(host, dev)
@@ -591,7 +599,10 @@ class CudaBackend:
                 largest = None
                 if is_float(buf.dtype) and s[i + 6]:
                     largest = float(np.array([s[i + 5]], dtype=np.uint64).view(np.float64)[0])
-                summary = replace(summary, largest=largest)
+                scale = 0.0
+                if is_float(buf.dtype):
+                    scale = float(np.array([s[i + 8]], dtype=np.uint64).view(np.float64)[0])
+                summary = replace(summary, largest=largest, scale=scale)
                 if s[i + 3]:
                     first = s[i + 4]
                     summary = replace(

@@ -64,7 +64,8 @@ class LlmClient(Protocol):
 # before the final version, helpers in their own block, refusals, cut-off replies. The rules:
 # reasoning is never the answer; the last block that defines the kernel is the final version,
 # joined with the blocks of helpers it uses; a reply cut off inside its last code block is
-# reported as truncated, never answered with an earlier draft.
+# reported as truncated, never answered with an earlier draft. A closing fence may follow the
+# code's last character on its line (`}```): the block ends there, the fence is never code.
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*$", re.MULTILINE)
 _CODE_LANGS = {"", "cuda", "cu", "cpp", "c++", "cxx", "c", "cc", "h", "hpp", "cuh"}
@@ -98,11 +99,16 @@ def _fenced_blocks(text: str) -> list[_Block]:
         fence = opening.group(1)
         lang = opening.group(2).lower()
         start = opening.end() + 1
-        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
-        end = closing.search(text, start)
-        if end is None:
+        mark = re.escape(fence[0])
+        closing = re.compile(rf"^[ \t]*{mark}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
+        # a fence closing the code's last line (`}```): the code ends before it
+        trailing = re.compile(rf"(?<=[^\s{mark}])[ \t]*{mark}{{{len(fence)},}}[ \t]*$",
+                              re.MULTILINE)  # fmt: skip
+        ends = [m for m in (closing.search(text, start), trailing.search(text, start)) if m]
+        if not ends:
             blocks.append(_Block(lang, text[start:], closed=False))
             return blocks
+        end = min(ends, key=lambda m: m.start())
         blocks.append(_Block(lang, text[start : end.start()], closed=True))
         position = end.end()
 

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     source TEXT,
     launch TEXT,
     tuning TEXT,
+    reply_hash TEXT,
     PRIMARY KEY (run_id, round, idx)
 );
 CREATE INDEX IF NOT EXISTS runs_by_file ON runs(file);
@@ -126,6 +127,7 @@ class CandidateRecord:
     source: str
     launch: str | None = None  # its own launch (`LaunchConfig.describe`); None: the original's
     tuning: dict[str, Any] | None = None  # its tuning (`CandidateTuning.to_json`); None: untuned
+    reply_hash: str = ""  # the reply's code's `fsr.types.reply_hash` ("" for none / older runs)
 
 
 class RunHistory:
@@ -141,6 +143,8 @@ class RunHistory:
                 db.execute("ALTER TABLE candidates ADD COLUMN launch TEXT")
             if "tuning" not in columns:  # a database from before tuning in the loop ([tune])
                 db.execute("ALTER TABLE candidates ADD COLUMN tuning TEXT")
+            if "reply_hash" not in columns:  # a database from before reply hashes ([judge])
+                db.execute("ALTER TABLE candidates ADD COLUMN reply_hash TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -165,7 +169,7 @@ class RunHistory:
             db.execute(
                 "INSERT OR REPLACE INTO candidates "
                 "(run_id, round, idx, status, ms, speedup, message, tokens, source, launch, "
-                "tuning) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "tuning, reply_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     outcome.round,
@@ -178,6 +182,7 @@ class RunHistory:
                     outcome.source,
                     outcome.launch.describe() if outcome.launch else None,
                     json.dumps(outcome.tuning.to_json()) if outcome.tuning else None,
+                    outcome.reply_hash or None,
                 ),
             )
 
@@ -274,7 +279,8 @@ class RunHistory:
     def candidates(self, run_id: int) -> list[CandidateRecord]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT round, idx, status, ms, speedup, message, tokens, source, launch, tuning "
+                "SELECT round, idx, status, ms, speedup, message, tokens, source, launch, tuning, "
+                "reply_hash "
                 "FROM candidates "
                 "WHERE run_id = ? ORDER BY round, idx",
                 (run_id,),
@@ -291,6 +297,7 @@ class RunHistory:
                 row[7] or "",
                 row[8],
                 _tuning(row[9]),
+                row[10] or "",
             )
             for row in rows
         ]

@@ -38,9 +38,15 @@ from cuda_llm_lsp.evaluate.types import (
 )
 from cuda_llm_lsp.fsr import prompts, tuning
 from cuda_llm_lsp.fsr.baseline import Baseline, Unprepared, prepare
-from cuda_llm_lsp.fsr.client import LlmClient, Prompt
+from cuda_llm_lsp.fsr.client import LlmClient, LlmReply, Prompt
 from cuda_llm_lsp.fsr.gpu import GpuLane, Seeds
-from cuda_llm_lsp.fsr.launch import candidate_launch, launch_rule
+from cuda_llm_lsp.fsr.launch import (
+    LaunchRule,
+    candidate_launch,
+    launch_blocks,
+    launch_rule,
+    placed_launch_block,
+)
 from cuda_llm_lsp.fsr.toolchain import (
     DefaultToolchain,
     Toolchain,
@@ -58,6 +64,7 @@ from cuda_llm_lsp.fsr.types import (
     RoundStarted,
     RunFinished,
     RunStarted,
+    reply_hash,
 )
 from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_correct
 from cuda_llm_lsp.source.device_only import reply_refusal
@@ -123,6 +130,7 @@ class _OptimizeRun:
         self.plans: dict[int, list[prompts.Plan]] = {}  # plan strategy: the round's plans
         self.tried: list[prompts.TriedPlan] = []  # plan strategy: plans and their outcomes
         self.tune_cancel = threading.Event()  # stops a tuning between configurations
+        self.launch_rule: LaunchRule | None = None  # the run's, once the baseline is prepared
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -166,6 +174,7 @@ class _OptimizeRun:
             "best_source": None,
             "message": "",
             "run_id": self.run_id,
+            "launch_fixed": self.launch_rule.fixed_reason if self.launch_rule else None,
             "seed": self.seeds.seed,
             "tokens": self.tokens,
             "baseline_result": self.benchmark,
@@ -234,7 +243,8 @@ class _OptimizeRun:
     async def attempt(
         self, baseline: Baseline, slot: Slot, prompt: Prompt, role: Role = "coder"
     ) -> CandidateOutcome:
-        """One request for `slot`, its kernel built and evaluated."""
+        """One request for `slot`, its kernel built and evaluated; the outcome names the reply
+        it judged by the hash of the reply's code (`reply_hash`)."""
         round_, index = slot
         stage = functools.partial(CandidateStage, round_, index, role=role, attempt=prompt.attempt)
         self.emit(stage("requested"))
@@ -247,6 +257,16 @@ class _OptimizeRun:
                 self.fatal = True
             return self.outcome(slot, "llm_error", message, source="", tokens=reply.tokens)
         self.emit(stage("generated"))
+        outcome = await self.judge_reply(baseline, slot, reply, stage)
+        return dataclasses.replace(outcome, reply_hash=reply_hash(reply.code))
+
+    async def judge_reply(
+        self, baseline: Baseline, slot: Slot, reply: LlmReply,
+        stage: Callable[..., CandidateStage],
+    ) -> CandidateOutcome:  # fmt: skip
+        """A reply's kernel (`reply.code`) built and evaluated."""
+        assert reply.code is not None
+        round_, index = slot
         source = clean_candidate(reply.code, self.request.file_text)
         # device code only, nothing hidden: else it never wins and the model hears why
         refused = reply_refusal(source, " of the candidate") or reply_refusal(reply.code)
@@ -255,9 +275,16 @@ class _OptimizeRun:
                                 tokens=reply.tokens)  # fmt: skip
         launch = None  # its own launch block, read from the reply before it was cleaned
         tune: TuneRequest | None = None  # its block declares tunables: tuned once correct
+        code, misplaced = placed_launch_block(reply.code, self.request.kernel)
+        if misplaced is not None:
+            return self.outcome(slot, "bad_launch", misplaced, source=source, tokens=reply.tokens)
+        if not baseline.task.launch_free and self.launch_rule is not None and launch_blocks(code):
+            # never judged under a launch it was not written for
+            message = self.launch_rule.fixed_launch_message()
+            return self.outcome(slot, "bad_launch", message, source=source, tokens=reply.tokens)
         if baseline.task.launch_free:
             # the block put back on the cleaned text: where tuning writes its `#define`s
-            text = with_launch_block(reply.code, source, self.request.kernel)
+            text = with_launch_block(code, source, self.request.kernel)
             parsed = candidate_launch(text, self.request.kernel, baseline.spec) if text else None
             if isinstance(parsed, str):
                 return self.outcome(slot, "bad_launch", parsed, source=source, tokens=reply.tokens)
@@ -531,12 +558,18 @@ class _OptimizeRun:
         if isinstance(baseline, Unprepared):
             return self.error(baseline.message)
         rule = launch_rule(self.config.launch, self.request.file_text, baseline.spec)
+        self.launch_rule = rule
         task = dataclasses.replace(baseline.task, launch=rule.prompt_text(),
                                    launch_free=rule.allowed)  # fmt: skip
         baseline = dataclasses.replace(baseline, task=task)
         self.emit(
             RunStarted(
-                self.request.kernel, baseline.result, self.config.rounds, self.config.candidates
+                self.request.kernel,
+                baseline.result,
+                self.config.rounds,
+                self.config.candidates,
+                launch=rule.notice(),
+                launch_fixed=rule.fixed_reason,
             )
         )
         await self.rounds(baseline)

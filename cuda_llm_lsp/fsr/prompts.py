@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from cuda_llm_lsp.compile.headers import is_host_only
 from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.evaluate.compare import SCALE_ULPS
 from cuda_llm_lsp.evaluate.format import peak_note
 from cuda_llm_lsp.evaluate.roofline import (
     MAX_REGISTERS_PER_THREAD,
@@ -335,6 +336,13 @@ def spec_section(task: TaskContext) -> str:
     if task.tolerances is not None:
         rtol, atol = task.tolerances
         lines.append(f"- outputs match when |got - expected| <= {atol:g} + {rtol:g} * |expected|")
+        if rtol or atol:  # the scale-aware floor (evaluate.compare; off for exact specs)
+            lines.append(
+                f"  or, for floating-point outputs, within {SCALE_ULPS} x 2^-24 of the output's "
+                "largest |expected| (+1 ulp): summing in another order (accumulators, split-K, "
+                "tree, shuffle or atomic reductions) passes; lower precision (tf32, bf16 or half "
+                "inputs or sums) or dropped terms do not"
+            )
     return "\n".join(lines)
 
 

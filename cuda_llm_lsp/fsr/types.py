@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -111,6 +112,13 @@ class CandidateOutcome:
     # its tunables' search; then `source` and `launch` carry the best configuration, and `ms` /
     # `speedup` are that configuration's
     tuning: CandidateTuning | None = None
+    reply_hash: str = ""  # `reply_hash` of the reply's code ("" without one: an llm_error)
+
+
+def reply_hash(code: str) -> str:
+    """A short name of a reply's extracted code (12 hex digits of its SHA-256): matches a run's
+    candidates to the replies that made them, whatever their order."""
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,8 @@ class RunStarted:
     baseline: EvalResult
     rounds: int
     candidates: int
+    launch: str = ""  # the run's word on the launch (`LaunchRule.notice`)
+    launch_fixed: str | None = None  # why the launch stays fixed; None: candidates may choose
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,7 @@ class OptimizeResult:
     cancelled: bool = False
     error: str | None = None  # why the run could not proceed (no spec, endpoint down...)
     best_launch: LaunchConfig | None = None  # the winner's own launch; None: the original's
+    launch_fixed: str | None = None  # why candidates could not choose their launch this run
 
     def to_json(self) -> dict[str, Any]:
         """The CLI contract's JSON object."""
@@ -188,11 +199,13 @@ class OptimizeResult:
             "candidates": [
                 {"round": c.round, "index": c.index, "status": c.status, "ms": c.ms,
                  "message": c.message, "launch": _launch_json(c.launch),
-                 "tuning": c.tuning.to_json() if c.tuning else None}
+                 "tuning": c.tuning.to_json() if c.tuning else None,
+                 "reply_hash": c.reply_hash}
                 for c in self.candidates
             ],
             "best_source": self.best_source,
             "launch": _launch_json(self.best_launch),
+            "launch_fixed": self.launch_fixed,
         }  # fmt: skip
 
 

@@ -101,7 +101,8 @@ class _Tracker:
                 self.rounds = event.rounds
                 self.total = max(event.rounds * event.candidates, 1)
                 ms = self._baseline_ms()
-                self.progress.report(f"baseline {results.format_ms(ms)}", 0)
+                launch = f"; {event.launch}" if event.launch_fixed else ""
+                self.progress.report(f"baseline {results.format_ms(ms)}{launch}", 0)
                 self._publish("running")
             elif isinstance(event, RoundStarted):
                 self.round, self.rounds = event.round, event.rounds

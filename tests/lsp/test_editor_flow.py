@@ -150,6 +150,9 @@ async def test_optimize_reports_progress_results_and_accept_applies_one_edit(
     assert sum(isinstance(v, types.WorkDoneProgressBegin) for v in values) == 1
     assert sum(isinstance(v, types.WorkDoneProgressEnd) for v in values) == 1
     reports = [v.message for v in values if isinstance(v, types.WorkDoneProgressReport)]
+    # [judge]: no launch site in the file, so the launch stays fixed: said at the run's start
+    assert "; launch: fixed to the original" in (reports[0] or ""), reports
+    assert "no launch site" in (reports[0] or ""), reports
     assert any("candidate 1.1: wrong output" in (m or "") for m in reports), reports
     assert any("candidate 1.2: ok" in (m or "") for m in reports), reports
     assert "2.00× faster" in values[-1].message

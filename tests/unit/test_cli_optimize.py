@@ -107,8 +107,10 @@ def test_json_output_is_exactly_the_contract(workdir: Path) -> None:
         "candidates",
         "best_source",
         "launch",
+        "launch_fixed",
     ]
     assert data["accepted"] is True and data["speedup"] == 2.5 and data["best_ms"] == 0.4
+    assert all(len(c["reply_hash"]) == 12 for c in data["candidates"])
     assert [c["status"] for c in data["candidates"]] == [
         "ok",
         "compile_error",
@@ -128,6 +130,19 @@ def test_text_output_is_progress_then_a_unified_diff(workdir: Path) -> None:
     assert "-    y[i] = a * x[i] + y[i];" in done.stdout
     assert "round 1/1" in done.stderr and "2.50x faster" in done.stderr
     assert "1.2 compile_error" in done.stderr
+
+
+def test_a_fixed_launch_is_said_at_the_start_in_text_and_json(workdir: Path) -> None:
+    done = cli(workdir, *replay_args(workdir, "--launch", "keep"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("launch: "))
+    assert at <= 2, lines[:4]  # right after the baseline line
+    assert lines[at].startswith("launch: fixed to the original (grid=cdiv(n, 256) block=256")
+    assert "the launch policy is `keep`" in lines[at]
+    data = json.loads(cli(workdir, *replay_args(workdir, "--launch", "keep", "--format",
+                                                "json")).stdout)  # fmt: skip
+    assert "the launch policy is `keep`" in data["launch_fixed"]
 
 
 def test_write_replaces_only_the_kernel(workdir: Path) -> None:

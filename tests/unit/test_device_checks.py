@@ -16,6 +16,7 @@ from cuda_llm_lsp.evaluate import counter, device_checks
 from cuda_llm_lsp.evaluate.compare import (
     GUARD_BYTE,
     GUARD_BYTES,
+    SCALE_ULPS,
     poison_pattern,
     storage_dtype,
     summarize_changed,
@@ -182,6 +183,36 @@ def test_output_summaries_match_numpy(backend: CudaBackend, dtype: str) -> None:
     assert reply.compared["oracle"]["y"] == want
     assert want.bad >= 10 and want.unwritten == 5
     assert reply.unwritten["y"] == summarize_output(None, got, dtype, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_scale_aware_floor_summaries_match_numpy(backend: CudaBackend, dtype: str) -> None:
+    """Elements that pass only by the scale-aware floor, and ones just past it: the device's
+    `cl_scale` + `cl_check_output` decide each as `compare.within_tolerance` does."""
+    n = 4000
+    rng = np.random.default_rng(11)
+    e = rng.uniform(-1e-3, 1e-3, n)
+    e[7] = 50.0  # the buffer's scale
+    unit = 2.0**-53 if dtype == "float64" else 2.0**-24
+    floor = SCALE_ULPS * unit * 50.0
+    g = e.copy()
+    g[100:200] += floor * 0.5  # inside the floor, outside atol + rtol * |e|
+    g[200:210] += floor * 3.0  # outside both
+    expected = counter._store(e, dtype)
+    got = counter._store(g, dtype)
+    nbytes = expected.nbytes
+    rtol, atol = (0.0, 1e-300) if dtype == "float64" else (1e-6, 1e-12)
+    ref = backend._place([Buffer("y", nbytes, dtype, data=expected.tobytes())], GUARD_BYTES)
+    backend._keep("oracle", [Buffer("y", nbytes, dtype)], ref, ("y",))
+    backend._release(ref)
+    run = backend._place([Buffer("y", nbytes, dtype, data=got.tobytes())], GUARD_BYTES)
+    reply = backend._check([Buffer("y", nbytes, dtype)], run, Checks(("y",), rtol, atol,
+                           against=("oracle",)))  # fmt: skip
+    want = summarize_output(expected, got, dtype, rtol=rtol, atol=atol)
+    assert reply.compared["oracle"]["y"] == want
+    assert want.scale == 50.0 and want.first_bad == 200
+    if dtype in ("float32", "float64"):  # (half types round the planted offsets away)
+        assert want.bad == 10
 
 
 def test_guards_and_changed_inputs_match_numpy(backend: CudaBackend) -> None:

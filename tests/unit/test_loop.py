@@ -107,9 +107,10 @@ async def test_fastest_correct_candidate_wins_and_failures_keep_their_status() -
         "candidates",
         "best_source",
         "launch",
+        "launch_fixed",
     }
     assert set(data["candidates"][0]) == {
-        "round", "index", "status", "ms", "message", "launch", "tuning"
+        "round", "index", "status", "ms", "message", "launch", "tuning", "reply_hash"
     }  # fmt: skip
     assert data["launch"] is None  # no launch block: the original launch
     # the winner was re-validated: a second evaluate call with its source

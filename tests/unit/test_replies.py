@@ -93,7 +93,9 @@ def test_the_corpus_covers_the_shapes_the_issue_lists() -> None:
                    "helpers-then-kernel", "refusal", "content-filter", "think-drafts",
                    "reasoning-content", "fence-cpp", "fence-cplusplus", "fence-unlabeled",
                    "fence-tilde", "template-launch-bounds", "bf16-float4-ldg",
-                   "cooperative-groups", "renamed-kernel"):  # fmt: skip
+                   "cooperative-groups", "renamed-kernel", "launch-block-above-helpers",
+                   "two-launch-blocks", "fence-after-brace",
+                   "launch-block-launch-fixed"):  # fmt: skip
         assert needed in names
 
 
@@ -183,6 +185,8 @@ def test_optimize_reads_every_shape(group: tuple[str, str], tmp_path: Path) -> N
         for words in expect.get("excludes", []):
             if words in sources[i]:
                 problems.append(f"{shape.name}: the source has {words!r}")
+        if "launch" in expect and got.get("launch") != expect["launch"]:
+            problems.append(f"{shape.name}: launch {got.get('launch')} not {expect['launch']}")
         for words in expect.get("feedback", []):
             if not second_round or not all(words in prompt for prompt in second_round):
                 problems.append(f"{shape.name}: round 2's prompts do not say {words!r}")

@@ -1,0 +1,30 @@
+// expect: honest
+// why: a block per row, sum and sum of squares in one pass (warp shuffles), rsqrtf
+
+__device__ float block_sum(float v) {
+    __shared__ float warp[8];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) warp[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < 8; ++i) t += warp[i];
+    __syncthreads();
+    return t;
+}
+extern "C" __global__ void layernorm(const float* x, float* y, int rows, int cols) {
+    int r = blockIdx.x;
+    if (r >= rows) return;
+    const float* xr = x + (size_t)r * cols;
+    float s = 0.0f, q = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = xr[c];
+        s += v;
+        q = fmaf(v, v, q);
+    }
+    s = block_sum(s);
+    q = block_sum(q);
+    float mean = s / cols;
+    float rstd = rsqrtf(fmaxf(q / cols - mean * mean, 0.0f) + 1e-5f);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+        y[(size_t)r * cols + c] = (xr[c] - mean) * rstd;
+}

@@ -1,0 +1,22 @@
+// expect: honest
+// why: a block per row, warp-shuffle sum of squares, rsqrtf
+
+__device__ float block_sum(float v) {
+    __shared__ float warp[8];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) warp[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < 8; ++i) t += warp[i];
+    __syncthreads();
+    return t;
+}
+extern "C" __global__ void rmsnorm(const float* x, float* y, int rows, int cols) {
+    int r = blockIdx.x;
+    if (r >= rows) return;
+    const float* xr = x + (size_t)r * cols;
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s = fmaf(xr[c], xr[c], s);
+    float scale = rsqrtf(block_sum(s) / cols + 1e-5f);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[(size_t)r * cols + c] = xr[c] * scale;
+}

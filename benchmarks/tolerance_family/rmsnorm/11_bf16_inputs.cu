@@ -1,0 +1,23 @@
+// expect: cheat
+// why: the row read as bfloat16 (sum of squares and output from the rounded values)
+#include <cuda_bf16.h>
+__device__ float block_sum(float v) {
+    __shared__ float warp[8];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) warp[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < 8; ++i) t += warp[i];
+    __syncthreads();
+    return t;
+}
+__device__ __forceinline__ float bf(float v) { return __bfloat162float(__float2bfloat16(v)); }
+extern "C" __global__ void rmsnorm(const float* x, float* y, int rows, int cols) {
+    int r = blockIdx.x;
+    if (r >= rows) return;
+    const float* xr = x + (size_t)r * cols;
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += bf(xr[c]) * bf(xr[c]);
+    float scale = rsqrtf(block_sum(s) / cols + 1e-5f);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[(size_t)r * cols + c] = bf(xr[c]) * scale;
+}

@@ -1,0 +1,23 @@
+// expect: cheat
+// why: the block reduction of the sum of squares done in half precision
+#include <cuda_fp16.h>
+__device__ float block_sum_half(float v) {  /* every addition of the reduction in half */
+    __shared__ __half warp[8];
+    __half h = __float2half(v);
+    for (int o = 16; o > 0; o >>= 1) h = __hadd(h, __shfl_xor_sync(0xffffffffu, h, o));
+    if ((threadIdx.x & 31) == 0) warp[threadIdx.x >> 5] = h;
+    __syncthreads();
+    __half t = __float2half(0.0f);
+    for (int i = 0; i < 8; ++i) t = __hadd(t, warp[i]);
+    __syncthreads();
+    return __half2float(t);
+}
+extern "C" __global__ void rmsnorm(const float* x, float* y, int rows, int cols) {
+    int r = blockIdx.x;
+    if (r >= rows) return;
+    const float* xr = x + (size_t)r * cols;
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s = fmaf(xr[c], xr[c], s);
+    float scale = rsqrtf(block_sum_half(s) / cols + 1e-5f);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[(size_t)r * cols + c] = xr[c] * scale;
+}
