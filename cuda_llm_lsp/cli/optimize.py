@@ -42,7 +42,7 @@ from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
 from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError
-from cuda_llm_lsp.fsr.apply import NotApplicable, build_check, winner_text
+from cuda_llm_lsp.fsr.apply import NotApplicable, winner_text, write_check
 from cuda_llm_lsp.fsr.edit import unified_diff
 from cuda_llm_lsp.fsr.history import RunHistory
 from cuda_llm_lsp.fsr.replay import recorded_shape
@@ -392,10 +392,12 @@ def _finish(
             print(f"# {DEMO_LABEL}: not checked on your GPU")
         sys.stdout.write(unified_diff(text, new_text, str(path)))
     if args.write:
-        refused = build_check(new_text, text, path, settings.include_paths)
-        if refused is not None:
-            print(f"cuda-llm optimize: not written: {refused}", file=sys.stderr)
+        checked = write_check(new_text, text, path, settings.include_paths)
+        if checked.refused is not None:
+            print(f"cuda-llm optimize: not written: {checked.refused}", file=sys.stderr)
             return EXIT_ERROR
+        if checked.note:
+            print(f"cuda-llm optimize: {checked.note}", file=sys.stderr)
         return write_back("optimize", path, original_bytes, new_text)
     return EXIT_OK
 

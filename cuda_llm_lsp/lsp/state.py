@@ -51,6 +51,7 @@ from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.protocol import CudaLlmProtocol
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.untrusted import neutralize
 
 log = logging.getLogger(__name__)
 
@@ -446,7 +447,8 @@ class CudaLlmServer(LanguageServer):
     # --- messages and tasks ----------------------------------------------------------------
 
     def message(self, text: str, kind: types.MessageType = types.MessageType.Info) -> None:
-        self.window_show_message(types.ShowMessageParams(type=kind, message=text))
+        # messages quote model text (outcomes, plans, logs): nothing raw reaches the editor
+        self.window_show_message(types.ShowMessageParams(type=kind, message=neutralize(text)))
 
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run `coro` in the background, keeping a reference and logging any failure."""
