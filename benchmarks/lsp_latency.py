@@ -1,13 +1,16 @@
-"""Language-server latency: didChange -> publishDiagnostics, and hover while a compile runs.
+"""Language-server latency: didChange -> publishDiagnostics, hover while a compile runs, and
+diagnostics right after a burst of open/close pairs of other files.
 
 Drives the real server (`python -m cuda_llm_lsp`) over stdio with pygls's client, on a realistic
 two-kernel file of ~80 lines with host code. Every edit changes a constant inside a kernel, so
 each one is a fresh NVRTC compile (no cache hit). Prints a table; exit 1 if a budget is missed.
 
-    python benchmarks/lsp_latency.py [--edits 25] [--debounce-ms 50] [--json]
+    python benchmarks/lsp_latency.py [--edits 25] [--debounce-ms 50] [--pairs 150] [--json]
 
 Budgets (issue 2): median didChange -> publishDiagnostics <= 250 ms on the 2-core CI machine;
-hover answered within 100 ms while a compile runs. Issue 26: hover within 100 ms while a job
+hover answered within 100 ms while a compile runs. Issue 25: an edit sent right after `--pairs`
+open/close pairs of other files (one every 2 ms, each open 20 ms, as search previews send them)
+gets its diagnostics within 2,000 ms. Issue 26: hover within 100 ms while a job
 whose GPU worker is stuck (`tests/lsp/servers/stuck_server.py`: its cancel takes 30 s) is being
 cancelled; the unit test `tests/lsp/test_stuck_gpu.py` holds a loose bound only. And a request
 on a small file answered within 3 s while a 5 MB file is analysed (one tree-sitter parse holds
@@ -176,7 +179,37 @@ def change(client: Client, uri: str, version: int, text: str) -> None:
     )
 
 
-async def measure(edits: int, debounce_ms: int, hovers: int) -> dict[str, Any]:
+async def burst_then_edit(client: Client, uri: str, version: int, pairs: int) -> float:
+    """`pairs` other files opened and closed, then an edit of `uri`: ms to its diagnostics."""
+    folder = Path(tempfile.mkdtemp(prefix="lsp-latency-burst-"))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    events: list[tuple[float, int, bool]] = []
+    for i in range(pairs):
+        events += [(i * 0.002, i, True), (i * 0.002 + 0.02, i, False)]
+    for at, i, is_open in sorted(events):
+        await asyncio.sleep(max(0.0, started + at - loop.time()))
+        other = (folder / f"preview_{i}.cu").as_uri()
+        if is_open:
+            client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    text_document=types.TextDocumentItem(
+                        uri=other, language_id="cuda-cpp", version=1, text=text_for(10_000 + i)
+                    )
+                )
+            )
+        else:
+            client.text_document_did_close(
+                types.DidCloseTextDocumentParams(
+                    text_document=types.TextDocumentIdentifier(uri=other)
+                )
+            )
+    sent = time.perf_counter()
+    change(client, uri, version, text_for(20_000))
+    return (await wait_publish(client, uri, version) - sent) * 1000
+
+
+async def measure(edits: int, debounce_ms: int, hovers: int, pairs: int = 150) -> dict[str, Any]:
     client = make_client()
     env = dict(
         os.environ,
@@ -240,6 +273,9 @@ async def measure(edits: int, debounce_ms: int, hovers: int) -> dict[str, Any]:
         if not compile_running:
             hover_ms[-1] = float("nan")  # the compile had ended: not a measurement under load
 
+    version += 1
+    burst_ms = await burst_then_edit(client, uri, version, pairs)
+
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
@@ -258,6 +294,7 @@ async def measure(edits: int, debounce_ms: int, hovers: int) -> dict[str, Any]:
             "median": statistics.median(valid_hovers) if valid_hovers else None,
             "max": max(valid_hovers) if valid_hovers else None,
         },
+        "after_open_close_burst_ms": {"pairs": pairs, "change_to_diagnostics": burst_ms},
         "cpus": os.cpu_count(),
         "lines": len(SOURCE.split("\n")),
     }
@@ -329,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--debounce-ms", type=int, default=None, help="server debounce (default: the setting's)"
     )
+    parser.add_argument(
+        "--pairs", type=int, default=150, help="open/close pairs before the last edit"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     if args.edits < 20:
@@ -336,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     from cuda_llm_lsp.config import Settings
 
     debounce = Settings().debounce_ms if args.debounce_ms is None else args.debounce_ms
-    result = asyncio.run(measure(args.edits, debounce, args.hovers))
+    result = asyncio.run(measure(args.edits, debounce, args.hovers, args.pairs))
     result["hover_while_cancelling_a_stuck_gpu_job_ms"] = stuck = measure_stuck(args.hovers)
     result["request_while_a_5mb_file_is_analysed"] = big = measure_big_file()
     change_ms = result["change_to_diagnostics_ms"]
@@ -344,8 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     ok_change = change_ms["median"] <= 250
     ok_hover = hover["max"] is not None and hover["max"] <= 100 and stuck["max"] <= 100
     ok_hover = ok_hover and big["max_s"] <= 3.0
+    burst = result["after_open_close_burst_ms"]
+    ok_burst = burst["change_to_diagnostics"] <= 2000
+    ok = ok_change and ok_hover and ok_burst
     if args.json:
-        print(json.dumps(result | {"ok": ok_change and ok_hover}, indent=2))
+        print(json.dumps(result | {"ok": ok}, indent=2))
     else:
         print(f"cuda-llm-lsp latency · {result['lines']}-line two-kernel file · "
               f"{result['cpus']} CPUs · debounce {debounce} ms")  # fmt: skip
@@ -360,9 +403,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{stuck['max']:>10.1f}{'100':>10}  {verdict}")  # fmt: skip
         print(f"{'request, a 5 MB file analysed (s)':<40}{'':>10}{big['max_s']:>10.2f}{'3':>10}  "
               f"{verdict}")  # fmt: skip
+        label = f"edit after {burst['pairs']} open/close pairs (ms)"
+        print(f"{label:<40}{burst['change_to_diagnostics']:>10.1f}{'':>10}{'2000':>10}  "
+              f"{'yes' if ok_burst else 'NO'}")  # fmt: skip
         print(f"({result['edits']} edits, each a fresh compile; {hover['samples']} hovers sent "
               "while a compile was running)")  # fmt: skip
-    return 0 if ok_change and ok_hover else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from cuda_llm_lsp import __version__
 from cuda_llm_lsp.engine import normalize_arch
+from cuda_llm_lsp.source.untrusted import NeutralStream
 
 SUBCOMMANDS = {
     "check": "compile CUDA files with NVRTC: diagnostics and per-kernel resource use",
@@ -81,11 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return 2
-    try:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = NeutralStream(out), NeutralStream(err)  # type: ignore[assignment]
+    try:  # no escape sequence or hidden character of model text reaches the terminal
         return int(args.handler(args))
     except KeyboardInterrupt:
         print("cuda-llm: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

@@ -52,12 +52,12 @@ from cuda_llm_lsp.engine import (
     RecordingError,
     Refusal,
     RunHistory,
-    build_check,
     history_for_run,
     make_evaluator,
     optimize_in_file,
     recorded_shape,
     unified_diff,
+    write_check,
 )
 from cuda_llm_lsp.fsr.types import (
     OptimizeConfig,
@@ -243,10 +243,12 @@ def _finish(
             print(f"# {DEMO_LABEL}: not checked on your GPU")
         sys.stdout.write(unified_diff(text, new_text, str(path)))
     if args.write:
-        refused = build_check(new_text, text, path, settings.include_paths)
-        if refused is not None:
-            print(f"cuda-llm optimize: not written: {refused}", file=sys.stderr)
+        checked = write_check(new_text, text, path, settings.include_paths)
+        if checked.refused is not None:
+            print(f"cuda-llm optimize: not written: {checked.refused}", file=sys.stderr)
             return EXIT_ERROR
+        if checked.note:
+            print(f"cuda-llm optimize: {checked.note}", file=sys.stderr)
         return write_back("optimize", path, original_bytes, new_text)
     return EXIT_OK
 

@@ -51,8 +51,8 @@ from cuda_llm_lsp.compile.types import (
 )
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels, parse_tree
-from cuda_llm_lsp.source.spec import TestSpec, parse_spec
-from cuda_llm_lsp.source.text import Span, offset_of
+from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
+from cuda_llm_lsp.source.text import Point, Span, offset_of
 
 log = logging.getLogger(__name__)
 
@@ -496,7 +496,10 @@ def _parse_spec(kernel: Kernel, text: str) -> tuple[TestSpec | None, list]:
         return None, []
     except Exception:  # a bug in spec parsing must not cost the user the compile diagnostics
         log.exception("parsing the spec of %s failed", kernel.name)
-        return None, []
+        assert kernel.spec is not None
+        start = kernel.spec.span.start
+        marker = Span(start, Point(start.line, start.column + 2))
+        return None, [SpecError(marker, "the spec could not be read: not usable")]
 
 
 def _span_diagnostic(

@@ -91,12 +91,14 @@ def compile_file(
     arch: str | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     nvcc: Path | None = None,
+    object_path: Path | None = None,
 ) -> NvccResult:
     """Compile `text` (the whole file, host and device code) to an object with `nvcc -c`.
 
     `path` is where the file lives: its directory is searched for `#include "..."` and its name is
-    used in messages. Raises `NvccUnavailable` when no nvcc is found; a compile that fails or
-    outlives `timeout` is a result, not an exception.
+    used in messages; `object_path`: where to keep the object (else it is deleted). Raises
+    `NvccUnavailable` when no nvcc is found; a compile that fails or outlives `timeout` is a
+    result, not an exception.
     """
     binary = nvcc or find_nvcc()
     if binary is None:
@@ -108,7 +110,8 @@ def compile_file(
     with tempfile.TemporaryDirectory(prefix="cuda-llm-nvcc-") as tmp:
         source = Path(tmp) / (name if name.endswith(".cu") else name + ".cu")
         source.write_text(text, encoding="utf-8")
-        command = [str(binary), "-c", str(source), "-o", str(Path(tmp) / "out.o")]
+        out = object_path if object_path is not None else Path(tmp) / "out.o"
+        command = [str(binary), "-c", str(source), "-o", str(out)]
         if arch:
             command += [f"-arch={arch}"]
         if path is not None:

@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from cuda_llm_lsp.evaluate.line_profile import LineProfile, Profiler
     from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
     from cuda_llm_lsp.evaluate.timing import Plan as TimingPlan
-    from cuda_llm_lsp.fsr.apply import build_check
+    from cuda_llm_lsp.fsr.apply import build_check, write_check
     from cuda_llm_lsp.fsr.edit import unified_diff
     from cuda_llm_lsp.fsr.history import RunHistory, record_decision
     from cuda_llm_lsp.fsr.replay import recorded_shape
@@ -119,6 +119,7 @@ _WHERE = {
     "analyze_syntax": "cuda_llm_lsp.compile.analysis",
     "benchmark_in_file": "cuda_llm_lsp.engine.actions",
     "build_check": "cuda_llm_lsp.fsr.apply",
+    "write_check": "cuda_llm_lsp.fsr.apply",
     "close_shared_pool": "cuda_llm_lsp.compile.isolated",
     "demo_label": "cuda_llm_lsp.engine.build",
     "detached": "cuda_llm_lsp.engine.threads",
@@ -233,4 +234,5 @@ __all__ = [
     "tune_in_file",
     "unified_diff",
     "vendor",
+    "write_check",
 ]

@@ -42,6 +42,7 @@ from cuda_llm_lsp.evaluate.protocol import (
     write_message,
 )
 from cuda_llm_lsp.evaluate.types import EvaluationCancelled, KernelBinary, NoGpuError
+from cuda_llm_lsp.source.untrusted import neutralize
 
 START_TIMEOUT_S = 120.0
 QUIT_TIMEOUT_S = 5.0  # a worker asked to quit exits at once; this bounds a stuck one
@@ -76,7 +77,8 @@ class WorkerProcess:
     def _drain(self) -> None:
         assert self.proc.stderr is not None
         for line in iter(self.proc.stderr.readline, b""):
-            self.stderr_tail.append(line.decode(errors="replace").rstrip())
+            # the model's code printed this (device `printf`): never shown raw
+            self.stderr_tail.append(neutralize(line.decode(errors="replace").rstrip()))
 
     def alive(self) -> bool:
         """Running and not yet killed (a killed process holding a CUDA context can take seconds

@@ -3,12 +3,14 @@
 The kernel is replaced (a dropped `extern "C"` put back); what the reply put before its kernel
 (`__device__` helpers, `#define`s, `constexpr`s) goes above the spec block, so that the spec stays
 directly above the kernel, a name the file already uses dropped (the file has the identical
-definition), renamed or refused (`fsr.clashes`); what came after the kernel (a host launcher,
-`main`) is dropped, never written. With a launch of its own, the spec's `grid` / `block` /
+definition), renamed or refused (`fsr.clashes`); what came after the kernel is never written.
+What is written must be device code with nothing hidden (`source.device_only`: checked when the
+candidate was cleaned, and again here). With a launch of its own, the spec's `grid` / `block` /
 `smem` and every launch site of the kernel in the file (`source.launch_sites.rewrite_launches`)
 are rewritten in the same text; a site that cannot be rewritten safely is left as it is and named
-in `notes` with what to write by hand. `build_check` then compiles the whole edited file with
-nvcc where it is available.
+in `notes` with what to write by hand. `write_check` then compiles the whole edited file with
+nvcc where it is available and compares its host object with the original's: no new host
+symbol, no global constructor (`compile.host_object`).
 """
 
 from __future__ import annotations
@@ -19,14 +21,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_llm_lsp.compile.nvcc import NvccUnavailable, compile_file, find_nvcc
+from cuda_llm_lsp.compile.host_object import (
+    HostToolsUnavailable,
+    build_host_object,
+    new_host_code,
+)
+from cuda_llm_lsp.compile.nvcc import NvccUnavailable, find_nvcc
 from cuda_llm_lsp.fsr.clashes import HelperClash, merge_helpers
+from cuda_llm_lsp.source.device_only import device_names, reply_refusal
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.launch_sites import rewrite_launches
 from cuda_llm_lsp.source.signature import restore_linkage
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.text import offset_of
+from cuda_llm_lsp.source.untrusted import hidden_characters
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,9 @@ def winner_text(
         raise NotApplicable(f"kernel {kernel_name} not found once in the winner's text")
     kernel_start = offset_of(source, theirs[0].span.start)
     kernel_end = offset_of(source, theirs[0].span.end)
+    refused = reply_refusal(source[:kernel_end])  # again, on what is written (defence in depth)
+    if refused is not None:
+        raise NotApplicable(refused)
     start, end = offset_of(file_text, original.span.start), offset_of(file_text, original.span.end)
     block = original.spec
     above = offset_of(file_text, block.span.start) if block is not None else start
@@ -159,22 +171,69 @@ def _dims(dims: Sequence[str]) -> str:
     return _scalar(dims[0]) if len(dims) == 1 else "[" + ", ".join(map(_scalar, dims)) + "]"
 
 
+SKIPPED = (
+    "the nvcc build check was skipped ({why}): only the source check of what a reply may "
+    "add applied"
+)
+
+
+@dataclass(frozen=True)
+class WriteCheck:
+    """Whether an edited file may be written: why not, or a note on what was not checked."""
+
+    refused: str | None = None
+    note: str = ""  # e.g. the nvcc build check was skipped, and why
+
+
+def write_check(
+    edited: str, original: str, path: Path | None, include_paths: Sequence[str] = ()
+) -> WriteCheck:
+    """The last check before a winner is written (`--write`, Accept): the change holds no hidden
+    characters, and where nvcc is available the edited whole file builds and its host object has
+    nothing new the original's has not but what device code explains
+    (`compile.host_object.new_host_code`: no new host symbol, no global constructor)."""
+    added = _added(original, edited)
+    hidden = hidden_characters(added, ascii_code=False)
+    if hidden:
+        return WriteCheck("the change holds hidden characters: "
+                          + "; ".join(h.describe() for h in hidden[:5]))  # fmt: skip
+    if find_nvcc() is None:
+        return WriteCheck(note=SKIPPED.format(why="no nvcc here"))
+    try:
+        built = build_host_object(edited, path, include_paths=include_paths)
+        before = build_host_object(original, path, include_paths=include_paths)
+    except NvccUnavailable:
+        return WriteCheck(note=SKIPPED.format(why="no nvcc here"))
+    except HostToolsUnavailable as exc:
+        return WriteCheck(note=SKIPPED.format(why=str(exc)))
+    if before.host is None:  # the original does not build: nvcc proves nothing about the edit
+        return WriteCheck(note=SKIPPED.format(why="the original file does not build with nvcc"))
+    if built.host is None:
+        return WriteCheck(f"the edited file does not build with nvcc:\n{built.result.message()}")
+    found = new_host_code(before.host, built.host, *device_names(edited))
+    if found:
+        return WriteCheck("the edited file's host object has host code the original's has not: "
+                          + "; ".join(found[:5]))  # fmt: skip
+    return WriteCheck()
+
+
 def build_check(
     edited: str, original: str, path: Path | None, include_paths: Sequence[str] = ()
 ) -> str | None:
-    """Why the edited whole file does not build with nvcc, or None (it builds, no nvcc here, or
-    the original does not build either: then nvcc proves nothing about the edit)."""
-    if find_nvcc() is None:
-        return None
-    try:
-        result = compile_file(edited, path, include_paths=include_paths)
-        if result.ok:
-            return None
-        if not compile_file(original, path, include_paths=include_paths).ok:
-            return None
-    except NvccUnavailable:
-        return None
-    return f"the edited file does not build with nvcc:\n{result.message()}"
+    """Why the edited file may not be written (`write_check`), or None."""
+    return write_check(edited, original, path, include_paths).refused
+
+
+def _added(old: str, new: str) -> str:
+    """The text `new` has in place of `old`'s, between their common prefix and suffix."""
+    limit = min(len(old), len(new))
+    prefix = 0
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and old[-1 - suffix] == new[-1 - suffix]:
+        suffix += 1
+    return new[prefix : len(new) - suffix]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ file uses outside the replaced kernel is, in order:
   stringizes the name (`#`, `##`), uses a function-like macro other than by calling it, or uses a
   macro of the file whose body names it.
 
-Host functions before the kernel are left as they are (the nvcc build check judges them).
+A reply has no host code to rename: it made the candidate a `compile_error` when it was cleaned,
+and `apply.winner_text` checks again (`source.device_only`).
 """
 
 from __future__ import annotations

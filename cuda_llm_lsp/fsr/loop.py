@@ -67,7 +67,9 @@ from cuda_llm_lsp.fsr.types import (
     reply_hash,
 )
 from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_correct
+from cuda_llm_lsp.source.device_only import reply_refusal
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
+from cuda_llm_lsp.source.untrusted import neutralize
 from cuda_llm_lsp.tune.candidate import with_launch_block
 from cuda_llm_lsp.tune.search import TuneRequest
 
@@ -272,6 +274,11 @@ class _OptimizeRun:
         assert reply.code is not None
         round_, index = slot
         source = clean_candidate(reply.code, self.request.file_text)
+        # device code only, nothing hidden: else it never wins and the model hears why
+        refused = reply_refusal(source, " of the candidate") or reply_refusal(reply.code)
+        if refused is not None:
+            return self.outcome(slot, "compile_error", refused, source=neutralize(source),
+                                tokens=reply.tokens)  # fmt: skip
         launch = None  # its own launch block, read from the reply before it was cleaned
         tune: TuneRequest | None = None  # its block declares tunables: tuned once correct
         code, misplaced = placed_launch_block(reply.code, self.request.kernel)
@@ -378,12 +385,14 @@ class _OptimizeRun:
         )  # fmt: skip
 
     def outcome(self, slot: Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:
+        """A candidate's outcome; its message (compile logs quote the candidate, worker output
+        its `printf`s) neutralized once, here, for every place that shows it."""
         return CandidateOutcome(
             round=slot[0],
             index=slot[1],
             status=status,
             ms=fields.pop("ms", None),
-            message=message,
+            message=neutralize(message),
             **fields,
         )
 

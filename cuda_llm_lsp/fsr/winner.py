@@ -17,6 +17,7 @@ from cuda_llm_lsp.fsr.baseline import Baseline
 from cuda_llm_lsp.fsr.gpu import GpuLane, Seeds
 from cuda_llm_lsp.fsr.toolchain import Toolchain
 from cuda_llm_lsp.fsr.types import CandidateOutcome
+from cuda_llm_lsp.source.untrusted import neutralize
 
 MIN_GAIN = 0.02  # a winner must be at least this much faster, or beyond the measured spread
 
@@ -142,7 +143,9 @@ async def choose_winner(
 def _rewrite(
     outcomes: list[CandidateOutcome], outcome: CandidateOutcome, status: Status, message: str
 ) -> None:
+    """`outcome` rewritten in `outcomes`; its message (a sanitizer report quotes the kernel's
+    output) neutralized like every outcome's."""
     outcomes[:] = [
-        dataclasses.replace(o, status=status, message=message) if o is outcome else o
+        dataclasses.replace(o, status=status, message=neutralize(message)) if o is outcome else o
         for o in outcomes
     ]

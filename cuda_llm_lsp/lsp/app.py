@@ -30,6 +30,7 @@ from cuda_llm_lsp.lsp import (
     settings,
     suggestions,
     symbols,
+    transport,
     tune_job,
 )
 from cuda_llm_lsp.lsp.protocol import quiet_parse_errors
@@ -113,11 +114,12 @@ def serve_stdio(server: LanguageServer) -> None:
 
     Anything else that writes to stdout (a stray `print`, a warning, a C library such as the
     CUDA driver) would corrupt a message and make the client drop the connection; it goes to
-    stderr instead, which editors show as the server's log.
+    stderr instead, which editors show as the server's log. Messages are read by
+    `transport.serve` (bounded framing), not pygls's loop.
     """
     sys.stdout.flush()
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     quiet_parse_errors()
-    server.start_io(stdin=sys.stdin.buffer, stdout=protocol_out)
+    transport.serve(server, stdin=sys.stdin.buffer, stdout=protocol_out)

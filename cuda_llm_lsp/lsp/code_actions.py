@@ -4,13 +4,15 @@ Offers "Optimize K" (kind refactor.rewrite), "Benchmark K", "Tune K" where its s
 tunables, "Add test spec for K" when it has none (a versioned edit inserting the draft above the
 kernel), and once a suggestion exists "Accept optimized K (2.1× faster, 4/4 cases)" (or "Accept
 tuned K"), "Reject suggestion for K", "Show suggested K";
-"Cancel … of K" while a job runs. Also `cudaLlm.addSpec`: the same draft as a command.
+"Cancel … of K" while a job runs. A kernel whose spec block cannot be read gets no job action
+(its diagnostics say why). Also `cudaLlm.addSpec`: the same draft as a command.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import cast
 
 from lsprotocol import types
 
@@ -19,7 +21,7 @@ from cuda_llm_lsp.lsp.positions import split_lines, to_point, to_position
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel, kernel_at
-from cuda_llm_lsp.source.spec import parse_spec
+from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Point
 
 log = logging.getLogger(__name__)
@@ -93,12 +95,18 @@ async def actions(
         command(f"Show suggested {name}", commands.SHOW)
     if job is not None:
         command(f"Cancel {job.kind} of {name}", commands.CANCEL)
-    else:
+    elif kernel.spec is None:
         command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
         command(f"Benchmark {name}", commands.BENCHMARK)
         command(f"Profile {name}", commands.PROFILE)
-        if await _declares_tunables(server, uri, text, kernel):
-            command(f"Tune {name}", commands.TUNE)
+    else:  # a spec that cannot be read (its diagnostics say why) offers no job
+        spec = await _spec(server, uri, text, kernel)
+        if spec is not None:
+            command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
+            command(f"Benchmark {name}", commands.BENCHMARK)
+            command(f"Profile {name}", commands.PROFILE)
+            if spec.tunables is not None:
+                command(f"Tune {name}", commands.TUNE)
     if kernel.spec is None:
         edit = add_spec_edit(server, uri, text, kernel)
         if edit is not None:
@@ -109,23 +117,21 @@ async def actions(
     return list(found)
 
 
-async def _declares_tunables(server: CudaLlmServer, uri: str, text: str, kernel: Kernel) -> bool:
-    """Whether the kernel's spec declares `tune.NAME`: the analysis's parse when it is of this
+async def _spec(server: CudaLlmServer, uri: str, text: str, kernel: Kernel) -> TestSpec | None:
+    """The kernel's spec, None when it cannot be read: the analysis's parse when it is of this
     text, else one parse in a thread."""
-    if kernel.spec is None:
-        return False
     state = server.documents.get(uri)
     analysis = state.analysis if state is not None else None
     if analysis is not None and analysis.text == text:
         info = next((i for i in analysis.kernels if i.kernel.name == kernel.name), None)
         if info is not None:
-            return info.spec is not None and info.spec.tunables is not None
+            return cast(TestSpec | None, info.spec)
     try:
         spec, _ = await asyncio.to_thread(parse_spec, kernel, text)
     except Exception:
         log.exception("parse_spec failed for %s", kernel.name)
-        return False
-    return spec is not None and spec.tunables is not None
+        return None
+    return spec
 
 
 def add_spec_edit(

@@ -1,5 +1,6 @@
-"""textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands; and
-`cudaLlm.showResources`, the resources lens's command.
+"""textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands (none
+for a kernel whose spec block cannot be read); and `cudaLlm.showResources`, the resources lens's
+command.
 
 Clicking the resources lens shows the hover's facts (resources, spec, last result) as a message,
 so the lens is never a dead link.
@@ -77,6 +78,8 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
                 )
             )
             continue
+        if info.kernel.spec is not None and info.spec is None:
+            continue  # a spec that cannot be read (its diagnostics say why): no job
         found.append(
             types.CodeLens(
                 range=where,

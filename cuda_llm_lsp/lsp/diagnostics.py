@@ -1,30 +1,50 @@
 """textDocument/didOpen, didChange, didSave, didClose -> textDocument/publishDiagnostics.
 
-Opening or saving a document analyses it at once, a change after the debounce
-(`cudaLlm.debounceMs`), closing clears its diagnostics. The state runs the analysis and publishes
-only results that match the document's current version (`CudaLlmServer.schedule_analysis`).
+Opening a document analyses it after `OPEN_DELAY_S` (a burst of opens and closes, as search
+previews and "Replace in files" send, costs no compile for a document closed that soon), saving
+at once, a change after the debounce (`cudaLlm.debounceMs`), closing clears its diagnostics and
+drops its queued work. The state runs the analysis and publishes only results that match the
+document's current version (`CudaLlmServer.schedule_analysis`). A change or save of a document
+that is not open is logged and ignored: the server never reads the file itself.
 """
 
 from __future__ import annotations
+
+import logging
 
 from lsprotocol import types
 
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 
+log = logging.getLogger(__name__)
+
+#: How long an opened document waits before its first analysis.
+OPEN_DELAY_S = 0.05
+
 
 def register(server: CudaLlmServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CudaLlmServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.schedule_analysis(params.text_document.uri, delay_s=0.0)
+        if ls.open_document(params.text_document.uri) is not None:
+            ls.schedule_analysis(params.text_document.uri, delay_s=OPEN_DELAY_S)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CudaLlmServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.schedule_analysis(params.text_document.uri, delay_s=ls.settings.debounce_ms / 1000)
+        if _is_open(ls, params.text_document.uri, "change"):
+            ls.schedule_analysis(params.text_document.uri, delay_s=ls.settings.debounce_ms / 1000)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CudaLlmServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.schedule_analysis(params.text_document.uri, delay_s=0.0)
+        if _is_open(ls, params.text_document.uri, "save"):
+            ls.schedule_analysis(params.text_document.uri, delay_s=0.0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CudaLlmServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.close_document(params.text_document.uri)
+
+
+def _is_open(ls: CudaLlmServer, uri: str, what: str) -> bool:
+    if ls.open_document(uri) is None or uri not in ls.documents:
+        log.warning("ignoring the %s of %.200s: it is not open", what, uri)
+        return False
+    return True

@@ -25,6 +25,7 @@ from lsprotocol import types
 from pygls.progress import Progress
 
 from cuda_llm_lsp.engine import CancelToken, demo_label
+from cuda_llm_lsp.source.untrusted import neutralize
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +93,16 @@ class JobProgress:
             self.server.work_done_progress.begin(
                 self.job.token,
                 types.WorkDoneProgressBegin(
-                    title=title, message=message, cancellable=True, percentage=0
+                    title=neutralize(title),
+                    message=neutralize(message),
+                    cancellable=True,
+                    percentage=0,
                 ),
             )
 
     def report(self, message: str, percentage: int | None = None) -> None:
         if self.enabled and not self.ended:
-            value = types.WorkDoneProgressReport(message=message, cancellable=True)
+            value = types.WorkDoneProgressReport(message=neutralize(message), cancellable=True)
             if percentage is not None:
                 value.percentage = max(0, min(100, percentage))
             self.server.work_done_progress.report(self.job.token, value)
@@ -106,7 +110,7 @@ class JobProgress:
     def end(self, message: str) -> None:
         if self.enabled and not self.ended:
             self.server.work_done_progress.end(
-                self.job.token, types.WorkDoneProgressEnd(message=message)
+                self.job.token, types.WorkDoneProgressEnd(message=neutralize(message))
             )
         self.ended = True
 

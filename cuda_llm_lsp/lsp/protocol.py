@@ -8,25 +8,40 @@ a notification that does not fit is logged in one line. Integers are strict (cat
 `1.5` or `true` for a line number). After `shutdown` a request gets `InvalidRequest` (-32600),
 and `exit` records the exit code LSP asks for: 0 after `shutdown`, 1 without.
 
-A body that is not JSON at all never reaches the protocol (it fails in pygls's read loop):
-`quiet_parse_errors` makes that one log line instead of a traceback.
+Before `initialize`, a request gets `ServerNotInitialized` (-32002) and a notification other than
+`exit` is logged and dropped (LSP). `exit` that comes while `shutdown` is still being answered
+waits for that answer, then ends with status 0. The workspace is an `LspWorkspace` (documents
+kept by LSP's line rules, never read from disk). Handler futures are forgotten once done (pygls
+keeps every notification's future, and every builtin's inner step, for the server's lifetime).
+
+A body that is not JSON at all never reaches the protocol (it fails in the read loop,
+`transport`): `quiet_parse_errors` makes pygls's own loop log one line instead of a traceback.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import cattrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.exceptions import (
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import (
     JsonRPCNotification,
     JsonRPCRequestMessage,
     JsonRPCResponseMessage,
 )
+from pygls.protocol.language_server import lsp_method
+
+from cuda_llm_lsp.lsp.document import LspWorkspace
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +99,45 @@ class CudaLlmProtocol(LanguageServerProtocol):
         converter.register_structure_hook(bool, as_bool)
         super().__init__(server, converter)
         self.exit_code: int | None = None  # set by `exit`: 0 after shutdown, 1 without
+        self.initialize_received = False
+        self._shutdown_answer: Future[Any] | None = None  # `shutdown` being answered
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, Any]:
+        """pygls's initialize, with its workspace replaced by an `LspWorkspace` before any
+        handler sees it."""
+        inner = super().lsp_initialize(params)
+        try:
+            step = next(inner)
+        except StopIteration as done:
+            self._workspace = LspWorkspace.like(self.workspace)
+            return done.value
+        self._workspace = LspWorkspace.like(self.workspace)
+        while True:
+            sent = yield step
+            try:
+                step = inner.send(sent)
+            except StopIteration as done:
+                return done.value
+
+    def _execute_handler(
+        self,
+        msg_id: Any,
+        handler: Any,
+        callback: Any,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        # pygls stores the future of every handler it runs under `msg_id` (a fresh uuid for a
+        # notification and for each step of a builtin) and pops only answered requests'.
+        def done(future: Future[Any]) -> None:
+            # A cancelled one is already popped, or being cancelled by `shutdown`'s loop over
+            # the futures (which a deletion here would break).
+            if not future.cancelled() and self._request_futures.get(msg_id) is future:
+                del self._request_futures[msg_id]
+            callback(future)
+
+        super()._execute_handler(msg_id, handler, done, args, kwargs)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         if "jsonrpc" not in data:
@@ -126,6 +180,13 @@ class CudaLlmProtocol(LanguageServerProtocol):
             log.warning("ignoring a message that is not a JSON-RPC object: %.80r", message)
             return
         method = getattr(message, "method", None)
+        if not self.initialize_received and not self._before_initialize(message, method):
+            return
+        if method == types.EXIT and self._shutdown_answer is not None and not self._shutdown:
+            # `shutdown` is still being answered (its handler waits for the evaluator): answer
+            # it first, then exit as after a completed shutdown.
+            self._shutdown_answer.add_done_callback(lambda _: self._exit_after_shutdown(message))
+            return
         if self._shutdown and method != types.EXIT:
             if isinstance(method, str) and _valid_id(getattr(message, "id", None)):
                 refused = JsonRpcInvalidRequest(f"{method}: the server is shut down; send exit")
@@ -149,6 +210,34 @@ class CudaLlmProtocol(LanguageServerProtocol):
                 self._send_response(message.id, error=unknown.to_response_error())
                 return
         super().handle_message(message)
+        if method == types.SHUTDOWN and self._shutdown_answer is None:
+            self._shutdown_answer = self._request_futures.get(message.id)
+
+    def _before_initialize(self, message: Any, method: Any) -> bool:
+        """Whether a message that came before `initialize` is handled: `initialize` and `exit`
+        are; another request is answered -32002; a notification is logged and dropped."""
+        if method == types.INITIALIZE:
+            self.initialize_received = not isinstance(message, Malformed)
+            return True
+        if method == types.EXIT or method is None:  # exit; a response to a request of ours
+            return True
+        request_id: Any = getattr(message, "id", None)
+        if _valid_id(request_id):
+            refused = JsonRpcServerNotInitialized(f"{method}: the server is not initialized")
+            self._send_response(request_id, error=refused.to_response_error())
+        else:
+            log.warning("ignoring %.80s before initialize", method)
+        return False
+
+    def _exit_after_shutdown(self, message: Any) -> None:
+        self._shutdown = True
+        self.exit_code = 0
+        try:
+            super().handle_message(message)
+        except SystemExit:
+            raise
+        except Exception:
+            log.exception("exit failed")
 
     def _answer_malformed(self, message: Malformed) -> None:
         if message.id is None and message.problem.startswith("the id "):

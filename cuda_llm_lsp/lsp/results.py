@@ -24,6 +24,7 @@ from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.positions import point_at, split_lines, to_range
 from cuda_llm_lsp.source.kernels import Kernel
 from cuda_llm_lsp.source.text import Span, offset_of
+from cuda_llm_lsp.source.untrusted import neutralize
 
 SOURCE = "cuda-llm"
 SUGGESTION_NOTIFICATION = "cudaLlm/suggestion"
@@ -221,5 +222,5 @@ def suggestion_payload(suggestion: Suggestion, where: types.Range | None) -> dic
         "bestMs": suggestion.best_ms,
         "casesPassed": suggestion.cases_passed,
         "casesTotal": suggestion.cases_total,
-        "message": suggestion.message,
+        "message": neutralize(suggestion.message),
     }

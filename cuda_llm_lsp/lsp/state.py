@@ -51,13 +51,18 @@ from cuda_llm_lsp.engine import (
 )
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
+from cuda_llm_lsp.lsp.document import LspWorkspace
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.protocol import CudaLlmProtocol
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.untrusted import neutralize
 
 log = logging.getLogger(__name__)
+
+#: What a queued analysis returns when its document was closed or changed before it started.
+_SKIPPED = object()
 
 Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
 Codegen = Callable[[Any, Callable[[], bool]], Any]  # analysis.add_resources(front, cancelled)
@@ -137,10 +142,15 @@ class CudaLlmServer(LanguageServer):
         return self.documents[uri]
 
     def document(self, uri: str) -> TextDocument | None:
-        """The open document (None once closed or never opened)."""
+        """The open document (None once closed or never opened); never read from disk."""
         if uri not in self.documents:
             return None
-        return self.workspace.get_text_document(uri)
+        return self.open_document(uri)
+
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The workspace's copy of `uri` while the client has it open, else None."""
+        workspace = self.protocol._workspace  # None before initialize
+        return workspace.open_document(uri) if isinstance(workspace, LspWorkspace) else None
 
     @property
     def codec(self) -> PositionCodec:
@@ -178,8 +188,13 @@ class CudaLlmServer(LanguageServer):
 
     @staticmethod
     def path_of(uri: str) -> Path | None:
-        path = uris.to_fs_path(uri)
-        return Path(path) if path else None
+        """The file of a `file:` URI (None for other schemes and for a path no file can have,
+        such as one with a NUL byte from `%00`)."""
+        try:
+            path = uris.to_fs_path(uri)
+        except Exception:  # a malformed URI: no file
+            return None
+        return Path(path) if path and "\0" not in path else None
 
     # --- analyses and diagnostics ----------------------------------------------------------
 
@@ -213,11 +228,16 @@ class CudaLlmServer(LanguageServer):
             if doc is None:
                 return
             version, text = doc.version, doc.source
+            path, settings = self.path_of(uri), self.settings
+
+            def analyse() -> Any:  # in the pool: work queued for a closed document is dropped
+                if self.documents.get(uri) is not state or state.generation != generation:
+                    return _SKIPPED
+                return self.analyzer(text, path, settings)
+
             loop = asyncio.get_running_loop()
             try:
-                analysis = await loop.run_in_executor(
-                    self.compile_pool, self.analyzer, text, self.path_of(uri), self.settings
-                )
+                analysis = await loop.run_in_executor(self.compile_pool, analyse)
             except NvrtcUnavailable as exc:
                 self._nvrtc_missing(str(exc))
                 return
@@ -226,7 +246,7 @@ class CudaLlmServer(LanguageServer):
                 self.message(f"cuda-llm: could not analyse {uri}: {exc}", types.MessageType.Error)
                 return
         doc = self.document(uri)
-        if doc is None or self.documents.get(uri) is not state:
+        if analysis is _SKIPPED or doc is None or self.documents.get(uri) is not state:
             return
         if state.generation != generation:
             return  # settings changed (or an edit came) during the compile: a newer analysis runs
@@ -377,7 +397,8 @@ class CudaLlmServer(LanguageServer):
     # --- messages and tasks ----------------------------------------------------------------
 
     def message(self, text: str, kind: types.MessageType = types.MessageType.Info) -> None:
-        self.window_show_message(types.ShowMessageParams(type=kind, message=text))
+        # messages quote model text (outcomes, plans, logs): nothing raw reaches the editor
+        self.window_show_message(types.ShowMessageParams(type=kind, message=neutralize(text)))
 
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run `coro` in the background, keeping a reference and logging any failure."""

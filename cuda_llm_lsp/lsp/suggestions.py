@@ -35,12 +35,13 @@ from typing import Any
 import platformdirs
 from lsprotocol import types
 
-from cuda_llm_lsp.engine import build_check, record_decision
+from cuda_llm_lsp.engine import record_decision, write_check
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.results import Suggestion, suggestion_span
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.source.text import offset_of
+from cuda_llm_lsp.source.untrusted import neutralize
 
 log = logging.getLogger(__name__)
 ANNOTATION_ID = "cudaLlm.suggestion"
@@ -111,11 +112,12 @@ async def accept(
     edited = text[:start] + suggestion.suggested + text[end:]
     path = server.path_of(uri)
     # proof the whole file (host code, launch sites) still builds, where nvcc is installed
-    broken = await asyncio.to_thread(build_check, edited, text, path,
-                                     server.settings.include_paths)  # fmt: skip
-    if broken is not None:
-        return refused(f"the suggestion for {kernel} was not applied: {broken}",
-                       kind=types.MessageType.Error)  # fmt: skip
+    # and that it adds no host code (the host objects compared) and hides nothing
+    checked = await asyncio.to_thread(write_check, edited, text, path,
+                                      server.settings.include_paths)  # fmt: skip
+    if checked.refused is not None:
+        return refused(f"the suggestion for {kernel} was not applied: "
+                       f"{neutralize(checked.refused)}", kind=types.MessageType.Error)  # fmt: skip
     lines = split_lines(text)
     where = to_range(lines, span, server.codec)
     label = f"{suggestion.done.capitalize()} {kernel} ({suggestion.figures})"
@@ -163,6 +165,8 @@ async def accept(
         reason = answer.failure_reason or "declined"
         return refused(f"the suggestion for {kernel} was not applied ({reason})")
     server.suggestions.pop((uri, kernel), None)
+    if checked.note:
+        server.message(f"cuda-llm: {kernel}: {checked.note}")
     await _record(server, suggestion, "accept")
     return {"applied": True} if confirmed else True
 

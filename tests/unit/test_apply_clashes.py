@@ -323,6 +323,7 @@ def test_optimize_write_refuses_a_clash_with_its_message(tmp_path: Path) -> None
     """`cuda-llm optimize --write` end to end (replayed model, recorded outcomes): the refusal
     reaches stderr, the exit code says so and the file is not written."""
     reply = REFUSALS["an #ifndef default"][0].replace("// variant: tiled", "// variant: fast")
+    reply = reply.split("\nint main()")[0] + "\n"  # a host harness: the judge refuses it first
     (tmp_path / "transpose.cu").write_text(FILE)
     make_recording(tmp_path / "rec", "transpose", {(1, 1): reply})
     outcomes = {

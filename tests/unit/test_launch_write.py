@@ -1,6 +1,8 @@
 """`cuda-llm optimize --write` of a launch-changing winner ([launch]), end to end on the CPU:
 replayed model, real NVRTC, recorded outcomes; the kernel, the spec and the launch site are
-written together, and a winner whose text breaks the host build is refused with nvcc's words."""
+written together, and a winner whose text breaks the host build is refused with nvcc's words
+(host code in a reply never gets that far: docs/design.md, "What an accepted winner may
+write")."""
 
 from __future__ import annotations
 
@@ -24,9 +26,7 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
   // variant: fast
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = axpy(a, x[i], y[i]);
-}
-
-int main() { return 0; }  // the model's own test harness: never written"""
+}"""
 
 
 def setup(workdir: Path, reply: str) -> None:
@@ -61,10 +61,30 @@ def test_write_applies_kernel_spec_and_launch_site_together(tmp_path: Path) -> N
 
 @pytest.mark.skipif(find_nvcc() is None, reason="no nvcc (the `nvcc` extra)")
 def test_a_winner_that_breaks_the_host_build_is_not_written(tmp_path: Path) -> None:
-    """Host code before the kernel goes above the spec like a helper; NVRTC never sees it (host
-    code is blanked), nvcc does: `main` defined twice."""
-    setup(tmp_path, "int main() { return 1; }\n\n" + FAST.rsplit("\n\nint main()", 1)[0])
+    """A `__host__ __device__` helper's host branch is never compiled by NVRTC (it compiles for
+    the device only), nvcc compiles it: an undeclared host function."""
+    helper = (
+        "__host__ __device__ inline float axpy(float a, float x, float y) {\n"
+        "#ifndef __CUDA_ARCH__\n"
+        "  return host_only_axpy(a, x, y);\n"
+        "#endif\n"
+        "  return fmaf(a, x, y);\n"
+        "}"
+    )
+    setup(tmp_path, helper + FAST[FAST.index("\n\n/* @cuda-llm") :])
     done = cli(tmp_path, *args(tmp_path, "--write"))
     assert done.returncode == 1, done.stderr
-    assert "not written" in done.stderr and "main" in done.stderr
+    assert "not written" in done.stderr and "host_only_axpy" in done.stderr
+    assert (tmp_path / "saxpy.cu").read_text() == SAXPY
+
+
+def test_host_code_in_a_reply_never_reaches_the_file(tmp_path: Path) -> None:
+    """Host code before the kernel (here a second `main`) makes the candidate `compile_error`
+    when it is cleaned: it never wins, so `--write` has nothing to write."""
+    setup(tmp_path, "int main() { return 1; }\n\n" + FAST)
+    done = cli(tmp_path, *args(tmp_path, "--write"))
+    assert done.returncode == 0, done.stderr
+    assert "host code is not allowed in a reply: line 1 defines a host function `main`" in (
+        done.stderr
+    )
     assert (tmp_path / "saxpy.cu").read_text() == SAXPY

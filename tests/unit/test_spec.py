@@ -826,3 +826,34 @@ def test_flops_use_template_constants_of_the_instance() -> None:
         (1024 * 128, 8, 128),
         (4096 * 128, 32, 128),
     ]
+
+
+# --- numbers no buffer can have (issue 25, finding 6) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "fragment"),
+    [
+        ("sizes.n = [1, 17, 1000]", "sizes.n = [1, 17, " + "9" * 5000 + "]", "sizes.n", "digits"),
+        ("block = 256", "block = " + "7" * 4400, "block =", "digits"),
+        ("sizes.n = [1, 17, 1000]", "sizes.n = [1, 17, 2199023255553]", "sizes.n", "2^40"),
+        ('args.a = "float32[n]"', 'args.a = "float32[n * 1e30]"', "args.a", "64-bit"),
+        ('args.a = "float32[n]"', 'args.a = "float32[n' + " * n" * 600 + ']"', "args.a", "64-bit"),
+        ('args.a = "float32[n]"', 'args.a = "float32[n * 68719476737]"', "args.a", "2^36"),
+        ('grid = "cdiv(n, 256)"', 'grid = "n' + " * 1000" * 500 + '"', "grid", "64-bit"),
+    ],
+)
+def test_numbers_beyond_any_buffer_are_errors_at_their_key(
+    old: str, new: str, needle: str, fragment: str
+) -> None:
+    only_error(edit(VADD_SPEC, old, new), needle, fragment)
+
+
+def test_a_tolerance_or_tunable_beyond_any_number_is_an_error_at_its_key() -> None:
+    only_error(VADD_SPEC + "rtol = " + "9" * 400 + "\n", "rtol", "too large")
+    tuned = VADD.replace("c[i] = a[i] + b[i]", "c[i] = a[i] + b[i] * BLOCK")
+    body = edit(VADD_SPEC, "block = 256", "block = 256\ntune.BLOCK = [1, " + "9" * 30 + "]")
+    source = with_spec(body, tuned, prefix="#ifndef BLOCK\n#define BLOCK 1\n#endif\n")
+    spec, errors = parse_spec(kernel_in(source), source)
+    assert spec is None and len(errors) == 1 and "64-bit" in errors[0].message, errors
+    assert errors[0].span.start.line == line_of(source, "tune.BLOCK")

@@ -19,6 +19,8 @@ from cuda_llm_lsp.source.spec.locate import Problem
 from cuda_llm_lsp.source.templates import template_constants
 
 MAX_THREADS_PER_BLOCK = 1024
+MAX_COUNT = 2**36  # elements of one buffer: beyond what any GPU holds
+_INT64 = 2**63
 _BLOCK_LIMITS = (1024, 1024, 64)
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
@@ -97,10 +99,14 @@ def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
         try:
             expr = parsed.get(text) or parse_expr(text)
             parsed[text] = expr
-            return expr.evaluate(env)
+            result = expr.evaluate(env)
         except ExprError as e:
             fail(path, f"{what}: {e.message} in {where}", text)
             return None
+        if not _fits(result):
+            fail(path, f"{what} = {text!r} is beyond 64-bit integers in {where}", text)
+            return None
+        return result
 
     def integer(path: tuple[str, ...], text: str, env: Mapping[str, Number], what: str,
                 where: str) -> int | None:  # fmt: skip
@@ -112,6 +118,9 @@ def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
                 fail(path, f"{what} = {text!r} is {result}, not an integer, in {where}", text)
                 return None
             result = int(result)
+            if not _fits(result):
+                fail(path, f"{what} = {text!r} is beyond 64-bit integers in {where}", text)
+                return None
         return result
 
     for index in range(spec.case_count):
@@ -167,6 +176,14 @@ def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
             path = ("args", arg.name)
             if arg.is_pointer:
                 count = integer(path, arg.count or "", env, f"args.{arg.name} count", where)
+                if count is not None and count > MAX_COUNT:
+                    fail(
+                        path,
+                        f"args.{arg.name} count {arg.count!r} is {count} in {where}: over the "
+                        f"limit of {MAX_COUNT} (2^36) elements, more than a GPU holds",
+                        arg.count,
+                    )
+                    count = None
                 if count is not None and count < 0:
                     fail(
                         path,
@@ -233,3 +250,9 @@ def _scalar_value(
         )
         return None
     return result
+
+
+def _fits(value: Number) -> bool:
+    """Whether an integer result fits in 64 bits (floats are bounded by their own range; an
+    integer of thousands of digits cannot even be shown in a message)."""
+    return not isinstance(value, int) or -_INT64 <= value < _INT64

@@ -8,6 +8,7 @@ this package's docstring.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import sys
@@ -51,16 +52,20 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "inputs", "flops", "generalize", "align", "tune", "restrict",
 )  # fmt: skip
 ALIGNMENTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # `align = N`: bytes
+log = logging.getLogger(__name__)
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Limits that keep a spec's parse within milliseconds (a spec is read on every edit): a spec
 #: is a few lines; one of megabytes, or of a million cases, is refused with a message.
 MAX_SPEC_CHARS = 64_000
 MAX_CASES = 256
 MAX_NESTING = 32  # arrays / inline tables inside one another (tomllib recurses per level)
+MAX_SIZE = 2**40  # a size beyond any buffer a GPU holds
 #: Lines of a spec searched for the start of a TOML error reported at the end (one parse each).
 _MAX_SEARCHED_LINES = 200
 
 
+_LONG_NUMBER = re.compile(r"[0-9][0-9_]{4000,}")  # near Python's int-conversion limit
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
@@ -365,6 +370,14 @@ class _SpecParser:
             negative = next((v for v in values if v < 0), None)
             if negative is not None:
                 self.error(path, f"sizes.{name}: {negative} is negative", str(negative))
+                continue
+            huge = next((v for v in values if v > MAX_SIZE), None)
+            if huge is not None:
+                self.error(
+                    path,
+                    f"sizes.{name}: {huge} is over the limit of {MAX_SIZE} (2^40) for a size",
+                    str(huge),
+                )
                 continue
             if len(values) > MAX_CASES:
                 self.error(
@@ -710,7 +723,11 @@ class _SpecParser:
         if value < 0:
             self.error((key,), f"{key} must not be negative")
             return default
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float
+            self.error((key,), f"{key} is too large: a tolerance is a small number, e.g. 1e-4")
+            return default
 
 
 def _toml_repr(value: object) -> str:
@@ -776,16 +793,32 @@ def parse_spec(kernel: Kernel, source: str) -> tuple[TestSpec | None, list[SpecE
         return None, [_toml_error(locator, e)]
     except RecursionError:  # nesting that `_too_deep` misjudged (brackets inside strings)
         return None, [SpecError(locator.marker(), "TOML nests too deeply: not read")]
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        return None, [_long_number_error(locator)]
     parser = _SpecParser(kernel, source)
     try:
         spec = parser.parse(doc)
     except RecursionError:  # absurdly nested input: report, never raise
         return None, [SpecError(locator.marker(), "spec is nested too deeply")]
+    except Exception as exc:  # a bug here must be a diagnostic, not a failed analysis
+        log.exception("reading the spec of %s failed", kernel.name)
+        message = f"the spec could not be read ({type(exc).__name__}): not usable"
+        return None, [SpecError(locator.marker(), message)]
     errors = [_to_error(locator, p) for p in parser.problems]
     errors.sort(key=lambda e: (e.span.start, e.severity != "error"))
     if any(e.severity == "error" for e in errors):
         spec = None
     return spec, errors
+
+
+def _long_number_error(locator: Locator) -> SpecError:
+    """The spec line holding an integer too long to read (the marker if none is found)."""
+    message = "a number of thousands of digits: not read (sizes and counts fit in 64 bits)"
+    for row, line in enumerate(locator.lines):
+        found = _LONG_NUMBER.search(line)
+        if found is not None:
+            return SpecError(locator.span(row, found.start(), found.end()), message)
+    return SpecError(locator.marker(), message)
 
 
 def _marker_span(block: SpecBlock) -> Span:

@@ -162,6 +162,9 @@ def parse_tunables(
         elif len(items) > MAX_VALUES:
             reporter.error(path, f"tune.{name} has {len(items)} values: at most {MAX_VALUES}")
             ok = False
+        elif huge := [v for v in items if not -(2**63) <= v < 2**63]:
+            reporter.error(path, f"tune.{name}: a value beyond 64-bit integers", str(huge[0]))
+            ok = False
         elif len(set(items)) != len(items):
             twice = next(v for v in items if items.count(v) > 1)
             reporter.error(path, f"tune.{name} lists {twice} twice", str(twice))
