@@ -192,7 +192,8 @@ class GpuEvaluator:
         poisoned with a poison drawn for this run, or pre-filled with `fill`'s values."""
         launch = case_launch(spec, case, inputs, key, poison=secrets.randbits(64), fill=fill,
                              offsets=offsets)  # fmt: skip
-        checks = Checks(_outputs(spec), spec.rtol, spec.atol, keep, against, finite)
+        checks = Checks(_outputs(spec), spec.rtol, spec.atol, keep, against, finite,
+                        spec.atol_relative)  # fmt: skip
         hard = self.launch_timeout_s + 60.0 + launch.nbytes * 4 / 2e9
         request = RunRequest(launch, self.launch_timeout_s, checks=checks)
         reply = self._worker.call(request, RunReply, hard)
@@ -233,8 +234,8 @@ class GpuEvaluator:
             if refs and i in refs:
                 sets = tuple((case_launch(own_spec, own_case, values, None).buffers, kept)
                              for values, kept in refs[i])  # fmt: skip
-                kernels.append(TimedKernel(launch, fresh, sets,
-                                           Checks(outputs, spec.rtol, spec.atol)))  # fmt: skip
+                checks = Checks(outputs, spec.rtol, spec.atol, atol_relative=spec.atol_relative)
+                kernels.append(TimedKernel(launch, fresh, sets, checks))
             else:
                 kernels.append(TimedKernel(launch, fresh))
         plan = self.plan

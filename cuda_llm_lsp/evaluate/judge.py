@@ -112,7 +112,7 @@ def compare_outputs(
             continue
         f = word_output(
             name, against[name], dtype, rtol=spec.rtol, atol=spec.atol, where=where,
-            sizes=case.sizes, what=what,
+            sizes=case.sizes, what=what, atol_relative=spec.atol_relative,
         )  # fmt: skip
         if f is not OK:
             return f

@@ -48,6 +48,7 @@ from cuda_llm_lsp.evaluate.compare import (
     is_float,
     scale_tolerance,
     storage_dtype,
+    typical_magnitude,
 )
 from cuda_llm_lsp.evaluate.counter import DTYPE_CODES, Generated, mix
 from cuda_llm_lsp.evaluate.process import exit_with_parent
@@ -505,20 +506,23 @@ class CudaBackend:
                     self._call("cl_check_output", n, [
                         ("uint64", args[0]), ("uint64", args[0]), ("uint64", n),
                         ("int32", DTYPE_CODES[buf.dtype]), ("uint64", NO_MATCH),
-                        ("float64", 0.0), ("float64", -1.0), ("float64", 0.0), ("uint64", at),
+                        ("float64", 0.0), ("float64", -1.0), ("float64", 0.0), ("int32", 0),
+                        ("uint64", at),
                     ])  # fmt: skip
                 else:
                     scale_tol = 0.0
                     if args[0] and is_float(buf.dtype):  # the floor needs the buffer's scale
                         scale_tol = scale_tolerance(buf.dtype, checks.rtol, checks.atol)
-                        self._call("cl_scale", n, [
-                            ("uint64", args[0]), ("uint64", n), ("int32", DTYPE_CODES[buf.dtype]),
-                            ("uint64", at)])  # fmt: skip
+                        for helper in ("cl_scale", "cl_magnitude"):  # (in this order)
+                            self._call(helper, n, [
+                                ("uint64", args[0]), ("uint64", n),
+                                ("int32", DTYPE_CODES[buf.dtype]), ("uint64", at)])  # fmt: skip
                     self._call("cl_check_output", n, [
                         ("uint64", args[0]), ("uint64", placed.ptrs[name]), ("uint64", n),
                         ("int32", DTYPE_CODES[buf.dtype]), ("uint64", _poison_value(buf)),
                         ("float64", checks.rtol), ("float64", checks.atol),
-                        ("float64", scale_tol), ("uint64", at),
+                        ("float64", scale_tol), ("int32", int(checks.atol_relative)),
+                        ("uint64", at),
                     ])  # fmt: skip
             self.sync(CHECK_TIMEOUT_S)
             self._read(host, dev)
@@ -599,10 +603,11 @@ class CudaBackend:
                 largest = None
                 if is_float(buf.dtype) and s[i + 6]:
                     largest = float(np.array([s[i + 5]], dtype=np.uint64).view(np.float64)[0])
-                scale = 0.0
+                scale = typical = 0.0
                 if is_float(buf.dtype):
                     scale = float(np.array([s[i + 8]], dtype=np.uint64).view(np.float64)[0])
-                summary = replace(summary, largest=largest, scale=scale)
+                    typical = typical_magnitude(s[i + 9], scale, n)
+                summary = replace(summary, largest=largest, scale=scale, typical=typical)
                 if s[i + 3]:
                     first = s[i + 4]
                     summary = replace(
@@ -943,7 +948,8 @@ class _Rotation:
             placed = Placed(0, True, ptrs=snap, pristine={
                 buf.name: made[buf.name] for buf in buffers if buf.is_input})  # fmt: skip
             against = Checks(checks.outputs, checks.rtol, checks.atol,
-                             against=(self.k.refs[r][1],))  # fmt: skip
+                             against=(self.k.refs[r][1],),
+                             atol_relative=checks.atol_relative)  # fmt: skip
             sampled.append((index, b._check(buffers, placed, against)))
         return TimedChecks(guards, last, tuple(sampled))
 
