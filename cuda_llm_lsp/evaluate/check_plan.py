@@ -10,7 +10,9 @@ arguments (`launch`), and how its slots read (`read`).
 Slot layouts (`device_checks`): bytes (guard bands) changed, first, last; changed (inputs)
 changed, first; output unwritten, first, last, bad, first bad, largest |difference| (bits of a
 double), whether any difference is finite, worst (first index of the largest difference), the
-buffer's scale (the largest finite |expected|, bits of a double: `cl_scale`, before the check).
+buffer's scale (the largest finite |expected|, bits of a double: `cl_scale`, before the check)
+and its magnitude (`cl_magnitude`, after `cl_scale`: the units `compare.typical_magnitude`
+turns into the mean |expected|, which scales a type's default atol when `atol_relative`).
 """
 
 from __future__ import annotations
@@ -67,9 +69,10 @@ class OutputSlots:
     any_finite: int
     worst: int
     scale_bits: int
+    magnitude_units: int
 
-    SIZE: ClassVar[int] = 9
-    INIT: ClassVar[tuple[int, ...]] = (0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX, 0)
+    SIZE: ClassVar[int] = 10
+    INIT: ClassVar[tuple[int, ...]] = (0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX, 0, 0)
 
     @property
     def largest(self) -> float:
@@ -160,6 +163,7 @@ class OutputCheck:
     atol: float
     slot: int
     scale_tol: float = 0.0
+    atol_relative: bool = False  # `atol` is a type's default: times min(1, mean |expected|)
 
     layout: ClassVar[type[OutputSlots]] = OutputSlots
 
@@ -179,19 +183,21 @@ class OutputCheck:
             ("float64", self.rtol),
             ("float64", self.atol),
             ("float64", self.scale_tol),
+            ("int32", int(self.atol_relative)),
             ("uint64", at),
         ]
         return "cl_check_output", self.n, args
 
-    def scale(self, at: int) -> Launch:
-        """`cl_scale`: the largest finite |expected| into the scale slot, before the check."""
+    def scale(self, at: int) -> list[Launch]:
+        """`cl_scale` (the largest finite |expected|) then `cl_magnitude` (the mean |expected|'s
+        units), in this order, into their slots before the check."""
         args: list[tuple[str, int | float]] = [
             ("uint64", self.expected),
             ("uint64", self.n),
             ("int32", DTYPE_CODES[self.dtype]),
             ("uint64", at),
         ]
-        return "cl_scale", self.n, args
+        return [("cl_scale", self.n, args), ("cl_magnitude", self.n, args)]
 
     def worst(self, at: int) -> Launch:
         """`cl_worst`: the first index of the largest difference, once something is wrong."""

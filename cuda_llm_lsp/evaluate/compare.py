@@ -124,12 +124,48 @@ def buffer_scale(expected: np.ndarray) -> float:
     return float(mags.max()) if mags.size else 0.0
 
 
+#: Fixed-point units of `scale` the mean magnitude is summed in (`cl_magnitude`): integer sums do
+#: not depend on the order of the device's atomics, so the device and numpy agree bit for bit.
+MAGNITUDE_UNITS = 2.0**32
+
+
+def magnitude_units(expected: np.ndarray, scale: float) -> int:
+    """sum over finite elements of floor(|expected| / scale * 2^32), as `cl_magnitude` adds it."""
+    if scale <= 0:
+        return 0
+    with np.errstate(invalid="ignore"):
+        mags = np.abs(expected[np.isfinite(expected)])
+    return int(np.floor(mags / scale * MAGNITUDE_UNITS).astype(np.uint64).sum(dtype=np.uint64))
+
+
+def typical_magnitude(units: int, scale: float, n: int) -> float:
+    """The mean finite |expected| over a buffer of `n` elements (non-finite ones count 0), from
+    `magnitude_units` (the device computes the same double operations in the same order)."""
+    if n <= 0:
+        return 0.0
+    return float(units) / MAGNITUDE_UNITS * scale / n
+
+
+def effective_atol(atol: float, typical: float, relative: bool) -> float:
+    """The `atol` an element is judged with: a spec's own `atol` as written; a type's default
+    (`relative`) times min(1, the buffer's mean |expected|), an absolute error at unit scale."""
+    return atol * min(1.0, typical) if relative else atol
+
+
 def within_tolerance(
-    err: np.ndarray, e: np.ndarray, dtype: str, *, rtol: float, atol: float, scale: float
+    err: np.ndarray,
+    e: np.ndarray,
+    dtype: str,
+    *,
+    rtol: float,
+    atol: float,
+    scale: float,
+    typical: float = 0.0,
+    atol_relative: bool = False,
 ) -> np.ndarray:
     """Whether each |got - expected| (`err`) is within the spec's bound or the floor."""
     with np.errstate(invalid="ignore", over="ignore"):
-        close = err <= atol + rtol * np.abs(e)
+        close = err <= effective_atol(atol, typical, atol_relative) + rtol * np.abs(e)
         factor = scale_tolerance(dtype, rtol, atol)
         if factor > 0:
             close |= err <= factor * scale + ulp_at(e, dtype)
@@ -223,6 +259,7 @@ class OutputSummary:
     got: Any = None
     largest: float | None = None  # the largest finite |got - expected|, floats only
     scale: float = 0.0  # the largest finite |expected| (the scale-aware floor's), floats only
+    typical: float = 0.0  # the mean finite |expected| (a default atol's scale), floats only
 
 
 def summarize_guards(raw: bytes, nbytes: int) -> GuardSummary:
@@ -251,9 +288,16 @@ def summarize_changed(before: np.ndarray, after: np.ndarray) -> ChangeSummary:
 
 
 def summarize_output(
-    expected: np.ndarray | None, got: np.ndarray, dtype: str, *, rtol: float, atol: float
+    expected: np.ndarray | None,
+    got: np.ndarray,
+    dtype: str,
+    *,
+    rtol: float,
+    atol: float,
+    atol_relative: bool = False,
 ) -> OutputSummary:
-    """`got` against `expected` (None: its unwritten elements only), as `cl_check_output`."""
+    """`got` against `expected` (None: its unwritten elements only), as `cl_check_output`;
+    `atol_relative`: `atol` is the type's default (`effective_atol`)."""
     out = got.reshape(-1)
     n = out.size
     poisoned = unwritten_mask(out, dtype)
@@ -265,14 +309,24 @@ def summarize_output(
     base = _unwritten_summary(n, np.flatnonzero(poisoned))
     largest = None
     worst = 0
-    scale = 0.0
+    scale = typical = 0.0
     if is_float(dtype):
         with np.errstate(invalid="ignore", over="ignore"):  # (a signalling NaN's cast warns)
             e = as_float64(exp, dtype)
             g = as_float64(out, dtype)
             err = np.abs(g - e)
         scale = buffer_scale(e)
-        close = within_tolerance(err, e, dtype, rtol=rtol, atol=atol, scale=scale)
+        typical = typical_magnitude(magnitude_units(e, scale), scale, n)
+        close = within_tolerance(
+            err,
+            e,
+            dtype,
+            rtol=rtol,
+            atol=atol,
+            scale=scale,
+            typical=typical,
+            atol_relative=atol_relative,
+        )
         finite = ~(np.isinf(e) | np.isinf(g))
         both_nan = np.isnan(e) & np.isnan(g)
         same_inf = np.isinf(e) & (e == g)
@@ -283,7 +337,7 @@ def summarize_output(
     else:
         bad = exp != out
     idx = np.flatnonzero(bad)
-    base = replace(base, scale=scale)
+    base = replace(base, scale=scale, typical=typical)
     if idx.size == 0:
         return replace(base, largest=largest)
     if largest is not None:
@@ -381,6 +435,7 @@ def compare_output(
     where: str,
     sizes: Mapping[str, int] | None = None,
     what: str = "expected",
+    atol_relative: bool = False,
 ) -> Finding:
     """`got` against `expected`: unwritten elements first, then values outside tolerance.
 
@@ -388,9 +443,19 @@ def compare_output(
     (`within_tolerance`); NaN matches NaN; an infinity matches the same infinity. Integers must
     be equal.
     """
-    summary = summarize_output(expected, got, dtype, rtol=rtol, atol=atol)
+    summary = summarize_output(
+        expected, got, dtype, rtol=rtol, atol=atol, atol_relative=atol_relative
+    )
     return word_output(
-        name, summary, dtype, rtol=rtol, atol=atol, where=where, sizes=sizes, what=what
+        name,
+        summary,
+        dtype,
+        rtol=rtol,
+        atol=atol,
+        where=where,
+        sizes=sizes,
+        what=what,
+        atol_relative=atol_relative,
     )
 
 
@@ -404,6 +469,7 @@ def word_output(
     where: str,
     sizes: Mapping[str, int] | None = None,
     what: str = "expected",
+    atol_relative: bool = False,
 ) -> Finding:
     n = s.n
     if s.unwritten:
@@ -424,7 +490,7 @@ def word_output(
     if is_float(dtype):
         if s.largest is not None:
             worst = f"; largest difference {s.largest:.4g}"
-        bound = _broken_bound(s, dtype, rtol=rtol, atol=atol)
+        bound = _broken_bound(s, dtype, rtol=rtol, atol=atol, atol_relative=atol_relative)
     return Finding(
         "wrong_output",
         f"{where}: {_at(name, i, n, sizes)} {what} {_fmt(s.expected, dtype)} got "
@@ -433,7 +499,9 @@ def word_output(
     )
 
 
-def _broken_bound(s: OutputSummary, dtype: str, *, rtol: float, atol: float) -> str:
+def _broken_bound(
+    s: OutputSummary, dtype: str, *, rtol: float, atol: float, atol_relative: bool = False
+) -> str:
     """Which bounds the first bad element broke, and by how much: `; |diff| 3.1e-03 exceeds
     the spec's bound 1.0e-05 (atol 1e-05 + rtol 0.0001 x |expected|) by 310x and the
     scale-aware bound 4.0e-05 (512 u x buffer scale 2.6 + 1 ulp) by 77x`."""
@@ -443,9 +511,13 @@ def _broken_bound(s: OutputSummary, dtype: str, *, rtol: float, atol: float) -> 
         diff = float(np.abs(g - e)[0])
     if not np.isfinite(diff):
         return f"; tolerance rtol={rtol:g} atol={atol:g}: a non-finite value matches only itself"
-    spec_bound = atol + rtol * abs(float(e[0]))
+    atol_eff = effective_atol(atol, s.typical, atol_relative)
+    spec_bound = atol_eff + rtol * abs(float(e[0]))
+    shown = f"atol {atol:g}"
+    if atol_relative and atol_eff != atol:
+        shown = f"default atol {atol:g} x mean |expected| {s.typical:.3g}"
     text = (
-        f"; |diff| {diff:.2g} exceeds the spec's bound {spec_bound:.2g} (atol {atol:g} + "
+        f"; |diff| {diff:.2g} exceeds the spec's bound {spec_bound:.2g} ({shown} + "
         f"rtol {rtol:g} x |expected|){_by(diff, spec_bound)}"
     )
     factor = scale_tolerance(dtype, rtol, atol)

@@ -13,7 +13,11 @@ of a non-negative double), whether any difference is finite, and the first index
 difference (`cl_worst`, run only when something is wrong), and the buffer's scale (`cl_scale`:
 the largest finite |expected|, the bits of a non-negative double, written before
 `cl_check_output` runs, which reads it for the scale-aware floor `compare.within_tolerance`
-describes; its factor `scale_tol` 0 turns the floor off). `cl_check_bytes` (guard bands):
+describes; its factor `scale_tol` 0 turns the floor off), and the buffer's magnitude
+(`cl_magnitude`, after `cl_scale`: the sum of floor(|expected| / scale x 2^32) over finite
+elements, an integer whatever the order of the atomics; `compare.typical_magnitude` makes the
+mean |expected| of it, which scales a type's default `atol` when `atol_relative` is 1).
+`cl_check_bytes` (guard bands):
 changed count, first, last. `cl_check_changed` (inputs): changed count, first.
 """
 
@@ -34,7 +38,7 @@ MAX_BLOCKS = 8192  # grid-stride loops beyond this
 def slot_init(kind: str) -> list[int]:
     """The slots' starting values: counts 0, firsts NO_INDEX, lasts 0."""
     if kind == "output":
-        return [0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX, 0]
+        return [0, NO_INDEX, 0, 0, NO_INDEX, 0, 0, NO_INDEX, 0, 0]
     if kind == "bytes":
         return [0, NO_INDEX, 0]
     return [0, NO_INDEX]
@@ -45,7 +49,7 @@ def grid_for(n: int) -> int:
 
 
 HELPER_NAMES = ("cl_generate", "cl_check_output", "cl_worst", "cl_check_bytes", "cl_check_changed",
-                "cl_scale")  # fmt: skip
+                "cl_scale", "cl_magnitude")  # fmt: skip
 
 SOURCE = r"""
 typedef unsigned long long u64;
@@ -231,11 +235,32 @@ extern "C" __global__ void cl_scale(const void* expected, u64 n, int dtype, u64*
     if ((threadIdx.x & 31) == 0 && top) atomicMax(&slots[8], top);
 }
 
-/* got against expected (expected == 0: unwritten elements only); slots as in device_checks */
+/* sum of floor(|expected| / scale * 2^32) over finite elements -> slots[9] (after cl_scale) */
+extern "C" __global__ void cl_magnitude(const void* expected, u64 n, int dtype, u64* slots) {
+    int size = itemsize_of(dtype);
+    double scale = __longlong_as_double((i64)slots[8]);
+    u64 sum = 0;
+    u64 stride = (u64)gridDim.x * blockDim.x, end = grid_end(n);
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < end; i += stride) {
+        if (i >= n || !(scale > 0.0)) continue;
+        double v = fabs(as_double(load_bits(expected, i, size), dtype));
+        if (isfinite(v)) sum += (u64)floor(v / scale * 4294967296.0);
+    }
+    warp_sum(&sum);
+    if ((threadIdx.x & 31) == 0 && sum) atomicAdd(&slots[9], sum);
+}
+
+/* got against expected (expected == 0: unwritten elements only); slots as in device_checks;
+   atol_relative: atol is a type's default, times min(1, mean |expected|) (compare) */
 extern "C" __global__ void cl_check_output(const void* expected, const void* got, u64 n,
                                            int dtype, u64 poison, double rtol, double atol,
-                                           double scale_tol, u64* slots) {
-    double scale_floor = scale_tol * __longlong_as_double((i64)slots[8]);
+                                           double scale_tol, int atol_relative, u64* slots) {
+    double scale = __longlong_as_double((i64)slots[8]);
+    double scale_floor = scale_tol * scale;
+    if (atol_relative && n > 0) {
+        double typical = (double)slots[9] / 4294967296.0 * scale / (double)n;
+        atol = atol * (typical < 1.0 ? typical : 1.0);
+    }
     int size = itemsize_of(dtype), is_float = dtype <= 3;
     u64 un = 0, un_first = NO_INDEX, un_last = 0, bad = 0, bad_first = NO_INDEX;
     u64 worst = 0, finite = 0;

@@ -193,7 +193,9 @@ class GpuEvaluator:
         launch = case_launch(
             spec, case, inputs, key, poison=secrets.randbits(64), fill=fill, offsets=offsets
         )
-        checks = Checks(_outputs(spec), spec.rtol, spec.atol, keep, against, finite)
+        checks = Checks(
+            _outputs(spec), spec.rtol, spec.atol, keep, against, finite, spec.atol_relative
+        )
         hard = self.launch_timeout_s + 60.0 + launch.nbytes * 4 / 2e9
         request = RunRequest(launch, self.launch_timeout_s, checks=checks)
         reply = self._worker.call(request, RunReply, hard)
@@ -236,9 +238,8 @@ class GpuEvaluator:
                     (case_launch(own_spec, own_case, values, None).buffers, kept)
                     for values, kept in refs[i]
                 )
-                kernels.append(
-                    TimedKernel(launch, fresh, sets, Checks(outputs, spec.rtol, spec.atol))
-                )
+                checks = Checks(outputs, spec.rtol, spec.atol, atol_relative=spec.atol_relative)
+                kernels.append(TimedKernel(launch, fresh, sets, checks))
             else:
                 kernels.append(TimedKernel(launch, fresh))
         plan = self.plan

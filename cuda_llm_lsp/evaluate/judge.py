@@ -119,6 +119,7 @@ def compare_outputs(
             where=where,
             sizes=case.sizes,
             what=what,
+            atol_relative=spec.atol_relative,
         )
         if f is not OK:
             return f

@@ -116,6 +116,7 @@ class Checks:
     keep: str | None = None
     against: tuple[str, ...] = ()
     finite: bool = False  # count non-finite elements of each floating-point output
+    atol_relative: bool = False  # atol is a type's default: times min(1, mean |expected|)
 
 
 @dataclass(frozen=True)

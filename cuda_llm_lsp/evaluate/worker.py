@@ -754,7 +754,13 @@ class _Rotation:
                 ptrs=snap,
                 pristine={buf.name: made[buf.name] for buf in buffers if buf.is_input},
             )
-            against = Checks(checks.outputs, checks.rtol, checks.atol, against=(self.k.refs[r][1],))
+            against = Checks(
+                checks.outputs,
+                checks.rtol,
+                checks.atol,
+                against=(self.k.refs[r][1],),
+                atol_relative=checks.atol_relative,
+            )
             sampled.append((index, b._check(buffers, placed, against)))
         return TimedChecks(guards, last, tuple(sampled))
 

@@ -35,6 +35,7 @@ from cuda_llm_lsp.evaluate.compare import (
     is_float,
     scale_tolerance,
     storage_dtype,
+    typical_magnitude,
 )
 from cuda_llm_lsp.evaluate.protocol import Buffer, Checks, RunReply
 from cuda_llm_lsp.evaluate.worker_driver import code
@@ -112,7 +113,8 @@ class DeviceChecks:
             self.check(self.d.cuMemcpyHtoD(dev, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
             for check in plan.checks:
                 if isinstance(check, OutputCheck) and check.scaled:  # the floor needs the scale
-                    self._call(*check.scale(dev + 8 * check.slot))
+                    for launch in check.scale(dev + 8 * check.slot):
+                        self._call(*launch)
                 self._call(*check.launch(dev + 8 * check.slot))
             self.sync(CHECK_TIMEOUT_S)
             self._read(host, dev)
@@ -155,45 +157,31 @@ class DeviceChecks:
         by_name = {b.name: b for b in buffers}
         for buf in (by_name[n] for n in checks.outputs if n in by_name):
             got, n = placed.ptrs[buf.name], buf.nbytes // storage_dtype(buf.dtype).itemsize
-            output = partial(OutputCheck, name=buf.name, got=got, n=n, dtype=buf.dtype)
+            output = partial(
+                OutputCheck,
+                name=buf.name,
+                ref="",
+                got=got,
+                n=n,
+                dtype=buf.dtype,
+                poison=_poison_value(buf),
+                rtol=checks.rtol,
+                atol=checks.atol,
+                atol_relative=checks.atol_relative,
+            )
             if buf.poison is not None:
-                plan.add(
-                    output(
-                        kind="unwritten",
-                        ref="",
-                        expected=0,
-                        poison=_poison_value(buf),
-                        rtol=checks.rtol,
-                        atol=checks.atol,
-                        slot=plan.slot(OutputCheck),
-                    )
-                )
-            if checks.finite and is_float(buf.dtype):
-                plan.add(
-                    output(
-                        kind="finite",
-                        ref="",
-                        expected=got,
-                        poison=NO_MATCH,
-                        rtol=0.0,
-                        atol=-1.0,
-                        slot=plan.slot(OutputCheck),
-                    )
-                )
+                plan.add(output(kind="unwritten", expected=0, slot=plan.slot(OutputCheck)))
+            if checks.finite and is_float(buf.dtype):  # itself, atol -1: the finite count
+                finite = output(kind="finite", expected=got, slot=plan.slot(OutputCheck))
+                plan.add(replace(finite, poison=NO_MATCH, rtol=0.0, atol=-1.0, atol_relative=False))
             for ref in checks.against:
                 expected = self._upload_kept(ref, buf, scratch)
                 if expected is not None:
                     floor = scale_tolerance(buf.dtype, checks.rtol, checks.atol)
+                    slot = plan.slot(OutputCheck)
                     plan.add(
                         output(
-                            kind="compare",
-                            ref=ref,
-                            expected=expected,
-                            poison=_poison_value(buf),
-                            rtol=checks.rtol,
-                            atol=checks.atol,
-                            slot=plan.slot(OutputCheck),
-                            scale_tol=floor,
+                            kind="compare", ref=ref, expected=expected, scale_tol=floor, slot=slot
                         )
                     )
         return plan
@@ -284,9 +272,10 @@ class DeviceChecks:
         summary = OutputSummary(check.n, slots.unwritten, first, slots.unwritten_last)
         if check.kind == "unwritten":
             return summary
-        if is_float(check.dtype):  # the scale-aware floor's scale, and the largest difference
+        if is_float(check.dtype):  # the floor's scale and magnitude, the largest difference
             largest = slots.largest if slots.any_finite else None
-            summary = replace(summary, largest=largest, scale=slots.scale)
+            typical = typical_magnitude(slots.magnitude_units, slots.scale, check.n)
+            summary = replace(summary, largest=largest, scale=slots.scale, typical=typical)
         if not slots.bad:
             return summary
         return replace(

@@ -135,6 +135,7 @@ async def prepare(
         baseline_bandwidth_gbs=benchmark.bandwidth_gbs,
         baseline_fraction_of_peak=benchmark.fraction_of_peak,
         tolerances=(spec.rtol, spec.atol),
+        atol_relative=spec.atol_relative,
         floor=floor,
         peaks_measured=peaks_measured,
         baseline_profile=profile_text,

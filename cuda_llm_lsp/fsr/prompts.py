@@ -120,6 +120,7 @@ class TaskContext:
     baseline_bandwidth_gbs: float | None = None
     baseline_fraction_of_peak: float | None = None
     tolerances: tuple[float, float] | None = None  # (rtol, atol) of the outputs
+    atol_relative: bool = False  # atol is the type's default: times min(1, mean |expected|)
     floor: Floor | None = None  # the timed case's roofline (`baseline_floor`)
     peaks_measured: bool = False  # the floor's compute peak was measured, not a datasheet rate
     baseline_profile: str | None = None  # Nsight Compute's view of the original, where it ran
@@ -335,7 +336,9 @@ def spec_section(task: TaskContext) -> str:
             lines.append(f"- case {case}: {sizes}{timed}")
     if task.tolerances is not None:
         rtol, atol = task.tolerances
-        lines.append(f"- outputs match when |got - expected| <= {atol:g} + {rtol:g} * |expected|")
+        shown = f"{atol:g} x min(1, the output's mean |expected|)" if task.atol_relative else (
+            f"{atol:g}")  # fmt: skip
+        lines.append(f"- outputs match when |got - expected| <= {shown} + {rtol:g} * |expected|")
         if rtol or atol:  # the scale-aware floor (evaluate.compare; off for exact specs)
             lines.append(
                 f"  or, for floating-point outputs, within {SCALE_ULPS} x 2^-24 of the output's "

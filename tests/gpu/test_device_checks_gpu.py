@@ -16,6 +16,7 @@ from tests.unit.test_device_checks import (  # noqa: F401  (collected here with 
     test_generated_inputs_are_the_numpy_twins_values,
     test_guards_and_changed_inputs_match_numpy,
     test_output_summaries_match_numpy,
+    test_relative_default_atol_summaries_match_numpy,
     test_scale_aware_floor_summaries_match_numpy,
 )
 

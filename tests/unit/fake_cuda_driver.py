@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from cuda_llm_lsp.evaluate.compare import buffer_scale, storage_dtype, ulp_at
+from cuda_llm_lsp.evaluate.compare import (
+    buffer_scale,
+    effective_atol,
+    magnitude_units,
+    storage_dtype,
+    typical_magnitude,
+    ulp_at,
+)
 from cuda_llm_lsp.evaluate.counter import DTYPE_CODES, Generated, values_of
 
 
@@ -424,10 +431,18 @@ def _as_float64(raw: np.ndarray, dtype: str) -> np.ndarray:
 
 def h_scale(expected: int, n: int, dtype: int, slots_at: int) -> None:
     name = _DTYPES[dtype]
-    slots = _slots(slots_at, 9)
+    slots = _slots(slots_at, 10)
     e = _as_float64(_view(expected, n, _BITS[storage_dtype(name).itemsize]), name)
     top = buffer_scale(e)
     slots[8] = max(int(slots[8]), int(np.array([top]).view(np.uint64)[0]))
+
+
+def h_magnitude(expected: int, n: int, dtype: int, slots_at: int) -> None:
+    name = _DTYPES[dtype]
+    slots = _slots(slots_at, 10)
+    e = _as_float64(_view(expected, n, _BITS[storage_dtype(name).itemsize]), name)
+    scale = float(np.array([slots[8]], dtype=np.uint64).view(np.float64)[0])
+    slots[9] = int(slots[9]) + magnitude_units(e, scale)
 
 
 def h_check_output(
@@ -439,11 +454,14 @@ def h_check_output(
     rtol: float,
     atol: float,
     scale_tol: float,
+    atol_relative: int,
     slots_at: int,
 ) -> None:
     name = _DTYPES[dtype]
     size = storage_dtype(name).itemsize
-    slots = _slots(slots_at, 9)
+    slots = _slots(slots_at, 10)
+    scale = float(np.array([slots[8]], dtype=np.uint64).view(np.float64)[0])
+    atol = effective_atol(atol, typical_magnitude(int(slots[9]), scale, n), bool(atol_relative))
     g = _view(got, n, _BITS[size])
     poisoned = g.astype(np.uint64) == np.uint64(poison)  # (compared as 64 bits, as on the GPU)
     if not expected:
@@ -457,7 +475,6 @@ def h_check_output(
             err = np.abs(gv - ev)
             close = err <= atol + rtol * np.abs(ev)
             if scale_tol > 0:  # the floor, as cl_check_output: the scale cl_scale left in slot 8
-                scale = float(np.array([slots[8]], dtype=np.uint64).view(np.float64)[0])
                 close |= err <= scale_tol * scale + ulp_at(ev, name)
         fin = ~(np.isinf(ev) | np.isinf(gv))
         wrong = ~((close & fin) | (np.isnan(ev) & np.isnan(gv)) | (np.isinf(ev) & (ev == gv)))
@@ -473,7 +490,7 @@ def h_check_output(
 def h_worst(expected: int, got: int, n: int, dtype: int, slots_at: int) -> None:
     name = _DTYPES[dtype]
     size = storage_dtype(name).itemsize
-    slots = _slots(slots_at, 9)
+    slots = _slots(slots_at, 10)
     e, g = _view(expected, n, _BITS[size]), _view(got, n, _BITS[size])
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(_as_float64(g, name) - _as_float64(e, name))
@@ -499,8 +516,10 @@ HELPERS: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
                     ctypes.c_uint64, ctypes.c_uint64)),
     "cl_check_output": (h_check_output, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                         ctypes.c_int32, ctypes.c_uint64, ctypes.c_double, ctypes.c_double,
-                        ctypes.c_double, ctypes.c_uint64)),
+                        ctypes.c_double, ctypes.c_int32, ctypes.c_uint64)),
     "cl_scale": (h_scale, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_uint64)),
+    "cl_magnitude": (h_magnitude, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
+                     ctypes.c_uint64)),
     "cl_worst": (h_worst, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
                  ctypes.c_uint64)),
     "cl_check_bytes": (h_check_bytes, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32,

@@ -227,6 +227,34 @@ def test_scale_aware_floor_summaries_match_numpy(backend: CudaBackend, dtype: st
         assert want.bad == 10
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_relative_default_atol_summaries_match_numpy(backend: CudaBackend, dtype: str) -> None:
+    """A type's default atol times min(1, mean |expected|): `cl_magnitude`'s fixed-point sum
+    and `cl_check_output` decide each element as `compare.summarize_output` does, and the
+    relative atol rejects 3 % errors on ~1e-3 outputs that the absolute 1e-2 let through."""
+    n = 4096
+    rng = np.random.default_rng(12)
+    e = rng.uniform(2e-4, 2e-3, n)  # a softmax row's magnitudes
+    e[5] = 0.75
+    e[9] = np.inf  # (counts 0 in the mean, as on the device)
+    g = e * (1 + rng.uniform(-0.035, 0.0, n))
+    g[5] = e[5]
+    expected, got = counter._store(e, dtype), counter._store(g, dtype)
+    nbytes = expected.nbytes
+    ref = backend._place([Buffer("y", nbytes, dtype, data=expected.tobytes())], GUARD_BYTES)
+    backend._keep("oracle", [Buffer("y", nbytes, dtype)], ref, ("y",))
+    backend._release(ref)
+    run = backend._place([Buffer("y", nbytes, dtype, data=got.tobytes())], GUARD_BYTES)
+    for relative in (False, True):
+        checks = Checks(("y",), 1e-2, 1e-2, against=("oracle",), atol_relative=relative)
+        reply = backend._check([Buffer("y", nbytes, dtype)], run, checks)
+        want = summarize_output(expected, got, dtype, rtol=1e-2, atol=1e-2,
+                                atol_relative=relative)  # fmt: skip
+        assert reply.compared["oracle"]["y"] == want
+        assert 1e-3 < want.typical < 1.5e-3 and want.scale == 0.75
+        assert (want.bad > 100) if relative else want.bad == 0
+
+
 def test_guards_and_changed_inputs_match_numpy(backend: CudaBackend) -> None:
     n = 1000
     x = generate(None, "float32", n, 9)

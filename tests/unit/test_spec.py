@@ -143,6 +143,7 @@ def test_optional_keys() -> None:
     assert spec.arg("b").init == InitSpec("randint", -5, 5)
     assert spec.arg("b").dtype == "int32"
     assert (spec.rtol, spec.atol) == (1e-3, 0.0)
+    assert spec.atol_relative is False  # the spec's own atol: an absolute bound as written
     assert spec.inputs == "gen/csr.py:make_inputs"
     assert [c.flops for c in spec.cases()] == [1, 17, 1000]
 
@@ -549,6 +550,9 @@ def test_mixed_outputs_take_the_loosest_tolerance() -> None:
     assert spec is not None and (spec.rtol, spec.atol) == (1e-4, 1e-5)
     spec, errors, _ = parse(body + "rtol = 0.1\n", kernel)
     assert spec is not None and (spec.rtol, spec.atol) == (0.1, 1e-2)
+    assert spec.atol_relative  # the default atol: relative to the buffer's mean magnitude
+    spec, errors, _ = parse(body + "atol = 1e-2\n", kernel)
+    assert spec is not None and (spec.atol, spec.atol_relative) == (1e-2, False)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,10 @@ from cuda_llm_lsp.evaluate.compare import (
     bf16_from_float,
     bf16_to_float32,
     compare_output,
+    effective_atol,
+    magnitude_units,
     scale_tolerance,
+    typical_magnitude,
     ulp_at,
 )
 
@@ -315,3 +318,79 @@ def test_bfloat16_outputs_reject_a_half_precision_sum_and_bf16_arithmetic() -> N
     assert judged(exp, half_acc(a, b, np.float16), "bfloat16", 1e-2, 1e-2) == "wrong_output"
     bf16_sum = bf16_to_float32(bf16_from_float(half_acc(a, b, F32)))  # (float32: honest)
     assert judged(exp, bf16_sum, "bfloat16", 1e-2, 1e-2) == "ok"
+
+
+# --- a type's default atol is relative to the buffer's mean magnitude ---------------------------
+def poor_exp(v: np.ndarray) -> np.ndarray:
+    """exp from a quadratic after range reduction by powers of two: up to 3.4 % low
+    (benchmarks/tolerance_family/softmax_bf16/12_quadratic_exp.cu)."""
+    k = np.floor(v * F32(1.44269504)).astype(F32)
+    t = (v - k * F32(0.69314718)).astype(F32)
+    return ((1 + t * (1 + t * F32(0.5))) * np.exp2(k)).astype(F32)
+
+
+def bf16_softmax(x: np.ndarray, *, exp: Callable = np.exp, tree: bool = False) -> np.ndarray:
+    """float32 math, one rounding to bfloat16 at the store; a serial or a tree row sum."""
+    e = exp((x - x.max(axis=1, keepdims=True)).astype(F32)).astype(F32)
+    if tree:
+        s = e.reshape(e.shape[0], -1, 32).sum(axis=1, dtype=F32).sum(axis=1, keepdims=True)
+    else:
+        s = np.cumsum(e, axis=1, dtype=F32)[:, -1:]
+    return bf16_from_float((e * (F32(1) / s)).astype(F32))
+
+
+def bf16_judged(exp: np.ndarray, got: np.ndarray, *, relative: bool) -> str:
+    f = compare_output("y", exp, got, "bfloat16", rtol=1e-2, atol=1e-2, where=WHERE,
+                       atol_relative=relative)  # fmt: skip
+    return "ok" if f is OK else str(f.status)
+
+
+def test_bf16_softmax_with_a_poor_exp_fails_under_the_relative_default_atol() -> None:
+    """Outputs of ~1e-3 (rows of 1024): the absolute default 1e-2 let a 3 % exp through (the
+    H100 false accept); scaled by the mean |expected| (1/1024) it is 1e-5 and the cheat fails."""
+    x = bf16_to_float32(bf16_from_float(RNG.normal(0, 2, (256, 1024)).astype(F32)))
+    exp = bf16_softmax(x)
+    cheat = bf16_softmax(x, exp=poor_exp)
+    assert bf16_judged(exp, cheat, relative=False) == "ok"  # the planted false accept
+    f = compare_output("y", exp, cheat, "bfloat16", rtol=1e-2, atol=1e-2, where=WHERE,
+                       atol_relative=True)  # fmt: skip
+    assert f.status == "wrong_output"
+    assert "default atol 0.01 x mean |expected| 0.000977" in f.message
+    # honest: float32 math rounded once, a tree instead of a serial sum, a reciprocal
+    assert bf16_judged(exp, bf16_softmax(x, tree=True), relative=True) == "ok"
+
+
+def test_bf16_layer_norm_honest_passes_under_the_relative_default_atol() -> None:
+    x = bf16_to_float32(bf16_from_float(RNG.normal(0, 1, (64, 1024)).astype(F32)))
+    exp = bf16_from_float(norm(x, rms=False))
+    for welford in (False, True):
+        got = bf16_from_float(norm(x, rms=False, welford=welford))
+        assert bf16_judged(exp, got, relative=True) == "ok"
+    exp = bf16_from_float(norm(x, rms=True))
+    assert bf16_judged(exp, bf16_from_float(norm(x, rms=True, welford=True)), relative=True) == "ok"
+
+
+def test_the_default_atol_shrinks_only_below_unit_scale_and_a_spec_atol_keeps_its_meaning() -> None:
+    assert effective_atol(1e-2, 0.25, True) == 2.5e-3
+    assert effective_atol(1e-2, 40.0, True) == 1e-2  # at unit scale and above: unchanged
+    assert effective_atol(1e-2, 0.25, False) == 1e-2  # the spec's own atol: as written
+    exp = np.array([0.002, 0.0005, -0.0015], dtype=F32)  # mean |expected| 1e-3
+    got = exp.copy()
+    got[1] = F32(0.0005 + 5e-5)  # 10 %: within atol 1e-4 absolute, not within 1e-4 x 1e-3
+    assert compare_output("o", exp, got, "float32", rtol=1e-4, atol=1e-4, where=WHERE) is OK
+    f = compare_output("o", exp, got, "float32", rtol=1e-4, atol=1e-4, where=WHERE,
+                       atol_relative=True)  # fmt: skip
+    assert f.status == "wrong_output"
+    # a buffer of unit scale keeps the whole default atol, also for its small elements
+    big = np.array([3.0, 1e-4, -2.0], dtype=F32)
+    got = big.copy()
+    got[1] = F32(1e-4 + 0.9e-5)
+    assert compare_output("o", big, got, "float32", rtol=1e-4, atol=1e-5, where=WHERE,
+                          atol_relative=True) is OK  # fmt: skip
+
+
+def test_typical_magnitude_is_the_mean_of_finite_magnitudes() -> None:
+    e = np.array([4.0, -2.0, np.inf, np.nan, 0.0, 2.0])
+    scale = 4.0
+    assert typical_magnitude(magnitude_units(e, scale), scale, e.size) == 8.0 / 6
+    assert typical_magnitude(magnitude_units(np.zeros(3), 0.0), 0.0, 3) == 0.0

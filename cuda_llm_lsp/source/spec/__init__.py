@@ -22,8 +22,10 @@ Decisions beyond the contract (kept here so the evaluator and the docs agree):
   names (e.g. `"2 * M * N * K"`); evaluated per case into `Case.flops` (the suite's floor is
   max(bytes / copy bandwidth, flops / peak rate)). Must be non-negative.
 - Default tolerances: the loosest over the compared outputs (float16/bfloat16: 1e-2/1e-2,
-  float32/float64: 1e-4/1e-5, integers: exact). Pointers always get an `init` (the default
-  when none is written); `randint(lo, hi)` includes both ends, as the evaluator draws it.
+  float32/float64: 1e-4/1e-5, integers: exact); a default `atol` is relative to the buffer's
+  mean magnitude (`TestSpec.atol_relative`), one the spec sets is absolute. Pointers always get
+  an `init` (the default when none is written); `randint(lo, hi)` includes both ends, as the
+  evaluator draws it.
 """
 
 from cuda_llm_lsp.source.spec.cases import Case

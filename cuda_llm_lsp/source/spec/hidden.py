@@ -18,6 +18,13 @@ spec and a seed, deterministically:
   sums (shared-memory atomics, tree reductions) moves them by far more than the spec's `atol`,
   which was chosen for its own range. Non-finite results and errors relative to large results
   are still caught;
+  the constant is a short dyadic value (`simple_constant`: +-m x 2^k, m in 1, 3, 5, inside
+  `init`'s range) so that every product and sum of such values up to ~2^19 terms is exact in
+  float32 whatever the order: a serial sum and a tree sum of 262,144 copies of 0.123 differ
+  (the oracle's serial one is the inaccurate side), of 0.375 they are bit-identical; so are a
+  row's mean as sum / n and, for the constant chosen, as sum x (1/n) at every size of the case,
+  which makes a constant row's x - mean exactly 0 (what the case is for: a layer norm that
+  drops `eps` divides 0 by 0 there);
 - an **offset** case (unless `align` is 16 or more): every buffer passed at a base that is
   aligned to its element (or to `align`) but not to 16 bytes, at sizes rounded up to multiples of
   32 where the budget allows (so the vector paths a kernel takes on "round" rows, `float4` loads
@@ -33,6 +40,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -235,7 +244,7 @@ def _range_cases(spec: TestSpec, base: Case, rng: random.Random) -> list[HiddenC
         widest = max(widest, scale)
         magnitude = max(abs(lo), abs(hi), 1.0) * scale
         large[a.name] = InitSpec("uniform", -magnitude, magnitude)
-        c = round(rng.uniform(lo, hi), 3) if hi > lo else lo
+        c = simple_constant(lo, hi, rng, _mean_lengths(base)) if hi > lo else lo
         constant[a.name] = InitSpec("uniform", c, c)
     zeros = {a.name: InitSpec("zeros") for a in args}
     return [
@@ -249,6 +258,55 @@ def _range_cases(spec: TestSpec, base: Case, rng: random.Random) -> list[HiddenC
         HiddenCase("range", "constant inputs (every element equal)", base, constant),
         HiddenCase("range", "all-zero inputs", base, zeros),
     ]
+
+
+MANTISSAS = (1, 3, 5)  # at most 3 significant bits: products <= 5 bits, exact sums to 2^19 terms
+
+
+def simple_constant(lo: float, hi: float, rng: random.Random, lengths: Sequence[int] = ()) -> float:
+    """A nonzero +-m x 2^k (m in MANTISSAS) inside [lo, hi] and within a factor 8 of its largest
+    magnitude, drawn by `rng`; preferring values whose mean over n copies is exact as
+    sum x float32(1/n) too, for every n in `lengths` (a layer norm's mean of a constant row is
+    then the constant, however the kernel divides). A range holding none gets its shortest
+    dyadic value (the fewest significant bits), then `lo`."""
+    top = max(abs(lo), abs(hi))
+    if top == 0:
+        return lo
+    high = math.frexp(top)[1]  # top < 2^high
+    found = sorted({
+        sign * m * 2.0**k
+        for m in MANTISSAS for k in range(high - 6, high + 1) for sign in (1, -1)
+        if lo <= sign * m * 2.0**k <= hi and m * 2.0**k * 8 >= top
+    })  # fmt: skip
+    exact = [c for c in found if all(_mean_exact(c, n) for n in lengths)]
+    if exact or found:
+        return rng.choice(exact or found)
+    for bits in range(1, 25):  # a narrow range: its value with the fewest significant bits
+        step = 2.0 ** (high - bits)
+        first, last = math.ceil(lo / step), math.floor(hi / step)
+        if first <= last:
+            multiples = [j * step for j in range(first, min(last, first + 64) + 1) if j]
+            if multiples:
+                return rng.choice(multiples)
+    return lo
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _mean_exact(c: float, n: int) -> bool:
+    """Whether float32 (c n) x (1/n) and (c^2 n) x (1/n) round back to c and c^2 (the sums
+    themselves are exact for MANTISSAS)."""
+    inv = _f32(1.0 / n)
+    return all(_f32(_f32(v * n) * inv) == v for v in (c, c * c) if abs(v * n) < 2.0**100)
+
+
+def _mean_lengths(case: Case) -> list[int]:
+    """Lengths a kernel may average over: each size of the case and each product of two."""
+    values = sorted({v for v in case.sizes.values() if v > 1})
+    products = {a * b for i, a in enumerate(values) for b in values[i:]}
+    return sorted({*values, *(p for p in products if p <= 2**24)})
 
 
 def _offset_case(spec: TestSpec, base: Case) -> HiddenCase | None:

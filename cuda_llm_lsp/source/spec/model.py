@@ -51,6 +51,9 @@ class TestSpec:
     outputs: tuple[str, ...] = ()  # pointers compared after a run
     rtol: float = 1e-4
     atol: float = 1e-5
+    # atol is the output type's default (the spec sets none): an absolute error at unit scale,
+    # applied times min(1, the buffer's mean |expected|) (evaluate/compare.effective_atol)
+    atol_relative: bool = False
     instance: str | None = None
     inputs: str | None = None  # "path/to/file.py:function", relative to the .cu file
     flops: str | None = None  # optional FLOP count expression (suite floor)

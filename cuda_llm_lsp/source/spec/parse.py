@@ -266,6 +266,7 @@ class _SpecParser:
             outputs=outputs,
             rtol=rtol,
             atol=atol,
+            atol_relative="atol" not in doc,
             instance=instance,
             inputs=inputs,
             flops=flops,
