@@ -338,10 +338,11 @@ def measure_big_file(requests: int = 5) -> dict[str, Any]:
     unit = unit.replace("int main()", "int main_N()")
     copies = 5_000_000 // len(unit) + 1
     big = "".join(
-        unit.replace("saxpy", f"saxpy{i}").replace("scale_rows", f"scale_rows{i}")
+        unit.replace("saxpy", f"saxpy{i}")
+        .replace("scale_rows", f"scale_rows{i}")
         .replace("main_N", f"main_{i}")
         for i in range(copies)
-    )  # fmt: skip
+    )
     server = RawServer(server_env(scratch))
     try:
         server.initialize('{"cudaLlm": {"debounceMs": 0}}')
@@ -390,24 +391,38 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result | {"ok": ok}, indent=2))
     else:
-        print(f"cuda-llm-lsp latency · {result['lines']}-line two-kernel file · "
-              f"{result['cpus']} CPUs · debounce {debounce} ms")  # fmt: skip
+        print(
+            f"cuda-llm-lsp latency · {result['lines']}-line two-kernel file · "
+            f"{result['cpus']} CPUs · debounce {debounce} ms"
+        )
         print(f"{'measure':<40}{'median':>10}{'p90/max':>10}{'budget':>10}  ok")
-        print(f"{'didChange -> publishDiagnostics (ms)':<40}{change_ms['median']:>10.1f}"
-              f"{change_ms['p90']:>10.1f}{'250':>10}  {'yes' if ok_change else 'NO'}")  # fmt: skip
+        print(
+            f"{'didChange -> publishDiagnostics (ms)':<40}{change_ms['median']:>10.1f}"
+            f"{change_ms['p90']:>10.1f}{'250':>10}  {'yes' if ok_change else 'NO'}"
+        )
         nan = float("nan")
         verdict = "yes" if ok_hover else "NO"
-        print(f"{'hover during a compile (ms)':<40}{hover['median'] or nan:>10.1f}"
-              f"{hover['max'] or nan:>10.1f}{'100':>10}  {verdict}")  # fmt: skip
-        print(f"{'hover, cancelling a stuck GPU job (ms)':<40}{stuck['median']:>10.1f}"
-              f"{stuck['max']:>10.1f}{'100':>10}  {verdict}")  # fmt: skip
-        print(f"{'request, a 5 MB file analysed (s)':<40}{'':>10}{big['max_s']:>10.2f}{'3':>10}  "
-              f"{verdict}")  # fmt: skip
+        print(
+            f"{'hover during a compile (ms)':<40}{hover['median'] or nan:>10.1f}"
+            f"{hover['max'] or nan:>10.1f}{'100':>10}  {verdict}"
+        )
+        print(
+            f"{'hover, cancelling a stuck GPU job (ms)':<40}{stuck['median']:>10.1f}"
+            f"{stuck['max']:>10.1f}{'100':>10}  {verdict}"
+        )
+        print(
+            f"{'request, a 5 MB file analysed (s)':<40}{'':>10}{big['max_s']:>10.2f}{'3':>10}  "
+            f"{verdict}"
+        )
         label = f"edit after {burst['pairs']} open/close pairs (ms)"
-        print(f"{label:<40}{burst['change_to_diagnostics']:>10.1f}{'':>10}{'2000':>10}  "
-              f"{'yes' if ok_burst else 'NO'}")  # fmt: skip
-        print(f"({result['edits']} edits, each a fresh compile; {hover['samples']} hovers sent "
-              "while a compile was running)")  # fmt: skip
+        print(
+            f"{label:<40}{burst['change_to_diagnostics']:>10.1f}{'':>10}{'2000':>10}  "
+            f"{'yes' if ok_burst else 'NO'}"
+        )
+        print(
+            f"({result['edits']} edits, each a fresh compile; {hover['samples']} hovers sent "
+            "while a compile was running)"
+        )
     return 0 if ok else 1
 
 

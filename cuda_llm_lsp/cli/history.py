@@ -48,12 +48,21 @@ def run(args: argparse.Namespace) -> int:
             item = record.to_json()
             if args.run is not None:
                 item["candidate_list"] = [
-                    {"round": c.round, "index": c.index, "status": c.status, "ms": c.ms,
-                     "speedup": c.speedup, "message": c.message, "tokens": c.tokens,
-                     "source": c.source, "launch": c.launch, "tuning": c.tuning,
-                     "reply_hash": c.reply_hash}
+                    {
+                        "round": c.round,
+                        "index": c.index,
+                        "status": c.status,
+                        "ms": c.ms,
+                        "speedup": c.speedup,
+                        "message": c.message,
+                        "tokens": c.tokens,
+                        "source": c.source,
+                        "launch": c.launch,
+                        "tuning": c.tuning,
+                        "reply_hash": c.reply_hash,
+                    }
                     for c in history.candidates(record.id)
-                ]  # fmt: skip
+                ]
                 item["profile_lines"] = history.profile_lines(record.id)
             listed.append(item)
         print(json.dumps({"runs": listed}, indent=2))
@@ -62,15 +71,19 @@ def run(args: argparse.Namespace) -> int:
         where = f" for {args.file}" if args.file else ""
         print(f"no recorded runs{where} (history: {history.path})")
         return 0
-    print(f"{'id':>4}  {'started':16}  {'kernel':18} {'base ms':>9} {'best ms':>9} "
-          f"{'speedup':>7}  {'decision':8}  outcome")  # fmt: skip
+    print(
+        f"{'id':>4}  {'started':16}  {'kernel':18} {'base ms':>9} {'best ms':>9} "
+        f"{'speedup':>7}  {'decision':8}  outcome"
+    )
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started))
         speedup = f"{r.speedup:.2f}x" if r.speedup is not None and r.accepted else "-"
         outcome = (r.outcome or ("running" if r.finished is None else "")).splitlines()
-        print(f"{r.id:>4}  {when:16}  {r.kernel[:18]:18} {_ms(r.baseline_ms):>9} "
-              f"{_ms(r.best_ms if r.accepted else None):>9} {speedup:>7}  "
-              f"{r.decision or '-':8}  {(outcome[0] if outcome else '')[:80]}")  # fmt: skip
+        print(
+            f"{r.id:>4}  {when:16}  {r.kernel[:18]:18} {_ms(r.baseline_ms):>9} "
+            f"{_ms(r.best_ms if r.accepted else None):>9} {speedup:>7}  "
+            f"{r.decision or '-':8}  {(outcome[0] if outcome else '')[:80]}"
+        )
     if args.run is not None:
         print()
         for c in history.candidates(args.run):

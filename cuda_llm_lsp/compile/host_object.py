@@ -86,8 +86,9 @@ def build_host_object(
         raise HostToolsUnavailable("nm / readelf not found (install binutils)")
     with tempfile.TemporaryDirectory(prefix="cuda-llm-host-") as tmp:
         obj = Path(tmp) / "host.o"
-        result = compile_file(text, path, include_paths=include_paths, timeout=timeout,
-                              object_path=obj)  # fmt: skip
+        result = compile_file(
+            text, path, include_paths=include_paths, timeout=timeout, object_path=obj
+        )
         if not result.ok or not obj.is_file():
             return Built(None, result)
         return Built(read_host_object(obj), result)
@@ -133,14 +134,18 @@ def new_host_code(
     for section in START_UP_SECTIONS:
         before, after = original.start_up.get(section, 0), edited.start_up.get(section, 0)
         if after > before:
-            found.append(f"it adds {(after - before) // 8 or 1} entry(ies) to `{section}` "
-                         "(code run at program start or exit)")  # fmt: skip
+            found.append(
+                f"it adds {(after - before) // 8 or 1} entry(ies) to `{section}` "
+                "(code run at program start or exit)"
+            )
     for name, symbol in sorted(edited.symbols.items()):
         old = original.symbols.get(name)
         if _INITIALISERS.search(name):
             if old is None or symbol.size > old.size:
-                found.append(f"it adds a dynamic initialiser (`{symbol.demangled}`): host code "
-                             "run before `main`")  # fmt: skip
+                found.append(
+                    f"it adds a dynamic initialiser (`{symbol.demangled}`): host code "
+                    "run before `main`"
+                )
             continue
         if old is not None or NVCC_GENERATED.search(name):
             continue
@@ -163,8 +168,9 @@ _KINDS = {"T": "code", "W": "code", "D": "data", "B": "data", "R": "read-only da
 def _scoped_name(demangled: str) -> tuple[str, ...]:
     """`ns::hh(float)` -> (`ns`, `hh`); `void kt<float>(float*)` -> (`kt`,); `guard variable for
     t` -> (`t`,): the name's scopes and the name, without template arguments or parameters."""
-    text = re.sub(r"^(?:guard variable for|vtable for|typeinfo for|typeinfo name for) ", "",
-                  demangled).replace("(anonymous namespace)", "{anonymous}")  # fmt: skip
+    text = re.sub(
+        r"^(?:guard variable for|vtable for|typeinfo for|typeinfo name for) ", "", demangled
+    ).replace("(anonymous namespace)", "{anonymous}")
     depth, cut = 0, len(text)
     for i, char in enumerate(text):
         if char == "<":
@@ -195,8 +201,15 @@ def _demangle(names: list[str]) -> list[str]:
 
 def _run(command: list[str], stdin: str | None = None) -> str:
     try:
-        done = subprocess.run(command, input=stdin, capture_output=True, text=True,
-                              timeout=TOOL_TIMEOUT_S, env=child_env(), check=False)  # fmt: skip
+        done = subprocess.run(
+            command,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=TOOL_TIMEOUT_S,
+            env=child_env(),
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise HostToolsUnavailable(f"{command[0]} failed: {exc}") from exc
     if done.returncode != 0:

@@ -109,9 +109,15 @@ class LineFinding:
     header: bool = False  # in an included header: shown on its `#include` line
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "kinds": list(self.kinds),
-                "stall_share": self.stall_share, "message": self.message,
-                "metrics": self.metrics, "text": self.text}  # fmt: skip
+        return {
+            "file": self.file,
+            "line": self.line,
+            "kinds": list(self.kinds),
+            "stall_share": self.stall_share,
+            "message": self.message,
+            "metrics": self.metrics,
+            "text": self.text,
+        }
 
 
 @dataclass(frozen=True)
@@ -128,8 +134,12 @@ class LineProfile:
         """The contract's JSON (README, docs/design.md)."""
         figures = {k: v for k, v in asdict(self.summary).items() if k != "device"}
         figures["text"] = self.summary.line()
-        return {"kernel": self.kernel, "device": self.device, "summary": figures,
-                "lines": [f.to_json() for f in self.lines]}  # fmt: skip
+        return {
+            "kernel": self.kernel,
+            "device": self.device,
+            "summary": figures,
+            "lines": [f.to_json() for f in self.lines],
+        }
 
 
 def profile_lines(
@@ -160,8 +170,15 @@ def profile_lines(
             "usage",
         )
     arch = profiler.arch(settings)
-    binary = build_binary(file_text, path, kernel_name, settings, kernel_source=kernel_source,
-                          instance=spec.instance, arch=arch)  # fmt: skip
+    binary = build_binary(
+        file_text,
+        path,
+        kernel_name,
+        settings,
+        kernel_source=kernel_source,
+        instance=spec.instance,
+        arch=arch,
+    )
     if not isinstance(binary, KernelBinary):
         raise ProfileError(f"{kernel_name} does not build: {binary.message}")
     spec_dir = Path(path).resolve().parent if path is not None else None
@@ -203,9 +220,16 @@ def _place(
     if _names(where, unit.name):
         lines = normalized(text).split("\n")
         shown = lines[found.line - 1].strip() if 0 < found.line <= len(lines) else ""
-        return LineFinding(str(path) if path is not None else unit.name, found.line, found.kinds,
-                           found.stall_share, found.message, found.metrics, shown,
-                           found.line - 1)  # fmt: skip
+        return LineFinding(
+            str(path) if path is not None else unit.name,
+            found.line,
+            found.kinds,
+            found.stall_share,
+            found.message,
+            found.metrics,
+            shown,
+            found.line - 1,
+        )
     for name in sorted(unit.headers, key=len, reverse=True):
         if not _names(where, name):
             continue
@@ -214,9 +238,16 @@ def _place(
         shown = body[found.line - 1].strip() if 0 < found.line <= len(body) else ""
         anchor = unit.include_lines.get(name)
         return LineFinding(
-            header or name, found.line, found.kinds, found.stall_share, found.message,
-            found.metrics, shown, anchor, header=True,
-        )  # fmt: skip
+            header or name,
+            found.line,
+            found.kinds,
+            found.stall_share,
+            found.message,
+            found.metrics,
+            shown,
+            anchor,
+            header=True,
+        )
     return None
 
 
@@ -289,19 +320,44 @@ class NcuProfiler:
             work = Path(tmp)
             write_requests(work / "requests.bin", requests)
             report = work / "profile"
-            cmd = [exe, *[a for s in SECTIONS for a in ("--section", s)],
-                   "--metrics", ",".join(EXTRA_METRICS), "--import-source", "no",
-                   "-f", "-o", str(report), "--kernel-name-base", "mangled",
-                   "--kernel-name", f"regex:^{re.escape(binary.entry)}$", "--launch-count", "1",
-                   *oneshot_command(work / "requests.bin", self.device)]  # fmt: skip
+            cmd = [
+                exe,
+                *[a for s in SECTIONS for a in ("--section", s)],
+                "--metrics",
+                ",".join(EXTRA_METRICS),
+                "--import-source",
+                "no",
+                "-f",
+                "-o",
+                str(report),
+                "--kernel-name-base",
+                "mangled",
+                "--kernel-name",
+                f"regex:^{re.escape(binary.entry)}$",
+                "--launch-count",
+                "1",
+                *oneshot_command(work / "requests.bin", self.device),
+            ]
             done = self._run(cmd, work)
             rep = report.with_suffix(".ncu-rep")
             if not rep.is_file():
                 raise _failure(done, binary.source_name)
-            source = self._run([exe, "--import", str(rep), "--page", "source", "--csv",
-                                "--print-source", "cuda,sass"], work)  # fmt: skip
-            raw = self._run([exe, "--import", str(rep), "--page", "raw", "--csv",
-                             "--print-units", "base"], work)  # fmt: skip
+            source = self._run(
+                [
+                    exe,
+                    "--import",
+                    str(rep),
+                    "--page",
+                    "source",
+                    "--csv",
+                    "--print-source",
+                    "cuda,sass",
+                ],
+                work,
+            )
+            raw = self._run(
+                [exe, "--import", str(rep), "--page", "raw", "--csv", "--print-units", "base"], work
+            )
         return NcuCapture(source.stdout, raw.stdout, round(time.monotonic() - started, 2))
 
     def _run(self, cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -312,9 +368,14 @@ class NcuProfiler:
                 raise ProfileError("cancelled")
             try:
                 proc = subprocess.Popen(
-                    cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                    env=child_env({"PYTHONUNBUFFERED": "1"}), start_new_session=True,
-                )  # fmt: skip
+                    cmd,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    cwd=cwd,
+                    env=child_env({"PYTHONUNBUFFERED": "1"}),
+                    start_new_session=True,
+                )
             except OSError as exc:
                 raise ProfileUnavailable(f"cannot run ncu: {exc}") from exc
             self._running.add(proc)
@@ -374,8 +435,9 @@ class RecordedProfiler:
         data = json.loads(Path(recording).read_text(encoding="utf-8"))
         profiles = data.get("profiles") or {}
         base = Path(recording).parent
-        pages = {name: (base / entry["source"], base / entry["raw"])
-                 for name, entry in profiles.items()}  # fmt: skip
+        pages = {
+            name: (base / entry["source"], base / entry["raw"]) for name, entry in profiles.items()
+        }
         arch = next((e.get("arch") for e in profiles.values() if e.get("arch")), "sm_90")
         return cls(pages, arch)
 

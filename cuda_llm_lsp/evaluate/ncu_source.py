@@ -210,7 +210,10 @@ def parse_raw_page(text: str) -> dict[str, str]:
 
 
 def line_findings(instructions: list[Instruction]) -> list[RawFinding]:
-    """Per (file, line): the problems its instructions show; lines with none are left out."""
+    """Per (file, line): the problems its instructions show; lines with none are left out.
+
+    Long because it reads ncu's source page line by line, one branch per finding kind, in
+    the order the page gives them."""
     by_line: dict[tuple[str, int], list[Instruction]] = {}
     for ins in instructions:
         by_line.setdefault((ins.path, ins.line), []).append(ins)
@@ -235,9 +238,12 @@ def line_findings(instructions: list[Instruction]) -> list[RawFinding]:
             and excessive / total_sectors >= UNCOALESCED_MIN_SHARE
         ):
             kinds.append("uncoalesced")
-            metrics |= {"global_sectors": sectors, "global_sectors_ideal": ideal,
-                        "global_sectors_excessive": excessive,
-                        "excessive_share": round(excessive / total_sectors, 4)}  # fmt: skip
+            metrics |= {
+                "global_sectors": sectors,
+                "global_sectors_ideal": ideal,
+                "global_sectors_excessive": excessive,
+                "excessive_share": round(excessive / total_sectors, 4),
+            }
             ratio = f" ({sectors / ideal:.1f}× the ideal)" if ideal else ""
             notes.append(
                 f"uncoalesced global access: {_count(sectors)} L2 sectors where "
@@ -251,8 +257,11 @@ def line_findings(instructions: list[Instruction]) -> list[RawFinding]:
             wavefronts = sum(i.number(EXECUTED) * max(i.number(NWAY), 1.0) for i in shared)
             accesses = sum(i.number(EXECUTED) for i in shared)
             kinds.append("bank_conflict")
-            metrics |= {"bank_conflict_ways": ways, "shared_wavefronts": wavefronts,
-                        "shared_wavefronts_ideal": accesses}  # fmt: skip
+            metrics |= {
+                "bank_conflict_ways": ways,
+                "shared_wavefronts": wavefronts,
+                "shared_wavefronts_ideal": accesses,
+            }
             notes.append(
                 f"shared-memory bank conflict: {ways:.0f}-way, {_count(wavefronts)} wavefronts "
                 f"where {_count(accesses)} would do: " + ADVICE["bank_conflict"]
@@ -390,8 +399,10 @@ def summary(raw: dict[str, str]) -> Summary:
     if theoretical is not None and theoretical >= 99.5:
         limiter = "none"  # every warp slot can be filled: nothing in the launch limits it
     sm = get("sm__throughput.avg.pct_of_peak_sustained_elapsed")
-    dram = get("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-               "dram__throughput.avg.pct_of_peak_sustained_elapsed")  # fmt: skip
+    dram = get(
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    )
     memory = get("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
     busiest_memory = max(memory or 0.0, dram or 0.0)
     if busiest_memory >= BUSY_PCT and busiest_memory >= (sm or 0.0):

@@ -197,8 +197,11 @@ class Worker:
             hung = process.alive()
             process.kill()
             if hung:
-                return Failure("timeout", f"the GPU worker did not answer within {timeout_s:.0f} s "
-                               "(the kernel hangs)", fatal=True)  # fmt: skip
+                return Failure(
+                    "timeout",
+                    f"the GPU worker did not answer within {timeout_s:.0f} s (the kernel hangs)",
+                    fatal=True,
+                )
             tail = "; ".join(list(process.stderr_tail)[-5:])
             return Failure("fault", f"the GPU worker died ({tail or 'no output'})", fatal=True)
         if isinstance(reply, Failure):

@@ -101,8 +101,13 @@ def winner_text(
         edits.append((b_start, b_end, _spec_with(file_text[b_start:b_end], spec, launch)))
         rewrite = rewrite_launches(file_text, spec, launch)
         for edit in rewrite.edits:
-            edits.append((offset_of(file_text, edit.span.start),
-                          offset_of(file_text, edit.span.end), edit.new_text))  # fmt: skip
+            edits.append(
+                (
+                    offset_of(file_text, edit.span.start),
+                    offset_of(file_text, edit.span.end),
+                    edit.new_text,
+                )
+            )
         notes.extend(r.message for r in rewrite.refusals)
     return AppliedWinner(_apply(file_text, edits), tuple(notes), merged.renamed)
 
@@ -195,8 +200,9 @@ def write_check(
     added = _added(original, edited)
     hidden = hidden_characters(added, ascii_code=False)
     if hidden:
-        return WriteCheck("the change holds hidden characters: "
-                          + "; ".join(h.describe() for h in hidden[:5]))  # fmt: skip
+        return WriteCheck(
+            "the change holds hidden characters: " + "; ".join(h.describe() for h in hidden[:5])
+        )
     if find_nvcc() is None:
         return WriteCheck(note=SKIPPED.format(why="no nvcc here"))
     try:
@@ -212,8 +218,10 @@ def write_check(
         return WriteCheck(f"the edited file does not build with nvcc:\n{built.result.message()}")
     found = new_host_code(before.host, built.host, *device_names(edited))
     if found:
-        return WriteCheck("the edited file's host object has host code the original's has not: "
-                          + "; ".join(found[:5]))  # fmt: skip
+        return WriteCheck(
+            "the edited file's host object has host code the original's has not: "
+            + "; ".join(found[:5])
+        )
     return WriteCheck()
 
 

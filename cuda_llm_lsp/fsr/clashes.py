@@ -191,8 +191,10 @@ def _unsafe(
     file_macro = [d for d in file_defs if d.kind in _MACROS and d.name == name]
     if file_macro and any(t.tested and t.text == name for part in tokens for t in part):
         line = file.lines(file_macro[0].start)
-        return (f"the reply asks whether `{name}` is defined (`#ifdef` / `defined`), which the "
-                f"file's own `#define {name}` (line {line}) decides")  # fmt: skip
+        return (
+            f"the reply asks whether `{name}` is defined (`#ifdef` / `defined`), which the "
+            f"file's own `#define {name}` (line {line}) decides"
+        )
     for macro in macros:
         if name in pasted_names(macro):
             return f"the reply's macro `{macro.name}` pastes or stringizes it (`#` / `##`)"
@@ -212,13 +214,17 @@ def _unsafe(
                 if token.text != name or token.tested or token.start in skip:
                     continue
                 if i + 1 >= len(part) or part[i + 1].text != "(":
-                    return (f"the function-like macro `{name}` is used other than by calling "
-                            "it, which cannot be followed")  # fmt: skip
+                    return (
+                        f"the function-like macro `{name}` is used other than by calling "
+                        "it, which cannot be followed"
+                    )
     via = _file_macros_naming(name, ours, theirs, file_defs, defined)
     if via is not None:
-        return (f"the file's macro `{via.name}` (line {file.lines(via.start)}) names "
-                f"`{name}`, and the new kernel uses `{via.name}`: renaming would change "
-                f"what `{via.name}` means there")  # fmt: skip
+        return (
+            f"the file's macro `{via.name}` (line {file.lines(via.start)}) names "
+            f"`{name}`, and the new kernel uses `{via.name}`: renaming would change "
+            f"what `{via.name}` means there"
+        )
     return None
 
 
@@ -268,9 +274,11 @@ def _where(uses: list[Token], file: Names, file_defs: list[Definition]) -> str:
         )
         place = f"line {file.lines(use.start)}"
         if inside is not None:
-            place += f" in #define {inside.name}" if inside.kind in _MACROS else (
-                f" in {inside.name}()" if inside.kind == "function" else f" in {inside.name}"
-            )  # fmt: skip
+            place += (
+                f" in #define {inside.name}"
+                if inside.kind in _MACROS
+                else (f" in {inside.name}()" if inside.kind == "function" else f" in {inside.name}")
+            )
         if place not in places:
             places.append(place)
     more = f" and {len(places) - 3} more" if len(places) > 3 else ""

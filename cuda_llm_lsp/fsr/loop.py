@@ -270,7 +270,10 @@ class _OptimizeRun:
         self, baseline: Baseline, slot: Slot, reply: LlmReply,
         stage: Callable[..., CandidateStage],
     ) -> CandidateOutcome:  # fmt: skip
-        """A reply's kernel (`reply.code`) built and evaluated."""
+        """A reply's kernel (`reply.code`) built and evaluated.
+
+        Long because it is one reply's path in the order it happens (extract, clean, build,
+        evaluate, tune); its early returns are the candidate's statuses."""
         assert reply.code is not None
         round_, index = slot
         source = clean_candidate(reply.code, self.request.file_text)

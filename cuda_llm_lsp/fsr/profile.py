@@ -146,9 +146,13 @@ def ncu_path() -> str | None:
 
 
 def profile_kernel(
-    binary: KernelBinary, spec: TestSpec, spec_dir: Path | None = None, *,
-    timeout_s: float = 180.0, device: int = 0,
-) -> Profile | None:  # fmt: skip
+    binary: KernelBinary,
+    spec: TestSpec,
+    spec_dir: Path | None = None,
+    *,
+    timeout_s: float = 180.0,
+    device: int = 0,
+) -> Profile | None:
     """The profile of `binary` on the spec's timed case, or None (no ncu, no permission...)."""
     exe = ncu_path()
     if exe is None:
@@ -168,14 +172,31 @@ def profile_kernel(
         path = Path(tmp) / "requests.bin"
         write_requests(path, requests)
         for metrics in (METRICS, CORE_METRICS):
-            cmd = [exe, "--csv", "--page", "raw", "--print-units", "base",
-                   "--metrics", ",".join(metrics),
-                   "--kernel-name-base", "mangled",
-                   "--kernel-name", f"regex:^{re.escape(binary.entry)}$", "--launch-count", "1",
-                   *oneshot_command(path, device)]  # fmt: skip
+            cmd = [
+                exe,
+                "--csv",
+                "--page",
+                "raw",
+                "--print-units",
+                "base",
+                "--metrics",
+                ",".join(metrics),
+                "--kernel-name-base",
+                "mangled",
+                "--kernel-name",
+                f"regex:^{re.escape(binary.entry)}$",
+                "--launch-count",
+                "1",
+                *oneshot_command(path, device),
+            ]
             try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                      env=child_env({"PYTHONUNBUFFERED": "1"}))  # fmt: skip
+                done = subprocess.run(
+                    cmd,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout_s,
+                    env=child_env({"PYTHONUNBUFFERED": "1"}),
+                )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 log.info("profile skipped: ncu failed: %s", exc)
                 return None
@@ -237,14 +258,16 @@ def line_profile_note(
     for found in ranked[:PROMPT_LINES]:
         row = found.line - 1 - binary.kernel_line
         inside = 0 <= row < len(kernel_lines) and not found.path.endswith((".cuh", ".h", ".hpp"))
-        top.append({
-            "line": found.line,
-            "kernel_line": row + 1 if inside else None,
-            "text": kernel_lines[row].strip() if inside else "",
-            "kinds": list(found.kinds),
-            "stall_share": found.stall_share,
-            "figure": _figure(found),
-        })  # fmt: skip
+        top.append(
+            {
+                "line": found.line,
+                "kernel_line": row + 1 if inside else None,
+                "text": kernel_lines[row].strip() if inside else "",
+                "kinds": list(found.kinds),
+                "stall_share": found.stall_share,
+                "figure": _figure(found),
+            }
+        )
     out = [f"Kernel: {summary_line}"]
     if top:
         out.append("Hot source lines (Nsight Compute per-line figures):")

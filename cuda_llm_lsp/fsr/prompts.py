@@ -336,8 +336,11 @@ def spec_section(task: TaskContext) -> str:
             lines.append(f"- case {case}: {sizes}{timed}")
     if task.tolerances is not None:
         rtol, atol = task.tolerances
-        shown = f"{atol:g} x min(1, the output's mean |expected|)" if task.atol_relative else (
-            f"{atol:g}")  # fmt: skip
+        shown = (
+            f"{atol:g} x min(1, the output's mean |expected|)"
+            if task.atol_relative
+            else (f"{atol:g}")
+        )
         lines.append(f"- outputs match when |got - expected| <= {shown} + {rtol:g} * |expected|")
         if rtol or atol:  # the scale-aware floor (evaluate.compare; off for exact specs)
             lines.append(

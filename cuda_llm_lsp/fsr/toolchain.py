@@ -84,9 +84,13 @@ class DefaultToolchain:
 
 
 async def build_original(
-    toolchain: Toolchain, request: OptimizeRequest, kernel: Kernel, *, instance: str | None,
+    toolchain: Toolchain,
+    request: OptimizeRequest,
+    kernel: Kernel,
+    *,
+    instance: str | None,
     arch: str,
-) -> KernelBinary | CandidateRejected:  # fmt: skip
+) -> KernelBinary | CandidateRejected:
     """The file as it is, built for `arch`; the binary carries the kernel's own text."""
     built = await _build(toolchain, request, None, instance, arch)
     if not isinstance(built, KernelBinary):
@@ -99,9 +103,13 @@ async def build_original(
 
 
 async def build_candidate(
-    toolchain: Toolchain, request: OptimizeRequest, source: str, *, instance: str | None,
+    toolchain: Toolchain,
+    request: OptimizeRequest,
+    source: str,
+    *,
+    instance: str | None,
     arch: str,
-) -> KernelBinary | CandidateRejected:  # fmt: skip
+) -> KernelBinary | CandidateRejected:
     """The file with `source` in place of the kernel, built for `arch`; the binary carries it."""
     built = await _build(toolchain, request, source, instance, arch)
     if not isinstance(built, KernelBinary):
@@ -117,9 +125,12 @@ def _kernel_line(file_text: str, name: str) -> int:
 
 
 async def _build(
-    toolchain: Toolchain, request: OptimizeRequest, source: str | None, instance: str | None,
+    toolchain: Toolchain,
+    request: OptimizeRequest,
+    source: str | None,
+    instance: str | None,
     arch: str,
-) -> KernelBinary | CandidateRejected:  # fmt: skip
+) -> KernelBinary | CandidateRejected:
     return await asyncio.to_thread(
         functools.partial(
             toolchain.build,
@@ -161,8 +172,10 @@ def _without_known_definitions(code: str, file_text: str) -> str:
     file = read_names(file_text)
     ours = read_names(code)
     kernels = {d.name for d in ours.definitions if d.kind == "function" and _is_kernel(d)}
-    insert_at = min((d.start for d in file.definitions if d.name in kernels and _is_kernel(d)),
-                    default=len(file_text))  # fmt: skip
+    insert_at = min(
+        (d.start for d in file.definitions if d.name in kernels and _is_kernel(d)),
+        default=len(file_text),
+    )
     undefs = {t.text for t in file.undefs}
 
     def known(d: Definition) -> bool:
@@ -171,8 +184,11 @@ def _without_known_definitions(code: str, file_text: str) -> str:
         same = [f for f in file.definitions if f.name == d.name and not f.conditional]
         if d.kind in ("macro", "function_macro"):
             everywhere = [f for f in file.definitions if f.name == d.name]
-            return (d.name not in undefs and all(f.shape == d.shape for f in everywhere)
-                    and any(f.end <= insert_at for f in same))  # fmt: skip
+            return (
+                d.name not in undefs
+                and all(f.shape == d.shape for f in everywhere)
+                and any(f.end <= insert_at for f in same)
+            )
         return any(f.shape == d.shape for f in same)
 
     spans: dict[tuple[int, int], bool] = {}

@@ -90,10 +90,18 @@ class CandidateTuning:
     feedback: str  # what the next prompt tells the model (`tune.candidate.feedback`)
 
     def to_json(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "points": self.measured, "failed": self.failed,
-                "space_size": self.space_size, "best": self.best, "best_ms": self.best_ms,
-                "default": self.default, "default_ms": self.default_ms, "spread": self.spread,
-                "stopped": self.stopped}  # fmt: skip
+        return {
+            "strategy": self.strategy,
+            "points": self.measured,
+            "failed": self.failed,
+            "space_size": self.space_size,
+            "best": self.best,
+            "best_ms": self.best_ms,
+            "default": self.default,
+            "default_ms": self.default_ms,
+            "spread": self.spread,
+            "stopped": self.stopped,
+        }
 
 
 @dataclass(frozen=True)
@@ -200,17 +208,23 @@ class OptimizeResult:
             "speedup": self.speedup,
             "accepted": self.accepted,
             "candidates": [
-                {"round": c.round, "index": c.index, "status": c.status, "ms": c.ms,
-                 "message": c.message, "launch": _launch_json(c.launch),
-                 "tuning": c.tuning.to_json() if c.tuning else None,
-                 "reply_hash": c.reply_hash}
+                {
+                    "round": c.round,
+                    "index": c.index,
+                    "status": c.status,
+                    "ms": c.ms,
+                    "message": c.message,
+                    "launch": _launch_json(c.launch),
+                    "tuning": c.tuning.to_json() if c.tuning else None,
+                    "reply_hash": c.reply_hash,
+                }
                 for c in self.candidates
             ],
             "best_source": self.best_source,
             "launch": _launch_json(self.best_launch),
             "launch_fixed": self.launch_fixed,
             "profile_lines": self.profile_lines,
-        }  # fmt: skip
+        }
 
 
 def _launch_json(config: LaunchConfig | None) -> dict[str, Any] | None:

@@ -128,8 +128,9 @@ async def choose_winner(
             continue
         sanitized = False
         if sanitize:
-            report = await lane.call(toolchain.sanitize, binary, own or baseline.spec,
-                                     baseline.spec_dir)  # fmt: skip
+            report = await lane.call(
+                toolchain.sanitize, binary, own or baseline.spec, baseline.spec_dir
+            )
             if report is not None and report.status != "ok":
                 message = report.sanitizer_report or report.message
                 _rewrite(outcomes, outcome, "sanitizer", message)

@@ -116,9 +116,12 @@ def summary_hover(report: ProfileReport) -> str:
         ("occupancy limiter", s.occupancy_limiter or "?"),
         ("SM throughput", _pct(s.sm_throughput_pct)),
         ("DRAM throughput", _pct(s.dram_throughput_pct)),
-        ("roofline", s.bound + (f", {s.arithmetic_intensity:.2f} FLOP/byte"
-                                if s.arithmetic_intensity else "")),
-    ]  # fmt: skip
+        (
+            "roofline",
+            s.bound
+            + (f", {s.arithmetic_intensity:.2f} FLOP/byte" if s.arithmetic_intensity else ""),
+        ),
+    ]
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return f"**Profile** (Nsight Compute)\n\n| | |\n|---|---|\n{table}"
 

@@ -113,11 +113,14 @@ async def accept(
     path = server.path_of(uri)
     # proof the whole file (host code, launch sites) still builds, where nvcc is installed
     # and that it adds no host code (the host objects compared) and hides nothing
-    checked = await asyncio.to_thread(write_check, edited, text, path,
-                                      server.settings.include_paths)  # fmt: skip
+    checked = await asyncio.to_thread(
+        write_check, edited, text, path, server.settings.include_paths
+    )
     if checked.refused is not None:
-        return refused(f"the suggestion for {kernel} was not applied: "
-                       f"{neutralize(checked.refused)}", kind=types.MessageType.Error)  # fmt: skip
+        return refused(
+            f"the suggestion for {kernel} was not applied: {neutralize(checked.refused)}",
+            kind=types.MessageType.Error,
+        )
     lines = split_lines(text)
     where = to_range(lines, span, server.codec)
     label = f"{suggestion.done.capitalize()} {kernel} ({suggestion.figures})"

@@ -25,32 +25,77 @@ from cuda_llm_lsp.source.context import walk_nodes
 from cuda_llm_lsp.source.kernels import node_text, parse_tree
 from cuda_llm_lsp.source.untrusted import code_only, hidden_characters
 
-_SPECIFIER_WORDS = frozenset({
-    "__host__", "__device__", "__forceinline__", "__noinline__", "inline", "__inline__",
-    "static", "__inline",
-})  # fmt: skip
-_HARMLESS = frozenset({
-    "comment", "preproc_include", "static_assert_declaration", "type_definition",
-    "alias_declaration", "namespace_alias_definition", "using_declaration",
-})  # fmt: skip
+_SPECIFIER_WORDS = frozenset(
+    {
+        "__host__",
+        "__device__",
+        "__forceinline__",
+        "__noinline__",
+        "inline",
+        "__inline__",
+        "static",
+        "__inline",
+    }
+)
+_HARMLESS = frozenset(
+    {
+        "comment",
+        "preproc_include",
+        "static_assert_declaration",
+        "type_definition",
+        "alias_declaration",
+        "namespace_alias_definition",
+        "using_declaration",
+    }
+)
 _DEVICE_VARIABLE = frozenset({"__device__", "__constant__", "__shared__"})
 _PRAGMAS = re.compile(r"(?:unroll|nounroll|once|nv_diag_\w+|diag_\w+)\b")
 _SAFE_DIRECTIVES = frozenset({"#undef", "#error", "#warning"})
-_ATTRIBUTES_OK = frozenset({
-    "aligned", "__aligned__", "always_inline", "__always_inline__", "noinline", "__noinline__",
-    "unused", "__unused__", "maybe_unused", "likely", "unlikely", "nodiscard", "fallthrough",
-    "noreturn", "pure", "const", "__const__", "flatten", "packed", "__packed__", "restrict",
-})  # fmt: skip
+_ATTRIBUTES_OK = frozenset(
+    {
+        "aligned",
+        "__aligned__",
+        "always_inline",
+        "__always_inline__",
+        "noinline",
+        "__noinline__",
+        "unused",
+        "__unused__",
+        "maybe_unused",
+        "likely",
+        "unlikely",
+        "nodiscard",
+        "fallthrough",
+        "noreturn",
+        "pure",
+        "const",
+        "__const__",
+        "flatten",
+        "packed",
+        "__packed__",
+        "restrict",
+    }
+)
 _SCALAR_TYPES = re.compile(
     r"(?:(?:unsigned|signed|short|long|const|static|volatile|constexpr)\s+)*"
     r"(?:bool|char|short|int|long|float|double|unsigned|signed|size_t|std::size_t|ptrdiff_t|"
     r"u?int(?:8|16|32|64)_t|half|__half|__nv_bfloat16)(?:\s+(?:int|long|const))*\Z"
 )
-_DYNAMIC = frozenset({
-    "call_expression", "new_expression", "delete_expression", "lambda_expression",
-    "assignment_expression", "update_expression", "comma_expression", "string_literal",
-    "compound_literal_expression", "co_await_expression", "throw_expression",
-})  # fmt: skip
+_DYNAMIC = frozenset(
+    {
+        "call_expression",
+        "new_expression",
+        "delete_expression",
+        "lambda_expression",
+        "assignment_expression",
+        "update_expression",
+        "comma_expression",
+        "string_literal",
+        "compound_literal_expression",
+        "co_await_expression",
+        "throw_expression",
+    }
+)
 _RESERVED_MACRO = re.compile(
     r"__\w*|_[A-Z]\w*|asm|static|inline|extern|const|constexpr|void|int|float|struct|class|"
     r"template|namespace|operator"
@@ -77,14 +122,18 @@ def reply_refusal(code: str, where: str = "") -> str | None:
     each line number (" of the candidate": `fsr.prompts` shows the model its code there)."""
     hidden = hidden_characters(code)
     if hidden:
-        return "\n".join(f"hidden characters are not allowed in a reply: {h.describe()}"
-                         + (f" (line {h.line}{where})" if where else "")
-                         for h in hidden[:MAX_ITEMS_SHOWN])  # fmt: skip
+        return "\n".join(
+            f"hidden characters are not allowed in a reply: {h.describe()}"
+            + (f" (line {h.line}{where})" if where else "")
+            for h in hidden[:MAX_ITEMS_SHOWN]
+        )
     items = host_items(code)
     if items:
-        return "\n".join(f"host code is not allowed in a reply: {i.describe()}"
-                         + (f" (line {i.line}{where})" if where else "")
-                         for i in items[:MAX_ITEMS_SHOWN])  # fmt: skip
+        return "\n".join(
+            f"host code is not allowed in a reply: {i.describe()}"
+            + (f" (line {i.line}{where})" if where else "")
+            for i in items[:MAX_ITEMS_SHOWN]
+        )
     return None
 
 
@@ -207,8 +256,10 @@ def _item(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]
         arg = node_text(argument, data).strip() if argument is not None else ""
         if directive == "#pragma":
             if not _PRAGMAS.match(arg):
-                host(f"holds a host pragma (`#pragma {arg.split()[0] if arg else ''}`): only "
-                     "`#pragma unroll` and `nv_diag_*` are allowed")  # fmt: skip
+                host(
+                    f"holds a host pragma (`#pragma {arg.split()[0] if arg else ''}`): only "
+                    "`#pragma unroll` and `nv_diag_*` are allowed"
+                )
         elif directive == "#undef":
             if _RESERVED_MACRO.fullmatch(arg):
                 host(f"undefines the reserved name `{arg}`")
@@ -264,8 +315,14 @@ def _item(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]
 def _name(node: Node, data: bytes) -> str:
     declarator = node.child_by_field_name("declarator")
     while declarator is not None:
-        if declarator.type in ("identifier", "field_identifier", "qualified_identifier",
-                               "operator_name", "destructor_name", "type_identifier"):  # fmt: skip
+        if declarator.type in (
+            "identifier",
+            "field_identifier",
+            "qualified_identifier",
+            "operator_name",
+            "destructor_name",
+            "type_identifier",
+        ):
             return node_text(declarator, data)
         declarator = declarator.child_by_field_name("declarator")
     return "?"
@@ -281,11 +338,13 @@ def _type(node: Node, data: bytes, found: list[HostItem]) -> None:
     for member in body.named_children:
         target = member
         if member.type == "template_declaration":
-            target = next((c for c in member.named_children if c.type == "function_definition"),
-                          member)  # fmt: skip
+            target = next(
+                (c for c in member.named_children if c.type == "function_definition"), member
+            )
         if member.type == "friend_declaration":
-            target = next((c for c in member.named_children if c.type == "function_definition"),
-                          member)  # fmt: skip
+            target = next(
+                (c for c in member.named_children if c.type == "function_definition"), member
+            )
             if target is member:
                 continue
         if target.type == "function_definition":
@@ -293,11 +352,16 @@ def _type(node: Node, data: bytes, found: list[HostItem]) -> None:
                 continue
             if not _marks(target, data) & {"__device__", "__global__"}:
                 member_name = _name(target, data)
-                what = "a constructor" if member_name.split("<")[0] == name else (
-                    f"the host member function `{member_name}`"
-                )  # fmt: skip
-                found.append(HostItem(_line(target), f"defines a type `{name}` with {what} "
-                                      "(a host function)"))  # fmt: skip
+                what = (
+                    "a constructor"
+                    if member_name.split("<")[0] == name
+                    else (f"the host member function `{member_name}`")
+                )
+                found.append(
+                    HostItem(
+                        _line(target), f"defines a type `{name}` with {what} (a host function)"
+                    )
+                )
         elif target.type in ("struct_specifier", "class_specifier", "union_specifier"):
             _type(target, data, found)
         elif target.type == "field_declaration":
@@ -307,8 +371,9 @@ def _type(node: Node, data: bytes, found: list[HostItem]) -> None:
 
 
 def _defaulted(function: Node, data: bytes) -> bool:
-    return any(c.type in ("default_method_clause", "delete_method_clause")
-               for c in function.children)  # fmt: skip
+    return any(
+        c.type in ("default_method_clause", "delete_method_clause") for c in function.children
+    )
 
 
 def _declaration(node: Node, data: bytes, found: list[HostItem]) -> None:
@@ -325,15 +390,26 @@ def _declaration(node: Node, data: bytes, found: list[HostItem]) -> None:
         return
     type_node = node.child_by_field_name("type")
     type_text = " ".join(
-        node_text(c, data) for c in node.children
-        if c.type in ("storage_class_specifier", "type_qualifier", "primitive_type",
-                      "sized_type_specifier", "type_identifier", "qualified_identifier")
-    )  # fmt: skip
+        node_text(c, data)
+        for c in node.children
+        if c.type
+        in (
+            "storage_class_specifier",
+            "type_qualifier",
+            "primitive_type",
+            "sized_type_specifier",
+            "type_identifier",
+            "qualified_identifier",
+        )
+    )
     scalar = type_node is not None and bool(_SCALAR_TYPES.match(type_text))
     for declarator in objects:
         name = _name_of(declarator, data)
-        value = declarator.child_by_field_name("value") if declarator.type == (
-            "init_declarator") else None  # fmt: skip
+        value = (
+            declarator.child_by_field_name("value")
+            if declarator.type == ("init_declarator")
+            else None
+        )
         if "extern" in marks and value is None:
             continue
         plain = declarator.type == "identifier" or (
@@ -344,18 +420,29 @@ def _declaration(node: Node, data: bytes, found: list[HostItem]) -> None:
         if "const" in marks and scalar and plain and value is not None and not _dynamic(value):
             continue
         class_type = type_node is not None and type_node.type in (
-            "type_identifier", "template_type", "qualified_identifier")  # fmt: skip
+            "type_identifier",
+            "template_type",
+            "qualified_identifier",
+        )
         if class_type and not scalar and type_node is not None:
             what = f"defines a host object `{name}` of class type `{node_text(type_node, data)}`"
             found.append(HostItem(_line(node), what + " (its constructor runs at start-up)"))
             continue
         if value is not None and _dynamic(value):
-            found.append(HostItem(_line(node), f"defines a host variable `{name}` with a "
-                                  "dynamic initialiser"))  # fmt: skip
+            found.append(
+                HostItem(
+                    _line(node), f"defines a host variable `{name}` with a dynamic initialiser"
+                )
+            )
             continue
-        found.append(HostItem(_line(node), f"defines a host variable `{name}` (only `__device__`"
-                              " / `__constant__` variables and `constexpr` or `const` scalar "
-                              "constants are allowed)"))  # fmt: skip
+        found.append(
+            HostItem(
+                _line(node),
+                f"defines a host variable `{name}` (only `__device__`"
+                " / `__constant__` variables and `constexpr` or `const` scalar "
+                "constants are allowed)",
+            )
+        )
 
 
 def _is_function(declarator: Node) -> bool:
@@ -388,12 +475,17 @@ def _dynamic(value: Node) -> bool:
     return False
 
 
-_ATTRIBUTE = re.compile(r"__attribute__\s*\(\s*\((?P<gnu>.*?)\)\s*\)|\[\s*\[(?P<std>.*?)\]\s*\]"
-                        r"|__declspec\s*\((?P<ms>[^)]*)\)", re.DOTALL)  # fmt: skip
+_ATTRIBUTE = re.compile(
+    r"__attribute__\s*\(\s*\((?P<gnu>.*?)\)\s*\)|\[\s*\[(?P<std>.*?)\]\s*\]"
+    r"|__declspec\s*\((?P<ms>[^)]*)\)",
+    re.DOTALL,
+)
 # Words that only ever serve start-up hooks or hidden pragmas, however they are spelt around
 # (a macro pasting `__attribute__` together still names them).
-_HOOK_WORDS = re.compile(r"\b(?:_Pragma|__pragma|(?:__)?(?:constructor|destructor|init_priority)"
-                         r"(?:__)?)\b")  # fmt: skip
+_HOOK_WORDS = re.compile(
+    r"\b(?:_Pragma|__pragma|(?:__)?(?:constructor|destructor|init_priority)"
+    r"(?:__)?)\b"
+)
 
 
 def _attributes(code: str) -> list[HostItem]:
@@ -412,6 +504,11 @@ def _attributes(code: str) -> list[HostItem]:
         for word in re.findall(r"(?:\w+::)?(\w+)\s*(?:\([^()]*\))?", body):
             if word not in _ATTRIBUTES_OK:
                 line = bare.count("\n", 0, match.start()) + 1
-                found.append(HostItem(line, f"uses the attribute `{word}` (only alignment, "
-                                      "inlining and `unused` attributes are allowed)"))  # fmt: skip
+                found.append(
+                    HostItem(
+                        line,
+                        f"uses the attribute `{word}` (only alignment, "
+                        "inlining and `unused` attributes are allowed)",
+                    )
+                )
     return found

@@ -81,8 +81,14 @@ def hidden_characters(code: str, *, ascii_code: bool = True) -> list[Hidden]:
     bare = code_only(code)
     for offset, char in enumerate(bare):
         if not char.isascii():
-            found.append(_at(code, offset, char, "a non-ASCII character in code (identifiers "
-                                                   "and code are ASCII)"))  # fmt: skip
+            found.append(
+                _at(
+                    code,
+                    offset,
+                    char,
+                    "a non-ASCII character in code (identifiers and code are ASCII)",
+                )
+            )
     return found
 
 

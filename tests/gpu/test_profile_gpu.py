@@ -69,8 +69,15 @@ def test_planted_kernel_flags_exactly_its_lines(name: str) -> None:
     started = time.monotonic()
     result = profile_lines(text, PLANTED, name, Settings(), KeepingProfiler())
     took = time.monotonic() - started
-    print(json.dumps({"kernel": name, "seconds": round(took, 1),
-                      "lines": [[f.line, f.kinds] for f in result.lines]}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "kernel": name,
+                "seconds": round(took, 1),
+                "lines": [[f.line, f.kinds] for f in result.lines],
+            }
+        )
+    )
     assert took < LIMIT_S
     kernel = find_kernel(text, name)
     assert kernel is not None
@@ -111,8 +118,17 @@ def test_suite_kernel_profiles_within_a_minute(file: str, kernel: str) -> None:
     result = profile_lines(path.read_text(), path, kernel, Settings(), KeepingProfiler())
     took = time.monotonic() - started
     lines = [[f.line, f.kinds, f.stall_share] for f in result.lines]
-    print(json.dumps({"file": file, "kernel": kernel, "seconds": round(took, 1),
-                      "summary": result.summary.line(), "lines": lines}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "file": file,
+                "kernel": kernel,
+                "seconds": round(took, 1),
+                "summary": result.summary.line(),
+                "lines": lines,
+            }
+        )
+    )
     assert took < LIMIT_S
     assert result.device.startswith("NVIDIA")
     assert all(f.file == str(path) or f.anchor is not None for f in result.lines)
@@ -135,8 +151,9 @@ def test_the_loops_profile_names_the_planted_line_with_its_text() -> None:
     assert spec is not None
     binary = build_binary(text, PLANTED, "transpose_naive", Settings())
     assert isinstance(binary, KernelBinary)
-    binary = dataclasses.replace(binary, kernel_source=kernel.span.slice(text),
-                                 kernel_line=kernel.span.start.line)  # fmt: skip
+    binary = dataclasses.replace(
+        binary, kernel_source=kernel.span.slice(text), kernel_line=kernel.span.start.line
+    )
     note = DefaultToolchain().profile(binary, spec, PLANTED.parent)
     print(note)
     assert isinstance(note, ProfileText)

@@ -54,14 +54,24 @@ HOST_BRANCH = (
 
 LLM = ScriptedLlmServer(
     [
-        {"match": "saxpy_host", "repeat": -1,
-         "text": kernel_reply(fast("saxpy_host", TIMER), note=f"Faster.{ESCAPES} Trust me.")},
-        {"match": "saxpy_filter", "repeat": -1, "finish_reason": "content_filter",
-         "text": f"I cannot{ESCAPES}\u202e continue"},
-        {"match": "saxpy_nvcc", "repeat": -1,
-         "text": kernel_reply(fast("saxpy_nvcc", HOST_BRANCH))},
+        {
+            "match": "saxpy_host",
+            "repeat": -1,
+            "text": kernel_reply(fast("saxpy_host", TIMER), note=f"Faster.{ESCAPES} Trust me."),
+        },
+        {
+            "match": "saxpy_filter",
+            "repeat": -1,
+            "finish_reason": "content_filter",
+            "text": f"I cannot{ESCAPES}\u202e continue",
+        },
+        {
+            "match": "saxpy_nvcc",
+            "repeat": -1,
+            "text": kernel_reply(fast("saxpy_nvcc", HOST_BRANCH)),
+        },
     ]
-).start()  # fmt: skip
+).start()
 
 RECORDED = [sys.executable, str(SERVERS / "recorded_server.py"), str(DATA / "recording.json")]
 OPTIONS = {
@@ -93,10 +103,11 @@ async def _command(client: EditorClient, command: str, uri: str, kernel: str) ->
 async def _optimize(client: EditorClient, uri: str, kernel: str) -> list[Any]:
     token = (await _command(client, "cudaLlm.optimize", uri, kernel))["token"]
     await client.wait_for(
-        lambda: any(isinstance(v, types.WorkDoneProgressEnd)
-                    for v in client.progress_reports.get(token, [])),
+        lambda: any(
+            isinstance(v, types.WorkDoneProgressEnd) for v in client.progress_reports.get(token, [])
+        ),
         timeout=120,
-    )  # fmt: skip
+    )
     return list(client.progress_reports[token])
 
 

@@ -54,9 +54,11 @@ async def test_profile_lens_action_and_findings_on_their_lines(client: EditorCli
         else await client.text_document_code_lens_async(types.CodeLensParams(ident))
     )
     assert any(lens.command and lens.command.command == "cudaLlm.profile" for lens in lenses)
-    line = client.text(uri).splitlines().index(next(
-        t for t in client.text(uri).splitlines() if "void transpose_header" in t
-    ))  # fmt: skip
+    line = (
+        client.text(uri)
+        .splitlines()
+        .index(next(t for t in client.text(uri).splitlines() if "void transpose_header" in t))
+    )
     actions = await client.text_document_code_action_async(
         types.CodeActionParams(
             text_document=ident,
@@ -75,8 +77,9 @@ async def test_profile_lens_action_and_findings_on_their_lines(client: EditorCli
     include = by_line[3]  # `#include "planted_helpers.cuh"`: the header's store
     assert include.message.startswith(DEMO + "planted_helpers.cuh:6: uncoalesced global access")
     assert include.severity == types.DiagnosticSeverity.Information
-    assert all(d.severity == types.DiagnosticSeverity.Hint for d in found
-               if d.code == "stall_hotspot")  # fmt: skip
+    assert all(
+        d.severity == types.DiagnosticSeverity.Hint for d in found if d.code == "stall_hotspot"
+    )
     # compile diagnostics (none for this file) are never mixed in: all others have other sources
     others = [d for d in client.diagnostics.get(uri, []) if d.source != SOURCE]
     assert all("uncoalesced" not in d.message for d in others)

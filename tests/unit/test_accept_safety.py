@@ -204,11 +204,28 @@ def test_escape_sequences_in_a_model_reply_never_reach_the_terminal(tmp_path: Pa
     to the scripted endpoint, the real openai SDK."""
     (tmp_path / "saxpy.cu").write_text(SAXPY)
     (tmp_path / "outcomes.json").write_text('{"baseline": {"ms": 1.0, "spread_pct": 0.4}}')
-    steps = [{"text": "I cannot\x1b]0;owned\x07\x1b[2J\u202e go on", "repeat": -1,
-              "finish_reason": "content_filter"}]  # fmt: skip
+    steps = [
+        {
+            "text": "I cannot\x1b]0;owned\x07\x1b[2J\u202e go on",
+            "repeat": -1,
+            "finish_reason": "content_filter",
+        }
+    ]
     with ScriptedLlmServer(steps) as server:
-        done = cli(tmp_path, str(tmp_path / "saxpy.cu"), "--kernel", "saxpy", "--rounds", "1",
-                   "--candidates", "1", "--base-url", server.base_url, "--model", "m")  # fmt: skip
+        done = cli(
+            tmp_path,
+            str(tmp_path / "saxpy.cu"),
+            "--kernel",
+            "saxpy",
+            "--rounds",
+            "1",
+            "--candidates",
+            "1",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "m",
+        )
     shown = done.stdout + done.stderr
     assert "content filter" in shown and "<U+001B>" in shown, shown
     assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
@@ -222,8 +239,19 @@ def test_a_reply_with_a_host_object_is_never_written_by_optimize_write(tmp_path:
         '{"baseline": {"ms": 1.0, "spread_pct": 0.4}, "candidates": '
         '[{"contains": "variant: fast", "status": "ok", "ms": 0.4}]}'
     )
-    done = cli(tmp_path, str(tmp_path / "saxpy.cu"), "--kernel", "saxpy", "--replay",
-               str(tmp_path / "rec"), "--rounds", "1", "--candidates", "1", "--write")  # fmt: skip
+    done = cli(
+        tmp_path,
+        str(tmp_path / "saxpy.cu"),
+        "--kernel",
+        "saxpy",
+        "--replay",
+        str(tmp_path / "rec"),
+        "--rounds",
+        "1",
+        "--candidates",
+        "1",
+        "--write",
+    )
     assert "line 2 defines a type `Timer` with a constructor" in done.stderr, done.stderr
     assert (tmp_path / "saxpy.cu").read_text() == SAXPY
 
@@ -255,13 +283,15 @@ def test_the_host_object_check_passes_an_honest_winner_with_device_helpers() -> 
 @pytest.mark.parametrize(
     ("sneaked", "says"),
     [
-        ("struct Timer { Timer(); };\nTimer::Timer() {}\nstatic Timer timer;\n",
-         "dynamic initialiser"),
+        (
+            "struct Timer { Timer(); };\nTimer::Timer() {}\nstatic Timer timer;\n",
+            "dynamic initialiser",
+        ),
         ("__attribute__((constructor)) static void early() {}\n", "init_array"),
         ('asm(".globl sneaky\\nsneaky: ret");\n', "sneaky"),
         ("int host_helper(int v) { return v + 1; }\n", "host_helper"),
     ],
-)  # fmt: skip
+)
 def test_the_host_object_check_refuses_host_code_that_got_past_the_source_check(
     sneaked: str, says: str
 ) -> None:
@@ -320,8 +350,19 @@ def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
         (work / "saxpy.cu").write_text(program)
         (work / "outcomes.json").write_text(outcomes)
         make_recording(work / "rec", "saxpy", {(1, 1): reply})
-        done = cli(work, str(work / "saxpy.cu"), "--kernel", "saxpy", "--replay", str(work / "rec"),
-                   "--rounds", "1", "--candidates", "1", "--write")  # fmt: skip
+        done = cli(
+            work,
+            str(work / "saxpy.cu"),
+            "--kernel",
+            "saxpy",
+            "--replay",
+            str(work / "rec"),
+            "--rounds",
+            "1",
+            "--candidates",
+            "1",
+            "--write",
+        )
         assert done.returncode == 0, done.stderr
         runs[name] = (work / "saxpy.cu").read_text()
     assert "__host__ __device__ inline float twice" in runs["honest"]
@@ -331,10 +372,15 @@ def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
     for i, text in enumerate((program, runs["honest"])):
         source = tmp_path / f"built{i}.cu"
         source.write_text(text)
-        subprocess.run([nvcc, str(source), "-o", str(tmp_path / f"built{i}")], check=True,
-                       capture_output=True, timeout=300)  # fmt: skip
-        ran = subprocess.run([str(tmp_path / f"built{i}")], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+        subprocess.run(
+            [nvcc, str(source), "-o", str(tmp_path / f"built{i}")],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        ran = subprocess.run(
+            [str(tmp_path / f"built{i}")], capture_output=True, text=True, timeout=60
+        )
         printed.append((ran.returncode, ran.stdout))
     assert printed[0] == printed[1] == (0, "saxpy done\n")
 

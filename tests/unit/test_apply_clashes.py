@@ -331,8 +331,19 @@ def test_optimize_write_refuses_a_clash_with_its_message(tmp_path: Path) -> None
         "candidates": [{"contains": "variant: fast", "status": "ok", "ms": 0.4}],
     }
     (tmp_path / "outcomes.json").write_text(json.dumps(outcomes))
-    done = cli(tmp_path, str(tmp_path / "transpose.cu"), "--kernel", "transpose", "--replay",
-               str(tmp_path / "rec"), "--rounds", "1", "--candidates", "1", "--write")  # fmt: skip
+    done = cli(
+        tmp_path,
+        str(tmp_path / "transpose.cu"),
+        "--kernel",
+        "transpose",
+        "--replay",
+        str(tmp_path / "rec"),
+        "--rounds",
+        "1",
+        "--candidates",
+        "1",
+        "--write",
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "cannot be applied" in done.stderr and "`TILE`" in done.stderr, done.stderr
     assert "line 4" in done.stderr

@@ -141,8 +141,9 @@ def test_a_fixed_launch_is_said_at_the_start_in_text_and_json(workdir: Path) -> 
     assert at <= 2, lines[:4]  # right after the baseline line
     assert lines[at].startswith("launch: fixed to the original (grid=cdiv(n, 256) block=256")
     assert "the launch policy is `keep`" in lines[at]
-    data = json.loads(cli(workdir, *replay_args(workdir, "--launch", "keep", "--format",
-                                                "json")).stdout)  # fmt: skip
+    data = json.loads(
+        cli(workdir, *replay_args(workdir, "--launch", "keep", "--format", "json")).stdout
+    )
     assert "the launch policy is `keep`" in data["launch_fixed"]
 
 
@@ -256,12 +257,24 @@ def test_history_lists_the_run(workdir: Path) -> None:
     )
     assert "saxpy" in done.stdout and "2.50x" in done.stdout
     history = [sys.executable, "-m", "cuda_llm_lsp.cli", "history", "--format", "json"]
-    one = subprocess.run([*history, "--run", str(run["id"])], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    one = subprocess.run(
+        [*history, "--run", str(run["id"])],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     [shown] = json.loads(one.stdout)["runs"]
     assert shown["id"] == run["id"] and len(shown["candidate_list"]) == 3
-    missing = subprocess.run([*history, "--run", str(run["id"] + 1)], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    missing = subprocess.run(
+        [*history, "--run", str(run["id"] + 1)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 1 and f"no run {run['id'] + 1}" in missing.stderr
 
 

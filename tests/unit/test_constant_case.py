@@ -53,8 +53,11 @@ SUMS: dict[str, Callable[[np.ndarray], F32]] = {
 def constants(seeds: int = 24, lengths: tuple[int, ...] = ()) -> list[F32]:
     """Constants the case draws for uniform(-1, 1) and uniform(0, 10) inputs."""
     rng = random.Random(3)
-    out = {simple_constant(lo, hi, rng, lengths) for _ in range(seeds) for lo, hi in
-           ((-1.0, 1.0), (0.0, 10.0))}  # fmt: skip
+    out = {
+        simple_constant(lo, hi, rng, lengths)
+        for _ in range(seeds)
+        for lo, hi in ((-1.0, 1.0), (0.0, 10.0))
+    }
     return [F32(c) for c in sorted(out)]
 
 

@@ -248,8 +248,7 @@ def test_relative_default_atol_summaries_match_numpy(backend: CudaBackend, dtype
     for relative in (False, True):
         checks = Checks(("y",), 1e-2, 1e-2, against=("oracle",), atol_relative=relative)
         reply = backend._check([Buffer("y", nbytes, dtype)], run, checks)
-        want = summarize_output(expected, got, dtype, rtol=1e-2, atol=1e-2,
-                                atol_relative=relative)  # fmt: skip
+        want = summarize_output(expected, got, dtype, rtol=1e-2, atol=1e-2, atol_relative=relative)
         assert reply.compared["oracle"]["y"] == want
         assert 1e-3 < want.typical < 1.5e-3 and want.scale == 0.75
         assert (want.bad > 100) if relative else want.bad == 0

@@ -40,8 +40,18 @@ def setup(workdir: Path, reply: str) -> None:
 
 
 def args(workdir: Path, *extra: str) -> list[str]:
-    return [str(workdir / "saxpy.cu"), "--kernel", "saxpy", "--replay", str(workdir / "rec"),
-            "--rounds", "1", "--candidates", "1", *extra]  # fmt: skip
+    return [
+        str(workdir / "saxpy.cu"),
+        "--kernel",
+        "saxpy",
+        "--replay",
+        str(workdir / "rec"),
+        "--rounds",
+        "1",
+        "--candidates",
+        "1",
+        *extra,
+    ]
 
 
 def test_write_applies_kernel_spec_and_launch_site_together(tmp_path: Path) -> None:

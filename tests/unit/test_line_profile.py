@@ -93,8 +93,11 @@ def test_planted_lines_carry_their_kind_and_clean_lines_do_not(profiles, kernel:
 @pytest.mark.parametrize("fixed", ["transpose_padded", "pick_fixed", "warp_branch"])
 def test_fixed_versions_have_no_planted_problem(profiles, fixed: str) -> None:
     kinds = {k for f in profiles[fixed].lines for k in f.kinds}
-    banned = {"transpose_padded": "bank_conflict", "pick_fixed": "local_memory",
-              "warp_branch": "divergent_branch"}[fixed]  # fmt: skip
+    banned = {
+        "transpose_padded": "bank_conflict",
+        "pick_fixed": "local_memory",
+        "warp_branch": "divergent_branch",
+    }[fixed]
     assert banned not in kinds
 
 
@@ -163,8 +166,14 @@ def test_json_contract(profiles) -> None:
     data = json.loads(json.dumps(profiles["transpose_naive"].to_json()))
     assert set(data) == {"kernel", "device", "summary", "lines"}
     assert data["kernel"] == "transpose_naive"
-    assert {"achieved_occupancy_pct", "occupancy_limiter", "sm_throughput_pct",
-            "dram_throughput_pct", "bound", "text"} <= set(data["summary"])  # fmt: skip
+    assert {
+        "achieved_occupancy_pct",
+        "occupancy_limiter",
+        "sm_throughput_pct",
+        "dram_throughput_pct",
+        "bound",
+        "text",
+    } <= set(data["summary"])
     for line in data["lines"]:
         assert {"file", "line", "kinds", "stall_share", "message", "metrics"} <= set(line)
 
@@ -270,23 +279,34 @@ def test_without_ncu_the_profiler_is_unavailable(monkeypatch: pytest.MonkeyPatch
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", "profile", *args],
-        capture_output=True, text=True, timeout=240, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
 def recording(tmp_path: Path) -> Path:
     path = tmp_path / "outcomes.json"
-    profiles = {k: {"source": str(DATA / f"{k}.source.csv"), "raw": str(DATA / f"{k}.raw.csv")}
-                for k in CAPTURED}  # fmt: skip
+    profiles = {
+        k: {"source": str(DATA / f"{k}.source.csv"), "raw": str(DATA / f"{k}.raw.csv")}
+        for k in CAPTURED
+    }
     path.write_text(json.dumps({"profiles": profiles}))
     return path
 
 
 def test_cli_json_from_recorded_ncu_output(recording: Path) -> None:
-    done = _cli(str(PLANTED), "--kernel", "transpose_unpadded", "--format", "json",
-                env={"CUDA_LLM_EVALUATOR": f"recorded:{recording}"})  # fmt: skip
+    done = _cli(
+        str(PLANTED),
+        "--kernel",
+        "transpose_unpadded",
+        "--format",
+        "json",
+        env={"CUDA_LLM_EVALUATOR": f"recorded:{recording}"},
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["kernel"] == "transpose_unpadded" and data["device"].startswith("NVIDIA H100")
@@ -294,15 +314,22 @@ def test_cli_json_from_recorded_ncu_output(recording: Path) -> None:
 
 
 def test_cli_text_names_file_line_and_kinds(recording: Path) -> None:
-    done = _cli(str(PLANTED), "--kernel", "pick_local",
-                env={"CUDA_LLM_EVALUATOR": f"recorded:{recording}"})  # fmt: skip
+    done = _cli(
+        str(PLANTED), "--kernel", "pick_local", env={"CUDA_LLM_EVALUATOR": f"recorded:{recording}"}
+    )
     assert done.returncode == 0, done.stderr
     assert f"{PLANTED}:119: local_memory" in done.stdout
 
 
 def test_cli_without_ncu_exits_3_with_one_message(tmp_path: Path) -> None:
-    done = _cli(str(PLANTED), "--kernel", "transpose_naive", "--format", "json",
-                env={"PATH": str(tmp_path), "CUDA_LLM_EVALUATOR": ""})  # fmt: skip
+    done = _cli(
+        str(PLANTED),
+        "--kernel",
+        "transpose_naive",
+        "--format",
+        "json",
+        env={"PATH": str(tmp_path), "CUDA_LLM_EVALUATOR": ""},
+    )
     assert done.returncode == 3
     data = json.loads(done.stdout)
     assert set(data) == {"error", "exit_code"} and "ncu" in data["error"]
@@ -321,9 +348,13 @@ def test_template_instance_lines_are_the_templates_lines(profiles) -> None:
 
 
 def test_the_limiter_is_named_below_full_theoretical_occupancy() -> None:
-    raw = {"sm__maximum_warps_per_active_cycle_pct": "75", "launch__occupancy_limit_registers": "6",
-           "launch__occupancy_limit_warps": "8", "launch__occupancy_limit_shared_mem": "1,024",
-           "sm__warps_active.avg.pct_of_peak_sustained_active": "66.1"}  # fmt: skip
+    raw = {
+        "sm__maximum_warps_per_active_cycle_pct": "75",
+        "launch__occupancy_limit_registers": "6",
+        "launch__occupancy_limit_warps": "8",
+        "launch__occupancy_limit_shared_mem": "1,024",
+        "sm__warps_active.avg.pct_of_peak_sustained_active": "66.1",
+    }
     s = ncu_source.summary(raw)
     assert s.occupancy_limiter == "registers"
     assert "occupancy 66% of 75% theoretical (limited by registers)" in s.line()

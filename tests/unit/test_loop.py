@@ -111,8 +111,15 @@ async def test_fastest_correct_candidate_wins_and_failures_keep_their_status() -
         "profile_lines",  # ncu's top lines where ncu ran ([profile])
     }
     assert set(data["candidates"][0]) == {
-        "round", "index", "status", "ms", "message", "launch", "tuning", "reply_hash"
-    }  # fmt: skip
+        "round",
+        "index",
+        "status",
+        "ms",
+        "message",
+        "launch",
+        "tuning",
+        "reply_hash",
+    }
     assert data["launch"] is None  # no launch block: the original launch
     # the winner was re-validated: a second evaluate call with its source
     fast_calls = [c for c in ev.calls if c[0] == "evaluate" and "variant: fast" in c[1]]

@@ -36,9 +36,9 @@ class CapturedNcu(DefaultToolchain):
     """The real toolchain, with ncu's run replaced by its output captured on the H100."""
 
     def profile(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
-        return line_profile_text(binary, spec, spec_dir, RecordedProfiler.from_recording(
-            NCU / "recording.json"
-        ))  # fmt: skip
+        return line_profile_text(
+            binary, spec, spec_dir, RecordedProfiler.from_recording(NCU / "recording.json")
+        )
 
 
 async def test_round_one_prompt_carries_the_originals_top_lines(
@@ -47,14 +47,15 @@ async def test_round_one_prompt_carries_the_originals_top_lines(
     llm = FakeLlm(default=CANDIDATE)
     history = RunHistory(tmp_path / "history.sqlite3")
     result = await optimize(
-        OptimizeRequest(file_text=PLANTED.read_text(), kernel="transpose_naive", path=PLANTED,
-                        seed=3),
+        OptimizeRequest(
+            file_text=PLANTED.read_text(), kernel="transpose_naive", path=PLANTED, seed=3
+        ),
         OptimizeConfig(rounds=1, candidates=1, profile=True, repairs=0),
         RecordedEvaluator({"baseline": {"ms": 0.29}}),
         llm,
         toolchain=CapturedNcu(),
         history=history,
-    )  # fmt: skip
+    )
     first = llm.prompts[0].messages[1]["content"]
     assert "Nsight Compute on the original:\nKernel: 29" in first
     assert (

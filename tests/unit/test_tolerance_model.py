@@ -340,8 +340,9 @@ def bf16_softmax(x: np.ndarray, *, exp: Callable = np.exp, tree: bool = False) -
 
 
 def bf16_judged(exp: np.ndarray, got: np.ndarray, *, relative: bool) -> str:
-    f = compare_output("y", exp, got, "bfloat16", rtol=1e-2, atol=1e-2, where=WHERE,
-                       atol_relative=relative)  # fmt: skip
+    f = compare_output(
+        "y", exp, got, "bfloat16", rtol=1e-2, atol=1e-2, where=WHERE, atol_relative=relative
+    )
     return "ok" if f is OK else str(f.status)
 
 
@@ -352,8 +353,9 @@ def test_bf16_softmax_with_a_poor_exp_fails_under_the_relative_default_atol() ->
     exp = bf16_softmax(x)
     cheat = bf16_softmax(x, exp=poor_exp)
     assert bf16_judged(exp, cheat, relative=False) == "ok"  # the planted false accept
-    f = compare_output("y", exp, cheat, "bfloat16", rtol=1e-2, atol=1e-2, where=WHERE,
-                       atol_relative=True)  # fmt: skip
+    f = compare_output(
+        "y", exp, cheat, "bfloat16", rtol=1e-2, atol=1e-2, where=WHERE, atol_relative=True
+    )
     assert f.status == "wrong_output"
     assert "default atol 0.01 x mean |expected| 0.000977" in f.message
     # honest: float32 math rounded once, a tree instead of a serial sum, a reciprocal
@@ -378,15 +380,20 @@ def test_the_default_atol_shrinks_only_below_unit_scale_and_a_spec_atol_keeps_it
     got = exp.copy()
     got[1] = F32(0.0005 + 5e-5)  # 10 %: within atol 1e-4 absolute, not within 1e-4 x 1e-3
     assert compare_output("o", exp, got, "float32", rtol=1e-4, atol=1e-4, where=WHERE) is OK
-    f = compare_output("o", exp, got, "float32", rtol=1e-4, atol=1e-4, where=WHERE,
-                       atol_relative=True)  # fmt: skip
+    f = compare_output(
+        "o", exp, got, "float32", rtol=1e-4, atol=1e-4, where=WHERE, atol_relative=True
+    )
     assert f.status == "wrong_output"
     # a buffer of unit scale keeps the whole default atol, also for its small elements
     big = np.array([3.0, 1e-4, -2.0], dtype=F32)
     got = big.copy()
     got[1] = F32(1e-4 + 0.9e-5)
-    assert compare_output("o", big, got, "float32", rtol=1e-4, atol=1e-5, where=WHERE,
-                          atol_relative=True) is OK  # fmt: skip
+    assert (
+        compare_output(
+            "o", big, got, "float32", rtol=1e-4, atol=1e-5, where=WHERE, atol_relative=True
+        )
+        is OK
+    )
 
 
 def test_typical_magnitude_is_the_mean_of_finite_magnitudes() -> None:

@@ -94,8 +94,9 @@ def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
 
     parsed: dict[str, Expr] = {}
 
-    def value(path: tuple[str, ...], text: str, env: Mapping[str, Number], what: str,
-              where: str) -> Number | None:  # fmt: skip
+    def value(
+        path: tuple[str, ...], text: str, env: Mapping[str, Number], what: str, where: str
+    ) -> Number | None:
         try:
             expr = parsed.get(text) or parse_expr(text)
             parsed[text] = expr
@@ -108,8 +109,9 @@ def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
             return None
         return result
 
-    def integer(path: tuple[str, ...], text: str, env: Mapping[str, Number], what: str,
-                where: str) -> int | None:  # fmt: skip
+    def integer(
+        path: tuple[str, ...], text: str, env: Mapping[str, Number], what: str, where: str
+    ) -> int | None:
         result = value(path, text, env, what, where)
         if result is None:
             return None

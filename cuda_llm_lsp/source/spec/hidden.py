@@ -273,11 +273,15 @@ def simple_constant(lo: float, hi: float, rng: random.Random, lengths: Sequence[
     if top == 0:
         return lo
     high = math.frexp(top)[1]  # top < 2^high
-    found = sorted({
-        sign * m * 2.0**k
-        for m in MANTISSAS for k in range(high - 6, high + 1) for sign in (1, -1)
-        if lo <= sign * m * 2.0**k <= hi and m * 2.0**k * 8 >= top
-    })  # fmt: skip
+    found = sorted(
+        {
+            sign * m * 2.0**k
+            for m in MANTISSAS
+            for k in range(high - 6, high + 1)
+            for sign in (1, -1)
+            if lo <= sign * m * 2.0**k <= hi and m * 2.0**k * 8 >= top
+        }
+    )
     exact = [c for c in found if all(_mean_exact(c, n) for n in lengths)]
     if exact or found:
         return rng.choice(exact or found)

@@ -144,8 +144,13 @@ class _SpecParser:
         self.problems: list[Problem] = []
         self.names: set[str] = set()
 
-    def error(self, path: tuple[str, ...], message: str, needle: str | None = None,
-              column: int | None = None) -> None:  # fmt: skip
+    def error(
+        self,
+        path: tuple[str, ...],
+        message: str,
+        needle: str | None = None,
+        column: int | None = None,
+    ) -> None:
         self.problems.append(Problem(path, message, needle, column))
 
     def warn(self, path: tuple[str, ...], message: str, needle: str | None = None) -> None:
@@ -706,10 +711,12 @@ class _SpecParser:
         align = None
         if "align" in doc:
             value = doc["align"]
-            if (not isinstance(value, int) or isinstance(value, bool)
-                    or value not in ALIGNMENTS):  # fmt: skip
-                self.error(("align",), "align must be a power of two from 1 to 256 (bytes), "
-                           "e.g. align = 16 for float4 loads")  # fmt: skip
+            if not isinstance(value, int) or isinstance(value, bool) or value not in ALIGNMENTS:
+                self.error(
+                    ("align",),
+                    "align must be a power of two from 1 to 256 (bytes), "
+                    "e.g. align = 16 for float4 loads",
+                )
             else:
                 align = value
         return generalize, align

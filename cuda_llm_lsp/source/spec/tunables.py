@@ -41,8 +41,13 @@ Configuration = Mapping[str, int]
 class Reporter(Protocol):
     """What tunables parsing needs of the spec parser: problems by key path (`Problem`)."""
 
-    def error(self, path: tuple[str, ...], message: str, needle: str | None = None,
-              column: int | None = None) -> None: ...  # fmt: skip
+    def error(
+        self,
+        path: tuple[str, ...],
+        message: str,
+        needle: str | None = None,
+        column: int | None = None,
+    ) -> None: ...
 
     def warn(self, path: tuple[str, ...], message: str, needle: str | None = None) -> None: ...
 
@@ -119,9 +124,13 @@ def describe(config: Configuration) -> str:
 
 
 def parse_tunables(
-    reporter: Reporter, doc: Mapping[str, Any], taken: set[str], source: str,
-    constants: Mapping[str, int] = {}, kernel_text: str = "",
-) -> Tunables | None:  # fmt: skip
+    reporter: Reporter,
+    doc: Mapping[str, Any],
+    taken: set[str],
+    source: str,
+    constants: Mapping[str, int] = {},
+    kernel_text: str = "",
+) -> Tunables | None:
     """The `tune` and `restrict` keys of `doc` (None when absent or unusable).
 
     `taken`: names a tunable may not reuse (sizes, template parameters); `source`: the text the
@@ -129,6 +138,9 @@ def parse_tunables(
     usable in restrictions; `kernel_text`: the kernel's definition, where a tunable used without a
     `#define` default is worth a warning (the file alone, as `bench` and the editor compile it,
     would not build).
+
+    Long because it reads `tune`, then `restrict`, then checks them against each other, one
+    block each, with the problems reported where they are.
     """
     if "tune" not in doc:
         if "restrict" in doc:
@@ -188,12 +200,20 @@ def parse_tunables(
         try:
             held = parse_condition(text).evaluate({**constants, **default})
         except ExprError as e:
-            reporter.error(("restrict",), f"restrict: {e.message} in {text!r} for the default "
-                           f"configuration ({describe(default)})", text, e.column)  # fmt: skip
+            reporter.error(
+                ("restrict",),
+                f"restrict: {e.message} in {text!r} for the default "
+                f"configuration ({describe(default)})",
+                text,
+                e.column,
+            )
             return None
         if not held:
-            reporter.error(("restrict",), f"restrict: the default configuration "
-                           f"({describe(default)}) breaks {text!r}", text)  # fmt: skip
+            reporter.error(
+                ("restrict",),
+                f"restrict: the default configuration ({describe(default)}) breaks {text!r}",
+                text,
+            )
             return None
     scanned = min(tunables.space_size, PARSE_SCAN_LIMIT)
     allowed = itertools.islice(tunables.configurations(constants, scanned), 1)
@@ -215,12 +235,14 @@ def _parse_restrict(
     if raw is None:
         return ()
     if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
-        reporter.error(("restrict",), 'restrict must be a list of conditions, e.g. '
-                       '["BLOCK * ITEMS <= 4096"]')  # fmt: skip
+        reporter.error(
+            ("restrict",), 'restrict must be a list of conditions, e.g. ["BLOCK * ITEMS <= 4096"]'
+        )
         return None
     if len(raw) > MAX_RESTRICTIONS:
-        reporter.error(("restrict",), f"restrict has {len(raw)} conditions: at most "
-                       f"{MAX_RESTRICTIONS}")  # fmt: skip
+        reporter.error(
+            ("restrict",), f"restrict has {len(raw)} conditions: at most {MAX_RESTRICTIONS}"
+        )
         return None
     known = names | set(constants)
     ok = True
@@ -238,8 +260,9 @@ def _parse_restrict(
                 ("restrict",),
                 f"restrict: unknown name {unknown[0]!r} in {text!r} (a restriction names "
                 f"tunables only: {', '.join(sorted(names))})",
-                text, column.start() if column else None,
-            )  # fmt: skip
+                text,
+                column.start() if column else None,
+            )
             ok = False
     return tuple(raw) if ok else None
 

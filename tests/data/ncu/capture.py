@@ -40,13 +40,23 @@ KERNELS = ("transpose_naive", "transpose_header", "transpose_unpadded", "transpo
 def run(cmd: list[str], timeout: float = 240) -> dict[str, object]:
     started = time.monotonic()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=child_env({"PYTHONUNBUFFERED": "1"}))  # fmt: skip
+        done = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=child_env({"PYTHONUNBUFFERED": "1"}),
+        )
         out, err, rc = done.stdout, done.stderr, done.returncode
     except (OSError, subprocess.TimeoutExpired) as exc:
         out, err, rc = "", str(exc), -1
-    return {"cmd": cmd, "rc": rc, "stdout": out, "stderr": err,
-            "seconds": round(time.monotonic() - started, 2)}  # fmt: skip
+    return {
+        "cmd": cmd,
+        "rc": rc,
+        "stdout": out,
+        "stderr": err,
+        "seconds": round(time.monotonic() - started, 2),
+    }
 
 
 def main() -> None:
@@ -87,13 +97,30 @@ def main() -> None:
         inputs = host_inputs(spec, case, seed=1, spec_dir=HERE)
         launch = case_launch(spec, case, inputs, None)
         req = out / f"{name}.req"
-        write_requests(req, [LoadRequest(binary.cubin, binary.entry),
-                             RunRequest(launch, timeout_s=60, guards=False)])  # fmt: skip
+        write_requests(
+            req,
+            [
+                LoadRequest(binary.cubin, binary.entry),
+                RunRequest(launch, timeout_s=60, guards=False),
+            ],
+        )
         rep = out / name
-        cmd = [ncu, *[a for s in SECTIONS for a in ("--section", s)], "--import-source", "yes",
-               "-f", "-o", str(rep), "--kernel-name-base", "mangled",
-               "--kernel-name", f"regex:^{re.escape(binary.entry)}$",
-               "--launch-count", "1", *oneshot_command(req, 0)]  # fmt: skip
+        cmd = [
+            ncu,
+            *[a for s in SECTIONS for a in ("--section", s)],
+            "--import-source",
+            "yes",
+            "-f",
+            "-o",
+            str(rep),
+            "--kernel-name-base",
+            "mangled",
+            "--kernel-name",
+            f"regex:^{re.escape(binary.entry)}$",
+            "--launch-count",
+            "1",
+            *oneshot_command(req, 0),
+        ]
         result = run(cmd)
         result["entry"] = binary.entry
         results[name] = result
@@ -107,21 +134,38 @@ def main() -> None:
         name, rep = item
         variants = {
             "raw.csv": ["--page", "raw", "--csv", "--print-units", "base"],
-            "details.csv": ["--page", "details", "--csv", "--print-details", "all",
-                            "--print-units", "base"],
+            "details.csv": [
+                "--page",
+                "details",
+                "--csv",
+                "--print-details",
+                "all",
+                "--print-units",
+                "base",
+            ],
             "details.txt": ["--page", "details", "--print-details", "all"],
             "sass.csv": ["--page", "source", "--csv", "--print-source", "sass"],
             "cuda.csv": ["--page", "source", "--csv", "--print-source", "cuda"],
-            "cuda_folders.csv": ["--page", "source", "--csv", "--print-source", "cuda",
-                                 "--source-folders", str(src)],
+            "cuda_folders.csv": [
+                "--page",
+                "source",
+                "--csv",
+                "--print-source",
+                "cuda",
+                "--source-folders",
+                str(src),
+            ],
             "cuda_sass.csv": ["--page", "source", "--csv", "--print-source", "cuda,sass"],
-        }  # fmt: skip
+        }
         info: dict[str, object] = {}
         for suffix, args in variants.items():
             r = run([ncu, "--import", str(rep), *args], timeout=120)
             (out / f"{name}.{suffix}").write_text(str(r["stdout"]))
-            info[suffix] = {"rc": r["rc"], "stderr": str(r["stderr"])[-2000:],
-                            "seconds": r["seconds"]}  # fmt: skip
+            info[suffix] = {
+                "rc": r["rc"],
+                "stderr": str(r["stderr"])[-2000:],
+                "seconds": r["seconds"],
+            }
         return info
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
