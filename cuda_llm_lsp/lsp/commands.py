@@ -25,7 +25,10 @@ SHOW = "cudaLlm.showSuggestion"
 ADD_SPEC = "cudaLlm.addSpec"
 RESOURCES = "cudaLlm.showResources"  # behind the resources code lens
 TUNE = "cudaLlm.tune"
-COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES, TUNE)
+DEMO_EXAMPLE = "cudaLlm.demoExample"  # no arguments: writes and opens the demo's example
+COMMANDS = (
+    OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES, TUNE, DEMO_EXAMPLE,
+)  # fmt: skip
 
 KernelHandler = Callable[[CudaLlmServer, str, str], Awaitable[Any]]
 
