@@ -1,10 +1,11 @@
 """textDocument/codeAction on a kernel (cursor anywhere inside it).
 
 Offers "Optimize K" (kind refactor.rewrite), "Benchmark K", "Tune K" where its spec declares
-tunables, "Add test spec for K" when it has none (a versioned edit inserting the draft above the
-kernel), and once a suggestion exists "Accept optimized K (2.1× faster, 4/4 cases)" (or "Accept
-tuned K"), "Reject suggestion for K", "Show suggested K";
-"Cancel … of K" while a job runs. Also `cudaLlm.addSpec`: the same draft as a command.
+tunables; a kernel without a spec gets only "Add test spec for K" (a versioned edit inserting the
+draft above the kernel): nothing can be measured or checked without one. Once a suggestion
+exists, "Accept optimized K (2.1× faster, 4/4 cases)" (or "Accept tuned K"), "Reject suggestion
+for K", "Show suggested K"; "Cancel … of K" while a job runs. Also `cudaLlm.addSpec`: the same
+draft as a command.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ async def actions(
         command(f"Show suggested {name}", commands.SHOW)
     if job is not None:
         command(f"Cancel {job.kind} of {name}", commands.CANCEL)
-    else:
+    elif kernel.spec is not None:  # without a spec there is nothing to run: add one first
         command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
         command(f"Benchmark {name}", commands.BENCHMARK)
         if await _declares_tunables(server, uri, text, kernel):
