@@ -27,7 +27,7 @@ from lsprotocol import types
 from pygls.progress import Progress
 
 from cuda_llm_lsp.engine import DEMO_MODE_LABEL
-from cuda_llm_lsp.evaluate.types import NoGpuError
+from cuda_llm_lsp.evaluate.types import NoGpuError, no_gpu_message
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def no_gpu_is_a_job_error(job: Job, verb: str) -> Iterator[None]:
     try:
         yield
     except NoGpuError as exc:
-        raise JobError(f"cannot {verb} {job.kernel}: no GPU ({exc})") from exc
+        raise JobError(f"cannot {verb} {job.kernel}: {no_gpu_message(exc)}") from exc
 
 
 class JobManager:

@@ -295,7 +295,7 @@ def test_out_of_demo_mode_the_no_gpu_warning_is_shown_in_full(session: Session) 
     wb.focus_editor("saxpy.cu")
 
     def no_gpu_warnings() -> list[str]:
-        return [t for t in wb.toasts() if "no GPU" in t]
+        return [t for t in wb.toasts() if "no CUDA GPU found" in t]
 
     # The restart takes a moment, and a click meanwhile reaches the old server or none: Benchmark
     # again until the new server answers.
@@ -312,10 +312,11 @@ def test_out_of_demo_mode_the_no_gpu_warning_is_shown_in_full(session: Session) 
             wait_until("the no-GPU warning", no_gpu_warnings, 10)
     warning = wait_until("the no-GPU warning", no_gpu_warnings, 1)
     # Shown expanded, with its reason to the end, not cut off after one line.
-    assert "cuda-llm: cannot benchmark saxpy: no GPU (" in warning[0], warning
+    assert "cuda-llm: cannot benchmark saxpy: no CUDA GPU found on this machine" in warning[0]
+    assert "nvidia-smi" in warning[0], warning  # the one sentence, to its end
     assert "Show Output" in warning[0], warning
     toast = ".notifications-toasts .notification-toast.notification-fade-in-done"
-    box = wb.page.locator(toast, has_text="no GPU").first
+    box = wb.page.locator(toast, has_text="no CUDA GPU found").first
     box.wait_for(timeout=10_000)  # shown, its fade-in over
     assert (box.bounding_box() or {"height": 0})["height"] > 60, "more than one line"
     session.shots.take("no-gpu-warning")
