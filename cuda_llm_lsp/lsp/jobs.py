@@ -115,7 +115,8 @@ class JobProgress:
             log.info("progress creation refused for %s: %s", self.job.kernel, exc)
 
     def begin(self, title: str, message: str) -> None:
-        label = self.job.label  # recorded outcomes stand in for the GPU: the title says so
+        # Recorded outcomes stand in for the GPU: the title, shown with every report, says so.
+        label = self.job.label
         title = f"{title} [{label}]" if label else title
         if self.enabled:
             self.server.work_done_progress.begin(
@@ -127,7 +128,6 @@ class JobProgress:
 
     def report(self, message: str, percentage: int | None = None) -> None:
         if self.enabled and not self.ended:
-            message = self.job.labelled(message) if self.job.demo else message
             value = types.WorkDoneProgressReport(message=message, cancellable=True)
             if percentage is not None:
                 value.percentage = max(0, min(100, percentage))
