@@ -44,11 +44,13 @@ async def open_example(server: CudaLlmServer, *, show: bool) -> dict[str, Any] |
             )
         except Exception as exc:  # the answer still names the file
             log.info("showDocument failed: %s", exc)
-    state = "is on" if server.settings.demo else "is off: set cudaLlm.demo to true first"
-    server.message(
-        f"cuda-llm: the demo's example is {path}; demo mode {state}. Optimize {kernel} answers "
-        "from a recorded session (no GPU, no API key): its diff, Accept and undo are real."
-    )
+    if show:  # a client that opens the file itself (`{"open": false}`) says what it likes
+        state = "is on" if server.settings.demo else "is off: set cudaLlm.demo to true first"
+        server.message(
+            f"cuda-llm: the demo's example is {path}; demo mode {state}. Optimize {kernel} "
+            "answers from a recorded session (no GPU, no API key): its diff, Accept and undo "
+            "are real."
+        )
     return {"uri": uri, "path": str(path), "kernel": kernel, "demo": server.settings.demo}
 
 

@@ -223,8 +223,6 @@ def suggestion_payload(suggestion: Suggestion, where: types.Range | None) -> dic
         "bestMs": suggestion.best_ms,
         "casesPassed": suggestion.cases_passed,
         "casesTotal": suggestion.cases_total,
-        "message": f"[{suggestion.label}] {suggestion.message}"
-        if suggestion.label
-        else suggestion.message,
-        "label": suggestion.label,
+        "message": suggestion.message,
+        "label": suggestion.label,  # e.g. "DEMO: recorded, not measured": shown with the figures
     }

@@ -16,8 +16,11 @@ order:
    suggestion again; the file keeps the edit only;
 and after every decision no notification of that suggestion is left, on screen or in the
 notification center; then
-7. out of demo mode (the setting cleared: the server restarts on the GPU), where there is no GPU:
-   the no-GPU warning is shown in full, not cut off after its first line.
+7. out of demo/test mode (the setting cleared: the server restarts on the GPU), where there is no
+   GPU: the no-GPU warning is shown in full, not cut off after its first line;
+8. README's demo: "CUDA-LLM: Try the Demo" turns `cudaLlm.demo` on and opens the package's
+   example; Optimize answers from the recording (the endpoint is never asked), labelled DEMO;
+   ✓ applies the winner and one Ctrl+Z restores it; then Optimize and ✗ leaves the file.
 
 `CUDA_LLM_E2E_SERVER` (a JSON list) replaces the server command. Screenshots of each step go
 to `CUDA_LLM_E2E_SCREENSHOTS` (kept), else to a temp directory that is removed after a pass and
@@ -68,9 +71,15 @@ class Session:
     """The window and the files of the scenario."""
 
     def __init__(
-        self, workbench: Workbench, folder: Path, shots: Screenshots, user_data: Path
+        self,
+        workbench: Workbench,
+        folder: Path,
+        shots: Screenshots,
+        user_data: Path,
+        llm: ScriptedLlmServer,
     ) -> None:
         self.wb = workbench
+        self.llm = llm
         self.user_data = user_data
         self.folder = folder
         self.shots = shots
@@ -162,7 +171,7 @@ def session() -> Iterator[Session]:
                 shots.page = page
                 workbench = Workbench(page)
                 workbench.open(url)
-                yield Session(workbench, folder, shots, home / "user-data")
+                yield Session(workbench, folder, shots, home / "user-data", llm)
             finally:
                 shots.page = None
                 browser.close()
@@ -338,3 +347,69 @@ def readme_shot(directory: Path, target: Path) -> None:
         small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
         target.parent.mkdir(parents=True, exist_ok=True)
         small.save(target, optimize=True)
+
+
+DEMO_LABEL = "DEMO: recorded, not measured"
+
+
+def _demo_example(session: Session) -> Path:
+    # "Try the Demo" asks the server for the example: it writes it to the data directory
+    return session.user_data.parent / "data" / "demo" / "softmax.cu"
+
+
+def _optimize_demo(session: Session) -> None:
+    wb = session.wb
+    wb.close_panel()
+    wb.focus_editor("softmax.cu")
+    wait_until(
+        "softmax_rows's Optimize lens",
+        lambda: any(t.startswith("softmax_rows · ") and "Optimize" in t for t in wb.code_lenses()),
+        90,
+    )
+    wb.click_code_lens("softmax_rows", "Optimize")
+    wait_until("the demo's diff", wb.diff_editor_open, 180)
+
+
+def test_try_the_demo_optimizes_the_example_and_accept_applies_in_one_undo(
+    session: Session,
+) -> None:
+    """README's demo: the command turns `cudaLlm.demo` on and opens the example; Optimize answers
+    from the package's recording (the scripted endpoint is never asked: see the assertion on its
+    requests), labelled; ✓ applies the winner, one Ctrl+Z restores the file."""
+    wb = session.wb
+    asked_before = len(session.llm.chat_requests())
+    wb.run_command("CUDA-LLM: Try the Demo")
+    wb.editor_tab("softmax.cu").wait_for(timeout=60_000)
+    example = _demo_example(session)
+    original = example.read_text(encoding="utf-8")
+    settings = json.loads((session.user_data / "User" / "settings.json").read_text("utf-8"))
+    assert settings.get("cudaLlm.demo") is True, settings
+    _optimize_demo(session)
+    said = wait_until(
+        "the demo's notification", lambda: [t for t in wb.toasts() if DEMO_LABEL in t]
+    )
+    assert said[0].startswith("cuda-llm: softmax_rows "), said
+    session.shots.take("demo-diff")
+    wb.title_action("Accept Suggestion").click()
+    wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
+    wb.focus_editor("softmax.cu")
+    wb.press("Control+s")
+    wait_until("softmax.cu saved", lambda: not wb.is_dirty("softmax.cu"), 20)
+    accepted = example.read_text(encoding="utf-8")
+    assert "variant: online softmax" in accepted and accepted != original
+    wb.press("Control+z")
+    wb.press("Control+s")
+    wait_until("the undo saved", lambda: example.read_text(encoding="utf-8") == original, 20)
+    assert len(session.llm.chat_requests()) == asked_before, "the demo asked a model"
+    session.shots.take("demo-undone")
+
+
+def test_the_demo_reject_leaves_the_example(session: Session) -> None:
+    wb = session.wb
+    example = _demo_example(session)
+    original = example.read_text(encoding="utf-8")
+    _optimize_demo(session)
+    wb.title_action("Reject Suggestion").click()
+    wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
+    assert not wb.is_dirty("softmax.cu")
+    assert example.read_text(encoding="utf-8") == original

@@ -15,6 +15,7 @@ export const ServerCommand = {
     cancel: 'cudaLlm.cancel',
     showSuggestion: 'cudaLlm.showSuggestion',
     addSpec: 'cudaLlm.addSpec',
+    demoExample: 'cudaLlm.demoExample',
 } as const;
 
 export const ClientCommand = {
@@ -29,6 +30,7 @@ export const ClientCommand = {
     cancelAll: 'cudaLlm.client.cancelAll',
     showOutput: 'cudaLlm.client.showOutput',
     installServer: 'cudaLlm.client.installServer',
+    tryDemo: 'cudaLlm.client.tryDemo',
 } as const;
 
 /**

@@ -29,6 +29,8 @@ export interface Suggestion extends KernelRef {
     readonly casesPassed?: number;
     readonly casesTotal?: number;
     readonly message?: string;
+    /** What the figures are, when not measurements (`DEMO: recorded, not measured`). */
+    readonly label?: string;
 }
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
@@ -65,6 +67,7 @@ export function parseSuggestion(raw: unknown): Parsed<Suggestion> {
             casesPassed: count(p.casesPassed),
             casesTotal: count(p.casesTotal),
             message: typeof p.message === 'string' && p.message.trim() !== '' ? p.message.trim() : undefined,
+            label: typeof p.label === 'string' && p.label.trim() !== '' ? p.label.trim() : undefined,
         },
     };
 }
@@ -125,6 +128,9 @@ export function figures(s: Suggestion): string {
     if (s.casesTotal !== undefined) {
         parts.push(`${s.casesPassed ?? 0}/${s.casesTotal} cases`);
     }
+    if (s.label !== undefined) {
+        parts.push(s.label);
+    }
     return parts.join(', ');
 }
 
@@ -166,6 +172,9 @@ export function notificationText(s: Suggestion): string {
     }
     if (s.casesTotal !== undefined) {
         parts.push(`${s.casesPassed ?? 0}/${s.casesTotal} cases`);
+    }
+    if (s.label !== undefined) {
+        parts.push(s.label); // a demo's figures never pass for measurements
     }
     return prefixed(parts.length === 0 ? `a suggested ${s.kernel}` : `${s.kernel} ${parts.join(', ')}`);
 }
