@@ -67,7 +67,7 @@ export function parseSuggestion(raw: unknown): Parsed<Suggestion> {
             casesPassed: count(p.casesPassed),
             casesTotal: count(p.casesTotal),
             message: typeof p.message === 'string' && p.message.trim() !== '' ? p.message.trim() : undefined,
-            label: typeof p.label === 'string' && p.label.trim() !== '' ? p.label.trim() : undefined,
+            ...(typeof p.label === 'string' && p.label.trim() !== '' ? { label: p.label.trim() } : {}),
         },
     };
 }
