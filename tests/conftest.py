@@ -27,13 +27,14 @@ SLOW_FILES = {
     "unit/test_tune_examples.py": "the tune examples, nvcc builds",
     "unit/test_launch_benchmark.py": "whole programs built and run",
     "lsp/test_fuzz.py": "the server against generated input",
+    "unit/test_adversarial_benchmark.py": "the judge-attack benchmark's plumbing end to end",
 }
+#: Single tests (node id prefixes) of otherwise quick files: each a whole CLI optimize run.
+SLOW_TESTS = ("unit/test_replies.py::test_optimize_reads_every_shape",)
 
 
 def _needs_nvcc(item: pytest.Item) -> bool:
-    return any(
-        "nvcc" in str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif")
-    )
+    return any("nvcc" in str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,5 +42,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = Path(str(item.path)).resolve().relative_to(HERE).as_posix()
         if where.split("/")[0] in EDITOR_DIRS:
             item.add_marker(pytest.mark.editor)
-        elif where in SLOW_FILES or _needs_nvcc(item):
+        elif (
+            where in SLOW_FILES
+            or _needs_nvcc(item)
+            or f"{where}::{item.name}".startswith(SLOW_TESTS)
+        ):
             item.add_marker(pytest.mark.slow)
