@@ -104,11 +104,12 @@ def demo_evaluator(demo: Demo) -> Evaluator:
 
 def demo_config(demo: Demo, settings: Settings) -> OptimizeConfig:
     """The demo's run: the recorded rounds and candidates, replayed from the package (no
-    endpoint, no key); the user's model settings do not apply to a recording."""
+    endpoint, no key); the user's model settings do not apply to a recording, and nothing is
+    profiled (Nsight Compute would run the kernel on a GPU, if there is one)."""
     rounds, candidates = recorded_shape(demo.llm_dir, demo.kernel) or (1, 1)
     return config_from_settings(
         Settings(arch=settings.arch), rounds=rounds, candidates=candidates,
-        replay_dir=str(demo.llm_dir),
+        replay_dir=str(demo.llm_dir), profile=False,  # ncu would run on a real GPU
     )  # fmt: skip
 
 

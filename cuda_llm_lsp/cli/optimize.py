@@ -422,6 +422,7 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     config = config_from_settings(
         settings, rounds=min(args.rounds or shape[0], shape[0]),
         candidates=min(args.candidates or shape[1], shape[1]), replay_dir=str(demo.llm_dir),
+        profile=False,  # Nsight Compute would run the kernel on a real GPU
     )  # fmt: skip
     try:
         evaluator = RecordedEvaluator(demo.outcomes)
