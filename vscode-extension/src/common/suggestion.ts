@@ -128,9 +128,6 @@ export function figures(s: Suggestion): string {
     if (s.casesTotal !== undefined) {
         parts.push(`${s.casesPassed ?? 0}/${s.casesTotal} cases`);
     }
-    if (s.label !== undefined) {
-        parts.push(s.label);
-    }
     return parts.join(', ');
 }
 
@@ -142,7 +139,8 @@ export function timings(s: Suggestion): string | undefined {
 /** The diff editor's title, e.g. `saxpy: original ↔ suggested (2.10× faster, 4/4 cases)`. */
 export function diffTitle(s: Suggestion): string {
     const f = figures(s);
-    return `${s.kernel}: original ↔ suggested${f === '' ? '' : ` (${f})`}`;
+    const label = s.label === undefined ? '' : `[${s.label}] `; // first: a tab cuts the end off
+    return `${label}${s.kernel}: original ↔ suggested${f === '' ? '' : ` (${f})`}`;
 }
 
 /**
@@ -174,7 +172,9 @@ export function notificationText(s: Suggestion): string {
         parts.push(`${s.casesPassed ?? 0}/${s.casesTotal} cases`);
     }
     if (s.label !== undefined) {
-        parts.push(s.label); // a demo's figures never pass for measurements
+        // first, where a one-line toast cannot cut it off: a demo's figures are not measurements
+        const text = parts.length === 0 ? `a suggested ${s.kernel}` : `${s.kernel} ${parts.join(', ')}`;
+        return `cuda-llm [${s.label}]: ${text}`;
     }
     return prefixed(parts.length === 0 ? `a suggested ${s.kernel}` : `${s.kernel} ${parts.join(', ')}`);
 }

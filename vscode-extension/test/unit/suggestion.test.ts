@@ -48,8 +48,8 @@ describe('parsing cudaLlm/suggestion', () => {
 
     it("shows a demo's label with the figures, so recorded figures never pass for measured ones", () => {
         const s = parsed({ ...PARAMS, label: 'DEMO: recorded, not measured' });
-        assert.match(notificationText(s), /, DEMO: recorded, not measured$/);
-        assert.match(diffTitle(s), /DEMO: recorded, not measured\)$/);
+        assert.match(notificationText(s), /^cuda-llm \[DEMO: recorded, not measured\]: saxpy \d/);
+        assert.match(diffTitle(s), /^\[DEMO: recorded, not measured\] saxpy: original/);
         assert.ok(!notificationText(parsed()).includes('DEMO'));
     });
 
