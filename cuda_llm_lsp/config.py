@@ -43,6 +43,9 @@ class Settings:
     compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
     gpus: str = "all"  # local GPUs that judge candidates: "all" or ordinals "0,2"
     cluster: str | None = None  # a Ray cluster's GPUs instead: "ray://HOST:PORT" or "auto"
+    # Optimize / Benchmark / Tune answer from the recordings shipped in the package (`demo`):
+    # no endpoint, no GPU, every result labelled as a demo. Editors only (`cudaLlm.demo`).
+    demo: bool = False
 
 
 # LSP / VS Code setting names (under "cudaLlm") -> Settings field
@@ -66,6 +69,7 @@ _KEYS = {
     "compileTimeoutS": "compile_timeout_s",
     "gpus": "gpus",
     "cluster": "cluster",
+    "demo": "demo",
 }
 _LIMITS = {"rounds": (1, 50), "candidates": (1, 32), "debounce_ms": (0, 5000),
            "max_tokens": (256, 1_000_000), "compile_timeout_s": (1, 600),
@@ -132,6 +136,10 @@ def settings_from_mapping(
                 if len(value) > MAX_ITEMS or any(len(v) > MAX_STRING for v in value):
                     raise ValueError(f"at most {MAX_ITEMS} strings of {MAX_STRING} characters")
                 changes[name] = tuple(value)
+            elif kind == "bool":
+                if not isinstance(value, bool):
+                    raise TypeError("true or false")
+                changes[name] = value
             elif kind == "int":
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise TypeError("a number")

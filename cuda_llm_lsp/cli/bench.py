@@ -26,7 +26,7 @@ from cuda_llm_lsp.engine import gpu_evaluator
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected, build_binary
 from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, summary_line
 from cuda_llm_lsp.evaluate.inputs import InputError
-from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
+from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError, no_gpu_message
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             facts = facts_future.result()
         except NoGpuError as exc:
-            return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
+            return _error(no_gpu_message(exc), EXIT_NO_GPU, as_json)
         reports: list[dict[str, Any]] = []
         worst = EXIT_OK
         for kernel, spec in specs:
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                              indent=2))  # fmt: skip
         return worst
     except NoGpuError as exc:
-        return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
+        return _error(no_gpu_message(exc), EXIT_NO_GPU, as_json)
     finally:
         evaluator.close()
         starting.shutdown(wait=False)

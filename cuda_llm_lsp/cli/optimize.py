@@ -41,7 +41,7 @@ from cuda_llm_lsp.config import (
 from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import history_for_run, make_evaluator, run_fsr
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
-from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError
+from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError, no_gpu_message
 from cuda_llm_lsp.fsr.apply import NotApplicable, winner_text, write_check
 from cuda_llm_lsp.fsr.edit import unified_diff
 from cuda_llm_lsp.fsr.history import RunHistory
@@ -343,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
         evaluator = make_evaluator(gpus=args.gpus, cluster=args.cluster)
         evaluator.device_facts()
     except NoGpuError as exc:
-        return _fail(f"no CUDA GPU: {exc}", EXIT_NO_GPU, as_json, args.kernel)
+        return _fail(no_gpu_message(exc), EXIT_NO_GPU, as_json, args.kernel)
     except ImportError as exc:
         return _fail(f"cannot load the GPU evaluator: {exc}", EXIT_NO_GPU, as_json, args.kernel)
     except (ValueError, RecordingError) as exc:
@@ -426,6 +426,7 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     config = config_from_settings(
         settings, rounds=min(args.rounds or shape[0], shape[0]),
         candidates=min(args.candidates or shape[1], shape[1]), replay_dir=str(demo.llm_dir),
+        profile=False,  # Nsight Compute would run the kernel on a real GPU
     )  # fmt: skip
     try:
         evaluator = RecordedEvaluator(demo.outcomes)

@@ -22,7 +22,7 @@ from cuda_llm_lsp.cli.common import error, no_kernel, read_source_bytes, write_b
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import make_evaluator
 from cuda_llm_lsp.evaluate.inputs import InputError
-from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError
+from cuda_llm_lsp.evaluate.types import BaselineFailed, NoGpuError, no_gpu_message
 from cuda_llm_lsp.fsr.edit import unified_diff
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             facts = evaluator.device_facts()
         except NoGpuError as exc:
-            return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
+            return _error(no_gpu_message(exc), EXIT_NO_GPU, as_json)
         if not as_json:
             print(f"tuning {kernel.name} on {facts.name}: default {describe(spec.tunables.default)}"
                   f", {spec.tunables.space_size} configurations before restrictions",
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(outcome, Exception):
         code = EXIT_USAGE if isinstance(outcome, InputError) else EXIT_FAIL
         if isinstance(outcome, NoGpuError):
-            code = EXIT_NO_GPU
+            return _error(no_gpu_message(outcome), EXIT_NO_GPU, as_json)
         return _error(str(outcome), code, as_json)
     result, interrupted = outcome
     new_text = text

@@ -62,5 +62,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     hint = (
         None if result.status == "ok" else f"{results.status_text(result.status)}: {result.message}"
     )
-    server.set_report(job.uri, results.KernelReport(job.kernel, original, line, hint))
+    server.set_report(
+        job.uri, results.KernelReport(job.kernel, original, line, hint, label=job.label)
+    )
     return line

@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 
 from lsprotocol import types
 
-from cuda_llm_lsp.engine import history_for_run, run_fsr
+from cuda_llm_lsp.engine import (
+    LlmFactory,
+    demo_config,
+    demo_for,
+    history_for_run,
+    make_llm,
+    run_fsr,
+)
 from cuda_llm_lsp.fsr.apply import (
     AppliedWinner,
     NotApplicable,
@@ -152,7 +159,11 @@ class _Tracker:
             state=state,
         )
         report = results.KernelReport(
-            self.job.kernel, self.original, info, results.failure_hint(self.outcomes)
+            self.job.kernel,
+            self.original,
+            info,
+            results.failure_hint(self.outcomes),
+            label=self.job.label,
         )
         self.server.set_report(self.job.uri, report)
 
@@ -184,7 +195,8 @@ class _Tracker:
         )
         hint = results.failure_hint(result.candidates or tuple(self.outcomes))
         self.server.set_report(
-            self.job.uri, results.KernelReport(self.job.kernel, self.original, info, hint)
+            self.job.uri,
+            results.KernelReport(self.job.kernel, self.original, info, hint, label=self.job.label),
         )
 
 
@@ -234,8 +246,14 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     original = kernel.span.slice(text)
     evaluator = await server.job_evaluator(job, "optimize")  # cancel stops the GPU work at once
     settings = server.settings
-    config = config_from_settings(settings)
-    history = await history_for_run(lambda exc: log.warning("history unavailable: %s", exc))
+    llm_factory: LlmFactory
+    if job.demo:  # the shipped recording answers for the model: no endpoint, no key, no history
+        config = demo_config(demo_for(job.kernel), settings)
+        llm_factory, history = make_llm, None
+    else:
+        config = config_from_settings(settings)
+        llm_factory = server.llm_factory
+        history = await history_for_run(lambda exc: log.warning("history unavailable: %s", exc))
     tracker = _Tracker(
         server, job, progress, original, config.rounds * config.candidates, config.strategy
     )
@@ -253,7 +271,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
             request,
             config,
             evaluator,
-            llm_factory=server.llm_factory,
+            llm_factory=llm_factory,
             on_event=on_event,
             cancel=cancel,
             history=history,
@@ -275,8 +293,9 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
                 _applied, text, job.kernel, result.best_source, result.best_launch, (start, end)
             )
         except NotApplicable as exc:
-            server.message(f"cuda-llm: {job.kernel}: {result.message}; the winner cannot be "
-                           f"applied: {exc}", types.MessageType.Warning)  # fmt: skip
+            server.message(job.say(f"cuda-llm: {job.kernel}: {result.message}; the winner "
+                                   f"cannot be applied: {exc}"),
+                           types.MessageType.Warning)  # fmt: skip
             return f"not applicable: {exc}"
         suggestion = Suggestion(
             uri=job.uri,
@@ -294,6 +313,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
             cases_total=result.cases_total,
             message=result.message + _launch_note(result, applied.notes),
             run_id=result.run_id,
+            label=job.label,
         )
         server.suggestions[(job.uri, job.kernel)] = suggestion
         if server.wants_suggestion_notification():
@@ -301,13 +321,15 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
             await server.notify_suggestion(suggestion)
         else:
             server.message(
-                f"cuda-llm: {job.kernel}: {suggestion.figures}. Use the code action "
-                f"'Accept optimized {job.kernel}' to apply it, 'Show suggested {job.kernel}' "
-                f"to review it, or 'Reject suggestion for {job.kernel}'."
+                job.say(
+                    f"cuda-llm: {job.kernel}: {suggestion.figures}. Use the code action "
+                    f"'Accept optimized {job.kernel}' to apply it, 'Show suggested "
+                    f"{job.kernel}' to review it, or 'Reject suggestion for {job.kernel}'."
+                )
             )
         return f"{suggestion.figures}: suggestion ready"
     kind = types.MessageType.Warning if result.error else types.MessageType.Info
-    server.message(f"cuda-llm: {job.kernel}: {result.message}", kind)
+    server.message(job.say(f"cuda-llm: {job.kernel}: {result.message}"), kind)
     return result.message
 
 

@@ -40,7 +40,15 @@ from cuda_llm_lsp.compile.flags import Trust
 from cuda_llm_lsp.compile.isolated import close_shared_pool, shared_pool
 from cuda_llm_lsp.compile.types import NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import LlmFactory, evaluator_for, make_llm, make_profiler
+from cuda_llm_lsp.engine import (
+    LlmFactory,
+    demo_evaluator,
+    demo_for,
+    evaluator_for,
+    job_label,
+    make_llm,
+    make_profiler,
+)
 from cuda_llm_lsp.evaluate.line_profile import Profiler
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
@@ -411,7 +419,16 @@ class CudaLlmServer(LanguageServer):
 
     async def job_evaluator(self, job: Job, verb: str) -> JobEvaluator | JobPool:
         """The job's handle on the GPU evaluator (a `JobPool` over several GPUs); the job's
-        cancel stops its GPU work at once."""
+        cancel stops its GPU work at once. A demo job gets the shipped recording's answers."""
+        if job.demo:
+            try:
+                demo = demo_for(job.kernel)
+                recorded = await asyncio.to_thread(demo_evaluator, demo)
+            except ValueError as exc:  # no recording for this kernel, or a broken install
+                raise JobError(f"cannot {verb} {job.kernel}: {exc}") from exc
+            view = job_view(recorded, threading.Lock())
+            job.cancel_hooks.append(lambda: _in_thread(view.cancel_job, "cuda-llm-cancel"))
+            return view
 
         with no_gpu_is_a_job_error(job, verb):
             try:
@@ -445,6 +462,11 @@ class CudaLlmServer(LanguageServer):
         close_shared_pool()
 
     # --- messages and tasks ----------------------------------------------------------------
+
+    def job_label(self) -> str | None:
+        """What a job started now says it is: a demo (`cudaLlm.demo`), recorded outcomes
+        (`CUDA_LLM_EVALUATOR`), or None."""
+        return job_label(self.settings)
 
     def message(self, text: str, kind: types.MessageType = types.MessageType.Info) -> None:
         # messages quote model text (outcomes, plans, logs): nothing raw reaches the editor

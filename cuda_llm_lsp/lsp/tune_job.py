@@ -96,7 +96,9 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         _cancelled(server, job, original, result)
         return "cancelled"
     table = markdown_table(result.ranked(), result.default)
-    server.set_report(job.uri, KernelReport(job.kernel, original, summary(result), table=table))
+    server.set_report(
+        job.uri, KernelReport(job.kernel, original, summary(result), table=table, label=job.label)
+    )
     return await _offer(server, job, text, kernel, spec, result)
 
 
@@ -105,7 +107,9 @@ def _cancelled(server: CudaLlmServer, job: Job, original: str, result: TuneResul
     if result.measured:
         info = f"{job.kernel}: tuning cancelled after {len(result.measured)} configuration(s)"
         table = markdown_table(result.ranked(), result.default)
-        server.set_report(job.uri, KernelReport(job.kernel, original, info, table=table))
+        server.set_report(
+            job.uri, KernelReport(job.kernel, original, info, table=table, label=job.label)
+        )
 
 
 def _partial(kernel: str, default: Mapping[str, int], seen: Sequence[Measured]) -> TuneResult:
@@ -135,19 +139,21 @@ async def _offer(
     best, default = result.best, result.default
     if best is None:
         server.message(
-            f"cuda-llm: {job.kernel}: no configuration passed its checks (see the table in "
-            "its hover)",
+            job.say(
+                f"cuda-llm: {job.kernel}: no configuration passed its checks (see the table "
+                "in its hover)"
+            ),
             types.MessageType.Warning,
         )
         return "no configuration passed its checks"
     if best.config == default:
         said = f"the default {describe(default)} is the fastest configuration"
-        server.message(f"cuda-llm: {job.kernel}: {said}")
+        server.message(job.say(f"cuda-llm: {job.kernel}: {said}"))
         return said
     edit = tuned_text(text, kernel, spec, best.config)
     notes = "".join(f"; {note}" for note in edit.notes)
     if edit.text == text:  # nothing could be written (a list over several lines)
-        server.message(f"cuda-llm: {job.kernel}: best {describe(best.config)}{notes}")
+        server.message(job.say(f"cuda-llm: {job.kernel}: best {describe(best.config)}{notes}"))
         return f"best {describe(best.config)}"
     start, end, new_end = _region(text, edit.text, kernel)
     kernel_start, kernel_end = offset_of(text, kernel.span.start), offset_of(text, kernel.span.end)
@@ -172,15 +178,18 @@ async def _offer(
         kind="tune",
         lead=kernel_start - start,
         trail=end - kernel_end,
+        label=job.label,
     )
     server.suggestions[(job.uri, job.kernel)] = suggestion
     if server.wants_suggestion_notification():
         await server.notify_suggestion(suggestion)  # the client's diff, before the progress ends
     else:
         server.message(
-            f"cuda-llm: {job.kernel}: {message}. Use the code action 'Accept tuned "
-            f"{job.kernel}' to make it the default, 'Show suggested {job.kernel}' to review it, "
-            f"or 'Reject suggestion for {job.kernel}'."
+            job.say(
+                f"cuda-llm: {job.kernel}: {message}. Use the code action 'Accept tuned "
+                f"{job.kernel}' to make it the default, 'Show suggested {job.kernel}' to review "
+                f"it, or 'Reject suggestion for {job.kernel}'."
+            )
         )
     return f"{suggestion.figures}: suggestion ready"
 
