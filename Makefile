@@ -3,13 +3,19 @@
 PYTHON ?= python3
 SOURCES = cuda_llm_lsp tests benchmarks
 
-.PHONY: help test test-unit test-lsp lint format imports types gpu ci
+.PHONY: help test test-slow test-all test-unit test-lsp lint format imports types gpu ci
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-test:  ## every CPU test (35+ minutes on 2 cores; GPU tests skip with the reason)
-	$(PYTHON) -m pytest -ra
+test:  ## README's quick tier: every CPU test but the slow and editor ones, in parallel
+	$(PYTHON) -m pytest -ra -n auto -m "not slow and not editor"
+
+test-slow:  ## the slow and editor tiers (nvcc builds, Ray, suites, real Neovim and VS Code)
+	$(PYTHON) -m pytest -ra -n 2 -m "slow or editor"
+
+test-all:  ## every CPU test (about 35 minutes of CPU; GPU tests skip with the reason)
+	$(PYTHON) -m pytest -ra -n auto
 
 test-unit:  ## the unit tests alone
 	$(PYTHON) -m pytest -q tests/unit

@@ -3,7 +3,7 @@
 #
 #   bash .ci/vscode_e2e.sh [--install-only] [PYTEST_ARGS...]
 #
-# --install-only installs and packages, and stops there: README's `pytest -ra` then runs the test
+# --install-only installs and packages, and stops there: .ci/run's slow tiers (`pytest -m "slow or editor"`) then run the test
 # with everything else (it finds what this installed; without it, it skips with the reason).
 #
 # What it installs, each step only when missing (a second run skips straight to the test):

@@ -43,6 +43,9 @@ class Settings:
     compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
     gpus: str = "all"  # local GPUs that judge candidates: "all" or ordinals "0,2"
     cluster: str | None = None  # a Ray cluster's GPUs instead: "ray://HOST:PORT" or "auto"
+    # Optimize / Benchmark / Tune answer from the recordings shipped in the package (`demo`):
+    # no endpoint, no GPU, every result labelled as a demo. Editors only (`cudaLlm.demo`).
+    demo: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("apiKey", "api_key"),
     Setting("gpus", "gpus", flag="--gpus"),
     Setting("cluster", "cluster", flag="--cluster", restricted=True),
+    Setting("demo", "demo"),  # editors only: the shipped recordings answer
 )
 BY_FIELD = {entry.field: entry for entry in SCHEMA}
 _KEYS = {entry.key: entry.field for entry in SCHEMA}  # "cudaLlm.<key>" -> Settings field
@@ -159,6 +163,10 @@ def settings_from_mapping(
                 if len(value) > MAX_ITEMS or any(len(v) > MAX_STRING for v in value):
                     raise ValueError(f"at most {MAX_ITEMS} strings of {MAX_STRING} characters")
                 changes[name] = tuple(value)
+            elif kind == "bool":
+                if not isinstance(value, bool):
+                    raise TypeError("true or false")
+                changes[name] = value
             elif kind == "int":
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise TypeError("a number")

@@ -6,9 +6,47 @@
 -- workspaceTrusted is sent). Do not fill it from a project's files (an exrc or a .nvim.lua
 -- of a repository you cloned): includePaths, nvrtcFlags, baseUrl and cluster are then the
 -- repository's choice. NVRTC options still pass the server's allow-list.
+--   vim.g.cuda_llm_settings = { demo = true }  -- the demo: recorded answers, no GPU, no key
 -- In a CUDA buffer: K shows the hover (a kernel's resources and spec); code actions (Optimize,
 -- Benchmark, Accept, Reject, ...): :lua vim.lsp.buf.code_action()
+-- Progress shows in the command line and the server's messages in full, with no plugin.
 local cuda_llm_clients = {}
+local cuda_llm_titles = {} -- progress token -> its title (reports and the end carry none)
+
+-- $/progress: Neovim's own handler first (progress plugins keep working), then one line in the
+-- command line: a progress line is cut to the window's width (no hit-enter prompt while it runs);
+-- the end is shown whole and kept in :messages.
+local function cuda_llm_progress(err, result, ctx, config)
+  local default = vim.lsp.handlers['$/progress']
+  if default then
+    default(err, result, ctx, config)
+  end
+  local value = result and result.value
+  if type(value) ~= 'table' then
+    return
+  end
+  local token = tostring(result.token)
+  if value.kind == 'begin' then
+    cuda_llm_titles[token] = value.title
+  end
+  local title = cuda_llm_titles[token] or 'cuda-llm'
+  if value.kind == 'end' then
+    cuda_llm_titles[token] = nil
+    local text = 'cuda-llm: ' .. title .. (value.message and (': ' .. value.message) or '')
+    vim.api.nvim_echo({ { text } }, true, {})
+  else
+    -- what changed first, the job's title after it: a narrow window still shows the news
+    local text = 'cuda-llm: ' .. (value.message or '') .. ' (' .. title .. ')'
+    local width = math.max(vim.o.columns - 12, 20)
+    vim.api.nvim_echo({ { vim.fn.strcharpart(text, 0, width) } }, false, {})
+  end
+end
+
+-- window/showMessage: the whole message (a result, a reason), warnings and errors highlighted.
+local function cuda_llm_show_message(_, result, _, _)
+  local levels = { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO }
+  vim.notify(result.message, levels[result.type] or vim.log.levels.INFO)
+end
 
 local function cuda_llm_root(bufnr)
   local file = vim.api.nvim_buf_get_name(bufnr)
@@ -40,6 +78,10 @@ local function cuda_llm_attach(bufnr)
       root_dir = root,
       init_options = { cudaLlm = settings },
       settings = { cudaLlm = settings },
+      handlers = {
+        ['$/progress'] = cuda_llm_progress,
+        ['window/showMessage'] = cuda_llm_show_message,
+      },
     })
     cuda_llm_clients[root] = id
   end

@@ -30,6 +30,7 @@ from cuda_llm_lsp.engine import (
     gpu_evaluator,
     summary_line,
 )
+from cuda_llm_lsp.evaluate.types import no_gpu_message
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
@@ -115,7 +116,7 @@ def _refused(refusal: Refusal, kernel: Kernel, path: Path, as_json: bool) -> int
         message = f"the test spec of {kernel.name} has errors:\n{shown}"
         return _error(message, EXIT_USAGE, as_json)
     if refusal.kind in ("no_gpu", "unavailable"):
-        return _error(f"no CUDA GPU available: {refusal.message}", EXIT_NO_GPU, as_json)
+        return _error(no_gpu_message(refusal.message), EXIT_NO_GPU, as_json)
     if not as_json and refusal.kind == "does_not_build":
         print(f"{kernel.name}: {refusal.status}\n{refusal.message}")
     elif not as_json:

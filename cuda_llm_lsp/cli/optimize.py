@@ -59,6 +59,7 @@ from cuda_llm_lsp.engine import (
     unified_diff,
     write_check,
 )
+from cuda_llm_lsp.evaluate.types import no_gpu_message
 from cuda_llm_lsp.fsr.types import (
     OptimizeConfig,
     OptimizeResult,
@@ -212,7 +213,7 @@ def _finish(
         gpus.close()
     if isinstance(outcome, Refusal):
         if outcome.kind == "no_gpu":
-            return _fail(f"no CUDA GPU: {outcome.message}", EXIT_NO_GPU, as_json, args.kernel)
+            return _fail(no_gpu_message(outcome.message), EXIT_NO_GPU, as_json, args.kernel)
         return _fail(outcome.message, EXIT_USAGE, as_json, args.kernel)
     result = outcome.result
     if as_json:
@@ -277,6 +278,7 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     config = config_from_settings(
         settings, rounds=min(args.rounds or shape[0], shape[0]),
         candidates=min(args.candidates or shape[1], shape[1]), replay_dir=str(demo.llm_dir),
+        profile=False,  # Nsight Compute would run the kernel on a real GPU
     )  # fmt: skip
     try:
         recorded = RecordedEvaluator(demo.outcomes)

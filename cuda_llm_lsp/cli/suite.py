@@ -20,7 +20,7 @@ from typing import TextIO
 from cuda_llm_lsp.cli.common import add_gpu_arguments, error, setting_help, setting_value
 from cuda_llm_lsp.config import LAUNCH_POLICIES, Settings
 from cuda_llm_lsp.engine import TimingPlan, make_evaluator
-from cuda_llm_lsp.evaluate.types import NoGpuError
+from cuda_llm_lsp.evaluate.types import NoGpuError, no_gpu_message
 from cuda_llm_lsp.suite.report import FAST_P, fast_p, to_json, write_report
 from cuda_llm_lsp.suite.runner import Progress, SuiteOptions, SuiteRunner, discover
 from cuda_llm_lsp.tune.types import TuneOptions
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             report = SuiteRunner(options, evaluator, progress).run(found)
         except NoGpuError as exc:
-            return _error(f"no CUDA GPU available: {exc}", EXIT_NO_GPU, as_json)
+            return _error(no_gpu_message(exc), EXIT_NO_GPU, as_json)
     finally:
         evaluator.close()
     if progress.tty:

@@ -29,6 +29,7 @@ from cuda_llm_lsp.engine import (
     tune_in_file,
     unified_diff,
 )
+from cuda_llm_lsp.evaluate.types import no_gpu_message
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec.tunables import describe
 from cuda_llm_lsp.tune.types import Measured, TuneOptions, TuneResult
@@ -122,7 +123,7 @@ def _refused(refusal: Refusal, path: Path, as_json: bool) -> int:
             why = f"has errors:\n{spec_problems(path, refusal.problems)}"
         return _error(f"the test spec of {kernel} {why}", EXIT_USAGE, as_json)
     if refusal.kind in ("no_gpu", "unavailable"):
-        return _error(f"no CUDA GPU available: {refusal.message}", EXIT_NO_GPU, as_json)
+        return _error(no_gpu_message(refusal.message), EXIT_NO_GPU, as_json)
     usage = refusal.kind in ("no_tunables", "bad_inputs", "no_kernel")
     return _error(refusal.message, EXIT_USAGE if usage else EXIT_FAIL, as_json)
 

@@ -1,11 +1,14 @@
-"""Recorded optimize sessions shipped with the package, for `cuda-llm optimize --demo`.
+"""Recorded optimize sessions shipped with the package, for `cuda-llm optimize --demo` and the
+editors' demo mode (`cudaLlm.demo`).
 
 Nothing to see without a GPU and an API key otherwise. One directory per kernel:
 `<kernel>/llm/` is an ordinary `--replay` recording (`fsr.replay`: one JSON file per candidate,
 the model's reply with its code) and `<kernel>/outcomes.json` the evaluator's recorded outcomes
-(`evaluate.recorded`). The figures are hand-written, illustrative, not measurements: the CLI says
-so. On a GPU, `cuda-llm optimize examples/softmax.cu --kernel softmax_rows --replay
-<this package>/demo/softmax_rows/llm` checks and times the same candidates for real.
+(`evaluate.recorded`); `<kernel>/<file>.cu` is the example it was recorded for (a copy of
+the repository's `examples/` file: a user of the wheel has no checkout), which the editors'
+"Try the Demo" opens. The figures are hand-written, illustrative, not measurements: the CLI
+and the editors say so. On a GPU, `cuda-llm optimize examples/softmax.cu --kernel softmax_rows
+--replay <this package>/demo/softmax_rows/llm` checks and times the same candidates for real.
 
 Pure data and paths: this module imports nothing from the package.
 """
@@ -24,6 +27,7 @@ class Demo:
     example: str  # the file it is recorded for, relative to the repository
     llm_dir: Path  # a `--replay` recording
     outcomes: Path  # recorded evaluator outcomes
+    source: Path | None  # the example file shipped beside the recording
 
 
 def demos() -> dict[str, Demo]:
@@ -35,6 +39,7 @@ def demos() -> dict[str, Demo]:
             example=_EXAMPLES.get(directory.name, ""),
             llm_dir=directory / "llm",
             outcomes=directory / "outcomes.json",
+            source=next(iter(sorted(directory.glob("*.cu"))), None),
         )
     return found
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.demo import Demo, demos
 from cuda_llm_lsp.evaluate import devices, gpu
 from cuda_llm_lsp.evaluate.line_profile import NcuProfiler, Profiler, RecordedProfiler
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
@@ -22,11 +23,17 @@ from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.fsr.client import LlmClient
 from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
-from cuda_llm_lsp.fsr.history import RunHistory
+from cuda_llm_lsp.fsr.history import RunHistory, data_dir
 from cuda_llm_lsp.fsr.loop import History, optimize
-from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm
+from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm, recorded_shape
 from cuda_llm_lsp.fsr.toolchain import Toolchain
-from cuda_llm_lsp.fsr.types import OptimizeConfig, OptimizeRequest, OptimizeResult, ProgressEvent
+from cuda_llm_lsp.fsr.types import (
+    OptimizeConfig,
+    OptimizeRequest,
+    OptimizeResult,
+    ProgressEvent,
+    config_from_settings,
+)
 
 #: `recorded:PATH` replaces the GPU by recorded outcomes (`evaluate.recorded`); `gpu` or unset:
 #: the local GPU. Read by `make_evaluator` only: tests and demos of `optimize` and `suite`.
@@ -54,6 +61,58 @@ def evaluator_problem() -> str | None:
 def demo_label() -> str | None:
     """`DEMO_LABEL` while `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU, else None."""
     return DEMO_LABEL if os.environ.get(EVALUATOR_ENV, "").strip().startswith("recorded:") else None
+
+
+#: What every progress, result and suggestion of an editor's demo mode (`cudaLlm.demo`) says.
+DEMO_MODE_LABEL = "DEMO: recorded, not measured"
+
+
+def job_label(settings: Settings) -> str | None:
+    """The label a job started now carries: `DEMO_MODE_LABEL` under `cudaLlm.demo`,
+    `demo_label()` under `CUDA_LLM_EVALUATOR=recorded:PATH`, else None (real figures)."""
+    return DEMO_MODE_LABEL if settings.demo else demo_label()
+
+
+def demo_for(kernel: str) -> Demo:
+    """The shipped recording for `kernel`; ValueError naming the demos when there is none."""
+    shipped = demos()
+    found = shipped.get(kernel)
+    if found is None:
+        listed = ", ".join(f"{d.kernel} ({d.example})" for d in shipped.values())
+        raise ValueError(
+            f"demo mode has no recording for {kernel}; it has {listed}. Turn the demo setting "
+            "off (cudaLlm.demo) to run on your GPU and model"
+        )
+    return found
+
+
+def demo_example() -> tuple[Path, str]:
+    """A fresh copy of the first shipped demo's example in the user's data directory (the
+    package may be read-only, and a demo's Accept edits the file), and its kernel's name."""
+    shipped = [d for d in demos().values() if d.source is not None]
+    if not shipped or shipped[0].source is None:
+        raise ValueError("this installation has no demo example (reinstall cuda-llm-lsp)")
+    source = shipped[0].source
+    target = data_dir() / "demo" / source.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(source.read_bytes())
+    return target, shipped[0].kernel
+
+
+def demo_evaluator(demo: Demo) -> Evaluator:
+    """The GPU's recorded answers for the demo's kernel: nothing runs on a GPU."""
+    return RecordedEvaluator(demo.outcomes)
+
+
+def demo_config(demo: Demo, settings: Settings) -> OptimizeConfig:
+    """The demo's run: the recorded rounds and candidates, replayed from the package (no
+    endpoint, no key); the user's model settings do not apply to a recording, and nothing is
+    profiled (Nsight Compute would run the kernel on a GPU, if there is one)."""
+    rounds, candidates = recorded_shape(demo.llm_dir, demo.kernel) or (1, 1)
+    return config_from_settings(
+        Settings(arch=settings.arch), rounds=rounds, candidates=candidates,
+        replay_dir=str(demo.llm_dir), profile=False,  # ncu would run on a real GPU
+    )  # fmt: skip
 
 
 def gpu_evaluator(plan: Plan | None = None) -> Evaluator:

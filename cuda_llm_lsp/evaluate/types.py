@@ -151,5 +151,29 @@ class NoGpuError(RuntimeError):
     """No CUDA GPU (or driver) is available: the message says what was found."""
 
 
+#: What works without a GPU, said wherever a GPU was needed and none was found.
+NO_GPU_WORKS_ANYWAY = (
+    "`cuda-llm check`, the editor's diagnostics, `cuda-llm optimize --demo` and the editor's "
+    "demo mode (cudaLlm.demo) work without one; `nvidia-smi` shows whether the driver sees a GPU"
+)
+
+
+def no_gpu_message(problem: BaseException | str) -> str:
+    """One sentence for a missing GPU (CLI and editor alike): what was not found, what works
+    anyway, where to look. A library's wording ("'cuda' is an NVIDIA driver library ...") is
+    replaced by what it means; a Ray cluster's problem is not this machine's and stays as is."""
+    detail = str(problem)
+    if "Ray" in detail:
+        return detail
+    lowered = detail.lower()
+    if "driver library" in lowered or "libcuda" in lowered or "no cuda driver" in lowered:
+        cause = " (the NVIDIA driver, libcuda, is not installed)"
+    elif not detail or "no cuda gpu" in lowered or "no cuda device" in lowered:
+        cause = ""
+    else:
+        cause = f" ({detail.splitlines()[0][:160]})"
+    return f"no CUDA GPU found on this machine{cause}: {NO_GPU_WORKS_ANYWAY}"
+
+
 class BaselineFailed(RuntimeError):
     """The original kernel (the oracle) fails its own spec: no candidate can be judged."""

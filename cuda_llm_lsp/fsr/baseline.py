@@ -18,6 +18,7 @@ from cuda_llm_lsp.evaluate.types import (
     EvaluationCancelled,
     KernelBinary,
     NoGpuError,
+    no_gpu_message,
 )
 from cuda_llm_lsp.fsr import prompts
 from cuda_llm_lsp.fsr.gpu import GpuLane, Seeds
@@ -83,7 +84,7 @@ async def prepare(
     try:  # candidates are built for the GPU that judges them, whatever is configured
         facts = await lane.call(lane.evaluator.device_facts)
     except NoGpuError as exc:
-        return Unprepared(f"no GPU: {exc}")
+        return Unprepared(no_gpu_message(exc))
     except (EvaluationCancelled, asyncio.CancelledError):
         raise
     except Exception as exc:
@@ -101,7 +102,7 @@ async def prepare(
             lane.evaluator.benchmark, built, spec, spec_dir=spec_dir, seed=seeds.next()
         )
     except NoGpuError as exc:
-        return Unprepared(f"no GPU: {exc}")
+        return Unprepared(no_gpu_message(exc))
     except (EvaluationCancelled, asyncio.CancelledError):
         raise
     except Exception as exc:  # BaselineFailed, a broken inputs hook...

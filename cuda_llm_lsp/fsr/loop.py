@@ -35,6 +35,7 @@ from cuda_llm_lsp.evaluate.types import (
     KernelBinary,
     NoGpuError,
     Status,
+    no_gpu_message,
 )
 from cuda_llm_lsp.fsr import prompts, tuning
 from cuda_llm_lsp.fsr.baseline import Baseline, Unprepared, prepare
@@ -636,7 +637,7 @@ async def optimize(
             try:
                 result = work.result()
             except NoGpuError as exc:
-                result = run.error(f"no GPU: {exc}")
+                result = run.error(no_gpu_message(exc))
             except BaselineFailed as exc:
                 result = run.error(f"the original {request.kernel} cannot be judged: {exc}")
             except EvaluationCancelled:

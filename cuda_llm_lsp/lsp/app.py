@@ -3,7 +3,7 @@ serves it, and `shutdown` cancels the jobs and closes the evaluator.
 
 Features register in an order that keeps `executeCommandProvider.commands` as clients have
 always seen it (optimize, benchmark, cancel, accept, reject, show, resources, addSpec), new
-ones last (tune).
+ones last (tune, demoExample).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from cuda_llm_lsp.lsp import (
     cancel,
     code_actions,
     code_lens,
+    demo,
     diagnostics,
     hover,
     optimize_job,
@@ -56,6 +57,7 @@ FEATURES = (
     code_actions,
     tune_job,
     profile_job,
+    demo,
 )
 
 

@@ -28,7 +28,7 @@ def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
 async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     text, original = await server.job_kernel(job)
     render = JobRenderer(server, job, progress, original)
-    outcome = await run_action(server, job, render, benchmark_in_file, text, server.gpus)
+    outcome = await run_action(server, job, render, benchmark_in_file, text, server.gpus_for(job))
     if isinstance(outcome, Refusal):
         raise job_error(outcome, "benchmark")
     result = outcome.result
@@ -38,5 +38,6 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     hint = None
     if result.status != "ok":
         hint = f"{results.status_text(result.status)}: {result.message}"
-    server.set_report(job.uri, results.KernelReport(job.kernel, outcome.original, line, hint))
+    report = results.KernelReport(job.kernel, outcome.original, line, hint, label=job.label)
+    server.set_report(job.uri, report)
     return line

@@ -1,11 +1,12 @@
 """textDocument/codeAction on a kernel (cursor anywhere inside it).
 
 Offers "Optimize K" (kind refactor.rewrite), "Benchmark K", "Tune K" where its spec declares
-tunables, "Add test spec for K" when it has none (a versioned edit inserting the draft above the
-kernel), and once a suggestion exists "Accept optimized K (2.1× faster, 4/4 cases)" (or "Accept
-tuned K"), "Reject suggestion for K", "Show suggested K";
-"Cancel … of K" while a job runs. A kernel whose spec block cannot be read gets no job action
-(its diagnostics say why). Also `cudaLlm.addSpec`: the same draft as a command.
+tunables; a kernel without a spec gets only "Add test spec for K" (a versioned edit inserting the
+draft above the kernel): nothing can be measured or checked without one. Once a suggestion
+exists, "Accept optimized K (2.1× faster, 4/4 cases)" (or "Accept tuned K"), "Reject suggestion
+for K", "Show suggested K"; "Cancel … of K" while a job runs. Also `cudaLlm.addSpec`: the same
+draft as a command. A kernel whose spec block cannot be read gets no job action
+(its diagnostics say why).
 """
 
 from __future__ import annotations
@@ -95,13 +96,9 @@ async def actions(
         command(f"Show suggested {name}", commands.SHOW)
     if job is not None:
         command(f"Cancel {job.kind} of {name}", commands.CANCEL)
-    elif kernel.spec is None:
-        command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
-        command(f"Benchmark {name}", commands.BENCHMARK)
-        command(f"Profile {name}", commands.PROFILE)
-    else:  # a spec that cannot be read (its diagnostics say why) offers no job
+    elif kernel.spec is not None:  # without a spec there is nothing to run: add one first
         spec = await _spec(server, uri, text, kernel)
-        if spec is not None:
+        if spec is not None:  # a spec that cannot be read (its diagnostics say why): no job
             command(f"Optimize {name}", commands.OPTIMIZE, OPTIMIZE_KIND)
             command(f"Benchmark {name}", commands.BENCHMARK)
             command(f"Profile {name}", commands.PROFILE)

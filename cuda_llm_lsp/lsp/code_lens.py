@@ -1,6 +1,6 @@
-"""textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands (none
-for a kernel whose spec block cannot be read); and `cudaLlm.showResources`, the resources lens's
-command.
+"""textDocument/codeLens: per kernel, its resources and the Optimize / Benchmark commands (a
+kernel without a test spec: "Add test spec" instead, as its code actions; none for a kernel whose
+spec block cannot be read); and `cudaLlm.showResources`, the resources lens's command.
 
 Clicking the resources lens shows the hover's facts (resources, spec, last result) as a message,
 so the lens is never a dead link.
@@ -74,6 +74,16 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
                     range=where,
                     command=types.Command(
                         title=f"Cancel {running.kind}", command=commands.CANCEL, arguments=args
+                    ),
+                )
+            )
+            continue
+        if info.kernel.spec is None:  # nothing to run without a spec: the draft comes first
+            found.append(
+                types.CodeLens(
+                    range=where,
+                    command=types.Command(
+                        title="Add test spec", command=commands.ADD_SPEC, arguments=args
                     ),
                 )
             )

@@ -27,7 +27,20 @@ ADD_SPEC = "cudaLlm.addSpec"
 RESOURCES = "cudaLlm.showResources"  # behind the resources code lens
 TUNE = "cudaLlm.tune"
 PROFILE = "cudaLlm.profile"
-COMMANDS = (OPTIMIZE, BENCHMARK, ACCEPT, REJECT, CANCEL, SHOW, ADD_SPEC, RESOURCES, TUNE, PROFILE)
+DEMO_EXAMPLE = "cudaLlm.demoExample"  # no arguments: writes and opens the demo's example
+COMMANDS = (
+    OPTIMIZE,
+    BENCHMARK,
+    ACCEPT,
+    REJECT,
+    CANCEL,
+    SHOW,
+    ADD_SPEC,
+    RESOURCES,
+    TUNE,
+    PROFILE,
+    DEMO_EXAMPLE,
+)
 
 KernelHandler = Callable[[CudaLlmServer, str, str], Awaitable[Any]]
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from lsprotocol import types
 from pygls.progress import Progress
 
-from cuda_llm_lsp.engine import CancelToken, demo_label
+from cuda_llm_lsp.engine import DEMO_MODE_LABEL, CancelToken
 from cuda_llm_lsp.source.untrusted import neutralize
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,10 @@ class JobHost(Protocol):
 
     def refresh_code_lenses(self) -> None: ...
 
+    def job_label(self) -> str | None:
+        """What a job started now says it is (`engine.job_label`: a demo), or None."""
+        ...
+
 
 class JobError(Exception):
     """A job cannot go on; the message is shown to the user as is."""
@@ -57,6 +61,19 @@ class Job:
     kind: str  # "optimize" | "benchmark" | "tune"
     token: str  # the progress token
     cancel_token: CancelToken = field(default_factory=CancelToken)  # handed to the engine
+    # Taken when the job starts: a demo stays labelled as one even if the setting changes.
+    label: str | None = None  # e.g. "DEMO: recorded, not measured"; None: real figures
+    demo: bool = False  # `cudaLlm.demo`: the shipped recordings answer, not the GPU and model
+
+    def labelled(self, text: str) -> str:
+        """`text` with the job's label in front, so a demo's words never pass for real ones."""
+        return f"[{self.label}] {text}" if self.label else text
+
+    def say(self, text: str) -> str:
+        """A 'cuda-llm: ...' message of this job, labelled ('cuda-llm [DEMO: ...]: ...')."""
+        if self.label and text.startswith("cuda-llm: "):
+            return f"cuda-llm [{self.label}]: " + text.removeprefix("cuda-llm: ")
+        return text
 
     @property
     def cancelled(self) -> bool:
@@ -87,7 +104,8 @@ class JobProgress:
             log.info("progress creation refused for %s: %s", self.job.kernel, exc)
 
     def begin(self, title: str, message: str) -> None:
-        label = demo_label()  # recorded outcomes stand in for the GPU: the title says so
+        # Recorded outcomes stand in for the GPU: the title, shown with every report, says so.
+        label = self.job.label
         title = f"{title} [{label}]" if label else title
         if self.enabled:
             self.server.work_done_progress.begin(
@@ -109,6 +127,7 @@ class JobProgress:
 
     def end(self, message: str) -> None:
         if self.enabled and not self.ended:
+            message = self.job.labelled(message) if self.job.demo else message
             self.server.work_done_progress.end(
                 self.job.token, types.WorkDoneProgressEnd(message=neutralize(message))
             )
@@ -141,6 +160,8 @@ class JobManager:
             )
             return None
         job = Job(uri, kernel, kind, token=f"cuda-llm-{kind}-{uuid.uuid4().hex[:12]}")
+        job.label = self.server.job_label()
+        job.demo = job.label is not None and job.label == DEMO_MODE_LABEL
         self.jobs[(uri, kernel)] = job
         self.by_token[job.token] = job
         self.server.spawn(self._run(job, title, work), f"{kind} of {kernel}")
@@ -165,7 +186,7 @@ class JobManager:
                 inner.cancel()
         except JobError as exc:
             end_message = str(exc)
-            self.server.message(f"cuda-llm: {exc}", types.MessageType.Warning)
+            self.server.message(job.say(f"cuda-llm: {exc}"), types.MessageType.Warning)
         except asyncio.CancelledError:
             end_message = "cancelled"
             raise
@@ -173,7 +194,8 @@ class JobManager:
             log.exception("%s of %s failed", job.kind, job.kernel)
             end_message = f"failed: {exc}"
             self.server.message(
-                f"cuda-llm: {job.kind} of {job.kernel} failed: {exc}", types.MessageType.Error
+                job.say(f"cuda-llm: {job.kind} of {job.kernel} failed: {exc}"),
+                types.MessageType.Error,
             )
         finally:
             progress.end(end_message)

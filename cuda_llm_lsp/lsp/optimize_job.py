@@ -14,7 +14,17 @@ from functools import partial
 
 from lsprotocol import types
 
-from cuda_llm_lsp.engine import OptimizeOutcome, Refusal, history_for_run, optimize_in_file
+from cuda_llm_lsp.engine import (
+    LlmFactory,
+    OptimizeOutcome,
+    Refusal,
+    RunHistory,
+    demo_config,
+    demo_for,
+    history_for_run,
+    make_llm,
+    optimize_in_file,
+)
 from cuda_llm_lsp.fsr.types import OptimizeResult, config_from_settings
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
@@ -36,8 +46,15 @@ def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
 async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     text, original = await server.job_kernel(job)
     settings = server.settings
-    config = config_from_settings(settings)
-    history = await history_for_run(lambda exc: log.warning("history unavailable: %s", exc))
+    gpus = server.gpus_for(job)  # a demo job: the shipped recording's answers
+    llm_factory: LlmFactory = server.llm_factory
+    history: RunHistory | None = None
+    if job.demo:  # the shipped recording answers for the model: no endpoint, no key, no history
+        config = demo_config(demo_for(job.kernel), settings)
+        llm_factory = make_llm
+    else:
+        config = config_from_settings(settings)
+        history = await history_for_run(lambda exc: log.warning("history unavailable: %s", exc))
     render = JobRenderer(
         server, job, progress, original, config.rounds * config.candidates, config.strategy
     )
@@ -49,8 +66,8 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
             optimize_in_file,
             text,
             config,
-            server.gpus,
-            llm_factory=server.llm_factory,
+            gpus,
+            llm_factory=llm_factory,
             history=history,
         )
     except asyncio.CancelledError:
@@ -63,17 +80,14 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     if result.cancelled:
         return result.message or "cancelled"
     if outcome.not_applicable is not None:
-        server.message(
-            f"cuda-llm: {job.kernel}: {result.message}; the winner cannot be applied: "
-            f"{outcome.not_applicable}",
-            types.MessageType.Warning,
-        )
+        said = f"{result.message}; the winner cannot be applied: {outcome.not_applicable}"
+        server.message(job.say(f"cuda-llm: {job.kernel}: {said}"), types.MessageType.Warning)
         return f"not applicable: {outcome.not_applicable}"
     if outcome.edit is not None:
         suggestion = _suggestion(job, text, outcome)
-        return await offer(server, suggestion, suggestion.figures)
+        return await offer(server, suggestion, suggestion.figures, job)
     kind = types.MessageType.Warning if result.error else types.MessageType.Info
-    server.message(f"cuda-llm: {job.kernel}: {result.message}", kind)
+    server.message(job.say(f"cuda-llm: {job.kernel}: {result.message}"), kind)
     return result.message
 
 
@@ -96,6 +110,7 @@ def _suggestion(job: Job, text: str, outcome: OptimizeOutcome) -> Suggestion:
         cases_total=result.cases_total,
         message=result.message + _launch_note(result, edit.notes),
         run_id=result.run_id,
+        label=job.label,
     )
 
 

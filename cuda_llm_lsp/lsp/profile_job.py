@@ -28,6 +28,11 @@ def start(server: CudaLlmServer, uri: str, kernel: str) -> Job | None:
 
 
 async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
+    if server.settings.demo:  # the demo's recording has no profile, and ncu would use a real GPU
+        raise JobError(
+            f"cannot profile {job.kernel} in the demo: Profile runs Nsight Compute on a real GPU "
+            "(turn cudaLlm.demo off on a machine with one)"
+        )
     text, original = await server.job_kernel(job)
     render = JobRenderer(server, job, progress, original)
     work = partial(

@@ -28,6 +28,7 @@ from cuda_llm_lsp.engine import (
     TuneStarted,
     detached,
 )
+from cuda_llm_lsp.evaluate.types import no_gpu_message
 from cuda_llm_lsp.fsr.types import OptimizeResult
 from cuda_llm_lsp.lsp import results
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobProgress
@@ -78,7 +79,7 @@ def job_error(refusal: Refusal, verb: str) -> JobError:
             "and review the draft"
         )
     elif refusal.kind == "no_gpu":
-        said = f"cannot {verb} {kernel}: no GPU ({refusal.message})"
+        said = f"cannot {verb} {kernel}: {no_gpu_message(refusal.message)}"
     elif refusal.kind == "does_not_build":
         said = f"{kernel} does not build: {refusal.message}"
     elif refusal.kind in ("no_kernel", "no_tunables"):
@@ -220,8 +221,9 @@ class JobRenderer:
             fraction_of_peak=getattr(self.baseline, "fraction_of_peak", None),
             state=state,
         )
+        hint = results.failure_hint(self.outcomes)
         report = results.KernelReport(
-            self.job.kernel, self.original, info, results.failure_hint(self.outcomes)
+            self.job.kernel, self.original, info, hint, label=self.job.label
         )
         self.server.set_report(self.job.uri, report)
 
@@ -251,12 +253,13 @@ class JobRenderer:
             state="cancelled" if result.cancelled else done,
         )
         hint = results.failure_hint(result.candidates or tuple(self.outcomes))
-        self.server.set_report(
-            self.job.uri, results.KernelReport(self.job.kernel, self.original, info, hint)
+        report = results.KernelReport(
+            self.job.kernel, self.original, info, hint, label=self.job.label
         )
+        self.server.set_report(self.job.uri, report)
 
 
-async def offer(server: CudaLlmServer, suggestion: results.Suggestion, said: str) -> str:
+async def offer(server: CudaLlmServer, suggestion: results.Suggestion, said: str, job: Job) -> str:
     """Keep `suggestion` for the kernel and tell the user: the client's own diff where it shows
     one (sent before the progress ends), else `said` and the code actions to use."""
     kernel = suggestion.kernel
@@ -270,8 +273,10 @@ async def offer(server: CudaLlmServer, suggestion: results.Suggestion, said: str
             else ("optimized", "apply it")
         )
         server.message(
-            f"cuda-llm: {kernel}: {said}. Use the code action 'Accept {accept} {kernel}' to "
-            f"{purpose}, 'Show suggested {kernel}' to review it, or 'Reject suggestion for "
-            f"{kernel}'."
+            job.say(
+                f"cuda-llm: {kernel}: {said}. Use the code action 'Accept {accept} {kernel}' to "
+                f"{purpose}, 'Show suggested {kernel}' to review it, or 'Reject suggestion for "
+                f"{kernel}'."
+            )
         )
     return f"{suggestion.figures}: suggestion ready"

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from cuda_llm_lsp.engine import demo_label, peak_note
 from cuda_llm_lsp.engine import format_ms as engine_format_ms
+from cuda_llm_lsp.engine import peak_note
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.positions import point_at, split_lines, to_range
 from cuda_llm_lsp.source.kernels import Kernel
@@ -38,6 +38,7 @@ class KernelReport:
     info: str
     hint: str | None = None
     table: str | None = None  # Markdown for the hover (a tuning's configurations)
+    label: str | None = None  # the job's label (a demo, recorded outcomes): shown with it
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,14 @@ class Suggestion:
     # edit; `notes` name the sites left to change by hand.
     launch: str | None = None  # `LaunchConfig.describe()`; None: the original launch
     notes: tuple[str, ...] = ()
+    label: str | None = None  # the job's label: a demo's suggestion says so wherever it shows
 
     @property
     def figures(self) -> str:
-        """'2.10× faster, 4/4 cases'."""
+        """'2.10× faster, 4/4 cases' (', DEMO: recorded, not measured' for a demo's)."""
         speed = f"{self.speedup:.2f}× faster" if self.speedup else "no speedup figure"
-        return f"{speed}, {self.cases_passed}/{self.cases_total} cases"
+        label = f", {self.label}" if self.label else ""
+        return f"{speed}, {self.cases_passed}/{self.cases_total} cases{label}"
 
     @property
     def done(self) -> str:
@@ -106,17 +109,17 @@ def diagnostics(
     """The reports of `uri` placed on the kernels' names in the analysed text."""
     lines = split_lines(analysis.text)
     found: list[types.Diagnostic] = []
-    label = demo_label()  # recorded outcomes, not measurements: every result says so
-    shown = (lambda text: f"[{label}] {text}") if label else (lambda text: text)
     for info in analysis.kernels:
         report = reports.get((uri, info.kernel.name))
         if report is None or info.kernel.span.slice(analysis.text) != report.kernel_text:
             continue
+        # recorded outcomes, not measurements: every result says so
+        prefix = f"[{report.label}] " if report.label else ""
         where = to_range(lines, info.kernel.name_span, codec)
         found.append(
             types.Diagnostic(
                 range=where,
-                message=shown(report.info),
+                message=prefix + report.info,
                 severity=types.DiagnosticSeverity.Information,
                 source=SOURCE,
             )
@@ -125,7 +128,7 @@ def diagnostics(
             found.append(
                 types.Diagnostic(
                     range=where,
-                    message=shown(report.hint),
+                    message=prefix + report.hint,
                     severity=types.DiagnosticSeverity.Hint,
                     source=SOURCE,
                 )
@@ -223,4 +226,5 @@ def suggestion_payload(suggestion: Suggestion, where: types.Range | None) -> dic
         "casesPassed": suggestion.cases_passed,
         "casesTotal": suggestion.cases_total,
         "message": neutralize(suggestion.message),
+        "label": suggestion.label,  # e.g. "DEMO: recorded, not measured": shown with the figures
     }

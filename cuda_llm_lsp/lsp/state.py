@@ -44,7 +44,10 @@ from cuda_llm_lsp.engine import (
     add_resources,
     analyze_syntax,
     close_shared_pool,
+    demo_evaluator,
+    demo_for,
     evaluator_for,
+    job_label,
     make_llm,
     make_profiler,
     shared_pool,
@@ -377,6 +380,17 @@ class CudaLlmServer(LanguageServer):
         when the last job using it ends (`GpuService.retire`)."""
         self.gpus.retire()
 
+    def gpus_for(self, job: Job) -> GpuService:
+        """The GPUs the job leases: the server's (`cudaLlm.gpus`, `cudaLlm.cluster`), or for a
+        demo job (`cudaLlm.demo`) the shipped recording's answers for its kernel."""
+        if not job.demo:
+            return self.gpus
+        try:
+            demo = demo_for(job.kernel)
+        except ValueError as exc:  # no recording for this kernel, or a broken install
+            raise JobError(f"cannot {job.kind} {job.kernel}: {exc}") from exc
+        return GpuService(lambda: demo_evaluator(demo))
+
     async def job_kernel(self, job: Job) -> tuple[str, str]:
         """The document's current text and the job's kernel's text in it."""
         text, kernel = await self.kernel(job.uri, job.kernel)
@@ -395,6 +409,11 @@ class CudaLlmServer(LanguageServer):
         close_shared_pool()
 
     # --- messages and tasks ----------------------------------------------------------------
+
+    def job_label(self) -> str | None:
+        """What a job started now says it is: a demo (`cudaLlm.demo`), recorded outcomes
+        (`CUDA_LLM_EVALUATOR`), or None."""
+        return job_label(self.settings)
 
     def message(self, text: str, kind: types.MessageType = types.MessageType.Info) -> None:
         # messages quote model text (outcomes, plans, logs): nothing raw reaches the editor

@@ -44,7 +44,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
     text, original = await server.job_kernel(job)
     render = JobRenderer(server, job, progress, original)
     try:
-        outcome = await run_action(server, job, render, tune_in_file, text, server.gpus)
+        outcome = await run_action(server, job, render, tune_in_file, text, server.gpus_for(job))
     except asyncio.CancelledError:  # cancelled: what the progress heard of stays in the hover
         measured = tuple(render.measured)
         heard = TuneResult(job.kernel, "sample", 0, render.default, measured, None, "cancelled", 0)
@@ -60,16 +60,19 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         if result.measured:
             _cancelled(server, job, outcome.original, len(result.measured), table)
         return "cancelled"
-    server.set_report(
-        job.uri, KernelReport(job.kernel, outcome.original, summary(result), table=table)
+    report = KernelReport(
+        job.kernel, outcome.original, summary(result), table=table, label=job.label
     )
+    server.set_report(job.uri, report)
     return await _offer(server, job, text, outcome)
 
 
 def _cancelled(server: CudaLlmServer, job: Job, original: str, count: int, table: str) -> None:
     """What was measured before the cancel stays in the hover; nothing is suggested."""
     info = f"{job.kernel}: tuning cancelled after {count} configuration(s)"
-    server.set_report(job.uri, KernelReport(job.kernel, original, info, table=table))
+    server.set_report(
+        job.uri, KernelReport(job.kernel, original, info, table=table, label=job.label)
+    )
 
 
 async def _offer(server: CudaLlmServer, job: Job, text: str, outcome: TuneOutcome) -> str:
@@ -79,18 +82,20 @@ async def _offer(server: CudaLlmServer, job: Job, text: str, outcome: TuneOutcom
     best, default = result.best, result.default
     if best is None:
         server.message(
-            f"cuda-llm: {job.kernel}: no configuration passed its checks (see the table in "
-            "its hover)",
+            job.say(
+                f"cuda-llm: {job.kernel}: no configuration passed its checks (see the table "
+                "in its hover)"
+            ),
             types.MessageType.Warning,
         )
         return "no configuration passed its checks"
     if best.config == default:
         said = f"the default {describe(default)} is the fastest configuration"
-        server.message(f"cuda-llm: {job.kernel}: {said}")
+        server.message(job.say(f"cuda-llm: {job.kernel}: {said}"))
         return said
     notes = "".join(f"; {note}" for note in outcome.notes)
     if edit is None:  # nothing could be written (a list over several lines)
-        server.message(f"cuda-llm: {job.kernel}: best {describe(best.config)}{notes}")
+        server.message(job.say(f"cuda-llm: {job.kernel}: best {describe(best.config)}{notes}"))
         return f"best {describe(best.config)}"
     default_ms = result.default_result.ms if result.default_result else None
     message = (
@@ -114,8 +119,9 @@ async def _offer(server: CudaLlmServer, job: Job, text: str, outcome: TuneOutcom
         kind="tune",
         lead=edit.lead,
         trail=edit.trail,
+        label=job.label,
     )
-    return await offer(server, suggestion, message)
+    return await offer(server, suggestion, message, job)
 
 
 def summary(result: TuneResult) -> str:

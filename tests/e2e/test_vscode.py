@@ -16,8 +16,11 @@ order:
    suggestion again; the file keeps the edit only;
 and after every decision no notification of that suggestion is left, on screen or in the
 notification center; then
-7. out of demo mode (the setting cleared: the server restarts on the GPU), where there is no GPU:
-   the no-GPU warning is shown in full, not cut off after its first line.
+7. out of demo/test mode (the setting cleared: the server restarts on the GPU), where there is no
+   GPU: the no-GPU warning is shown in full, not cut off after its first line;
+8. README's demo: "CUDA-LLM: Try the Demo" turns `cudaLlm.demo` on and opens the package's
+   example; Optimize answers from the recording (the endpoint is never asked), labelled DEMO;
+   ✓ applies the winner and one Ctrl+Z restores it; then Optimize and ✗ leaves the file.
 
 `CUDA_LLM_E2E_SERVER` (a JSON list) replaces the server command. Screenshots of each step go
 to `CUDA_LLM_E2E_SCREENSHOTS` (kept), else to a temp directory that is removed after a pass and
@@ -61,16 +64,26 @@ pytestmark = [
     pytest.mark.timeout(600),
 ]
 SCREENSHOTS: Screenshots | None = None  # made by the session fixture; conftest reads it
-SUGGESTION = "saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases"  # the notification, once
+# the notification, once; labelled first (a one-line toast cuts the end): recorded figures
+SUGGESTION = (
+    "cuda-llm [demo/test mode: recorded GPU outcomes]: saxpy 2.00× faster (1.00 ms → 500 µs), "
+    "3/3 cases"
+)
 
 
 class Session:
     """The window and the files of the scenario."""
 
     def __init__(
-        self, workbench: Workbench, folder: Path, shots: Screenshots, user_data: Path
+        self,
+        workbench: Workbench,
+        folder: Path,
+        shots: Screenshots,
+        user_data: Path,
+        llm: ScriptedLlmServer,
     ) -> None:
         self.wb = workbench
+        self.llm = llm
         self.user_data = user_data
         self.folder = folder
         self.shots = shots
@@ -162,7 +175,7 @@ def session() -> Iterator[Session]:
                 shots.page = page
                 workbench = Workbench(page)
                 workbench.open(url)
-                yield Session(workbench, folder, shots, home / "user-data")
+                yield Session(workbench, folder, shots, home / "user-data", llm)
             finally:
                 shots.page = None
                 browser.close()
@@ -226,7 +239,7 @@ def test_optimize_opens_the_diff_and_accept_applies_in_one_click_and_one_undo(
     # Focused: ✓ and ✗ are in the diff's title bar at once, without a click into it.
     accept = wb.title_action("Accept Suggestion")
     assert accept.is_visible() and wb.title_action("Reject Suggestion").is_visible()
-    assert session.notices() == [f"cuda-llm: {SUGGESTION}"], wb.toasts()
+    assert session.notices() == [SUGGESTION], wb.toasts()
     session.shots.take("optimize-diff")
 
     accept.click()
@@ -295,7 +308,7 @@ def test_out_of_demo_mode_the_no_gpu_warning_is_shown_in_full(session: Session) 
     wb.focus_editor("saxpy.cu")
 
     def no_gpu_warnings() -> list[str]:
-        return [t for t in wb.toasts() if "no GPU" in t]
+        return [t for t in wb.toasts() if "no CUDA GPU found" in t]
 
     # The restart takes a moment, and a click meanwhile reaches the old server or none: Benchmark
     # again until the new server answers.
@@ -312,10 +325,11 @@ def test_out_of_demo_mode_the_no_gpu_warning_is_shown_in_full(session: Session) 
             wait_until("the no-GPU warning", no_gpu_warnings, 10)
     warning = wait_until("the no-GPU warning", no_gpu_warnings, 1)
     # Shown expanded, with its reason to the end, not cut off after one line.
-    assert "cuda-llm: cannot benchmark saxpy: no GPU (" in warning[0], warning
+    assert "cuda-llm: cannot benchmark saxpy: no CUDA GPU found on this machine" in warning[0]
+    assert "nvidia-smi" in warning[0], warning  # the one sentence, to its end
     assert "Show Output" in warning[0], warning
     toast = ".notifications-toasts .notification-toast.notification-fade-in-done"
-    box = wb.page.locator(toast, has_text="no GPU").first
+    box = wb.page.locator(toast, has_text="no CUDA GPU found").first
     box.wait_for(timeout=10_000)  # shown, its fade-in over
     assert (box.bounding_box() or {"height": 0})["height"] > 60, "more than one line"
     session.shots.take("no-gpu-warning")
@@ -337,3 +351,70 @@ def readme_shot(directory: Path, target: Path) -> None:
         small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
         target.parent.mkdir(parents=True, exist_ok=True)
         small.save(target, optimize=True)
+
+
+DEMO_LABEL = "DEMO: recorded, not measured"
+
+
+def _demo_example(session: Session) -> Path:
+    # "Try the Demo" asks the server for the example: it writes it to the data directory
+    return session.user_data.parent / "data" / "demo" / "softmax.cu"
+
+
+def _optimize_demo(session: Session) -> None:
+    wb = session.wb
+    wb.close_panel()
+    wb.focus_editor("softmax.cu")
+    wait_until(
+        "softmax_rows's Optimize lens",
+        lambda: any(t.startswith("softmax_rows · ") and "Optimize" in t for t in wb.code_lenses()),
+        90,
+    )
+    wb.click_code_lens("softmax_rows", "Optimize")
+    wait_until("the demo's diff", wb.diff_editor_open, 180)
+
+
+def test_try_the_demo_optimizes_the_example_and_accept_applies_in_one_undo(
+    session: Session,
+) -> None:
+    """README's demo: the command turns `cudaLlm.demo` on and opens the example; Optimize answers
+    from the package's recording (the scripted endpoint is never asked: see the assertion on its
+    requests), labelled; ✓ applies the winner, one Ctrl+Z restores the file."""
+    wb = session.wb
+    asked_before = len(session.llm.chat_requests())
+    wb.run_command("CUDA-LLM: Try the Demo")
+    wb.editor_tab("softmax.cu").wait_for(timeout=60_000)
+    example = _demo_example(session)
+    original = example.read_text(encoding="utf-8")
+    settings = json.loads((session.user_data / "User" / "settings.json").read_text("utf-8"))
+    assert settings.get("cudaLlm.demo") is True, settings
+    _optimize_demo(session)
+    said = wait_until(
+        "the demo's notification",
+        lambda: [t for t in wb.toasts() if DEMO_LABEL in t and " faster " in t],
+    )
+    assert said[0].startswith(f"cuda-llm [{DEMO_LABEL}]: softmax_rows "), said
+    session.shots.take("demo-diff")
+    wb.title_action("Accept Suggestion").click()
+    wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
+    wb.focus_editor("softmax.cu")
+    wb.press("Control+s")
+    wait_until("softmax.cu saved", lambda: not wb.is_dirty("softmax.cu"), 20)
+    accepted = example.read_text(encoding="utf-8")
+    assert "variant: online softmax" in accepted and accepted != original
+    wb.press("Control+z")
+    wb.press("Control+s")
+    wait_until("the undo saved", lambda: example.read_text(encoding="utf-8") == original, 20)
+    assert len(session.llm.chat_requests()) == asked_before, "the demo asked a model"
+    session.shots.take("demo-undone")
+
+
+def test_the_demo_reject_leaves_the_example(session: Session) -> None:
+    wb = session.wb
+    example = _demo_example(session)
+    original = example.read_text(encoding="utf-8")
+    _optimize_demo(session)
+    wb.title_action("Reject Suggestion").click()
+    wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
+    assert not wb.is_dirty("softmax.cu")
+    assert example.read_text(encoding="utf-8") == original

@@ -1,10 +1,14 @@
-"""GPU tests: skipped, with the reason, where there is no CUDA GPU or driver."""
+"""GPU tests: skipped where there is no CUDA GPU or driver, with one short reason (the same on
+every skip line of the summary; `no_gpu_reason()` keeps the details for tests that need them)."""
 
 from __future__ import annotations
 
 import functools
 
 import pytest
+
+#: The reason every GPU test gives when it skips.
+SKIP_REASON = "no CUDA GPU on this machine"
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,6 +37,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     reason = no_gpu_reason()
     if reason is None:
         return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
+    skip = pytest.mark.skip(reason=SKIP_REASON)
     for item in gpu_items:
         item.add_marker(skip)

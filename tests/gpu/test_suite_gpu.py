@@ -21,6 +21,7 @@ from cuda_llm_lsp.fsr.client import extract_kernel
 from cuda_llm_lsp.fsr.launch import candidate_launch
 from cuda_llm_lsp.fsr.toolchain import clean_candidate
 from cuda_llm_lsp.suite.runner import discover
+from tests.gpu.conftest import SKIP_REASON
 
 pytestmark = pytest.mark.gpu
 
@@ -39,9 +40,9 @@ def evaluator():  # type: ignore[no-untyped-def]
     ev = GpuEvaluator(plan=timing.Plan(budget_s=0.3))
     try:
         facts = ev.device_facts()
-    except NoGpuError as exc:
+    except NoGpuError:
         ev.close()
-        pytest.skip(f"no CUDA GPU: {exc}")
+        pytest.skip(SKIP_REASON)
     yield ev, facts
     ev.close()
 

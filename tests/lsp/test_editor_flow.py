@@ -136,6 +136,26 @@ async def test_add_test_spec_inserts_a_draft_that_parses(client: EditorClient) -
     assert [d for d in found if d.source == "cuda-llm"] == [], found  # the draft parses
 
 
+async def test_a_kernel_without_a_spec_is_offered_only_add_test_spec(client: EditorClient) -> None:
+    """README: without a spec only "Add test spec" is offered (actions and lenses), as nothing
+    can be benchmarked or optimized before it has one."""
+    uri = client.open(DATA / "saxpy.cu")
+    await client.diagnostics_for(uri, 1)
+    text = client.text(uri)
+    titles = [a.title for a in await _actions(client, uri, _line_of(text, "m[r * cols + c]"))]
+    assert titles == ["Add test spec for scale_rows"], titles
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    line = _line_of(text, "scale_rows(float* m")
+    runs = [
+        lens.command.title
+        for lens in lenses or []
+        if lens.range.start.line == line and lens.command and " · " not in lens.command.title
+    ]
+    assert runs == ["Add test spec"], runs
+
+
 async def test_optimize_reports_progress_results_and_accept_applies_one_edit(
     client: EditorClient,
 ) -> None:

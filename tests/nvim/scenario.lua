@@ -70,6 +70,61 @@ local function record_messages()
     table.insert(out.messages, msg)
     return notify(msg, level, opts)
   end
+  -- What the command line shows (the snippet echoes progress): text and whether it is kept.
+  out.echoes = {}
+  local echo = vim.api.nvim_echo
+  vim.api.nvim_echo = function(chunks, history, opts)
+    local text = ''
+    for _, chunk in ipairs(chunks) do
+      text = text .. chunk[1]
+    end
+    table.insert(out.echoes, { text = text, history = history })
+    return echo(chunks, history, opts)
+  end
+end
+
+-- The demo (cudaLlm.demo): Optimize from the menu, wait for the suggestion, then Accept and one
+-- `u`, or Reject; what the code-action menu offered at each step.
+local function demo(decision)
+  local body = line_of('int row = blockIdx.x;')
+  out.original = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  vim.wait(60000, function() return #code_actions(body) > 0 end, 200)
+  out.actions = code_actions(body)
+  out.optimize = choose(body, 'Optimize ')
+  local accept = nil
+  vim.wait(180000, function()
+    for _, title in ipairs(code_actions(body)) do
+      if title:sub(1, 7) == 'Accept ' then
+        accept = title
+        return true
+      end
+    end
+    return false
+  end, 200)
+  out.accept_title = accept
+  if not accept then
+    return
+  end
+  if decision == 'reject' then
+    out.rejected = choose(body, 'Reject ')
+    vim.wait(5000, function()
+      for _, title in ipairs(code_actions(body)) do
+        if title:sub(1, 7) == 'Accept ' then return false end
+      end
+      return true
+    end, 100)
+    out.after_actions = code_actions(body)
+    out.after_reject = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+    return
+  end
+  local before = vim.fn.undotree()
+  out.accepted = choose(body, 'Accept ')
+  vim.wait(10000, function() return line_of('variant: online softmax') ~= nil end, 50)
+  out.after_accept = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  local after = vim.fn.undotree()
+  out.accept_undo_states = after.seq_last - before.seq_last
+  vim.cmd('undo')
+  out.after_undo = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
 end
 
 local function floating_lines()
@@ -123,6 +178,12 @@ elseif scenario == 'optimize' then
     out.undo_seq_after_undo = vim.fn.undotree().seq_cur
     out.undo_seq_before_accept = before.seq_cur
   end
+elseif scenario == 'no_spec' then
+  local body = line_of('m[r * cols + c] *= 0.5f;')
+  vim.wait(60000, function() return #code_actions(body) > 0 end, 200)
+  out.actions = code_actions(body)
+elseif scenario == 'demo' or scenario == 'demo_reject' then
+  demo(scenario == 'demo' and 'accept' or 'reject')
 elseif scenario == 'hover' then
   -- Press K on the kernel's name, as a user would; the hover opens in a floating window.
   local name = line_of('void saxpy')

@@ -265,3 +265,63 @@ def test_profile_shows_the_same_findings_as_the_cli(
     assert any(d["lnum"] == result["name_line"] for d in result["profile_diagnostics"])
     hover = "\n".join(result.get("hover") or [])
     assert "global_sectors_excessive" in hover and "14,680,064" in hover, hover
+
+
+DEMO_SETTINGS = {"debounceMs": 50, "demo": True}
+DEMO_LABEL = "DEMO: recorded, not measured"
+
+
+def run_demo(tmp_path: Path, scenario: str) -> dict[str, Any]:
+    """README's demo in Neovim: the setting through `vim.g.cuda_llm_settings`, the real server
+    with no endpoint (a closed port), no key and no GPU evaluator; the package's example."""
+    from cuda_llm_lsp.demo import demos
+
+    example = demos()["softmax_rows"].source
+    assert example is not None
+    env_keep = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": ""}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env_keep.items():
+            patch.setenv(key, value)
+        patch.delenv("CUDA_LLM_EVALUATOR", raising=False)
+        return run_scenario(
+            tmp_path, scenario, example, [sys.executable, "-m", "cuda_llm_lsp"], DEMO_SETTINGS
+        )
+
+
+def test_demo_optimize_shows_progress_and_accept_applies_in_one_undo(tmp_path: Path) -> None:
+    result = run_demo(tmp_path, "demo")
+    assert result["attached"] is True
+    assert result["optimize"] == "Optimize softmax_rows", result["actions"]
+    assert result["accept_title"].startswith("Accept optimized softmax_rows ("), result
+    assert DEMO_LABEL in result["accept_title"]
+    # With no plugin, the command line showed the progress, each line labelled as the demo's.
+    echoed = [e["text"] for e in result["echoes"]]
+    running = [e["text"] for e in result["echoes"] if not e["history"]]
+    assert any(t.startswith("cuda-llm: ") and "out of bounds" in t for t in running), echoed
+    ends = [e["text"] for e in result["echoes"] if e["history"] and "suggestion ready" in e["text"]]
+    # the end line whole, labelled, kept in :messages
+    assert ends and ends[0].startswith(f"cuda-llm: Optimizing softmax_rows [{DEMO_LABEL}]: ")
+    # the result message arrives whole (the snippet's showMessage goes through vim.notify)
+    said = [m for m in result["messages"] if m.startswith(f"cuda-llm [{DEMO_LABEL}]: softmax_rows")]
+    assert said and said[0].endswith("'Reject suggestion for softmax_rows'."), result["messages"]
+    after = "\n".join(result["after_accept"])
+    assert "variant: online softmax" in after and after != "\n".join(result["original"])
+    assert result["accept_undo_states"] == 1
+    assert result["after_undo"] == result["original"]
+
+
+def test_demo_reject_leaves_the_file_and_drops_the_suggestion(tmp_path: Path) -> None:
+    result = run_demo(tmp_path, "demo_reject")
+    assert result["accept_title"], result
+    assert result["rejected"] == "Reject suggestion for softmax_rows"
+    assert not [t for t in result["after_actions"] if t.startswith("Accept ")]
+    assert result["after_reject"] == result["original"]
+
+
+def test_a_kernel_without_a_spec_is_offered_only_add_test_spec(tmp_path: Path) -> None:
+    """README's Neovim workflow: no Optimize or Benchmark on a kernel without a spec."""
+    result = run_scenario(
+        tmp_path, "no_spec", DATA / "saxpy.cu", [sys.executable, "-m", "cuda_llm_lsp"],
+        {"debounceMs": 50},
+    )  # fmt: skip
+    assert result["actions"] == ["Add test spec for scale_rows"], result["actions"]

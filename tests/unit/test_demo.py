@@ -80,3 +80,31 @@ def test_the_recording_ships_in_the_wheel() -> None:
         name = path.relative_to(package).as_posix()
         depth = name.count("/")
         assert any(fnmatch.fnmatch(name, g) and depth == g.count("/") for g in globs), name
+
+
+def test_the_editor_demo_replays_the_recording_and_runs_nothing_on_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cudaLlm.demo`'s engine: the shipped example (kept identical to examples/softmax.cu),
+    written afresh to the data directory; the recording's rounds, replayed, no profiling."""
+    from cuda_llm_lsp.config import Settings
+    from cuda_llm_lsp.engine import demo_config, demo_example, demo_for, job_label
+
+    shipped = demos()["softmax_rows"]
+    assert shipped.source is not None
+    assert shipped.source.read_bytes() == (ROOT / "examples" / "softmax.cu").read_bytes()
+    monkeypatch.setenv("CUDA_LLM_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("CUDA_LLM_EVALUATOR", raising=False)
+    path, kernel = demo_example()
+    path.write_text("edited by a previous demo", encoding="utf-8")
+    path, kernel = demo_example()  # a fresh copy every time
+    assert (path, kernel) == (tmp_path / "demo" / "softmax.cu", "softmax_rows")
+    assert path.read_bytes() == shipped.source.read_bytes()
+    config = demo_config(demo_for(kernel), Settings(model="my-model", rounds=9))
+    assert (config.rounds, config.candidates) == (2, 2)
+    assert config.replay_dir == str(shipped.llm_dir) and config.profile is False
+    assert config.model != "my-model"
+    assert job_label(Settings(demo=True)) == "DEMO: recorded, not measured"
+    assert job_label(Settings()) is None
+    with pytest.raises(ValueError, match="no recording for saxpy; it has softmax_rows"):
+        demo_for("saxpy")

@@ -99,9 +99,9 @@ def test_round_1_and_round_3_prompts_match_their_snapshots() -> None:
             path.write_text(text, encoding="utf-8")
         assert text == path.read_text(encoding="utf-8"), f"{path.name} changed (see the diff)"
     print(f"prompt sizes in characters: round 1 {sizes[1]}, round 3 {sizes[3]}")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert prompts[1].text.rstrip() in readme, "README's prompt differs from round 1's snapshot"
-    assert f"{sizes[1]}\ncharacters" in readme or f"{sizes[1]} characters" in readme
+    shown = (ROOT / "docs" / "prompt.md").read_text(encoding="utf-8")
+    assert prompts[1].text.rstrip() in shown, "docs/prompt.md differs from round 1's snapshot"
+    assert f"{sizes[1]}\ncharacters" in shown or f"{sizes[1]} characters" in shown
     assert sizes[1] <= BUDGET[1] and sizes[3] <= BUDGET[3], sizes
 
 

@@ -129,6 +129,7 @@ export class Session {
             [c.cancelAll, () => this.cancelAll()],
             [c.showOutput, () => this.output.show(true)],
             [c.installServer, () => this.installServer()],
+            [c.tryDemo, () => this.tryDemo()],
         ];
         for (const [id, handler] of commands) {
             this.context.subscriptions.push(api.registerCommand(id, (...args: unknown[]) => this.guard(id, () => handler(...args))));
@@ -409,6 +410,30 @@ export class Session {
         } else if (kind === 'forward') {
             await this.forwardSettings();
         }
+    }
+
+    /**
+     * "Try the Demo": demo mode on (user settings) and sent to the server at once, then the
+     * server writes a fresh copy of the recorded example to its data directory and the editor
+     * opens it. Optimize on it answers from the recording: no GPU, no key, nothing sent.
+     */
+    private async tryDemo(): Promise<void> {
+        await api.updateUserSetting(SECTION, 'demo', true);
+        await this.lifecycle; // activated by this command: the server may still be starting
+        const client = this.runningClient();
+        await sendConfiguration(client, didChangeConfigurationParams(this.config(), this.vars()));
+        const answer = await executeServerCommand(client, ServerCommand.demoExample, [{ open: false }]);
+        const example = answer as { uri?: unknown; kernel?: unknown } | null;
+        if (example === null || typeof example !== 'object' || typeof example.uri !== 'string') {
+            throw new UserError('the server could not write the demo example (Output → CUDA-LLM says why)');
+        }
+        await api.openFile(example.uri);
+        const kernel = typeof example.kernel === 'string' ? example.kernel : 'the kernel';
+        void api.showInformationMessage(
+            `CUDA-LLM demo: click Optimize above ${kernel}. The model's replies and the GPU's results ` +
+                'come from a recorded session (no GPU, no API key, nothing sent); the diff, Accept and ' +
+                'undo are real. Turn off the setting cudaLlm.demo for real runs.',
+        );
     }
 
     private async forwardSettings(): Promise<void> {

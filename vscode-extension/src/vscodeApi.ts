@@ -60,6 +60,17 @@ export function getConfiguration(section: string, scope?: string): vscode.Worksp
     return vscode.workspace.getConfiguration(section, scope === undefined ? undefined : vscode.Uri.parse(scope));
 }
 
+/** Sets `section.key` in the user's settings (never a workspace's, which may be shared). */
+export function updateUserSetting(section: string, key: string, value: unknown): Thenable<void> {
+    return vscode.workspace.getConfiguration(section).update(key, value, vscode.ConfigurationTarget.Global);
+}
+
+/** Opens the file `uri` in a (non-preview) editor, focused. */
+export async function openFile(uri: string): Promise<void> {
+    const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(uri));
+    await vscode.window.showTextDocument(doc, { preview: false });
+}
+
 export function onDidChangeConfiguration(
     listener: (e: vscode.ConfigurationChangeEvent) => unknown,
 ): vscode.Disposable {

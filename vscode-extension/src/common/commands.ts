@@ -16,6 +16,7 @@ export const ServerCommand = {
     showSuggestion: 'cudaLlm.showSuggestion',
     addSpec: 'cudaLlm.addSpec',
     profile: 'cudaLlm.profile',
+    demoExample: 'cudaLlm.demoExample',
 } as const;
 
 export const ClientCommand = {
@@ -31,6 +32,7 @@ export const ClientCommand = {
     cancelAll: 'cudaLlm.client.cancelAll',
     showOutput: 'cudaLlm.client.showOutput',
     installServer: 'cudaLlm.client.installServer',
+    tryDemo: 'cudaLlm.client.tryDemo',
 } as const;
 
 /**

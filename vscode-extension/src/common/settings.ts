@@ -46,6 +46,7 @@ export interface ServerSettings {
     repairs?: number;
     gpus?: string;
     cluster?: string;
+    demo?: boolean;
     apiKey?: string;
 }
 
@@ -57,8 +58,11 @@ export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens', '
 /** Numbers forwarded as they are (not truncated to integers). */
 export const FRACTION_KEYS = ['temperature'] as const;
 export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
+/** Switches, always sent (false too): the server keeps a value it is not sent. */
+export const BOOLEAN_KEYS = ['demo'] as const;
 /** Every setting forwarded to the server (the rest, `server.*` and `trace.*`, stay in the client). */
-export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...FRACTION_KEYS, ...LIST_KEYS];
+export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...FRACTION_KEYS, ...LIST_KEYS,
+    ...BOOLEAN_KEYS];
 /** Settings that change how the server is started: a change needs a restart. */
 export const LAUNCH_KEYS: readonly string[] = ['server.python', 'server.command', 'server.evaluator'];
 /**
@@ -171,6 +175,12 @@ export function serverSettings(
         const strings = list.filter((x): x is string => typeof x === 'string' && x.trim() !== '');
         if (strings.length > 0 || Array.isArray(v)) {
             out[key] = key === 'includePaths' ? strings.map((p) => expandVariables(p.trim(), vars)) : strings;
+        }
+    }
+    for (const key of BOOLEAN_KEYS) {
+        const v = config.get<unknown>(key);
+        if (typeof v === 'boolean') {
+            out[key] = v;
         }
     }
     if (apiKey !== undefined && apiKey !== '') {

@@ -29,6 +29,8 @@ export interface Suggestion extends KernelRef {
     readonly casesPassed?: number;
     readonly casesTotal?: number;
     readonly message?: string;
+    /** What the figures are, when not measurements (`DEMO: recorded, not measured`). */
+    readonly label?: string;
 }
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
@@ -65,6 +67,7 @@ export function parseSuggestion(raw: unknown): Parsed<Suggestion> {
             casesPassed: count(p.casesPassed),
             casesTotal: count(p.casesTotal),
             message: typeof p.message === 'string' && p.message.trim() !== '' ? p.message.trim() : undefined,
+            ...(typeof p.label === 'string' && p.label.trim() !== '' ? { label: p.label.trim() } : {}),
         },
     };
 }
@@ -136,7 +139,8 @@ export function timings(s: Suggestion): string | undefined {
 /** The diff editor's title, e.g. `saxpy: original ↔ suggested (2.10× faster, 4/4 cases)`. */
 export function diffTitle(s: Suggestion): string {
     const f = figures(s);
-    return `${s.kernel}: original ↔ suggested${f === '' ? '' : ` (${f})`}`;
+    const label = s.label === undefined ? '' : `[${s.label}] `; // first: a tab cuts the end off
+    return `${label}${s.kernel}: original ↔ suggested${f === '' ? '' : ` (${f})`}`;
 }
 
 /**
@@ -166,6 +170,11 @@ export function notificationText(s: Suggestion): string {
     }
     if (s.casesTotal !== undefined) {
         parts.push(`${s.casesPassed ?? 0}/${s.casesTotal} cases`);
+    }
+    if (s.label !== undefined) {
+        // first, where a one-line toast cannot cut it off: a demo's figures are not measurements
+        const text = parts.length === 0 ? `a suggested ${s.kernel}` : `${s.kernel} ${parts.join(', ')}`;
+        return `cuda-llm [${s.label}]: ${text}`;
     }
     return prefixed(parts.length === 0 ? `a suggested ${s.kernel}` : `${s.kernel} ${parts.join(', ')}`);
 }

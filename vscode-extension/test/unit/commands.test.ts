@@ -26,6 +26,7 @@ describe('command ids', () => {
             'cudaLlm.addSpec',
             'cudaLlm.benchmark',
             'cudaLlm.cancel',
+            'cudaLlm.demoExample',
             'cudaLlm.optimize',
             'cudaLlm.profile',
             'cudaLlm.reject',

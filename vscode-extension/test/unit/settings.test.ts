@@ -91,6 +91,13 @@ describe('server settings', () => {
         assert.deepEqual(s.nvrtcFlags, ['-G']);
     });
 
+    it('forward demo mode as a boolean, false too (the server keeps a value it is not sent)', () => {
+        assert.equal(serverSettings(reader({ ...DEFAULTS, demo: true })).demo, true);
+        assert.equal(serverSettings(reader({ ...DEFAULTS, demo: false })).demo, false);
+        assert.ok(!('demo' in serverSettings(reader({ ...DEFAULTS, demo: 'yes' }))));
+        assert.ok(FORWARDED_KEYS.includes('demo'));
+    });
+
     it('carry the API key only when there is one', () => {
         assert.equal(serverSettings(reader(DEFAULTS), 'sk-test').apiKey, 'sk-test');
         assert.ok(!('apiKey' in serverSettings(reader(DEFAULTS), '')));

@@ -46,6 +46,13 @@ describe('parsing cudaLlm/suggestion', () => {
         assert.deepEqual(parsed(), PARAMS);
     });
 
+    it("shows a demo's label with the figures, so recorded figures never pass for measured ones", () => {
+        const s = parsed({ ...PARAMS, label: 'DEMO: recorded, not measured' });
+        assert.match(notificationText(s), /^cuda-llm \[DEMO: recorded, not measured\]: saxpy \d/);
+        assert.match(diffTitle(s), /^\[DEMO: recorded, not measured\] saxpy: original/);
+        assert.ok(!notificationText(parsed()).includes('DEMO'));
+    });
+
     it('accepts a null range (the kernel moved or changed since the run)', () => {
         assert.equal(parsed({ ...PARAMS, range: null }).range, null);
         assert.equal(parsed({ ...PARAMS, range: undefined }).range, null);
