@@ -86,8 +86,9 @@ def _bench_all(args: argparse.Namespace, text: str, chosen: list[Kernel], gpus: 
             code = _refused(outcome, kernel, path, as_json)
             if code in (EXIT_USAGE, EXIT_NO_GPU) and outcome.kind != "bad_inputs":
                 return code
-            reports.append({"name": kernel.name, "status": outcome.status,
-                            "message": outcome.message})  # fmt: skip
+            reports.append(
+                {"name": kernel.name, "status": outcome.status, "message": outcome.message}
+            )
             worst = max(worst, code)
             continue
         device = outcome.device.name

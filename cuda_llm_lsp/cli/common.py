@@ -149,3 +149,12 @@ def setting_help(name: str, text: str) -> str:
     entry, default = BY_FIELD[name], getattr(Settings(), name)
     shown = "not sent" if default is None else f"{default}"
     return f"{text} ({entry.low:g}-{entry.high:g}, default {shown}; cudaLlm.{entry.key})"
+
+
+def add_setting_flag(parser: argparse.ArgumentParser, name: str, metavar: str, text: str) -> None:
+    """The flag (`config.SCHEMA`'s) that sets the setting `name` for one run, with its range."""
+    entry = BY_FIELD[name]
+    assert entry.flag is not None, name
+    parser.add_argument(
+        entry.flag, type=setting_value(name), metavar=metavar, help=setting_help(name, text)
+    )

@@ -30,10 +30,9 @@ from pathlib import Path
 
 from cuda_llm_lsp.cli.common import (
     add_gpu_arguments,
+    add_setting_flag,
     no_kernel,
     read_source_bytes,
-    setting_help,
-    setting_value,
     write_back,
 )
 from cuda_llm_lsp.cli.progress import Display, interrupt_cancels
@@ -70,54 +69,61 @@ from cuda_llm_lsp.source.kernels import find_kernels
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
+#: The flags that set a setting for one run: (its `Settings` field, metavar, help); their
+#: ranges and defaults come from `config.SCHEMA`, as the server's.
+SETTING_FLAGS = (
+    ("rounds", "R", "rounds of candidates"),
+    ("candidates", "N", "candidates per round"),
+    ("max_tokens", "T", "output tokens per request, reasoning included"),
+    ("temperature", "X", "sampling temperature; not sent: the model's own"),
+    ("repairs", "D", "repair attempts per failing candidate, both strategies"),
+    ("compile_timeout_s", "S", "seconds one candidate's compile may take"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, metavar="FILE", help=".cu file")
     parser.add_argument("--kernel", required=True, metavar="NAME", help="the kernel to optimize")
-    parser.add_argument("--rounds", type=setting_value("rounds"), metavar="R",
-                        help=setting_help("rounds", "rounds of candidates"))  # fmt: skip
-    parser.add_argument("--candidates", type=setting_value("candidates"), metavar="N",
-                        help=setting_help("candidates", "candidates per round"))  # fmt: skip
-    parser.add_argument("--write", action="store_true",
-                        help="apply the winner to FILE (kernel, helpers; its own launch in the "
-                             "spec and launch sites)")  # fmt: skip
+    for name, metavar, text in SETTING_FLAGS:
+        add_setting_flag(parser, name, metavar, text)
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="apply the winner to FILE (kernel, helpers; its own launch in the spec and launch "
+        "sites)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--record", metavar="DIR", help="save every prompt and reply in DIR")
     parser.add_argument("--replay", metavar="DIR", help="answer from a recording, no endpoint")
     parser.add_argument("--model", help="model name (default: CUDA_LLM_MODEL or gpt-4o-mini)")
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
-    parser.add_argument("--max-tokens", type=setting_value("max_tokens"), metavar="T",
-                        help=setting_help("max_tokens", "output tokens per request, reasoning "
-                                          "included"))  # fmt: skip
-    parser.add_argument("--temperature", type=setting_value("temperature"), metavar="X",
-                        help=setting_help("temperature", "sampling temperature; not sent: the "
-                                          "model's own"))  # fmt: skip
-    parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS,
-                        help="reasoning models' effort (default: not sent)")  # fmt: skip
-    parser.add_argument("--strategy", choices=STRATEGIES,
-                        help="fsr (default): rounds of candidates; plan: a planner's K plans, a "
-                             "coder per plan, failing ones repaired by a debugger")  # fmt: skip
-    parser.add_argument("--launch", choices=LAUNCH_POLICIES,
-                        help="may candidates choose their own grid/block/smem: auto (default: "
-                             "only if every launch site of the kernel can be rewritten), keep, "
-                             "free")  # fmt: skip
-    parser.add_argument("--repairs", type=setting_value("repairs"), metavar="D",
-                        help=setting_help("repairs", "repair attempts per failing candidate, "
-                                          "both strategies"))  # fmt: skip
-    parser.add_argument("--tune-points", type=_tune_points, metavar="P",
-                        help="configurations tried per correct candidate whose launch block "
-                             "declares tune.NAME (0-1000, default "
-                             f"{OptimizeConfig().tune_points}; 0: its default only)")  # fmt: skip
-    parser.add_argument("--compile-timeout", type=setting_value("compile_timeout_s"),
-                        metavar="S", help=setting_help("compile_timeout_s", "seconds one "
-                                                       "candidate's compile may take"))  # fmt: skip
+    effort = "reasoning models' effort (default: not sent)"
+    parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, help=effort)
+    strategy = (
+        "fsr (default): rounds of candidates; plan: a planner's K plans, a coder per plan, "
+        "failing ones repaired by a debugger"
+    )
+    parser.add_argument("--strategy", choices=STRATEGIES, help=strategy)
+    launch = (
+        "may candidates choose their own grid/block/smem: auto (default: only if every launch "
+        "site of the kernel can be rewritten), keep, free"
+    )
+    parser.add_argument("--launch", choices=LAUNCH_POLICIES, help=launch)
+    points = (
+        "configurations tried per correct candidate whose launch block declares tune.NAME "
+        f"(0-1000, default {OptimizeConfig().tune_points}; 0: its default only)"
+    )
+    parser.add_argument("--tune-points", type=_tune_points, metavar="P", help=points)
     parser.add_argument("--seed", type=int, help="input seed (default: a fresh one)")
     parser.add_argument("--time-budget", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--token-budget", type=int, metavar="T", help="stop after T tokens")
     parser.add_argument("--no-history", action="store_true", help="do not record the run")
     add_gpu_arguments(parser, "judging candidates in parallel")
-    parser.add_argument("--demo", action="store_true",
-                        help="replay a recorded session shipped with the package: no GPU, no "
-                             "endpoint (examples/softmax.cu --kernel softmax_rows)")  # fmt: skip
+    demo = (
+        "replay a recorded session shipped with the package: no GPU, no endpoint "
+        "(examples/softmax.cu --kernel softmax_rows)"
+    )
+    parser.add_argument("--demo", action="store_true", help=demo)
     parser.epilog = (
         "exit codes: 0 done (improved or not), 1 error, 2 usage (no such file or kernel), "
         "3 no GPU, 130 interrupted. "
@@ -139,9 +145,17 @@ def _tune_points(value: str) -> int:
 def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
     print(f"cuda-llm optimize: {message}", file=sys.stderr)
     if as_json:
-        empty = OptimizeResult(kernel=kernel, baseline_ms=None, best_ms=None, speedup=None,
-                               accepted=False, candidates=(), best_source=None, message=message,
-                               error=message)  # fmt: skip
+        empty = OptimizeResult(
+            kernel=kernel,
+            baseline_ms=None,
+            best_ms=None,
+            speedup=None,
+            accepted=False,
+            candidates=(),
+            best_source=None,
+            message=message,
+            error=message,
+        )
         print(json.dumps(_json(empty, code), indent=2))
     return code
 
@@ -177,17 +191,26 @@ def run(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, model=args.model)
     if args.base_url:
         settings = dataclasses.replace(settings, base_url=args.base_url)
-    sampling = {"max_tokens": args.max_tokens, "temperature": args.temperature,
-                "reasoning_effort": args.reasoning_effort,
-                "compile_timeout_s": args.compile_timeout and min(600, args.compile_timeout),
-                "strategy": args.strategy, "launch": args.launch,
-                }  # fmt: skip
+    sampling = {
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "reasoning_effort": args.reasoning_effort,
+        "compile_timeout_s": args.compile_timeout and min(600, args.compile_timeout),
+        "strategy": args.strategy,
+        "launch": args.launch,
+    }
     settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
     config = config_from_settings(
-        settings, rounds=args.rounds, candidates=args.candidates, record_dir=args.record,
-        replay_dir=args.replay, time_budget_s=args.time_budget, token_budget=args.token_budget,
-        repairs=args.repairs, tune_points=args.tune_points,
-    )  # fmt: skip
+        settings,
+        rounds=args.rounds,
+        candidates=args.candidates,
+        record_dir=args.record,
+        replay_dir=args.replay,
+        time_budget_s=args.time_budget,
+        token_budget=args.token_budget,
+        repairs=args.repairs,
+        tune_points=args.tune_points,
+    )
     gpus = GpuService(lambda: make_evaluator(gpus=args.gpus, cluster=args.cluster))
     return _finish(args, text, original_bytes, settings, config, gpus)
 
@@ -264,33 +287,49 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     demo = shipped.get(args.kernel)
     if demo is None:
         listed = ", ".join(f"{d.example} --kernel {d.kernel}" for d in shipped.values())
-        return _fail(f"no demo recording for kernel {args.kernel!r}; demos: {listed}",
-                     EXIT_USAGE, as_json, args.kernel)  # fmt: skip
-    clashes = [flag for flag in ("write", "record", "replay", "base_url", "model")
-               if getattr(args, flag)]  # fmt: skip
+        return _fail(
+            f"no demo recording for kernel {args.kernel!r}; demos: {listed}",
+            EXIT_USAGE,
+            as_json,
+            args.kernel,
+        )
+    clashes = [
+        flag for flag in ("write", "record", "replay", "base_url", "model") if getattr(args, flag)
+    ]
     if clashes:
         flags = ", ".join("--" + flag.replace("_", "-") for flag in clashes)
-        return _fail(f"--demo replays a recorded session: {flags} cannot go with it (its "
-                     "kernels were never checked on your GPU)", EXIT_USAGE, as_json,
-                     args.kernel)  # fmt: skip
+        return _fail(
+            f"--demo replays a recorded session: {flags} cannot go with it (its "
+            "kernels were never checked on your GPU)",
+            EXIT_USAGE,
+            as_json,
+            args.kernel,
+        )
     shape = recorded_shape(demo.llm_dir, demo.kernel) or (1, 1)
     settings = Settings()
     config = config_from_settings(
-        settings, rounds=min(args.rounds or shape[0], shape[0]),
-        candidates=min(args.candidates or shape[1], shape[1]), replay_dir=str(demo.llm_dir),
+        settings,
+        rounds=min(args.rounds or shape[0], shape[0]),
+        candidates=min(args.candidates or shape[1], shape[1]),
+        replay_dir=str(demo.llm_dir),
         profile=False,  # Nsight Compute would run the kernel on a real GPU
-    )  # fmt: skip
+    )
     try:
         recorded = RecordedEvaluator(demo.outcomes)
     except RecordingError as exc:  # a broken installation
         return _fail(str(exc), EXIT_ERROR, as_json, args.kernel)
-    print(f"cuda-llm optimize: {DEMO_LABEL}: the model's replies and the GPU's results are "
-          "recorded (illustrative figures, not measurements); no model is called and nothing "
-          "runs on a GPU.", file=sys.stderr)  # fmt: skip
+    print(
+        f"cuda-llm optimize: {DEMO_LABEL}: the model's replies and the GPU's results are "
+        "recorded (illustrative figures, not measurements); no model is called and nothing "
+        "runs on a GPU.",
+        file=sys.stderr,
+    )
     args.no_history = True  # a demo is not a run of yours
-    note = (f"{DEMO_LABEL}: the figures above are recorded, not measured. On a GPU, "
-            f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
-            "and times the same candidates for real.")  # fmt: skip
+    note = (
+        f"{DEMO_LABEL}: the figures above are recorded, not measured. On a GPU, "
+        f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
+        "and times the same candidates for real."
+    )
     gpus = GpuService(lambda: recorded)
     return _finish(args, text, text.encode("utf-8"), settings, config, gpus, demo=note)
 

@@ -54,15 +54,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where report.md, report.json and chart.png go",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--rounds", type=setting_value("rounds"),
-                        help=setting_help("rounds", "FSR rounds (live endpoint)"))  # fmt: skip
-    parser.add_argument("--launch", choices=LAUNCH_POLICIES,
-                        help="may candidates choose their own grid/block/smem: auto (default: "
-                             "only if every launch site of the kernel can be rewritten), keep, "
-                             "free (the suite writes nothing back, so free is safe)")  # fmt: skip
-    parser.add_argument("--candidates", type=setting_value("candidates"),
-                        help=setting_help("candidates", "FSR candidates per round (live "
-                                          "endpoint)"))  # fmt: skip
+    parser.add_argument(
+        "--rounds",
+        type=setting_value("rounds"),
+        help=setting_help("rounds", "FSR rounds (live endpoint)"),
+    )
+    parser.add_argument(
+        "--launch",
+        choices=LAUNCH_POLICIES,
+        help="may candidates choose their own grid/block/smem: auto (default: "
+        "only if every launch site of the kernel can be rewritten), keep, "
+        "free (the suite writes nothing back, so free is safe)",
+    )
+    parser.add_argument(
+        "--candidates",
+        type=setting_value("candidates"),
+        help=setting_help("candidates", "FSR candidates per round (live endpoint)"),
+    )
     parser.add_argument(
         "--time-budget",
         type=float,

@@ -41,22 +41,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TuneOptions()
     parser.add_argument("file", type=Path, help=".cu file")
     parser.add_argument("--kernel", required=True, help="kernel whose spec declares tune.NAME")
-    parser.add_argument("--max-points", type=int, default=defaults.max_points,
-                        help="configurations measured at most; every one when the space is no "
-                        f"larger (default {defaults.max_points})")  # fmt: skip
-    parser.add_argument("--budget", type=float, default=defaults.budget_s,
-                        help=f"seconds of search (default {defaults.budget_s:g})")  # fmt: skip
-    parser.add_argument("--workers", type=int, default=defaults.workers,
-                        help=f"compiles at once (default {defaults.workers})")  # fmt: skip
-    parser.add_argument("--finalists", type=int, default=defaults.finalists,
-                        help="fastest configurations re-checked on new inputs "
-                        f"(default {defaults.finalists})")  # fmt: skip
+    parser.add_argument(
+        "--max-points",
+        type=int,
+        default=defaults.max_points,
+        help="configurations measured at most; every one when the space is no "
+        f"larger (default {defaults.max_points})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=defaults.budget_s,
+        help=f"seconds of search (default {defaults.budget_s:g})",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=defaults.workers,
+        help=f"compiles at once (default {defaults.workers})",
+    )
+    parser.add_argument(
+        "--finalists",
+        type=int,
+        default=defaults.finalists,
+        help=f"fastest configurations re-checked on new inputs (default {defaults.finalists})",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="sampling and inputs")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--write", action="store_true",
-                        help="make the best configuration the file's default")  # fmt: skip
-    parser.epilog = ("exit codes: 0 best found, 1 none correct / default fails, 2 usage or spec "
-                     "problem, 3 no GPU, 130 interrupted")  # fmt: skip
+    parser.add_argument(
+        "--write", action="store_true", help="make the best configuration the file's default"
+    )
+    parser.epilog = (
+        "exit codes: 0 best found, 1 none correct / default fails, 2 usage or spec "
+        "problem, 3 no GPU, 130 interrupted"
+    )
 
 
 def _error(message: str, code: int, as_json: bool) -> int:
@@ -151,15 +169,24 @@ def _table(result: TuneResult) -> str:
     correct = sum(m.status == "ok" for m in result.measured)
     spread = f", spread {result.spread:.2f}x" if result.spread else ""
     stopped = f"; stopped: {result.stopped}" if result.stopped else ""
-    lines.append(f"{len(result.measured)} configurations ({result.strategy}), {correct} correct"
-                 f"{spread}, {result.elapsed_s:.1f} s{stopped}")  # fmt: skip
+    lines.append(
+        f"{len(result.measured)} configurations ({result.strategy}), {correct} correct"
+        f"{spread}, {result.elapsed_s:.1f} s{stopped}"
+    )
     return "\n".join(lines) + "\n"
 
 
 def _json(result: TuneResult, diff: str, notes: tuple[str, ...]) -> dict[str, Any]:
     def one(m: Measured) -> dict[str, Any]:
-        return {"config": m.config, "status": m.status, "ms": m.ms, "spread_pct": m.spread_pct,
-                "speedup": m.speedup, "finalist": m.finalist, "message": m.message}  # fmt: skip
+        return {
+            "config": m.config,
+            "status": m.status,
+            "ms": m.ms,
+            "spread_pct": m.spread_pct,
+            "speedup": m.speedup,
+            "finalist": m.finalist,
+            "message": m.message,
+        }
 
     default = result.default_result
     return {

@@ -110,9 +110,12 @@ def demo_config(demo: Demo, settings: Settings) -> OptimizeConfig:
     profiled (Nsight Compute would run the kernel on a GPU, if there is one)."""
     rounds, candidates = recorded_shape(demo.llm_dir, demo.kernel) or (1, 1)
     return config_from_settings(
-        Settings(arch=settings.arch), rounds=rounds, candidates=candidates,
-        replay_dir=str(demo.llm_dir), profile=False,  # ncu would run on a real GPU
-    )  # fmt: skip
+        Settings(arch=settings.arch),
+        rounds=rounds,
+        candidates=candidates,
+        replay_dir=str(demo.llm_dir),
+        profile=False,  # ncu would run on a real GPU
+    )
 
 
 def gpu_evaluator(plan: Plan | None = None) -> Evaluator:

@@ -125,15 +125,24 @@ class Evaluator(Protocol):
     def device_facts(self) -> DeviceFacts: ...
 
     def benchmark(
-        self, kernel: KernelBinary, spec: TestSpec, *, spec_dir: Path | None = None,
+        self,
+        kernel: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
         seed: int | None = None,
-    ) -> EvalResult: ...  # fmt: skip
+    ) -> EvalResult: ...
 
     def evaluate(
-        self, baseline: KernelBinary, candidate: KernelBinary, spec: TestSpec, *,
-        spec_dir: Path | None = None, seed: int | None = None,
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
         candidate_spec: TestSpec | None = None,
-    ) -> EvalResult: ...  # fmt: skip
+    ) -> EvalResult: ...
 
     # `candidate_spec`: the candidate's own launch (the same sizes and arguments, its grid, block
     # and smem: a tuned configuration, a launch block); None: `spec`'s. The oracle keeps `spec`.

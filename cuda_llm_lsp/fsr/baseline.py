@@ -90,8 +90,9 @@ async def prepare(
     except Exception as exc:
         return Unprepared(f"cannot read the GPU's properties: {exc}")
     try:
-        built = await build_original(toolchain, request, kernel, instance=spec.instance,
-                                     arch=facts.arch)  # fmt: skip
+        built = await build_original(
+            toolchain, request, kernel, instance=spec.instance, arch=facts.arch
+        )
     except Exception as exc:  # NVRTC missing, a broken toolkit...
         return Unprepared(f"cannot build the original {request.kernel}: {exc}")
     if not isinstance(built, KernelBinary):

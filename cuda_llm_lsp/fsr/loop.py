@@ -228,11 +228,15 @@ class _OptimizeRun:
             if outcome.status not in REPAIRABLE or self.stop_reason or self.over_budget():
                 break
             messages = prompts.repair_messages(
-                baseline.task, outcome, attempt=attempt, attempts=self.config.repairs,
+                baseline.task,
+                outcome,
+                attempt=attempt,
+                attempts=self.config.repairs,
                 plan=self.plan_for(slot),
-            )  # fmt: skip
-            repair = Prompt(self.request.kernel, slot[0], slot[1], messages, role="debugger",
-                            attempt=attempt)  # fmt: skip
+            )
+            repair = Prompt(
+                self.request.kernel, slot[0], slot[1], messages, role="debugger", attempt=attempt
+            )
             fixed = await self.attempt(baseline, slot, repair, role="debugger")
             tokens += fixed.tokens
             if fixed.status == "llm_error":
@@ -268,9 +272,12 @@ class _OptimizeRun:
         return dataclasses.replace(outcome, reply_hash=reply_hash(reply.code))
 
     async def judge_reply(
-        self, baseline: Baseline, slot: Slot, reply: LlmReply,
+        self,
+        baseline: Baseline,
+        slot: Slot,
+        reply: LlmReply,
         stage: Callable[..., CandidateStage],
-    ) -> CandidateOutcome:  # fmt: skip
+    ) -> CandidateOutcome:
         """A reply's kernel (`reply.code`) built and evaluated.
 
         Long because it is one reply's path in the order it happens (extract, clean, build,
@@ -281,8 +288,9 @@ class _OptimizeRun:
         # device code only, nothing hidden: else it never wins and the model hears why
         refused = reply_refusal(source, " of the candidate") or reply_refusal(reply.code)
         if refused is not None:
-            return self.outcome(slot, "compile_error", refused, source=neutralize(source),
-                                tokens=reply.tokens)  # fmt: skip
+            return self.outcome(
+                slot, "compile_error", refused, source=neutralize(source), tokens=reply.tokens
+            )
         launch = None  # its own launch block, read from the reply before it was cleaned
         tune: TuneRequest | None = None  # its block declares tunables: tuned once correct
         code, misplaced = placed_launch_block(reply.code, self.request.kernel)
@@ -303,9 +311,13 @@ class _OptimizeRun:
                 tune = tuning.own_tuning(launch, text, self.request, baseline)
         try:  # with tunables: built, as judged, with its default configuration's -D
             if tune is None:
-                binary = await build_candidate(self.toolchain, self.request, source,
-                                               instance=baseline.spec.instance,
-                                               arch=baseline.arch)  # fmt: skip
+                binary = await build_candidate(
+                    self.toolchain,
+                    self.request,
+                    source,
+                    instance=baseline.spec.instance,
+                    arch=baseline.arch,
+                )
             else:
                 binary = await tuning.build_default(self.toolchain, tune, baseline.arch)
         except Exception as exc:
@@ -338,9 +350,16 @@ class _OptimizeRun:
         if status == "ok" and tune is not None and launch is not None:
             tuned = await self.tune(baseline, tune, launch, source, stage)
             if tuned.status != "ok" or tuned.binary is None:
-                return self.outcome(slot, tuned.status, tuned.message, source=source,
-                                    tokens=reply.tokens, gpu=result.gpu, launch=launch,
-                                    tuning=tuned.tuning)  # fmt: skip
+                return self.outcome(
+                    slot,
+                    tuned.status,
+                    tuned.message,
+                    source=source,
+                    tokens=reply.tokens,
+                    gpu=result.gpu,
+                    launch=launch,
+                    tuning=tuned.tuning,
+                )
             source, launch, binary = tuned.source, tuned.launch, tuned.binary
             self.resources[slot] = binary.resources
             if tuned.ms is not None:  # tuned: it ranks with its best configuration's figures
@@ -366,9 +385,13 @@ class _OptimizeRun:
         )
 
     async def tune(
-        self, baseline: Baseline, tune: TuneRequest, launch: LaunchConfig, source: str,
+        self,
+        baseline: Baseline,
+        tune: TuneRequest,
+        launch: LaunchConfig,
+        source: str,
         stage: Callable[..., CandidateStage],
-    ) -> tuning.TunedCandidate:  # fmt: skip
+    ) -> tuning.TunedCandidate:
         """Tune a correct candidate's tunables (module `tuning`), reporting each configuration
         as a "tuning" stage; with `tune_points` 0, or too little of the run's time left
         (`tuning.MIN_TUNE_S`), only its default is written in."""
@@ -383,10 +406,18 @@ class _OptimizeRun:
 
         on_planned, on_progress = tuning.progress_events(heard, asyncio.get_running_loop())
         return await tuning.tune_candidate(
-            self.lane, self.toolchain, self.request, baseline, tune, launch, options,
-            source=source, cancel=self.tune_cancel, on_progress=on_progress,
+            self.lane,
+            self.toolchain,
+            self.request,
+            baseline,
+            tune,
+            launch,
+            options,
+            source=source,
+            cancel=self.tune_cancel,
+            on_progress=on_progress,
             on_planned=on_planned,
-        )  # fmt: skip
+        )
 
     def outcome(self, slot: Slot, status: Status, message: str, **fields: Any) -> CandidateOutcome:
         """A candidate's outcome; its message (compile logs quote the candidate, worker output
@@ -411,9 +442,13 @@ class _OptimizeRun:
             for o in top_correct(self.outcomes, 1)
         ]
         messages = prompts.planner_messages(
-            baseline.task, round_=round_, plans=count, tried=self.tried, best=best,
+            baseline.task,
+            round_=round_,
+            plans=count,
+            tried=self.tried,
+            best=best,
             profile=self.profile_text,
-        )  # fmt: skip
+        )
         prompt = Prompt(self.request.kernel, round_, 0, messages, role="planner")
         self.emit(CandidateStage(round_, 0, "requested", "planner"))
         reply = await self.llm.complete(prompt)
@@ -570,16 +605,18 @@ class _OptimizeRun:
             model=self.config.model,
             seed=self.seeds.seed,
         )
-        baseline = await prepare(self.request, self.toolchain, self.lane, self.seeds,
-                                 profile=self.config.profile)  # fmt: skip
+        baseline = await prepare(
+            self.request, self.toolchain, self.lane, self.seeds, profile=self.config.profile
+        )
         self.benchmark = baseline.result  # an unprepared run may still have measured it
         if isinstance(baseline, Unprepared):
             return self.error(baseline.message)
         self.keep_lines("original", baseline.task.baseline_profile)
         rule = launch_rule(self.config.launch, self.request.file_text, baseline.spec)
         self.launch_rule = rule
-        task = dataclasses.replace(baseline.task, launch=rule.prompt_text(),
-                                   launch_free=rule.allowed)  # fmt: skip
+        task = dataclasses.replace(
+            baseline.task, launch=rule.prompt_text(), launch_free=rule.allowed
+        )
         baseline = dataclasses.replace(baseline, task=task)
         self.emit(
             RunStarted(

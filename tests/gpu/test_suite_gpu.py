@@ -51,8 +51,14 @@ def evaluator():  # type: ignore[no-untyped-def]
 def test_baseline_passes_its_own_cases(evaluator, item) -> None:  # type: ignore[no-untyped-def]
     ev, facts = evaluator
     assert item.spec is not None, item.errors
-    binary = build_binary(item.text, item.path, item.kernel.name, Settings(),
-                          instance=item.spec.instance, arch=facts.arch)  # fmt: skip
+    binary = build_binary(
+        item.text,
+        item.path,
+        item.kernel.name,
+        Settings(),
+        instance=item.spec.instance,
+        arch=facts.arch,
+    )
     assert isinstance(binary, KernelBinary), getattr(binary, "message", "")
     result = ev.benchmark(binary, item.spec, spec_dir=item.path.parent)
     assert result.status == "ok", result.message
@@ -74,8 +80,9 @@ def judged():  # type: ignore[no-untyped-def]
         Path(where, "hand-written-candidates.json").write_text(text + "\n")
 
 
-@pytest.mark.parametrize("record", RECORDS, ids=[r.stem.removesuffix("-handwritten")
-                                                  for r in RECORDS])  # fmt: skip
+@pytest.mark.parametrize(
+    "record", RECORDS, ids=[r.stem.removesuffix("-handwritten") for r in RECORDS]
+)
 def test_hand_written_candidate_is_judged_with_its_own_launch(evaluator, judged, record) -> None:  # type: ignore[no-untyped-def]
     ev, facts = evaluator
     data = json.loads(record.read_text())
@@ -86,21 +93,36 @@ def test_hand_written_candidate_is_judged_with_its_own_launch(evaluator, judged,
     assert code is not None, error
     launch = candidate_launch(code, name, spec)  # as the FSR loop reads it under --launch free
     assert not isinstance(launch, str), launch
-    baseline = build_binary(item.text, item.path, name, Settings(), instance=spec.instance,
-                            arch=facts.arch)  # fmt: skip
-    candidate = build_binary(item.text, item.path, name, Settings(),
-                             kernel_source=clean_candidate(code, item.text),
-                             instance=spec.instance, arch=facts.arch)  # fmt: skip
+    baseline = build_binary(
+        item.text, item.path, name, Settings(), instance=spec.instance, arch=facts.arch
+    )
+    candidate = build_binary(
+        item.text,
+        item.path,
+        name,
+        Settings(),
+        kernel_source=clean_candidate(code, item.text),
+        instance=spec.instance,
+        arch=facts.arch,
+    )
     assert isinstance(baseline, KernelBinary)
     wrong = "DELIBERATELY WRONG" in code
     if not isinstance(candidate, KernelBinary):
         assert wrong, candidate.message
         judged[record.stem] = {"status": candidate.status}
         return
-    result = ev.evaluate(baseline, candidate, spec, spec_dir=item.path.parent,
-                         candidate_spec=launch.applied_to(spec) if launch else None)  # fmt: skip
-    judged[record.stem] = {"status": result.status, "speedup": result.speedup,
-                           "launch": launch.describe() if launch else None}  # fmt: skip
+    result = ev.evaluate(
+        baseline,
+        candidate,
+        spec,
+        spec_dir=item.path.parent,
+        candidate_spec=launch.applied_to(spec) if launch else None,
+    )
+    judged[record.stem] = {
+        "status": result.status,
+        "speedup": result.speedup,
+        "launch": launch.describe() if launch else None,
+    }
     if wrong:
         assert result.status != "ok", "the deliberately wrong candidate passed"
         return
@@ -112,11 +134,32 @@ def test_hand_written_candidate_is_judged_with_its_own_launch(evaluator, judged,
 def test_suite_command_writes_the_report(tmp_path: Path, evaluator) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "suite", str(SUITE), "--kernel", "transpose_f32",
-         "--kernel", "matmul_f32", "--optimize", "--replay", str(RECORDING), "--launch", "free",
-         "--out", str(out), "--time-budget", "0.3", "--format", "json"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cuda_llm_lsp.cli",
+            "suite",
+            str(SUITE),
+            "--kernel",
+            "transpose_f32",
+            "--kernel",
+            "matmul_f32",
+            "--optimize",
+            "--replay",
+            str(RECORDING),
+            "--launch",
+            "free",
+            "--out",
+            str(out),
+            "--time-budget",
+            "0.3",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads((out / "report.json").read_text())
     rows = {r["kernel"]: r for r in data["kernels"]}
@@ -196,8 +239,14 @@ def _stencil3d(x: np.ndarray, sz: dict[str, int], alpha: float) -> np.ndarray:
     x = x.reshape(sz["nz"], sz["ny"], sz["nx"])
     out = x.copy()
     i = x[1:-1, 1:-1, 1:-1]
-    nb = (x[1:-1, 1:-1, :-2] + x[1:-1, 1:-1, 2:] + x[1:-1, :-2, 1:-1] + x[1:-1, 2:, 1:-1]
-          + x[:-2, 1:-1, 1:-1] + x[2:, 1:-1, 1:-1])  # fmt: skip
+    nb = (
+        x[1:-1, 1:-1, :-2]
+        + x[1:-1, 1:-1, 2:]
+        + x[1:-1, :-2, 1:-1]
+        + x[1:-1, 2:, 1:-1]
+        + x[:-2, 1:-1, 1:-1]
+        + x[2:, 1:-1, 1:-1]
+    )
     out[1:-1, 1:-1, 1:-1] = i + alpha * (nb - 6 * i)
     return out.ravel()
 
@@ -297,8 +346,9 @@ def test_baseline_matches_a_numpy_reference(evaluator, item, tmp_path: Path) -> 
 
     _, facts = evaluator
     spec = item.spec
-    binary = build_binary(item.text, item.path, item.kernel.name, Settings(),
-                          instance=spec.instance, arch=facts.arch)  # fmt: skip
+    binary = build_binary(
+        item.text, item.path, item.kernel.name, Settings(), instance=spec.instance, arch=facts.arch
+    )
     assert isinstance(binary, KernelBinary)
     cubin = tmp_path / "k.cubin"
     cubin.write_bytes(binary.cubin)

@@ -65,11 +65,17 @@ def run_scenario(
     if settings is not None:
         env["CUDA_LLM_SETTINGS"] = json.dumps(settings)
     argv = [
-        NVIM or "nvim", "--headless", "-n", "-i", "NONE",
-        "-u", str(HERE / "init.lua"),
+        NVIM or "nvim",
+        "--headless",
+        "-n",
+        "-i",
+        "NONE",
+        "-u",
+        str(HERE / "init.lua"),
         str(work),
-        "-c", f"luafile {HERE / 'scenario.lua'}",
-    ]  # fmt: skip
+        "-c",
+        f"luafile {HERE / 'scenario.lua'}",
+    ]
     try:
         done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=240)
     except subprocess.TimeoutExpired as exc:
@@ -244,16 +250,31 @@ def test_profile_shows_the_same_findings_as_the_cli(
     monkeypatch.setenv("CUDA_LLM_EVALUATOR", recording)
     shutil.copy(NCU / "planted_helpers.cuh", tmp_path / "planted_helpers.cuh")
     result = run_scenario(
-        tmp_path, "profile", NCU / "planted.cu", [sys.executable, "-m", "cuda_llm_lsp"],
+        tmp_path,
+        "profile",
+        NCU / "planted.cu",
+        [sys.executable, "-m", "cuda_llm_lsp"],
         {"debounceMs": 50},
-    )  # fmt: skip
+    )
     assert result["attached"] is True
     assert "Profile transpose_header" in result["actions"], result["actions"]
     cli = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "profile", str(tmp_path / "planted.cu"),
-         "--kernel", "transpose_header", "--format", "json"],
-        capture_output=True, text=True, timeout=240, env=server_env(CUDA_LLM_EVALUATOR=recording),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cuda_llm_lsp.cli",
+            "profile",
+            str(tmp_path / "planted.cu"),
+            "--kernel",
+            "transpose_header",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=server_env(CUDA_LLM_EVALUATOR=recording),
+    )
     assert cli.returncode == 0, cli.stderr
     lines = json.loads(cli.stdout)["lines"]
     shown = {(d["lnum"], d["message"].split("] ", 1)[-1]) for d in result["profile_diagnostics"]}
@@ -321,7 +342,10 @@ def test_demo_reject_leaves_the_file_and_drops_the_suggestion(tmp_path: Path) ->
 def test_a_kernel_without_a_spec_is_offered_only_add_test_spec(tmp_path: Path) -> None:
     """README's Neovim workflow: no Optimize or Benchmark on a kernel without a spec."""
     result = run_scenario(
-        tmp_path, "no_spec", DATA / "saxpy.cu", [sys.executable, "-m", "cuda_llm_lsp"],
+        tmp_path,
+        "no_spec",
+        DATA / "saxpy.cu",
+        [sys.executable, "-m", "cuda_llm_lsp"],
         {"debounceMs": 50},
-    )  # fmt: skip
+    )
     assert result["actions"] == ["Add test spec for scale_rows"], result["actions"]

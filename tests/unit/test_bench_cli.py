@@ -36,8 +36,12 @@ def bench(*args: str, driver: str | None = "no_such_driver_module", home: Path |
         env["XDG_CACHE_HOME"] = str(home)
     return subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", "bench", *args],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def test_no_gpu_is_exit_code_3_with_a_clear_message(tmp_path: Path) -> None:
@@ -93,8 +97,15 @@ def test_full_run_on_the_driver_double_prints_every_case_and_the_summary(tmp_pat
     assert re.search(
         r"twice: 4\d\.\d µs ±\d\.\d% · \d+ GB/s \(\d+% of copy peak\) · 4/4 cases pass", out.stdout
     ), out.stdout
-    js = bench(str(f), "--format", "json", "--seed", "5", driver="tests.unit.fake_cuda_driver",
-               home=tmp_path)  # fmt: skip
+    js = bench(
+        str(f),
+        "--format",
+        "json",
+        "--seed",
+        "5",
+        driver="tests.unit.fake_cuda_driver",
+        home=tmp_path,
+    )
     report = json.loads(js.stdout)
     k = report["kernels"][0]
     assert k["status"] == "ok" and k["seed"] == 5 and k["median_ms"] == pytest.approx(0.04, 0.01)

@@ -79,8 +79,11 @@ def test_exit_codes_match_the_subcommands_and_include_130() -> None:
     used: set[int] = set()
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"cuda_llm_lsp.cli.{name}")
-        used |= {value for key, value in vars(module).items()
-                 if key.startswith("EXIT_") and isinstance(value, int)}  # fmt: skip
+        used |= {
+            value
+            for key, value in vars(module).items()
+            if key.startswith("EXIT_") and isinstance(value, int)
+        }
     assert used <= set(reference.EXIT_CODES), used - set(reference.EXIT_CODES)
 
 

@@ -20,17 +20,24 @@ COMMAND = ["optimize", "examples/softmax.cu", "--kernel", "softmax_rows", "--dem
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """No GPU driver, no endpoint, no API key: what a newcomer without a GPU has."""
-    env = dict(os.environ, CUDA_LLM_LSP_DRIVER="no_such_driver_module",
-               CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
-               CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
-               OPENAI_BASE_URL="http://127.0.0.1:9/v1")  # fmt: skip
+    env = dict(
+        os.environ,
+        CUDA_LLM_LSP_DRIVER="no_such_driver_module",
+        CUDA_LLM_DATA_DIR=str(tmp_path / "data"),
+        CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"),
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+    )
     for name in ("CUDA_LLM_EVALUATOR", "OPENAI_API_KEY"):
         env.pop(name, None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp.cli", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_the_readme_command_runs_the_recorded_session_labelled_as_a_demo(tmp_path: Path) -> None:
@@ -56,8 +63,11 @@ def test_the_demo_json_says_demo(tmp_path: Path) -> None:
     data = json.loads(done.stdout)
     assert data["demo"] is True and data["accepted"] is True
     assert [c["status"] for c in data["candidates"]] == [
-        "ok", "unwritten_output", "ok", "out_of_bounds"
-    ]  # fmt: skip
+        "ok",
+        "unwritten_output",
+        "ok",
+        "out_of_bounds",
+    ]
 
 
 def test_a_demo_refuses_write_and_other_kernels(tmp_path: Path) -> None:

@@ -109,13 +109,21 @@ def test_the_prompts_say_what_the_issue_asks_for() -> None:
     prompts = run_prompts()
     first, third = prompts[1].text, prompts[3].text
     expected = (
-        "NVRTC from CUDA 13 with CCCL 3", "<cub/block/block_reduce.cuh>", "cuda::maximum<>",
-        "only CUDA toolkit and CCCL headers", "hidden cases", "132 SMs at 1980 MHz",
+        "NVRTC from CUDA 13 with CCCL 3",
+        "<cub/block/block_reduce.cuh>",
+        "cuda::maximum<>",
+        "only CUDA toolkit and CCCL headers",
+        "hidden cases",
+        "132 SMs at 1980 MHz",
         "|got - expected| <= 1e-05 x min(1, the output's mean |expected|) + 0.0001",
         "2048 threads, 32 blocks",
-        "L2 cache: 50 MiB", "FP32 66.9 TFLOP/s", "bytes moved", "floor:", "% of it",
+        "L2 cache: 50 MiB",
+        "FP32 66.9 TFLOP/s",
+        "bytes moved",
+        "floor:",
+        "% of it",
         "bottleneck (from the roofline)",
-    )  # fmt: skip
+    )
     for words in expected:
         assert words in first, words
     user = prompts[1].messages[1]["content"]
