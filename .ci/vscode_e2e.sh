@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-VS Code end-to-end test (tests/e2e/test_vscode.py): installs what it needs, then runs it.
+# The real-VS Code end-to-end tests (tests/e2e/test_vscode*.py): installs what they need, then runs them.
 #
 #   bash .ci/vscode_e2e.sh [--install-only] [PYTEST_ARGS...]
 #

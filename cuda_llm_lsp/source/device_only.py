@@ -187,9 +187,17 @@ def host_items(code: str) -> list[HostItem]:
 
 def _with_specifier_macros(code: str) -> tuple[str, frozenset[str]]:
     """`code` as tree-sitter should read it: every use of a macro whose body is only function
-    specifiers replaced by its body (lines stay), `__align__(N)` blanked."""
+    specifiers replaced by its body (lines stay), `__align__(N)` blanked, the header names of
+    `__has_include` made identifiers."""
     # `__align__(16)` (CUDA's alignment macro) confuses tree-sitter: blanked, same length
     code = re.sub(r"\b__(?:builtin_)?align__\s*\([^()\n]*\)", lambda m: " " * len(m.group(0)), code)
+    # `__has_include(<cuda_bf16.h>)` in an `#if` is no expression to tree-sitter: the header name
+    # becomes an identifier of the same length (the include policy judges the header itself)
+    code = re.sub(
+        r"\b(__has_include(?:_next)?\s*\(\s*)([<\"][^<>\"\n]*[>\"])",
+        lambda m: m.group(1) + re.sub(r"\W", "_", m.group(2)),
+        code,
+    )
     names: dict[str, str] = {}
     for match in re.finditer(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n]*)$", code):
         words = match.group(2).split()

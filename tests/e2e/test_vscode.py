@@ -24,7 +24,8 @@ notification center; then
 
 `CUDA_LLM_E2E_SERVER` (a JSON list) replaces the server command. Screenshots of each step go
 to `CUDA_LLM_E2E_SCREENSHOTS` (kept), else to a temp directory that is removed after a pass and
-kept after a failure (its path is in the report). Run it with `bash .ci/vscode_e2e.sh` (installs
+kept after a failure (its path is in the report). Profile K has its own window:
+test_vscode_profile.py. Run it with `bash .ci/vscode_e2e.sh` (installs
 what it needs), or `pytest -m vscode tests/e2e` once installed.
 """
 
@@ -43,14 +44,13 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.vscode import (
-    CHROMIUM_ARGS,
     Screenshots,
     Tools,
     Workbench,
-    code_server,
     copy_file,
     find_tools,
     wait_until,
+    workbench_in_browser,
 )
 from tests.gpu.conftest import no_gpu_reason
 from tests.lsp.conftest import DATA, server_env
@@ -142,8 +142,6 @@ def session() -> Iterator[Session]:
     global SCREENSHOTS
     assert isinstance(TOOLS, Tools)
     SCREENSHOTS = shots = Screenshots()
-    from playwright.sync_api import sync_playwright
-
     home = Path(tempfile.mkdtemp(prefix="cuda-llm-code-server-"))
     folder = home / "workspace"
     folder.mkdir()
@@ -168,17 +166,8 @@ def session() -> Iterator[Session]:
         XDG_CACHE_HOME=str(home / "cache"),
     )
     try:
-        with code_server(TOOLS, home, folder, settings, env) as url, sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(TOOLS.chromium), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                shots.page = page
-                workbench = Workbench(page)
-                workbench.open(url)
-                yield Session(workbench, folder, shots, home / "user-data", llm)
-            finally:
-                shots.page = None
-                browser.close()
+        with workbench_in_browser(TOOLS, home, folder, settings, env, shots) as workbench:
+            yield Session(workbench, folder, shots, home / "user-data", llm)
     finally:
         llm.stop()
         keep = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or getattr(shots, "failed", False)

@@ -212,6 +212,32 @@ def code_server(
         log.close()
 
 
+@contextlib.contextmanager
+def workbench_in_browser(
+    tools: Tools,
+    home: Path,
+    folder: Path,
+    settings: dict[str, Any],
+    env: dict[str, str],
+    shots: Screenshots,
+) -> Iterator[Workbench]:
+    """code-server (as `code_server` starts it) opened on `folder` in headless Chromium; the
+    screenshots follow its page while it is open."""
+    from playwright.sync_api import sync_playwright
+
+    with code_server(tools, home, folder, settings, env) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(tools.chromium), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            shots.page = page
+            workbench = Workbench(page)
+            workbench.open(url)
+            yield workbench
+        finally:
+            shots.page = None
+            browser.close()
+
+
 def wait_until(
     what: str,
     probe: Callable[[], Any],
@@ -231,6 +257,14 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Hover:
+    """What the editor's hover shows: each diagnostic's text, and all its text."""
+
+    markers: list[str]
+    text: str
 
 
 class Workbench:
@@ -323,6 +357,28 @@ class Workbench:
             timeout=10_000
         )
         self.press("Enter")
+
+    def hover_at(self, line: int, column: int, until: Callable[[Hover], bool], what: str) -> Hover:
+        """The editor's hover at 1-based `line`:`column`, as the keyboard opens it (the cursor
+        there, then "Show or Focus Hover"), once `until` holds for it (its parts arrive one by
+        one: the diagnostics at once, the server's answer later); left open (Escape closes it)."""
+        self.press("Escape")
+        self.go_to_line(line, column)
+        self.run_command("Show or Focus Hover")
+        box = self.page.locator(".monaco-editor .monaco-hover:not(.hidden)").first
+        box.wait_for(timeout=10_000)
+        seen: list[Hover] = []
+
+        def read() -> Hover | None:
+            markers = [" ".join(t.split()) for t in box.locator(".marker").all_inner_texts()]
+            hover = Hover(markers, " ".join(box.inner_text().split()))
+            seen[:] = [hover]
+            return hover if until(hover) else None
+
+        try:
+            return wait_until(f"the hover at {line}:{column} with {what}", read, 20)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; it shows {seen}") from None
 
     def toasts(self) -> list[str]:
         """The text of every notification toast on screen."""

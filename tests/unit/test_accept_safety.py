@@ -126,6 +126,9 @@ __device__ __forceinline__ float fast(float x) { return x; }
 #else
 __device__ __forceinline__ float fast(float x) { return x * 1.0f; }
 #endif
+#if __has_include(<cuda_bf16.h>)
+#include <cuda_bf16.h>
+#endif
 struct __align__(16) Vec4 { float x, y, z, w; };
 __device__ __forceinline__ Vec4 operator+(Vec4 a, Vec4 b) { return {a.x + b.x, a.y, a.z, a.w}; }
 template <typename T> struct Shared { __device__ T* get() { return nullptr; } };

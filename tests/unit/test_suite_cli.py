@@ -89,17 +89,18 @@ def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_p
     assert printed["files"]["json"].endswith("report.json")
     data = json.loads((out / "report.json").read_text())
     rows = {r["kernel"]: r for r in data["kernels"]}
-    # `keep`: the launch blocks are ignored and those candidates keep the spec's launch
+    # `keep`: a candidate that brings a launch block is `bad_launch` (never judged under a launch
+    # it was not written for, [judge]); the others keep the spec's launch
     assert rows["transpose_f32"]["candidate_statuses"] == {
         "out_of_bounds": 1,
         "ok": 1,
-        "unwritten_output": 1,
+        "bad_launch": 1,
     }
     assert rows["transpose_f32"]["accepted"] and rows["transpose_f32"]["speedup"] == pytest.approx(
         5
     )
     assert rows["transpose_f32"]["launch"] == ""
-    assert rows["matmul_f32"]["candidate_statuses"] == {"ok": 1, "slower": 1}
+    assert rows["matmul_f32"]["candidate_statuses"] == {"ok": 1, "bad_launch": 1}
     assert rows["matmul_f32"]["accepted"] and rows["matmul_f32"]["speedup"] == pytest.approx(2.5)
     assert not rows["vector_add_f32"]["optimized"]  # no recording: benched only
     assert rows["vector_add_f32"]["speedup"] == 1.0
@@ -111,7 +112,7 @@ def test_replay_optimizes_recorded_kernels_and_rejects_the_wrong_candidate(tmp_p
     }
     assert rows["matmul_f32"]["floor_ms"] and rows["matmul_f32"]["bound"] == "compute"
     md = (out / "report.md").read_text()
-    assert "3: 1 ok, 1 out_of_bounds, 1 unwritten_output" in md and "fast_1" in md
+    assert "3: 1 bad_launch, 1 ok, 1 out_of_bounds" in md and "fast_1" in md
     assert "launch policy (--launch): keep" in md and "own launch" not in md
     assert (out / "chart.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "cache" / "peaks.json").exists()  # measured once, then cached
@@ -151,8 +152,9 @@ def test_launch_free_judges_launch_changing_candidates_with_their_own_launch(
     assert "## Winners with their own launch" in md and f"`{TRANSPOSE_32}`" in md
     assert "launch policy (--launch): free" in md
 
-    # the same recording under `keep`: the block-per-row candidate runs with the spec's launch
-    # (one thread per row) and leaves rows unwritten; the winner keeps the original launch
+    # the same recording under `keep`: the block-per-row candidate brings its own launch, so it
+    # is `bad_launch` rather than run with the spec's (one thread per row, rows left unwritten);
+    # the winner keeps the original launch
     out = tmp_path / "keep"
     proc = suite(
         tmp_path,
@@ -169,7 +171,7 @@ def test_launch_free_judges_launch_changing_candidates_with_their_own_launch(
     )
     assert proc.returncode == 0, proc.stderr
     row = json.loads((out / "report.json").read_text())["kernels"][0]
-    assert row["candidate_statuses"] == {"ok": 1, "unwritten_output": 1}
+    assert row["candidate_statuses"] == {"ok": 1, "bad_launch": 1}
     assert row["speedup"] == pytest.approx(2.5) and row["launch"] == ""
     assert "## Winners with their own launch" not in (out / "report.md").read_text()
 
