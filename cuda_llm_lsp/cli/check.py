@@ -3,7 +3,9 @@ docs/design.md).
 
 Text: `FILE:LINE:COL: error|warning: MESSAGE` (1-based) and one resource line per kernel;
 `--format json` prints exactly the contract's keys. Exit status 1 when any error was found
-(a compile that crashed NVRTC or ran past `--compile-timeout` is one, at 1:1), 2 when a FILE
+(a compile that crashed NVRTC is one, at 1:1) or a compile ran past `--compile-timeout` (a
+warning, "diagnostics skipped": it says nothing about the code, but the file went unchecked),
+2 when a FILE
 was missing or refused (not a regular file: a FIFO, a device such as /dev/zero, a directory; or
 over the size limit: reported at 1:1, the other files still checked), `--arch` names no
 architecture NVRTC knows, or NVRTC itself cannot be loaded. A file without kernels (a header of
@@ -22,9 +24,9 @@ from typing import Any
 from cuda_llm_lsp.cli import arch_argument
 from cuda_llm_lsp.cli.common import read_source
 from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
-from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool
+from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, TIMEOUT_CODE, close_shared_pool
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
-from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.config import STDS, Settings
 
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
 
@@ -41,6 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
         help="preprocessor definition (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--std", choices=STDS, default=None,
+        help="C++ dialect of device code (default: the project's, else c++17)",
+    )  # fmt: skip
+    parser.add_argument(
+        "-p", "--build-dir", default=None, metavar="BUILD_DIR",
+        help="directory holding compile_commands.json (default: the file's directory or an "
+        "ancestor, or its build/; then compile_flags.txt)",
     )  # fmt: skip
     parser.add_argument(
         "--compile-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
@@ -60,6 +71,8 @@ def _run(args: argparse.Namespace) -> int:
         arch=args.arch,
         include_paths=tuple(args.include_path),
         defines=tuple(args.define),
+        std=args.std,
+        compile_commands_dir=args.build_dir,
         compile_timeout_s=max(1, min(600, round(args.compile_timeout))),
     )
     diagnostics: list[dict[str, Any]] = []
@@ -79,7 +92,10 @@ def _run(args: argparse.Namespace) -> int:
         except NvrtcUnavailable as exc:
             print(f"cuda-llm check: {exc}", file=sys.stderr)
             return 2
-        failed = failed or bool(analysis.errors)
+        # a compile stopped at --compile-timeout is a warning (it says nothing about the code)
+        # but the file was not checked: the command does not pass it
+        unfinished = any(d.code == TIMEOUT_CODE for d in analysis.diagnostics)
+        failed = failed or bool(analysis.errors) or unfinished
         file_diagnostics = [
             _diagnostic_json(name, d) for d in analysis.diagnostics if d.severity in _SHOWN
         ]

@@ -42,6 +42,8 @@ from cuda_llm_lsp.compile.isolated import (
     INTERRUPTED_CODE,
     TIMEOUT_CODE,
 )
+from cuda_llm_lsp.compile.project_config import apply as apply_project_flags
+from cuda_llm_lsp.compile.project_config import find_flags
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -49,7 +51,7 @@ from cuda_llm_lsp.compile.types import (
     Resources,
     Severity,
 )
-from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.config import DEFAULT_STD, Settings
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels, parse_tree
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Span, offset_of
@@ -119,7 +121,19 @@ def compile_options(settings: Settings) -> CompileOptions:
         include_paths=tuple(settings.include_paths),
         defines=tuple(settings.defines),
         extra_flags=tuple(settings.nvrtc_flags),
+        std=settings.std or DEFAULT_STD,
     )
+
+
+def with_project_flags(settings: Settings, path: Path | None) -> Settings:
+    """`settings` with the flags the project's build gives `path` (compile_commands.json,
+    compile_flags.txt: `compile.project_config`); unchanged when there are none."""
+    if path is None:
+        return settings
+    flags = find_flags(path, settings.compile_commands_dir)
+    if flags is not None:
+        log.debug("%s: %s", path, flags.note())
+    return apply_project_flags(settings, flags)
 
 
 def device_code_size(unit: DeviceUnit) -> int:
@@ -165,6 +179,7 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
             code="size",
         )  # fmt: skip
         return FileAnalysis(path, text, (), None, (too_long,))
+    settings = with_project_flags(settings, path)
     parsed = parse_tree(text)  # one tree-sitter parse for the kernels and the device unit
     kernels = find_kernels(text, parsed)
     diagnostics: list[Diagnostic] = []
@@ -222,7 +237,7 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     options = compile_options(settings)
     timeout_s = float(settings.compile_timeout_s)
     result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
-    diagnostics.extend(_place(d, kernels) for d in result.diagnostics)
+    diagnostics.extend(_place(_soften_timeout(d), kernels) for d in result.diagnostics)
     plan = None
     if result.ok and not too_many:
         plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s)
@@ -254,7 +269,7 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
     for info, expressions, result in zip(front.kernels, plan.wanted, results, strict=True):
         ok = ok and result.ok
         merged.update(result.resources)
-        kept = [d for d in result.diagnostics if d.code in _CODEGEN_CODES]
+        kept = [_soften_timeout(d) for d in result.diagnostics if d.code in _CODEGEN_CODES]
         generated.extend(_place(d, list(plan.kernels)) for d in kept)
         resolved = next((e for e in expressions if e in result.resources), None)
         chosen = resolved or (expressions[0] if expressions else None)
@@ -440,6 +455,15 @@ _DIRECTIVE = re.compile(r"^[ \t]*#[^\n]*", re.MULTILINE)
 _LOOP_PRAGMA = re.compile(r"[ \t]*#[ \t]*pragma[ \t]+(?:unroll|nounroll)\b[^\n\\]*\Z")
 # The lines parse_spec reads outside the kernel (tunables' guarded `#define` defaults).
 _DEFINE_LINE = re.compile(r"[ \t]*#[ \t]*define\b")
+
+
+def _soften_timeout(d: Diagnostic) -> Diagnostic:
+    """A compile stopped at its time limit says nothing about the code: a warning, not an
+    error (a busy machine must not turn a clean file red); the next edit or save retries."""
+    if d.code != TIMEOUT_CODE or d.severity != "error":
+        return d
+    message = d.message.replace("not compiled: ", "diagnostics skipped: ", 1)
+    return replace(d, severity="warning", message=message)
 
 
 def _limit(variable: str, default: int) -> int:

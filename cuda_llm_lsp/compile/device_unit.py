@@ -72,6 +72,15 @@ _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
 )  # fmt: skip
+# C types that only host headers declare (dropped from the unit): a struct member of one of
+# them is host-only (a logger's `glob_t`, a timer's `struct timeval`); the struct stays.
+_HOST_TYPES = std_headers.names(
+    """
+    glob_t DIR dirent pthread_t pthread_mutex_t pthread_cond_t pthread_attr_t pthread_once_t
+    pthread_rwlock_t pthread_barrier_t pthread_spinlock_t sem_t timeval timespec timezone tm
+    jmp_buf sigjmp_buf sigset_t va_list fpos_t mbstate_t locale_t stat rusage tms pid_t
+    """
+)
 # std:: names the prelude and stand-ins provide; any other std:: name marks host-only code.
 _STD_PROVIDED = std_headers.names(
     """
@@ -128,6 +137,7 @@ def build_device_unit(
             dropped.add(line_no)
         for message, severity in state.take_problems():
             problems.append(IncludeProblem(span, message, severity))
+    state.register_aliases()
     if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
         body, _, _ = _blank_host_code(text, state.macros, parsed)  # the same tree, walked again
     lines = body.split("\n")
@@ -156,6 +166,15 @@ class _IncludeState:
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
+    names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
+    aliases: list[tuple[str, Path]] = field(default_factory=list)  # later spellings
+
+    def register_aliases(self) -> None:
+        """Give every later spelling of a header the text registered under its first one."""
+        for alias, resolved in self.aliases:
+            first = self.names.get(resolved)
+            if first is not None and alias not in self.headers:
+                self.headers[alias] = self.headers[first]
 
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
@@ -207,9 +226,19 @@ def _include(
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
             return True, _load_header(name, found, state, depth)
+    elif name not in std_headers.STUBBED and not std_headers.is_host_only(name):
+        # a project header reached through -I: blanked like a "..." one (nvcc searches -I
+        # before the system directories for <...> too); NVRTC would read it raw, host code
+        # and host includes and all
+        found = _resolve_quoted(name, None, state.configured)
+        if found is not None:
+            return True, _load_header(name, found, state, depth)
     kept = _system_include(name, state)
     if kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
+    elif kept is None and name not in std_headers.DEVICE_LIBRARIES:
+        if std_headers.find_host_header(name) is None:  # the host compiler's: silent
+            state.pending.append((_not_found(name, where, state.configured), "warning"))
     elif not kept and name in std_headers.DEVICE_LIBRARIES:
         wheel = std_headers.DEVICE_LIBRARIES[name]
         message = (
@@ -224,10 +253,35 @@ def _include(
     return bool(kept), []
 
 
+def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
+    """The warning for an `#include <name>` found nowhere: what was searched, how to add more.
+
+    The line is left out of the unit (NVRTC would stop at it), so names it declares are
+    reported where they are used; this says why.
+    """
+    shown = [str(d) for d in configured[:4]]
+    if len(configured) > 4:
+        shown.append(f"{len(configured) - 4} more")
+    searched = ", ".join(shown) + " and " if shown else ""
+    return (
+        f"cannot find <{name}>{where}: searched {searched}the CUDA toolkit's headers; add its "
+        "directory with -I (cuda-llm check), compile_commands.json or compile_flags.txt, or "
+        "the cudaLlm.includePaths setting"
+    )
+
+
 def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str]:
-    """Blank the host code of a user header and register it (and its includes) in memory."""
-    if resolved in state.seen or name in state.headers:
+    """Blank the host code of a user header and register it (and its includes) in memory.
+
+    A header is one file whatever spelling reaches it (`"sub/h.h"`, `"../x/sub/h.h"`, `<h.h>`
+    through -I): every spelling is registered with the same blanked text, so NVRTC never
+    reads the raw file from disk under a second name (host code and all).
+    """
+    if name in state.headers:
         return []
+    if resolved in state.seen:
+        state.aliases.append((name, resolved))
+        return [name]
     if depth > MAX_INCLUDE_DEPTH:
         message = f'"{name}": includes nested deeper than {MAX_INCLUDE_DEPTH} levels'
         state.pending.append((message, "error"))
@@ -250,6 +304,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
     state.headers[name] = _blank_line_directives("\n".join(lines))
+    state.names[resolved] = name
     return names
 
 
@@ -403,6 +458,10 @@ class _Walker:
             self._needs_host_std(node)
         ):
             self.blank(outer)
+        elif kind == "type_definition":  # `typedef struct {...} Name;`: its members
+            for child in node.named_children:
+                if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
+                    self._visit_class(child)
 
     def _note_macro(self, node: tree_sitter.Node) -> None:
         name = node.child_by_field_name("name")
@@ -491,10 +550,15 @@ class _Walker:
             if target.type == "function_definition":
                 if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
-            elif target.type in ("field_declaration", "declaration") and self._needs_host_std(
-                target
+            elif target.type in ("field_declaration", "declaration") and (
+                self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
+
+    def _names_host_type(self, node: tree_sitter.Node) -> bool:
+        """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""
+        kind = node.child_by_field_name("type")
+        return kind is not None and bool(set(_WORD.findall(self.text(kind))) & _HOST_TYPES)
 
     def _is_defaulted(self, node: tree_sitter.Node) -> bool:
         body = node.child_by_field_name("body")

@@ -33,7 +33,6 @@ from cuda_llm_lsp.compile.types import (
 NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
 MAX_PER_INCLUDE = 10  # header messages shown on one #include line
 BASE_FLAGS = (
-    "-std=c++17",  # nvcc's default dialect with a current host compiler
     "-Xptxas=-v",  # per-kernel registers, spills, shared memory, stack
     "-lineinfo",  # source lines in the cubin for profilers; costs nothing measurable
     # NVRTC rejects every unannotated function and namespace-scope variable ("not allowed in
@@ -83,7 +82,8 @@ def build_flags(
     unit: DeviceUnit, options: CompileOptions, *, syntax_only: bool = False
 ) -> list[str]:
     """The NVRTC command line for `unit`; the order of -I matters (stand-ins first)."""
-    flags = [f"--gpu-architecture={options.arch}", *BASE_FLAGS]
+    # -std: the project's dialect (nvcc's default, c++17, unless configured)
+    flags = [f"--gpu-architecture={options.arch}", f"-std={options.std}", *BASE_FLAGS]
     if syntax_only:
         flags.append(SYNTAX_ONLY)
     flags.append(f"--pre-include={std_headers.PRELUDE}")

@@ -20,7 +20,7 @@ from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 log = logging.getLogger(__name__)
 SECTION = "cudaLlm"
-_COMPILE_FIELDS = ("arch", "include_paths", "defines", "nvrtc_flags")
+_COMPILE_FIELDS = ("arch", "include_paths", "defines", "nvrtc_flags", "std", "compile_commands_dir")
 _GPU_FIELDS = ("gpus", "cluster")
 
 
