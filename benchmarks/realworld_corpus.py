@@ -183,11 +183,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--only", default="", help="only paths containing this text")
+    parser.add_argument(
+        "--errors-only", action="store_true", help="--record: only files nvcc failed"
+    )
     parser.add_argument("--json", type=Path, help="write per-file outcomes here")
     args = parser.parse_args(argv)
     corpus = args.corpus.resolve()
     entries = load_manifest(corpus)
     chosen = [e for e in entries if args.only in e.path]
+    if args.errors_only:
+        chosen = [e for e in chosen if e.nvcc != "clean"]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_init_worker) as pool:
         if args.record:
             by_path = {e.path: e for e in entries}

@@ -113,6 +113,13 @@ class CodegenPlan:
     kernels: tuple[Kernel, ...]
     wanted: tuple[tuple[str, ...], ...]  # name expressions per kernel
     timeout_s: float
+    # 0-based rows of the front end's errors: when there are any, only kernels whose own unit
+    # compiles get figures (a kernel holding an error row is not generated at all)
+    error_rows: frozenset[int] = frozenset()
+
+    @property
+    def broken(self) -> bool:
+        return bool(self.error_rows)
 
 
 def compile_options(settings: Settings) -> CompileOptions:
@@ -239,8 +246,14 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
     diagnostics.extend(_place(_soften_timeout(d), kernels) for d in result.diagnostics)
     plan = None
-    if result.ok and not too_many:
-        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s)
+    stopped = any(
+        d.code in (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE) for d in result.diagnostics
+    )
+    if not too_many and not stopped:
+        # with front-end errors too: each kernel is generated from its own unit (the other
+        # kernels' bodies cut), so an error in one kernel costs no other kernel its figures
+        error_rows = frozenset(d.line - 1 for d in result.errors)
+        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s, error_rows)
     infos = tuple(
         KernelInfo(k, e[0] if e else None, None, s, pending=plan is not None and bool(e))
         for k, s, e in zip(kernels, specs, wanted, strict=True)
@@ -270,6 +283,8 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
         ok = ok and result.ok
         merged.update(result.resources)
         kept = [_soften_timeout(d) for d in result.diagnostics if d.code in _CODEGEN_CODES]
+        if plan.broken:  # the front end's errors are the file's; code generation adds none
+            kept = [d for d in kept if d.code == "ptxas"]
         generated.extend(_place(d, list(plan.kernels)) for d in kept)
         resolved = next((e for e in expressions if e in result.resources), None)
         chosen = resolved or (expressions[0] if expressions else None)
@@ -311,10 +326,23 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
     if cancelled():
         return None
     nothing = CompileResult(ok=True, arch=plan.options.arch, diagnostics=(), log="")
+    failed = replace(nothing, ok=False)
     cuts = KernelCuts(plan)
+    if plan.broken:
+        # an error outside every kernel body (a helper, a header) fails each kernel's own unit
+        # too: one cheap front-end pass over the skeleton says so before N compiles do
+        skeleton = compile_cached(
+            cuts.unit_keeping(()), plan.options, (), syntax_only=True, timeout_s=plan.timeout_s
+        )
+        if not skeleton.ok:
+            return [failed if plan.wanted[i] else nothing for i in range(len(plan.kernels))]
     results: dict[int, CompileResult] = {}
     missing: list[int] = []
-    for i in range(len(plan.kernels)):
+    for i, kernel in enumerate(plan.kernels):
+        body = kernel.body_span
+        if plan.broken and any(body.start.line <= r <= body.end.line for r in plan.error_rows):
+            results[i] = failed  # its own error: its unit cannot compile
+            continue
         hit = _kernel_cache.get(cuts.key(i)) if plan.wanted[i] else nothing
         if hit is None:
             missing.append(i)
@@ -348,7 +376,11 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
         result = _kernel_cache.compile(
             cuts.unit(i), plan.options, plan.wanted[i], timeout_s=plan.timeout_s
         )
-        if not result.ok and not any(d.code in _CODEGEN_CODES for d in result.errors):
+        if (
+            not plan.broken
+            and not result.ok
+            and not any(d.code in _CODEGEN_CODES for d in result.errors)
+        ):
             # cutting the other kernels broke the unit (a front-end error that the whole
             # unit does not have): generate from the whole unit instead
             log.info("kernel %s: its own unit failed; using the whole unit", plan.kernels[i].name)
