@@ -187,3 +187,24 @@ def test_a_malformed_compile_commands_json_is_ignored(tmp_path: Path) -> None:
     write(tmp_path, {"compile_commands.json": "{not json", "main.cu": "__global__ void k() {}\n"})
     assert find_flags(tmp_path / "main.cu") is None
     assert check(tmp_path / "main.cu").diagnostics == ()
+
+
+def test_kernels_keep_their_resources_when_another_kernel_has_an_error(tmp_path: Path) -> None:
+    """An error in one kernel's body costs no other kernel its figures (was: all unknown)."""
+    write(tmp_path, {
+        "main.cu": "__device__ float twice(float x) { return 2.0f * x; }\n"
+        "__global__ void good1(float* o) { o[threadIdx.x] = twice(o[threadIdx.x]); }\n"
+        "__global__ void bad(float* o) { o[0] = undefined_name; }\n"
+        "template <int N> __global__ void good2(float* o) { o[threadIdx.x % N] = 1.0f; }\n"
+        "int main() { good2<4><<<1, 1>>>(nullptr); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == ['3: identifier "undefined_name" is undefined']
+    figures = {k.kernel.name: k.resources for k in analysis.kernels}
+    assert figures["good1"] is not None and figures["good2"] is not None
+    assert figures["bad"] is None
+    # an error outside every kernel (a helper they share) still leaves them all unknown
+    (tmp_path / "main.cu").write_text(
+        (tmp_path / "main.cu").read_text().replace("undefined_name", "1.0f").replace("* x;", "* y;")
+    )
+    assert all(k.resources is None for k in check(tmp_path / "main.cu").kernels)
