@@ -155,21 +155,17 @@ def check_one(corpus: Path, entry: Entry, arch: str) -> Outcome:
     analysis = analyze(text, source, settings)
     seconds = time.monotonic() - start
     errors = [f"{d.line}:{d.column}: {d.message}" for d in analysis.errors]
-    with_resources = [k for k in analysis.kernels if k.resources is not None]
-    registers = {
-        (k.name_expression or k.kernel.name): k.resources.registers
-        for k in with_resources
-        if k.resources is not None
-    }
-    return Outcome(
-        entry.path,
-        entry.project,
-        seconds,
-        errors,
-        len(analysis.kernels),
-        len(with_resources),
-        registers,
-    )
+    listed = 0
+    registers: dict[str, int] = {}  # one per instance with figures (as ptxas lists them)
+    infos = [*analysis.kernels, *(h.info for h in getattr(analysis, "header_kernels", ()))]
+    for info in infos:
+        instances = getattr(info, "instances", {})
+        listed += max(1, len(instances))
+        if instances:
+            registers.update({e: r.registers for e, r in instances.items()})
+        elif info.resources is not None:
+            registers[info.name_expression or info.kernel.name] = info.resources.registers
+    return Outcome(entry.path, entry.project, seconds, errors, listed, len(registers), registers)
 
 
 def _init_worker() -> None:

@@ -25,7 +25,7 @@ from cuda_llm_lsp.cli import arch_argument
 from cuda_llm_lsp.cli.common import read_source
 from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
 from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, TIMEOUT_CODE, close_shared_pool
-from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
+from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable, Resources
 from cuda_llm_lsp.config import STDS, Settings
 
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
@@ -99,7 +99,16 @@ def _run(args: argparse.Namespace) -> int:
         file_diagnostics = [
             _diagnostic_json(name, d) for d in analysis.diagnostics if d.severity in _SHOWN
         ]
-        file_kernels = [_kernel_json(name, info) for info in analysis.kernels]
+        file_kernels = [
+            _kernel_json(name, info, instance)
+            for info in analysis.kernels
+            for instance in _instances(info)
+        ]
+        file_kernels += [
+            _kernel_json(h.header, h.info, instance)
+            for h in analysis.header_kernels
+            for instance in _instances(h.info)
+        ]
         diagnostics.extend(file_diagnostics)
         kernels.extend(file_kernels)
         if args.format == "text":
@@ -127,13 +136,20 @@ def _diagnostic_json(name: str, d: Diagnostic) -> dict[str, Any]:
     }
 
 
-def _kernel_json(name: str, info: KernelInfo) -> dict[str, Any]:
-    r = info.resources
+def _instances(info: KernelInfo) -> list[str | None]:
+    """One entry per instantiation with figures (a template launched several ways), else one."""
+    if info.kernel.is_template and len(info.instances) > 1:
+        return list(info.instances)
+    return [None]
+
+
+def _kernel_json(name: str, info: KernelInfo, instance: str | None = None) -> dict[str, Any]:
+    r = info.instances.get(instance) if instance else info.resources
     return {
         "file": name,
         "name": info.kernel.name,
         # the instantiation the resources are for (`scale<float>`); null for a non-template
-        "instance": info.name_expression if info.kernel.is_template else None,
+        "instance": (instance or info.name_expression) if info.kernel.is_template else None,
         "line": info.kernel.name_span.start.line + 1,
         "registers": r.registers if r else None,
         "spill_stores": r.spill_stores if r else None,
@@ -147,13 +163,22 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
     for d in analysis.diagnostics:
         if d.severity in _SHOWN:
             print(f"{name}:{d.line}:{d.column}: {d.severity}: {_message(d)}")
-    if not analysis.kernels:  # a header of helpers: say it was checked, not nothing at all
+    if (
+        not analysis.kernels and not analysis.header_kernels
+    ):  # a header of helpers: say it was checked, not nothing at all
         counts = [sum(1 for d in analysis.diagnostics if d.severity == s) for s in _SHOWN]
         print(f"{name}: no kernels; {_count(counts[0], 'error')}, {_count(counts[1], 'warning')}")
-    for info in analysis.kernels:
+    for h in analysis.header_kernels:  # kernels of its headers that the file instantiates
+        for instance in _instances(h.info):
+            label = instance or h.info.name_expression or h.info.kernel.name
+            r = h.info.instances.get(instance) if instance else h.info.resources
+            where = f"{name}:{h.include_line}: kernel {label} (in {h.header}:"
+            where += f"{h.info.kernel.name_span.start.line + 1})"
+            print(f"{where}: {_figures(r) if r else 'resources unknown'}")
+    for info, instance in ((i, n) for i in analysis.kernels for n in _instances(i)):
         line = info.kernel.name_span.start.line + 1
-        label = info.name_expression or info.kernel.name
-        r = info.resources
+        label = instance or info.name_expression or info.kernel.name
+        r = info.instances.get(instance) if instance else info.resources
         if r is None:
             if analysis.compile is None:  # skipped: the size warning above says why
                 note = "resources unknown (not compiled: too much device code)"
@@ -163,11 +188,14 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
                 note = info.symbol_note
             print(f"{name}:{line}: kernel {label}: {note}")
             continue
-        print(
-            f"{name}:{line}: kernel {label}: {r.registers} registers, "
-            f"{r.spill_stores} bytes spill stores, {r.spill_loads} bytes spill loads, "
-            f"{r.shared_bytes} bytes shared, {r.stack_bytes} bytes stack"
-        )
+        print(f"{name}:{line}: kernel {label}: {_figures(r)}")
+
+
+def _figures(r: Resources) -> str:
+    return (
+        f"{r.registers} registers, {r.spill_stores} bytes spill stores, {r.spill_loads} bytes "
+        f"spill loads, {r.shared_bytes} bytes shared, {r.stack_bytes} bytes stack"
+    )
 
 
 def _count(n: int, noun: str) -> str:

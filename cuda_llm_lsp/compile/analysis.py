@@ -52,7 +52,7 @@ from cuda_llm_lsp.compile.types import (
     Severity,
 )
 from cuda_llm_lsp.config import DEFAULT_STD, Settings
-from cuda_llm_lsp.source.kernels import Kernel, find_kernels, parse_tree
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels, launched_templates, parse_tree
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Span, offset_of
 
@@ -63,6 +63,7 @@ DEFAULT_MAX_FILE_CHARS = 8_000_000  # ~200,000 lines: past it nothing is parsed
 DEFAULT_MAX_KERNELS = 500  # past it, no code generation and no spec checks past the 500th
 WHOLE_UNIT_AT = 4  # kernels to generate at once from which compiles of groups are cheaper
 GROUP = 32  # kernels per group: one compile each, well inside the time limit on 2 cores
+HEADER_GROUP = 4  # header kernel instances per compile (library templates: heavier each)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ class KernelInfo:
     resources: Resources | None
     spec: TestSpec | None
     pending: bool = False  # resources not known yet: code generation runs in the background
+    # every instantiation's figures (a template launched with several arguments), in launch
+    # order; `resources` is the first's
+    instances: dict[str, Resources] = field(default_factory=dict)
 
     @property
     def symbol_note(self) -> str:
@@ -94,6 +98,9 @@ class FileAnalysis:
     diagnostics: tuple[Diagnostic, ...]  # compile + include problems + spec errors, sorted
     # Set by `analyze_syntax` when code generation is still to run (`add_resources`).
     plan: CodegenPlan | None = field(default=None, compare=False, repr=False)
+    # kernels defined in the file's own headers that the file instantiates (a non-template one,
+    # or a template it launches): their spans are in `HeaderKernel.header`
+    header_kernels: tuple[HeaderKernel, ...] = ()
 
     @property
     def resources_pending(self) -> bool:
@@ -105,6 +112,16 @@ class FileAnalysis:
 
 
 @dataclass(frozen=True)
+class HeaderKernel:
+    """A kernel defined in an included header: nvcc compiles (and ptxas lists) it with the file."""
+
+    header: str  # the include name that reached it ("kernels/1_naive.cuh")
+    include_line: int  # 1-based line of the file's #include that brings it in
+    info: KernelInfo
+    wanted: tuple[str, ...]  # name expressions: its instances the file launches, or its name
+
+
+@dataclass(frozen=True)
 class CodegenPlan:
     """What `add_resources` needs from the syntax stage."""
 
@@ -113,6 +130,7 @@ class CodegenPlan:
     kernels: tuple[Kernel, ...]
     wanted: tuple[tuple[str, ...], ...]  # name expressions per kernel
     timeout_s: float
+    headers: tuple[HeaderKernel, ...] = ()
     # 0-based rows of the front end's errors: when there are any, only kernels whose own unit
     # compiles get figures (a kernel holding an error row is not generated at all)
     error_rows: frozenset[int] = frozenset()
@@ -253,7 +271,8 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
         # with front-end errors too: each kernel is generated from its own unit (the other
         # kernels' bodies cut), so an error in one kernel costs no other kernel its figures
         error_rows = frozenset(d.line - 1 for d in result.errors)
-        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s, error_rows)
+        headers = _header_kernels(unit, kernels, launched_templates(text, parsed))
+        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s, headers, error_rows)
     infos = tuple(
         KernelInfo(k, e[0] if e else None, None, s, pending=plan is not None and bool(e))
         for k, s, e in zip(kernels, specs, wanted, strict=True)
@@ -289,7 +308,13 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
         resolved = next((e for e in expressions if e in result.resources), None)
         chosen = resolved or (expressions[0] if expressions else None)
         resources = result.resources.get(resolved) if resolved else None
-        infos.append(replace(info, name_expression=chosen, resources=resources, pending=False))
+        instances = {e: result.resources[e] for e in expressions if e in result.resources}
+        infos.append(
+            replace(
+                info, name_expression=chosen, resources=resources, pending=False,
+                instances=instances,
+            )
+        )  # fmt: skip
         spec = info.spec
         if result.ok and spec is not None and spec.instance and resolved is None:
             message = (
@@ -306,7 +331,64 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
         from_cache=syntax.from_cache and all(r.from_cache for r in results),
     )
     ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
-    return FileAnalysis(front.path, front.text, tuple(infos), compile_result, ordered)
+    header_kernels = _header_resources(plan, cancelled or (lambda: False))
+    return FileAnalysis(
+        front.path, front.text, tuple(infos), compile_result, ordered,
+        header_kernels=header_kernels,
+    )  # fmt: skip
+
+
+def _header_kernels(
+    unit: DeviceUnit, kernels: Sequence[Kernel], launched: dict[str, list[str]]
+) -> tuple[HeaderKernel, ...]:
+    """Kernels of the file's own headers that the file instantiates, with what to resolve."""
+    own = {k.qualified_name for k in kernels}
+    found: list[HeaderKernel] = []
+    for header, text in unit.headers.items():
+        if "__global__" not in text:
+            continue
+        for kernel in find_kernels(text):
+            if kernel.qualified_name in own:
+                continue
+            own.add(kernel.qualified_name)
+            if kernel.is_template:
+                wanted = tuple(
+                    dict.fromkeys((*launched.get(kernel.name, ()), *kernel.instantiations))
+                )
+            else:
+                wanted = (kernel.qualified_name,)
+            if not wanted:
+                continue  # a template nobody instantiates: ptxas has nothing for it either
+            line = unit.include_lines.get(header, 0) + 1
+            info = KernelInfo(kernel, wanted[0], None, None)
+            found.append(HeaderKernel(header, line, info, wanted))
+    return tuple(found)
+
+
+def _header_resources(plan: CodegenPlan, cancelled: Callable[[], bool]) -> tuple[HeaderKernel, ...]:
+    """The header kernels' figures: one compile of the skeleton (the file's own kernel bodies
+    cut) resolving all their instances."""
+    if not plan.headers or cancelled():
+        return plan.headers
+    wanted = tuple(dict.fromkeys(e for h in plan.headers for e in h.wanted))
+    skeleton = KernelCuts(plan).unit_keeping(())
+    resources: dict[str, Resources] = {}
+    for start in range(0, len(wanted), HEADER_GROUP):  # by groups: each well inside the limit
+        if cancelled():
+            return plan.headers
+        group = wanted[start : start + HEADER_GROUP]
+        result = compile_cached(skeleton, plan.options, group, timeout_s=plan.timeout_s)
+        resources.update(result.resources)
+    out: list[HeaderKernel] = []
+    for h in plan.headers:
+        instances = {e: resources[e] for e in h.wanted if e in resources}
+        first = next(iter(instances), h.info.name_expression)
+        info = replace(
+            h.info, name_expression=first, resources=instances.get(first or ""),
+            instances=instances,
+        )  # fmt: skip
+        out.append(replace(h, info=info))
+    return tuple(out)
 
 
 _CODEGEN_CODES = (

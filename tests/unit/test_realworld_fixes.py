@@ -208,3 +208,32 @@ def test_kernels_keep_their_resources_when_another_kernel_has_an_error(tmp_path:
         (tmp_path / "main.cu").read_text().replace("undefined_name", "1.0f").replace("* x;", "* y;")
     )
     assert all(k.resources is None for k in check(tmp_path / "main.cu").kernels)
+
+
+def test_kernels_of_an_included_header_that_the_file_launches_are_listed(tmp_path: Path) -> None:
+    """SGEMM_CUDA's runner.cu: every kernel lives in a header and is launched with a host
+    function's local constants as template arguments (was: "no kernels")."""
+    write(tmp_path, {
+        "kernels/naive.cuh": "#pragma once\n"
+        "__global__ void naive(float* o) { o[threadIdx.x] = 1.0f; }\n",
+        "kernels/tiled.cuh": "#pragma once\n#include <cstdio>\n"
+        "template <const int BM, const int BN>\n"
+        "__global__ void tiled(float* o) {\n  __shared__ float s[BM * BN];\n"
+        "  s[threadIdx.x] = o[threadIdx.x];\n  __syncthreads();\n  o[threadIdx.x] = s[BM];\n}\n"
+        "template <int N> __global__ void never(float* o) { o[0] = N; }\n",
+        "kernels.cuh": '#pragma once\n#include "kernels/naive.cuh"\n#include "kernels/tiled.cuh"\n',
+        "runner.cu": '#include "kernels.cuh"\nconst int WIDE = 64;\n'
+        "void run(float* o, int m) {\n  naive<<<1, 32>>>(o);\n  if (m > 64) {\n"
+        "    const uint BM = 32;\n    tiled<BM, WIDE><<<1, 32>>>(o);\n  } else {\n"
+        "    const uint BM = 16;\n    constexpr int HALF = BM / 2;\n"
+        "    tiled<HALF, WIDE><<<1, 32>>>(o);\n  }\n}\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "runner.cu")
+    assert messages(analysis) == [] and analysis.kernels == ()
+    listed = {h.info.kernel.name: h for h in analysis.header_kernels}
+    assert set(listed) == {"naive", "tiled"}  # `never` is instantiated by nobody
+    assert listed["naive"].header == "kernels/naive.cuh" and listed["naive"].include_line == 1
+    assert listed["naive"].info.resources is not None
+    tiled = listed["tiled"].info.instances
+    assert list(tiled) == ["tiled<32, 64>", "tiled<(16 / 2), 64>"]
+    assert [r.shared_bytes for r in tiled.values()] == [32 * 64 * 4, 8 * 64 * 4]
