@@ -25,6 +25,8 @@ from cuda_llm_lsp.cli import arch_argument
 from cuda_llm_lsp.cli.common import read_source
 from cuda_llm_lsp.compile.analysis import FileAnalysis, KernelInfo, analyze
 from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, TIMEOUT_CODE, close_shared_pool
+from cuda_llm_lsp.compile.nvcc import NvccUnavailable
+from cuda_llm_lsp.compile.nvcc_tier import with_nvcc
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable, Resources
 from cuda_llm_lsp.config import STDS, Settings
 
@@ -52,6 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-p", "--build-dir", default=None, metavar="BUILD_DIR",
         help="directory holding compile_commands.json (default: the file's directory or an "
         "ancestor, or its build/; then compile_flags.txt)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--nvcc", action="store_true",
+        help="also compile each file whole with nvcc (host code too): nvcc's diagnostics "
+        "replace the fast tier's compile diagnostics (needs nvcc and a host compiler)",
     )  # fmt: skip
     parser.add_argument(
         "--compile-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
@@ -92,6 +99,12 @@ def _run(args: argparse.Namespace) -> int:
         except NvrtcUnavailable as exc:
             print(f"cuda-llm check: {exc}", file=sys.stderr)
             return 2
+        if args.nvcc:
+            try:
+                analysis, _ = with_nvcc(analysis, settings)
+            except NvccUnavailable as exc:
+                print(f"cuda-llm check: --nvcc: {exc}", file=sys.stderr)
+                return 2
         # a compile stopped at --compile-timeout is a warning (it says nothing about the code)
         # but the file was not checked: the command does not pass it
         unfinished = any(d.code == TIMEOUT_CODE for d in analysis.diagnostics)
