@@ -126,8 +126,9 @@ def build_device_unit(
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
-    for line_no, name, quoted, span in includes:
+    for line_no, name, quoted, span, conditional in includes:
         base = own.parent if own else None
+        state.conditional = conditional
         kept, nested = _include(name, quoted, base, state, depth=1, where="")
         if kept:
             include_lines.setdefault(name, line_no)
@@ -166,6 +167,7 @@ class _IncludeState:
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
+    conditional: bool = False  # the #include being resolved is under a platform test
     names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
     aliases: list[tuple[str, Path]] = field(default_factory=list)  # later spellings
 
@@ -237,7 +239,8 @@ def _include(
     if kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
     elif kept is None and name not in std_headers.DEVICE_LIBRARIES:
-        if std_headers.find_host_header(name) is None:  # the host compiler's: silent
+        # the host compiler's: silent; one under `#ifdef _WIN32` may never be read by nvcc
+        if not state.conditional and std_headers.find_host_header(name) is None:
             state.pending.append((_not_found(name, where, state.configured), "warning"))
     elif not kept and name in std_headers.DEVICE_LIBRARIES:
         wheel = std_headers.DEVICE_LIBRARIES[name]
@@ -297,8 +300,9 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     state.macros.update(macros)
     lines = body.split("\n")
     names = [name]
-    for line_no, inner, quoted, _span in includes:
+    for line_no, inner, quoted, _span, conditional in includes:
         where = f' (included from "{name}" line {line_no + 1})'
+        state.conditional = conditional
         kept, nested = _include(inner, quoted, resolved.parent, state, depth + 1, where)
         names.extend(nested)
         if not kept:
@@ -325,8 +329,9 @@ def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
 
 def _blank_host_code(
     text: str, macros: dict[str, str], parsed: tuple[tree_sitter.Tree, bytes]
-) -> tuple[str, list[tuple[int, str, bool, Span]], dict[str, str]]:
-    """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span) and
+) -> tuple[str, list[tuple[int, str, bool, Span, bool]], dict[str, str]]:
+    """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span,
+    under a platform test) and
     the execution-space macros it defines; `macros` are those known from headers; `parsed`
     is `_parse(text)`."""
     text = text.replace("\0", " ")
@@ -336,7 +341,7 @@ def _blank_host_code(
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
     blanked = _drop_unused_constants(blanked, walker.constants, text, data)
-    includes: list[tuple[int, str, bool, Span]] = []
+    includes: list[tuple[int, str, bool, Span, bool]] = []
     lines = blanked.split("\n")
     for row in walker.include_rows:
         if row >= len(lines):
@@ -348,7 +353,7 @@ def _blank_host_code(
         name = (match.group("quoted") if quoted else match.group("system")) or ""
         group = "quoted" if quoted else "system"
         span = Span.of(row, match.start(group) - 1, row, match.end(group) + 1)
-        includes.append((row, name.strip(), quoted, span))
+        includes.append((row, name.strip(), quoted, span, row in walker.conditional_rows))
     return blanked, includes, walker.defined
 
 
@@ -364,6 +369,20 @@ class _Walker:
         self.device_macros = {n for n, kind in macros.items() if kind == "device"}
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
+        self.host_functions: set[str] = set()  # names of host functions blanked so far
+        # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
+        # an include guard's `#ifndef` does not count): nvcc may never read them
+        self.conditional_rows: set[int] = set()
+
+    def _under_condition(self, node: tree_sitter.Node) -> bool:
+        parent = node.parent
+        while parent is not None:
+            if parent.type in ("preproc_if", "preproc_elif", "preproc_else", "preproc_elifdef"):
+                return True
+            if parent.type == "preproc_ifdef" and not self.text(parent).startswith("#ifndef"):
+                return True
+            parent = parent.parent
+        return False
 
     def text(self, node: tree_sitter.Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
@@ -424,6 +443,8 @@ class _Walker:
         kind = node.type
         if kind == "preproc_include":
             self.include_rows.append(node.start_point[0])
+            if self._under_condition(node):
+                self.conditional_rows.add(node.start_point[0])
         elif kind in ("preproc_def", "preproc_function_def"):
             self._note_macro(node)
         elif kind in _CONTAINERS:
@@ -450,6 +471,15 @@ class _Walker:
         elif kind == "function_definition":
             if self._is_surely_host(node) and not self._is_device_function(node):
                 self.blank(outer)
+                name = self._declared_name(node.child_by_field_name("declarator"))
+                if name:
+                    self.host_functions.add(name)
+        elif kind == "template_instantiation":
+            # `template void reduce<int>(...);` of a host template blanked above
+            words = self._head_words(node)
+            name = self._instantiated_name(node)
+            if name in self.host_functions and not words & (_DEVICE_WORDS | self.device_macros):
+                self.blank(outer)
         elif kind == "declaration":
             self._visit_declaration(node, outer)
         elif kind in ("struct_specifier", "class_specifier", "union_specifier"):
@@ -458,6 +488,8 @@ class _Walker:
             self._needs_host_std(node)
         ):
             self.blank(outer)
+        elif kind == "type_definition" and self._names_host_type(node):
+            self.blank(outer)  # `typedef pthread_t CUTThread;`: a host-only name
         elif kind == "type_definition":  # `typedef struct {...} Name;`: its members
             for child in node.named_children:
                 if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
@@ -572,6 +604,18 @@ class _Walker:
                 return False
             node = node.child_by_field_name("declarator")
         return False
+
+    def _instantiated_name(self, node: tree_sitter.Node) -> str | None:
+        """`reduce` of `template void reduce<int>(...);`."""
+        declarator = node.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        inner = declarator.child_by_field_name("declarator") if declarator else None
+        if inner is None:
+            return None
+        if inner.type == "template_function":
+            inner = inner.child_by_field_name("name")
+        return self.text(inner).split("::")[-1] if inner is not None else None
 
     def _declared_name(self, node: tree_sitter.Node | None) -> str | None:
         while node is not None:

@@ -52,6 +52,7 @@ HOST_ONLY: frozenset[str] = names(
     ctype.h errno.h locale.h signal.h stdarg.h time.h wchar.h unistd.h sys/time.h sys/types.h
     omp.h pthread.h windows.h fcntl.h dirent.h
     cudaProfiler.h cuda_profiler_api.h nvrtc.h nvToolsExt.h nvtx3/nvToolsExt.h
+    cuda_gl_interop.h cudaGL.h cudaEGL.h cuda_egl_interop.h cuda_vdpau_interop.h cudaVDPAU.h
     """
 )
 # Device-side library headers that may be missing from the installed wheels: a missing one is

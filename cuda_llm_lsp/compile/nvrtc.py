@@ -14,6 +14,7 @@ same positions in a fraction of the time, and no code (no resources, no cubin).
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -86,6 +87,8 @@ def build_flags(
     flags = [f"--gpu-architecture={options.arch}", f"-std={options.std}", *BASE_FLAGS]
     if syntax_only:
         flags.append(SYNTAX_ONLY)
+    if sys.platform.startswith("linux"):  # the prelude's platform macros (as nvcc's host's)
+        flags.append("-DCUDA_LLM_HOST_LINUX")
     flags.append(f"--pre-include={std_headers.PRELUDE}")
     dirs: list[str] = [str(std_headers.STUB_DIR)]
     for directory in (

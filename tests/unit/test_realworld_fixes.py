@@ -237,3 +237,23 @@ def test_kernels_of_an_included_header_that_the_file_launches_are_listed(tmp_pat
     tiled = listed["tiled"].info.instances
     assert list(tiled) == ["tiled<32, 64>", "tiled<(16 / 2), 64>"]
     assert [r.shared_bytes for r in tiled.values()] == [32 * 64 * 4, 8 * 64 * 4]
+
+
+def test_platform_code_of_cuda_samples_helpers(tmp_path: Path) -> None:
+    """cuda-samples' helper_multiprocess.h and multithreading.h, reduced: a typedef of a host
+    type, `#error` unless a platform macro is set (nvcc's device pass has the host's), Windows
+    headers under `#if _WIN32` (no "cannot find" warning: nvcc never reads them), and an explicit
+    instantiation of a host template (was: "reduce is not a template")."""
+    write(tmp_path, {
+        "platform.h": "#pragma once\n#if defined(_WIN32)\n#include <windows.h>\n"
+        "#include <tchar.h>\ntypedef HANDLE Thread;\n#else\n#include <pthread.h>\n"
+        "typedef pthread_t Thread;\ntypedef pid_t Process;\n#endif\n"
+        "#if defined(__linux__)\n#define ADD(a, x) __sync_add_and_fetch(a, x)\n#else\n"
+        "#error Unsupported system\n#endif\n",
+        "main.cu": '#include "platform.h"\n'
+        "template <class T> __global__ void k(T* o) { o[0] = 1; }\n"
+        "template <class T> void reduce(T* o) { k<T><<<1, 1>>>(o); }\n"
+        "template void reduce<int>(int* o);\ntemplate void reduce<float>(float* o);\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert analysis.diagnostics == ()

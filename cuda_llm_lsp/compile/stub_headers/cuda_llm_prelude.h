@@ -25,6 +25,15 @@ typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned long ulong;
 
+/* nvcc's device pass sees the host compiler's platform macros; NVRTC defines none. */
+#if defined(CUDA_LLM_HOST_LINUX) && !defined(__linux__)
+#define __linux__ 1
+#define __linux 1
+#define __gnu_linux__ 1
+#define __unix__ 1
+#define __unix 1
+#endif
+
 #ifndef INFINITY
 #define INFINITY (__builtin_bit_cast(float, 0x7f800000u))
 #endif
