@@ -331,7 +331,10 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
         from_cache=syntax.from_cache and all(r.from_cache for r in results),
     )
     ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
-    header_kernels = _header_resources(plan, cancelled or (lambda: False))
+    header_kernels, instantiation_errors = _header_resources(plan, cancelled or (lambda: False))
+    if instantiation_errors:  # a header template the file launches fails to instantiate
+        ordered = tuple(sorted(dict.fromkeys([*ordered, *instantiation_errors]), key=_position))
+        compile_result = replace(compile_result, ok=False)
     return FileAnalysis(
         front.path, front.text, tuple(infos), compile_result, ordered,
         header_kernels=header_kernels,
@@ -365,20 +368,27 @@ def _header_kernels(
     return tuple(found)
 
 
-def _header_resources(plan: CodegenPlan, cancelled: Callable[[], bool]) -> tuple[HeaderKernel, ...]:
-    """The header kernels' figures: one compile of the skeleton (the file's own kernel bodies
-    cut) resolving all their instances."""
-    if not plan.headers or cancelled():
-        return plan.headers
+def _header_resources(
+    plan: CodegenPlan, cancelled: Callable[[], bool]
+) -> tuple[tuple[HeaderKernel, ...], list[Diagnostic]]:
+    """The header kernels' figures, from compiles of the skeleton (the file's own kernel bodies
+    cut) resolving their instances by groups; and the errors those instantiations raise (a
+    `static_assert` in a header template kernel fails only once the file's launch instantiates
+    it), placed on the #include line as other header errors are."""
+    errors: list[Diagnostic] = []
+    if not plan.headers or cancelled() or plan.broken:
+        return plan.headers, errors
     wanted = tuple(dict.fromkeys(e for h in plan.headers for e in h.wanted))
     skeleton = KernelCuts(plan).unit_keeping(())
     resources: dict[str, Resources] = {}
     for start in range(0, len(wanted), HEADER_GROUP):  # by groups: each well inside the limit
         if cancelled():
-            return plan.headers
+            return plan.headers, []
         group = wanted[start : start + HEADER_GROUP]
         result = compile_cached(skeleton, plan.options, group, timeout_s=plan.timeout_s)
         resources.update(result.resources)
+        stopped = (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE)
+        errors.extend(d for d in result.errors if d.code not in stopped)
     out: list[HeaderKernel] = []
     for h in plan.headers:
         instances = {e: resources[e] for e in h.wanted if e in resources}
@@ -388,7 +398,7 @@ def _header_resources(plan: CodegenPlan, cancelled: Callable[[], bool]) -> tuple
             instances=instances,
         )  # fmt: skip
         out.append(replace(h, info=info))
-    return tuple(out)
+    return tuple(out), list(dict.fromkeys(errors))
 
 
 _CODEGEN_CODES = (

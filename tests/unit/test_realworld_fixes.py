@@ -257,3 +257,19 @@ def test_platform_code_of_cuda_samples_helpers(tmp_path: Path) -> None:
     })  # fmt: skip
     analysis = check(tmp_path / "main.cu")
     assert analysis.diagnostics == ()
+
+
+def test_a_failing_static_assert_in_a_launched_header_template_is_reported(
+    tmp_path: Path,
+) -> None:
+    """Only the file's launch instantiates the header's kernel: the fast tier reports it too
+    (was: missed, as the issue's planted errors showed)."""
+    write(tmp_path, {
+        "kern.cuh": "#pragma once\ntemplate <int N> __global__ void k(float* o) {\n"
+        '  static_assert(N % 2 == 0, "N must be even");\n  o[0] = N;\n}\n',
+        "main.cu": '#include "kern.cuh"\nint main() { k<3><<<1, 1>>>(nullptr); return 0; }\n',
+    })  # fmt: skip
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 1 and 'static assertion failed with "N must be even"' in error.message
+    write(tmp_path, {"main.cu": '#include "kern.cuh"\nint main() { k<4><<<1, 1>>>(nullptr); }\n'})
+    assert check(tmp_path / "main.cu").errors == ()
