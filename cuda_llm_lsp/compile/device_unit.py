@@ -72,6 +72,11 @@ _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
 )  # fmt: skip
+# Host calling-convention macros (empty on Linux): a function head holding one is host code.
+_CALLING_CONVENTIONS = frozenset(
+    {"CUDART_CB", "CUDARTAPI", "CUDAAPI", "CUBLASAPI", "CUSPARSEAPI", "CUFFTAPI", "CURANDAPI",
+     "NVTX_API", "WINAPI", "APIENTRY", "CALLBACK", "__stdcall", "__cdecl"}
+)  # fmt: skip
 # C types that only host headers declare (dropped from the unit): a struct member of one of
 # them is host-only (a logger's `glob_t`, a timer's `struct timeval`); the struct stays.
 _HOST_TYPES = std_headers.names(
@@ -529,8 +534,12 @@ class _Walker:
             if child.start_byte >= body.start_byte:
                 break
             if child.type == "ERROR" or child.is_missing or child.has_error:
-                # a head misread because of an unknown macro; a known __host__ one is clear
-                return bool(self._head_words(node) & self.host_macros)
+                # a head misread because of an unknown macro; a known __host__ one is clear,
+                # and so is a host calling convention (`void CUDART_CB callback(...)`)
+                words = self._head_words(node)
+                if words & (_DEVICE_WORDS | self.device_macros):
+                    return False
+                return bool(words & self.host_macros or words & _CALLING_CONVENTIONS)
         if declarator.start_byte == node.start_byte:  # no return type: ctor or misparse
             return b"::" in self.data[declarator.start_byte : declarator.end_byte]
         return True

@@ -273,3 +273,15 @@ def test_a_failing_static_assert_in_a_launched_header_template_is_reported(
     assert error.line == 1 and 'static assertion failed with "N must be even"' in error.message
     write(tmp_path, {"main.cu": '#include "kern.cuh"\nint main() { k<4><<<1, 1>>>(nullptr); }\n'})
     assert check(tmp_path / "main.cu").errors == ()
+
+
+def test_a_host_callback_with_a_calling_convention_macro_is_blanked(tmp_path: Path) -> None:
+    """cuda-samples' `void CUDART_CB myStreamCallback(...)`: tree-sitter misreads the head;
+    the calling convention says host (was: its host calls reported undefined)."""
+    write(tmp_path, {
+        "main.cu": "#include <cuda_runtime.h>\nvoid start(void* p);\nvoid report(cudaError_t e);\n"
+        "void CUDART_CB callback(cudaStream_t s, cudaError_t e, void* data) {\n"
+        "  report(e);\n  start(data);\n}\n"
+        "__global__ void k(int* o) { o[0] = 1; }\n",
+    })  # fmt: skip
+    assert messages(check(tmp_path / "main.cu")) == []
