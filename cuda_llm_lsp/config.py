@@ -20,6 +20,9 @@ DEFAULT_MAX_TOKENS = 32768  # room for a reasoning model's thinking and the kern
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 STRATEGIES = ("fsr", "plan")  # FSR rounds; CUDAMaster's planner -> coders -> debugger
 LAUNCH_POLICIES = ("auto", "keep", "free")  # a candidate's own launch: docs/design.md [launch]
+# C++ dialects NVRTC compiles (`-std=`); c++17 is nvcc's default, torch 2.x headers need c++20
+STDS = ("c++11", "c++14", "c++17", "c++20")
+DEFAULT_STD = "c++17"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +31,8 @@ class Settings:
     include_paths: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
     nvrtc_flags: tuple[str, ...] = ()
+    std: str | None = None  # one of STDS; None: the project's (compile_commands.json), else c++17
+    compile_commands_dir: str | None = None  # where compile_commands.json is (clang's -p)
     model: str = field(default_factory=lambda: os.environ.get("CUDA_LLM_MODEL", DEFAULT_MODEL))
     base_url: str | None = None  # None: OPENAI_BASE_URL, read by the SDK
     api_key: str | None = field(default=None, repr=False)  # None: OPENAI_API_KEY
@@ -54,6 +59,8 @@ _KEYS = {
     "includePaths": "include_paths",
     "defines": "defines",
     "nvrtcFlags": "nvrtc_flags",
+    "std": "std",
+    "compileCommandsDir": "compile_commands_dir",
     "model": "model",
     "baseUrl": "base_url",
     "apiKey": "api_key",
@@ -79,6 +86,7 @@ _CHOICES: dict[str, tuple[tuple[str, ...], bool]] = {
     "reasoning_effort": (REASONING_EFFORTS, True),
     "strategy": (STRATEGIES, False),
     "launch": (LAUNCH_POLICIES, False),
+    "std": (STDS, True),
 }
 
 MAX_STRING = 4096  # characters of one string setting (a path, a URL, a flag)
