@@ -390,7 +390,7 @@ def _blank_host_code(
             computed = _COMPUTED_INCLUDE.match(lines[row])
             if computed is not None:  # `#include MACRO`: `_include` reports and drops it
                 span = Span.of(row, computed.start("what"), row, len(lines[row].rstrip()))
-                includes.append((row, COMPUTED, False, span))
+                includes.append((row, COMPUTED, False, span, row in walker.conditional_rows))
             continue
         quoted = match.group("quoted") is not None
         name = (match.group("quoted") if quoted else match.group("system")) or ""
