@@ -20,6 +20,9 @@ DEFAULT_MAX_TOKENS = 32768  # room for a reasoning model's thinking and the kern
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 STRATEGIES = ("fsr", "plan")  # FSR rounds; CUDAMaster's planner -> coders -> debugger
 LAUNCH_POLICIES = ("auto", "keep", "free")  # a candidate's own launch: docs/design.md [launch]
+# C++ dialects NVRTC compiles (`-std=`); c++17 is nvcc's default, torch 2.x headers need c++20
+STDS = ("c++11", "c++14", "c++17", "c++20")
+DEFAULT_STD = "c++17"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +31,8 @@ class Settings:
     include_paths: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
     nvrtc_flags: tuple[str, ...] = ()
+    std: str | None = None  # one of STDS; None: the project's (compile_commands.json), else c++17
+    compile_commands_dir: str | None = None  # where compile_commands.json is (clang's -p)
     model: str = field(default_factory=lambda: os.environ.get("CUDA_LLM_MODEL", DEFAULT_MODEL))
     base_url: str | None = None  # None: OPENAI_BASE_URL, read by the SDK
     api_key: str | None = field(default=None, repr=False)  # None: OPENAI_API_KEY
@@ -90,6 +95,8 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("includePaths", "include_paths", restricted=True),
     Setting("defines", "defines"),
     Setting("nvrtcFlags", "nvrtc_flags", restricted=True),
+    Setting("std", "std", choices=STDS, optional=True, flag="--std"),
+    Setting("compileCommandsDir", "compile_commands_dir", restricted=True),
     Setting("compileTimeoutS", "compile_timeout_s", 1, 600, flag="--compile-timeout"),
     Setting("debounceMs", "debounce_ms", 0, 5000),
     Setting("apiKey", "api_key"),

@@ -3,7 +3,9 @@ docs/design.md).
 
 Text: `FILE:LINE:COL: error|warning: MESSAGE` (1-based) and one resource line per kernel;
 `--format json` prints exactly the contract's keys. Exit status 1 when any error was found
-(a compile that crashed NVRTC or ran past `--compile-timeout` is one, at 1:1), 2 when a FILE
+(a compile that crashed NVRTC is one, at 1:1) or a compile ran past `--compile-timeout` (a
+warning, "diagnostics skipped": it says nothing about the code, but the file went unchecked),
+2 when a FILE
 was missing or refused (not a regular file: a FIFO, a device such as /dev/zero, a directory; or
 over the size limit: reported at 1:1, the other files still checked), `--arch` names no
 architecture NVRTC knows, or NVRTC itself cannot be loaded. A file without kernels (a header of
@@ -21,16 +23,19 @@ from typing import Any
 
 from cuda_llm_lsp.cli import arch_argument
 from cuda_llm_lsp.cli.common import error, read_source
-from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
-from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable, Resources
+from cuda_llm_lsp.config import STDS, Settings
 from cuda_llm_lsp.engine import (
     DEFAULT_TIMEOUT_S,
+    TIMEOUT_CODE,
     FileAnalysis,
     KernelInfo,
+    NvccUnavailable,
     analyze,
     close_shared_pool,
     define_problem,
     include_dir_problem,
+    with_nvcc,
 )
 
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
@@ -48,6 +53,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
         help="preprocessor definition (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--std", choices=STDS, default=None,
+        help="C++ dialect of device code (default: the project's, else c++17)",
+    )  # fmt: skip
+    parser.add_argument(
+        "-p", "--build-dir", default=None, metavar="BUILD_DIR",
+        help="directory holding compile_commands.json (default: the file's directory or an "
+        "ancestor, or its build/; then compile_flags.txt)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--nvcc", action="store_true",
+        help="also compile each file whole with nvcc (host code too): nvcc's diagnostics "
+        "replace the fast tier's compile diagnostics (needs nvcc and a host compiler)",
     )  # fmt: skip
     parser.add_argument(
         "--compile-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
@@ -72,6 +91,8 @@ def _run(args: argparse.Namespace) -> int:
         arch=args.arch,
         include_paths=tuple(args.include_path),
         defines=tuple(args.define),
+        std=args.std,
+        compile_commands_dir=args.build_dir,
         compile_timeout_s=max(1, min(600, round(args.compile_timeout))),
     )
     diagnostics: list[dict[str, Any]] = []
@@ -91,11 +112,29 @@ def _run(args: argparse.Namespace) -> int:
         except NvrtcUnavailable as exc:
             print(f"cuda-llm check: {exc}", file=sys.stderr)
             return 2
-        failed = failed or bool(analysis.errors)
+        if args.nvcc:
+            try:
+                analysis, _ = with_nvcc(analysis, settings)
+            except NvccUnavailable as exc:
+                print(f"cuda-llm check: --nvcc: {exc}", file=sys.stderr)
+                return 2
+        # a compile stopped at --compile-timeout is a warning (it says nothing about the code)
+        # but the file was not checked: the command does not pass it
+        unfinished = any(d.code == TIMEOUT_CODE for d in analysis.diagnostics)
+        failed = failed or bool(analysis.errors) or unfinished
         file_diagnostics = [
             _diagnostic_json(name, d) for d in analysis.diagnostics if d.severity in _SHOWN
         ]
-        file_kernels = [_kernel_json(name, info) for info in analysis.kernels]
+        file_kernels = [
+            _kernel_json(name, info, instance)
+            for info in analysis.kernels
+            for instance in _instances(info)
+        ]
+        file_kernels += [
+            _kernel_json(h.header, h.info, instance)
+            for h in analysis.header_kernels
+            for instance in _instances(h.info)
+        ]
         diagnostics.extend(file_diagnostics)
         kernels.extend(file_kernels)
         if args.format == "text":
@@ -123,13 +162,20 @@ def _diagnostic_json(name: str, d: Diagnostic) -> dict[str, Any]:
     }
 
 
-def _kernel_json(name: str, info: KernelInfo) -> dict[str, Any]:
-    r = info.resources
+def _instances(info: KernelInfo) -> list[str | None]:
+    """One entry per instantiation with figures (a template launched several ways), else one."""
+    if info.kernel.is_template and len(info.instances) > 1:
+        return list(info.instances)
+    return [None]
+
+
+def _kernel_json(name: str, info: KernelInfo, instance: str | None = None) -> dict[str, Any]:
+    r = info.instances.get(instance) if instance else info.resources
     return {
         "file": name,
         "name": info.kernel.name,
         # the instantiation the resources are for (`scale<float>`); null for a non-template
-        "instance": info.name_expression if info.kernel.is_template else None,
+        "instance": (instance or info.name_expression) if info.kernel.is_template else None,
         "line": info.kernel.name_span.start.line + 1,
         "registers": r.registers if r else None,
         "spill_stores": r.spill_stores if r else None,
@@ -143,13 +189,22 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
     for d in analysis.diagnostics:
         if d.severity in _SHOWN:
             print(f"{name}:{d.line}:{d.column}: {d.severity}: {_message(d)}")
-    if not analysis.kernels:  # a header of helpers: say it was checked, not nothing at all
+    if (
+        not analysis.kernels and not analysis.header_kernels
+    ):  # a header of helpers: say it was checked, not nothing at all
         counts = [sum(1 for d in analysis.diagnostics if d.severity == s) for s in _SHOWN]
         print(f"{name}: no kernels; {_count(counts[0], 'error')}, {_count(counts[1], 'warning')}")
-    for info in analysis.kernels:
+    for h in analysis.header_kernels:  # kernels of its headers that the file instantiates
+        for instance in _instances(h.info):
+            label = instance or h.info.name_expression or h.info.kernel.name
+            r = h.info.instances.get(instance) if instance else h.info.resources
+            where = f"{name}:{h.include_line}: kernel {label} (in {h.header}:"
+            where += f"{h.info.kernel.name_span.start.line + 1})"
+            print(f"{where}: {_figures(r) if r else 'resources unknown'}")
+    for info, instance in ((i, n) for i in analysis.kernels for n in _instances(i)):
         line = info.kernel.name_span.start.line + 1
-        label = info.name_expression or info.kernel.name
-        r = info.resources
+        label = instance or info.name_expression or info.kernel.name
+        r = info.instances.get(instance) if instance else info.resources
         if r is None:
             if analysis.compile is None:  # skipped: the size warning above says why
                 note = "resources unknown (not compiled: too much device code)"
@@ -159,11 +214,14 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
                 note = info.symbol_note
             print(f"{name}:{line}: kernel {label}: {note}")
             continue
-        print(
-            f"{name}:{line}: kernel {label}: {r.registers} registers, "
-            f"{r.spill_stores} bytes spill stores, {r.spill_loads} bytes spill loads, "
-            f"{r.shared_bytes} bytes shared, {r.stack_bytes} bytes stack"
-        )
+        print(f"{name}:{line}: kernel {label}: {_figures(r)}")
+
+
+def _figures(r: Resources) -> str:
+    return (
+        f"{r.registers} registers, {r.spill_stores} bytes spill stores, {r.spill_loads} bytes "
+        f"spill loads, {r.shared_bytes} bytes shared, {r.stack_bytes} bytes stack"
+    )
 
 
 def _count(n: int, noun: str) -> str:

@@ -42,6 +42,8 @@ from cuda_llm_lsp.compile.isolated import (
     INTERRUPTED_CODE,
     TIMEOUT_CODE,
 )
+from cuda_llm_lsp.compile.project_config import apply as apply_project_flags
+from cuda_llm_lsp.compile.project_config import find_flags
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -49,8 +51,8 @@ from cuda_llm_lsp.compile.types import (
     Resources,
     Severity,
 )
-from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.source.kernels import Kernel, find_kernels, parse_tree
+from cuda_llm_lsp.config import DEFAULT_STD, Settings
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels, launched_templates, parse_tree
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
 from cuda_llm_lsp.source.text import Point, Span, offset_of
 
@@ -61,6 +63,7 @@ DEFAULT_MAX_FILE_CHARS = 8_000_000  # ~200,000 lines: past it nothing is parsed
 DEFAULT_MAX_KERNELS = 500  # past it, no code generation and no spec checks past the 500th
 WHOLE_UNIT_AT = 4  # kernels to generate at once from which compiles of groups are cheaper
 GROUP = 32  # kernels per group: one compile each, well inside the time limit on 2 cores
+HEADER_GROUP = 4  # header kernel instances per compile (library templates: heavier each)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class KernelInfo:
     resources: Resources | None
     spec: TestSpec | None
     pending: bool = False  # resources not known yet: code generation runs in the background
+    # every instantiation's figures (a template launched with several arguments), in launch
+    # order; `resources` is the first's
+    instances: dict[str, Resources] = field(default_factory=dict)
 
     @property
     def symbol_note(self) -> str:
@@ -92,6 +98,9 @@ class FileAnalysis:
     diagnostics: tuple[Diagnostic, ...]  # compile + include problems + spec errors, sorted
     # Set by `analyze_syntax` when code generation is still to run (`add_resources`).
     plan: CodegenPlan | None = field(default=None, compare=False, repr=False)
+    # kernels defined in the file's own headers that the file instantiates (a non-template one,
+    # or a template it launches): their spans are in `HeaderKernel.header`
+    header_kernels: tuple[HeaderKernel, ...] = ()
 
     @property
     def resources_pending(self) -> bool:
@@ -103,6 +112,16 @@ class FileAnalysis:
 
 
 @dataclass(frozen=True)
+class HeaderKernel:
+    """A kernel defined in an included header: nvcc compiles (and ptxas lists) it with the file."""
+
+    header: str  # the include name that reached it ("kernels/1_naive.cuh")
+    include_line: int  # 1-based line of the file's #include that brings it in
+    info: KernelInfo
+    wanted: tuple[str, ...]  # name expressions: its instances the file launches, or its name
+
+
+@dataclass(frozen=True)
 class CodegenPlan:
     """What `add_resources` needs from the syntax stage."""
 
@@ -111,6 +130,14 @@ class CodegenPlan:
     kernels: tuple[Kernel, ...]
     wanted: tuple[tuple[str, ...], ...]  # name expressions per kernel
     timeout_s: float
+    headers: tuple[HeaderKernel, ...] = ()
+    # 0-based rows of the front end's errors: when there are any, only kernels whose own unit
+    # compiles get figures (a kernel holding an error row is not generated at all)
+    error_rows: frozenset[int] = frozenset()
+
+    @property
+    def broken(self) -> bool:
+        return bool(self.error_rows)
 
 
 def compile_options(settings: Settings) -> CompileOptions:
@@ -119,7 +146,19 @@ def compile_options(settings: Settings) -> CompileOptions:
         include_paths=tuple(settings.include_paths),
         defines=tuple(settings.defines),
         extra_flags=tuple(settings.nvrtc_flags),
+        std=settings.std or DEFAULT_STD,
     )
+
+
+def with_project_flags(settings: Settings, path: Path | None) -> Settings:
+    """`settings` with the flags the project's build gives `path` (compile_commands.json,
+    compile_flags.txt: `compile.project_config`); unchanged when there are none."""
+    if path is None:
+        return settings
+    flags = find_flags(path, settings.compile_commands_dir)
+    if flags is not None:
+        log.debug("%s: %s", path, flags.note())
+    return apply_project_flags(settings, flags)
 
 
 def device_code_size(unit: DeviceUnit) -> int:
@@ -168,6 +207,7 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
             code="size",
         )  # fmt: skip
         return FileAnalysis(path, text, (), None, (too_long,))
+    settings = with_project_flags(settings, path)
     parsed = parse_tree(text)  # one tree-sitter parse for the kernels and the device unit
     kernels = find_kernels(text, parsed)
     diagnostics: list[Diagnostic] = []
@@ -225,10 +265,17 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     options = compile_options(settings)
     timeout_s = float(settings.compile_timeout_s)
     result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
-    diagnostics.extend(_place(d, kernels) for d in result.diagnostics)
+    diagnostics.extend(_place(_soften_timeout(d), kernels) for d in result.diagnostics)
     plan = None
-    if result.ok and not too_many:
-        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s)
+    stopped = any(
+        d.code in (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE) for d in result.diagnostics
+    )
+    if not too_many and not stopped:
+        # with front-end errors too: each kernel is generated from its own unit (the other
+        # kernels' bodies cut), so an error in one kernel costs no other kernel its figures
+        error_rows = frozenset(d.line - 1 for d in result.errors)
+        headers = _header_kernels(unit, kernels, launched_templates(text, parsed))
+        plan = CodegenPlan(unit, options, tuple(kernels), wanted, timeout_s, headers, error_rows)
     infos = tuple(
         KernelInfo(k, e[0] if e else None, None, s, pending=plan is not None and bool(e))
         for k, s, e in zip(kernels, specs, wanted, strict=True)
@@ -257,12 +304,20 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
     for info, expressions, result in zip(front.kernels, plan.wanted, results, strict=True):
         ok = ok and result.ok
         merged.update(result.resources)
-        kept = [d for d in result.diagnostics if d.code in _CODEGEN_CODES]
+        kept = [_soften_timeout(d) for d in result.diagnostics if d.code in _CODEGEN_CODES]
+        if plan.broken:  # the front end's errors are the file's; code generation adds none
+            kept = [d for d in kept if d.code == "ptxas"]
         generated.extend(_place(d, list(plan.kernels)) for d in kept)
         resolved = next((e for e in expressions if e in result.resources), None)
         chosen = resolved or (expressions[0] if expressions else None)
         resources = result.resources.get(resolved) if resolved else None
-        infos.append(replace(info, name_expression=chosen, resources=resources, pending=False))
+        instances = {e: result.resources[e] for e in expressions if e in result.resources}
+        infos.append(
+            replace(
+                info, name_expression=chosen, resources=resources, pending=False,
+                instances=instances,
+            )
+        )  # fmt: skip
         spec = info.spec
         if result.ok and spec is not None and spec.instance and resolved is None:
             message = (
@@ -279,7 +334,74 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
         from_cache=syntax.from_cache and all(r.from_cache for r in results),
     )
     ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
-    return FileAnalysis(front.path, front.text, tuple(infos), compile_result, ordered)
+    header_kernels, instantiation_errors = _header_resources(plan, cancelled or (lambda: False))
+    if instantiation_errors:  # a header template the file launches fails to instantiate
+        ordered = tuple(sorted(dict.fromkeys([*ordered, *instantiation_errors]), key=_position))
+        compile_result = replace(compile_result, ok=False)
+    return FileAnalysis(
+        front.path, front.text, tuple(infos), compile_result, ordered,
+        header_kernels=header_kernels,
+    )  # fmt: skip
+
+
+def _header_kernels(
+    unit: DeviceUnit, kernels: Sequence[Kernel], launched: dict[str, list[str]]
+) -> tuple[HeaderKernel, ...]:
+    """Kernels of the file's own headers that the file instantiates, with what to resolve."""
+    own = {k.qualified_name for k in kernels}
+    found: list[HeaderKernel] = []
+    for header, text in unit.headers.items():
+        if "__global__" not in text:
+            continue
+        for kernel in find_kernels(text):
+            if kernel.qualified_name in own:
+                continue
+            own.add(kernel.qualified_name)
+            if kernel.is_template:
+                wanted = tuple(
+                    dict.fromkeys((*launched.get(kernel.name, ()), *kernel.instantiations))
+                )
+            else:
+                wanted = (kernel.qualified_name,)
+            if not wanted:
+                continue  # a template nobody instantiates: ptxas has nothing for it either
+            line = unit.include_lines.get(header, 0) + 1
+            info = KernelInfo(kernel, wanted[0], None, None)
+            found.append(HeaderKernel(header, line, info, wanted))
+    return tuple(found)
+
+
+def _header_resources(
+    plan: CodegenPlan, cancelled: Callable[[], bool]
+) -> tuple[tuple[HeaderKernel, ...], list[Diagnostic]]:
+    """The header kernels' figures, from compiles of the skeleton (the file's own kernel bodies
+    cut) resolving their instances by groups; and the errors those instantiations raise (a
+    `static_assert` in a header template kernel fails only once the file's launch instantiates
+    it), placed on the #include line as other header errors are."""
+    errors: list[Diagnostic] = []
+    if not plan.headers or cancelled() or plan.broken:
+        return plan.headers, errors
+    wanted = tuple(dict.fromkeys(e for h in plan.headers for e in h.wanted))
+    skeleton = KernelCuts(plan).unit_keeping(())
+    resources: dict[str, Resources] = {}
+    for start in range(0, len(wanted), HEADER_GROUP):  # by groups: each well inside the limit
+        if cancelled():
+            return plan.headers, []
+        group = wanted[start : start + HEADER_GROUP]
+        result = compile_cached(skeleton, plan.options, group, timeout_s=plan.timeout_s)
+        resources.update(result.resources)
+        stopped = (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE)
+        errors.extend(d for d in result.errors if d.code not in stopped)
+    out: list[HeaderKernel] = []
+    for h in plan.headers:
+        instances = {e: resources[e] for e in h.wanted if e in resources}
+        first = next(iter(instances), h.info.name_expression)
+        info = replace(
+            h.info, name_expression=first, resources=instances.get(first or ""),
+            instances=instances,
+        )  # fmt: skip
+        out.append(replace(h, info=info))
+    return tuple(out), list(dict.fromkeys(errors))
 
 
 _CODEGEN_CODES = (
@@ -299,10 +421,23 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
     if cancelled():
         return None
     nothing = CompileResult(ok=True, arch=plan.options.arch, diagnostics=(), log="")
+    failed = replace(nothing, ok=False)
     cuts = KernelCuts(plan)
+    if plan.broken:
+        # an error outside every kernel body (a helper, a header) fails each kernel's own unit
+        # too: one cheap front-end pass over the skeleton says so before N compiles do
+        skeleton = compile_cached(
+            cuts.unit_keeping(()), plan.options, (), syntax_only=True, timeout_s=plan.timeout_s
+        )
+        if not skeleton.ok:
+            return [failed if plan.wanted[i] else nothing for i in range(len(plan.kernels))]
     results: dict[int, CompileResult] = {}
     missing: list[int] = []
-    for i in range(len(plan.kernels)):
+    for i, kernel in enumerate(plan.kernels):
+        body = kernel.body_span
+        if plan.broken and any(body.start.line <= r <= body.end.line for r in plan.error_rows):
+            results[i] = failed  # its own error: its unit cannot compile
+            continue
         hit = _kernel_cache.get(cuts.key(i)) if plan.wanted[i] else nothing
         if hit is None:
             missing.append(i)
@@ -336,7 +471,11 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
         result = _kernel_cache.compile(
             cuts.unit(i), plan.options, plan.wanted[i], timeout_s=plan.timeout_s
         )
-        if not result.ok and not any(d.code in _CODEGEN_CODES for d in result.errors):
+        if (
+            not plan.broken
+            and not result.ok
+            and not any(d.code in _CODEGEN_CODES for d in result.errors)
+        ):
             # cutting the other kernels broke the unit (a front-end error that the whole
             # unit does not have): generate from the whole unit instead
             log.info("kernel %s: its own unit failed; using the whole unit", plan.kernels[i].name)
@@ -443,6 +582,15 @@ _DIRECTIVE = re.compile(r"^[ \t]*#[^\n]*", re.MULTILINE)
 _LOOP_PRAGMA = re.compile(r"[ \t]*#[ \t]*pragma[ \t]+(?:unroll|nounroll)\b[^\n\\]*\Z")
 # The lines parse_spec reads outside the kernel (tunables' guarded `#define` defaults).
 _DEFINE_LINE = re.compile(r"[ \t]*#[ \t]*define\b")
+
+
+def _soften_timeout(d: Diagnostic) -> Diagnostic:
+    """A compile stopped at its time limit says nothing about the code: a warning, not an
+    error (a busy machine must not turn a clean file red); the next edit or save retries."""
+    if d.code != TIMEOUT_CODE or d.severity != "error":
+        return d
+    message = d.message.replace("not compiled: ", "diagnostics skipped: ", 1)
+    return replace(d, severity="warning", message=message)
 
 
 def _limit(variable: str, default: int) -> int:

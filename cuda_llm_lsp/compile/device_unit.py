@@ -78,6 +78,20 @@ _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
 )  # fmt: skip
+# Host calling-convention macros (empty on Linux): a function head holding one is host code.
+_CALLING_CONVENTIONS = frozenset(
+    {"CUDART_CB", "CUDARTAPI", "CUDAAPI", "CUBLASAPI", "CUSPARSEAPI", "CUFFTAPI", "CURANDAPI",
+     "NVTX_API", "WINAPI", "APIENTRY", "CALLBACK", "__stdcall", "__cdecl"}
+)  # fmt: skip
+# C types that only host headers declare (dropped from the unit): a struct member of one of
+# them is host-only (a logger's `glob_t`, a timer's `struct timeval`); the struct stays.
+_HOST_TYPES = std_headers.names(
+    """
+    glob_t DIR dirent pthread_t pthread_mutex_t pthread_cond_t pthread_attr_t pthread_once_t
+    pthread_rwlock_t pthread_barrier_t pthread_spinlock_t sem_t timeval timespec timezone tm
+    jmp_buf sigjmp_buf sigset_t va_list fpos_t mbstate_t locale_t stat rusage tms pid_t
+    """
+)
 # std:: names the prelude and stand-ins provide; any other std:: name marks host-only code.
 _STD_PROVIDED = std_headers.names(
     """
@@ -123,8 +137,9 @@ def build_device_unit(
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
-    for line_no, name, quoted, span in includes:
+    for line_no, name, quoted, span, conditional in includes:
         base = own.parent if own else None
+        state.conditional = conditional
         kept, nested = _include(name, quoted, base, state, depth=1, where="")
         if kept:
             include_lines.setdefault(name, line_no)
@@ -134,6 +149,7 @@ def build_device_unit(
             dropped.add(line_no)
         for message, severity in state.take_problems():
             problems.append(IncludeProblem(span, message, severity))
+    state.register_aliases()
     if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
         body, _, _ = _blank_host_code(text, state.macros, parsed)  # the same tree, walked again
     lines = body.split("\n")
@@ -164,6 +180,16 @@ class _IncludeState:
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
     budget: include_reads.IncludeBudget = field(default_factory=include_reads.IncludeBudget.fresh)
+    conditional: bool = False  # the #include being resolved is under a platform test
+    names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
+    aliases: list[tuple[str, Path]] = field(default_factory=list)  # later spellings
+
+    def register_aliases(self) -> None:
+        """Give every later spelling of a header the text registered under its first one."""
+        for alias, resolved in self.aliases:
+            first = self.names.get(resolved)
+            if first is not None and alias not in self.headers:
+                self.headers[alias] = self.headers[first]
 
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
@@ -233,9 +259,21 @@ def _include(
         if found is not None:
             loaded = _load_header(name, found, state, depth)
             return loaded is not None, loaded or []
+    elif name not in std_headers.STUBBED and not std_headers.is_host_only(name):
+        # a project header reached through -I: blanked like a "..." one (nvcc searches -I
+        # before the system directories for <...> too); NVRTC would read it raw, host code
+        # and host includes and all
+        found = _resolve_quoted(name, None, state.configured)
+        if found is not None:
+            loaded = _load_header(name, found, state, depth)
+            return loaded is not None, loaded or []
     kept = _system_include(name, state)
     if kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
+    elif kept is None and name not in std_headers.DEVICE_LIBRARIES:
+        # the host compiler's: silent; one under `#ifdef _WIN32` may never be read by nvcc
+        if not state.conditional and std_headers.find_host_header(name) is None:
+            state.pending.append((_not_found(name, where, state.configured), "warning"))
     elif not kept and name in std_headers.DEVICE_LIBRARIES:
         wheel = std_headers.DEVICE_LIBRARIES[name]
         message = (
@@ -250,16 +288,41 @@ def _include(
     return bool(kept), []
 
 
+def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
+    """The warning for an `#include <name>` found nowhere: what was searched, how to add more.
+
+    The line is left out of the unit (NVRTC would stop at it), so names it declares are
+    reported where they are used; this says why.
+    """
+    shown = [str(d) for d in configured[:4]]
+    if len(configured) > 4:
+        shown.append(f"{len(configured) - 4} more")
+    searched = ", ".join(shown) + " and " if shown else ""
+    return (
+        f"cannot find <{name}>{where}: searched {searched}the CUDA toolkit's headers; add its "
+        "directory with -I (cuda-llm check), compile_commands.json or compile_flags.txt, or "
+        "the cudaLlm.includePaths setting"
+    )
+
+
 def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str] | None:
-    """Blank the host code of a user header and register it (and its includes) in memory;
-    None when it may not be read (`include_reads`: its `#include` line is then left out)."""
+    """Blank the host code of a user header and register it (and its includes) in memory.
+
+    A header is one file whatever spelling reaches it (`"sub/h.h"`, `"../x/sub/h.h"`, `<h.h>`
+    through -I): every spelling is registered with the same blanked text, so NVRTC never
+    reads the raw file from disk under a second name (host code and all). None when it may not
+    be read (`include_reads`: its `#include` line is then left out).
+    """
     if resolved in state.refused:  # refused once: every line including it is left out
         state.pending.append(
             (f'include file "{name}" not read: {state.refused[resolved]}', "error")
         )
         return None
-    if resolved in state.seen or name in state.headers:
+    if name in state.headers:
         return []
+    if resolved in state.seen:
+        state.aliases.append((name, resolved))
+        return [name]
     if depth > MAX_INCLUDE_DEPTH:
         message = f'"{name}": includes nested deeper than {MAX_INCLUDE_DEPTH} levels'
         state.pending.append((message, "error"))
@@ -276,13 +339,15 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     state.macros.update(macros)
     lines = body.split("\n")
     names = [name]
-    for line_no, inner, quoted, _span in includes:
+    for line_no, inner, quoted, _span, conditional in includes:
         where = f' (included from "{name}" line {line_no + 1})'
+        state.conditional = conditional
         kept, nested = _include(inner, quoted, resolved.parent, state, depth + 1, where)
         names.extend(nested)
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
     state.headers[name] = _blank_line_directives("\n".join(lines))
+    state.names[resolved] = name
     return names
 
 
@@ -303,8 +368,9 @@ def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
 
 def _blank_host_code(
     text: str, macros: dict[str, str], parsed: tuple[tree_sitter.Tree, bytes]
-) -> tuple[str, list[tuple[int, str, bool, Span]], dict[str, str]]:
-    """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span) and
+) -> tuple[str, list[tuple[int, str, bool, Span, bool]], dict[str, str]]:
+    """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span,
+    under a platform test) and
     the execution-space macros it defines; `macros` are those known from headers; `parsed`
     is `_parse(text)`."""
     text = text.replace("\0", " ")
@@ -314,7 +380,7 @@ def _blank_host_code(
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
     blanked = _drop_unused_constants(blanked, walker.constants, text, data)
-    includes: list[tuple[int, str, bool, Span]] = []
+    includes: list[tuple[int, str, bool, Span, bool]] = []
     lines = blanked.split("\n")
     for row in walker.include_rows:
         if row >= len(lines):
@@ -324,13 +390,13 @@ def _blank_host_code(
             computed = _COMPUTED_INCLUDE.match(lines[row])
             if computed is not None:  # `#include MACRO`: `_include` reports and drops it
                 span = Span.of(row, computed.start("what"), row, len(lines[row].rstrip()))
-                includes.append((row, COMPUTED, False, span))
+                includes.append((row, COMPUTED, False, span, row in walker.conditional_rows))
             continue
         quoted = match.group("quoted") is not None
         name = (match.group("quoted") if quoted else match.group("system")) or ""
         group = "quoted" if quoted else "system"
         span = Span.of(row, match.start(group) - 1, row, match.end(group) + 1)
-        includes.append((row, name.strip(), quoted, span))
+        includes.append((row, name.strip(), quoted, span, row in walker.conditional_rows))
     return blanked, includes, walker.defined
 
 
@@ -346,6 +412,20 @@ class _Walker:
         self.device_macros = {n for n, kind in macros.items() if kind == "device"}
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
+        self.host_functions: set[str] = set()  # names of host functions blanked so far
+        # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
+        # an include guard's `#ifndef` does not count): nvcc may never read them
+        self.conditional_rows: set[int] = set()
+
+    def _under_condition(self, node: tree_sitter.Node) -> bool:
+        parent = node.parent
+        while parent is not None:
+            if parent.type in ("preproc_if", "preproc_elif", "preproc_else", "preproc_elifdef"):
+                return True
+            if parent.type == "preproc_ifdef" and not self.text(parent).startswith("#ifndef"):
+                return True
+            parent = parent.parent
+        return False
 
     def text(self, node: tree_sitter.Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
@@ -406,6 +486,8 @@ class _Walker:
         kind = node.type
         if kind == "preproc_include":
             self.include_rows.append(node.start_point[0])
+            if self._under_condition(node):
+                self.conditional_rows.add(node.start_point[0])
         elif kind in ("preproc_def", "preproc_function_def"):
             self._note_macro(node)
         elif kind in _CONTAINERS:
@@ -432,6 +514,15 @@ class _Walker:
         elif kind == "function_definition":
             if self._is_surely_host(node) and not self._is_device_function(node):
                 self.blank(outer)
+                name = self._declared_name(node.child_by_field_name("declarator"))
+                if name:
+                    self.host_functions.add(name)
+        elif kind == "template_instantiation":
+            # `template void reduce<int>(...);` of a host template blanked above
+            words = self._head_words(node)
+            name = self._instantiated_name(node)
+            if name in self.host_functions and not words & (_DEVICE_WORDS | self.device_macros):
+                self.blank(outer)
         elif kind == "declaration":
             self._visit_declaration(node, outer)
         elif kind in ("struct_specifier", "class_specifier", "union_specifier"):
@@ -440,6 +531,12 @@ class _Walker:
             self._needs_host_std(node)
         ):
             self.blank(outer)
+        elif kind == "type_definition" and self._names_host_type(node):
+            self.blank(outer)  # `typedef pthread_t CUTThread;`: a host-only name
+        elif kind == "type_definition":  # `typedef struct {...} Name;`: its members
+            for child in node.named_children:
+                if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
+                    self._visit_class(child)
 
     def _note_macro(self, node: tree_sitter.Node) -> None:
         name = node.child_by_field_name("name")
@@ -475,8 +572,12 @@ class _Walker:
             if child.start_byte >= body.start_byte:
                 break
             if child.type == "ERROR" or child.is_missing or child.has_error:
-                # a head misread because of an unknown macro; a known __host__ one is clear
-                return bool(self._head_words(node) & self.host_macros)
+                # a head misread because of an unknown macro; a known __host__ one is clear,
+                # and so is a host calling convention (`void CUDART_CB callback(...)`)
+                words = self._head_words(node)
+                if words & (_DEVICE_WORDS | self.device_macros):
+                    return False
+                return bool(words & self.host_macros or words & _CALLING_CONVENTIONS)
         if declarator.start_byte == node.start_byte:  # no return type: ctor or misparse
             return b"::" in self.data[declarator.start_byte : declarator.end_byte]
         return True
@@ -528,10 +629,15 @@ class _Walker:
             if target.type == "function_definition":
                 if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
-            elif target.type in ("field_declaration", "declaration") and self._needs_host_std(
-                target
+            elif target.type in ("field_declaration", "declaration") and (
+                self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
+
+    def _names_host_type(self, node: tree_sitter.Node) -> bool:
+        """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""
+        kind = node.child_by_field_name("type")
+        return kind is not None and bool(set(_WORD.findall(self.text(kind))) & _HOST_TYPES)
 
     def _is_defaulted(self, node: tree_sitter.Node) -> bool:
         body = node.child_by_field_name("body")
@@ -545,6 +651,18 @@ class _Walker:
                 return False
             node = node.child_by_field_name("declarator")
         return False
+
+    def _instantiated_name(self, node: tree_sitter.Node) -> str | None:
+        """`reduce` of `template void reduce<int>(...);`."""
+        declarator = node.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        inner = declarator.child_by_field_name("declarator") if declarator else None
+        if inner is None:
+            return None
+        if inner.type == "template_function":
+            inner = inner.child_by_field_name("name")
+        return self.text(inner).split("::")[-1] if inner is not None else None
 
     def _declared_name(self, node: tree_sitter.Node | None) -> str | None:
         while node is not None:

@@ -51,7 +51,8 @@ HOST_ONLY: frozenset[str] = names(
     bit numbers concepts compare format ranges source_location barrier latch semaphore
     ctype.h errno.h locale.h signal.h stdarg.h time.h wchar.h unistd.h sys/time.h sys/types.h
     omp.h pthread.h windows.h fcntl.h dirent.h
-    cuda.h cudaProfiler.h cuda_profiler_api.h nvrtc.h nvToolsExt.h nvtx3/nvToolsExt.h
+    cudaProfiler.h cuda_profiler_api.h nvrtc.h nvToolsExt.h nvtx3/nvToolsExt.h
+    cuda_gl_interop.h cudaGL.h cudaEGL.h cuda_egl_interop.h cuda_vdpau_interop.h cudaVDPAU.h
     """
 )
 # Device-side library headers that may be missing from the installed wheels: a missing one is
@@ -100,6 +101,32 @@ def find_system_header(name: str, extra_dirs: tuple[str, ...] = ()) -> Path | No
         candidate = Path(directory) / name
         try:
             if candidate.exists() and not candidate.is_dir():
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def host_include_dirs() -> tuple[str, ...]:
+    """The host compiler's system include directories (glibc's, libstdc++'s) that exist here.
+
+    A `<...>` header found there is host-only (nvcc would find it; device code cannot use it):
+    dropped silently, where one found nowhere is worth a warning.
+    """
+    roots = [Path("/usr/local/include"), Path("/usr/include")]
+    found = [str(p) for p in roots if p.is_dir()]
+    for pattern in ("/usr/include/*-linux-gnu", "/usr/include/c++/*"):
+        found.extend(sorted(str(p) for p in Path("/").glob(pattern.lstrip("/")) if p.is_dir()))
+    return tuple(found)
+
+
+def find_host_header(name: str) -> Path | None:
+    """The host system header `#include <name>` would open, if any (see host_include_dirs)."""
+    for directory in host_include_dirs():
+        candidate = Path(directory) / name
+        try:
+            if candidate.is_file():
                 return candidate
         except OSError:
             continue

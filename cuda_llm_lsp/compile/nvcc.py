@@ -92,6 +92,9 @@ def compile_file(
     timeout: float = DEFAULT_TIMEOUT_S,
     nvcc: Path | None = None,
     object_path: Path | None = None,
+    defines: Sequence[str] = (),
+    std: str | None = None,
+    extra_flags: Sequence[str] = (),
 ) -> NvccResult:
     """Compile `text` (the whole file, host and device code) to an object with `nvcc -c`.
 
@@ -118,6 +121,10 @@ def compile_file(
             command += ["-I", str(path.resolve().parent)]
         for include in include_paths:
             command += ["-I", include]
+        command += [f"-D{d}" for d in defines if d.strip()]
+        if std:
+            command += [f"-std={std}"]
+        command += list(extra_flags)
         start = time.monotonic()
         with subprocess.Popen(
             command,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
 MAX_PER_INCLUDE = 10  # header messages shown on one #include line
 BASE_FLAGS = (
-    "-std=c++17",  # nvcc's default dialect with a current host compiler
     "-Xptxas=-v",  # per-kernel registers, spills, shared memory, stack
     "-lineinfo",  # source lines in the cubin for profilers; costs nothing measurable
     # NVRTC rejects every unannotated function and namespace-scope variable ("not allowed in
@@ -87,9 +87,12 @@ def build_flags(
 ) -> list[str]:
     """The NVRTC command line for `unit`; the order of -I matters (stand-ins first). Every
     option past our own passes `flags.check_flag`'s allow-list (refused ones are logged)."""
-    flags = [f"--gpu-architecture={options.arch}", *BASE_FLAGS]
+    # -std: the project's dialect (nvcc's default, c++17, unless configured)
+    flags = [f"--gpu-architecture={options.arch}", f"-std={options.std}", *BASE_FLAGS]
     if syntax_only:
         flags.append(SYNTAX_ONLY)
+    if sys.platform.startswith("linux"):  # the prelude's platform macros (as nvcc's host's)
+        flags.append("-DCUDA_LLM_HOST_LINUX")
     flags.append(f"--pre-include={std_headers.PRELUDE}")
     dirs: list[str] = [str(std_headers.STUB_DIR)]
     for directory in (

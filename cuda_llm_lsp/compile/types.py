@@ -14,6 +14,7 @@ class CompileOptions:
     include_paths: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()  # "NAME" or "NAME=VALUE"
     extra_flags: tuple[str, ...] = ()
+    std: str = "c++17"  # NVRTC's -std: the project's dialect (config.STDS)
 
 
 @dataclass(frozen=True)

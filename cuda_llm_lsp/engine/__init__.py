@@ -30,7 +30,14 @@ if TYPE_CHECKING:
         define_problem,
         include_dir_problem,
     )
-    from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, close_shared_pool, shared_pool
+    from cuda_llm_lsp.compile.isolated import (
+        DEFAULT_TIMEOUT_S,
+        TIMEOUT_CODE,
+        close_shared_pool,
+        shared_pool,
+    )
+    from cuda_llm_lsp.compile.nvcc import NvccUnavailable
+    from cuda_llm_lsp.compile.nvcc_tier import with_nvcc
     from cuda_llm_lsp.engine import peaks, vendor
     from cuda_llm_lsp.engine.actions import (
         benchmark_in_file,
@@ -161,6 +168,9 @@ _WHERE = {
     "roofline": "cuda_llm_lsp.evaluate.roofline",
     "run_fsr": "cuda_llm_lsp.engine.build",
     "shared_pool": "cuda_llm_lsp.compile.isolated",
+    "TIMEOUT_CODE": "cuda_llm_lsp.compile.isolated",
+    "NvccUnavailable": "cuda_llm_lsp.compile.nvcc",
+    "with_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
     "summary_line": "cuda_llm_lsp.evaluate.format",
     "tune_in_file": "cuda_llm_lsp.engine.actions",
     "unified_diff": "cuda_llm_lsp.fsr.edit",
@@ -186,6 +196,7 @@ __all__ = [
     "DEMO_LABEL",
     "DEMO_MODE_LABEL",
     "EVALUATOR_ENV",
+    "TIMEOUT_CODE",
     "BenchmarkOutcome",
     "CancelToken",
     "CandidateEvaluated",
@@ -199,6 +210,7 @@ __all__ = [
     "KernelInfo",
     "LineProfile",
     "LlmFactory",
+    "NvccUnavailable",
     "OptimizeOutcome",
     "Profiler",
     "RecordedEvaluator",
@@ -252,5 +264,6 @@ __all__ = [
     "tune_in_file",
     "unified_diff",
     "vendor",
+    "with_nvcc",
     "write_check",
 ]

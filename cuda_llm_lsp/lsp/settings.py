@@ -33,7 +33,7 @@ from cuda_llm_lsp.redact import register_secret
 
 log = logging.getLogger(__name__)
 SECTION = "cudaLlm"
-_COMPILE_FIELDS = ("arch", "include_paths", "defines", "nvrtc_flags")
+_COMPILE_FIELDS = ("arch", "include_paths", "defines", "nvrtc_flags", "std", "compile_commands_dir")
 _GPU_FIELDS = ("gpus", "cluster")
 TRUST_KEY = "workspaceTrusted"  # beside `cudaLlm` in initializationOptions and change params
 

@@ -123,6 +123,13 @@ def find_kernels(text: str, parsed: tuple[Tree, bytes] | None = None) -> list[Ke
     return kernels
 
 
+def launched_templates(text: str, parsed: tuple[Tree, bytes] | None = None) -> dict[str, list[str]]:
+    """Template kernel instantiations `text` launches or instantiates explicitly, by kernel
+    name (unqualified): for kernels defined elsewhere (an included header)."""
+    tree, data = parsed or parse_tree(text)
+    return _instantiations(tree.root_node, data)
+
+
 def kernel_at(kernels: list[Kernel], point: Point) -> Kernel | None:
     """The kernel whose definition (or spec block) contains `point`."""
     for kernel in kernels:
@@ -383,6 +390,58 @@ def _instantiations(root: Node, data: bytes) -> dict[str, list[str]]:
                 continue
             name = node_text(name_node, data).split("::")[-1]
             expression = re.sub(r"\s+", " ", node_text(callee, data))
+            expression = _with_constants(expression, callee, data)
             if expression not in found.setdefault(name, []):
                 found[name].append(expression)
     return found
+
+
+_ARGUMENT_WORD = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)(?![\w(<:])")
+_MAX_RESOLVED = 8  # rounds of substitution (a constant defined from other constants)
+
+
+def _with_constants(expression: str, callee: Node, data: bytes) -> str:
+    """`k<BM, BN>` with each template argument that names a constant declared before the launch
+    (`const uint BM = 128;` in the launching function, or at namespace scope) replaced by its
+    value: NVRTC resolves name expressions at namespace scope, where a host function's local
+    constants do not exist (nvcc instantiates `k<128, 64>` all the same)."""
+    open_at = expression.find("<")
+    if open_at < 0:
+        return expression
+    head, arguments = expression[:open_at], expression[open_at:]
+    before = data[: callee.start_byte].decode("utf-8", errors="replace")
+    for _ in range(_MAX_RESOLVED):
+        words = {w for w in _ARGUMENT_WORD.findall(arguments) if w not in _KEEP_WORDS}
+        changed = False
+        for word in words:
+            value = _constant_value(word, before)
+            if value is not None:
+                arguments = re.sub(rf"(?<![\w:.]){word}(?![\w(<:])", value, arguments)
+                changed = True
+        if not changed:
+            break
+    return head + arguments
+
+
+_KEEP_WORDS = frozenset(
+    {"true", "false", "float", "double", "int", "unsigned", "char", "short", "long", "bool",
+     "half", "nullptr", "sizeof", "const", "signed", "void", "uint", "size_t"}
+)  # fmt: skip
+
+
+def _constant_value(name: str, before: str) -> str | None:
+    """The value of the last `const`/`constexpr` integral `name = value;` in `before`."""
+    pattern = re.compile(
+        rf"\b(?:constexpr|const)\s+(?:static\s+)?(?:(?:unsigned|signed|long|short|int|uint|"
+        rf"size_t|auto|char|bool|u?int\d+_t)\s+)*{re.escape(name)}\s*(?:=\s*|\{{)"
+        rf"([^;{{}}]+?)\}}?\s*;"
+    )
+    last = None
+    for match in pattern.finditer(before):
+        last = match
+    if last is None:
+        return None
+    value = last.group(1).strip()
+    if not value or len(value) > 200:
+        return None
+    return value if re.fullmatch(r"[\w.]+", value) else f"({value})"

@@ -207,8 +207,9 @@ def test_check_stops_a_hanging_compile_and_says_so(tmp_path: Path) -> None:
     started = time.monotonic()
     done = check(str(source), "--compile-timeout", "2", timeout=30)
     assert time.monotonic() - started < 15
-    assert done.returncode == 1
-    assert f"{source}:1:1: error: not compiled: NVRTC took longer than 2 s" in done.stdout
+    assert done.returncode == 1  # not checked: the command does not pass the file
+    # a warning, not an error: a busy machine must not turn a clean file red
+    assert f"{source}:1:1: warning: diagnostics skipped: NVRTC took longer than 2 s" in done.stdout
     assert "--compile-timeout" in done.stdout and "Traceback" not in done.stderr
 
 

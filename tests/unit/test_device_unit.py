@@ -116,9 +116,19 @@ def test_missing_nested_include_reported_on_the_top_level_include(tmp_path: Path
     assert problem.span.start.line == 1 and "gone.cuh" in problem.message
 
 
-def test_unknown_system_header_dropped_silently() -> None:
-    unit = build_device_unit("#include <curand_kernel_missing.h>\n#include <omp.h>\n")
-    assert unit.problems == ()
+def test_unknown_system_header_is_dropped_with_a_warning_saying_where_it_looked(
+    tmp_path: Path,
+) -> None:
+    """A <...> header found nowhere is left out (NVRTC would stop at it) with a warning on its
+    line naming the directories searched and how to add one; a host header (<omp.h>, which the
+    host compiler has) is dropped silently."""
+    text = "#include <omp.h>\n#include <curand_kernel_missing.h>\n"
+    unit = build_device_unit(text, include_paths=[str(tmp_path)])
+    (problem,) = unit.problems
+    assert problem.severity == "warning" and problem.span.start.line == 1
+    assert "cannot find <curand_kernel_missing.h>" in problem.message
+    assert str(tmp_path) in problem.message and "-I" in problem.message
+    assert "compile_commands.json" in problem.message
     assert unit.text.strip() == ""
 
 

@@ -10,6 +10,30 @@ using ::size_t;
 using ::ptrdiff_t;
 }
 
+/* nvcc's host headers (glibc's <stdlib.h> -> <sys/types.h>, libstdc++) declare these for every
+ * file, whatever it includes: <stdint.h>'s types (spelled as libcu++ spells them under NVRTC,
+ * so <cuda/std/cstdint> may repeat them) and glibc's short unsigned names. */
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef signed long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned long ulong;
+
+/* nvcc's device pass sees the host compiler's platform macros; NVRTC defines none. */
+#if defined(CUDA_LLM_HOST_LINUX) && !defined(__linux__)
+#define __linux__ 1
+#define __linux 1
+#define __gnu_linux__ 1
+#define __unix__ 1
+#define __unix 1
+#endif
+
 #ifndef INFINITY
 #define INFINITY (__builtin_bit_cast(float, 0x7f800000u))
 #endif

@@ -36,6 +36,8 @@ export interface ServerSettings {
     includePaths?: string[];
     defines?: string[];
     nvrtcFlags?: string[];
+    std?: string;
+    compileCommandsDir?: string;
     debounceMs?: number;
     maxTokens?: number;
     temperature?: number;
@@ -52,7 +54,7 @@ export interface ServerSettings {
 
 export const SECTION = 'cudaLlm';
 export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy', 'launch', 'gpus',
-    'cluster'] as const;
+    'cluster', 'std', 'compileCommandsDir'] as const;
 export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens', 'compileTimeoutS',
     'repairs'] as const;
 /** Numbers forwarded as they are (not truncated to integers). */
@@ -75,9 +77,11 @@ export const RESTRICTED_KEYS: readonly string[] = [...MACHINE_KEYS, 'server.eval
 
 /**
  * Server settings a workspace may not set in Restricted Mode: include paths (any directory),
- * raw NVRTC options, the endpoint the key goes to, the cluster that runs code.
+ * raw NVRTC options, the endpoint the key goes to, the cluster that runs code, the directory whose
+ * compile_commands.json names include directories.
  */
-export const RESTRICTED_SERVER_KEYS: readonly string[] = ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster'];
+export const RESTRICTED_SERVER_KEYS: readonly string[] = ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster',
+    'compileCommandsDir'];
 
 /** What `WorkspaceConfiguration.inspect` gives (the parts read here). */
 export interface InspectedValue<T> {

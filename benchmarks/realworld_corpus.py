@@ -1,0 +1,242 @@
+"""The real-world corpus: `cuda-llm check` against nvcc's verdict on files people really edit.
+
+A corpus is a directory with a `manifest.toml` listing its files (paths relative to that
+directory) with the include directories, defines and C++ standard their own builds use:
+
+    [[file]]
+    path = "llm.c/dev/cuda/adamw.cu"
+    project = "llm.c"
+    include_dirs = ["llm.c/dev/cuda"]
+    defines = []
+    std = "c++17"
+    nvcc = "clean"          # written by --record: nvcc's verdict ("clean" / "error")
+    ptxas_kernels = 3       # written by --record: entry functions ptxas compiled
+    ptxas_registers = {"_Z5adamwPf" = 32}
+
+`--record` compiles every file with nvcc (`-c`, host code and all, `-Xptxas -v`) and writes
+the verdict back into the manifest; the default run checks every file nvcc compiles cleanly
+with the fast tier (`analysis.analyze`, the engine `cuda-llm check` runs, the compile cache
+off) and reports false errors (any error on an nvcc-clean file), kernels with resources
+against ptxas's kernel count, and seconds per file. `--jobs` checks files in parallel.
+
+    python benchmarks/realworld_corpus.py CORPUS_DIR [--record] [--jobs N] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_USED = re.compile(r"Used (\d+) registers")
+
+
+@dataclass
+class Entry:
+    path: str
+    project: str
+    include_dirs: list[str]
+    defines: list[str]
+    std: str = "c++17"
+    nvcc: str = ""
+    ptxas_kernels: int = 0
+    ptxas_registers: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    path: str
+    project: str
+    seconds: float
+    errors: list[str]
+    kernels: int  # kernel lines `check` gives
+    with_resources: int  # of those, with resources
+    registers: dict[str, int]  # instance or name -> registers
+
+
+def load_manifest(corpus: Path) -> list[Entry]:
+    data = tomllib.loads((corpus / "manifest.toml").read_text(encoding="utf-8"))
+    return [Entry(**item) for item in data.get("file", [])]
+
+
+def write_manifest(corpus: Path, entries: list[Entry]) -> None:
+    """The manifest written back (a flat schema: no TOML writer needed)."""
+    lines = [
+        "# Real-world corpus: each file with the flags its build uses and nvcc's verdict",
+        "# (benchmarks/realworld_corpus.py --record writes nvcc / ptxas_*).",
+        "",
+    ]
+    for e in entries:
+        registers = ", ".join(f"{_q(k)} = {v}" for k, v in sorted(e.ptxas_registers.items()))
+        lines += [
+            "[[file]]",
+            f"path = {_q(e.path)}",
+            f"project = {_q(e.project)}",
+            f"include_dirs = [{', '.join(_q(d) for d in e.include_dirs)}]",
+            f"defines = [{', '.join(_q(d) for d in e.defines)}]",
+            f"std = {_q(e.std)}",
+            f"nvcc = {_q(e.nvcc)}",
+            f"ptxas_kernels = {e.ptxas_kernels}",
+            f"ptxas_registers = {{{registers}}}",
+            "",
+        ]
+    (corpus / "manifest.toml").write_text("\n".join(lines), encoding="utf-8")
+
+
+def _q(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid TOML basic string
+
+
+def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
+    """nvcc's verdict on one file: clean or error, and the kernels ptxas compiled."""
+    from cuda_llm_lsp.compile.child_env import child_env
+    from cuda_llm_lsp.compile.nvcc import find_nvcc
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise SystemExit("nvcc not found (pip install 'cuda-toolkit[nvcc]')")
+    source = corpus / entry.path
+    with tempfile.TemporaryDirectory(prefix="corpus-nvcc-") as tmp:
+        command = [str(nvcc), "-c", "-x", "cu", str(source), "-o", str(Path(tmp) / "o.o")]
+        command += [f"-arch={arch}", f"-std={entry.std}", "-Xptxas", "-v"]
+        command += [f"-I{corpus / d}" for d in entry.include_dirs]
+        command += [f"-D{d}" for d in entry.defines]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=600, env=child_env(), cwd=tmp
+            )
+            log, ok = done.stdout + done.stderr, done.returncode == 0
+        except subprocess.TimeoutExpired:
+            log, ok = "", False
+    registers: dict[str, int] = {}
+    current = None
+    for line in log.splitlines():
+        if (m := _ENTRY.search(line)) is not None:
+            current = m.group(1)
+        elif current is not None and (m := _USED.search(line)) is not None:
+            registers[current] = int(m.group(1))
+            current = None
+    entry.nvcc = "clean" if ok else "error"
+    entry.ptxas_kernels = len(registers)
+    entry.ptxas_registers = registers
+    return entry
+
+
+def check_one(corpus: Path, entry: Entry, arch: str) -> Outcome:
+    """The fast tier on one file, with the file's own flags (as `cuda-llm check` gives them)."""
+    from cuda_llm_lsp.compile.analysis import analyze
+    from cuda_llm_lsp.config import Settings
+
+    source = corpus / entry.path
+    text = source.read_text(encoding="utf-8", errors="replace")
+    options: dict[str, Any] = {
+        "arch": arch,
+        "include_paths": tuple(str(corpus / d) for d in entry.include_dirs),
+        "defines": tuple(entry.defines),
+        "compile_timeout_s": 120,
+    }
+    if "std" in {f.name for f in fields(Settings)}:  # (absent before the --std change)
+        options["std"] = entry.std
+    settings = Settings(**options)
+    start = time.monotonic()
+    analysis = analyze(text, source, settings)
+    seconds = time.monotonic() - start
+    errors = [f"{d.line}:{d.column}: {d.message}" for d in analysis.errors]
+    listed = 0
+    registers: dict[str, int] = {}  # one per instance with figures (as ptxas lists them)
+    infos = [*analysis.kernels, *(h.info for h in getattr(analysis, "header_kernels", ()))]
+    for info in infos:
+        instances = getattr(info, "instances", {})
+        listed += max(1, len(instances))
+        if instances:
+            registers.update({e: r.registers for e, r in instances.items()})
+        elif info.resources is not None:
+            registers[info.name_expression or info.kernel.name] = info.resources.registers
+    return Outcome(entry.path, entry.project, seconds, errors, listed, len(registers), registers)
+
+
+def _init_worker() -> None:
+    os.environ["CUDA_LLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="corpus-cache-")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("corpus", type=Path, help="directory holding manifest.toml")
+    parser.add_argument("--record", action="store_true", help="record nvcc's verdicts")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--only", default="", help="only paths containing this text")
+    parser.add_argument(
+        "--errors-only", action="store_true", help="--record: only files nvcc failed"
+    )
+    parser.add_argument("--json", type=Path, help="write per-file outcomes here")
+    args = parser.parse_args(argv)
+    corpus = args.corpus.resolve()
+    entries = load_manifest(corpus)
+    chosen = [e for e in entries if args.only in e.path]
+    if args.errors_only:
+        chosen = [e for e in chosen if e.nvcc != "clean"]
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_init_worker) as pool:
+        if args.record:
+            by_path = {e.path: e for e in entries}
+            jobs = [pool.submit(record_one, corpus, e, args.arch) for e in chosen]
+            for job in jobs:
+                done = job.result()
+                by_path[done.path] = done
+                print(f"{done.nvcc:5} {done.ptxas_kernels:3} {done.path}", flush=True)
+            write_manifest(corpus, [by_path[e.path] for e in entries])
+            return 0
+        clean = [e for e in chosen if e.nvcc == "clean"]
+        futures = [pool.submit(check_one, corpus, e, args.arch) for e in clean]
+        outcomes = [f.result() for f in futures]
+    report = summarize(clean, outcomes)
+    for outcome in outcomes:
+        for error in outcome.errors[:3]:
+            print(f"FALSE {outcome.path}:{error}")
+    print(json.dumps(report["summary"], indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return 1 if report["summary"]["false_errors"] else 0
+
+
+def summarize(entries: list[Entry], outcomes: list[Outcome]) -> dict[str, Any]:
+    """Totals over the nvcc-clean files: false errors, kernels with resources, seconds."""
+    seconds = [o.seconds for o in outcomes]
+    by_path = {e.path: e for e in entries}
+    equal = compared = 0
+    for o in outcomes:
+        nvcc_registers = sorted(by_path[o.path].ptxas_registers.values())
+        ours = sorted(o.registers.values())
+        if nvcc_registers and len(ours) == len(nvcc_registers):
+            compared += 1
+            equal += ours == nvcc_registers
+    summary = {
+        "files": len(outcomes),
+        "files_with_false_errors": sum(1 for o in outcomes if o.errors),
+        "false_errors": sum(len(o.errors) for o in outcomes),
+        "ptxas_kernels": sum(by_path[o.path].ptxas_kernels for o in outcomes),
+        "kernel_lines": sum(o.kernels for o in outcomes),
+        "kernels_with_resources": sum(o.with_resources for o in outcomes),
+        "files_registers_compared": compared,
+        "files_registers_equal": equal,
+        "median_s": round(statistics.median(seconds), 2) if seconds else 0.0,
+        "worst_s": round(max(seconds), 2) if seconds else 0.0,
+    }
+    return {"summary": summary, "files": [asdict(o) for o in outcomes]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

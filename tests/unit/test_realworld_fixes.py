@@ -1,0 +1,287 @@
+"""Each root cause of false errors on real projects' files (issue #28), planted small.
+
+Every file here is one that nvcc compiles cleanly with the flags given; the fast tier must
+report no error on it. Each test failed before its fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.compile.analysis import FileAnalysis, analyze
+from cuda_llm_lsp.compile.project_config import find_flags
+from cuda_llm_lsp.config import Settings, settings_from_mapping
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def check(path: Path, **settings: object) -> FileAnalysis:
+    return analyze(path.read_text(encoding="utf-8"), path, Settings(arch="sm_90", **settings))  # type: ignore[arg-type]
+
+
+def messages(analysis: FileAnalysis) -> list[str]:
+    return [f"{d.line}: {d.message}" for d in analysis.errors]
+
+
+KERNEL = "__global__ void k(float* o) { o[threadIdx.x] = twice(o[threadIdx.x]); }\n"
+
+
+def test_angle_include_of_a_project_header_found_through_dash_i_is_blanked(tmp_path: Path) -> None:
+    """cuda-samples' `#include <helper_cuda.h>` with -I Common: its host includes and host
+    functions must not reach NVRTC raw (was: cannot open source file "fstream")."""
+    write(tmp_path, {
+        "common/helper.h": "#pragma once\n#include <fstream>\n#include <string>\n"
+        "inline bool save(const std::string& p) { std::ofstream f(p); return f.good(); }\n"
+        "__device__ inline float twice(float x) { return 2.0f * x; }\n",
+        "src/main.cu": "#include <helper.h>\n" + KERNEL + "int main() { return save(\"x\"); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "src/main.cu", include_paths=(str(tmp_path / "common"),))
+    assert messages(analysis) == []
+    assert analysis.kernels[0].resources is not None
+
+
+def test_file_is_declared_by_the_stdio_stand_in(tmp_path: Path) -> None:
+    """cublasLt.h and cusparse.h name FILE* once <stdio.h> is included (was: FILE undefined)."""
+    write(tmp_path, {
+        "main.cu": "#include <stdio.h>\n#include <cstdio>\n"
+        "struct Sink { FILE* out; std::FILE* err; int level; };\n"
+        "__global__ void k(Sink s, int* o) { o[0] = s.level; }\n",
+    })  # fmt: skip
+    assert messages(check(tmp_path / "main.cu")) == []
+
+
+def test_glibc_short_names_and_stdint_types_need_no_include(tmp_path: Path) -> None:
+    """nvcc's host headers declare uint/ushort/ulong and uint8_t for every file."""
+    write(tmp_path, {
+        "main.cu": "#include <vector>\n"
+        "__global__ void k(uint n, ushort s, ulong z, uint8_t* b, int64_t* w) {\n"
+        "  if (threadIdx.x < n) b[threadIdx.x] = (uint8_t)(s + z + w[0]);\n}\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+def test_a_compile_past_the_time_limit_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    """A busy machine must not turn a clean file red: the diagnostics are skipped, said so."""
+    doubling = "".join(f"#define X{i + 1} X{i} X{i}\n" for i in range(30))
+    write(tmp_path, {"slow.cu": "#define X0 x = x + 1;\n" + doubling
+                     + "__global__ void k(int* o) { int x = 0; X22 o[0] = x; }\n"})  # fmt: skip
+    analysis = check(tmp_path / "slow.cu", compile_timeout_s=1)
+    assert analysis.errors == ()
+    (skipped,) = [d for d in analysis.diagnostics if d.severity == "warning"]
+    assert skipped.message.startswith("diagnostics skipped: NVRTC took longer than 1 s")
+
+
+def test_host_only_struct_members_in_a_user_header_are_blanked(tmp_path: Path) -> None:
+    """llm.c's logger: a struct with a glob_t and a struct timeval member (was: glob_t
+    undefined, incomplete type timeval)."""
+    write(tmp_path, {
+        "logger.h": "#pragma once\n#include <glob.h>\n#include <stdio.h>\n#include <sys/time.h>\n"
+        "typedef struct {\n  FILE* file;\n  glob_t matches;\n  struct timeval started;\n"
+        "  int step;\n} Logger;\n"
+        "struct Timer { struct timespec t0; double total; };\n"
+        "__device__ inline float twice(float x) { return 2.0f * x; }\n",
+        "main.cu": '#include "logger.h"\n' + KERNEL,
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.diagnostics == ()
+
+
+def test_the_dialect_is_selectable(tmp_path: Path) -> None:
+    """torch 2.x headers need C++20; NVRTC was fixed at C++17."""
+    write(tmp_path, {
+        "main.cu": "#if __cplusplus < 202002L\n#error needs C++20\n#endif\n"
+        "__global__ void k(int* o) { o[0] = 1; }\n",
+    })  # fmt: skip
+    assert messages(check(tmp_path / "main.cu")) == ["2: #error directive: needs C++20"]
+    assert messages(check(tmp_path / "main.cu", std="c++20")) == []
+    chosen, problems = settings_from_mapping({"cudaLlm": {"std": "c++20"}})
+    assert chosen.std == "c++20" and problems == []
+    kept, problems = settings_from_mapping({"cudaLlm": {"std": "c++99"}})
+    assert kept.std is None and "cudaLlm.std" in problems[0]
+
+
+def test_cuda_h_types_are_usable_in_device_code(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "main.cu": "#include <cuda.h>\n"
+        "__global__ void k(CUtexObject t, float* o) { o[0] = tex1Dfetch<float>(t, 0); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+def test_a_header_reached_under_two_spellings_keeps_its_directory(tmp_path: Path) -> None:
+    """`"sub/b.h"` from the file and `"b.h"` from sub/a.h: NVRTC must get the blanked text
+    under both names, not read sub/b.h raw (host code, host includes) under the second."""
+    write(tmp_path, {
+        "sub/a.h": '#pragma once\n#include "b.h"\n',
+        "sub/b.h": '#pragma once\n#include <vector>\n#include "c.h"\n'
+        "inline std::vector<int> host_only() { return {}; }\n",
+        "sub/c.h": "#pragma once\n__device__ inline float twice(float x) { return 2.0f * x; }\n",
+        "main.cu": '#include "sub/a.h"\n#include "sub/b.h"\n' + KERNEL,
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+PROJECT = {
+    "include/lib/ops.cuh": "#pragma once\n#include <iostream>\n#ifndef SCALE\n"
+    "#error SCALE must come from the build\n#endif\n"
+    "__device__ inline float twice(float x) { return SCALE * x; }\n",
+    "src/k.cu": "#include <lib/ops.cuh>\n#if __cplusplus < 202002L\n#error needs C++20\n#endif\n"
+    "#ifdef BROKEN\n#error BROKEN must be undefined\n#endif\n" + KERNEL,
+}
+
+
+def test_compile_commands_json_gives_the_files_flags(tmp_path: Path) -> None:
+    """The file's own entry: -I (relative to its directory), -D then -U, -std, -gencode;
+    the rest is ignored and named."""
+    write(tmp_path, PROJECT)
+    command = (
+        "/usr/local/cuda/bin/nvcc -I../include -DSCALE=3 -DBROKEN -UBROKEN -O3 "
+        "--use_fast_math -std=c++20 -gencode arch=compute_80,code=sm_80 "
+        "-gencode arch=compute_90,code=sm_90 -x cu -c ../src/k.cu -o k.o"
+    )
+    entry = {"directory": str(tmp_path / "build"), "file": "../src/k.cu", "command": command}
+    write(tmp_path, {"build/compile_commands.json": json.dumps([entry])})
+    source = tmp_path / "src/k.cu"
+    assert messages(check(source)) == []  # found in the ancestor's build/
+    flags = find_flags(source)
+    assert flags is not None and flags.std == "c++20" and flags.arch == "sm_90"
+    assert flags.include_paths == (str(tmp_path / "include"),)
+    assert flags.defines == ("SCALE=3",)
+    assert "-O3" in flags.ignored and "--use_fast_math" in flags.ignored
+    # a header has no entry: the entry of a file that includes it
+    header = find_flags(tmp_path / "include/lib/ops.cuh")
+    assert header is not None and "which includes it" in header.source
+    # an explicit --std wins over the project's
+    assert messages(check(source, std="c++17")) == ["3: #error directive: needs C++20"]
+
+
+def test_compile_flags_txt_and_an_explicit_build_dir(tmp_path: Path) -> None:
+    write(tmp_path, PROJECT)
+    write(tmp_path, {"compile_flags.txt": "-Iinclude\n-DSCALE=2\n--std=c++20\n-Wall\n"})
+    assert messages(check(tmp_path / "src/k.cu")) == []
+    # -p: a build directory elsewhere, whose entry wins over compile_flags.txt
+    elsewhere = tmp_path / "out"
+    entry = {"directory": str(tmp_path), "file": "src/k.cu",
+             "arguments": ["nvcc", "-Iinclude", "-std=c++17", "-c", "src/k.cu"]}  # fmt: skip
+    write(elsewhere, {"compile_commands.json": json.dumps([entry])})
+    broken = check(tmp_path / "src/k.cu", compile_commands_dir=str(elsewhere))
+    assert "SCALE must come from the build" in " ".join(messages(broken))  # no -DSCALE there
+
+
+def test_a_malformed_compile_commands_json_is_ignored(tmp_path: Path) -> None:
+    write(tmp_path, {"compile_commands.json": "{not json", "main.cu": "__global__ void k() {}\n"})
+    assert find_flags(tmp_path / "main.cu") is None
+    assert check(tmp_path / "main.cu").diagnostics == ()
+
+
+def test_kernels_keep_their_resources_when_another_kernel_has_an_error(tmp_path: Path) -> None:
+    """An error in one kernel's body costs no other kernel its figures (was: all unknown)."""
+    write(tmp_path, {
+        "main.cu": "__device__ float twice(float x) { return 2.0f * x; }\n"
+        "__global__ void good1(float* o) { o[threadIdx.x] = twice(o[threadIdx.x]); }\n"
+        "__global__ void bad(float* o) { o[0] = undefined_name; }\n"
+        "template <int N> __global__ void good2(float* o) { o[threadIdx.x % N] = 1.0f; }\n"
+        "int main() { good2<4><<<1, 1>>>(nullptr); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == ['3: identifier "undefined_name" is undefined']
+    figures = {k.kernel.name: k.resources for k in analysis.kernels}
+    assert figures["good1"] is not None and figures["good2"] is not None
+    assert figures["bad"] is None
+    # an error outside every kernel (a helper they share) still leaves them all unknown
+    (tmp_path / "main.cu").write_text(
+        (tmp_path / "main.cu").read_text().replace("undefined_name", "1.0f").replace("* x;", "* y;")
+    )
+    assert all(k.resources is None for k in check(tmp_path / "main.cu").kernels)
+
+
+def test_kernels_of_an_included_header_that_the_file_launches_are_listed(tmp_path: Path) -> None:
+    """SGEMM_CUDA's runner.cu: every kernel lives in a header and is launched with a host
+    function's local constants as template arguments (was: "no kernels")."""
+    write(tmp_path, {
+        "kernels/naive.cuh": "#pragma once\n"
+        "__global__ void naive(float* o) { o[threadIdx.x] = 1.0f; }\n",
+        "kernels/tiled.cuh": "#pragma once\n#include <cstdio>\n"
+        "template <const int BM, const int BN>\n"
+        "__global__ void tiled(float* o) {\n  __shared__ float s[BM * BN];\n"
+        "  s[threadIdx.x] = o[threadIdx.x];\n  __syncthreads();\n  o[threadIdx.x] = s[BM];\n}\n"
+        "template <int N> __global__ void never(float* o) { o[0] = N; }\n",
+        "kernels.cuh": '#pragma once\n#include "kernels/naive.cuh"\n#include "kernels/tiled.cuh"\n',
+        "runner.cu": '#include "kernels.cuh"\nconst int WIDE = 64;\n'
+        "void run(float* o, int m) {\n  naive<<<1, 32>>>(o);\n  if (m > 64) {\n"
+        "    const uint BM = 32;\n    tiled<BM, WIDE><<<1, 32>>>(o);\n  } else {\n"
+        "    const uint BM = 16;\n    constexpr int HALF = BM / 2;\n"
+        "    tiled<HALF, WIDE><<<1, 32>>>(o);\n  }\n}\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "runner.cu")
+    assert messages(analysis) == [] and analysis.kernels == ()
+    listed = {h.info.kernel.name: h for h in analysis.header_kernels}
+    assert set(listed) == {"naive", "tiled"}  # `never` is instantiated by nobody
+    assert listed["naive"].header == "kernels/naive.cuh" and listed["naive"].include_line == 1
+    assert listed["naive"].info.resources is not None
+    tiled = listed["tiled"].info.instances
+    assert list(tiled) == ["tiled<32, 64>", "tiled<(16 / 2), 64>"]
+    assert [r.shared_bytes for r in tiled.values()] == [32 * 64 * 4, 8 * 64 * 4]
+
+
+def test_platform_code_of_cuda_samples_helpers(tmp_path: Path) -> None:
+    """cuda-samples' helper_multiprocess.h and multithreading.h, reduced: a typedef of a host
+    type, `#error` unless a platform macro is set (nvcc's device pass has the host's), Windows
+    headers under `#if _WIN32` (no "cannot find" warning: nvcc never reads them), and an explicit
+    instantiation of a host template (was: "reduce is not a template")."""
+    write(tmp_path, {
+        "platform.h": "#pragma once\n#if defined(_WIN32)\n#include <windows.h>\n"
+        "#include <tchar.h>\ntypedef HANDLE Thread;\n#else\n#include <pthread.h>\n"
+        "typedef pthread_t Thread;\ntypedef pid_t Process;\n#endif\n"
+        "#if defined(__linux__)\n#define ADD(a, x) __sync_add_and_fetch(a, x)\n#else\n"
+        "#error Unsupported system\n#endif\n",
+        "main.cu": '#include "platform.h"\n'
+        "template <class T> __global__ void k(T* o) { o[0] = 1; }\n"
+        "template <class T> void reduce(T* o) { k<T><<<1, 1>>>(o); }\n"
+        "template void reduce<int>(int* o);\ntemplate void reduce<float>(float* o);\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert analysis.diagnostics == ()
+
+
+def test_a_failing_static_assert_in_a_launched_header_template_is_reported(
+    tmp_path: Path,
+) -> None:
+    """Only the file's launch instantiates the header's kernel: the fast tier reports it too
+    (was: missed, as the issue's planted errors showed)."""
+    write(tmp_path, {
+        "kern.cuh": "#pragma once\ntemplate <int N> __global__ void k(float* o) {\n"
+        '  static_assert(N % 2 == 0, "N must be even");\n  o[0] = N;\n}\n',
+        "main.cu": '#include "kern.cuh"\nint main() { k<3><<<1, 1>>>(nullptr); return 0; }\n',
+    })  # fmt: skip
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 1 and 'static assertion failed with "N must be even"' in error.message
+    write(tmp_path, {"main.cu": '#include "kern.cuh"\nint main() { k<4><<<1, 1>>>(nullptr); }\n'})
+    assert check(tmp_path / "main.cu").errors == ()
+
+
+def test_a_host_callback_with_a_calling_convention_macro_is_blanked(tmp_path: Path) -> None:
+    """cuda-samples' `void CUDART_CB myStreamCallback(...)`: tree-sitter misreads the head;
+    the calling convention says host (was: its host calls reported undefined)."""
+    write(tmp_path, {
+        "main.cu": "#include <cuda_runtime.h>\nvoid start(void* p);\nvoid report(cudaError_t e);\n"
+        "void CUDART_CB callback(cudaStream_t s, cudaError_t e, void* data) {\n"
+        "  report(e);\n  start(data);\n}\n"
+        "__global__ void k(int* o) { o[0] = 1; }\n",
+    })  # fmt: skip
+    assert messages(check(tmp_path / "main.cu")) == []
