@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import statistics
@@ -189,7 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [e for e in entries if args.only in e.path]
     if args.errors_only:
         chosen = [e for e in chosen if e.nvcc != "clean"]
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_init_worker) as pool:
+    # spawn, not fork: a caller with threads (a test process, a server) would fork them half-held;
+    # the spawned workers import this file by its module name, from its own directory
+    if str(Path(__file__).resolve().parent) not in sys.path:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=max(1, args.jobs), initializer=_init_worker, mp_context=spawn
+    ) as pool:
         if args.record:
             by_path = {e.path: e for e in entries}
             jobs = [pool.submit(record_one, corpus, e, args.arch) for e in chosen]
