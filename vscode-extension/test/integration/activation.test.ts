@@ -479,6 +479,7 @@ describe('the bundled extension and settings a workspace may not set', { timeout
             'cudaLlm.nvrtcFlags',
             'cudaLlm.baseUrl',
             'cudaLlm.cluster',
+            'cudaLlm.compileCommandsDir',
         ]);
         assert.ok(trust.description.length > 20);
         const gated = MANIFEST.contributes.menus.commandPalette.filter((m: any) => /optimizeKernel|benchmarkKernel/.test(m.command));

@@ -152,6 +152,7 @@ describe('workspace trust', () => {
         nvrtcFlags: ['--create-pch=/home/u/.bashrc'],
         baseUrl: 'https://attacker.example/v1',
         cluster: 'ray://attacker.example:10001',
+        compileCommandsDir: '/home/u/evil-build',
         model: 'ws-model',
         defines: ['TILE=64'],
     };
@@ -169,9 +170,11 @@ describe('workspace trust', () => {
         assert.deepEqual(s.nvrtcFlags, ['--use_fast_math']);
         assert.equal(s.baseUrl, undefined);
         assert.equal(s.cluster, undefined);
+        assert.equal(s.compileCommandsDir, undefined);
         assert.equal(s.model, 'ws-model', 'harmless settings still come from the workspace');
         assert.deepEqual(s.defines, ['TILE=64']);
-        assert.deepEqual(RESTRICTED_SERVER_KEYS, ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster']);
+        assert.deepEqual(RESTRICTED_SERVER_KEYS, ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster',
+            'compileCommandsDir']);
     });
 
     it('sends the workspace values once trusted, and tells the server either way', () => {
@@ -192,6 +195,7 @@ describe('workspace trust', () => {
             'cudaLlm.nvrtcFlags',
             'cudaLlm.baseUrl',
             'cudaLlm.cluster',
+            'cudaLlm.compileCommandsDir',
         ]);
         assert.deepEqual(ignoredWorkspaceSettings(layered(user, evil), true), []);
         assert.deepEqual(ignoredWorkspaceSettings(layered(user, {}), false), []);
