@@ -126,6 +126,7 @@ class CudaLlmServer(LanguageServer):
         self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded
         # Compiles run here, one at a time per document (a per-document lock); two threads so
         # two files can compile at once on the 2-core machines we target.
+        self.compiles_stopped = False  # set at shutdown: work that fails then is dropped quietly
         self.compile_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-llm-compile")
         # Background code generation, one document at a time: it must not take the threads
         # the next edit's diagnostics need.
@@ -245,6 +246,9 @@ class CudaLlmServer(LanguageServer):
                 self._nvrtc_missing(str(exc))
                 return
             except Exception as exc:
+                if self.compiles_stopped:  # shutting down: the pools refuse or drop the work
+                    log.debug("analysis of %s dropped at shutdown: %s", uri, exc)
+                    return
                 log.exception("analysis of %s failed", uri)
                 self.message(f"cuda-llm: could not analyse {uri}: {exc}", types.MessageType.Error)
                 return
@@ -286,7 +290,10 @@ class CudaLlmServer(LanguageServer):
         except NvrtcUnavailable as exc:
             self._nvrtc_missing(str(exc))
             return
-        except Exception:
+        except Exception as exc:
+            if self.compiles_stopped:  # shutting down: the pools refuse or drop the work
+                log.debug("code generation for %s dropped at shutdown: %s", uri, exc)
+                return
             log.exception("code generation for %s failed", uri)
             return
         if superseded() or analysis is front or state.analysis is not front:
@@ -404,6 +411,7 @@ class CudaLlmServer(LanguageServer):
 
     def stop_compiles(self) -> None:
         """Kill the compile processes (a waiting compile returns at once) and drop queued work."""
+        self.compiles_stopped = True
         self.compile_pool.shutdown(wait=False, cancel_futures=True)
         self.codegen_pool.shutdown(wait=False, cancel_futures=True)
         close_shared_pool()
