@@ -120,7 +120,8 @@ def test_a_document_that_hangs_nvrtc_costs_one_compile_not_the_server(
     good = server.open(tmp_path / "good.cu", GOOD)
     assert server.diagnostics(good, 1, timeout=30) == []  # not behind the hanging compile
     (stopped,) = server.diagnostics(hanging, 1, timeout=30)
-    assert "took longer than 2 s" in stopped["message"] and stopped["severity"] == 1
+    # a warning, not an error: a file is not red because the machine was busy (issue 28)
+    assert "took longer than 2 s" in stopped["message"] and stopped["severity"] == 2
     server.change(good, GOOD.replace("1.0f", "y"), 2)
     (error,) = server.diagnostics(good, 2, timeout=10)
     assert '"y"' in error["message"]
