@@ -118,3 +118,10 @@ def test_the_editor_demo_replays_the_recording_and_runs_nothing_on_a_gpu(
     assert job_label(Settings()) is None
     with pytest.raises(ValueError, match="no recording for saxpy; it has softmax_rows"):
         demo_for("saxpy")
+
+
+def test_the_packaged_demo_example_is_the_repositorys_example() -> None:
+    """The package ships its own copy (examples/ is not installed); the two must not drift, or
+    the editor's demo and `optimize examples/softmax.cu --demo` would show different kernels."""
+    packaged = ROOT / "cuda_llm_lsp" / "demo" / "softmax_rows" / "softmax.cu"
+    assert packaged.read_bytes() == (ROOT / "examples" / "softmax.cu").read_bytes()
