@@ -19,7 +19,7 @@ with the fast tier (`analysis.analyze`, the engine `cuda-llm check` runs, the co
 off) and reports false errors (any error on an nvcc-clean file), kernels with resources
 against ptxas's kernel count, and seconds per file. `--jobs` checks files in parallel.
 
-    python benchmarks/realworld_corpus.py CORPUS_DIR [--record] [--jobs N] [--json OUT]
+    python benchmarks/realworld_corpus.py CORPUS_DIR [--record] [--nvcc] [--jobs N] [--json OUT]
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ class Outcome:
     kernels: int  # kernel lines `check` gives
     with_resources: int  # of those, with resources
     registers: dict[str, int]  # instance or name -> registers
+    nvcc_seconds: float = 0.0  # the nvcc tier's compile (`--nvcc`)
 
 
 def load_manifest(corpus: Path) -> list[Entry]:
@@ -136,9 +137,11 @@ def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
     return entry
 
 
-def check_one(corpus: Path, entry: Entry, arch: str) -> Outcome:
-    """The fast tier on one file, with the file's own flags (as `cuda-llm check` gives them)."""
+def check_one(corpus: Path, entry: Entry, arch: str, nvcc: bool = False) -> Outcome:
+    """The fast tier on one file, with the file's own flags (as `cuda-llm check` gives them);
+    with `nvcc`, the nvcc tier merged over it (as `cuda-llm check --nvcc` gives it)."""
     from cuda_llm_lsp.compile.analysis import analyze
+    from cuda_llm_lsp.compile.nvcc_tier import with_nvcc
     from cuda_llm_lsp.config import Settings
 
     source = corpus / entry.path
@@ -155,6 +158,10 @@ def check_one(corpus: Path, entry: Entry, arch: str) -> Outcome:
     start = time.monotonic()
     analysis = analyze(text, source, settings)
     seconds = time.monotonic() - start
+    nvcc_seconds = 0.0
+    if nvcc:
+        analysis, result = with_nvcc(analysis, settings, timeout=600)
+        nvcc_seconds = result.seconds
     errors = [f"{d.line}:{d.column}: {d.message}" for d in analysis.errors]
     listed = 0
     registers: dict[str, int] = {}  # one per instance with figures (as ptxas lists them)
@@ -166,7 +173,12 @@ def check_one(corpus: Path, entry: Entry, arch: str) -> Outcome:
             registers.update({e: r.registers for e, r in instances.items()})
         elif info.resources is not None:
             registers[info.name_expression or info.kernel.name] = info.resources.registers
-    return Outcome(entry.path, entry.project, seconds, errors, listed, len(registers), registers)
+    for library in getattr(analysis, "library_kernels", ()):
+        listed += 1
+        registers[library.symbol] = library.resources.registers
+    return Outcome(
+        entry.path, entry.project, seconds, errors, listed, len(registers), registers, nvcc_seconds
+    )
 
 
 def _init_worker() -> None:
@@ -184,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         "--errors-only", action="store_true", help="--record: only files nvcc failed"
     )
     parser.add_argument("--json", type=Path, help="write per-file outcomes here")
+    parser.add_argument(
+        "--nvcc", action="store_true", help="merge the nvcc tier in (`cuda-llm check --nvcc`)"
+    )
     args = parser.parse_args(argv)
     corpus = args.corpus.resolve()
     entries = load_manifest(corpus)
@@ -208,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             write_manifest(corpus, [by_path[e.path] for e in entries])
             return 0
         clean = [e for e in chosen if e.nvcc == "clean"]
-        futures = [pool.submit(check_one, corpus, e, args.arch) for e in clean]
+        futures = [pool.submit(check_one, corpus, e, args.arch, args.nvcc) for e in clean]
         outcomes = [f.result() for f in futures]
     report = summarize(clean, outcomes)
     for outcome in outcomes:
@@ -242,6 +257,9 @@ def summarize(entries: list[Entry], outcomes: list[Outcome]) -> dict[str, Any]:
         "files_registers_equal": equal,
         "median_s": round(statistics.median(seconds), 2) if seconds else 0.0,
         "worst_s": round(max(seconds), 2) if seconds else 0.0,
+        "nvcc_median_s": round(statistics.median(o.nvcc_seconds for o in outcomes), 2)
+        if outcomes
+        else 0.0,
     }
     return {"summary": summary, "files": [asdict(o) for o in outcomes]}
 

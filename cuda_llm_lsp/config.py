@@ -23,6 +23,10 @@ LAUNCH_POLICIES = ("auto", "keep", "free")  # a candidate's own launch: docs/des
 # C++ dialects NVRTC compiles (`-std=`); c++17 is nvcc's default, torch 2.x headers need c++20
 STDS = ("c++11", "c++14", "c++17", "c++20")
 DEFAULT_STD = "c++17"
+# when the editor runs nvcc on the whole file (`lsp.nvcc_check`): after a save, also after a
+# longer pause in typing, or never; nvcc found nowhere turns it off
+NVCC_CHECKS = ("save", "pause", "off")
+NVCC_CHECK_ENV = "CUDA_LLM_NVCC_CHECK"  # the default, for a server started without settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,11 +50,21 @@ class Settings:
     repairs: int = 3  # a failing candidate's repair attempts (both strategies) before it fails
     debounce_ms: int = 100  # benchmarks/lsp_latency.py: ~175 ms change -> diagnostics on 2 cores
     compile_timeout_s: int = 10  # one NVRTC compile, past which its process is killed
+    nvcc_check: str | None = None  # one of NVCC_CHECKS; None: `nvcc_check_mode`'s default
+    nvcc_timeout_s: int = 120  # one whole-file nvcc check, past which it is stopped
     gpus: str = "all"  # local GPUs that judge candidates: "all" or ordinals "0,2"
     cluster: str | None = None  # a Ray cluster's GPUs instead: "ray://HOST:PORT" or "auto"
     # Optimize / Benchmark / Tune answer from the recordings shipped in the package (`demo`):
     # no endpoint, no GPU, every result labelled as a demo. Editors only (`cudaLlm.demo`).
     demo: bool = False
+
+
+def nvcc_check_mode(settings: Settings) -> str:
+    """`cudaLlm.nvccCheck` as set, else `$CUDA_LLM_NVCC_CHECK`, else `save`."""
+    if settings.nvcc_check in NVCC_CHECKS:
+        return settings.nvcc_check
+    chosen = os.environ.get(NVCC_CHECK_ENV, "").strip().lower()
+    return chosen if chosen in NVCC_CHECKS else "save"
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,8 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("compileCommandsDir", "compile_commands_dir", restricted=True),
     Setting("compileTimeoutS", "compile_timeout_s", 1, 600, flag="--compile-timeout"),
     Setting("debounceMs", "debounce_ms", 0, 5000),
+    Setting("nvccCheck", "nvcc_check", choices=NVCC_CHECKS, optional=True),
+    Setting("nvccTimeoutS", "nvcc_timeout_s", 5, 600),
     Setting("apiKey", "api_key"),
     Setting("gpus", "gpus", flag="--gpus"),
     Setting("cluster", "cluster", flag="--cluster", restricted=True),

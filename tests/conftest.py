@@ -11,9 +11,14 @@ nvcc test (`skipif(find_nvcc() is None, ...)`) lands in its tier without remembe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Servers the tests start run no background nvcc check unless a test asks for one
+# (`cudaLlm.nvccCheck`): its verdict, seconds after a save, would race what they assert.
+os.environ.setdefault("CUDA_LLM_NVCC_CHECK", "off")
 
 HERE = Path(__file__).parent
 EDITOR_DIRS = ("nvim", "e2e")

@@ -28,6 +28,7 @@ from cuda_llm_lsp.config import STDS, Settings
 from cuda_llm_lsp.engine import (
     DEFAULT_TIMEOUT_S,
     TIMEOUT_CODE,
+    CompiledKernel,
     FileAnalysis,
     KernelInfo,
     NvccUnavailable,
@@ -135,6 +136,7 @@ def _run(args: argparse.Namespace) -> int:
             for h in analysis.header_kernels
             for instance in _instances(h.info)
         ]
+        file_kernels += [_library_json(name, k) for k in analysis.library_kernels]
         diagnostics.extend(file_diagnostics)
         kernels.extend(file_kernels)
         if args.format == "text":
@@ -215,6 +217,26 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
             print(f"{name}:{line}: kernel {label}: {note}")
             continue
         print(f"{name}:{line}: kernel {label}: {_figures(r)}")
+    for k in analysis.library_kernels:  # nvcc's: kernels of libraries the file instantiates
+        print(f"{name}: library kernel {k.name}: {_figures(k.resources)}")
+    if analysis.nvcc_note:
+        print(f"{name}: {analysis.nvcc_note}")
+
+
+def _library_json(name: str, kernel: CompiledKernel) -> dict[str, Any]:
+    r = kernel.resources
+    return {
+        "file": name,
+        "name": kernel.name,
+        "instance": None,
+        "library": True,  # nvcc compiled it; no definition in the file or its headers
+        "line": None,
+        "registers": r.registers,
+        "spill_stores": r.spill_stores,
+        "spill_loads": r.spill_loads,
+        "shared_bytes": r.shared_bytes,
+        "stack_bytes": r.stack_bytes,
+    }
 
 
 def _figures(r: Resources) -> str:

@@ -101,6 +101,11 @@ class FileAnalysis:
     # kernels defined in the file's own headers that the file instantiates (a non-template one,
     # or a template it launches): their spans are in `HeaderKernel.header`
     header_kernels: tuple[HeaderKernel, ...] = ()
+    # kernels nvcc compiled that no definition of the file or its headers matches (a library's:
+    # CUB, Thrust), with nvcc's figures; only the nvcc tier (`compile.nvcc_tier`) fills it
+    library_kernels: tuple[CompiledKernel, ...] = ()
+    # the nvcc tier's verdict merged in: "" (not run), else what it said (`nvcc_tier.merge`)
+    nvcc_note: str = ""
 
     @property
     def resources_pending(self) -> bool:
@@ -109,6 +114,15 @@ class FileAnalysis:
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.severity == "error")
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A kernel as nvcc's ptxas listed it: its symbol, its name as read, its figures."""
+
+    symbol: str
+    name: str  # "cub::DeviceRadixSortOnesweepKernel<...>"
+    resources: Resources
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.compile.types import Diagnostic, Severity
+from cuda_llm_lsp.compile.nvrtc import parse_ptxas
+from cuda_llm_lsp.compile.types import Diagnostic, Resources, Severity
 
 #: Environment variable naming an `nvcc` to use instead of the one found.
 NVCC_ENV = "CUDA_LLM_NVCC"
 DEFAULT_TIMEOUT_S = 120.0
+_POLL_S = 0.25  # how often a running compile asks whether it is still wanted
 _EDG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>error|warning|remark)"
                   r"(?: #(?P<code>[\w-]+))?: (?P<message>.*)$")  # fmt: skip
 _GCC = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+): (?P<severity>error|warning|"
@@ -48,6 +50,10 @@ class NvccResult:
     log: str  # nvcc's output as printed, the temporary path replaced by the file's name
     seconds: float
     timed_out: bool = False
+    stopped: bool = False  # given up because the caller no longer wanted it (`stop`)
+    # ptxas's figures per entry function (mangled symbol), with `resource_usage`: every kernel
+    # nvcc compiled, template instances that only host code launches included
+    resources: dict[str, Resources] = field(default_factory=dict)
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
@@ -95,13 +101,17 @@ def compile_file(
     defines: Sequence[str] = (),
     std: str | None = None,
     extra_flags: Sequence[str] = (),
+    resource_usage: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> NvccResult:
     """Compile `text` (the whole file, host and device code) to an object with `nvcc -c`.
 
     `path` is where the file lives: its directory is searched for `#include "..."` and its name is
-    used in messages; `object_path`: where to keep the object (else it is deleted). Raises
-    `NvccUnavailable` when no nvcc is found; a compile that fails or outlives `timeout` is a
-    result, not an exception.
+    used in messages; `object_path`: where to keep the object (else it is deleted);
+    `resource_usage`: ptxas reports every kernel's registers, spills and memory (`-Xptxas -v`);
+    `stop`: asked while nvcc runs; when it says so the compile is killed (a newer text came).
+    Raises `NvccUnavailable` when no nvcc is found; a compile that fails, outlives `timeout` or
+    is stopped is a result, not an exception.
     """
     binary = nvcc or find_nvcc()
     if binary is None:
@@ -125,6 +135,8 @@ def compile_file(
         if std:
             command += [f"-std={std}"]
         command += list(extra_flags)
+        if resource_usage:
+            command += ["-Xptxas", "-v"]
         start = time.monotonic()
         with subprocess.Popen(
             command,
@@ -135,11 +147,19 @@ def compile_file(
             env=child_env(),
             start_new_session=True,  # its own process group: cicc, ptxas, gcc die with it
         ) as process:
-            try:
-                stdout, stderr = process.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(process)
-                return NvccResult(False, (), "", time.monotonic() - start, timed_out=True)
+            while True:
+                left = timeout - (time.monotonic() - start)
+                try:
+                    stdout, stderr = process.communicate(timeout=max(0.01, min(_POLL_S, left)))
+                    break
+                except subprocess.TimeoutExpired:
+                    stopped = stop is not None and stop()
+                    if stopped or left <= _POLL_S:
+                        _kill_group(process)
+                        seconds = time.monotonic() - start
+                        return NvccResult(
+                            False, (), "", seconds, timed_out=not stopped, stopped=stopped
+                        )
         seconds = time.monotonic() - start
         log = (stdout + stderr).replace(str(source), name)
     diagnostics = tuple(_diagnostics(log, name))
@@ -147,7 +167,8 @@ def compile_file(
     if not ok and not any(d.severity == "error" for d in diagnostics):
         first = next((line for line in log.splitlines() if line.strip()), "nvcc failed")
         diagnostics += (Diagnostic(1, 1, 1, 1, "error", first),)
-    return NvccResult(ok, diagnostics, log, seconds)
+    resources = parse_ptxas(log) if resource_usage and ok else {}
+    return NvccResult(ok, diagnostics, log, seconds, resources=resources)
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

@@ -482,7 +482,9 @@ def parse_ptxas(log: str) -> dict[str, Resources]:
     entry: str | None = None
     properties_of: str | None = None
     for line in log.split("\n"):
-        if not line.startswith("ptxas"):
+        if not line.startswith("ptxas"):  # nvcc indents the stack frame line instead
+            if (m := _FRAME.search(line)) and properties_of is not None:
+                frames[properties_of] = (int(m["stack"]), int(m["stores"]), int(m["loads"]))
             continue
         if m := _ENTRY.search(line):
             entry = m.group("name")

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from cuda_llm_lsp.cancel import CancelToken
     from cuda_llm_lsp.compile.analysis import (
         DEFAULT_MAX_FILE_CHARS,
+        CompiledKernel,
         FileAnalysis,
         KernelInfo,
         add_resources,
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
         close_shared_pool,
         shared_pool,
     )
-    from cuda_llm_lsp.compile.nvcc import NvccUnavailable
-    from cuda_llm_lsp.compile.nvcc_tier import with_nvcc
+    from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable, find_nvcc
+    from cuda_llm_lsp.compile.nvcc_tier import merge_nvcc, run_nvcc, with_nvcc
     from cuda_llm_lsp.engine import peaks, vendor
     from cuda_llm_lsp.engine.actions import (
         benchmark_in_file,
@@ -170,6 +171,11 @@ _WHERE = {
     "shared_pool": "cuda_llm_lsp.compile.isolated",
     "TIMEOUT_CODE": "cuda_llm_lsp.compile.isolated",
     "NvccUnavailable": "cuda_llm_lsp.compile.nvcc",
+    "NvccResult": "cuda_llm_lsp.compile.nvcc",
+    "find_nvcc": "cuda_llm_lsp.compile.nvcc",
+    "CompiledKernel": "cuda_llm_lsp.compile.analysis",
+    "merge_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
+    "run_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
     "with_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
     "summary_line": "cuda_llm_lsp.evaluate.format",
     "tune_in_file": "cuda_llm_lsp.engine.actions",
@@ -201,6 +207,7 @@ __all__ = [
     "CancelToken",
     "CandidateEvaluated",
     "CandidateStage",
+    "CompiledKernel",
     "ConfigurationMeasured",
     "Event",
     "FileAnalysis",
@@ -210,6 +217,7 @@ __all__ = [
     "KernelInfo",
     "LineProfile",
     "LlmFactory",
+    "NvccResult",
     "NvccUnavailable",
     "OptimizeOutcome",
     "Profiler",
@@ -241,6 +249,7 @@ __all__ = [
     "detached",
     "evaluator_for",
     "evaluator_problem",
+    "find_nvcc",
     "format_ms",
     "gpu_evaluator",
     "history_for_run",
@@ -249,6 +258,7 @@ __all__ = [
     "make_evaluator",
     "make_llm",
     "make_profiler",
+    "merge_nvcc",
     "normalize_arch",
     "open_history",
     "optimize_in_file",
@@ -259,6 +269,7 @@ __all__ = [
     "recorded_shape",
     "roofline",
     "run_fsr",
+    "run_nvcc",
     "shared_pool",
     "summary_line",
     "tune_in_file",

@@ -6,8 +6,10 @@ Clicking the resources lens shows the hover's facts (resources, spec, last resul
 so the lens is never a dead link.
 
 Lenses sit on the kernels of the last analysis; a client that does not ask for code lenses
-(Neovim 0.7 without a plugin) simply never calls this. The state asks clients to refresh them
-(`CudaLlmServer.refresh_code_lenses`) after an analysis and when a job starts or ends.
+(Neovim 0.7 without a plugin) simply never calls this. Kernels of the file's headers get their
+lens on the `#include` line; the library kernels the nvcc tier found, one summary on line 1.
+The state asks clients to refresh them (`CudaLlmServer.refresh_code_lenses`) after an analysis
+and when a job starts or ends.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from lsprotocol import types
 
 from cuda_llm_lsp.lsp import commands
-from cuda_llm_lsp.lsp.kernel_facts import plain_summary, resources_line
+from cuda_llm_lsp.lsp.kernel_facts import info_line, library_list, plain_summary
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 
@@ -33,26 +35,36 @@ def register(server: CudaLlmServer) -> None:
 
     @commands.kernel_command(server, commands.RESOURCES)
     async def show_resources(ls: CudaLlmServer, uri: str, kernel: str) -> bool:
-        """The kernel's resources, spec and last result as a message (the hover, on a click)."""
+        """The kernel's resources, spec and last result as a message (the hover, on a click);
+        a header kernel's resources; the library kernels nvcc compiled (`LIBRARY`)."""
         state = ls.documents.get(uri)
         analysis = state.analysis if state is not None else None
-        info = (
-            next((i for i in analysis.kernels if i.kernel.name == kernel), None)
-            if analysis
-            else None
-        )
-        if info is None:
-            if analysis is None:
-                ls.message(f"cuda-llm: {uri} is still being compiled; try again in a moment")
-                return False
-            return await commands.known_kernel(ls, uri, kernel)
-        ls.message(plain_summary(info, ls.reports.get((uri, kernel))))
-        return True
+        if analysis is None:
+            ls.message(f"cuda-llm: {uri} is still being compiled; try again in a moment")
+            return False
+        if kernel == LIBRARY and analysis.library_kernels:
+            ls.message("cuda-llm: kernels nvcc compiled from libraries: " + "; ".join(
+                library_list(analysis.library_kernels).splitlines()
+            ))  # fmt: skip
+            return True
+        info = next((i for i in analysis.kernels if i.kernel.name == kernel), None)
+        if info is not None:
+            ls.message(plain_summary(info, ls.reports.get((uri, kernel))))
+            return True
+        header = next((h for h in analysis.header_kernels if h.info.kernel.name == kernel), None)
+        if header is not None:
+            ls.message(f"cuda-llm: {header.header}: {info_line(header.info)}")
+            return True
+        return await commands.known_kernel(ls, uri, kernel)
+
+
+#: The resources lens's `kernel` argument for the library kernels' summary lens.
+LIBRARY = "(library kernels)"
 
 
 def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLens]:
     lines = split_lines(analysis.text)
-    found: list[types.CodeLens] = []
+    found = _compiled_elsewhere(uri, analysis)
     for info in analysis.kernels:
         name = info.kernel.name
         where = to_range(lines, info.kernel.name_span, server.codec)
@@ -62,7 +74,7 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
             types.CodeLens(
                 range=where,
                 command=types.Command(
-                    title=resources_line(name, info.resources, info.symbol_note),
+                    title=info_line(info),
                     command=commands.RESOURCES,
                     arguments=args,
                 ),
@@ -108,6 +120,41 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
             types.CodeLens(
                 range=where,
                 command=types.Command(title="Profile", command=commands.PROFILE, arguments=args),
+            )
+        )
+    return found
+
+
+def _compiled_elsewhere(uri: str, analysis: Any) -> list[types.CodeLens]:
+    """Resources lenses for kernels defined outside the file: a header's kernel on the
+    `#include` that brings it in; the library kernels nvcc compiled, summed up on line 1."""
+    found: list[types.CodeLens] = []
+    for h in analysis.header_kernels:
+        row = max(0, h.include_line - 1)
+        found.append(
+            types.CodeLens(
+                range=types.Range(start=types.Position(row, 0), end=types.Position(row, 0)),
+                command=types.Command(
+                    title=f"{h.header}: {info_line(h.info)}",
+                    command=commands.RESOURCES,
+                    arguments=[{"uri": uri, "kernel": h.info.kernel.name}],
+                ),
+            )
+        )
+    library = analysis.library_kernels
+    if library:
+        registers = sorted(k.resources.registers for k in library)
+        spread = (
+            f"{registers[0]}–{registers[-1]}" if registers[0] != registers[-1] else registers[0]
+        )
+        found.append(
+            types.CodeLens(
+                range=types.Range(start=types.Position(0, 0), end=types.Position(0, 0)),
+                command=types.Command(
+                    title=f"nvcc: {len(library)} library kernels · {spread} regs",
+                    command=commands.RESOURCES,
+                    arguments=[{"uri": uri, "kernel": LIBRARY}],
+                ),
             )
         )
     return found

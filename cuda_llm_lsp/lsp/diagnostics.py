@@ -4,8 +4,9 @@ Opening a document analyses it after `OPEN_DELAY_S` (a burst of opens and closes
 previews and "Replace in files" send, costs no compile for a document closed that soon), saving
 at once, a change after the debounce (`cudaLlm.debounceMs`), closing clears its diagnostics and
 drops its queued work. The state runs the analysis and publishes only results that match the
-document's current version (`CudaLlmServer.schedule_analysis`). A change or save of a document
-that is not open is logged and ignored: the server never reads the file itself.
+document's current version (`CudaLlmServer.schedule_analysis`). Saves (and quiet spells, with
+`cudaLlm.nvccCheck` `pause`) also start the nvcc tier (`lsp.nvcc_check`). A change or save of a
+document that is not open is logged and ignored: the server never reads the file itself.
 """
 
 from __future__ import annotations
@@ -27,16 +28,19 @@ def register(server: CudaLlmServer) -> None:
     def did_open(ls: CudaLlmServer, params: types.DidOpenTextDocumentParams) -> None:
         if ls.open_document(params.text_document.uri) is not None:
             ls.schedule_analysis(params.text_document.uri, delay_s=OPEN_DELAY_S)
+            ls.nvcc.opened(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CudaLlmServer, params: types.DidChangeTextDocumentParams) -> None:
         if _is_open(ls, params.text_document.uri, "change"):
             ls.schedule_analysis(params.text_document.uri, delay_s=ls.settings.debounce_ms / 1000)
+            ls.nvcc.changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CudaLlmServer, params: types.DidSaveTextDocumentParams) -> None:
         if _is_open(ls, params.text_document.uri, "save"):
             ls.schedule_analysis(params.text_document.uri, delay_s=0.0)
+            ls.nvcc.saved(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CudaLlmServer, params: types.DidCloseTextDocumentParams) -> None:

@@ -15,20 +15,46 @@ from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.lsp.results import KernelReport
 
 
-def resources_line(name: str, resources: Resources | None, why: str = "") -> str:
+def resources_line(
+    name: str, resources: Resources | None, why: str = "", instances: int = 0
+) -> str:
     """'saxpy · 24 regs · 0 B spill · 0 B smem' (or `why` there are no figures: the analysis's
-    `KernelInfo.symbol_note`)."""
+    `KernelInfo.symbol_note`); a template with several `instances` says how many (the hover
+    lists them)."""
     if resources is None:
         return f"{name} · {why or 'no resource figures'}"
+    text = f"{name} · {figures(resources)}"
+    if instances > 1:
+        text += f" · {instances} instances"
+    return text
+
+
+def figures(resources: Resources) -> str:
+    """'24 regs · 0 B spill · 0 B smem' (and stack, constant memory when there are any)."""
     spill = resources.spill_stores + resources.spill_loads
-    text = (
-        f"{name} · {resources.registers} regs · {spill} B spill · {resources.shared_bytes} B smem"
-    )
+    text = f"{resources.registers} regs · {spill} B spill · {resources.shared_bytes} B smem"
     if resources.stack_bytes:
         text += f" · {resources.stack_bytes} B stack"
     if resources.constant_bytes:
         text += f" · {resources.constant_bytes} B const"
     return text
+
+
+def info_line(info: Any) -> str:
+    """A `KernelInfo`'s resources line: its first instance's figures, and how many there are."""
+    return resources_line(info.kernel.name, info.resources, info.symbol_note, len(info.instances))
+
+
+def instance_list(info: Any) -> str | None:
+    """Each instance of a template and its figures, in Markdown (None for fewer than two)."""
+    if len(info.instances) < 2:
+        return None
+    return "\n".join(f"- `{name}`: {figures(r)}" for name, r in info.instances.items())
+
+
+def library_list(kernels: Any) -> str:
+    """The kernels nvcc compiled from libraries (`FileAnalysis.library_kernels`), one a line."""
+    return "\n".join(f"{k.name}: {figures(k.resources)}" for k in kernels)
 
 
 @dataclass(frozen=True)
@@ -41,6 +67,7 @@ class _Facts:
     spec: str  # Markdown: *emphasis* and paragraphs
     last_result: str | None
     table: str | None  # Markdown: a tuning's configurations
+    instances: str | None = None  # Markdown: a template's instances and their figures
 
 
 def _facts(info: Any, report: KernelReport | None) -> _Facts:
@@ -49,11 +76,12 @@ def _facts(info: Any, report: KernelReport | None) -> _Facts:
     bounds = kernel.launch_bounds
     return _Facts(
         signature=f"__global__ void {kernel.name}({params})",
-        resources=resources_line(kernel.name, info.resources, info.symbol_note),
+        resources=info_line(info),
         launch_bounds=f"__launch_bounds__({bounds})" if bounds else None,
         spec=spec_summary(info),
         last_result=report.info if report is not None else None,
         table=report.table if report is not None else None,
+        instances=instance_list(info),
     )
 
 
@@ -61,6 +89,8 @@ def describe(info: Any, report: KernelReport | None) -> str:
     """The hover, in Markdown."""
     facts = _facts(info, report)
     parts = [f"```cuda\n{facts.signature}\n```", facts.resources]
+    if facts.instances:
+        parts.append(facts.instances)
     if facts.launch_bounds:
         parts.append(f"`{facts.launch_bounds}`")
     parts.append(facts.spec)
@@ -75,6 +105,8 @@ def plain_summary(info: Any, report: KernelReport | None) -> str:
     """The hover's facts as one plain-text message (what the resources lens shows on a click)."""
     facts = _facts(info, report)
     parts = [facts.resources]
+    if facts.instances:
+        parts.append(facts.instances.replace("- ", "").replace("`", "").replace("\n", ", "))
     if facts.launch_bounds:
         parts.append(facts.launch_bounds)
     parts.append(facts.spec.replace("*", "").replace("\n\n", " · "))

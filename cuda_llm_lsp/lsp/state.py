@@ -56,6 +56,7 @@ from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
 from cuda_llm_lsp.lsp.document import LspWorkspace
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobManager
+from cuda_llm_lsp.lsp.nvcc_check import NvccChecker
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.protocol import CudaLlmProtocol
 from cuda_llm_lsp.lsp.results import KernelReport, Suggestion
@@ -87,6 +88,7 @@ class DocumentState:
 
     uri: str
     analysis: Any = None  # analysis.FileAnalysis of `version`'s text, the last one published
+    fast: Any = None  # the fast tier's own of the same text (`analysis` is it with nvcc's merged)
     version: int | None = None
     diagnostics: list[types.Diagnostic] = field(default_factory=list)  # compile + spec
     generation: int = 0  # bumped by every change; a debounced analysis runs only if still current
@@ -137,6 +139,8 @@ class CudaLlmServer(LanguageServer):
         # The GPUs of the current `cudaLlm.gpus` / `cudaLlm.cluster`: every job leases them.
         self.gpus = GpuService(lambda: self.evaluator_factory(self.settings))
         self._tasks: set[asyncio.Task[Any]] = set()
+        # the nvcc tier: whole-file nvcc checks after saves, merged over the fast tier's view
+        self.nvcc = NvccChecker(self)
 
     # --- documents -------------------------------------------------------------------------
 
@@ -187,6 +191,7 @@ class CudaLlmServer(LanguageServer):
         return text, next((k for k in found if k.name == name), None)
 
     def forget(self, uri: str) -> None:
+        self.nvcc.forget(uri)
         self.documents.pop(uri, None)
         self._kernels.pop(uri, None)
 
@@ -216,6 +221,7 @@ class CudaLlmServer(LanguageServer):
 
     def reanalyze_all(self) -> None:
         """After a settings change: every open document again, at once."""
+        self.nvcc.forget_all()
         for uri in list(self.documents):
             self.schedule_analysis(uri, delay_s=0.0)
 
@@ -260,12 +266,10 @@ class CudaLlmServer(LanguageServer):
         if doc.version != version or doc.source != text:
             log.debug("dropping the analysis of %s version %s: now %s", uri, version, doc.version)
             return
-        state.analysis, state.version = analysis, version
-        state.diagnostics = compile_diagnostics.convert(text, analysis.diagnostics, self.codec)
+        state.fast, state.version = analysis, version
         results.forget_changed(self.reports, uri, analysis)
         profile_results.forget_changed(self.profiles, uri, analysis)
-        self.publish_diagnostics(uri)
-        self.refresh_code_lenses()  # lenses sit on the analysis: the first one makes them appear
+        self.show_analysis(uri)
         if self.codegen is not None and getattr(analysis, "resources_pending", False):
             self.spawn(
                 self._generate_code(uri, state, generation, analysis), f"code generation of {uri}"
@@ -296,14 +300,24 @@ class CudaLlmServer(LanguageServer):
                 return
             log.exception("code generation for %s failed", uri)
             return
-        if superseded() or analysis is front or state.analysis is not front:
+        if superseded() or analysis is front or state.fast is not front:
             return  # a newer edit or settings change: its own analysis follows
+        state.fast = analysis
+        self.show_analysis(uri)
+
+    def show_analysis(self, uri: str) -> None:
+        """Show the fast tier's last analysis of `uri`, with nvcc's verdict on the same text
+        merged in when there is one: diagnostics, lenses."""
+        state = self.documents.get(uri)
+        if state is None or state.fast is None:
+            return
+        analysis = self.nvcc.merged(uri, state.fast)
         state.analysis = analysis
         state.diagnostics = compile_diagnostics.convert(
             analysis.text, analysis.diagnostics, self.codec
         )
         self.publish_diagnostics(uri)
-        self.refresh_code_lenses()
+        self.refresh_code_lenses()  # lenses sit on the analysis: the first one makes them appear
 
     def _nvrtc_missing(self, detail: str) -> None:
         if self.nvrtc_problem is None:
@@ -412,6 +426,7 @@ class CudaLlmServer(LanguageServer):
     def stop_compiles(self) -> None:
         """Kill the compile processes (a waiting compile returns at once) and drop queued work."""
         self.compiles_stopped = True
+        self.nvcc.stop()
         self.compile_pool.shutdown(wait=False, cancel_futures=True)
         self.codegen_pool.shutdown(wait=False, cancel_futures=True)
         close_shared_pool()

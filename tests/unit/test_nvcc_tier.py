@@ -75,3 +75,82 @@ def test_a_fast_tier_error_nvcc_does_not_report_is_withdrawn(tmp_path: Path) -> 
     status, full = check(tmp_path, files, "--nvcc")
     assert status == 0 and full["diagnostics"] == [], full
     assert full["kernels"][0]["name"] == "k"
+
+
+HOST_LAUNCHED = {
+    "kernels.cuh": "#pragma once\n"
+    "template <typename T, int B> __global__ void tile(T* o) {\n"
+    "  __shared__ T s[B];\n"
+    "  s[threadIdx.x] = o[threadIdx.x]; __syncthreads(); o[threadIdx.x] = s[B - 1 - threadIdx.x];\n"
+    "}\n",
+    "main.cu": '#include "kernels.cuh"\n'
+    "#include <cub/block/block_reduce.cuh>\n"
+    "template <typename T, int B> __global__ void fill(T* o) {\n"
+    "  __shared__ T s[B];\n"
+    "  s[threadIdx.x] = o[threadIdx.x]; __syncthreads(); o[threadIdx.x] = s[B - 1 - threadIdx.x];\n"
+    "}\n"
+    "template <typename T> void run(T* p) {\n"  # host code alone instantiates these
+    "  fill<T, 256><<<1, 256>>>(p);\n  fill<T, 64><<<1, 64>>>(p);\n  tile<T, 128><<<1, 128>>>(p);\n"
+    "}\n"
+    "namespace ns { __global__ void plain(float* o) { o[threadIdx.x] = 1.0f; } }\n"
+    "int main() { run<float>(nullptr); run<int>(nullptr); ns::plain<<<1, 1>>>(nullptr); }\n",
+}
+
+
+def ptxas_registers(tmp_path: Path) -> dict[str, int]:
+    """Registers per entry function as nvcc -Xptxas -v prints them, read independently."""
+    nvcc = find_nvcc()
+    assert nvcc is not None
+    done = subprocess.run(
+        [str(nvcc), "-c", "main.cu", "-o", "main.o", "-arch=sm_90", "-Xptxas", "-v"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found: dict[str, int] = {}
+    entry = None
+    for line in (done.stdout + done.stderr).splitlines():
+        if "Compiling entry function" in line:
+            entry = line.split("'")[1]
+        elif entry and "Used " in line:
+            found[entry] = int(line.split("Used ")[1].split()[0])
+            entry = None
+    return found
+
+
+def test_nvcc_gives_every_instance_host_code_launches_its_own_figures(tmp_path: Path) -> None:
+    """Template kernels only host templates launch: the fast tier has no figures for them; the
+    nvcc tier lists each instance ptxas compiled, with ptxas's registers and shared memory."""
+    _, fast = check(tmp_path, HOST_LAUNCHED, "--arch", "sm_90")
+    assert not any(k["registers"] for k in fast["kernels"] if k["name"] == "fill")
+    status, full = check(tmp_path, HOST_LAUNCHED, "--arch", "sm_90", "--nvcc")
+    assert status == 0, full["diagnostics"]
+    fill = {k["instance"]: k for k in full["kernels"] if k["name"] == "fill"}
+    assert set(fill) == {"fill<float, 256>", "fill<float, 64>", "fill<int, 256>", "fill<int, 64>"}
+    assert fill["fill<float, 256>"]["shared_bytes"] == 1024
+    assert fill["fill<int, 64>"]["shared_bytes"] == 256
+    assert all(k["line"] == 3 for k in fill.values())
+    tile = [k for k in full["kernels"] if k["name"] == "tile"]  # defined in the header
+    assert {k["file"] for k in tile} == {"kernels.cuh"} and len(tile) == 2
+    (plain,) = [k for k in full["kernels"] if k["name"] == "plain"]
+    assert plain["registers"] and plain["line"] == 12
+    listed = sorted(k["registers"] for k in full["kernels"])
+    assert listed == sorted(ptxas_registers(tmp_path).values())  # every kernel, nvcc's figures
+
+
+CUB_REDUCE = {
+    "main.cu": "#include <cub/cub.cuh>\n"
+    "__global__ void mine(float* o) { o[threadIdx.x] = 2.0f; }\n"
+    "int main() {\n"
+    "  float *in = nullptr, *out = nullptr; void* tmp = nullptr; size_t bytes = 0;\n"
+    "  cub::DeviceReduce::Sum(tmp, bytes, in, out, 1024);\n"
+    "  mine<<<1, 32>>>(out);\n}\n"
+}
+
+
+def test_library_kernels_nvcc_compiles_are_listed_as_the_librarys(tmp_path: Path) -> None:
+    status, full = check(tmp_path, CUB_REDUCE, "--arch", "sm_90", "--nvcc")
+    assert status == 0, full["diagnostics"]
+    library = [k for k in full["kernels"] if k.get("library")]
+    assert library and all(k["name"].startswith("cub::") for k in library)
+    assert any("DeviceReduceKernel<" in k["name"] for k in library)
+    assert [k["name"] for k in full["kernels"] if not k.get("library")] == ["mine"]

@@ -161,6 +161,20 @@ def test_parse_ptxas_reads_spills_stack_and_shared() -> None:
     assert r.constant_bytes == 380
 
 
+def test_parse_ptxas_reads_nvccs_indented_stack_frame_line() -> None:
+    """nvcc prints the stack frame line indented, not behind "ptxas": its spills count too."""
+    log = (
+        "ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_90'\n"
+        "ptxas info    : Function properties for _Z3fooPf\n"
+        "    16 bytes stack frame, 20 bytes spill stores, 24 bytes spill loads\n"
+        "ptxas info    : Used 64 registers, used 1 barriers, 1024 bytes smem\n"
+    )
+    (r,) = parse_ptxas(log).values()
+    assert (r.registers, r.stack_bytes, r.spill_stores, r.spill_loads, r.shared_bytes) == (
+        64, 16, 20, 24, 1024,
+    )  # fmt: skip
+
+
 def test_ptxas_error_without_a_line_is_reported_with_the_kernel_name() -> None:
     unit = DeviceUnit(text="", name="a.cu", include_dirs=())
     log = "ptxas error   : Entry function '_Z1kPf' uses too much shared data (0x10000 bytes)\n"
