@@ -54,6 +54,7 @@ class NvccResult:
     # ptxas's figures per entry function (mangled symbol), with `resource_usage`: every kernel
     # nvcc compiled, template instances that only host code launches included
     resources: dict[str, Resources] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # symbol -> as read (`compile.mangled`)
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:

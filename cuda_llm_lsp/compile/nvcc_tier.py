@@ -66,7 +66,7 @@ def run_nvcc(
     then the settings'), ptxas's figures included. Raises `NvccUnavailable`."""
     settings = with_project_flags(settings, path)
     options = compile_options(settings)
-    return compile_file(
+    result = compile_file(
         text,
         path,
         include_paths=options.include_paths,
@@ -78,6 +78,9 @@ def run_nvcc(
         resource_usage=True,
         stop=stop,
     )
+    if not result.resources:
+        return result
+    return replace(result, names=display_names(list(result.resources), find_nvcc()))
 
 
 def merge_nvcc(analysis: FileAnalysis, result: NvccResult, timeout: float) -> FileAnalysis:
@@ -105,13 +108,15 @@ def merge_nvcc(analysis: FileAnalysis, result: NvccResult, timeout: float) -> Fi
     verdict = "compiles" if result.ok else f"{len(result.errors)} errors"
     merged = replace(merged, nvcc_note=f"nvcc: {verdict} ({result.seconds:.1f} s)")
     if result.ok and result.resources:
-        merged = _with_resources(merged, result.resources)
+        merged = _with_resources(merged, result.resources, result.names)
     return merged
 
 
-def _with_resources(analysis: FileAnalysis, found: dict[str, Resources]) -> FileAnalysis:
+def _with_resources(
+    analysis: FileAnalysis, found: dict[str, Resources], shown: dict[str, str]
+) -> FileAnalysis:
     """Every kernel's figures as ptxas reported them to nvcc, on the kernel they belong to."""
-    names = display_names(list(found), find_nvcc())
+    names = {symbol: shown.get(symbol, symbol) for symbol in found}
     by_base: dict[str, list[str]] = {}
     for symbol in found:
         by_base.setdefault(base_name(symbol) or symbol, []).append(symbol)
