@@ -7,7 +7,7 @@ a thread of its own, and a change, a close or a settings change stops a running 
 process group is killed) and drops its result. A result is kept per document with the text it
 compiled and shown only while the document has that text: typing brings the fast tier's view
 back until the next check. Where no nvcc is found the tier says so once in the log and stays
-quiet.
+quiet; in an untrusted workspace it is off (it runs the host compiler on the workspace's files).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from cuda_llm_lsp.config import Settings, nvcc_check_mode
-from cuda_llm_lsp.engine import NvccResult, NvccUnavailable, merge_nvcc, run_nvcc
+from cuda_llm_lsp.engine import NvccResult, NvccUnavailable, Trust, merge_nvcc, run_nvcc
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ class _Server(Protocol):
     """What the checker needs of `lsp.state.CudaLlmServer` (which owns it)."""
 
     settings: Settings
+    trust: Trust
 
     def document(self, uri: str) -> TextDocument | None: ...
     def path_of(self, uri: str) -> Path | None: ...
@@ -74,6 +75,9 @@ class NvccChecker:
 
     @property
     def mode(self) -> str:
+        """`off` in an untrusted workspace: a host compiler does not run on its files unasked."""
+        if not self.server.trust.trusted:
+            return "off"
         return nvcc_check_mode(self.server.settings)
 
     def saved(self, uri: str) -> None:

@@ -121,8 +121,19 @@ def test_pause_checks_without_a_save(server: RawServer, tmp_path: Path) -> None:
     assert checked
 
 
-def test_off_runs_no_nvcc(server: RawServer, tmp_path: Path) -> None:
-    server.initialize('{"cudaLlm": {"debounceMs": 0, "nvccCheck": "off"}}')
+@pytest.mark.parametrize(
+    "options",
+    [
+        '{"cudaLlm": {"debounceMs": 0, "nvccCheck": "off"}}',
+        # an untrusted workspace: no host compiler on its files, whatever the setting
+        '{"cudaLlm": {"debounceMs": 0, "nvccCheck": "save"}, "workspaceTrusted": false}',
+    ],
+    ids=["off", "untrusted"],
+)
+def test_no_nvcc_runs_when_off_or_untrusted(
+    server: RawServer, tmp_path: Path, options: str
+) -> None:
+    server.initialize(options)
     uri = server.open(tmp_path / "main.cu", HOST_ERROR)
     published(server, uri, 1, lambda d: d != [], 60)
     save(server, uri)
