@@ -130,8 +130,8 @@ def compile_file(
             command += [f"-arch={arch}"]
         if path is not None:
             command += ["-I", str(path.resolve().parent)]
-        for include in include_paths:
-            command += ["-I", include]
+        for include in include_paths:  # nvcc runs in the temporary directory: absolute paths
+            command += ["-I", os.path.abspath(include)]
         command += [f"-D{d}" for d in defines if d.strip()]
         if std:
             command += [f"-std={std}"]

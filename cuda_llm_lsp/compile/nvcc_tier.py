@@ -135,8 +135,9 @@ def _with_resources(
             return info  # nvcc compiled no instance of it: the fast tier's figures stay
         taken.update(symbols)
         first = symbols[0]
-        if not kernel.is_template:
-            return replace(info, resources=found[first], pending=False)
+        if not kernel.is_template:  # its one instance, under the fast tier's key if any
+            instances = {key: found[first] for key in info.instances}
+            return replace(info, resources=found[first], pending=False, instances=instances)
         instances = {names[s]: found[s] for s in symbols}
         return replace(
             info, resources=found[first], name_expression=names[first], pending=False,

@@ -154,3 +154,14 @@ def test_library_kernels_nvcc_compiles_are_listed_as_the_librarys(tmp_path: Path
     assert library and all(k["name"].startswith("cub::") for k in library)
     assert any("DeviceReduceKernel<" in k["name"] for k in library)
     assert [k["name"] for k in full["kernels"] if not k.get("library")] == ["mine"]
+
+
+def test_a_relative_include_directory_reaches_nvcc(tmp_path: Path) -> None:
+    """nvcc runs in a temporary directory: `-I inc` must mean the caller's `inc`."""
+    files = {
+        "inc/scale.h": "#pragma once\n__device__ inline float scale(float x) { return 2 * x; }\n",
+        "main.cu": "#include <scale.h>\n"
+        "__global__ void k(float* o) { o[threadIdx.x] = scale(o[threadIdx.x]); }\n",
+    }
+    status, full = check(tmp_path, files, "-I", "inc", "--nvcc")
+    assert status == 0 and full["diagnostics"] == [], full["diagnostics"]
