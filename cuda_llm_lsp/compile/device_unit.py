@@ -149,6 +149,7 @@ def build_device_unit(
             dropped.add(line_no)
         for message, severity in state.take_problems():
             problems.append(IncludeProblem(span, message, severity))
+    state.reblank_headers()
     state.register_aliases()
     if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
         body, _, _ = _blank_host_code(text, state.macros, parsed)  # the same tree, walked again
@@ -183,6 +184,9 @@ class _IncludeState:
     conditional: bool = False  # the #include being resolved is under a platform test
     names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
     aliases: list[tuple[str, Path]] = field(default_factory=list)  # later spellings
+    # header name -> (its text, the rows of its include lines left out, the execution-space
+    # macros known when it was blanked): `reblank_headers` walks it again once more are known
+    blanked: dict[str, tuple[str, frozenset[int], frozenset[str]]] = field(default_factory=dict)
 
     def register_aliases(self) -> None:
         """Give every later spelling of a header the text registered under its first one."""
@@ -194,6 +198,21 @@ class _IncludeState:
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
         return problems
+
+    def reblank_headers(self) -> None:
+        """Blank again each header that uses an execution-space macro defined after it was
+        blanked. A header is blanked before its own includes are read (they come out of the
+        blanking), so `CUTLASS_HOST_DEVICE` from a header it includes, or one that an include
+        cycle reaches later, was unknown then: its functions looked host-only and were cut."""
+        for name, (text, dropped, known) in self.blanked.items():
+            later = [m for m in self.macros if m not in known and m in text]
+            if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
+                continue
+            body, _, _ = _blank_host_code(text, self.macros, _parse(text))
+            lines = body.split("\n")
+            for row in dropped:
+                lines[row] = " " * len(lines[row])
+            self.headers[name] = _blank_line_directives("\n".join(lines))
 
 
 def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> Path | None:
@@ -335,10 +354,12 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.pending.append((f'include file "{name}" not read: {refused}', "error"))
         return None
     text = normalized(raw.decode("utf-8", errors="replace"))
+    known = frozenset(state.macros)
     body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
     state.macros.update(macros)
     lines = body.split("\n")
     names = [name]
+    dropped: set[int] = set()
     for line_no, inner, quoted, _span, conditional in includes:
         where = f' (included from "{name}" line {line_no + 1})'
         state.conditional = conditional
@@ -346,7 +367,9 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         names.extend(nested)
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
+            dropped.add(line_no)
     state.headers[name] = _blank_line_directives("\n".join(lines))
+    state.blanked[name] = (text, frozenset(dropped), known | frozenset(macros))
     state.names[resolved] = name
     return names
 
@@ -619,6 +642,7 @@ class _Walker:
         body = node.child_by_field_name("body")
         if body is None:
             return
+        prefix: tree_sitter.Node | None = None
         for member in body.named_children:
             target = member
             if member.type == "template_declaration":
@@ -627,12 +651,30 @@ class _Walker:
                     member,
                 )
             if target.type == "function_definition":
-                if not self._is_device_function(target) and not self._is_defaulted(target):
+                if prefix is not None and set(_WORD.findall(self.text(prefix))) & (
+                    _DEVICE_WORDS | self.device_macros
+                ):
+                    pass  # `HD explicit S(float x) {...}`: the head before `explicit` is device
+                elif not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
+                    if prefix is not None:
+                        self.blank(prefix)
             elif target.type in ("field_declaration", "declaration") and (
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
+            prefix = member if self._head_cut_at_explicit(member) else None
+
+    def _head_cut_at_explicit(self, node: tree_sitter.Node) -> bool:
+        """tree-sitter reads `MACRO explicit S(float x) {...}` as a member `MACRO explicit`
+        with a missing `;`, then a function with no head: that member is the function's head."""
+        last = node.children[-1] if node.children else None
+        return (
+            node.type == "field_declaration"
+            and last is not None
+            and last.is_missing
+            and self.text(node).split()[-1:] == ["explicit"]
+        )
 
     def _names_host_type(self, node: tree_sitter.Node) -> bool:
         """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""

@@ -1,0 +1,76 @@
+"""Large template libraries (CUTLASS/CuTe, CUB, Thrust): checked, not skipped (issue 28, item 5).
+
+Small planted stand-ins for what CUTLASS-sized files need, not library code: an
+execution-space macro defined in a header that the header using it includes, and a device
+unit far bigger than a compile on every edit was allowed before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuda_llm_lsp.compile.analysis import analyze
+from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.config import Settings
+
+VALUE_H = """\
+#pragma once
+#include "defs.h"
+struct Value {
+  float v;
+  LIB_HD explicit Value(float x) : v(x) {}
+  LIB_HD float get() const { return v; }
+};
+LIB_HD float twice(Value a) { return 2 * a.get(); }
+"""
+DEFS_H = "#pragma once\n#define LIB_HD __forceinline__ __device__ __host__\n"
+KERNEL = '#include "value.h"\n__global__ void k(float* x) { x[0] = twice(Value(x[1])); }\n'
+
+
+def _library(tmp_path: Path) -> Path:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "defs.h").write_text(DEFS_H)
+    (tmp_path / "lib" / "value.h").write_text(VALUE_H)
+    source = tmp_path / "k.cu"
+    source.write_text(KERNEL)
+    return source
+
+
+def test_macro_from_a_header_the_header_includes_marks_its_functions_device(
+    tmp_path: Path,
+) -> None:
+    # CUTLASS's `cutlass/tfloat32.h` uses CUTLASS_HOST_DEVICE, which a header it includes
+    # defines: the header is blanked before its includes are read, so the macro was unknown
+    source = _library(tmp_path)
+    unit = build_device_unit(KERNEL, source, (str(tmp_path / "lib"),))
+    value = unit.headers["value.h"]
+    assert "explicit Value(float x) : v(x) {}" in value
+    assert "LIB_HD float twice(Value a) { return 2 * a.get(); }" in value
+
+
+def test_macro_from_a_header_the_header_includes_compiles_clean(tmp_path: Path) -> None:
+    source = _library(tmp_path)
+    settings = Settings(include_paths=(str(tmp_path / "lib"),))
+    analysis = analyze(KERNEL, source, settings)
+    assert analysis.errors == (), analysis.errors
+    assert analysis.kernels[0].resources is not None
+
+
+def test_explicit_constructor_after_an_execution_space_macro() -> None:
+    # tree-sitter reads `HD explicit S(float)` as a member `HD explicit` then a headless
+    # function: the device one is kept whole, the host one blanked whole (no `HOSTM explicit`
+    # left dangling for NVRTC)
+    source = (
+        "#define HD __host__ __device__\n"
+        "#define HOSTM __host__\n"
+        "struct S {\n"
+        "  float v;\n"
+        "  HD explicit S(float x) : v(x) {}\n"
+        "  HOSTM explicit S(char x) : v(x) {}\n"
+        "  HD explicit operator double() const { return v; }\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[4] == "  HD explicit S(float x) : v(x) {}"
+    assert lines[5].strip() == ""
+    assert lines[6] == "  HD explicit operator double() const { return v; }"
