@@ -61,7 +61,15 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[
 _WORD = re.compile(r"[A-Za-z_]\w*")
 # `#include MACRO`: the file it names is known only after macro expansion
 _COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+(?P<what>[A-Za-z_]\w*.*)$")
-COMPUTED = ""  # the name of a computed include in the walker's list
+COMPUTED = "\0"  # what starts the name of a computed include in the walker's list
+# `#define CUDA_STD_HEADER(header) <cuda/std/header>` (CUTLASS): a function-like macro that
+# names a system header from its argument; `#include CUDA_STD_HEADER(utility)` is expanded with it
+_INCLUDE_MACRO = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)\([ \t]*(?P<param>[A-Za-z_]\w*)[ \t]*\)"
+    r"[ \t]*<(?P<path>[\w./+-]*)>[ \t]*$",
+    re.MULTILINE,
+)
+_MACRO_CALL = re.compile(r"(?P<name>[A-Za-z_]\w*)[ \t]*\([ \t]*(?P<arg>[\w./+-]+)[ \t]*\)\s*")
 # `#line 12 "f.cu"` and its GNU form `# 12 "f.cu"` (one line; a continuation is rare enough)
 _LINE_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(?:line\b|[0-9])[^\n]*", re.MULTILINE)
 _STD_SCOPE = re.compile(rb"\bstd\s*::")
@@ -134,6 +142,7 @@ def build_device_unit(
     if own is not None:
         state.seen.add(own)
     body, includes, own_macros = _blank_host_code(text, {}, parsed)
+    _note_include_macros(text, state)
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
@@ -180,6 +189,9 @@ class _IncludeState:
     macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
+    include_macros: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # name -> (param, path)
     budget: include_reads.IncludeBudget = field(default_factory=include_reads.IncludeBudget.fresh)
     conditional: bool = False  # the #include being resolved is under a platform test
     names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
@@ -266,7 +278,10 @@ def _include(
     A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
     whatever path the macros spell, unchecked (`include_reads`).
     """
-    if name == COMPUTED:
+    if name.startswith(COMPUTED):
+        expanded = _expand_include_macro(name[len(COMPUTED) :], state)
+        if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
+            return _include(expanded, False, base, state, depth, where)
         message = (
             f"#include of a macro is not followed{where}: cuda-llm checks what an include "
             "reads, and this one names its file only after expansion (include the header by name)"
@@ -305,6 +320,22 @@ def _include(
             state.headers.setdefault(name, stand_in)
             return True, []
     return bool(kept), []
+
+
+def _expand_include_macro(what: str, state: _IncludeState) -> str | None:
+    """The `<...>` header `MACRO(arg)` names, for a macro of `state.include_macros`; None for
+    any other computed include (it names its file through macros we do not expand)."""
+    call = _MACRO_CALL.fullmatch(what.split("//")[0].split("/*")[0].strip())
+    if call is None or call.group("name") not in state.include_macros:
+        return None
+    param, path = state.include_macros[call.group("name")]
+    return re.sub(rf"\b{re.escape(param)}\b", call.group("arg"), path)
+
+
+def _note_include_macros(text: str, state: _IncludeState) -> None:
+    if "define" in text:
+        for m in _INCLUDE_MACRO.finditer(text):
+            state.include_macros[m.group("name")] = (m.group("param"), m.group("path"))
 
 
 def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
@@ -355,6 +386,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         return None
     text = normalized(raw.decode("utf-8", errors="replace"))
     known = frozenset(state.macros)
+    _note_include_macros(text, state)
     body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
     state.macros.update(macros)
     lines = body.split("\n")
@@ -413,7 +445,8 @@ def _blank_host_code(
             computed = _COMPUTED_INCLUDE.match(lines[row])
             if computed is not None:  # `#include MACRO`: `_include` reports and drops it
                 span = Span.of(row, computed.start("what"), row, len(lines[row].rstrip()))
-                includes.append((row, COMPUTED, False, span, row in walker.conditional_rows))
+                what = COMPUTED + computed.group("what").strip()
+                includes.append((row, what, False, span, row in walker.conditional_rows))
             continue
         quoted = match.group("quoted") is not None
         name = (match.group("quoted") if quoted else match.group("system")) or ""

@@ -74,3 +74,30 @@ def test_explicit_constructor_after_an_execution_space_macro() -> None:
     assert lines[4] == "  HD explicit S(float x) : v(x) {}"
     assert lines[5].strip() == ""
     assert lines[6] == "  HD explicit operator double() const { return v; }"
+
+
+def test_include_through_a_header_naming_macro_is_followed(tmp_path: Path) -> None:
+    # CUTLASS: `#define CUDA_STD_HEADER(header) <cuda/std/header>` then
+    # `#include CUDA_STD_HEADER(type_traits)`; left out, every cuda::std name was an error
+    (tmp_path / "cfg.h").write_text("#pragma once\n#define STD_HEADER(h) <cuda/std/h>\n")
+    (tmp_path / "uses.h").write_text(
+        "#pragma once\n#include STD_HEADER(type_traits) // libcu++\n"
+        "__device__ inline int same() { return cuda::std::is_same<int, int>::value; }\n"
+    )
+    text = (
+        '#include "cfg.h"\n#include "uses.h"\n#include STD_HEADER(limits)\n'
+        "__global__ void k(int* x) { x[0] = same() + cuda::std::numeric_limits<int>::max(); }\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_other_computed_includes_are_still_left_out_with_a_warning(tmp_path: Path) -> None:
+    text = "#define PICK(h) MORE(h)\n#include PICK(x.h)\n#include NAME\n__global__ void k() {}\n"
+    unit = build_device_unit(text, tmp_path / "k.cu")
+    found = sorted((p.span.start.line, p.severity) for p in unit.problems)
+    assert found == [(1, "warning"), (2, "warning")]
+    assert not unit.text.split("\n")[1].strip() and not unit.text.split("\n")[2].strip()
