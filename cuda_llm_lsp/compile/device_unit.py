@@ -687,7 +687,7 @@ class _Walker:
                 if prefix is not None and set(_WORD.findall(self.text(prefix))) & (
                     _DEVICE_WORDS | self.device_macros
                 ):
-                    pass  # `HD explicit S(float x) {...}`: the head before `explicit` is device
+                    pass  # `HD explicit S(float x) {...}`: its head, cut short, is device
                 elif not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
                     if prefix is not None:
@@ -696,18 +696,14 @@ class _Walker:
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
-            prefix = member if self._head_cut_at_explicit(member) else None
+            prefix = member if self._head_cut_short(member) else None
 
-    def _head_cut_at_explicit(self, node: tree_sitter.Node) -> bool:
-        """tree-sitter reads `MACRO explicit S(float x) {...}` as a member `MACRO explicit`
-        with a missing `;`, then a function with no head: that member is the function's head."""
+    def _head_cut_short(self, node: tree_sitter.Node) -> bool:
+        """tree-sitter reads `MACRO explicit S(float x) {...}` or `MACRO static T f() {...}` as
+        a member (`MACRO explicit`) whose `;` is missing, then a function with no head: that
+        member is the next function's head."""
         last = node.children[-1] if node.children else None
-        return (
-            node.type == "field_declaration"
-            and last is not None
-            and last.is_missing
-            and self.text(node).split()[-1:] == ["explicit"]
-        )
+        return node.type == "field_declaration" and last is not None and last.is_missing
 
     def _names_host_type(self, node: tree_sitter.Node) -> bool:
         """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""

@@ -56,7 +56,7 @@ def test_macro_from_a_header_the_header_includes_compiles_clean(tmp_path: Path) 
     assert analysis.kernels[0].resources is not None
 
 
-def test_explicit_constructor_after_an_execution_space_macro() -> None:
+def test_member_function_whose_head_tree_sitter_cuts_short() -> None:
     # tree-sitter reads `HD explicit S(float)` as a member `HD explicit` then a headless
     # function: the device one is kept whole, the host one blanked whole (no `HOSTM explicit`
     # left dangling for NVRTC)
@@ -69,11 +69,17 @@ def test_explicit_constructor_after_an_execution_space_macro() -> None:
         "  HOSTM explicit S(char x) : v(x) {}\n"
         "  HD explicit operator double() const { return v; }\n"
         "};\n"
+        "template <>\nstruct limits<tfloat32_t> {\n"
+        "  HD\n"
+        "  static tfloat32_t inf() noexcept { return tfloat32_t::bitcast(0x7f800000);}\n"
+        "};\n"
     )
     lines = build_device_unit(source).text.split("\n")
     assert lines[4] == "  HD explicit S(float x) : v(x) {}"
     assert lines[5].strip() == ""
     assert lines[6] == "  HD explicit operator double() const { return v; }"
+    # (this spelling) read as `HD static tfloat32_t;` and a headless `inf() {...}`
+    assert lines[9:12] == source.split("\n")[9:12]
 
 
 def test_include_through_a_header_naming_macro_is_followed(tmp_path: Path) -> None:
