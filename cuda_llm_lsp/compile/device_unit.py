@@ -186,7 +186,9 @@ class _IncludeState:
     headers: dict[str, str] = field(default_factory=dict)
     seen: set[Path] = field(default_factory=set)
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
-    macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
+    # execution-space macros: name -> "device" | "host" | "constexpr" (a macro standing for
+    # `constexpr`, such as CUTLASS_CONSTEXPR_IF_CXX17: its functions are judged as constexpr ones)
+    macros: dict[str, str] = field(default_factory=dict)
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
     include_macros: dict[str, tuple[str, str]] = field(
@@ -467,6 +469,7 @@ class _Walker:
         self.constants: list[tuple[str, int, int]] = []
         self.device_macros = {n for n, kind in macros.items() if kind == "device"}
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
+        self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.host_functions: set[str] = set()  # names of host functions blanked so far
         # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
@@ -606,6 +609,9 @@ class _Walker:
         elif "__host__" in words:
             self.host_macros.add(self.text(name))
             self.defined[self.text(name)] = "host"
+        elif words == {"constexpr"} and node.type == "preproc_def":
+            self.constexpr_macros.add(self.text(name))
+            self.defined[self.text(name)] = "constexpr"
 
     def _head_words(self, node: tree_sitter.Node) -> set[str]:
         """Words before the declarator: specifiers, qualifiers, macros standing for them."""
@@ -643,7 +649,8 @@ class _Walker:
         if words & _DEVICE_WORDS or words & self.device_macros:
             return True
         # a constexpr function is judged by NVRTC exactly as nvcc would (relaxed-constexpr rules)
-        return "constexpr" in words and not self._needs_host_std(node)
+        constexpr = "constexpr" in words or bool(words & self.constexpr_macros)
+        return constexpr and not self._needs_host_std(node)
 
     def _visit_declaration(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         words = self._head_words(node)

@@ -107,3 +107,21 @@ def test_other_computed_includes_are_still_left_out_with_a_warning(tmp_path: Pat
     found = sorted((p.span.start.line, p.severity) for p in unit.problems)
     assert found == [(1, "warning"), (2, "warning")]
     assert not unit.text.split("\n")[1].strip() and not unit.text.split("\n")[2].strip()
+
+
+def test_function_marked_constexpr_through_a_macro_is_kept(tmp_path: Path) -> None:
+    # CUTLASS: `CUTLASS_CONSTEXPR_IF_CXX17 auto fp_encoding_selector() {...}`, used in a
+    # `decltype`: blanked as a host function, its every use was a false error
+    text = (
+        "#define IF_CXX17 constexpr\n"
+        "template <int N> struct Rep { static constexpr int bits = N; };\n"
+        "template <int N> IF_CXX17 auto select() { return Rep<N * 8>{}; }\n"
+        "template <int N> struct Value { using R = decltype(select<N>()); };\n"
+        "__global__ void k(int* x) { x[0] = Value<4>::R::bits; }\n"
+    )
+    lines = build_device_unit(text).text.split("\n")
+    assert lines[2] == "template <int N> IF_CXX17 auto select() { return Rep<N * 8>{}; }"
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
