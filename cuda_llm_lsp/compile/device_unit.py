@@ -573,6 +573,7 @@ class _Walker:
         elif kind == "function_definition":
             if self._is_surely_host(node) and not self._is_device_function(node):
                 self.blank(outer)
+                self._blank_cut_short_head(node)
                 name = self._declared_name(node.child_by_field_name("declarator"))
                 if name:
                     self.host_functions.add(name)
@@ -646,6 +647,9 @@ class _Walker:
 
     def _is_device_function(self, node: tree_sitter.Node) -> bool:
         words = self._head_words(node)
+        head = self._cut_short_head(node)
+        if head is not None:
+            words |= set(_WORD.findall(self.text(head)))
         if words & _DEVICE_WORDS or words & self.device_macros:
             return True
         # a constexpr function is judged by NVRTC exactly as nvcc would (relaxed-constexpr rules)
@@ -682,7 +686,6 @@ class _Walker:
         body = node.child_by_field_name("body")
         if body is None:
             return
-        prefix: tree_sitter.Node | None = None
         for member in body.named_children:
             target = member
             if member.type == "template_declaration":
@@ -691,26 +694,27 @@ class _Walker:
                     member,
                 )
             if target.type == "function_definition":
-                if prefix is not None and set(_WORD.findall(self.text(prefix))) & (
-                    _DEVICE_WORDS | self.device_macros
-                ):
-                    pass  # `HD explicit S(float x) {...}`: its head, cut short, is device
-                elif not self._is_device_function(target) and not self._is_defaulted(target):
+                if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
-                    if prefix is not None:
-                        self.blank(prefix)
+                    self._blank_cut_short_head(member)
             elif target.type in ("field_declaration", "declaration") and (
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
-            prefix = member if self._head_cut_short(member) else None
 
-    def _head_cut_short(self, node: tree_sitter.Node) -> bool:
-        """tree-sitter reads `MACRO explicit S(float x) {...}` or `MACRO static T f() {...}` as
-        a member (`MACRO explicit`) whose `;` is missing, then a function with no head: that
-        member is the next function's head."""
-        last = node.children[-1] if node.children else None
-        return node.type == "field_declaration" and last is not None and last.is_missing
+    def _cut_short_head(self, node: tree_sitter.Node) -> tree_sitter.Node | None:
+        """tree-sitter reads `MACRO explicit S(float x) {...}` or `MACRO friend bool f() {...}`
+        as a member (`MACRO explicit`) whose `;` is missing, then a function with no head: that
+        member (before `node`) is the function's head."""
+        before = node.prev_named_sibling
+        if before is None or before.type != "field_declaration" or not before.children:
+            return None
+        return before if before.children[-1].is_missing else None
+
+    def _blank_cut_short_head(self, node: tree_sitter.Node) -> None:
+        head = self._cut_short_head(node)
+        if head is not None:
+            self.blank(head)
 
     def _names_host_type(self, node: tree_sitter.Node) -> bool:
         """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""

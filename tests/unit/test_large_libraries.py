@@ -125,3 +125,32 @@ def test_function_marked_constexpr_through_a_macro_is_kept(tmp_path: Path) -> No
     source.write_text(text)
     analysis = analyze(text, source, Settings())
     assert analysis.errors == (), analysis.errors
+
+
+def test_friend_function_after_a_macro_where_the_class_parse_broke() -> None:
+    # CUTLASS's float_exmy_base: an `#if` inside a `using X =` breaks tree-sitter's reading of
+    # the class, whose members then come as namespace-scope items; `HD friend bool f()` is read
+    # as a member `HD friend` (its `;` missing) and a headless function
+    source = (
+        "#define HD __host__ __device__\n"
+        "template <class T> struct B {\n"
+        "  using R =\n"
+        "    #if (NEW)\n"
+        "      decltype(T())\n"
+        "    #else\n"
+        "      T\n"
+        "    #endif\n"
+        "      ;\n"
+        "  using S =\n"
+        "    #if (NEW)\n"
+        "      decltype(T())\n"
+        "    #else\n"
+        "      typename T::type\n"
+        "    #endif\n"
+        "      ;\n"
+        "  HD\n"
+        "  friend bool operator==(B const &lhs, B const &rhs) { return true; }\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[16:18] == source.split("\n")[16:18]
