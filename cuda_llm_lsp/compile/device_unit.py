@@ -665,7 +665,10 @@ class _Walker:
                 self._visit_class(child)
         declarators = [c for c in node.children_by_field_name("declarator") if c.type != "ERROR"]
         if any(self._is_function_declarator(d) for d in declarators):
-            self.blank(outer)  # a host function's prototype
+            if b"->" not in self.data[node.start_byte : node.end_byte]:
+                self.blank(outer)  # a host function's prototype
+            # else `auto has_size(T*) -> bool_constant<...>;` (CuTe): a declaration only for
+            # decltype to read, which nvcc accepts from device code whatever its space
             return
         if self._needs_host_std(node):
             self.blank(outer)

@@ -154,3 +154,18 @@ def test_friend_function_after_a_macro_where_the_class_parse_broke() -> None:
     )
     lines = build_device_unit(source).text.split("\n")
     assert lines[16:18] == source.split("\n")[16:18]
+
+
+def test_prototype_with_a_trailing_return_type_read_by_decltype_is_kept(tmp_path: Path) -> None:
+    # CuTe: `auto has_tuple_size(T*) -> bool_constant<...>;`, declared only for decltype
+    text = (
+        "template <bool B> struct flag { static constexpr bool value = B; };\n"
+        "template <class T> auto has_size(T*) -> flag<(sizeof(T) > 0)>;\n"
+        "auto has_size(...) -> flag<false>;\n"
+        "template <class T> struct sized : decltype(has_size((T*)0)) {};\n"
+        "__global__ void k(int* x) { x[0] = sized<int>::value; }\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
