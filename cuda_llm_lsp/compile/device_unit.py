@@ -710,9 +710,14 @@ class _Walker:
         as a member (`MACRO explicit`) whose `;` is missing, then a function with no head: that
         member (before `node`) is the function's head."""
         before = node.prev_named_sibling
-        if before is None or before.type != "field_declaration" or not before.children:
+        if before is None:
             return None
-        return before if before.children[-1].is_missing else None
+        if before.type in ("preproc_if", "preproc_ifdef"):
+            # `#if ... __device__ __noinline__ #else HD #endif` then the function (half_t)
+            heads = _branch_items(before)
+            cut = all(h.type == "field_declaration" and _ends_cut(h) for h in heads)
+            return before if heads and cut else None
+        return before if before.type == "field_declaration" and _ends_cut(before) else None
 
     def _blank_cut_short_head(self, node: tree_sitter.Node) -> None:
         head = self._cut_short_head(node)
@@ -778,6 +783,25 @@ class _Walker:
                         return True
             stack.extend(current.children)
         return False
+
+
+def _ends_cut(node: tree_sitter.Node) -> bool:
+    """Whether `node` ends with a `;` tree-sitter supplied (the text has none there)."""
+    return bool(node.children) and node.children[-1].is_missing
+
+
+def _branch_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The items of every branch of a conditional (`#if`, `#else`, `#elif`), in order."""
+    items: list[tree_sitter.Node] = []
+    condition = node.child_by_field_name("condition")
+    for child in node.named_children:
+        if condition is not None and child.id == condition.id:
+            continue
+        if child.type in ("preproc_else", "preproc_elif", "preproc_elifdef"):
+            items.extend(_branch_items(child))
+        elif child.type not in ("identifier", "comment"):
+            items.append(child)
+    return items
 
 
 def _apply_blanks(text: str, data: bytes, ranges: list[tuple[int, int]]) -> str:

@@ -169,3 +169,55 @@ def test_prototype_with_a_trailing_return_type_read_by_decltype_is_kept(tmp_path
     source.write_text(text)
     analysis = analyze(text, source, Settings())
     assert analysis.errors == (), analysis.errors
+
+
+# 1,024 data-dependent statements: the front end reads them in well under a second, code
+# generation takes ~20 s (a CUTLASS kernel's instantiation is as slow to generate)
+SLOW = (
+    "#define R1(s) s s s s\n#define R2(s) R1(R1(s))\n#define R3(s) R2(R2(s))\n"
+    "__global__ void quick(float* x) { x[0] = 1.0f; }\n"
+    "__global__ void slow(float* x) {\n"
+    "  float a = x[0];\n"
+    "  R3(R1(a = a * x[((int)a) & 7] + x[((int)(a * 3.0f)) & 15];))\n"
+    "  x[1] = a;\n"
+    "}\n"
+)
+
+
+def test_code_generation_past_the_limit_skips_resources_with_information(tmp_path: Path) -> None:
+    source = tmp_path / "slow.cu"
+    source.write_text(SLOW)
+    analysis = analyze(SLOW, source, Settings(compile_timeout_s=4))
+    assert analysis.errors == ()
+    quick, slow = analysis.kernels
+    assert quick.resources is not None
+    assert slow.resources is None and slow.timed_out
+    assert slow.symbol_note.startswith("resources skipped")
+    [skipped] = [d for d in analysis.diagnostics if d.code == "resources-skipped"]
+    assert skipped.severity == "information" and skipped.line == 5
+    assert "took longer than 4 s" in skipped.message and "compileTimeoutS" in skipped.message
+    assert analysis.compile is not None and analysis.compile.ok  # says nothing about the code
+
+
+def test_execution_space_chosen_by_a_conditional_before_the_function() -> None:
+    # CUTLASS's half_t::convert: `#if ... __device__ __noinline__ #else HD #endif` then the
+    # function; its head is the whole conditional
+    source = (
+        "#define HD __host__ __device__\n"
+        "struct half_t {\n"
+        "  unsigned short storage;\n"
+        "  #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 530)\n"
+        "    __device__ __noinline__\n"
+        "  #else\n"
+        "    HD\n"
+        "  #endif\n"
+        "  static half_t convert(float const& flt) { return half_t(); }\n"
+        "  #ifdef SOMETHING\n"
+        "    int extra;\n"
+        "  #endif\n"
+        "  static half_t host_only(float const& flt) { return half_t(); }\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[3:9] == source.split("\n")[3:9]
+    assert lines[10] == "    int extra;" and lines[12].strip() == ""
