@@ -222,7 +222,7 @@ class _IncludeState:
             later = [m for m in self.macros if m not in known and m in text]
             if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
                 continue
-            body, _, _ = _blank_host_code(text, self.macros, _parse(text))
+            body, _, _ = _blank_host_code(text, self.macros, _parse(text), header=True)
             lines = body.split("\n")
             for row in dropped:
                 lines[row] = " " * len(lines[row])
@@ -389,7 +389,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     text = normalized(raw.decode("utf-8", errors="replace"))
     known = frozenset(state.macros)
     _note_include_macros(text, state)
-    body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
+    body, includes, macros = _blank_host_code(text, state.macros, _parse(text), header=True)
     state.macros.update(macros)
     lines = body.split("\n")
     names = [name]
@@ -424,19 +424,24 @@ def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
 
 
 def _blank_host_code(
-    text: str, macros: dict[str, str], parsed: tuple[tree_sitter.Tree, bytes]
+    text: str,
+    macros: dict[str, str],
+    parsed: tuple[tree_sitter.Tree, bytes],
+    header: bool = False,
 ) -> tuple[str, list[tuple[int, str, bool, Span, bool]], dict[str, str]]:
     """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span,
     under a platform test) and
     the execution-space macros it defines; `macros` are those known from headers; `parsed`
-    is `_parse(text)`."""
+    is `_parse(text)`. A `header`'s constants are kept whether it uses them or not: the file
+    including it (or another header: CuTe's `tuple_size_v`) does."""
     text = text.replace("\0", " ")
     tree, data = parsed
     walker = _Walker(data, macros)
     walker.walk(tree.root_node)
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
-    blanked = _drop_unused_constants(blanked, walker.constants, text, data)
+    if not header:
+        blanked = _drop_unused_constants(blanked, walker.constants, text, data)
     includes: list[tuple[int, str, bool, Span, bool]] = []
     lines = blanked.split("\n")
     for row in walker.include_rows:

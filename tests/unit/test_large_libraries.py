@@ -221,3 +221,18 @@ def test_execution_space_chosen_by_a_conditional_before_the_function() -> None:
     lines = build_device_unit(source).text.split("\n")
     assert lines[3:9] == source.split("\n")[3:9]
     assert lines[10] == "    int extra;" and lines[12].strip() == ""
+
+
+def test_header_constants_used_only_by_other_files_are_kept(tmp_path: Path) -> None:
+    # CuTe's `template <class T> constexpr size_t tuple_size_v` is used by other headers, not
+    # its own: dropped as unused, `cute::tuple_size_v` was a false error everywhere
+    (tmp_path / "consts.h").write_text(
+        "#pragma once\nconstexpr int kBlock = 256;\nconst float kUnused = 2.0f;\n"
+        "template <class T> constexpr int size_v = sizeof(T);\n"
+    )
+    text = '#include "consts.h"\n__global__ void k(int* x) { x[0] = kBlock + size_v<int>; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
