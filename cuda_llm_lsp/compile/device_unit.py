@@ -591,7 +591,11 @@ class _Walker:
         elif kind == "declaration":
             self._visit_declaration(node, outer)
         elif kind in ("struct_specifier", "class_specifier", "union_specifier"):
-            self._visit_class(node)
+            bases = next((c for c in node.children if c.type == "base_class_clause"), None)
+            if bases is not None and self._needs_host_std(bases):
+                self.blank(outer)  # `class cuda_exception : public std::exception {...};`
+            else:
+                self._visit_class(node)
         elif kind in ("using_declaration", "alias_declaration", "type_definition") and (
             self._needs_host_std(node)
         ):
@@ -744,7 +748,7 @@ class _Walker:
                 return True
             if node.type in ("init_declarator", "array_declarator"):
                 return False
-            node = node.child_by_field_name("declarator")
+            node = _inner_declarator(node)
         return False
 
     def _instantiated_name(self, node: tree_sitter.Node) -> str | None:
@@ -763,7 +767,7 @@ class _Walker:
         while node is not None:
             if node.type == "identifier":
                 return self.text(node)
-            node = node.child_by_field_name("declarator")
+            node = _inner_declarator(node)
         return None
 
     def _needs_host_std(self, node: tree_sitter.Node) -> bool:
@@ -788,6 +792,15 @@ class _Walker:
                         return True
             stack.extend(current.children)
         return False
+
+
+def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
+    """The declarator inside `node`: its `declarator` field, or a reference declarator's
+    (`std::ostream& operator<<(...)`: tree-sitter gives `&` declarators no field)."""
+    inner = node.child_by_field_name("declarator")
+    if inner is None and node.type == "reference_declarator" and node.named_children:
+        inner = node.named_children[-1]
+    return inner
 
 
 def _ends_cut(node: tree_sitter.Node) -> bool:

@@ -236,3 +236,26 @@ def test_header_constants_used_only_by_other_files_are_kept(tmp_path: Path) -> N
     analysis = analyze(text, source, Settings())
     assert analysis.diagnostics == (), analysis.diagnostics
     assert analysis.kernels[0].resources is not None
+
+
+def test_host_class_with_a_std_base_and_a_stream_operator_are_blanked(tmp_path: Path) -> None:
+    # CUTLASS's util/exceptions.h: `class cuda_exception : public std::exception {...}` and
+    # `inline std::ostream& operator<<(...)`: kept, each was an error from a host-only name
+    (tmp_path / "exc.h").write_text(
+        "#pragma once\n#include <stdexcept>\n#include <ostream>\n"
+        "class failure : public std::exception {\n"
+        " public:\n"
+        "  int code;\n"
+        "};\n"
+        "inline std::ostream& operator<<(std::ostream& out, failure const& e) {\n"
+        "  return out << e.what();\n"
+        "}\n"
+        "int& host_counter() { static int n = 0; return n; }\n"
+    )
+    text = '#include "exc.h"\n__global__ void k(int* x) { x[0] = 1; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    header = build_device_unit(text, source).headers["exc.h"]
+    assert "failure" not in header and "host_counter" not in header
