@@ -666,6 +666,8 @@ class _Walker:
         return constexpr and not self._needs_host_std(node)
 
     def _visit_declaration(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        if _ends_cut(node):
+            return  # misread: `struct CUTE_ALIGNAS(16) array_aligned : ...` (CuTe), for NVRTC
         words = self._head_words(node)
         if words & _MEMORY_SPACE_WORDS or words & _DEVICE_WORDS or words & self.device_macros:
             return

@@ -259,3 +259,16 @@ def test_host_class_with_a_std_base_and_a_stream_operator_are_blanked(tmp_path: 
     assert analysis.diagnostics == (), analysis.diagnostics
     header = build_device_unit(text, source).headers["exc.h"]
     assert "failure" not in header and "host_counter" not in header
+
+
+def test_struct_with_an_alignment_macro_tree_sitter_misreads_is_kept() -> None:
+    # CuTe: `template <...> struct CUTE_ALIGNAS(Alignment) array_aligned : cute::array<T,N> {};`
+    # reads as a declaration `struct CUTE_ALIGNAS (Alignment)` with no `;`: not a host variable
+    source = (
+        "#define ALIGNAS(n) alignas(n)\n"
+        "template <class T, int N> struct arr { T v[N]; };\n"
+        "template <class T, int N, int Alignment = 16>\n"
+        "struct ALIGNAS(Alignment) arr_aligned : arr<T,N> {};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[2:4] == source.split("\n")[2:4]
