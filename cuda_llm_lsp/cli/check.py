@@ -202,14 +202,16 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
             r = h.info.instances.get(instance) if instance else h.info.resources
             where = f"{name}:{h.include_line}: kernel {label} (in {h.header}:"
             where += f"{h.info.kernel.name_span.start.line + 1})"
-            print(f"{where}: {_figures(r) if r else 'resources unknown'}")
+            print(f"{where}: {_figures(r) if r else h.info.symbol_note or 'resources unknown'}")
     for info, instance in ((i, n) for i in analysis.kernels for n in _instances(i)):
         line = info.kernel.name_span.start.line + 1
         label = instance or info.name_expression or info.kernel.name
         r = info.instances.get(instance) if instance else info.resources
         if r is None:
-            if analysis.compile is None:  # skipped: the size warning above says why
-                note = "resources unknown (not compiled: too much device code)"
+            if info.timed_out:  # its code generation passed the limit: the note says so
+                note = info.symbol_note
+            elif analysis.compile is None:  # not compiled: the warning above says why
+                note = "resources unknown (not compiled)"
             elif not analysis.compile.ok:
                 note = "resources unknown (the file did not compile)"
             else:

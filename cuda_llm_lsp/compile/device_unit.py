@@ -61,7 +61,15 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[
 _WORD = re.compile(r"[A-Za-z_]\w*")
 # `#include MACRO`: the file it names is known only after macro expansion
 _COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+(?P<what>[A-Za-z_]\w*.*)$")
-COMPUTED = ""  # the name of a computed include in the walker's list
+COMPUTED = "\0"  # what starts the name of a computed include in the walker's list
+# `#define CUDA_STD_HEADER(header) <cuda/std/header>` (CUTLASS): a function-like macro that
+# names a system header from its argument; `#include CUDA_STD_HEADER(utility)` is expanded with it
+_INCLUDE_MACRO = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)\([ \t]*(?P<param>[A-Za-z_]\w*)[ \t]*\)"
+    r"[ \t]*<(?P<path>[\w./+-]*)>[ \t]*$",
+    re.MULTILINE,
+)
+_MACRO_CALL = re.compile(r"(?P<name>[A-Za-z_]\w*)[ \t]*\([ \t]*(?P<arg>[\w./+-]+)[ \t]*\)\s*")
 # `#line 12 "f.cu"` and its GNU form `# 12 "f.cu"` (one line; a continuation is rare enough)
 _LINE_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(?:line\b|[0-9])[^\n]*", re.MULTILINE)
 _STD_SCOPE = re.compile(rb"\bstd\s*::")
@@ -134,6 +142,7 @@ def build_device_unit(
     if own is not None:
         state.seen.add(own)
     body, includes, own_macros = _blank_host_code(text, {}, parsed)
+    _note_include_macros(text, state)
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
@@ -149,6 +158,7 @@ def build_device_unit(
             dropped.add(line_no)
         for message, severity in state.take_problems():
             problems.append(IncludeProblem(span, message, severity))
+    state.reblank_headers()
     state.register_aliases()
     if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
         body, _, _ = _blank_host_code(text, state.macros, parsed)  # the same tree, walked again
@@ -176,13 +186,21 @@ class _IncludeState:
     headers: dict[str, str] = field(default_factory=dict)
     seen: set[Path] = field(default_factory=set)
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
-    macros: dict[str, str] = field(default_factory=dict)  # name -> "device" | "host"
+    # execution-space macros: name -> "device" | "host" | "constexpr" (a macro standing for
+    # `constexpr`, such as CUTLASS_CONSTEXPR_IF_CXX17: its functions are judged as constexpr ones)
+    macros: dict[str, str] = field(default_factory=dict)
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
+    include_macros: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # name -> (param, path)
     budget: include_reads.IncludeBudget = field(default_factory=include_reads.IncludeBudget.fresh)
     conditional: bool = False  # the #include being resolved is under a platform test
     names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
     aliases: list[tuple[str, Path]] = field(default_factory=list)  # later spellings
+    # header name -> (its text, the rows of its include lines left out, the execution-space
+    # macros known when it was blanked): `reblank_headers` walks it again once more are known
+    blanked: dict[str, tuple[str, frozenset[int], frozenset[str]]] = field(default_factory=dict)
 
     def register_aliases(self) -> None:
         """Give every later spelling of a header the text registered under its first one."""
@@ -194,6 +212,21 @@ class _IncludeState:
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
         return problems
+
+    def reblank_headers(self) -> None:
+        """Blank again each header that uses an execution-space macro defined after it was
+        blanked. A header is blanked before its own includes are read (they come out of the
+        blanking), so `CUTLASS_HOST_DEVICE` from a header it includes, or one that an include
+        cycle reaches later, was unknown then: its functions looked host-only and were cut."""
+        for name, (text, dropped, known) in self.blanked.items():
+            later = [m for m in self.macros if m not in known and m in text]
+            if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
+                continue
+            body, _, _ = _blank_host_code(text, self.macros, _parse(text), header=True)
+            lines = body.split("\n")
+            for row in dropped:
+                lines[row] = " " * len(lines[row])
+            self.headers[name] = _blank_line_directives("\n".join(lines))
 
 
 def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> Path | None:
@@ -247,7 +280,10 @@ def _include(
     A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
     whatever path the macros spell, unchecked (`include_reads`).
     """
-    if name == COMPUTED:
+    if name.startswith(COMPUTED):
+        expanded = _expand_include_macro(name[len(COMPUTED) :], state)
+        if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
+            return _include(expanded, False, base, state, depth, where)
         message = (
             f"#include of a macro is not followed{where}: cuda-llm checks what an include "
             "reads, and this one names its file only after expansion (include the header by name)"
@@ -286,6 +322,22 @@ def _include(
             state.headers.setdefault(name, stand_in)
             return True, []
     return bool(kept), []
+
+
+def _expand_include_macro(what: str, state: _IncludeState) -> str | None:
+    """The `<...>` header `MACRO(arg)` names, for a macro of `state.include_macros`; None for
+    any other computed include (it names its file through macros we do not expand)."""
+    call = _MACRO_CALL.fullmatch(what.split("//")[0].split("/*")[0].strip())
+    if call is None or call.group("name") not in state.include_macros:
+        return None
+    param, path = state.include_macros[call.group("name")]
+    return re.sub(rf"\b{re.escape(param)}\b", call.group("arg"), path)
+
+
+def _note_include_macros(text: str, state: _IncludeState) -> None:
+    if "define" in text:
+        for m in _INCLUDE_MACRO.finditer(text):
+            state.include_macros[m.group("name")] = (m.group("param"), m.group("path"))
 
 
 def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
@@ -335,10 +387,13 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.pending.append((f'include file "{name}" not read: {refused}', "error"))
         return None
     text = normalized(raw.decode("utf-8", errors="replace"))
-    body, includes, macros = _blank_host_code(text, state.macros, _parse(text))
+    known = frozenset(state.macros)
+    _note_include_macros(text, state)
+    body, includes, macros = _blank_host_code(text, state.macros, _parse(text), header=True)
     state.macros.update(macros)
     lines = body.split("\n")
     names = [name]
+    dropped: set[int] = set()
     for line_no, inner, quoted, _span, conditional in includes:
         where = f' (included from "{name}" line {line_no + 1})'
         state.conditional = conditional
@@ -346,7 +401,9 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         names.extend(nested)
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
+            dropped.add(line_no)
     state.headers[name] = _blank_line_directives("\n".join(lines))
+    state.blanked[name] = (text, frozenset(dropped), known | frozenset(macros))
     state.names[resolved] = name
     return names
 
@@ -367,19 +424,24 @@ def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
 
 
 def _blank_host_code(
-    text: str, macros: dict[str, str], parsed: tuple[tree_sitter.Tree, bytes]
+    text: str,
+    macros: dict[str, str],
+    parsed: tuple[tree_sitter.Tree, bytes],
+    header: bool = False,
 ) -> tuple[str, list[tuple[int, str, bool, Span, bool]], dict[str, str]]:
     """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span,
     under a platform test) and
     the execution-space macros it defines; `macros` are those known from headers; `parsed`
-    is `_parse(text)`."""
+    is `_parse(text)`. A `header`'s constants are kept whether it uses them or not: the file
+    including it (or another header: CuTe's `tuple_size_v`) does."""
     text = text.replace("\0", " ")
     tree, data = parsed
     walker = _Walker(data, macros)
     walker.walk(tree.root_node)
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
-    blanked = _drop_unused_constants(blanked, walker.constants, text, data)
+    if not header:
+        blanked = _drop_unused_constants(blanked, walker.constants, text, data)
     includes: list[tuple[int, str, bool, Span, bool]] = []
     lines = blanked.split("\n")
     for row in walker.include_rows:
@@ -390,7 +452,8 @@ def _blank_host_code(
             computed = _COMPUTED_INCLUDE.match(lines[row])
             if computed is not None:  # `#include MACRO`: `_include` reports and drops it
                 span = Span.of(row, computed.start("what"), row, len(lines[row].rstrip()))
-                includes.append((row, COMPUTED, False, span, row in walker.conditional_rows))
+                what = COMPUTED + computed.group("what").strip()
+                includes.append((row, what, False, span, row in walker.conditional_rows))
             continue
         quoted = match.group("quoted") is not None
         name = (match.group("quoted") if quoted else match.group("system")) or ""
@@ -411,6 +474,7 @@ class _Walker:
         self.constants: list[tuple[str, int, int]] = []
         self.device_macros = {n for n, kind in macros.items() if kind == "device"}
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
+        self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.host_functions: set[str] = set()  # names of host functions blanked so far
         # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
@@ -514,6 +578,7 @@ class _Walker:
         elif kind == "function_definition":
             if self._is_surely_host(node) and not self._is_device_function(node):
                 self.blank(outer)
+                self._blank_cut_short_head(node)
                 name = self._declared_name(node.child_by_field_name("declarator"))
                 if name:
                     self.host_functions.add(name)
@@ -526,7 +591,11 @@ class _Walker:
         elif kind == "declaration":
             self._visit_declaration(node, outer)
         elif kind in ("struct_specifier", "class_specifier", "union_specifier"):
-            self._visit_class(node)
+            bases = next((c for c in node.children if c.type == "base_class_clause"), None)
+            if bases is not None and self._needs_host_std(bases):
+                self.blank(outer)  # `class cuda_exception : public std::exception {...};`
+            else:
+                self._visit_class(node)
         elif kind in ("using_declaration", "alias_declaration", "type_definition") and (
             self._needs_host_std(node)
         ):
@@ -550,6 +619,9 @@ class _Walker:
         elif "__host__" in words:
             self.host_macros.add(self.text(name))
             self.defined[self.text(name)] = "host"
+        elif words == {"constexpr"} and node.type == "preproc_def":
+            self.constexpr_macros.add(self.text(name))
+            self.defined[self.text(name)] = "constexpr"
 
     def _head_words(self, node: tree_sitter.Node) -> set[str]:
         """Words before the declarator: specifiers, qualifiers, macros standing for them."""
@@ -584,12 +656,18 @@ class _Walker:
 
     def _is_device_function(self, node: tree_sitter.Node) -> bool:
         words = self._head_words(node)
+        head = self._cut_short_head(node)
+        if head is not None:
+            words |= set(_WORD.findall(self.text(head)))
         if words & _DEVICE_WORDS or words & self.device_macros:
             return True
         # a constexpr function is judged by NVRTC exactly as nvcc would (relaxed-constexpr rules)
-        return "constexpr" in words and not self._needs_host_std(node)
+        constexpr = "constexpr" in words or bool(words & self.constexpr_macros)
+        return constexpr and not self._needs_host_std(node)
 
     def _visit_declaration(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        if _ends_cut(node):
+            return  # misread: `struct CUTE_ALIGNAS(16) array_aligned : ...` (CuTe), for NVRTC
         words = self._head_words(node)
         if words & _MEMORY_SPACE_WORDS or words & _DEVICE_WORDS or words & self.device_macros:
             return
@@ -598,7 +676,10 @@ class _Walker:
                 self._visit_class(child)
         declarators = [c for c in node.children_by_field_name("declarator") if c.type != "ERROR"]
         if any(self._is_function_declarator(d) for d in declarators):
-            self.blank(outer)  # a host function's prototype
+            if b"->" not in self.data[node.start_byte : node.end_byte]:
+                self.blank(outer)  # a host function's prototype
+            # else `auto has_size(T*) -> bool_constant<...>;` (CuTe): a declaration only for
+            # decltype to read, which nvcc accepts from device code whatever its space
             return
         if self._needs_host_std(node):
             self.blank(outer)
@@ -629,10 +710,30 @@ class _Walker:
             if target.type == "function_definition":
                 if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
+                    self._blank_cut_short_head(member)
             elif target.type in ("field_declaration", "declaration") and (
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
+
+    def _cut_short_head(self, node: tree_sitter.Node) -> tree_sitter.Node | None:
+        """tree-sitter reads `MACRO explicit S(float x) {...}` or `MACRO friend bool f() {...}`
+        as a member (`MACRO explicit`) whose `;` is missing, then a function with no head: that
+        member (before `node`) is the function's head."""
+        before = node.prev_named_sibling
+        if before is None:
+            return None
+        if before.type in ("preproc_if", "preproc_ifdef"):
+            # `#if ... __device__ __noinline__ #else HD #endif` then the function (half_t)
+            heads = _branch_items(before)
+            cut = all(h.type == "field_declaration" and _ends_cut(h) for h in heads)
+            return before if heads and cut else None
+        return before if before.type == "field_declaration" and _ends_cut(before) else None
+
+    def _blank_cut_short_head(self, node: tree_sitter.Node) -> None:
+        head = self._cut_short_head(node)
+        if head is not None:
+            self.blank(head)
 
     def _names_host_type(self, node: tree_sitter.Node) -> bool:
         """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""
@@ -649,7 +750,7 @@ class _Walker:
                 return True
             if node.type in ("init_declarator", "array_declarator"):
                 return False
-            node = node.child_by_field_name("declarator")
+            node = _inner_declarator(node)
         return False
 
     def _instantiated_name(self, node: tree_sitter.Node) -> str | None:
@@ -668,7 +769,7 @@ class _Walker:
         while node is not None:
             if node.type == "identifier":
                 return self.text(node)
-            node = node.child_by_field_name("declarator")
+            node = _inner_declarator(node)
         return None
 
     def _needs_host_std(self, node: tree_sitter.Node) -> bool:
@@ -693,6 +794,34 @@ class _Walker:
                         return True
             stack.extend(current.children)
         return False
+
+
+def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
+    """The declarator inside `node`: its `declarator` field, or a reference declarator's
+    (`std::ostream& operator<<(...)`: tree-sitter gives `&` declarators no field)."""
+    inner = node.child_by_field_name("declarator")
+    if inner is None and node.type == "reference_declarator" and node.named_children:
+        inner = node.named_children[-1]
+    return inner
+
+
+def _ends_cut(node: tree_sitter.Node) -> bool:
+    """Whether `node` ends with a `;` tree-sitter supplied (the text has none there)."""
+    return bool(node.children) and node.children[-1].is_missing
+
+
+def _branch_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The items of every branch of a conditional (`#if`, `#else`, `#elif`), in order."""
+    items: list[tree_sitter.Node] = []
+    condition = node.child_by_field_name("condition")
+    for child in node.named_children:
+        if condition is not None and child.id == condition.id:
+            continue
+        if child.type in ("preproc_else", "preproc_elif", "preproc_elifdef"):
+            items.extend(_branch_items(child))
+        elif child.type not in ("identifier", "comment"):
+            items.append(child)
+    return items
 
 
 def _apply_blanks(text: str, data: bytes, ranges: list[tuple[int, int]]) -> str:

@@ -11,7 +11,8 @@ header the server reads and every header found on an include path for NVRTC:
   file by `fstat` of the descriptor: no FIFO, socket, device or directory;
 - it is at most `max_header_bytes()` (4 MiB: CUTLASS's and CuTe's largest single headers are
   under 300 kB, a generated table of a few MB still passes) and all headers one file includes
-  together at most `max_include_bytes()` (16 MiB: a whole CuTe include tree is about 6 MB).
+  together at most `max_include_bytes()` (64 MiB: a CuTe tutorial reads about 10 MB, a CUTLASS
+  Hopper example about 22 MB).
   `CUDA_LLM_MAX_HEADER_BYTES` and `CUDA_LLM_MAX_INCLUDE_BYTES` raise them.
 
 A refused header is reported on its `#include` line and its line left out of the unit, so
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MAX_HEADER_BYTES = 4 * 1024 * 1024
-DEFAULT_MAX_INCLUDE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_INCLUDE_BYTES = 64 * 1024 * 1024
 SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
 _CHUNK = 1 << 20
 

@@ -169,17 +169,20 @@ def test_no_kernels_no_diagnostics() -> None:
     assert analysis.kernels == () and analysis.diagnostics == ()
 
 
-def test_five_megabyte_file_is_not_fed_to_nvrtc_whole() -> None:
+def test_five_megabyte_file_is_checked_within_the_time_limit() -> None:
+    # no size limit on device code (issue 28: CUTLASS units are megabytes): the front end runs
+    # under the time limit, code generation is skipped past 500 kernels, with a warning
     kernel = "__global__ void k{i}(float* x) {{ x[threadIdx.x] = {i}.0f; }}\n"
     text = "".join(kernel.format(i=i) for i in range(90_000))
     assert len(text) > 5_000_000
     start = time.perf_counter()
     analysis = analyze(text, None, Settings(arch="sm_90"))
     elapsed = time.perf_counter() - start
-    assert analysis.compile is None
-    (d,) = analysis.diagnostics
-    assert d.severity == "warning" and "not compiled" in d.message
-    assert elapsed < 60, elapsed  # measured ~10 s on the 2-core CI machine; no hang
+    assert analysis.errors == ()
+    assert all(d.severity == "warning" for d in analysis.diagnostics)
+    assert any(d.code == "size" and "90000 kernels" in d.message for d in analysis.diagnostics)
+    assert all(info.resources is None for info in analysis.kernels)
+    assert elapsed < 60, elapsed  # front end ~10 s on the 2-core machine; no hang
 
 
 def test_name_expressions_for_kernels() -> None:

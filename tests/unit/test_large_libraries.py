@@ -1,0 +1,274 @@
+"""Large template libraries (CUTLASS/CuTe, CUB, Thrust): checked, not skipped (issue 28, item 5).
+
+Small planted stand-ins for what CUTLASS-sized files need, not library code: an
+execution-space macro defined in a header that the header using it includes, and a device
+unit far bigger than a compile on every edit was allowed before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuda_llm_lsp.compile.analysis import analyze
+from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.config import Settings
+
+VALUE_H = """\
+#pragma once
+#include "defs.h"
+struct Value {
+  float v;
+  LIB_HD explicit Value(float x) : v(x) {}
+  LIB_HD float get() const { return v; }
+};
+LIB_HD float twice(Value a) { return 2 * a.get(); }
+"""
+DEFS_H = "#pragma once\n#define LIB_HD __forceinline__ __device__ __host__\n"
+KERNEL = '#include "value.h"\n__global__ void k(float* x) { x[0] = twice(Value(x[1])); }\n'
+
+
+def _library(tmp_path: Path) -> Path:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "defs.h").write_text(DEFS_H)
+    (tmp_path / "lib" / "value.h").write_text(VALUE_H)
+    source = tmp_path / "k.cu"
+    source.write_text(KERNEL)
+    return source
+
+
+def test_macro_from_a_header_the_header_includes_marks_its_functions_device(
+    tmp_path: Path,
+) -> None:
+    # CUTLASS's `cutlass/tfloat32.h` uses CUTLASS_HOST_DEVICE, which a header it includes
+    # defines: the header is blanked before its includes are read, so the macro was unknown
+    source = _library(tmp_path)
+    unit = build_device_unit(KERNEL, source, (str(tmp_path / "lib"),))
+    value = unit.headers["value.h"]
+    assert "explicit Value(float x) : v(x) {}" in value
+    assert "LIB_HD float twice(Value a) { return 2 * a.get(); }" in value
+
+
+def test_macro_from_a_header_the_header_includes_compiles_clean(tmp_path: Path) -> None:
+    source = _library(tmp_path)
+    settings = Settings(include_paths=(str(tmp_path / "lib"),))
+    analysis = analyze(KERNEL, source, settings)
+    assert analysis.errors == (), analysis.errors
+    assert analysis.kernels[0].resources is not None
+
+
+def test_member_function_whose_head_tree_sitter_cuts_short() -> None:
+    # tree-sitter reads `HD explicit S(float)` as a member `HD explicit` then a headless
+    # function: the device one is kept whole, the host one blanked whole (no `HOSTM explicit`
+    # left dangling for NVRTC)
+    source = (
+        "#define HD __host__ __device__\n"
+        "#define HOSTM __host__\n"
+        "struct S {\n"
+        "  float v;\n"
+        "  HD explicit S(float x) : v(x) {}\n"
+        "  HOSTM explicit S(char x) : v(x) {}\n"
+        "  HD explicit operator double() const { return v; }\n"
+        "};\n"
+        "template <>\nstruct limits<tfloat32_t> {\n"
+        "  HD\n"
+        "  static tfloat32_t inf() noexcept { return tfloat32_t::bitcast(0x7f800000);}\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[4] == "  HD explicit S(float x) : v(x) {}"
+    assert lines[5].strip() == ""
+    assert lines[6] == "  HD explicit operator double() const { return v; }"
+    # (this spelling) read as `HD static tfloat32_t;` and a headless `inf() {...}`
+    assert lines[9:12] == source.split("\n")[9:12]
+
+
+def test_include_through_a_header_naming_macro_is_followed(tmp_path: Path) -> None:
+    # CUTLASS: `#define CUDA_STD_HEADER(header) <cuda/std/header>` then
+    # `#include CUDA_STD_HEADER(type_traits)`; left out, every cuda::std name was an error
+    (tmp_path / "cfg.h").write_text("#pragma once\n#define STD_HEADER(h) <cuda/std/h>\n")
+    (tmp_path / "uses.h").write_text(
+        "#pragma once\n#include STD_HEADER(type_traits) // libcu++\n"
+        "__device__ inline int same() { return cuda::std::is_same<int, int>::value; }\n"
+    )
+    text = (
+        '#include "cfg.h"\n#include "uses.h"\n#include STD_HEADER(limits)\n'
+        "__global__ void k(int* x) { x[0] = same() + cuda::std::numeric_limits<int>::max(); }\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_other_computed_includes_are_still_left_out_with_a_warning(tmp_path: Path) -> None:
+    text = "#define PICK(h) MORE(h)\n#include PICK(x.h)\n#include NAME\n__global__ void k() {}\n"
+    unit = build_device_unit(text, tmp_path / "k.cu")
+    found = sorted((p.span.start.line, p.severity) for p in unit.problems)
+    assert found == [(1, "warning"), (2, "warning")]
+    assert not unit.text.split("\n")[1].strip() and not unit.text.split("\n")[2].strip()
+
+
+def test_function_marked_constexpr_through_a_macro_is_kept(tmp_path: Path) -> None:
+    # CUTLASS: `CUTLASS_CONSTEXPR_IF_CXX17 auto fp_encoding_selector() {...}`, used in a
+    # `decltype`: blanked as a host function, its every use was a false error
+    text = (
+        "#define IF_CXX17 constexpr\n"
+        "template <int N> struct Rep { static constexpr int bits = N; };\n"
+        "template <int N> IF_CXX17 auto select() { return Rep<N * 8>{}; }\n"
+        "template <int N> struct Value { using R = decltype(select<N>()); };\n"
+        "__global__ void k(int* x) { x[0] = Value<4>::R::bits; }\n"
+    )
+    lines = build_device_unit(text).text.split("\n")
+    assert lines[2] == "template <int N> IF_CXX17 auto select() { return Rep<N * 8>{}; }"
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+def test_friend_function_after_a_macro_where_the_class_parse_broke() -> None:
+    # CUTLASS's float_exmy_base: an `#if` inside a `using X =` breaks tree-sitter's reading of
+    # the class, whose members then come as namespace-scope items; `HD friend bool f()` is read
+    # as a member `HD friend` (its `;` missing) and a headless function
+    source = (
+        "#define HD __host__ __device__\n"
+        "template <class T> struct B {\n"
+        "  using R =\n"
+        "    #if (NEW)\n"
+        "      decltype(T())\n"
+        "    #else\n"
+        "      T\n"
+        "    #endif\n"
+        "      ;\n"
+        "  using S =\n"
+        "    #if (NEW)\n"
+        "      decltype(T())\n"
+        "    #else\n"
+        "      typename T::type\n"
+        "    #endif\n"
+        "      ;\n"
+        "  HD\n"
+        "  friend bool operator==(B const &lhs, B const &rhs) { return true; }\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[16:18] == source.split("\n")[16:18]
+
+
+def test_prototype_with_a_trailing_return_type_read_by_decltype_is_kept(tmp_path: Path) -> None:
+    # CuTe: `auto has_tuple_size(T*) -> bool_constant<...>;`, declared only for decltype
+    text = (
+        "template <bool B> struct flag { static constexpr bool value = B; };\n"
+        "template <class T> auto has_size(T*) -> flag<(sizeof(T) > 0)>;\n"
+        "auto has_size(...) -> flag<false>;\n"
+        "template <class T> struct sized : decltype(has_size((T*)0)) {};\n"
+        "__global__ void k(int* x) { x[0] = sized<int>::value; }\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+# 1,024 data-dependent statements: the front end reads them in well under a second, code
+# generation takes ~20 s (a CUTLASS kernel's instantiation is as slow to generate)
+SLOW = (
+    "#define R1(s) s s s s\n#define R2(s) R1(R1(s))\n#define R3(s) R2(R2(s))\n"
+    "__global__ void quick(float* x) { x[0] = 1.0f; }\n"
+    "__global__ void slow(float* x) {\n"
+    "  float a = x[0];\n"
+    "  R3(R1(a = a * x[((int)a) & 7] + x[((int)(a * 3.0f)) & 15];))\n"
+    "  x[1] = a;\n"
+    "}\n"
+)
+
+
+def test_code_generation_past_the_limit_skips_resources_with_information(tmp_path: Path) -> None:
+    source = tmp_path / "slow.cu"
+    source.write_text(SLOW)
+    analysis = analyze(SLOW, source, Settings(compile_timeout_s=4))
+    assert analysis.errors == ()
+    quick, slow = analysis.kernels
+    assert quick.resources is not None
+    assert slow.resources is None and slow.timed_out
+    assert slow.symbol_note.startswith("resources skipped")
+    [skipped] = [d for d in analysis.diagnostics if d.code == "resources-skipped"]
+    assert skipped.severity == "information" and skipped.line == 5
+    assert "took longer than 4 s" in skipped.message and "compileTimeoutS" in skipped.message
+    assert analysis.compile is not None and analysis.compile.ok  # says nothing about the code
+
+
+def test_execution_space_chosen_by_a_conditional_before_the_function() -> None:
+    # CUTLASS's half_t::convert: `#if ... __device__ __noinline__ #else HD #endif` then the
+    # function; its head is the whole conditional
+    source = (
+        "#define HD __host__ __device__\n"
+        "struct half_t {\n"
+        "  unsigned short storage;\n"
+        "  #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 530)\n"
+        "    __device__ __noinline__\n"
+        "  #else\n"
+        "    HD\n"
+        "  #endif\n"
+        "  static half_t convert(float const& flt) { return half_t(); }\n"
+        "  #ifdef SOMETHING\n"
+        "    int extra;\n"
+        "  #endif\n"
+        "  static half_t host_only(float const& flt) { return half_t(); }\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[3:9] == source.split("\n")[3:9]
+    assert lines[10] == "    int extra;" and lines[12].strip() == ""
+
+
+def test_header_constants_used_only_by_other_files_are_kept(tmp_path: Path) -> None:
+    # CuTe's `template <class T> constexpr size_t tuple_size_v` is used by other headers, not
+    # its own: dropped as unused, `cute::tuple_size_v` was a false error everywhere
+    (tmp_path / "consts.h").write_text(
+        "#pragma once\nconstexpr int kBlock = 256;\nconst float kUnused = 2.0f;\n"
+        "template <class T> constexpr int size_v = sizeof(T);\n"
+    )
+    text = '#include "consts.h"\n__global__ void k(int* x) { x[0] = kBlock + size_v<int>; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_host_class_with_a_std_base_and_a_stream_operator_are_blanked(tmp_path: Path) -> None:
+    # CUTLASS's util/exceptions.h: `class cuda_exception : public std::exception {...}` and
+    # `inline std::ostream& operator<<(...)`: kept, each was an error from a host-only name
+    (tmp_path / "exc.h").write_text(
+        "#pragma once\n#include <stdexcept>\n#include <ostream>\n"
+        "class failure : public std::exception {\n"
+        " public:\n"
+        "  int code;\n"
+        "};\n"
+        "inline std::ostream& operator<<(std::ostream& out, failure const& e) {\n"
+        "  return out << e.what();\n"
+        "}\n"
+        "int& host_counter() { static int n = 0; return n; }\n"
+    )
+    text = '#include "exc.h"\n__global__ void k(int* x) { x[0] = 1; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    header = build_device_unit(text, source).headers["exc.h"]
+    assert "failure" not in header and "host_counter" not in header
+
+
+def test_struct_with_an_alignment_macro_tree_sitter_misreads_is_kept() -> None:
+    # CuTe: `template <...> struct CUTE_ALIGNAS(Alignment) array_aligned : cute::array<T,N> {};`
+    # reads as a declaration `struct CUTE_ALIGNAS (Alignment)` with no `;`: not a host variable
+    source = (
+        "#define ALIGNAS(n) alignas(n)\n"
+        "template <class T, int N> struct arr { T v[N]; };\n"
+        "template <class T, int N, int Alignment = 16>\n"
+        "struct ALIGNAS(Alignment) arr_aligned : arr<T,N> {};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[2:4] == source.split("\n")[2:4]
