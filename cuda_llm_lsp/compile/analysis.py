@@ -473,18 +473,24 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
                     _kernel_cache.put(cuts.key(i), share)
                 results[i] = share
         missing = alone
-    stopped: CompileResult | None = None  # a kernel's compile passed the time limit
-    for i in missing:
+    stopped: CompileResult | None = None  # a compile passed the time limit
+    for same in cuts.same_units(missing):
         if cancelled():
             return None
         if stopped is not None:  # the rest would too (a large unit): skipped, not N x limit
-            results[i] = stopped
+            for i in same:
+                results[i] = stopped
             continue
+        # kernels whose bodies cannot be cut (a `#if` inside) share one unit: one compile
+        # generates them all (was: one full compile per kernel, tf32TensorCoreGemm's 3x 7 s)
+        flat = tuple(dict.fromkeys(e for i in same for e in plan.wanted[i]))
         result = _kernel_cache.compile(
-            cuts.unit(i), plan.options, plan.wanted[i], timeout_s=plan.timeout_s
+            cuts.unit(same[0]), plan.options, flat, timeout_s=plan.timeout_s
         )
         if _timed_out(result):
-            stopped = results[i] = result  # not remembered: a busy machine is no property of it
+            stopped = result  # not remembered: a busy machine is no property of the code
+            for i in same:
+                results[i] = result
             continue
         if (
             not plan.broken
@@ -493,13 +499,18 @@ def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileR
         ):
             # cutting the other kernels broke the unit (a front-end error that the whole
             # unit does not have): generate from the whole unit instead
-            log.info("kernel %s: its own unit failed; using the whole unit", plan.kernels[i].name)
-            whole = compile_cached(
-                plan.unit, plan.options, plan.wanted[i], timeout_s=plan.timeout_s
-            )
-            result = _share_of(whole, plan, i, first=True)
-        _kernel_cache.put(cuts.key(i), result)
-        results[i] = result
+            names = ", ".join(plan.kernels[i].name for i in same)
+            log.info("kernels %s: their own unit failed; using the whole unit", names)
+            whole = compile_cached(plan.unit, plan.options, flat, timeout_s=plan.timeout_s)
+            shares = [_share_of(whole, plan, i, first=n == 0) for n, i in enumerate(same)]
+        elif len(same) == 1:
+            shares = [result]
+        else:
+            shares = [_share_of(result, plan, i, first=n == 0) for n, i in enumerate(same)]
+        for i, share in zip(same, shares, strict=True):
+            if not _timed_out(share):
+                _kernel_cache.put(cuts.key(i), share)
+            results[i] = share
     return [results[i] for i in range(len(plan.kernels))]
 
 
@@ -546,6 +557,13 @@ class KernelCuts:
 
     def unit(self, index: int) -> DeviceUnit:
         return self.unit_keeping((index,))
+
+    def same_units(self, indices: Sequence[int]) -> list[list[int]]:
+        """`indices` in groups whose own units are the same text: each cut kernel alone, the
+        kernels that cannot be cut together (each one's unit keeps all of them)."""
+        uncut = [i for i in indices if i not in self.bodies]
+        groups = [[i] for i in indices if i in self.bodies]
+        return [uncut, *groups] if uncut else groups
 
     def unit_keeping(self, indices: Sequence[int]) -> DeviceUnit:
         """The device unit with the bodies of `indices` kept and the other kernels' cut."""

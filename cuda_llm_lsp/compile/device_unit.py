@@ -86,6 +86,11 @@ _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
 )  # fmt: skip
+# Words that make a macro's expansion usable by device code (kept even without a device word).
+_USABLE_WORDS = frozenset(
+    {"const", "constexpr", "typedef", "using", "template", "struct", "class", "union", "enum",
+     "namespace", "static_assert"}
+)  # fmt: skip
 # Host calling-convention macros (empty on Linux): a function head holding one is host code.
 _CALLING_CONVENTIONS = frozenset(
     {"CUDART_CB", "CUDARTAPI", "CUDAAPI", "CUBLASAPI", "CUSPARSEAPI", "CUFFTAPI", "CURANDAPI",
@@ -141,7 +146,8 @@ def build_device_unit(
     own = Path(path).resolve() if path is not None else None
     if own is not None:
         state.seen.add(own)
-    body, includes, own_macros = _blank_host_code(text, {}, parsed)
+    main = _blank_host_code(text, {}, parsed, {})
+    body, includes, own_macros = main.text, main.includes, main.defined
     _note_include_macros(text, state)
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
@@ -159,13 +165,17 @@ def build_device_unit(
         for message, severity in state.take_problems():
             problems.append(IncludeProblem(span, message, severity))
     state.reblank_headers()
-    state.register_aliases()
-    if set(state.macros) - set(own_macros):  # HOST_DEVICE-style macros from user headers
-        body, _, _ = _blank_host_code(text, state.macros, parsed)  # the same tree, walked again
+    # HOST_DEVICE-style macros from user headers, or a namespace-scope invocation of a macro
+    # that a header defines: the same tree, walked again with what the headers taught
+    if set(state.macros) - set(own_macros) or main.invoked & set(state.bodies):
+        main = _blank_host_code(text, state.macros, parsed, state.bodies)
+        body = main.text
     lines = body.split("\n")
     for row in dropped:
         lines[row] = " " * len(lines[row])
     unit_text = _blank_line_directives("\n".join(lines))
+    unit_text = _drop_unused_constants(unit_text, main.constants, state)
+    state.register_aliases()
     name = Path(path).name if path is not None else "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"
@@ -201,6 +211,8 @@ class _IncludeState:
     # header name -> (its text, the rows of its include lines left out, the execution-space
     # macros known when it was blanked): `reblank_headers` walks it again once more are known
     blanked: dict[str, tuple[str, frozenset[int], frozenset[str]]] = field(default_factory=dict)
+    bodies: dict[str, str] = field(default_factory=dict)  # user macros: name -> replacement
+    constants: dict[str, list[_Constant]] = field(default_factory=dict)  # header -> its own
 
     def register_aliases(self) -> None:
         """Give every later spelling of a header the text registered under its first one."""
@@ -222,8 +234,10 @@ class _IncludeState:
             later = [m for m in self.macros if m not in known and m in text]
             if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
                 continue
-            body, _, _ = _blank_host_code(text, self.macros, _parse(text), header=True)
-            lines = body.split("\n")
+            blanked = _blank_host_code(text, self.macros, _parse(text), self.bodies)
+            if blanked.constants:  # the same text: its constants where they were, or more
+                self.constants[name] = blanked.constants
+            lines = blanked.text.split("\n")
             for row in dropped:
                 lines[row] = " " * len(lines[row])
             self.headers[name] = _blank_line_directives("\n".join(lines))
@@ -389,8 +403,12 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     text = normalized(raw.decode("utf-8", errors="replace"))
     known = frozenset(state.macros)
     _note_include_macros(text, state)
-    body, includes, macros = _blank_host_code(text, state.macros, _parse(text), header=True)
-    state.macros.update(macros)
+    blanked = _blank_host_code(text, state.macros, _parse(text), state.bodies)
+    body, includes = blanked.text, blanked.includes
+    state.macros.update(blanked.defined)
+    state.bodies.update(blanked.bodies)
+    if blanked.constants:
+        state.constants[name] = blanked.constants
     lines = body.split("\n")
     names = [name]
     dropped: set[int] = set()
@@ -403,7 +421,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
             lines[line_no] = " " * len(lines[line_no])
             dropped.add(line_no)
     state.headers[name] = _blank_line_directives("\n".join(lines))
-    state.blanked[name] = (text, frozenset(dropped), known | frozenset(macros))
+    state.blanked[name] = (text, frozenset(dropped), known | frozenset(blanked.defined))
     state.names[resolved] = name
     return names
 
@@ -423,25 +441,41 @@ def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
     return parse_tree(text.replace("\0", " "))
 
 
+@dataclass(frozen=True)
+class _Constant:
+    """An unannotated namespace-scope constant declaration: its names, its character range."""
+
+    names: tuple[str, ...]
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class _Blanked:
+    """One file with its host-only code blanked, and what the rest of the unit needs from it."""
+
+    text: str
+    includes: list[tuple[int, str, bool, Span, bool]]  # line, name, quoted, span, conditional
+    defined: dict[str, str]  # execution-space macros it defines: name -> "device" | "host"
+    bodies: dict[str, str]  # the macros it defines: name -> replacement text
+    constants: list[_Constant]  # kept for now; dropped once the whole unit shows them unused
+    invoked: frozenset[str]  # namespace-scope invocations of macros it could not judge
+
+
 def _blank_host_code(
     text: str,
     macros: dict[str, str],
     parsed: tuple[tree_sitter.Tree, bytes],
-    header: bool = False,
-) -> tuple[str, list[tuple[int, str, bool, Span, bool]], dict[str, str]]:
-    """`text` with host-only code blanked, its `#include` lines (line, name, quoted, span,
-    under a platform test) and
-    the execution-space macros it defines; `macros` are those known from headers; `parsed`
-    is `_parse(text)`. A `header`'s constants are kept whether it uses them or not: the file
-    including it (or another header: CuTe's `tuple_size_v`) does."""
+    bodies: dict[str, str],
+) -> _Blanked:
+    """`text` with host-only code blanked; `macros` are the execution-space macros and `bodies`
+    the replacement texts known from headers; `parsed` is `_parse(text)`."""
     text = text.replace("\0", " ")
     tree, data = parsed
-    walker = _Walker(data, macros)
+    walker = _Walker(data, macros, bodies)
     walker.walk(tree.root_node)
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
-    if not header:
-        blanked = _drop_unused_constants(blanked, walker.constants, text, data)
     includes: list[tuple[int, str, bool, Span, bool]] = []
     lines = blanked.split("\n")
     for row in walker.include_rows:
@@ -460,13 +494,16 @@ def _blank_host_code(
         group = "quoted" if quoted else "system"
         span = Span.of(row, match.start(group) - 1, row, match.end(group) + 1)
         includes.append((row, name.strip(), quoted, span, row in walker.conditional_rows))
-    return blanked, includes, walker.defined
+    constants = _constant_ranges(walker.constants, text, data)
+    return _Blanked(
+        blanked, includes, walker.defined, walker.own_bodies, constants, frozenset(walker.invoked)
+    )
 
 
 class _Walker:
     """Collects byte ranges of host-only code and the rows of `#include` directives."""
 
-    def __init__(self, data: bytes, macros: dict[str, str]) -> None:
+    def __init__(self, data: bytes, macros: dict[str, str], bodies: dict[str, str]) -> None:
         self.data = data
         self.ranges: list[tuple[int, int]] = []
         self.include_rows: list[int] = []
@@ -476,6 +513,9 @@ class _Walker:
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
+        self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
+        self.own_bodies: dict[str, str] = {}  # those this text defines
+        self.invoked: set[str] = set()  # namespace-scope invocations of unknown macros
         self.host_functions: set[str] = set()  # names of host functions blanked so far
         # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
         # an include guard's `#ifndef` does not count): nvcc may never read them
@@ -602,6 +642,8 @@ class _Walker:
             self.blank(outer)
         elif kind == "type_definition" and self._names_host_type(node):
             self.blank(outer)  # `typedef pthread_t CUTThread;`: a host-only name
+        elif kind == "expression_statement":
+            self._visit_invocation(node, outer)
         elif kind == "type_definition":  # `typedef struct {...} Name;`: its members
             for child in node.named_children:
                 if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
@@ -612,6 +654,7 @@ class _Walker:
         value = node.child_by_field_name("value")
         if name is None or value is None:
             return
+        self.bodies[self.text(name)] = self.own_bodies[self.text(name)] = self.text(value)
         words = set(_WORD.findall(self.text(value)))
         if words & _DEVICE_WORDS:
             self.device_macros.add(self.text(name))
@@ -622,6 +665,35 @@ class _Walker:
         elif words == {"constexpr"} and node.type == "preproc_def":
             self.constexpr_macros.add(self.text(name))
             self.defined[self.text(name)] = "constexpr"
+
+    def _visit_invocation(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        """`LIST(DECLARE)` at namespace scope: a macro invocation (no expression stands there).
+
+        cuda-samples' EGL interop declares host function pointers this way, of types from host
+        headers that the unit drops. Blanked when its whole expansion, as far as the user's
+        macros tell, holds no device word and nothing device code could use (a constant, a
+        type, a template); one whose macro is unknown (yet) is kept and noted.
+        """
+        call = node.named_children[0] if node.named_child_count == 1 else None
+        if call is None or call.type != "call_expression":
+            return
+        function = call.child_by_field_name("function")
+        if function is None or function.type != "identifier":
+            return
+        name = self.text(function)
+        if name not in self.bodies:
+            self.invoked.add(name)
+            return
+        words: set[str] = set()
+        todo = [name, *_WORD.findall(self.text(call.child_by_field_name("arguments") or call))]
+        while todo and len(words) < 4096:
+            word = todo.pop()
+            if word not in words:
+                words.add(word)
+                todo.extend(_WORD.findall(self.bodies.get(word, "")))
+        usable = _DEVICE_WORDS | _MEMORY_SPACE_WORDS | self.device_macros | _USABLE_WORDS
+        if not words & usable:
+            self.blank(outer)
 
     def _head_words(self, node: tree_sitter.Node) -> set[str]:
         """Words before the declarator: specifiers, qualifiers, macros standing for them."""
@@ -870,38 +942,61 @@ def _spaces(chunk: str) -> str:
     return "\n".join(" " * len(line) for line in chunk.split("\n"))
 
 
-def _drop_unused_constants(
-    blanked: str, constants: list[tuple[str, int, int]], text: str, data: bytes
-) -> str:
-    """Blank namespace-scope constants that no kept code mentions (host-only constants).
-
-    NVRTC warns about unreferenced ones (#177-D) on lines the user sees as host code.
-    """
-    if not constants:
-        return blanked
+def _constant_ranges(
+    constants: list[tuple[str, int, int]], text: str, data: bytes
+) -> list[_Constant]:
+    """The walker's constants (name, byte range) as declarations with character ranges."""
     by_decl: dict[tuple[int, int], list[str]] = {}
     for name, start, end in constants:
         by_decl.setdefault((start, end), []).append(name)
-    wanted = {name for name, _, _ in constants}
-    total: dict[str, int] = {}
-    for word in _WORD.findall(blanked):
-        if word in wanted:
-            total[word] = total.get(word, 0) + 1
     decls = sorted(by_decl)
-    unused: list[tuple[int, int]] = []
-    for (s, e), (start, end) in zip(_char_ranges(text, data, decls), decls, strict=True):
-        own = _WORD.findall(blanked[s:e])
-        if not any(total.get(n, 0) > own.count(n) for n in by_decl[(start, end)]):
-            unused.append((s, e))
-    if not unused:
-        return blanked
+    return [
+        _Constant(tuple(by_decl[decl]), s, e)
+        for (s, e), decl in zip(_char_ranges(text, data, decls), decls, strict=True)
+    ]
+
+
+def _drop_unused_constants(main: str, own: list[_Constant], state: _IncludeState) -> str:
+    """Blank namespace-scope constants that no kept code of the unit mentions; returns `main`
+    (the main file's text) with its own dropped, and drops the headers' in `state.headers`.
+
+    NVRTC warns about unreferenced ones (#177-D) on lines the user sees as host code. A use
+    counts wherever it is: cuda-samples' dwtHaar1D.cu defines `LOG_NUM_BANKS` for the kernel
+    header it includes next (dropped when only the file's own text was searched).
+    """
+    declared = {"": own, **state.constants}
+    wanted = {n for constants in declared.values() for c in constants for n in c.names}
+    if not wanted:
+        return main
+    texts = {"": main, **{name: state.headers[name] for name in state.constants}}
+    total: dict[str, int] = {}
+    for text in (main, *state.headers.values()):
+        for word in _WORD.findall(text):
+            if word in wanted:
+                total[word] = total.get(word, 0) + 1
+    for key, constants in declared.items():
+        unused: list[tuple[int, int]] = []
+        text = texts[key]
+        for constant in constants:
+            mine = _WORD.findall(text[constant.start : constant.end])
+            if not any(total.get(n, 0) > mine.count(n) for n in constant.names):
+                unused.append((constant.start, constant.end))
+        if unused:
+            texts[key] = _blank_chars(text, unused)
+    for name in state.constants:
+        state.headers[name] = texts[name]
+    return texts[""]
+
+
+def _blank_chars(text: str, ranges: list[tuple[int, int]]) -> str:
+    """`text` with the sorted character `ranges` made spaces (newlines stay)."""
     pieces: list[str] = []
     cursor = 0
-    for s, e in unused:
+    for s, e in ranges:
         if s < cursor:
             continue
-        pieces.append(blanked[cursor:s])
-        pieces.append(_spaces(blanked[s:e]))
+        pieces.append(text[cursor:s])
+        pieces.append(_spaces(text[s:e]))
         cursor = e
-    pieces.append(blanked[cursor:])
+    pieces.append(text[cursor:])
     return "".join(pieces)

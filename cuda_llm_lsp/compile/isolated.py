@@ -5,7 +5,10 @@ NVRTC is a C++ library in our address space: 3,000 nested parentheses overflow i
 spin a core, and none of it can be interrupted from Python. So compiles run in a small pool of
 `python -m cuda_llm_lsp.compile.isolated` processes, one request at a time each, over pipes
 (length-prefixed pickles of our own dataclasses: both ends are this package). The caller waits
-with a deadline: past it the child is killed and the compile reported as timed out; a child that
+with a deadline: past it the child is killed and the compile reported as timed out; the limit is
+the child's CPU time for that compile, within `BUSY_FACTOR` times it of wall time, so a compile
+that only waited for a busy machine's cores is not stopped (it would lose the file's diagnostics
+for a "diagnostics skipped" warning), and one that waits on nothing at all still ends; a child that
 dies is reported as a compiler crash; either way the next compile gets a fresh process. Each child
 caps its address space (RLIMIT_AS) and dies with its parent (PR_SET_PDEATHSIG).
 
@@ -42,6 +45,9 @@ DEFAULT_MEMORY_MB = 4096  # address space of one compile process (NVRTC loaded: 
 DEFAULT_WORKERS = 3  # the server: two documents front-end checked at once, one generating code
 CRASH_CODE = "compiler-crash"  # Diagnostic.code of a compile whose process died
 TIMEOUT_CODE = "compile-timeout"  # Diagnostic.code of a compile killed at its deadline
+# A compile's limit is CPU seconds; on a busy machine its wall time may run this many times over.
+BUSY_FACTOR = 2.5
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # Diagnostic.code of a compile whose process was killed from outside (SIGKILL: the kernel's OOM
 # killer, a parent thread's end, a shutdown): says nothing about the text, so never cached.
 INTERRUPTED_CODE = "compile-interrupted"
@@ -104,17 +110,17 @@ class _Worker:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise _Gone(self._death(), timed_out=False) from exc
-        deadline = time.monotonic() + timeout_s
+        deadline = _Deadline(self.proc.pid, timeout_s)
         header = self._read(_HEADER.size, deadline)
         (size,) = _HEADER.unpack(header)
         reply: tuple[str, Any] = pickle.loads(self._read(size, deadline))
         return reply
 
-    def _read(self, size: int, deadline: float) -> bytes:
+    def _read(self, size: int, deadline: _Deadline) -> bytes:
         chunks: list[bytes] = []
         left = size
         while left:
-            remaining = deadline - time.monotonic()
+            remaining = deadline.left()
             if remaining <= 0:
                 raise _Gone("timed out", timed_out=True)
             try:
@@ -155,6 +161,41 @@ class _Worker:
             with contextlib.suppress(Exception):
                 if pipe is not None:
                     pipe.close()
+
+
+class _Deadline:
+    """A compile's time limit: `timeout_s` of the child's CPU time for this compile, at most
+    `BUSY_FACTOR` times that of wall time (a child blocked on a read uses no CPU at all)."""
+
+    def __init__(self, pid: int, timeout_s: float) -> None:
+        self.pid, self.timeout_s = pid, timeout_s
+        now = time.monotonic()
+        self.soft, self.hard = now + timeout_s, now + timeout_s * BUSY_FACTOR
+        self.cpu_at_start = _cpu_seconds(pid)
+
+    def left(self) -> float:
+        """Seconds left to wait now; 0 or less: stop the compile."""
+        now = time.monotonic()
+        if now < self.soft:
+            return self.soft - now
+        cpu = _cpu_seconds(self.pid)
+        if cpu is None or self.cpu_at_start is None:
+            return self.soft - now  # CPU time unknown here: the wall deadline alone
+        unused = self.timeout_s - (cpu - self.cpu_at_start)
+        if unused > 0.05 and now < self.hard:  # waited for the cores, not compiled: wait on
+            self.soft = min(now + unused, self.hard)
+            return self.soft - now
+        return 0.0
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds process `pid` has used (Linux's /proc), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class CompilePool:

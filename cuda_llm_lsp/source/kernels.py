@@ -95,13 +95,17 @@ def parse_tree(text: str) -> tuple[Tree, bytes]:
     return parser.parse(_mask_unknown_attributes(data)), data
 
 
-# Kernel attributes tree-sitter-cuda does not know; blanked (same length) before parsing so
-# the kernel after them is still found and every byte offset stays exact.
-_UNKNOWN_ATTRIBUTES = re.compile(rb"\b(?:__cluster_dims__|__maxnreg__)\s*\([^()]*\)")
+# Attributes tree-sitter-cuda does not know; blanked (same length) before parsing so the kernel
+# after them is still found and every byte offset stays exact. `__align__(8)` on an anonymous
+# struct inside a union (cuda-samples' dct8x8) otherwise ends the union early: its next member
+# reads as a namespace-scope host variable and was blanked.
+_UNKNOWN_ATTRIBUTES = re.compile(
+    rb"\b(?:__cluster_dims__|__maxnreg__|__(?:builtin_)?align__)\s*\([^()]*\)"
+)
 
 
 def _mask_unknown_attributes(data: bytes) -> bytes:
-    if b"__cluster_dims__" not in data and b"__maxnreg__" not in data:
+    if b"__cluster_dims__" not in data and b"__maxnreg__" not in data and b"align__" not in data:
         return data
     return _UNKNOWN_ATTRIBUTES.sub(lambda m: b" " * len(m.group(0)), data)
 

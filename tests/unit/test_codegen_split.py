@@ -133,3 +133,26 @@ def test_a_conditional_or_a_continued_pragma_still_keeps_its_body_whole() -> Non
     front = analyze_syntax(text, WHERE, SETTINGS)
     assert front.plan is not None
     assert set(KernelCuts(front.plan).bodies) == {2}
+
+
+def test_kernels_whose_bodies_stay_whole_share_one_code_generation() -> None:
+    """cuda-samples' tf32TensorCoreGemm: three kernels, each with `#if __CUDA_ARCH__` in its
+    body; each one's own unit holds them all, so generating one unit per kernel did the whole
+    file's code generation three times (21 s where 7 s do)."""
+    text = (
+        "".join(
+            f"__global__ void k{n}(float* x) {{\n  __shared__ float s[{256 * (n + 1)}];\n"
+            "#if __CUDA_ARCH__ >= 800\n  s[threadIdx.x] = x[0];\n#endif\n"
+            "  x[threadIdx.x] = s[threadIdx.x + 1];\n}\n"
+            for n in range(2)
+        )
+        + "__global__ void plain(float* x) { x[0] = 1; }\n"
+    )
+    front = analyze_syntax(text, WHERE, SETTINGS)
+    assert front.plan is not None and set(KernelCuts(front.plan).bodies) == {2}
+    pool = shared_pool()
+    generations = pool.generations
+    full = add_resources(front)
+    assert pool.generations - generations == 2  # the two whole bodies together, `plain` alone
+    shared = [i.resources.shared_bytes if i.resources else None for i in full.kernels]
+    assert shared == [1024, 2048, 0] and full.diagnostics == ()

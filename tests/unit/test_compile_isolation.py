@@ -54,6 +54,24 @@ def test_a_compile_past_its_time_limit_is_stopped_and_the_next_one_works() -> No
         pool.close()
 
 
+def test_a_compile_that_only_waits_for_a_busy_machine_is_not_stopped() -> None:
+    """The limit is the compile's CPU time: a child held off the cores (SIGSTOP standing in
+    for a busy machine's other work) past its wall deadline still answers (was: timed out, the
+    file's diagnostics skipped because the machine was busy). Its wall time stays bounded."""
+    pool = CompilePool(size=1)
+    try:
+        pool.warm()
+        (worker,) = pool._idle
+        os.kill(worker.proc.pid, signal.SIGSTOP)
+        threading.Timer(1.5, os.kill, (worker.proc.pid, signal.SIGCONT)).start()
+        started = time.monotonic()
+        result = pool.compile(unit(GOOD), OPTIONS, ("k",), timeout_s=1)
+        assert result.ok and result.resources["k"].registers > 0, result.diagnostics
+        assert 1.5 <= time.monotonic() - started < 2.5
+    finally:
+        pool.close()
+
+
 def test_a_fifo_included_in_device_code_does_not_block_forever(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.h")
     text = '__global__ void k(float* x) {\n#include "pipe.h"\n}\n'

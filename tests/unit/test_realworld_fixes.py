@@ -285,3 +285,63 @@ def test_a_host_callback_with_a_calling_convention_macro_is_blanked(tmp_path: Pa
         "__global__ void k(int* o) { o[0] = 1; }\n",
     })  # fmt: skip
     assert messages(check(tmp_path / "main.cu")) == []
+
+
+def test_an_aligned_anonymous_struct_in_a_union_keeps_the_unions_members(tmp_path: Path) -> None:
+    """cuda-samples' dct8x8: `struct __align__(8) {...};` inside a union made tree-sitter end
+    the union early, and its next member was blanked as a host variable (was: union
+    "PackedShorts" has no member "hInt")."""
+    write(tmp_path, {
+        "main.cu": "union Packed {\n  struct __align__(8) {\n    short lo;\n    short hi;\n  };\n"
+        "  unsigned int whole;\n};\n"
+        "__global__ void k(unsigned int* v, short* o) {\n"
+        "  Packed p;\n  p.whole = v[0];\n  o[0] = p.lo + p.hi;\n}\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+def test_the_device_runtime_api_is_declared_as_nvcc_declares_it(tmp_path: Path) -> None:
+    """cuda-samples' graphConditionalNodes: nvcc declares cudaGraphSetConditional for device
+    code through cuda_runtime.h, NVRTC only with -rdc (was: identifier undefined)."""
+    write(tmp_path, {
+        "main.cu": "#include <cuda_runtime.h>\n"
+        "__global__ void k(cudaGraphConditionalHandle h, const int* n) {\n"
+        "  cudaGraphSetConditional(h, n[0] > 0 ? 1 : 0);\n}\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+def test_a_constant_that_only_an_included_header_uses_is_kept(tmp_path: Path) -> None:
+    """cuda-samples' dwtHaar1D: the .cu defines `LOG_NUM_BANKS` for the kernel header it
+    includes next; no kept code of the file itself names it (was: identifier undefined)."""
+    write(tmp_path, {
+        "kernel.cuh": "__global__ void k(float* o) { o[threadIdx.x >> SHIFT] = 1.0f; }\n",
+        "main.cu": "#include <vector>\nconst unsigned int SHIFT = 4;\n"
+        "const unsigned int UNUSED = 16;\n"
+        '#include "kernel.cuh"\n'
+        "int main() { std::vector<float> v(UNUSED); return (int)v.size(); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.diagnostics == ()
+
+
+def test_a_namespace_scope_macro_list_of_host_declarations_is_blanked(tmp_path: Path) -> None:
+    """cuda-samples' EGL interop: `EXTENSION_LIST(EXTLST_DECL)` declares host function pointers
+    of types from host headers the unit drops (was: PFNEGLCREATEIMAGEKHRPROC undefined). An
+    invocation whose expansion is device code stays, and its errors are still reported."""
+    write(tmp_path, {
+        "ext.h": "#pragma once\n#include <pthread.h>\n"
+        "#define HOST_LIST(T) T(pthread_mutex_t, lock) T(pthread_cond_t, ready)\n"
+        "#define DECLARE(tx, x) tx my_##x;\n#define EXTERN(tx, x) extern tx my_##x;\n"
+        "#define KERNEL(name, body) __global__ void name(float* o) { body; }\n",
+        "main.cu": '#include "ext.h"\n#if defined(HOST_LIST)\nHOST_LIST(DECLARE)\n#endif\n'
+        "HOST_LIST(EXTERN)\nKERNEL(k, o[0] = 1.0f)\n"
+        "int main() { return pthread_mutex_lock(&my_lock); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.diagnostics == ()
+    write(tmp_path, {"main.cu": '#include "ext.h"\nHOST_LIST(DECLARE)\nKERNEL(k, o[0] = nope)\n'})
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 3 and 'identifier "nope" is undefined' in error.message

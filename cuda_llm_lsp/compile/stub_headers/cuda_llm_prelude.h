@@ -25,6 +25,24 @@ typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned long ulong;
 
+/* nvcc's device pass declares the device runtime API for every file (cuda_runtime.h ->
+ * cuda_runtime_api.h -> cuda_device_runtime_api.h, whole-program or -rdc); NVRTC declares it
+ * only with -rdc (cuda_runtime_api.h's guard: __CUDACC_RDC__ || !__CUDACC_RTC__). Without it a
+ * kernel calling cudaGraphSetConditional (a builtin that needs no -rdc) gets "undefined". */
+#if !defined(__CUDACC_RDC__) && defined(__has_include)
+#if __has_include(<cuda_device_runtime_api.h>)
+#if !defined(__CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__)
+#define __CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__
+#define CUDA_LLM_UNDEF_INTERNAL_HEADERS
+#endif
+#include <cuda_device_runtime_api.h>
+#if defined(CUDA_LLM_UNDEF_INTERNAL_HEADERS)
+#undef __CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__
+#undef CUDA_LLM_UNDEF_INTERNAL_HEADERS
+#endif
+#endif
+#endif
+
 /* nvcc's device pass sees the host compiler's platform macros; NVRTC defines none. */
 #if defined(CUDA_LLM_HOST_LINUX) && !defined(__linux__)
 #define __linux__ 1
