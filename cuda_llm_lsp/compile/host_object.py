@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.mangled import demangle
 from cuda_llm_lsp.compile.nvcc import DEFAULT_TIMEOUT_S, NvccResult, compile_file
 
 TOOL_TIMEOUT_S = 30.0
@@ -107,7 +108,7 @@ def read_host_object(obj: Path) -> HostObject:
         else:
             continue
         rows.append((name, kind, int(size, 16)))
-    demangled = _demangle([name for name, _, _ in rows])
+    demangled = demangle([name for name, _, _ in rows])
     symbols = {
         name: Symbol(name, plain, kind, size)
         for (name, kind, size), plain in zip(rows, demangled, strict=True)
@@ -188,15 +189,6 @@ def _scoped_name(demangled: str) -> tuple[str, ...]:
         text = stripped
     words = text.split()
     return tuple((words[-1] if words else text).split("::"))
-
-
-def _demangle(names: list[str]) -> list[str]:
-    if not names:
-        return []
-    if shutil.which("c++filt") is None:
-        return names
-    out = _run(["c++filt"], stdin="\n".join(names) + "\n").splitlines()
-    return out if len(out) == len(names) else names
 
 
 def _run(command: list[str], stdin: str | None = None) -> str:

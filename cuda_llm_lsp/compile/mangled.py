@@ -85,25 +85,30 @@ class _Reader:
 def display_names(symbols: Sequence[str], nvcc: Path | None = None) -> dict[str, str]:
     """Each symbol as a person reads it: `reduce<float, 256>`, without the return type and the
     parameter list (the symbol itself where no demangler is found or it cannot read it)."""
-    shown = {s: s for s in symbols}
-    mangled = [s for s in symbols if s.startswith("_Z")]
+    shown = dict(zip(symbols, demangle(symbols, nvcc), strict=True))
+    return {s: _without_signature(text) if text != s else s for s, text in shown.items()}
+
+
+def demangle(symbols: Sequence[str], nvcc: Path | None = None) -> list[str]:
+    """Each symbol demangled whole (`void k<float>(float*)`), in order; a symbol the demangler
+    cannot read, or every symbol where there is no demangler, stays as it is."""
+    names = list(symbols)
+    mangled = [s for s in names if s.startswith("_Z")]
     tool = _demangler(nvcc)
     if not mangled or tool is None:
-        return shown
+        return names
     try:
         done = subprocess.run(
             [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.SubprocessError) as exc:
         log.debug("demangling failed: %s", exc)
-        return shown
+        return names
     lines = done.stdout.splitlines()
     if done.returncode != 0 or len(lines) != len(mangled):
-        return shown
-    for symbol, text in zip(mangled, lines, strict=True):
-        if text != symbol:
-            shown[symbol] = _without_signature(text)
-    return shown
+        return names
+    read = dict(zip(mangled, lines, strict=True))
+    return [read.get(s, s) for s in names]
 
 
 def _demangler(nvcc: Path | None) -> str | None:
