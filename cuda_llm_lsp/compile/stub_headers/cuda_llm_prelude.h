@@ -30,7 +30,9 @@ typedef unsigned long ulong;
  * only with -rdc (cuda_runtime_api.h's guard: __CUDACC_RDC__ || !__CUDACC_RTC__). Without it a
  * kernel calling cudaGraphSetConditional (a builtin that needs no -rdc) gets "undefined". */
 #if !defined(__CUDACC_RDC__) && defined(__has_include)
-#if __has_include(<cuda_device_runtime_api.h>)
+/* (NVRTC has the header built in, but what it includes, crt/host_defines.h, only where the
+ * toolkit's include directory is searched: without it, no declarations rather than an error) */
+#if __has_include(<cuda_device_runtime_api.h>) && __has_include(<crt/host_defines.h>)
 #if !defined(__CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__)
 #define __CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__
 #define CUDA_LLM_UNDEF_INTERNAL_HEADERS
