@@ -18,6 +18,7 @@ The walker keeps its own stack: a file of 10,000 nested `#if` must not exhaust P
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -152,10 +153,13 @@ def build_device_unit(
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
+    respelled: list[tuple[int, str, str]] = []
     for line_no, name, quoted, span, conditional in includes:
         base = own.parent if own else None
         state.conditional = conditional
-        kept, nested = _include(name, quoted, base, state, depth=1, where="")
+        kept, nested, spelled = _include(name, quoted, base, state, depth=1, where="")
+        if spelled != name:
+            respelled.append((line_no, name, spelled))
         if kept:
             include_lines.setdefault(name, line_no)
             for header_name in nested:
@@ -170,7 +174,7 @@ def build_device_unit(
     if set(state.macros) - set(own_macros) or main.invoked & set(state.bodies):
         main = _blank_host_code(text, state.macros, parsed, state.bodies)
         body = main.text
-    lines = body.split("\n")
+    lines = _respell_includes(body.split("\n"), respelled)
     for row in dropped:
         lines[row] = " " * len(lines[row])
     unit_text = _blank_line_directives("\n".join(lines))
@@ -211,6 +215,8 @@ class _IncludeState:
     # header name -> (its text, the rows of its include lines left out, the execution-space
     # macros known when it was blanked): `reblank_headers` walks it again once more are known
     blanked: dict[str, tuple[str, frozenset[int], frozenset[str]]] = field(default_factory=dict)
+    # header name -> its `#include "x.h"` lines respelled (row, spelling, unit name)
+    respelled: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)  # user macros: name -> replacement
     constants: dict[str, list[_Constant]] = field(default_factory=dict)  # header -> its own
 
@@ -237,7 +243,7 @@ class _IncludeState:
             blanked = _blank_host_code(text, self.macros, _parse(text), self.bodies)
             if blanked.constants:  # the same text: its constants where they were, or more
                 self.constants[name] = blanked.constants
-            lines = blanked.text.split("\n")
+            lines = _respell_includes(blanked.text.split("\n"), self.respelled.get(name, []))
             for row in dropped:
                 lines[row] = " " * len(lines[row])
             self.headers[name] = _blank_line_directives("\n".join(lines))
@@ -256,6 +262,36 @@ def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> 
         except (OSError, ValueError):
             continue
     return None
+
+
+def _unit_name(name: str, base: Path | None, configured: Iterable[str]) -> str:
+    """The name a `#include "name"` found next to its including file is registered under.
+
+    NVRTC knows in-memory headers by name only: CUTLASS's `#include "mma.h"` inside
+    `cutlass/arch/` registered as `mma.h` would shadow the toolkit's `<mma.h>` (read by
+    `<mma.h>`'s users) and be read a second time under `cutlass/arch/mma.h`. Its path relative
+    to the configured include directory holding it names it as every other spelling does.
+    """
+    try:
+        if base is None or not (base / name).exists():
+            return name
+    except (OSError, ValueError):
+        return name
+    here = Path(os.path.normpath(base / name))  # `base` is resolved: so is a directory
+    for directory in configured:
+        try:
+            relative = here.relative_to(Path(directory).resolve())
+        except (OSError, ValueError):
+            continue
+        return relative.as_posix()
+    return name
+
+
+def _respell_includes(lines: list[str], respelled: list[tuple[int, str, str]]) -> list[str]:
+    """`lines` with each `#include "name"` of `respelled` naming its header's unit name."""
+    for row, name, spelled in respelled:
+        lines[row] = lines[row].replace(f'"{name}"', f'"{spelled}"', 1)
+    return lines
 
 
 def _system_include(name: str, state: _IncludeState) -> bool | None:
@@ -287,8 +323,9 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
 
 def _include(
     name: str, quoted: bool, base: Path | None, state: _IncludeState, depth: int, where: str
-) -> tuple[bool, list[str]]:
-    """Resolve one `#include` line: whether it stays, and the user headers it loads.
+) -> tuple[bool, list[str], str]:
+    """Resolve one `#include` line: whether it stays, the user headers it loads, and the name
+    the line must spell (`_unit_name`).
 
     Problems go to `state.pending`; `where` is ' (included from "h" line n)' inside headers.
     A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
@@ -297,18 +334,20 @@ def _include(
     if name.startswith(COMPUTED):
         expanded = _expand_include_macro(name[len(COMPUTED) :], state)
         if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
-            return _include(expanded, False, base, state, depth, where)
+            kept, nested, _spelled = _include(expanded, False, base, state, depth, where)
+            return kept, nested, name
         message = (
             f"#include of a macro is not followed{where}: cuda-llm checks what an include "
             "reads, and this one names its file only after expansion (include the header by name)"
         )
         state.pending.append((message, "warning"))
-        return False, []
+        return False, [], name
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
-            loaded = _load_header(name, found, state, depth)
-            return loaded is not None, loaded or []
+            spelled = _unit_name(name, base, state.configured)
+            loaded = _load_header(spelled, found, state, depth)
+            return loaded is not None, loaded or [], spelled
     elif name not in std_headers.STUBBED and not std_headers.is_host_only(name):
         # a project header reached through -I: blanked like a "..." one (nvcc searches -I
         # before the system directories for <...> too); NVRTC would read it raw, host code
@@ -316,7 +355,7 @@ def _include(
         found = _resolve_quoted(name, None, state.configured)
         if found is not None:
             loaded = _load_header(name, found, state, depth)
-            return loaded is not None, loaded or []
+            return loaded is not None, loaded or [], name
     kept = _system_include(name, state)
     if kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
@@ -334,8 +373,8 @@ def _include(
         stand_in = std_headers.missing_stand_in(name)
         if stand_in is not None:  # its names, so the rest of the file is still checked
             state.headers.setdefault(name, stand_in)
-            return True, []
-    return bool(kept), []
+            return True, [], name
+    return bool(kept), [], name
 
 
 def _expand_include_macro(what: str, state: _IncludeState) -> str | None:
@@ -412,14 +451,19 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     lines = body.split("\n")
     names = [name]
     dropped: set[int] = set()
+    respelled: list[tuple[int, str, str]] = []
     for line_no, inner, quoted, _span, conditional in includes:
         where = f' (included from "{name}" line {line_no + 1})'
         state.conditional = conditional
-        kept, nested = _include(inner, quoted, resolved.parent, state, depth + 1, where)
+        kept, nested, spelled = _include(inner, quoted, resolved.parent, state, depth + 1, where)
+        if spelled != inner:
+            respelled.append((line_no, inner, spelled))
         names.extend(nested)
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
             dropped.add(line_no)
+    lines = _respell_includes(lines, respelled)
+    state.respelled[name] = respelled
     state.headers[name] = _blank_line_directives("\n".join(lines))
     state.blanked[name] = (text, frozenset(dropped), known | frozenset(blanked.defined))
     state.names[resolved] = name

@@ -272,3 +272,35 @@ def test_struct_with_an_alignment_macro_tree_sitter_misreads_is_kept() -> None:
     )
     lines = build_device_unit(source).text.split("\n")
     assert lines[2:4] == source.split("\n")[2:4]
+
+
+def test_header_named_like_a_toolkit_header_next_to_its_includer_keeps_one_name(
+    tmp_path: Path,
+) -> None:
+    # CUTLASS's `cutlass/arch/mma_sm80.h` includes `"mma.h"` (its neighbour cutlass/arch/mma.h):
+    # registered as `mma.h`, it shadowed the toolkit's <mma.h> and was read twice, once per name
+    arch = tmp_path / "lib" / "arch"
+    arch.mkdir(parents=True)
+    (arch / "mma.h").write_text("#pragma once\nstruct OpMultiplyAdd {};\n")
+    (arch / "mma_sm80.h").write_text(
+        '#pragma once\n#include "mma.h"\nstruct Sm80 { OpMultiplyAdd op; };\n'
+    )
+    text = (
+        "#include <mma.h>\n"
+        '#include "arch/mma.h"\n'
+        '#include "arch/mma_sm80.h"\n'
+        "__global__ void k(float* x) {\n"
+        "  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc;\n"
+        "  nvcuda::wmma::fill_fragment(acc, 0.0f);\n"
+        "  Sm80 s;\n"
+        "  x[0] = acc.x[0] + sizeof(s.op);\n"
+        "}\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    lib = str(tmp_path / "lib")
+    unit = build_device_unit(text, source, (lib,))
+    assert "mma.h" not in unit.headers
+    assert '#include "arch/mma.h"' in unit.headers["arch/mma_sm80.h"]
+    analysis = analyze(text, source, Settings(include_paths=(lib,), arch="sm_80"))
+    assert analysis.errors == (), analysis.errors
