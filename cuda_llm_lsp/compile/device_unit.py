@@ -83,6 +83,12 @@ _HEAD_TYPES = frozenset(
      "attribute_declaration", "attribute_specifier", "ms_call_modifier", "virtual",
      "placeholder_type_specifier", "identifier"}
 )  # fmt: skip
+# a macro kind (`_IncludeState.macros`): a class NVRTC never sees (`_note_hidden_class`)
+HIDDEN_FROM_NVRTC = "nvrtc-hidden"
+_NOT_RTC = re.compile(
+    r"#\s*(?:if\s*!\s*defined\s*(?:\(\s*__CUDACC_RTC__\s*\)|\s__CUDACC_RTC__)"
+    r"|ifndef\s+__CUDACC_RTC__)"
+)
 _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
@@ -202,6 +208,7 @@ class _IncludeState:
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     # execution-space macros: name -> "device" | "host" | "constexpr" (a macro standing for
     # `constexpr`, such as CUTLASS_CONSTEXPR_IF_CXX17: its functions are judged as constexpr ones)
+    # or HIDDEN_FROM_NVRTC: not a macro, a class only nvcc sees (`_Walker._note_hidden_class`)
     macros: dict[str, str] = field(default_factory=dict)
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
@@ -240,7 +247,8 @@ class _IncludeState:
             later = [m for m in self.macros if m not in known and m in text]
             if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
                 continue
-            blanked = _blank_host_code(text, self.macros, _parse(text), self.bodies)
+            parsed = _parse(text, self.macros)
+            blanked = _blank_host_code(text, self.macros, parsed, self.bodies)
             if blanked.constants:  # the same text: its constants where they were, or more
                 self.constants[name] = blanked.constants
             lines = _respell_includes(blanked.text.split("\n"), self.respelled.get(name, []))
@@ -442,7 +450,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     text = normalized(raw.decode("utf-8", errors="replace"))
     known = frozenset(state.macros)
     _note_include_macros(text, state)
-    blanked = _blank_host_code(text, state.macros, _parse(text), state.bodies)
+    blanked = _blank_host_code(text, state.macros, _parse(text, state.macros), state.bodies)
     body, includes = blanked.text, blanked.includes
     state.macros.update(blanked.defined)
     state.bodies.update(blanked.bodies)
@@ -480,9 +488,39 @@ def _blank_line_directives(text: str) -> str:
 # --- blanking host code ----------------------------------------------------------------------
 
 
-def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
+def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter.Tree, bytes]:
+    """The tree of `text` (normalized) and its bytes; `macros`: see `_mask_device_macros`."""
     # NVRTC reads a C string: a NUL would end the file (same length, so offsets hold)
-    return parse_tree(text.replace("\0", " "))
+    text = text.replace("\0", " ")
+    masked = _mask_device_macros(text, macros or {})
+    if masked == text:
+        return parse_tree(text)
+    tree, _masked_data = parse_tree(masked)
+    return tree, text.encode("utf-8", errors="surrogatepass")
+
+
+def _mask_device_macros(text: str, macros: dict[str, str]) -> str:
+    """`text` with each known device macro (`CUTLASS_HOST_DEVICE`) spelled `__device__`,
+    padded to its length, for tree-sitter only (the walker reads the real bytes).
+
+    tree-sitter takes an unknown word before a constructor for its return type:
+    `CUTLASS_HOST_DEVICE S(S const& o) : a(o.a), b(o.b) {` then reads as a member with a
+    bit-field and a brace initializer, the whole class body breaks (CUTLASS's CudaHostAdapter)
+    and the loop in it was blanked as a host prototype `for (int32_t i = 0;`. Names shorter
+    than `__device__`, function-like uses and `#` lines are left as they are.
+    """
+    names = [n for n, kind in macros.items() if kind == "device" and len(n) >= 10 and n in text]
+    if not names:
+        return text
+    pattern = re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\b(?!\s*\()")
+
+    def spelled(match: re.Match[str]) -> str:
+        line = text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
+        if line.lstrip().startswith("#"):
+            return match.group(0)
+        return "__device__".ljust(len(match.group(0)))
+
+    return pattern.sub(spelled, text)
 
 
 @dataclass(frozen=True)
@@ -500,7 +538,7 @@ class _Blanked:
 
     text: str
     includes: list[tuple[int, str, bool, Span, bool]]  # line, name, quoted, span, conditional
-    defined: dict[str, str]  # execution-space macros it defines: name -> "device" | "host"
+    defined: dict[str, str]  # execution-space macros it defines: name -> "device" | "host"...
     bodies: dict[str, str]  # the macros it defines: name -> replacement text
     constants: list[_Constant]  # kept for now; dropped once the whole unit shows them unused
     invoked: frozenset[str]  # namespace-scope invocations of macros it could not judge
@@ -556,6 +594,7 @@ class _Walker:
         self.device_macros = {n for n, kind in macros.items() if kind == "device"}
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
+        self.hidden = {n for n, kind in macros.items() if kind == HIDDEN_FROM_NVRTC}
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
         self.own_bodies: dict[str, str] = {}  # those this text defines
@@ -680,6 +719,7 @@ class _Walker:
                 self.blank(outer)  # `class cuda_exception : public std::exception {...};`
             else:
                 self._visit_class(node)
+            self._note_hidden_class(node)
         elif kind in ("using_declaration", "alias_declaration", "type_definition") and (
             self._needs_host_std(node)
         ):
@@ -824,6 +864,9 @@ class _Walker:
                     member,
                 )
             if target.type == "function_definition":
+                declarator = target.child_by_field_name("declarator")
+                if not self._is_function_declarator(declarator):
+                    continue  # misread: `STATIC_ASSERT(A{} % B{} == 0);` as `M (A) {}` (CuTe)
                 if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
                     self._blank_cut_short_head(member)
@@ -852,9 +895,35 @@ class _Walker:
             self.blank(head)
 
     def _names_host_type(self, node: tree_sitter.Node) -> bool:
-        """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""
+        """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`),
+        or only host compilers see (`_note_hidden_class`)."""
         kind = node.child_by_field_name("type")
-        return kind is not None and bool(set(_WORD.findall(self.text(kind))) & _HOST_TYPES)
+        if kind is None:
+            return False
+        words = set(_WORD.findall(self.text(kind)))
+        return bool(words & _HOST_TYPES or words & self.hidden)
+
+    def _note_hidden_class(self, node: tree_sitter.Node) -> None:
+        """A class defined under `#if !defined(__CUDACC_RTC__)` exists for nvcc, not NVRTC.
+
+        CUTLASS's `platform::unique_ptr` is one: the host class `DeviceAllocation` keeps a
+        member of it, which NVRTC rejects. Its name is noted (as a macro kind, so that headers
+        blanked before it was known are walked again) and members of its type are blanked.
+        """
+        name = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name is None or body is None or name.type != "type_identifier":
+            return
+        child, parent = node, node.parent
+        while parent is not None:
+            if parent.type in ("preproc_if", "preproc_ifdef") and _hides_from_nvrtc(
+                self.text(parent).split("\n", 1)[0]
+            ):
+                alternative = parent.child_by_field_name("alternative")
+                if alternative is None or child.start_byte < alternative.start_byte:
+                    self.defined[self.text(name)] = HIDDEN_FROM_NVRTC
+                    return
+            child, parent = parent, parent.parent
 
     def _is_defaulted(self, node: tree_sitter.Node) -> bool:
         body = node.child_by_field_name("body")
@@ -910,6 +979,11 @@ class _Walker:
                         return True
             stack.extend(current.children)
         return False
+
+
+def _hides_from_nvrtc(directive: str) -> bool:
+    """Whether `#if !defined(__CUDACC_RTC__)` (or `#ifndef __CUDACC_RTC__`) is `directive`."""
+    return _NOT_RTC.fullmatch(directive.split("//")[0].split("/*")[0].strip()) is not None
 
 
 def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:

@@ -304,3 +304,110 @@ def test_header_named_like_a_toolkit_header_next_to_its_includer_keeps_one_name(
     assert '#include "arch/mma.h"' in unit.headers["arch/mma_sm80.h"]
     analysis = analyze(text, source, Settings(include_paths=(lib,), arch="sm_80"))
     assert analysis.errors == (), analysis.errors
+
+
+def test_member_of_a_class_only_nvcc_sees_is_blanked(tmp_path: Path) -> None:
+    # CUTLASS's util/device_memory.h: the host class DeviceAllocation holds a
+    # `platform::unique_ptr`, defined under `#if !defined(__CUDACC_RTC__)`: NVRTC never sees it
+    (tmp_path / "plat.h").write_text(
+        "#pragma once\n"
+        "namespace plat {\n"
+        "#if !defined(__CUDACC_RTC__)\n"
+        "template <class T> class holder {\n"
+        "  T* p;\n"
+        " public:\n"
+        "  ~holder() { delete p; }\n"
+        "};\n"
+        "#else\n"
+        "template <class T> struct shown {};\n"
+        "#endif\n"
+        "}\n"
+    )
+    (tmp_path / "mem.h").write_text(
+        "#pragma once\n"
+        '#include "plat.h"\n'
+        "template <class T> class Alloc {\n"
+        " public:\n"
+        "  int count;\n"
+        "  plat::holder<T> owner;\n"
+        "  plat::shown<T> kept;\n"
+        "};\n"
+    )
+    text = '#include "mem.h"\n__global__ void k(int* x) { x[0] = sizeof(plat::shown<int>); }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["mem.h"]
+    assert "owner" not in header
+    assert "int count;" in header and "plat::shown<T> kept;" in header
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+ADAPTER_H = """\
+#pragma once
+#include "hd.h"
+namespace lib {
+struct Adapter {
+  static constexpr int kMax = 4;
+  int handles[kMax];
+  int count = 0;
+  int extra = 0;
+  LIB_HOST_DEVICE Adapter() {}
+  LIB_HOST_DEVICE
+  Adapter(const Adapter & rhs)
+      : count(rhs.count),
+        extra(rhs.extra) {
+    LIB_ASSERT(rhs.count >= 0 && rhs.count < kMax);
+    for (int i = 0; i < rhs.count && i < kMax; ++i) {
+      handles[i] = rhs.handles[i];
+    }
+  }
+  LIB_HOST_DEVICE
+  Adapter& operator=(const Adapter & rhs) {
+    for (int i = 0; i < rhs.count && i < kMax; ++i) {
+      handles[i] = rhs.handles[i];
+    }
+    return *this;
+  }
+};
+}  // namespace lib
+"""
+
+
+def test_constructor_after_a_device_macro_with_two_initializers_is_kept(tmp_path: Path) -> None:
+    # CUTLASS's CudaHostAdapter: tree-sitter read `MACRO Ctor(...) : a(x), b(y) {` as a member
+    # with a bit-field, the class body broke, and `for (int32_t i = 0;` was blanked as a host
+    # prototype: "identifier i is undefined"
+    (tmp_path / "hd.h").write_text(
+        "#pragma once\n#define LIB_HOST_DEVICE __host__ __device__\n#define LIB_ASSERT(x)\n"
+    )
+    (tmp_path / "adapter.h").write_text(ADAPTER_H)
+    text = (
+        '#include "adapter.h"\n'
+        "__global__ void k(int* x) { lib::Adapter a; lib::Adapter b(a); x[0] = b.handles[0]; }\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["adapter.h"]
+    assert header.count("    for (int i = 0; i < rhs.count && i < kMax; ++i) {") == 2
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+def test_static_assert_macro_misread_as_a_member_function_is_kept() -> None:
+    # CuTe's `CUTE_STATIC_ASSERT_V(TiledNumThr{} % AtomNumThr{} == Int<0>{}, "...");` in a
+    # class reads as a member function `M (TiledNumThr) {}`: blanking it left half a line
+    source = (
+        "#define ASSERT_V(x, ...) static_assert(decltype(x)::value, ##__VA_ARGS__)\n"
+        "template <int N> struct Int { static constexpr bool value = N == 0; };\n"
+        "using A = Int<0>;\n"
+        "using B = Int<0>;\n"
+        "struct Atom {};\n"
+        "struct Tiled : Atom\n"
+        "{\n"
+        '  ASSERT_V(A{} % B{} == Int<0>{}, "too few threads");\n'
+        "  __device__ int f() const { return 1; }\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[7] == source.split("\n")[7]
