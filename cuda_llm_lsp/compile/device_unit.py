@@ -89,6 +89,14 @@ _NOT_RTC = re.compile(
     r"#\s*(?:if\s*!\s*defined\s*(?:\(\s*__CUDACC_RTC__\s*\)|\s__CUDACC_RTC__)"
     r"|ifndef\s+__CUDACC_RTC__)"
 )
+# `#if X` / one declarator line / `#else` / another / `#endif`, then the function's `{`
+_SPLIT_DECLARATOR = re.compile(
+    r"^([ \t]*#[ \t]*if(?:n?def)?\b[^\n]*\n)"
+    r"([^\n#;{}]*\([^\n#;{}]*\)[^\n#;{}]*\n)"
+    r"([ \t]*#[ \t]*else\b[^\n]*\n[^\n#;{}]*\n[ \t]*#[ \t]*endif\b[^\n]*\n)"
+    r"(?=[ \t]*\{)",
+    re.MULTILINE,
+)
 _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
@@ -492,11 +500,26 @@ def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter
     """The tree of `text` (normalized) and its bytes; `macros`: see `_mask_device_macros`."""
     # NVRTC reads a C string: a NUL would end the file (same length, so offsets hold)
     text = text.replace("\0", " ")
-    masked = _mask_device_macros(text, macros or {})
+    masked = _mask_split_declarators(_mask_device_macros(text, macros or {}))
     if masked == text:
         return parse_tree(text)
     tree, _masked_data = parse_tree(masked)
     return tree, text.encode("utf-8", errors="surrogatepass")
+
+
+def _mask_split_declarators(text: str) -> str:
+    """`text` with `#if` / `#else <declarator>` / `#endif` around a function's declarator
+    made spaces, for tree-sitter only: the first declarator stands alone before the body.
+
+    CUTLASS's cluster_launch.hpp spells `init(void const* kernel_function)` and, under
+    `#else`, `init(void const*)`: tree-sitter then reads no function, the host member was kept
+    whole and the rest of the class misread; NVRTC rejected each `__host__` member.
+    """
+    if "#" not in text:
+        return text
+    return _SPLIT_DECLARATOR.sub(
+        lambda m: _spaces(m.group(1)) + m.group(2) + _spaces(m.group(3)), text
+    )
 
 
 def _mask_device_macros(text: str, macros: dict[str, str]) -> str:

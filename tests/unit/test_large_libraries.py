@@ -411,3 +411,32 @@ def test_static_assert_macro_misread_as_a_member_function_is_kept() -> None:
     )
     lines = build_device_unit(source).text.split("\n")
     assert lines[7] == source.split("\n")[7]
+
+
+def test_host_member_with_an_if_inside_its_declarator_is_blanked(tmp_path: Path) -> None:
+    # CUTLASS's cluster_launch.hpp: `static inline CUTLASS_HOST Status` then `#if ...`
+    # `init(void const* f)` `#else` `init(void const*)` `#endif` and the body: tree-sitter read
+    # no function, it was kept and NVRTC rejected the `__host__` function in JIT mode
+    (tmp_path / "launch.h").write_text(
+        "#pragma once\n"
+        "struct Launcher {\n"
+        "  static inline __host__\n"
+        "  int\n"
+        "#if defined(LAUNCH_ENABLED)\n"
+        "  init(void const* kernel)\n"
+        "#else\n"
+        "  init(void const* /* kernel */)\n"
+        "#endif\n"
+        "  {\n"
+        "    return 0;\n"
+        "  }\n"
+        "  __device__ static int lanes() { return 32; }\n"
+        "};\n"
+    )
+    text = '#include "launch.h"\n__global__ void k(int* x) { x[0] = Launcher::lanes(); }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["launch.h"]
+    assert "init" not in header and "__device__ static int lanes()" in header
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
