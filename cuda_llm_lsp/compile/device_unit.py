@@ -716,7 +716,12 @@ class _Walker:
                 self.visit(body, outer)
         elif kind == "template_declaration":
             inner = next(
-                (c for c in node.named_children if c.type not in ("template_parameter_list",)),
+                # not a comment after the parameters: `typename Layout>  ///< Layout function`
+                (
+                    c
+                    for c in node.named_children
+                    if c.type not in ("template_parameter_list", "comment")
+                ),
                 None,
             )
             if inner is not None:
@@ -883,7 +888,11 @@ class _Walker:
             target = member
             if member.type == "template_declaration":
                 target = next(
-                    (c for c in member.named_children if c.type != "template_parameter_list"),
+                    (
+                        c
+                        for c in member.named_children
+                        if c.type not in ("template_parameter_list", "comment")
+                    ),
                     member,
                 )
             if target.type == "function_definition":

@@ -440,3 +440,24 @@ def test_host_member_with_an_if_inside_its_declarator_is_blanked(tmp_path: Path)
     assert "init" not in header and "__device__ static int lanes()" in header
     analysis = analyze(text, source, Settings())
     assert analysis.errors == (), analysis.errors
+
+
+def test_host_template_with_a_comment_after_its_parameters_is_blanked(tmp_path: Path) -> None:
+    # CUTLASS's reference/host/tensor_compare.h: `typename Layout>  ///< Layout function` then
+    # `std::pair<...> TensorFind(...)`: the comment was taken for the template's declaration
+    (tmp_path / "find.h").write_text(
+        "#pragma once\n"
+        "#include <utility>\n"
+        "template <\n"
+        "  typename Element>   ///< Element type\n"
+        "std::pair<bool, int> find(Element const* data, int n, Element value) {\n"
+        "  for (int i = 0; i < n; ++i) { if (data[i] == value) return std::make_pair(true, i); }\n"
+        "  return std::make_pair(false, 0);\n"
+        "}\n"
+    )
+    text = '#include "find.h"\n__global__ void k(int* x) { x[0] = 1; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    assert "find(" not in build_device_unit(text, source).headers["find.h"]
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
