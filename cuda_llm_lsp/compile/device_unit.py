@@ -350,8 +350,8 @@ def _include(
     if name.startswith(COMPUTED):
         expanded = _expand_include_macro(name[len(COMPUTED) :], state)
         if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
-            kept, nested, _spelled = _include(expanded, False, base, state, depth, where)
-            return kept, nested, name
+            stays, nested, _spelled = _include(expanded, False, base, state, depth, where)
+            return stays, nested, name
         message = (
             f"#include of a macro is not followed{where}: cuda-llm checks what an include "
             "reads, and this one names its file only after expansion (include the header by name)"
@@ -618,6 +618,7 @@ class _Walker:
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
         self.hidden = {n for n, kind in macros.items() if kind == HIDDEN_FROM_NVRTC}
+        self.host_aliases: set[str] = set()  # class-scope aliases of host-only std types
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
         self.own_bodies: dict[str, str] = {}  # those this text defines
@@ -906,6 +907,13 @@ class _Walker:
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
+            elif target.type == "alias_declaration" and self._needs_host_std(target):
+                # `using engine_type = std::mt19937;` (CUTLASS's reference/host/tensor_fill.h):
+                # gone, and so are the members of its type
+                self.blank(member)
+                name = target.child_by_field_name("name")
+                if name is not None:
+                    self.host_aliases.add(self.text(name))
 
     def _cut_short_head(self, node: tree_sitter.Node) -> tree_sitter.Node | None:
         """tree-sitter reads `MACRO explicit S(float x) {...}` or `MACRO friend bool f() {...}`
@@ -933,7 +941,7 @@ class _Walker:
         if kind is None:
             return False
         words = set(_WORD.findall(self.text(kind)))
-        return bool(words & _HOST_TYPES or words & self.hidden)
+        return bool(words & _HOST_TYPES or words & self.hidden or words & self.host_aliases)
 
     def _note_hidden_class(self, node: tree_sitter.Node) -> None:
         """A class defined under `#if !defined(__CUDACC_RTC__)` exists for nvcc, not NVRTC.

@@ -461,3 +461,26 @@ def test_host_template_with_a_comment_after_its_parameters_is_blanked(tmp_path: 
     assert "find(" not in build_device_unit(text, source).headers["find.h"]
     analysis = analyze(text, source, Settings())
     assert analysis.errors == (), analysis.errors
+
+
+def test_class_alias_of_a_host_std_type_and_its_members_are_blanked(tmp_path: Path) -> None:
+    # CUTLASS's reference/host/tensor_fill.h: `using engine_type = std::mt19937;` in a class,
+    # then `engine_type rnd;`: NVRTC has no std::mt19937
+    (tmp_path / "fill.h").write_text(
+        "#pragma once\n"
+        "#include <random>\n"
+        "struct Filler {\n"
+        "  int seed;\n"
+        " private:\n"
+        "  using engine_type = std::mt19937;\n"
+        " public:\n"
+        "  engine_type rnd;\n"
+        "};\n"
+    )
+    text = '#include "fill.h"\n__global__ void k(int* x) { x[0] = sizeof(Filler); }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["fill.h"]
+    assert "mt19937" not in header and "rnd" not in header and "int seed;" in header
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
