@@ -18,6 +18,7 @@ The walker keeps its own stack: a file of 10,000 nested `#if` must not exhaust P
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,20 @@ _HEAD_TYPES = frozenset(
      "attribute_declaration", "attribute_specifier", "ms_call_modifier", "virtual",
      "placeholder_type_specifier", "identifier"}
 )  # fmt: skip
+# a macro kind (`_IncludeState.macros`): a class NVRTC never sees (`_note_hidden_class`)
+HIDDEN_FROM_NVRTC = "nvrtc-hidden"
+_NOT_RTC = re.compile(
+    r"#\s*(?:if\s*!\s*defined\s*(?:\(\s*__CUDACC_RTC__\s*\)|\s__CUDACC_RTC__)"
+    r"|ifndef\s+__CUDACC_RTC__)"
+)
+# `#if X` / one declarator line / `#else` / another / `#endif`, then the function's `{`
+_SPLIT_DECLARATOR = re.compile(
+    r"^([ \t]*#[ \t]*if(?:n?def)?\b[^\n]*\n)"
+    r"([^\n#;{}]*\([^\n#;{}]*\)[^\n#;{}]*\n)"
+    r"([ \t]*#[ \t]*else\b[^\n]*\n[^\n#;{}]*\n[ \t]*#[ \t]*endif\b[^\n]*\n)"
+    r"(?=[ \t]*\{)",
+    re.MULTILINE,
+)
 _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
@@ -152,10 +167,13 @@ def build_device_unit(
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
+    respelled: list[tuple[int, str, str]] = []
     for line_no, name, quoted, span, conditional in includes:
         base = own.parent if own else None
         state.conditional = conditional
-        kept, nested = _include(name, quoted, base, state, depth=1, where="")
+        kept, nested, spelled = _include(name, quoted, base, state, depth=1, where="")
+        if spelled != name:
+            respelled.append((line_no, name, spelled))
         if kept:
             include_lines.setdefault(name, line_no)
             for header_name in nested:
@@ -170,7 +188,7 @@ def build_device_unit(
     if set(state.macros) - set(own_macros) or main.invoked & set(state.bodies):
         main = _blank_host_code(text, state.macros, parsed, state.bodies)
         body = main.text
-    lines = body.split("\n")
+    lines = _respell_includes(body.split("\n"), respelled)
     for row in dropped:
         lines[row] = " " * len(lines[row])
     unit_text = _blank_line_directives("\n".join(lines))
@@ -198,6 +216,7 @@ class _IncludeState:
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     # execution-space macros: name -> "device" | "host" | "constexpr" (a macro standing for
     # `constexpr`, such as CUTLASS_CONSTEXPR_IF_CXX17: its functions are judged as constexpr ones)
+    # or HIDDEN_FROM_NVRTC: not a macro, a class only nvcc sees (`_Walker._note_hidden_class`)
     macros: dict[str, str] = field(default_factory=dict)
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
@@ -211,6 +230,8 @@ class _IncludeState:
     # header name -> (its text, the rows of its include lines left out, the execution-space
     # macros known when it was blanked): `reblank_headers` walks it again once more are known
     blanked: dict[str, tuple[str, frozenset[int], frozenset[str]]] = field(default_factory=dict)
+    # header name -> its `#include "x.h"` lines respelled (row, spelling, unit name)
+    respelled: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)  # user macros: name -> replacement
     constants: dict[str, list[_Constant]] = field(default_factory=dict)  # header -> its own
 
@@ -234,10 +255,11 @@ class _IncludeState:
             later = [m for m in self.macros if m not in known and m in text]
             if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
                 continue
-            blanked = _blank_host_code(text, self.macros, _parse(text), self.bodies)
+            parsed = _parse(text, self.macros)
+            blanked = _blank_host_code(text, self.macros, parsed, self.bodies)
             if blanked.constants:  # the same text: its constants where they were, or more
                 self.constants[name] = blanked.constants
-            lines = blanked.text.split("\n")
+            lines = _respell_includes(blanked.text.split("\n"), self.respelled.get(name, []))
             for row in dropped:
                 lines[row] = " " * len(lines[row])
             self.headers[name] = _blank_line_directives("\n".join(lines))
@@ -256,6 +278,36 @@ def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> 
         except (OSError, ValueError):
             continue
     return None
+
+
+def _unit_name(name: str, base: Path | None, configured: Iterable[str]) -> str:
+    """The name a `#include "name"` found next to its including file is registered under.
+
+    NVRTC knows in-memory headers by name only: CUTLASS's `#include "mma.h"` inside
+    `cutlass/arch/` registered as `mma.h` would shadow the toolkit's `<mma.h>` (read by
+    `<mma.h>`'s users) and be read a second time under `cutlass/arch/mma.h`. Its path relative
+    to the configured include directory holding it names it as every other spelling does.
+    """
+    try:
+        if base is None or not (base / name).exists():
+            return name
+    except (OSError, ValueError):
+        return name
+    here = Path(os.path.normpath(base / name))  # `base` is resolved: so is a directory
+    for directory in configured:
+        try:
+            relative = here.relative_to(Path(directory).resolve())
+        except (OSError, ValueError):
+            continue
+        return relative.as_posix()
+    return name
+
+
+def _respell_includes(lines: list[str], respelled: list[tuple[int, str, str]]) -> list[str]:
+    """`lines` with each `#include "name"` of `respelled` naming its header's unit name."""
+    for row, name, spelled in respelled:
+        lines[row] = lines[row].replace(f'"{name}"', f'"{spelled}"', 1)
+    return lines
 
 
 def _system_include(name: str, state: _IncludeState) -> bool | None:
@@ -287,8 +339,9 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
 
 def _include(
     name: str, quoted: bool, base: Path | None, state: _IncludeState, depth: int, where: str
-) -> tuple[bool, list[str]]:
-    """Resolve one `#include` line: whether it stays, and the user headers it loads.
+) -> tuple[bool, list[str], str]:
+    """Resolve one `#include` line: whether it stays, the user headers it loads, and the name
+    the line must spell (`_unit_name`).
 
     Problems go to `state.pending`; `where` is ' (included from "h" line n)' inside headers.
     A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
@@ -297,18 +350,20 @@ def _include(
     if name.startswith(COMPUTED):
         expanded = _expand_include_macro(name[len(COMPUTED) :], state)
         if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
-            return _include(expanded, False, base, state, depth, where)
+            stays, nested, _spelled = _include(expanded, False, base, state, depth, where)
+            return stays, nested, name
         message = (
             f"#include of a macro is not followed{where}: cuda-llm checks what an include "
             "reads, and this one names its file only after expansion (include the header by name)"
         )
         state.pending.append((message, "warning"))
-        return False, []
+        return False, [], name
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
-            loaded = _load_header(name, found, state, depth)
-            return loaded is not None, loaded or []
+            spelled = _unit_name(name, base, state.configured)
+            loaded = _load_header(spelled, found, state, depth)
+            return loaded is not None, loaded or [], spelled
     elif name not in std_headers.STUBBED and not std_headers.is_host_only(name):
         # a project header reached through -I: blanked like a "..." one (nvcc searches -I
         # before the system directories for <...> too); NVRTC would read it raw, host code
@@ -316,7 +371,7 @@ def _include(
         found = _resolve_quoted(name, None, state.configured)
         if found is not None:
             loaded = _load_header(name, found, state, depth)
-            return loaded is not None, loaded or []
+            return loaded is not None, loaded or [], name
     kept = _system_include(name, state)
     if kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
@@ -334,8 +389,8 @@ def _include(
         stand_in = std_headers.missing_stand_in(name)
         if stand_in is not None:  # its names, so the rest of the file is still checked
             state.headers.setdefault(name, stand_in)
-            return True, []
-    return bool(kept), []
+            return True, [], name
+    return bool(kept), [], name
 
 
 def _expand_include_macro(what: str, state: _IncludeState) -> str | None:
@@ -403,7 +458,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     text = normalized(raw.decode("utf-8", errors="replace"))
     known = frozenset(state.macros)
     _note_include_macros(text, state)
-    blanked = _blank_host_code(text, state.macros, _parse(text), state.bodies)
+    blanked = _blank_host_code(text, state.macros, _parse(text, state.macros), state.bodies)
     body, includes = blanked.text, blanked.includes
     state.macros.update(blanked.defined)
     state.bodies.update(blanked.bodies)
@@ -412,14 +467,19 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     lines = body.split("\n")
     names = [name]
     dropped: set[int] = set()
+    respelled: list[tuple[int, str, str]] = []
     for line_no, inner, quoted, _span, conditional in includes:
         where = f' (included from "{name}" line {line_no + 1})'
         state.conditional = conditional
-        kept, nested = _include(inner, quoted, resolved.parent, state, depth + 1, where)
+        kept, nested, spelled = _include(inner, quoted, resolved.parent, state, depth + 1, where)
+        if spelled != inner:
+            respelled.append((line_no, inner, spelled))
         names.extend(nested)
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
             dropped.add(line_no)
+    lines = _respell_includes(lines, respelled)
+    state.respelled[name] = respelled
     state.headers[name] = _blank_line_directives("\n".join(lines))
     state.blanked[name] = (text, frozenset(dropped), known | frozenset(blanked.defined))
     state.names[resolved] = name
@@ -436,9 +496,54 @@ def _blank_line_directives(text: str) -> str:
 # --- blanking host code ----------------------------------------------------------------------
 
 
-def _parse(text: str) -> tuple[tree_sitter.Tree, bytes]:
+def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter.Tree, bytes]:
+    """The tree of `text` (normalized) and its bytes; `macros`: see `_mask_device_macros`."""
     # NVRTC reads a C string: a NUL would end the file (same length, so offsets hold)
-    return parse_tree(text.replace("\0", " "))
+    text = text.replace("\0", " ")
+    masked = _mask_split_declarators(_mask_device_macros(text, macros or {}))
+    if masked == text:
+        return parse_tree(text)
+    tree, _masked_data = parse_tree(masked)
+    return tree, text.encode("utf-8", errors="surrogatepass")
+
+
+def _mask_split_declarators(text: str) -> str:
+    """`text` with `#if` / `#else <declarator>` / `#endif` around a function's declarator
+    made spaces, for tree-sitter only: the first declarator stands alone before the body.
+
+    CUTLASS's cluster_launch.hpp spells `init(void const* kernel_function)` and, under
+    `#else`, `init(void const*)`: tree-sitter then reads no function, the host member was kept
+    whole and the rest of the class misread; NVRTC rejected each `__host__` member.
+    """
+    if "#" not in text:
+        return text
+    return _SPLIT_DECLARATOR.sub(
+        lambda m: _spaces(m.group(1)) + m.group(2) + _spaces(m.group(3)), text
+    )
+
+
+def _mask_device_macros(text: str, macros: dict[str, str]) -> str:
+    """`text` with each known device macro (`CUTLASS_HOST_DEVICE`) spelled `__device__`,
+    padded to its length, for tree-sitter only (the walker reads the real bytes).
+
+    tree-sitter takes an unknown word before a constructor for its return type:
+    `CUTLASS_HOST_DEVICE S(S const& o) : a(o.a), b(o.b) {` then reads as a member with a
+    bit-field and a brace initializer, the whole class body breaks (CUTLASS's CudaHostAdapter)
+    and the loop in it was blanked as a host prototype `for (int32_t i = 0;`. Names shorter
+    than `__device__`, function-like uses and `#` lines are left as they are.
+    """
+    names = [n for n, kind in macros.items() if kind == "device" and len(n) >= 10 and n in text]
+    if not names:
+        return text
+    pattern = re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\b(?!\s*\()")
+
+    def spelled(match: re.Match[str]) -> str:
+        line = text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
+        if line.lstrip().startswith("#"):
+            return match.group(0)
+        return "__device__".ljust(len(match.group(0)))
+
+    return pattern.sub(spelled, text)
 
 
 @dataclass(frozen=True)
@@ -456,7 +561,7 @@ class _Blanked:
 
     text: str
     includes: list[tuple[int, str, bool, Span, bool]]  # line, name, quoted, span, conditional
-    defined: dict[str, str]  # execution-space macros it defines: name -> "device" | "host"
+    defined: dict[str, str]  # execution-space macros it defines: name -> "device" | "host"...
     bodies: dict[str, str]  # the macros it defines: name -> replacement text
     constants: list[_Constant]  # kept for now; dropped once the whole unit shows them unused
     invoked: frozenset[str]  # namespace-scope invocations of macros it could not judge
@@ -512,6 +617,8 @@ class _Walker:
         self.device_macros = {n for n, kind in macros.items() if kind == "device"}
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
+        self.hidden = {n for n, kind in macros.items() if kind == HIDDEN_FROM_NVRTC}
+        self.host_aliases: set[str] = set()  # class-scope aliases of host-only std types
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
         self.own_bodies: dict[str, str] = {}  # those this text defines
@@ -610,7 +717,12 @@ class _Walker:
                 self.visit(body, outer)
         elif kind == "template_declaration":
             inner = next(
-                (c for c in node.named_children if c.type not in ("template_parameter_list",)),
+                # not a comment after the parameters: `typename Layout>  ///< Layout function`
+                (
+                    c
+                    for c in node.named_children
+                    if c.type not in ("template_parameter_list", "comment")
+                ),
                 None,
             )
             if inner is not None:
@@ -636,6 +748,7 @@ class _Walker:
                 self.blank(outer)  # `class cuda_exception : public std::exception {...};`
             else:
                 self._visit_class(node)
+            self._note_hidden_class(node)
         elif kind in ("using_declaration", "alias_declaration", "type_definition") and (
             self._needs_host_std(node)
         ):
@@ -776,10 +889,17 @@ class _Walker:
             target = member
             if member.type == "template_declaration":
                 target = next(
-                    (c for c in member.named_children if c.type != "template_parameter_list"),
+                    (
+                        c
+                        for c in member.named_children
+                        if c.type not in ("template_parameter_list", "comment")
+                    ),
                     member,
                 )
             if target.type == "function_definition":
+                declarator = target.child_by_field_name("declarator")
+                if not self._is_function_declarator(declarator):
+                    continue  # misread: `STATIC_ASSERT(A{} % B{} == 0);` as `M (A) {}` (CuTe)
                 if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
                     self._blank_cut_short_head(member)
@@ -787,6 +907,13 @@ class _Walker:
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
+            elif target.type == "alias_declaration" and self._needs_host_std(target):
+                # `using engine_type = std::mt19937;` (CUTLASS's reference/host/tensor_fill.h):
+                # gone, and so are the members of its type
+                self.blank(member)
+                name = target.child_by_field_name("name")
+                if name is not None:
+                    self.host_aliases.add(self.text(name))
 
     def _cut_short_head(self, node: tree_sitter.Node) -> tree_sitter.Node | None:
         """tree-sitter reads `MACRO explicit S(float x) {...}` or `MACRO friend bool f() {...}`
@@ -808,9 +935,35 @@ class _Walker:
             self.blank(head)
 
     def _names_host_type(self, node: tree_sitter.Node) -> bool:
-        """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`)."""
+        """A member whose type only host headers declare (`glob_t g;`, `struct timeval t;`),
+        or only host compilers see (`_note_hidden_class`)."""
         kind = node.child_by_field_name("type")
-        return kind is not None and bool(set(_WORD.findall(self.text(kind))) & _HOST_TYPES)
+        if kind is None:
+            return False
+        words = set(_WORD.findall(self.text(kind)))
+        return bool(words & _HOST_TYPES or words & self.hidden or words & self.host_aliases)
+
+    def _note_hidden_class(self, node: tree_sitter.Node) -> None:
+        """A class defined under `#if !defined(__CUDACC_RTC__)` exists for nvcc, not NVRTC.
+
+        CUTLASS's `platform::unique_ptr` is one: the host class `DeviceAllocation` keeps a
+        member of it, which NVRTC rejects. Its name is noted (as a macro kind, so that headers
+        blanked before it was known are walked again) and members of its type are blanked.
+        """
+        name = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name is None or body is None or name.type != "type_identifier":
+            return
+        child, parent = node, node.parent
+        while parent is not None:
+            if parent.type in ("preproc_if", "preproc_ifdef") and _hides_from_nvrtc(
+                self.text(parent).split("\n", 1)[0]
+            ):
+                alternative = parent.child_by_field_name("alternative")
+                if alternative is None or child.start_byte < alternative.start_byte:
+                    self.defined[self.text(name)] = HIDDEN_FROM_NVRTC
+                    return
+            child, parent = parent, parent.parent
 
     def _is_defaulted(self, node: tree_sitter.Node) -> bool:
         body = node.child_by_field_name("body")
@@ -866,6 +1019,11 @@ class _Walker:
                         return True
             stack.extend(current.children)
         return False
+
+
+def _hides_from_nvrtc(directive: str) -> bool:
+    """Whether `#if !defined(__CUDACC_RTC__)` (or `#ifndef __CUDACC_RTC__`) is `directive`."""
+    return _NOT_RTC.fullmatch(directive.split("//")[0].split("/*")[0].strip()) is not None
 
 
 def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:

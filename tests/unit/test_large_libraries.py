@@ -272,3 +272,215 @@ def test_struct_with_an_alignment_macro_tree_sitter_misreads_is_kept() -> None:
     )
     lines = build_device_unit(source).text.split("\n")
     assert lines[2:4] == source.split("\n")[2:4]
+
+
+def test_header_named_like_a_toolkit_header_next_to_its_includer_keeps_one_name(
+    tmp_path: Path,
+) -> None:
+    # CUTLASS's `cutlass/arch/mma_sm80.h` includes `"mma.h"` (its neighbour cutlass/arch/mma.h):
+    # registered as `mma.h`, it shadowed the toolkit's <mma.h> and was read twice, once per name
+    arch = tmp_path / "lib" / "arch"
+    arch.mkdir(parents=True)
+    (arch / "mma.h").write_text("#pragma once\nstruct OpMultiplyAdd {};\n")
+    (arch / "mma_sm80.h").write_text(
+        '#pragma once\n#include "mma.h"\nstruct Sm80 { OpMultiplyAdd op; };\n'
+    )
+    text = (
+        "#include <mma.h>\n"
+        '#include "arch/mma.h"\n'
+        '#include "arch/mma_sm80.h"\n'
+        "__global__ void k(float* x) {\n"
+        "  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc;\n"
+        "  nvcuda::wmma::fill_fragment(acc, 0.0f);\n"
+        "  Sm80 s;\n"
+        "  x[0] = acc.x[0] + sizeof(s.op);\n"
+        "}\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    lib = str(tmp_path / "lib")
+    unit = build_device_unit(text, source, (lib,))
+    assert "mma.h" not in unit.headers
+    assert '#include "arch/mma.h"' in unit.headers["arch/mma_sm80.h"]
+    analysis = analyze(text, source, Settings(include_paths=(lib,), arch="sm_80"))
+    assert analysis.errors == (), analysis.errors
+
+
+def test_member_of_a_class_only_nvcc_sees_is_blanked(tmp_path: Path) -> None:
+    # CUTLASS's util/device_memory.h: the host class DeviceAllocation holds a
+    # `platform::unique_ptr`, defined under `#if !defined(__CUDACC_RTC__)`: NVRTC never sees it
+    (tmp_path / "plat.h").write_text(
+        "#pragma once\n"
+        "namespace plat {\n"
+        "#if !defined(__CUDACC_RTC__)\n"
+        "template <class T> class holder {\n"
+        "  T* p;\n"
+        " public:\n"
+        "  ~holder() { delete p; }\n"
+        "};\n"
+        "#else\n"
+        "template <class T> struct shown {};\n"
+        "#endif\n"
+        "}\n"
+    )
+    (tmp_path / "mem.h").write_text(
+        "#pragma once\n"
+        '#include "plat.h"\n'
+        "template <class T> class Alloc {\n"
+        " public:\n"
+        "  int count;\n"
+        "  plat::holder<T> owner;\n"
+        "  plat::shown<T> kept;\n"
+        "};\n"
+    )
+    text = '#include "mem.h"\n__global__ void k(int* x) { x[0] = sizeof(plat::shown<int>); }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["mem.h"]
+    assert "owner" not in header
+    assert "int count;" in header and "plat::shown<T> kept;" in header
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+ADAPTER_H = """\
+#pragma once
+#include "hd.h"
+namespace lib {
+struct Adapter {
+  static constexpr int kMax = 4;
+  int handles[kMax];
+  int count = 0;
+  int extra = 0;
+  LIB_HOST_DEVICE Adapter() {}
+  LIB_HOST_DEVICE
+  Adapter(const Adapter & rhs)
+      : count(rhs.count),
+        extra(rhs.extra) {
+    LIB_ASSERT(rhs.count >= 0 && rhs.count < kMax);
+    for (int i = 0; i < rhs.count && i < kMax; ++i) {
+      handles[i] = rhs.handles[i];
+    }
+  }
+  LIB_HOST_DEVICE
+  Adapter& operator=(const Adapter & rhs) {
+    for (int i = 0; i < rhs.count && i < kMax; ++i) {
+      handles[i] = rhs.handles[i];
+    }
+    return *this;
+  }
+};
+}  // namespace lib
+"""
+
+
+def test_constructor_after_a_device_macro_with_two_initializers_is_kept(tmp_path: Path) -> None:
+    # CUTLASS's CudaHostAdapter: tree-sitter read `MACRO Ctor(...) : a(x), b(y) {` as a member
+    # with a bit-field, the class body broke, and `for (int32_t i = 0;` was blanked as a host
+    # prototype: "identifier i is undefined"
+    (tmp_path / "hd.h").write_text(
+        "#pragma once\n#define LIB_HOST_DEVICE __host__ __device__\n#define LIB_ASSERT(x)\n"
+    )
+    (tmp_path / "adapter.h").write_text(ADAPTER_H)
+    text = (
+        '#include "adapter.h"\n'
+        "__global__ void k(int* x) { lib::Adapter a; lib::Adapter b(a); x[0] = b.handles[0]; }\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["adapter.h"]
+    assert header.count("    for (int i = 0; i < rhs.count && i < kMax; ++i) {") == 2
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+def test_static_assert_macro_misread_as_a_member_function_is_kept() -> None:
+    # CuTe's `CUTE_STATIC_ASSERT_V(TiledNumThr{} % AtomNumThr{} == Int<0>{}, "...");` in a
+    # class reads as a member function `M (TiledNumThr) {}`: blanking it left half a line
+    source = (
+        "#define ASSERT_V(x, ...) static_assert(decltype(x)::value, ##__VA_ARGS__)\n"
+        "template <int N> struct Int { static constexpr bool value = N == 0; };\n"
+        "using A = Int<0>;\n"
+        "using B = Int<0>;\n"
+        "struct Atom {};\n"
+        "struct Tiled : Atom\n"
+        "{\n"
+        '  ASSERT_V(A{} % B{} == Int<0>{}, "too few threads");\n'
+        "  __device__ int f() const { return 1; }\n"
+        "};\n"
+    )
+    lines = build_device_unit(source).text.split("\n")
+    assert lines[7] == source.split("\n")[7]
+
+
+def test_host_member_with_an_if_inside_its_declarator_is_blanked(tmp_path: Path) -> None:
+    # CUTLASS's cluster_launch.hpp: `static inline CUTLASS_HOST Status` then `#if ...`
+    # `init(void const* f)` `#else` `init(void const*)` `#endif` and the body: tree-sitter read
+    # no function, it was kept and NVRTC rejected the `__host__` function in JIT mode
+    (tmp_path / "launch.h").write_text(
+        "#pragma once\n"
+        "struct Launcher {\n"
+        "  static inline __host__\n"
+        "  int\n"
+        "#if defined(LAUNCH_ENABLED)\n"
+        "  init(void const* kernel)\n"
+        "#else\n"
+        "  init(void const* /* kernel */)\n"
+        "#endif\n"
+        "  {\n"
+        "    return 0;\n"
+        "  }\n"
+        "  __device__ static int lanes() { return 32; }\n"
+        "};\n"
+    )
+    text = '#include "launch.h"\n__global__ void k(int* x) { x[0] = Launcher::lanes(); }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["launch.h"]
+    assert "init" not in header and "__device__ static int lanes()" in header
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+def test_host_template_with_a_comment_after_its_parameters_is_blanked(tmp_path: Path) -> None:
+    # CUTLASS's reference/host/tensor_compare.h: `typename Layout>  ///< Layout function` then
+    # `std::pair<...> TensorFind(...)`: the comment was taken for the template's declaration
+    (tmp_path / "find.h").write_text(
+        "#pragma once\n"
+        "#include <utility>\n"
+        "template <\n"
+        "  typename Element>   ///< Element type\n"
+        "std::pair<bool, int> find(Element const* data, int n, Element value) {\n"
+        "  for (int i = 0; i < n; ++i) { if (data[i] == value) return std::make_pair(true, i); }\n"
+        "  return std::make_pair(false, 0);\n"
+        "}\n"
+    )
+    text = '#include "find.h"\n__global__ void k(int* x) { x[0] = 1; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    assert "find(" not in build_device_unit(text, source).headers["find.h"]
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
+
+
+def test_class_alias_of_a_host_std_type_and_its_members_are_blanked(tmp_path: Path) -> None:
+    # CUTLASS's reference/host/tensor_fill.h: `using engine_type = std::mt19937;` in a class,
+    # then `engine_type rnd;`: NVRTC has no std::mt19937
+    (tmp_path / "fill.h").write_text(
+        "#pragma once\n"
+        "#include <random>\n"
+        "struct Filler {\n"
+        "  int seed;\n"
+        " private:\n"
+        "  using engine_type = std::mt19937;\n"
+        " public:\n"
+        "  engine_type rnd;\n"
+        "};\n"
+    )
+    text = '#include "fill.h"\n__global__ void k(int* x) { x[0] = sizeof(Filler); }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["fill.h"]
+    assert "mt19937" not in header and "rnd" not in header and "int seed;" in header
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == (), analysis.errors
