@@ -9,6 +9,12 @@ projects' files (llm.c, cuda-samples, SGEMM_CUDA, GPU MODE's lectures: see
 benchmarks/RESULTS.md) with the fast tier, in parallel within a bounded time. The corpus is
 not part of the repository (other projects' code is not vendored): point
 `CUDA_LLM_REALWORLD_CORPUS` at a directory holding its `manifest.toml`; marked `slow`.
+
+`test_zero_false_errors_on_the_downloaded_corpus` needs no local corpus: it downloads the one
+pinned in tests/data/realworld/sources.toml (public Debian and PyPI packages, sha256 checked;
+benchmarks/realworld_fetch.py) into $CUDA_LLM_CORPUS_CACHE or its tmp dir and checks every
+nvcc-clean file; it skips, saying why, when the packages cannot be downloaded. `test_fetch_*`
+run the fetcher against a package index on a local port.
 """
 
 from __future__ import annotations
@@ -100,4 +106,173 @@ def test_zero_false_errors_on_the_real_corpus(tmp_path: Path) -> None:
     status = corpus_runner.main([str(CORPUS), "--jobs", jobs, "--json", str(out)])
     summary = json.loads(out.read_text())["summary"]
     assert summary["files"] >= 100
+    assert summary["false_errors"] == 0 and status == 0, summary
+
+
+# --- The downloadable corpus (benchmarks/realworld_fetch.py, tests/data/realworld/sources.toml)
+
+_fetch_spec = importlib.util.spec_from_file_location(
+    "realworld_fetch", ROOT / "benchmarks" / "realworld_fetch.py"
+)
+assert _fetch_spec is not None and _fetch_spec.loader is not None
+corpus_fetch = importlib.util.module_from_spec(_fetch_spec)
+sys.modules["realworld_fetch"] = corpus_fetch
+_fetch_spec.loader.exec_module(corpus_fetch)
+
+
+def test_the_pinned_corpus_is_large_enough_and_recorded() -> None:
+    """At least 100 nvcc-clean files from at least four projects, each source pinned."""
+    sources, entries = corpus_fetch.load_sources()
+    for source in sources:
+        assert source.kind in {"debian", "pypi"} and source.version and source.licence
+        assert len(source.sha256) == 64 and int(source.sha256, 16) >= 0
+    assert all(e.nvcc in {"clean", "error"} for e in entries), "run realworld_fetch --record"
+    clean = [e for e in entries if e.nvcc == "clean"]
+    assert len(clean) >= 100
+    assert len({e.project for e in clean}) >= 4
+    assert sum(e.ptxas_kernels for e in clean) > 0
+
+
+class _Index:
+    """A package index on a local port, as pip's simple index (PEP 691 JSON) serves it."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.startswith("/simple/"):
+                    listing = [{"filename": n, "url": f"/files/{n}"} for n in index.files]
+                    body = json.dumps({"files": listing}).encode()
+                elif self.path.startswith("/files/") and self.path[7:] in index.files:
+                    body = index.files[self.path[7:]]
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.files = files
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+
+def _wheel(files: dict[str, str]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        for name, text in files.items():
+            zipped.writestr(name, text)
+    return buffer.getvalue()
+
+
+def _sources_file(path: Path, archive: bytes, sha256: str | None = None) -> Path:
+    import hashlib
+
+    source = corpus_fetch.Source(
+        "proj", "pypi", "proj", "1.0", "proj-1.0-py3-none-any.whl",
+        sha256 or hashlib.sha256(archive).hexdigest(), "MIT", "LICENSE",
+    )  # fmt: skip
+    entry = corpus_runner.Entry(
+        "proj/k.cu", "proj", ["proj/inc"], ["N=4"], "c++17", "clean", 1, {"_Z1kPf": 8}
+    )
+    corpus_fetch.write_sources(path, [source], [entry])
+    return path
+
+
+def test_fetch_downloads_checks_and_extracts_a_pinned_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the index's JSON to the file, sha256 checked; the runner's manifest written."""
+    archive = _wheel({"LICENSE": "MIT\n", "k.cu": "__global__ void k(float* o) { o[0] = N; }\n"})
+    index = _Index({"proj-1.0-py3-none-any.whl": archive})
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
+    sources = _sources_file(tmp_path / "sources.toml", archive)
+    cache = tmp_path / "cache"
+    entries = corpus_fetch.fetch(cache, sources)
+    assert [e.path for e in entries] == ["proj/k.cu"]
+    assert (cache / "proj" / "k.cu").read_text().startswith("__global__")
+    manifest = corpus_runner.load_manifest(cache)
+    assert manifest[0].defines == ["N=4"] and manifest[0].ptxas_registers == {"_Z1kPf": 8}
+    index.files.clear()  # a second fetch uses the archive it has: no download
+    assert corpus_fetch.fetch(cache, sources)[0].path == "proj/k.cu"
+    index.server.shutdown()
+
+
+def test_fetch_refuses_an_archive_whose_sha256_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = _wheel({"LICENSE": "MIT\n", "k.cu": "__global__ void k() {}\n"})
+    index = _Index({"proj-1.0-py3-none-any.whl": archive})
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
+    sources = _sources_file(tmp_path / "sources.toml", archive, sha256="0" * 64)
+    with pytest.raises(corpus_fetch.FetchError, match="sha256"):
+        corpus_fetch.fetch(tmp_path / "cache", sources)
+    assert not list((tmp_path / "cache" / "archives").glob("*.whl"))  # not kept
+    index.server.shutdown()
+
+
+def test_fetch_offline_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No index to reach: one line naming the package, and the CLI's status 2, no traceback."""
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # the discard port
+    sources = _sources_file(tmp_path / "sources.toml", b"x")
+    with pytest.raises(corpus_fetch.FetchError, match="proj: cannot download"):
+        corpus_fetch.fetch(tmp_path / "cache", sources)
+    argv = ["--cache", str(tmp_path / "cache"), "--sources", str(sources)]
+    assert corpus_fetch.main(argv) == 2
+
+
+def test_fetch_reads_a_debian_package_without_dpkg(tmp_path: Path) -> None:
+    """A .deb is an `ar` archive holding data.tar.*: extracted by hand, so any machine can."""
+    import io
+    import tarfile
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:xz") as tar:
+        text = b"__global__ void k() {}\n"
+        info = tarfile.TarInfo("./usr/share/doc/p/k.cu")
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+    members = [
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.xz", b"c"),
+        ("data.tar.xz", data.getvalue()),
+    ]
+    deb = b"!<arch>\n"
+    for name, blob in members:
+        deb += f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(blob):<10}`\n".encode()
+        deb += blob + (b"\n" if len(blob) % 2 else b"")
+    (tmp_path / "p.deb").write_bytes(deb)
+    corpus_fetch._extract(tmp_path / "p.deb", tmp_path / "tree")
+    assert (tmp_path / "tree/usr/share/doc/p/k.cu").read_bytes() == text
+
+
+@pytest.mark.slow
+def test_zero_false_errors_on_the_downloaded_corpus(tmp_path: Path) -> None:
+    """Every nvcc-clean file of tests/data/realworld/sources.toml (downloaded from its pinned
+    packages) checked by the fast tier with its own build's flags: not one error. Prints the
+    kernels with resources against ptxas's count, and seconds per file."""
+    cache = Path(os.environ.get("CUDA_LLM_CORPUS_CACHE") or tmp_path / "corpus")
+    try:
+        corpus_fetch.fetch(cache)
+    except corpus_fetch.FetchError as exc:
+        pytest.skip(f"the real-world corpus could not be downloaded (offline?): {exc}")
+    _, entries = corpus_fetch.load_sources()
+    clean = [e for e in entries if e.nvcc == "clean"]
+    out = tmp_path / "report.json"
+    status = corpus_runner.main([str(cache), "--jobs", "2", "--json", str(out)])
+    summary = json.loads(out.read_text())["summary"]
+    print("real-world corpus:", json.dumps(summary))
+    assert summary["files"] == len(clean) >= 100
     assert summary["false_errors"] == 0 and status == 0, summary

@@ -1,0 +1,265 @@
+"""The downloadable real-world corpus: other projects' CUDA files, fetched at test time.
+
+Other projects' code is not vendored in this repository. `tests/data/realworld/sources.toml`
+pins each source instead: a public package (a Debian binary package, through `apt-get
+download`; a PyPI wheel or sdist, through the simple index pip itself uses), its version, its
+archive's file name and sha256, and its licence; then every file checked, with the include
+directories, defines and C++ standard its own build uses and nvcc's recorded verdict (the
+fields of `realworld_corpus.Entry`, paths starting with the source's name).
+
+`fetch` downloads each archive (bounded in time, sha256 checked), extracts it under
+`CACHE/<source name>/` and writes the runner's `manifest.toml` into CACHE, so that
+`realworld_corpus.py CACHE` checks it. An archive already there with the right sha256 is not
+downloaded again. With `--record`, nvcc's verdicts (realworld_corpus.py --record) are written
+back into sources.toml.
+
+    python benchmarks/realworld_fetch.py [--cache DIR] [--record] [--jobs N]
+
+The cache defaults to $CUDA_LLM_CORPUS_CACHE, else ~/.cache/cuda-llm-lsp/realworld.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tomllib
+
+HERE = Path(__file__).resolve().parent
+SOURCES = HERE.parent / "tests" / "data" / "realworld" / "sources.toml"
+TIMEOUT_S = 180  # one archive's download
+
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+import realworld_corpus  # noqa: E402  (a sibling script, not a package)
+
+
+class FetchError(Exception):
+    """A source could not be downloaded or did not match its pinned sha256."""
+
+
+@dataclass
+class Source:
+    name: str  # the directory it is extracted into; files' paths start with it
+    kind: str  # "debian" (apt-get download) or "pypi" (the simple index)
+    package: str
+    version: str
+    archive: str  # the file name, as the archive serves it
+    sha256: str
+    licence: str
+    licence_file: str  # inside the extracted tree
+    note: str = ""
+
+
+def load_sources(path: Path = SOURCES) -> tuple[list[Source], list[realworld_corpus.Entry]]:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    sources = [Source(**item) for item in data.get("source", [])]
+    entries = [realworld_corpus.Entry(**item) for item in data.get("file", [])]
+    names = {s.name for s in sources}
+    for entry in entries:
+        if entry.project not in names or not entry.path.startswith(entry.project + "/"):
+            raise FetchError(f"{path}: {entry.path} names no source ({entry.project})")
+    return sources, entries
+
+
+_HEADER = """\
+# The real-world corpus, downloaded at test time (benchmarks/realworld_fetch.py): nothing of
+# these projects is vendored here. Each [[source]] pins a public package by version and sha256;
+# each [[file]] is one file of it with the flags its own build uses (paths from the corpus
+# root: the source's name first) and nvcc 13's verdict, written by
+# `python benchmarks/realworld_fetch.py --record`.
+"""
+
+
+def write_sources(path: Path, sources: list[Source], entries: list[realworld_corpus.Entry]) -> None:
+    lines = [_HEADER]
+    for source in sources:
+        lines.append("[[source]]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in asdict(source).items()]
+        lines.append("")
+    manifest = Path(tempfile.mkdtemp(prefix="sources-"))
+    realworld_corpus.write_manifest(manifest, entries)
+    body = (manifest / "manifest.toml").read_text(encoding="utf-8")
+    shutil.rmtree(manifest)
+    lines.append(body[body.index("[[file]]") :] if "[[file]]" in body else "")
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def default_cache() -> Path:
+    env = os.environ.get("CUDA_LLM_CORPUS_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "cuda-llm-lsp" / "realworld"
+
+
+def fetch(cache: Path, sources_path: Path = SOURCES) -> list[realworld_corpus.Entry]:
+    """Every source downloaded, checked and extracted under `cache`; the manifest written."""
+    sources, entries = load_sources(sources_path)
+    archives = cache / "archives"
+    archives.mkdir(parents=True, exist_ok=True)
+    for source in sources:
+        archive = archives / source.archive
+        if not (archive.is_file() and _sha256(archive) == source.sha256):
+            _download(source, archives)
+            got = _sha256(archive)
+            if got != source.sha256:
+                archive.unlink()
+                raise FetchError(
+                    f"{source.archive}: sha256 {got}, pinned {source.sha256} (a changed archive)"
+                )
+        tree = cache / source.name
+        stamp = tree / ".extracted"
+        if not (stamp.is_file() and stamp.read_text() == source.sha256):
+            shutil.rmtree(tree, ignore_errors=True)
+            _extract(archive, tree)
+            stamp.write_text(source.sha256)
+        if not (tree / source.licence_file).is_file():
+            raise FetchError(f"{source.name}: no licence file {source.licence_file}")
+    missing = [e.path for e in entries if not (cache / e.path).is_file()]
+    if missing:
+        raise FetchError(f"not in the archives: {', '.join(missing[:5])}")
+    realworld_corpus.write_manifest(cache, entries)
+    return entries
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download(source: Source, into: Path) -> None:
+    if source.kind == "debian":
+        _apt_download(source, into)
+    elif source.kind == "pypi":
+        _pypi_download(source, into / source.archive)
+    else:
+        raise FetchError(f"{source.name}: unknown kind {source.kind!r}")
+
+
+def _apt_download(source: Source, into: Path) -> None:
+    """Debian's own client, so the mirror configured on the machine is used."""
+    if shutil.which("apt-get") is None:
+        raise FetchError(f"{source.package}: no apt-get on this machine")
+    try:
+        done = subprocess.run(
+            ["apt-get", "download", f"{source.package}={source.version}"],
+            cwd=into,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise FetchError(f"{source.package}: apt-get download took over {TIMEOUT_S}s") from exc
+    if done.returncode != 0 or not (into / source.archive).is_file():
+        why = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no archive"]
+        raise FetchError(
+            f"{source.package}={source.version}: apt-get download failed ({why[0]}); "
+            "offline, or the package lists are missing (apt-get update)"
+        )
+
+
+def _index_url() -> str:
+    """The index pip uses here: $PIP_INDEX_URL, else pip's own default."""
+    if url := os.environ.get("PIP_INDEX_URL"):
+        return url.rstrip("/")
+    try:
+        from pip._internal.models.index import PyPI
+    except ImportError as exc:
+        raise FetchError("pip is not installed: cannot find the package index") from exc
+    return str(PyPI.simple_url).rstrip("/")
+
+
+def _pypi_download(source: Source, target: Path) -> None:
+    """The archive's address from the simple index (PEP 691 JSON), as pip finds it."""
+    page = f"{_index_url()}/{source.package}/"
+    request = urllib.request.Request(
+        page, headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            files = json.load(answer).get("files", [])
+        url = next((f["url"] for f in files if f.get("filename") == source.archive), None)
+        if url is None:
+            raise FetchError(f"{source.package}: the index has no {source.archive}")
+        url = urllib.parse.urljoin(page, url)
+        partial = target.with_suffix(target.suffix + ".part")
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer, partial.open("wb") as out:
+            shutil.copyfileobj(answer, out)
+        partial.replace(target)
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        raise FetchError(f"{source.package}: cannot download {source.archive} ({exc})") from exc
+
+
+def _extract(archive: Path, tree: Path) -> None:
+    tree.mkdir(parents=True)
+    name = archive.name
+    if name.endswith(".deb"):
+        with tarfile.open(fileobj=io.BytesIO(_deb_data(archive))) as tar:
+            tar.extractall(tree, filter="data")
+    elif name.endswith(".whl") or name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zipped:
+            for member in zipped.namelist():  # no absolute or escaping names
+                if member.startswith("/") or ".." in Path(member).parts:
+                    raise FetchError(f"{name}: unsafe member {member}")
+            zipped.extractall(tree)
+    elif name.endswith((".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")):
+        with tarfile.open(archive) as tar:
+            tar.extractall(tree, filter="data")
+    else:
+        raise FetchError(f"{name}: unknown archive type")
+
+
+def _deb_data(archive: Path) -> bytes:
+    """data.tar.* of a .deb (an `ar` archive), without dpkg."""
+    blob = archive.read_bytes()
+    if not blob.startswith(b"!<arch>\n"):
+        raise FetchError(f"{archive.name}: not a Debian package")
+    at = 8
+    while at + 60 <= len(blob):
+        header = blob[at : at + 60]
+        member = header[:16].decode().strip().rstrip("/")
+        size = int(header[48:58].decode().strip())
+        if member.startswith("data.tar"):
+            return blob[at + 60 : at + 60 + size]
+        at += 60 + size + (size % 2)
+    raise FetchError(f"{archive.name}: no data.tar member")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cache", type=Path, default=None, help="where archives are kept")
+    parser.add_argument("--sources", type=Path, default=SOURCES)
+    parser.add_argument("--record", action="store_true", help="record nvcc's verdicts")
+    parser.add_argument("--jobs", type=int, default=1)
+    args = parser.parse_args(argv)
+    cache = (args.cache or default_cache()).resolve()
+    try:
+        fetch(cache, args.sources)
+    except FetchError as exc:
+        print(f"realworld_fetch: {exc}", file=sys.stderr)
+        return 2
+    print(f"corpus ready: {cache}")
+    if args.record:
+        realworld_corpus.main([str(cache), "--record", "--jobs", str(args.jobs)])
+        sources, _ = load_sources(args.sources)
+        write_sources(args.sources, sources, realworld_corpus.load_manifest(cache))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
