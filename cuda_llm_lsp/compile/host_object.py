@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.compile.mangled import demangle
+from cuda_llm_lsp.compile.mangled import before_parameters, demangle
 from cuda_llm_lsp.compile.nvcc import DEFAULT_TIMEOUT_S, NvccResult, compile_file
 
 TOOL_TIMEOUT_S = 30.0
@@ -172,16 +172,7 @@ def _scoped_name(demangled: str) -> tuple[str, ...]:
     text = re.sub(
         r"^(?:guard variable for|vtable for|typeinfo for|typeinfo name for) ", "", demangled
     ).replace("(anonymous namespace)", "{anonymous}")
-    depth, cut = 0, len(text)
-    for i, char in enumerate(text):
-        if char == "<":
-            depth += 1
-        elif char == ">":
-            depth -= 1
-        elif char == "(" and depth == 0:
-            cut = i
-            break
-    text = text[:cut]
+    text = before_parameters(text)
     while "<" in text:
         stripped = re.sub(r"<[^<>]*>", "", text)
         if stripped == text:

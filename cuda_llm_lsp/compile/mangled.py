@@ -119,16 +119,27 @@ def _demangler(nvcc: Path | None) -> str | None:
 
 def _without_signature(text: str) -> str:
     """`void ns::k<float, 256>(float*, int)` -> `ns::k<float, 256>`."""
-    text = text.replace("(anonymous namespace)::", "")
+    name = before_parameters(text.replace("(anonymous namespace)::", ""))
     depth = 0
-    name_start = 0
-    for i, char in enumerate(text):
+    for i in range(len(name) - 1, -1, -1):  # the return type ends at the last outer space
+        char = name[i]
+        if char == ">":
+            depth += 1
+        elif char == "<":
+            depth -= 1
+        elif char == " " and depth == 0:
+            return name[i + 1 :]
+    return name
+
+
+def before_parameters(demangled: str) -> str:
+    """A demangled function's text up to its parameter list (template arguments kept)."""
+    depth = 0
+    for i, char in enumerate(demangled):
         if char == "<":
             depth += 1
         elif char == ">":
             depth -= 1
-        elif char == " " and depth == 0:
-            name_start = i + 1  # past the return type
         elif char == "(" and depth == 0:
-            return text[name_start:i]
-    return text[name_start:]
+            return demangled[:i]
+    return demangled

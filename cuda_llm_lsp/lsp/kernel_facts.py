@@ -45,11 +45,11 @@ def info_line(info: Any) -> str:
     return resources_line(info.kernel.name, info.resources, info.symbol_note, len(info.instances))
 
 
-def instance_list(info: Any) -> str | None:
-    """Each instance of a template and its figures, in Markdown (None for fewer than two)."""
+def instance_lines(info: Any) -> tuple[tuple[str, str], ...]:
+    """Each instance of a template and its figures (none for fewer than two instances)."""
     if len(info.instances) < 2:
-        return None
-    return "\n".join(f"- `{name}`: {figures(r)}" for name, r in info.instances.items())
+        return ()
+    return tuple((name, figures(r)) for name, r in info.instances.items())
 
 
 def library_list(kernels: Any) -> str:
@@ -67,7 +67,7 @@ class _Facts:
     spec: str  # Markdown: *emphasis* and paragraphs
     last_result: str | None
     table: str | None  # Markdown: a tuning's configurations
-    instances: str | None = None  # Markdown: a template's instances and their figures
+    instances: tuple[tuple[str, str], ...] = ()  # a template's instances and their figures
 
 
 def _facts(info: Any, report: KernelReport | None) -> _Facts:
@@ -81,7 +81,7 @@ def _facts(info: Any, report: KernelReport | None) -> _Facts:
         spec=spec_summary(info),
         last_result=report.info if report is not None else None,
         table=report.table if report is not None else None,
-        instances=instance_list(info),
+        instances=instance_lines(info),
     )
 
 
@@ -90,7 +90,7 @@ def describe(info: Any, report: KernelReport | None) -> str:
     facts = _facts(info, report)
     parts = [f"```cuda\n{facts.signature}\n```", facts.resources]
     if facts.instances:
-        parts.append(facts.instances)
+        parts.append("\n".join(f"- `{name}`: {shown}" for name, shown in facts.instances))
     if facts.launch_bounds:
         parts.append(f"`{facts.launch_bounds}`")
     parts.append(facts.spec)
@@ -106,7 +106,7 @@ def plain_summary(info: Any, report: KernelReport | None) -> str:
     facts = _facts(info, report)
     parts = [facts.resources]
     if facts.instances:
-        parts.append(facts.instances.replace("- ", "").replace("`", "").replace("\n", ", "))
+        parts.append(", ".join(f"{name}: {shown}" for name, shown in facts.instances))
     if facts.launch_bounds:
         parts.append(facts.launch_bounds)
     parts.append(facts.spec.replace("*", "").replace("\n\n", " · "))
