@@ -1,13 +1,15 @@
 """The nvcc tier in the editor: nvcc on the whole file in the background, merged over the fast
 tier's analysis of the same text (`compile.nvcc_tier`).
 
-When: after a save (`cudaLlm.nvccCheck` `save`, the default), also after `PAUSE_S` without
-typing (`pause`), or never (`off`). It never holds the fast pass up: one nvcc runs at a time in
-a thread of its own, and a change, a close or a settings change stops a running one (its
-process group is killed) and drops its result. A result is kept per document with the text it
-compiled and shown only while the document has that text: typing brings the fast tier's view
-back until the next check. Where no nvcc is found the tier says so once in the log and stays
-quiet; in an untrusted workspace it is off (it runs the host compiler on the workspace's files).
+When: after a document opens and after each save (`cudaLlm.nvccCheck` `save`, the default), also
+after `PAUSE_S` without typing (`pause`), or never (`off`). The check on open gives a file
+nvcc's figures before its first save (the text opened is the one on disk). It never holds the
+fast pass up: one nvcc runs at a time in a thread of its own, and a change, a close or a
+settings change stops a running one (its process group is killed) and drops its result. A result
+is kept per document with the text it compiled and shown only while the document has that text:
+typing brings the fast tier's view back until the next check. Where no nvcc is found the tier
+says so once in the log and stays quiet; in an untrusted workspace it is off (it runs the host
+compiler on the workspace's files).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class NvccChecker:
             self._schedule(uri, PAUSE_S)
 
     def opened(self, uri: str) -> None:
-        if self.mode == "pause":
+        """Checked after `PAUSE_S`: a document opened and closed at once (a peek) costs nothing."""
+        if self.mode != "off":
             self._schedule(uri, PAUSE_S)
 
     def forget(self, uri: str) -> None:

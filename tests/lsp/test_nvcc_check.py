@@ -1,9 +1,10 @@
 """The nvcc tier in the editor (issue 28), on the real server over stdio with the real nvcc.
 
-After a save, nvcc's whole-file verdict is merged over the fast tier's view of the same text:
-a host-code error appears, a fast-tier error nvcc does not report is withdrawn, and template
-instances only host code launches get nvcc's figures. Typing brings the fast tier's view back;
-`cudaLlm.nvccCheck: "off"` runs nothing; `pause` checks after a quiet spell without a save.
+After a document opens and after each save, nvcc's whole-file verdict is merged over the fast
+tier's view of the same text: a host-code error appears, a fast-tier error nvcc does not report
+is withdrawn, and template instances only host code launches get nvcc's figures. Typing brings
+the fast tier's view back; `cudaLlm.nvccCheck: "off"` runs nothing; `pause` checks after a quiet
+spell without a save.
 """
 
 from __future__ import annotations
@@ -73,17 +74,15 @@ def messages(diagnostics: list[Any]) -> list[str]:
     return [d["message"] for d in diagnostics]
 
 
-def test_a_save_merges_nvccs_verdict_and_typing_brings_the_fast_view_back(
+def test_open_and_save_merge_nvccs_verdict_and_typing_brings_the_fast_view_back(
     server: RawServer, tmp_path: Path
 ) -> None:
     server.initialize('{"cudaLlm": {"debounceMs": 0, "nvccCheck": "save"}}')
     uri = server.open(tmp_path / "main.cu", TEXT)
     fast = published(server, uri, 1, lambda d: any("__CUDACC_RTC__" in m for m in messages(d)), 60)
     assert fast[0]["range"]["start"]["line"] == 1
-    before = next(t for t in lenses(server, uri) if t.startswith("fill · "))
-    assert "regs" not in before, before  # the fast tier cannot see what host code launches
 
-    save(server, uri)
+    # no save: opening a file checks it too, so it has nvcc's figures from the start
     clean = published(server, uri, 1, lambda d: d == [], 180)  # nvcc: no #error, no problem
     assert clean == []
     titles = lenses(server, uri)
@@ -136,6 +135,8 @@ def test_no_nvcc_runs_when_off_or_untrusted(
     server.initialize(options)
     uri = server.open(tmp_path / "main.cu", HOST_ERROR)
     published(server, uri, 1, lambda d: d != [], 60)
+    fill = next(t for t in lenses(server, uri) if t.startswith("fill · "))
+    assert "regs" not in fill, fill  # the fast tier cannot see what host code launches
     save(server, uri)
     time.sleep(8)  # nvcc checks this file in ~1-3 s on 2 cores
     shown = [
