@@ -156,8 +156,9 @@ def build_device_unit(
     include_dirs: list[str] = []
     if path is not None:
         include_dirs.append(str(Path(path).resolve().parent))
+    include_paths = std_headers.project_include_dirs(include_paths)
     include_dirs.extend(p for p in include_paths if p not in include_dirs)
-    state = _IncludeState(configured=tuple(include_paths))
+    state = _IncludeState(configured=include_paths)
     own = Path(path).resolve() if path is not None else None
     if own is not None:
         state.seen.add(own)
@@ -367,9 +368,10 @@ def _include(
     elif name not in std_headers.STUBBED and not std_headers.is_host_only(name):
         # a project header reached through -I: blanked like a "..." one (nvcc searches -I
         # before the system directories for <...> too); NVRTC would read it raw, host code
-        # and host includes and all
+        # and host includes and all. A CCCL header there (a newer libcu++ or CUB than the
+        # toolkit's) is NVRTC's to read as it is.
         found = _resolve_quoted(name, None, state.configured)
-        if found is not None:
+        if found is not None and not std_headers.is_nvrtc_ready(name, found):
             loaded = _load_header(name, found, state, depth)
             return loaded is not None, loaded or [], name
     kept = _system_include(name, state)

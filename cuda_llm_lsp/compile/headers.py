@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 STUB_DIR = Path(__file__).with_name("stub_headers")
@@ -69,7 +71,13 @@ MISSING_STAND_INS: dict[str, str] = {
     "curand_philox4x32_x.h": "curand_kernel.h",
     "curand_mtgp32_kernel.h": "curand_kernel.h",
 }
-HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/")
+# CUB 2.0.0 (CCCL 2) is the first whose headers NVRTC reads (`is_nvrtc_ready`).
+_CUB_VERSION = re.compile(r"#\s*define\s+CUB_VERSION\s+(\d+)")
+# `cub/device/` and `cub/util_allocator.cuh`: CUB's host-side algorithms (`cub::DeviceScan`),
+# which refuse NVRTC with an `#error`; kernels never call them.
+HOST_ONLY_PREFIXES = (
+    "thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/", "cub/device/", "cub/util_allocator.cuh",
+)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,6 +96,44 @@ def toolkit_include_dirs() -> tuple[str, ...]:
         if found and found not in dirs:
             dirs.append(str(found))
     return tuple(dirs)
+
+
+def is_toolkit_include_dir(directory: str) -> bool:
+    """Whether `directory` is a CUDA toolkit's own include directory (`/usr/local/cuda/include`,
+    often in a project's flags). NVRTC must read the headers of its own toolkit, not another
+    version's (`cuda_fp16.h` of 12.4 beside NVRTC 13 builtins): such a directory is left out of
+    the search, and the toolkit's headers stand for it under the same names."""
+    root = Path(directory)
+    try:
+        return (root / "cuda_runtime_api.h").is_file() and (root / "crt").is_dir()
+    except OSError:
+        return False
+
+
+def project_include_dirs(directories: Iterable[str]) -> tuple[str, ...]:
+    """The configured include directories the fast tier searches: toolkit ones left out."""
+    return tuple(d for d in directories if not is_toolkit_include_dir(d))
+
+
+def is_nvrtc_ready(name: str, found: Path) -> bool:
+    """Whether `<name>`, found at `found` in a configured directory, is a CCCL header written for
+    NVRTC (libcu++ `cuda/`, `nv/`; CUB from CCCL 2 on): NVRTC reads it as it is, like the
+    toolkit's copy. Blanking its "host code" like a project header's breaks it (it is all
+    templates guarded by CCCL's own macros). A project's own `cuda/x.h` is not one: the
+    directory must hold libcu++ (`cuda/std/`) or CUB's version header."""
+    root = found
+    for _ in name.split("/"):
+        root = root.parent
+    try:
+        if name.startswith(("cuda/", "nv/")):
+            return (root / "cuda" / "std").is_dir() and (root / "nv" / "target").is_file()
+        if name.startswith("cub/"):
+            version = (root / "cub" / "version.cuh").read_text(encoding="utf-8", errors="replace")
+            match = _CUB_VERSION.search(version)
+            return match is not None and int(match.group(1)) >= 200000
+    except OSError:
+        return False
+    return False
 
 
 def is_host_only(name: str) -> bool:

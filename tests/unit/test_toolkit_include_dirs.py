@@ -1,0 +1,110 @@
+"""A project's flags naming the CUDA toolkit's or CCCL's own include directories (issue 28).
+
+Real builds do: a Makefile's `-I$(CUDA_HOME)/include`, CMake's `CUDAToolkit_INCLUDE_DIRS` in
+compile_commands.json, a project pinning a newer CCCL (`-I cccl/libcudacxx/include`). Headers
+found through a configured directory are a project's and get their host code blanked; blanking
+the toolkit's `cuda_fp16.h` or libcu++'s templates broke them (hundreds of false errors on files
+nvcc compiles cleanly). Also: CUB's host algorithms (`<cub/device/...>`) refuse NVRTC with an
+`#error`, so including one, as host code calling `cub::DeviceScan` does, was a false error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.compile import headers
+from cuda_llm_lsp.compile.analysis import analyze
+from cuda_llm_lsp.config import Settings
+
+
+def _toolkit_dir(kind: str) -> Path:
+    for directory in headers.toolkit_include_dirs():
+        path = Path(directory)
+        if kind == "cudart" and (path / "cuda_runtime_api.h").is_file():
+            return path
+        if kind == "cccl" and (path / "cuda" / "std").is_dir():
+            return path
+    pytest.skip(f"the toolkit's {kind} headers are not installed")
+
+
+def _check(tmp_path: Path, text: str, *include_paths: Path) -> tuple[list[str], list[str]]:
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings(include_paths=tuple(map(str, include_paths))))
+    errors = [f"{e.line}: {e.message}" for e in analysis.errors]
+    with_resources = [k.kernel.name for k in analysis.kernels if k.resources is not None]
+    return errors, with_resources
+
+
+HALF_KERNEL = """\
+#include <cuda_fp16.h>
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+namespace cg = cooperative_groups;
+__global__ void scale(__half* x) {
+  cg::thread_block block = cg::this_thread_block();
+  x[block.thread_rank()] = __float2half(2.0f * __half2float(x[block.thread_rank()]));
+}
+"""
+
+
+def test_the_toolkits_own_include_directory_among_the_flags_is_clean(tmp_path: Path) -> None:
+    errors, with_resources = _check(tmp_path, HALF_KERNEL, _toolkit_dir("cudart"))
+    assert errors == []
+    assert with_resources == ["scale"]
+
+
+def test_a_real_error_is_still_reported_with_the_toolkit_directory(tmp_path: Path) -> None:
+    text = HALF_KERNEL.replace("__float2half(", "__float2halfx(")
+    errors, _ = _check(tmp_path, text, _toolkit_dir("cudart"))
+    assert len(errors) == 1 and errors[0].startswith("7: ") and "__float2halfx" in errors[0]
+
+
+CCCL_KERNEL = """\
+#include <cuda/std/utility>
+#include <cuda/std/type_traits>
+#include <cub/block/block_reduce.cuh>
+__global__ void total(float* x) {
+  using Reduce = cub::BlockReduce<float, 128>;
+  __shared__ typename Reduce::TempStorage scratch;
+  static_assert(cuda::std::is_same_v<float, decltype(x[0] + 1.0f)>);
+  float sum = Reduce(scratch).Sum(cuda::std::move(x[threadIdx.x]));
+  if (threadIdx.x == 0) x[0] = sum;
+}
+"""
+
+
+def test_a_cccl_directory_among_the_flags_is_read_by_nvrtc_as_it_is(tmp_path: Path) -> None:
+    errors, with_resources = _check(tmp_path, CCCL_KERNEL, _toolkit_dir("cccl"))
+    assert errors == []
+    assert with_resources == ["total"]
+
+
+def test_a_projects_own_cuda_directory_is_still_a_project_header(tmp_path: Path) -> None:
+    # `include/cuda/helpers.h` of a project is not libcu++: its host code is still blanked
+    (tmp_path / "include" / "cuda").mkdir(parents=True)
+    (tmp_path / "include" / "cuda" / "helpers.h").write_text(
+        "#pragma once\n#include <vector>\n"
+        "std::vector<float> host_values();\n"
+        "__device__ inline float twice(float v) { return 2 * v; }\n"
+    )
+    text = "#include <cuda/helpers.h>\n__global__ void k(float* x) { x[0] = twice(x[1]); }\n"
+    errors, with_resources = _check(tmp_path, text, tmp_path / "include")
+    assert errors == []
+    assert with_resources == ["k"]
+
+
+def test_cubs_host_algorithms_are_left_to_host_code(tmp_path: Path) -> None:
+    text = (
+        "#include <cub/device/device_scan.cuh>\n#include <cub/util_allocator.cuh>\n"
+        "__global__ void k(int* x) { x[threadIdx.x] += 1; }\n"
+        "void scan(int* d, int n, void* tmp, size_t bytes) {\n"
+        "  cub::DeviceScan::InclusiveSum(tmp, bytes, d, d, n);\n}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == []
+    assert with_resources == ["k"]
+    errors, _ = _check(tmp_path, text.replace("x[threadIdx.x] += 1", "x[threadIdx.x] += y"))
+    assert len(errors) == 1 and errors[0].startswith("3: ")
