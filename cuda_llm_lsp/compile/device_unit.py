@@ -47,6 +47,9 @@ class DeviceUnit:
     text: str  # same line count as the source; host-only code replaced by spaces
     name: str  # file name given to NVRTC (appears in its log)
     include_dirs: tuple[str, ...]  # -I directories: the file's own directory, configured paths
+    # configured CUDA toolkit include directories: searched after our toolkit's, for the
+    # headers it lacks (`headers.split_include_dirs`)
+    toolkit_dirs: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict)  # in-memory headers given to NVRTC
     include_lines: dict[str, int] = field(default_factory=dict)  # header name -> 0-based line
     problems: tuple[IncludeProblem, ...] = ()
@@ -156,9 +159,9 @@ def build_device_unit(
     include_dirs: list[str] = []
     if path is not None:
         include_dirs.append(str(Path(path).resolve().parent))
-    include_paths = std_headers.project_include_dirs(include_paths)
-    include_dirs.extend(p for p in include_paths if p not in include_dirs)
-    state = _IncludeState(configured=include_paths)
+    project, toolkits = std_headers.split_include_dirs(include_paths)
+    include_dirs.extend(p for p in project if p not in include_dirs)
+    state = _IncludeState(configured=(*project, *toolkits), toolkits=toolkits)
     own = Path(path).resolve() if path is not None else None
     if own is not None:
         state.seen.add(own)
@@ -202,6 +205,7 @@ def build_device_unit(
         text=unit_text,
         name=name,
         include_dirs=tuple(include_dirs),
+        toolkit_dirs=toolkits,
         headers=dict(state.headers),
         include_lines=include_lines,
         problems=tuple(problems),
@@ -211,7 +215,8 @@ def build_device_unit(
 
 @dataclass
 class _IncludeState:
-    configured: tuple[str, ...]
+    configured: tuple[str, ...]  # a project's include directories, then toolkits'
+    toolkits: tuple[str, ...] = ()  # CUDA toolkits' own among them (`split_include_dirs`)
     headers: dict[str, str] = field(default_factory=dict)
     seen: set[Path] = field(default_factory=set)
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
@@ -371,7 +376,7 @@ def _include(
         # and host includes and all. A CCCL header there (a newer libcu++ or CUB than the
         # toolkit's) is NVRTC's to read as it is.
         found = _resolve_quoted(name, None, state.configured)
-        if found is not None and not std_headers.is_nvrtc_ready(name, found):
+        if found is not None and not _read_by_nvrtc(name, found, state):
             loaded = _load_header(name, found, state, depth)
             return loaded is not None, loaded or [], name
     kept = _system_include(name, state)
@@ -393,6 +398,16 @@ def _include(
             state.headers.setdefault(name, stand_in)
             return True, [], name
     return bool(kept), [], name
+
+
+def _read_by_nvrtc(name: str, found: Path, state: _IncludeState) -> bool:
+    """Whether `<name>`, found at `found` in a configured directory, is NVRTC's to read as it
+    is rather than a project header to blank: a CCCL header written for NVRTC, or a header of
+    another toolkit's include directory that ours has too (NVRTC reads ours: it comes first)."""
+    if std_headers.is_nvrtc_ready(name, found):
+        return True
+    in_other_toolkit = any(found.is_relative_to(d) for d in state.toolkits)
+    return in_other_toolkit and std_headers.in_toolkit(name)
 
 
 def _expand_include_macro(what: str, state: _IncludeState) -> str | None:

@@ -100,9 +100,7 @@ def toolkit_include_dirs() -> tuple[str, ...]:
 
 def is_toolkit_include_dir(directory: str) -> bool:
     """Whether `directory` is a CUDA toolkit's own include directory (`/usr/local/cuda/include`,
-    often in a project's flags). NVRTC must read the headers of its own toolkit, not another
-    version's (`cuda_fp16.h` of 12.4 beside NVRTC 13 builtins): such a directory is left out of
-    the search, and the toolkit's headers stand for it under the same names."""
+    often in a project's flags): it holds `cuda_runtime_api.h` and `crt/`."""
     root = Path(directory)
     try:
         return (root / "cuda_runtime_api.h").is_file() and (root / "crt").is_dir()
@@ -110,9 +108,23 @@ def is_toolkit_include_dir(directory: str) -> bool:
         return False
 
 
-def project_include_dirs(directories: Iterable[str]) -> tuple[str, ...]:
-    """The configured include directories the fast tier searches: toolkit ones left out."""
-    return tuple(d for d in directories if not is_toolkit_include_dir(d))
+def split_include_dirs(directories: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The configured include directories: (a project's, CUDA toolkits' own).
+
+    NVRTC must read the headers of its own toolkit, not another version's (`cuda_fp16.h` of
+    12.4 beside NVRTC 13's builtins), and a toolkit header is no project header to blank: a
+    toolkit's directory is searched after ours, for what ours lacks (`cublas_v2.h`).
+    """
+    project: list[str] = []
+    toolkits: list[str] = []
+    for directory in directories:
+        (toolkits if is_toolkit_include_dir(directory) else project).append(directory)
+    return tuple(project), tuple(toolkits)
+
+
+def in_toolkit(name: str) -> bool:
+    """Whether our toolkit's headers have `<name>`."""
+    return find_system_header(name) is not None
 
 
 def is_nvrtc_ready(name: str, found: Path) -> bool:

@@ -95,10 +95,13 @@ def build_flags(
         flags.append("-DCUDA_LLM_HOST_LINUX")
     flags.append(f"--pre-include={std_headers.PRELUDE}")
     dirs: list[str] = [str(std_headers.STUB_DIR)]
+    project, toolkits = std_headers.split_include_dirs(options.include_paths)
     for directory in (
         *unit.include_dirs,
-        *options.include_paths,
-        *std_headers.toolkit_include_dirs(),
+        *project,
+        *std_headers.toolkit_include_dirs(),  # before another toolkit's: NVRTC's own version
+        *unit.toolkit_dirs,
+        *toolkits,
     ):
         if directory not in dirs:
             dirs.append(directory)

@@ -108,3 +108,22 @@ def test_cubs_host_algorithms_are_left_to_host_code(tmp_path: Path) -> None:
     assert with_resources == ["k"]
     errors, _ = _check(tmp_path, text.replace("x[threadIdx.x] += 1", "x[threadIdx.x] += y"))
     assert len(errors) == 1 and errors[0].startswith("3: ")
+
+
+def test_another_toolkits_directory_gives_only_what_ours_lacks(tmp_path: Path) -> None:
+    # a CUDA 12 `/usr/local/cuda/include` beside NVRTC 13: its `cuda_fp16.h` must not be read
+    # (NVRTC's own is), its `cublas_v2.h`, which our toolkit lacks, still is (blanked)
+    other = tmp_path / "cuda-12" / "include"
+    (other / "crt").mkdir(parents=True)
+    (other / "cuda_runtime_api.h").write_text("#error another toolkit's runtime API\n")
+    (other / "cuda_fp16.h").write_text("#error another toolkit's cuda_fp16.h\n")
+    (other / "blas_v9.h").write_text(
+        "#pragma once\n#include <vector>\ntypedef int blasStatus_t;\n"
+        "blasStatus_t blasCreate(std::vector<int>* handle);\n"
+    )
+    text = HALF_KERNEL.replace(
+        "#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\n#include <blas_v9.h>\n"
+    ).replace("x[block.thread_rank()] = ", "blasStatus_t s = 0; x[block.thread_rank() + s] = ")
+    errors, with_resources = _check(tmp_path, text, other)
+    assert errors == []
+    assert with_resources == ["scale"]
