@@ -18,6 +18,7 @@ The walker keeps its own stack: a file of 10,000 nested `#if` must not exhaust P
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -28,7 +29,7 @@ from typing import Literal
 import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
-from cuda_llm_lsp.compile import include_reads
+from cuda_llm_lsp.compile import include_reads, std_names
 from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span, normalized
 
@@ -196,8 +197,12 @@ def build_device_unit(
     for row in dropped:
         lines[row] = " " * len(lines[row])
     unit_text = _blank_line_directives("\n".join(lines))
-    unit_text = _drop_unused_constants(unit_text, main.constants, state)
+    unit_text = _drop_unused_constants(unit_text, text, main.constants, state)
     state.register_aliases()
+    own_texts = [unit_text, *state.headers.values()]
+    wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]
+    if wanted:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's, from libcu++
+        state.headers[std_names.HEADER] = std_names.header_text(wanted)
     name = Path(path).name if path is not None else "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"
@@ -902,7 +907,18 @@ class _Walker:
         body = node.child_by_field_name("body")
         if body is None:
             return
-        for member in body.named_children:
+        for member in _members(body):
+            if member.type in ("preproc_def", "preproc_function_def"):
+                self._note_macro(member)
+                continue
+            if member.type == "preproc_call" and self.text(member).startswith("#include"):
+                # `#include "memory/memory.cuh"` inside `struct group {` (ThunderKittens;
+                # tree-sitter reads it as a `preproc_call` there): read and registered like
+                # one at namespace scope
+                self.include_rows.append(member.start_point[0])
+                if self._under_condition(member):
+                    self.conditional_rows.add(member.start_point[0])
+                continue
             target = member
             if member.type == "template_declaration":
                 target = next(
@@ -924,6 +940,10 @@ class _Walker:
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
+            elif target.type == "field_declaration":  # `struct tma { ... };`: a nested class
+                for child in target.named_children:
+                    if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
+                        self._visit_class(child)
             elif target.type == "alias_declaration" and self._needs_host_std(target):
                 # `using engine_type = std::mt19937;` (CUTLASS's reference/host/tensor_fill.h):
                 # gone, and so are the members of its type
@@ -988,7 +1008,8 @@ class _Walker:
 
     def _is_function_declarator(self, node: tree_sitter.Node | None) -> bool:
         while node is not None:
-            if node.type == "function_declarator":
+            # `operator T*() {...}`: a conversion operator (ThunderKittens' `__host__` ones)
+            if node.type in ("function_declarator", "operator_cast"):
                 return True
             if node.type in ("init_declarator", "array_declarator"):
                 return False
@@ -1055,6 +1076,28 @@ def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
 def _ends_cut(node: tree_sitter.Node) -> bool:
     """Whether `node` ends with a `;` tree-sitter supplied (the text has none there)."""
     return bool(node.children) and node.children[-1].is_missing
+
+
+def _members(body: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """A class body's members, those under `#if`/`#ifndef` (every branch) included: a
+    `__host__` constructor under `#ifndef LIB_NO_HOST` (ThunderKittens) is a member too."""
+    members: list[tree_sitter.Node] = []
+    for child in body.named_children:
+        if child.type in ("preproc_if", "preproc_ifdef"):
+            members.extend(_members_of(_branch_items(child)))
+        else:
+            members.append(child)
+    return members
+
+
+def _members_of(items: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
+    out: list[tree_sitter.Node] = []
+    for item in items:
+        if item.type in ("preproc_if", "preproc_ifdef"):
+            out.extend(_members_of(_branch_items(item)))
+        else:
+            out.append(item)
+    return out
 
 
 def _branch_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
@@ -1131,7 +1174,9 @@ def _constant_ranges(
     ]
 
 
-def _drop_unused_constants(main: str, own: list[_Constant], state: _IncludeState) -> str:
+def _drop_unused_constants(
+    main: str, main_read: str, own: list[_Constant], state: _IncludeState
+) -> str:
     """Blank namespace-scope constants that no kept code of the unit mentions; returns `main`
     (the main file's text) with its own dropped, and drops the headers' in `state.headers`.
 
@@ -1144,6 +1189,10 @@ def _drop_unused_constants(main: str, own: list[_Constant], state: _IncludeState
     if not wanted:
         return main
     texts = {"": main, **{name: state.headers[name] for name in state.constants}}
+    # the walker's ranges are of the text as read; a respelled `#include` line since then
+    # (`"../../common/x.cuh"` -> `"common/x.cuh"`) moved what follows it on (ThunderKittens)
+    read = {"": main_read, **{name: state.blanked[name][0] for name in state.constants}}
+    declared = {key: _rebased(c, read[key], texts[key]) for key, c in declared.items()}
     total: dict[str, int] = {}
     for text in (main, *state.headers.values()):
         for word in _WORD.findall(text):
@@ -1161,6 +1210,27 @@ def _drop_unused_constants(main: str, own: list[_Constant], state: _IncludeState
     for name in state.constants:
         state.headers[name] = texts[name]
     return texts[""]
+
+
+def _rebased(constants: list[_Constant], read: str, now: str) -> list[_Constant]:
+    """`constants`' ranges in `read` as ranges in `now`: the same lines and columns (blanking
+    keeps both; only `#include` lines, which hold no constant, were respelled)."""
+    if read == now or len(read) == len(now) or not constants:
+        return constants
+    read_starts = _line_starts(read)
+    now_starts = _line_starts(now)
+
+    def moved(offset: int) -> int:
+        row = bisect.bisect_right(read_starts, offset) - 1
+        return now_starts[row] + offset - read_starts[row]
+
+    return [_Constant(c.names, moved(c.start), moved(c.end)) for c in constants]
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    starts.extend(m.end() for m in re.finditer("\n", text))
+    return starts
 
 
 def _blank_chars(text: str, ranges: list[tuple[int, int]]) -> str:

@@ -29,6 +29,18 @@ _BOOL = r"true|false"
 _ARCH = r"(?:sm|compute|lto)_\d{2,3}[af]?"
 _IDENT = r"[A-Za-z_]\w*"
 _DIAG = r"[\w-]+(?:,[\w-]+)*"
+#: nvcc options (from a build or the settings) NVRTC 13 no longer takes ("unrecognized
+#: option": every compile failed): each spelling -> the one the nvcc tier passes on. The fast
+#: tier has no need of them: `-default-device` already lets device code call constexpr
+#: functions, and extended lambdas are host code.
+NVCC_ONLY: dict[str, str] = {
+    "--expt-relaxed-constexpr": "--expt-relaxed-constexpr",
+    "-expt-relaxed-constexpr": "--expt-relaxed-constexpr",
+    "--expt-extended-lambda": "--extended-lambda",
+    "-expt-extended-lambda": "--extended-lambda",
+    "--extended-lambda": "--extended-lambda",
+    "-extended-lambda": "--extended-lambda",
+}
 #: Options taking no value, under every spelling NVRTC accepts.
 SWITCHES = std_headers.names(
     """

@@ -31,6 +31,7 @@ from cuda_llm_lsp.compile.analysis import (
     compile_options,
     with_project_flags,
 )
+from cuda_llm_lsp.compile.flags import NVCC_ONLY
 from cuda_llm_lsp.compile.mangled import base_name, display_names
 from cuda_llm_lsp.compile.nvcc import DEFAULT_TIMEOUT_S, NvccResult, compile_file, find_nvcc
 from cuda_llm_lsp.compile.types import Diagnostic, Resources
@@ -38,7 +39,6 @@ from cuda_llm_lsp.config import Settings
 
 #: Diagnostic codes the fast tier finds without compiling: kept whatever nvcc says.
 OWN_CODES = frozenset({"spec", "include", "size", "input"})
-_NVCC_FLAGS = ("--expt-relaxed-constexpr", "--extended-lambda")  # passed on when configured
 
 
 def with_nvcc(
@@ -74,7 +74,10 @@ def run_nvcc(
         timeout=timeout,
         defines=options.defines,
         std=options.std,
-        extra_flags=[f for f in settings.nvrtc_flags if f in _NVCC_FLAGS],
+        # nvcc's own flags among the settings' (a project's --expt-relaxed-constexpr)
+        extra_flags=list(
+            dict.fromkeys(NVCC_ONLY[f] for f in settings.nvrtc_flags if f in NVCC_ONLY)
+        ),
         resource_usage=True,
         stop=stop,
     )

@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cuda_llm_lsp.compile import headers as std_headers
+from cuda_llm_lsp.compile import std_names
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
-from cuda_llm_lsp.compile.flags import allowed_flags
+from cuda_llm_lsp.compile.flags import NVCC_ONLY, allowed_flags
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
@@ -94,6 +95,8 @@ def build_flags(
     if sys.platform.startswith("linux"):  # the prelude's platform macros (as nvcc's host's)
         flags.append("-DCUDA_LLM_HOST_LINUX")
     flags.append(f"--pre-include={std_headers.PRELUDE}")
+    if std_names.HEADER in unit.headers:
+        flags.append(f"--pre-include={std_names.HEADER}")
     dirs: list[str] = [str(std_headers.STUB_DIR)]
     project, toolkits = std_headers.split_include_dirs(options.include_paths)
     for directory in (
@@ -108,7 +111,7 @@ def build_flags(
     asked = [
         *(f"-I{d}" for d in dirs),
         *(f"-D{d}" for d in options.defines if d.strip()),
-        *options.extra_flags,
+        *(f for f in options.extra_flags if f not in NVCC_ONLY),
     ]
     # the allow-list, whatever the options' source (settings were checked with a message)
     kept, refused = allowed_flags(asked)

@@ -10,7 +10,8 @@ Where a file's include directories, defines and dialect come from, first found w
 3. The settings alone.
 
 Only flags that change what the device check sees are understood: `-I`, `-isystem`,
-`--include-path`, `-D`, `-U`, `-std`, `--expt-relaxed-constexpr`, `-arch`/`--gpu-architecture`
+`--include-path`, `-D`, `-U`, `-std`, `--expt-relaxed-constexpr`, `--extended-lambda`,
+`-arch`/`--gpu-architecture`
 and `-gencode`. They are turned into `Settings` fields, never passed through raw; every other
 flag is ignored and named in `ProjectFlags.ignored` (shown as a note).
 """
@@ -54,6 +55,7 @@ class ProjectFlags:
     std: str | None = None  # one of config.STDS
     arch: str | None = None  # "sm_XY": the newest real architecture the build targets
     relaxed_constexpr: bool = False
+    extended_lambda: bool = False
     ignored: tuple[str, ...] = ()  # flags that do not change the device check
 
     def note(self) -> str:
@@ -77,8 +79,12 @@ def apply(settings: Settings, flags: ProjectFlags | None) -> Settings:
         changes["std"] = flags.std
     if flags.arch and settings.arch is None:
         changes["arch"] = flags.arch
-    if flags.relaxed_constexpr and "--expt-relaxed-constexpr" not in settings.nvrtc_flags:
-        changes["nvrtc_flags"] = (*settings.nvrtc_flags, "--expt-relaxed-constexpr")
+    nvcc_flags = (
+        *(("--expt-relaxed-constexpr",) if flags.relaxed_constexpr else ()),
+        *(("--extended-lambda",) if flags.extended_lambda else ()),
+    )  # for the nvcc tier: NVRTC is not given them (`flags.NVCC_ONLY`)
+    if any(f not in settings.nvrtc_flags for f in nvcc_flags):
+        changes["nvrtc_flags"] = tuple(dict.fromkeys((*settings.nvrtc_flags, *nvcc_flags)))
     return replace(settings, **changes)
 
 
@@ -213,6 +219,7 @@ def _parse(arguments: list[str], directory: Path, source: str) -> ProjectFlags:
     std: str | None = None
     archs: list[str] = []
     relaxed = False
+    extended = False
     ignored: list[str] = []
     args = list(arguments)
     if args and not args[0].startswith("-"):
@@ -242,6 +249,9 @@ def _parse(arguments: list[str], directory: Path, source: str) -> ProjectFlags:
             archs += _ARCH.findall(value)
         elif flag in ("--expt-relaxed-constexpr", "-expt-relaxed-constexpr"):
             relaxed = True
+        elif flag in ("--expt-extended-lambda", "-expt-extended-lambda", "--extended-lambda",
+                      "-extended-lambda"):  # fmt: skip
+            extended = True
         elif flag.startswith("-"):
             ignored.append(arg if value is None or arg != flag else f"{arg} {value}")
         # else: a source file, an object: not a flag
@@ -252,6 +262,7 @@ def _parse(arguments: list[str], directory: Path, source: str) -> ProjectFlags:
         std=std,
         arch=_newest(archs),
         relaxed_constexpr=relaxed,
+        extended_lambda=extended,
         ignored=tuple(ignored),
     )
 

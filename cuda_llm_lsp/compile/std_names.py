@@ -1,0 +1,103 @@
+"""The standard library names device code uses, given from libcu++ where NVRTC has no libstdc++.
+
+With `--expt-relaxed-constexpr` (CUTLASS, ThunderKittens and most modern kernels build with it)
+nvcc lets device code call libstdc++'s constexpr functions and use its constexpr classes:
+`std::min`, `std::numeric_limits<float>::max()`, `std::array`, `std::bit_cast`, a
+`template <std::integral T>` kernel. NVRTC has no libstdc++, and the host headers that declare
+them are dropped from the device unit, so each use was a false error. libcu++ has the same
+names, written for device code, in `cuda::std`: for every such name the unit's device code
+spells `std::NAME`, a pre-included header declares `using ::cuda::std::NAME;` in `std` and
+includes its libcu++ header. Only names the code uses are given (libcu++'s headers cost NVRTC
+time), never one our stand-ins or the unit's own headers declare in `std` already.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+HEADER = "cuda_llm_std_names.h"
+
+# libcu++ header (`<cuda/std/...>`) -> the constexpr names device code may take from `std`
+_BY_HEADER: dict[str, str] = {
+    "limits": "numeric_limits",
+    "algorithm": """min max clamp minmax min_element max_element minmax_element fill fill_n copy
+        copy_n copy_backward swap_ranges reverse all_of any_of none_of find find_if count
+        count_if equal lower_bound upper_bound binary_search""",
+    "utility": """pair make_pair move forward declval exchange swap as_const index_sequence
+        make_index_sequence integer_sequence make_integer_sequence index_sequence_for in_place
+        in_place_t piecewise_construct""",
+    "array": "array",
+    "tuple": "tuple make_tuple tie forward_as_tuple apply tuple_cat ignore get",
+    "bit": """bit_cast popcount countl_zero countr_zero countl_one countr_one has_single_bit
+        bit_width bit_ceil bit_floor rotl rotr endian""",
+    "concepts": """same_as derived_from convertible_to common_reference_with common_with integral
+        signed_integral unsigned_integral floating_point assignable_from swappable destructible
+        constructible_from default_initializable move_constructible copy_constructible
+        equality_comparable totally_ordered movable copyable semiregular regular invocable
+        regular_invocable predicate""",
+    "functional": """plus minus multiplies divides modulus negate equal_to not_equal_to greater
+        less greater_equal less_equal logical_and logical_or logical_not bit_and bit_or bit_xor
+        invoke reference_wrapper ref cref""",
+    "numeric": "gcd lcm midpoint accumulate inner_product iota partial_sum",
+    "optional": "optional nullopt nullopt_t make_optional",
+    "span": "span dynamic_extent",
+}
+# `get` works on pairs and arrays as well as tuples
+_ALSO: dict[str, tuple[str, ...]] = {"get": ("utility", "array")}
+NAMES: dict[str, str] = {
+    name: header for header, names in _BY_HEADER.items() for name in names.split()
+}
+_USE = re.compile(r"(?<![\w:])(?:::)?std::(\w+)")
+_NUMBERS = "numbers"  # `std::numbers::pi`: a namespace, given as an alias
+
+
+def used(texts: Iterable[str]) -> list[str]:
+    """The names of NAMES (and `numbers`) that `texts` spell `std::NAME`, in first-use order."""
+    found: dict[str, None] = {}
+    for text in texts:
+        if "std::" not in text:
+            continue
+        for match in _USE.finditer(text):
+            name = match.group(1)
+            if name in NAMES or name == _NUMBERS:
+                found.setdefault(name)
+    return list(found)
+
+
+def declared_in_std(name: str, texts: Iterable[str]) -> bool:
+    """Whether a text that opens `namespace std` declares `name` itself (a project's own
+    `std::numeric_limits<half>` specialisation, CuTe's `tuple_size`): a using-declaration beside
+    it would clash."""
+    declaration = re.compile(
+        rf"\b(?:struct|class|using|concept)\s+{re.escape(name)}\b|\b{re.escape(name)}\s*\("
+    )
+    return any("namespace std" in text and declaration.search(text) for text in texts)
+
+
+def header_text(names: Iterable[str]) -> str:
+    """The pre-included header giving `names` in `std` from libcu++."""
+    names = list(names)
+    includes: dict[str, None] = {}
+    for name in names:
+        if name == _NUMBERS:
+            includes.setdefault("numbers")
+            continue
+        includes.setdefault(NAMES[name])
+        for extra in _ALSO.get(name, ()):
+            includes.setdefault(extra)
+    lines = [
+        "/* cuda-llm-lsp: the std names this file's device code uses, from libcu++ (NVRTC has",
+        " * no libstdc++; nvcc --expt-relaxed-constexpr lets device code use these). */",
+        "#pragma once",
+        *(f"#include <cuda/std/{header}>" for header in includes),
+        "namespace std {",
+        *(
+            "namespace numbers = ::cuda::std::numbers;"
+            if name == _NUMBERS
+            else f"using ::cuda::std::{name};"
+            for name in names
+        ),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"

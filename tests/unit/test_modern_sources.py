@@ -1,0 +1,165 @@
+"""False errors on modern CUDA C++ that nvcc compiles cleanly (issue 28), each planted small.
+
+Found on ThunderKittens and CCCL-era code: nvcc's `--expt-relaxed-constexpr` and
+`--expt-extended-lambda` in a project's flags (NVRTC 13 refuses both, so every compile failed),
+`std::min` / `std::numeric_limits` / `std::bit_cast` / C++20 concepts in device code (legal with
+relaxed constexpr; NVRTC has no libstdc++), `__host__` conversion operators and constructors
+under `#ifndef` in a class, `#include` lines inside a class body, and a header whose respelled
+`#include` line shifted where its unused constants were blanked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuda_llm_lsp.compile import project_config
+from cuda_llm_lsp.compile.analysis import analyze
+from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.compile.nvrtc import CompileOptions, build_flags
+from cuda_llm_lsp.config import Settings
+
+
+def _check(
+    tmp_path: Path, text: str, settings: Settings | None = None
+) -> tuple[list[str], list[str]]:
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, settings or Settings())
+    errors = [f"{e.line}: {e.message}" for e in analysis.errors]
+    with_resources = [k.kernel.name for k in analysis.kernels if k.resources is not None]
+    return errors, with_resources
+
+
+def test_nvcc_only_flags_of_a_project_reach_nvcc_not_nvrtc(tmp_path: Path) -> None:
+    (tmp_path / "compile_flags.txt").write_text(
+        "--expt-relaxed-constexpr\n--expt-extended-lambda\n-std=c++17\n"
+    )
+    text = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    (tmp_path / "k.cu").write_text(text)
+    flags = project_config.find_flags(tmp_path / "k.cu")
+    assert flags is not None and flags.relaxed_constexpr and flags.extended_lambda
+    settings = project_config.apply(Settings(), flags)
+    assert {"--expt-relaxed-constexpr", "--extended-lambda"} <= set(settings.nvrtc_flags)
+    errors, with_resources = _check(tmp_path, text, settings)
+    assert errors == []  # was: "unrecognized option --expt-relaxed-constexpr found"
+    assert with_resources == ["k"]
+    unit = build_device_unit(text, tmp_path / "k.cu")
+    options = CompileOptions(arch="sm_90", extra_flags=settings.nvrtc_flags)
+    assert not any("relaxed" in f or "lambda" in f for f in build_flags(unit, options))
+
+
+STD_IN_DEVICE_CODE = """\
+#include <limits>
+#include <algorithm>
+#include <utility>
+#include <array>
+#include <bit>
+#include <concepts>
+#include <numbers>
+template <std::integral T> __device__ T at_most_seven(T v) { return std::min(v, T(7)); }
+__global__ void k(float* x, int* y) {
+  std::array<float, 4> a{};
+  a[0] = std::max(x[0], std::numeric_limits<float>::lowest());
+  auto p = std::make_pair(1, 2.0f);
+  x[1] = a[0] + p.second + std::bit_cast<float>(0x3f800000u) + std::numbers::pi_v<float>;
+  y[0] = at_most_seven(y[1]);
+}
+"""
+
+
+def test_constexpr_std_names_in_device_code_come_from_libcuxx(tmp_path: Path) -> None:
+    settings = Settings(std="c++20")
+    errors, with_resources = _check(tmp_path, STD_IN_DEVICE_CODE, settings)
+    assert errors == []
+    assert with_resources == ["k"]
+    wrong = STD_IN_DEVICE_CODE.replace("p.second", "p.third")  # a real error still shows
+    errors, _ = _check(tmp_path, wrong, settings)
+    assert len(errors) == 1 and errors[0].startswith("13: ") and "third" in errors[0]
+
+
+def test_std_names_are_given_only_where_device_code_uses_them() -> None:
+    host_only = "#include <algorithm>\nint f(int a) { return std::min(a, 3); }\n"
+    assert "cuda_llm_std_names.h" not in build_device_unit(host_only).headers
+    device = "#include <algorithm>\n__device__ int f(int a) { return std::min(a, 3); }\n"
+    header = build_device_unit(device).headers["cuda_llm_std_names.h"]
+    assert "using ::cuda::std::min;" in header and "numeric_limits" not in header
+
+
+def test_a_project_declaring_a_std_name_itself_is_left_alone(tmp_path: Path) -> None:
+    text = (
+        "namespace std { template <class T> struct numeric_limits { "
+        "__device__ static T max() { return T(1); } }; }\n"
+        "__global__ void k(float* x) { x[0] = std::numeric_limits<float>::max(); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+
+
+HOST_MEMBERS = """\
+struct config_t { int x; };
+struct launch_config {
+  config_t config;
+  __host__ inline operator config_t*() noexcept { return &config; }
+  __host__ inline operator const config_t*() const noexcept { return &config; }
+  __host__ __device__ int get() const { return config.x; }
+};
+template <typename... Args> struct descriptor {
+#ifndef LIB_NO_HOST
+  __host__ descriptor() {}
+  template <typename T> __host__ descriptor(T data, int rows) {}
+#endif
+  __host__ __device__ descriptor(const descriptor& other) {}
+};
+__global__ void k(int* x) { launch_config c{}; x[0] = c.get(); }
+"""
+
+
+def test_host_conversion_operators_and_host_members_under_an_ifndef_are_blanked(
+    tmp_path: Path,
+) -> None:
+    errors, with_resources = _check(tmp_path, HOST_MEMBERS)
+    assert errors == []  # was: "A function explicitly marked as a __host__ function ..."
+    assert with_resources == ["k"]
+
+
+def test_includes_inside_a_class_body_are_read(tmp_path: Path) -> None:
+    # ThunderKittens' `struct group { ... #include "memory/memory.cuh" ... struct tma {
+    # #include "memory/tile/tma.cuh" }; };`: the member functions live in those files
+    lib = tmp_path / "lib"
+    (lib / "memory").mkdir(parents=True)
+    (lib / "memory" / "memory.cuh").write_text(
+        "#include <vector>\nstd::vector<int> host_list();\n"
+        "__device__ static inline int lane() { return threadIdx.x % 32; }\n"
+    )
+    (lib / "memory" / "tma.cuh").write_text("__device__ static inline int one() { return 1; }\n")
+    (lib / "group.cuh").write_text(
+        "#pragma once\ntemplate <int N> struct group {\n"
+        '#include "memory/memory.cuh"\n'
+        'struct tma {\n#include "memory/tma.cuh"\n};\n};\n'
+    )
+    text = (
+        '#include "lib/group.cuh"\n'
+        "__global__ void k(int* x) { x[0] = group<4>::lane() + group<4>::tma::one(); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == []  # was: cannot open source file "memory/memory.cuh"
+    assert with_resources == ["k"]
+
+
+def test_unused_constants_after_a_respelled_include_are_blanked_where_they_are(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "base.cuh").write_text("#pragma once\ntypedef int handle_base;\n")
+    (tmp_path / "types" / "system").mkdir(parents=True)
+    (tmp_path / "types" / "system" / "vmm.cuh").write_text(
+        '#pragma once\n#include "../../common/base.cuh"\n'
+        "static constexpr int HANDLE_KIND = 3;\n\ntypedef handle_base handle;\n"
+    )
+    text = (
+        '#include "types/system/vmm.cuh"\n__global__ void k(int* x) { handle h = 2; x[0] = h; }\n'
+    )
+    settings = Settings(include_paths=(str(tmp_path),))
+    errors, with_resources = _check(tmp_path, text, settings)
+    assert errors == []  # was: `typedef` half blanked: identifier "def" is undefined
+    assert with_resources == ["k"]
