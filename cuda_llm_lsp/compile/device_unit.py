@@ -329,6 +329,9 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
     """
     if name in std_headers.STUBBED:
         return True
+    if std_headers.cub_host_algorithm(name):
+        state.headers.setdefault(name, std_headers.CUB_HOST_ALGORITHM_STAND_IN)
+        return True
     if std_headers.is_host_only(name):
         return False
     found = std_headers.find_system_header(name, state.configured)

@@ -73,11 +73,12 @@ MISSING_STAND_INS: dict[str, str] = {
 }
 # CUB 2.0.0 (CCCL 2) is the first whose headers NVRTC reads (`is_nvrtc_ready`).
 _CUB_VERSION = re.compile(r"#\s*define\s+CUB_VERSION\s+(\d+)")
-# `cub/device/` and `cub/util_allocator.cuh`: CUB's host-side algorithms (`cub::DeviceScan`),
-# which refuse NVRTC with an `#error`; kernels never call them.
-HOST_ONLY_PREFIXES = (
-    "thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/", "cub/device/", "cub/util_allocator.cuh",
-)  # fmt: skip
+HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/")
+# CUB's host-side algorithms (`cub::DeviceScan`) refuse NVRTC with an `#error`; kernels never
+# call them, but use what they bring (`cub::ScanTileState`, block primitives): each is read as
+# our device-side `cub/cub.cuh` (`cub_host_algorithm`).
+_CUB_HOST_ALGORITHMS = ("cub/device/", "cub/util_allocator.cuh")
+CUB_HOST_ALGORITHM_STAND_IN = "#pragma once\n#include <cub/cub.cuh>\n"
 
 
 @functools.lru_cache(maxsize=1)
@@ -146,6 +147,11 @@ def is_nvrtc_ready(name: str, found: Path) -> bool:
     except OSError:
         return False
     return False
+
+
+def cub_host_algorithm(name: str) -> bool:
+    """Whether `<name>` is one of CUB's host-side algorithm headers (`cub/device/...`)."""
+    return name.startswith(_CUB_HOST_ALGORITHMS)
 
 
 def is_host_only(name: str) -> bool:

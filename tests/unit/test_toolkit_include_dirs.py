@@ -96,16 +96,19 @@ def test_a_projects_own_cuda_directory_is_still_a_project_header(tmp_path: Path)
     assert with_resources == ["k"]
 
 
-def test_cubs_host_algorithms_are_left_to_host_code(tmp_path: Path) -> None:
+def test_cubs_host_algorithms_give_kernels_what_they_bring(tmp_path: Path) -> None:
+    # `<cub/device/device_scan.cuh>` refuses NVRTC (`#error`); host code calls DeviceScan,
+    # kernels use the scan tile state it brings (CCCL's decoupled look-back example)
     text = (
         "#include <cub/device/device_scan.cuh>\n#include <cub/util_allocator.cuh>\n"
         "__global__ void k(int* x) { x[threadIdx.x] += 1; }\n"
+        "__global__ void init(cub::ScanTileState<int> s) { s.InitializeStatus(4); }\n"
         "void scan(int* d, int n, void* tmp, size_t bytes) {\n"
         "  cub::DeviceScan::InclusiveSum(tmp, bytes, d, d, n);\n}\n"
     )
     errors, with_resources = _check(tmp_path, text)
     assert errors == []
-    assert with_resources == ["k"]
+    assert with_resources == ["k", "init"]
     errors, _ = _check(tmp_path, text.replace("x[threadIdx.x] += 1", "x[threadIdx.x] += y"))
     assert len(errors) == 1 and errors[0].startswith("3: ")
 

@@ -1,6 +1,7 @@
 // Stand-in for CUB's umbrella header, which refuses NVRTC (`#error`): the device-side headers
 // it would include that NVRTC accepts (block, warp, thread, iterators, utilities). The host
-// `Device*` algorithms are left out: kernels do not call them.
+// `Device*` algorithms are left out: kernels do not call them; what they bring that kernels use
+// (`cub::ScanTileState`, `cub::TilePrefixCallbackOp`) is in.
 #pragma once
 #include <cub/config.cuh>
 
@@ -31,3 +32,4 @@
 #include <cub/iterator/cache_modified_output_iterator.cuh>
 #include <cub/util_ptx.cuh>
 #include <cub/util_type.cuh>
+#include <cub/agent/single_pass_scan_operators.cuh>
