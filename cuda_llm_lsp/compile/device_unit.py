@@ -167,6 +167,10 @@ def build_device_unit(
     if own is not None:
         state.seen.add(own)
     main = _blank_host_code(text, {}, parsed, {})
+    if any(k in _ATTRIBUTE_KINDS for k in main.defined.values()):
+        # the file's own `#define API extern` read before its prototypes: parsed again
+        parsed = _parse(text, dict(main.defined))
+        main = _blank_host_code(text, dict(main.defined), parsed, {})
     body, includes, own_macros = main.text, main.includes, main.defined
     _note_include_macros(text, state)
     dropped: set[int] = set()  # rows of #include lines left out of the unit
@@ -481,9 +485,16 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.pending.append((f'include file "{name}" not read: {refused}', "error"))
         return None
     text = normalized(raw.decode("utf-8", errors="replace"))
+    outer_conditional = state.conditional
     known = frozenset(state.macros)
     _note_include_macros(text, state)
     blanked = _blank_host_code(text, state.macros, _parse(text, state.macros), state.bodies)
+    own_attributes = {
+        n: k for n, k in blanked.defined.items() if k in _ATTRIBUTE_KINDS and n not in known
+    }
+    if own_attributes:  # `#define GGML_API extern` read before ggml.h's own prototypes
+        macros = {**state.macros, **own_attributes}
+        blanked = _blank_host_code(text, macros, _parse(text, macros), state.bodies)
     body, includes = blanked.text, blanked.includes
     state.macros.update(blanked.defined)
     state.bodies.update(blanked.bodies)
@@ -495,7 +506,8 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     respelled: list[tuple[int, str, str]] = []
     for line_no, inner, quoted, _span, conditional in includes:
         where = f' (included from "{name}" line {line_no + 1})'
-        state.conditional = conditional
+        # a header read under `#if defined(GGML_USE_HIP)`: what it includes is as conditional
+        state.conditional = conditional or outer_conditional
         kept, nested, spelled = _include(inner, quoted, resolved.parent, state, depth + 1, where)
         if spelled != inner:
             respelled.append((line_no, inner, spelled))
@@ -525,7 +537,9 @@ def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter
     """The tree of `text` (normalized) and its bytes; `macros`: see `_mask_device_macros`."""
     # NVRTC reads a C string: a NUL would end the file (same length, so offsets hold)
     text = text.replace("\0", " ")
-    masked = _mask_split_declarators(_mask_device_macros(text, macros or {}))
+    masked = _mask_split_declarators(
+        _mask_attribute_macros(_mask_device_macros(text, macros or {}), macros or {})
+    )
     if masked == text:
         return parse_tree(text)
     tree, _masked_data = parse_tree(masked)
@@ -545,6 +559,128 @@ def _mask_split_declarators(text: str) -> str:
     return _SPLIT_DECLARATOR.sub(
         lambda m: _spaces(m.group(1)) + m.group(2) + _spaces(m.group(3)), text
     )
+
+
+# The words a declaration-attribute macro's body may hold besides attributes (GGML_API):
+# storage and linkage.
+_ATTRIBUTE_WORDS = ("extern", "static", "inline", "_Noreturn", "__inline__", "__extension__")
+ATTRIBUTE = "attribute"  # `#define API extern __attribute__((visibility("default")))`
+ATTRIBUTE_CALL = "attribute()"  # `#define FORMAT(...) __attribute__((format(printf, ...)))`
+ATTRIBUTE_WRAPPER = "attribute(decl)"  # `#define DEPRECATED(func, hint) func __attribute__(...)`
+_ATTRIBUTE_KINDS = (ATTRIBUTE, ATTRIBUTE_CALL, ATTRIBUTE_WRAPPER)
+
+
+def _attribute_kind(node_type: str, body: str, parameters: list[str]) -> str | None:
+    """The kind of a macro that stands for declaration attributes only, or None.
+
+    tree-sitter knows none of them: `GGML_NORETURN GGML_ATTRIBUTE_FORMAT(3, 4) GGML_API void
+    ggml_abort(...);` parsed as fragments, so the host prototype was blanked from `void` on and
+    `extern` stayed for NVRTC (ggml's headers: every ggml-cuda file had false errors). They are
+    masked for tree-sitter (`_mask_device_macros`), never for NVRTC.
+    """
+    body = body.strip()
+    if not body or not any(w in body for w in ("extern", "attribute", "[[", "declspec", "oreturn")):
+        return None
+    if node_type == "preproc_def":
+        return ATTRIBUTE if _only_attributes(body) else None
+    if _only_attributes(body):
+        return ATTRIBUTE_CALL
+    first = parameters[0] if parameters else ""
+    if re.fullmatch(r"[A-Za-z_]\w*", first):
+        for wrapped in (rf"^{first}\b(.*)$", rf"^(.*?)\b{first}$"):
+            match = re.match(wrapped, body, re.S)
+            if match and _only_attributes(match.group(1)):
+                return ATTRIBUTE_WRAPPER
+    return None
+
+
+def _only_attributes(body: str) -> bool:
+    """Whether `body` holds only storage words and attributes: `__attribute__((...))` (nested
+    parentheses too), `[[...]]`, `__declspec(...)`."""
+    at = 0
+    while at < len(body):
+        if body[at].isspace() or body.startswith("\\\n", at):
+            at += 1
+            continue
+        word = _WORD.match(body, at)
+        if word is not None and word.group(0) in _ATTRIBUTE_WORDS:
+            at = word.end()
+        elif word is not None and word.group(0) in ("__attribute__", "__declspec"):
+            at = word.end()
+            while at < len(body) and body[at].isspace():
+                at += 1
+            if at >= len(body) or body[at] != "(":
+                return False
+            end, _first = _call_end(body, at)
+            if end < 0:
+                return False
+            at = end
+        elif body.startswith("[[", at):
+            end = body.find("]]", at)
+            if end < 0:
+                return False
+            at = end + 2
+        else:
+            return False
+    return True
+
+
+def _mask_attribute_macros(text: str, macros: dict[str, str]) -> str:
+    """`text` with each use of a declaration-attribute macro (`_attribute_kind`) made spaces,
+    arguments and all (a wrapper keeps its first argument, the declaration), for tree-sitter."""
+    names = {n: k for n, k in macros.items() if k in _ATTRIBUTE_KINDS and n in text}
+    if not names:
+        return text
+    pattern = re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\b")
+    out: list[str] = []
+    cursor = 0
+    for match in pattern.finditer(text):
+        if match.start() < cursor:
+            continue
+        line = text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
+        if line.lstrip().startswith("#"):
+            continue
+        kind = names[match.group(0)]
+        end = match.end()
+        first_end: int | None = None
+        if kind != ATTRIBUTE:
+            at = end
+            while at < len(text) and text[at] in " \t":
+                at += 1
+            if at >= len(text) or text[at] != "(":
+                continue  # the name without a call: not this macro's use
+            end, first_end = _call_end(text, at)
+            if end < 0:
+                continue
+        out.append(text[cursor : match.start()])
+        if kind == ATTRIBUTE_WRAPPER and first_end is not None:
+            open_paren = text.index("(", match.end())
+            out.append(_spaces(text[match.start() : open_paren + 1]))
+            out.append(text[open_paren + 1 : first_end])
+            out.append(_spaces(text[first_end:end]))
+        else:
+            out.append(_spaces(text[match.start() : end]))
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+def _call_end(text: str, open_paren: int) -> tuple[int, int]:
+    """The end of the call whose `(` is at `open_paren` and the end of its first argument;
+    (-1, -1) when it does not close."""
+    depth = 0
+    first_end = -1
+    for at in range(open_paren, min(len(text), open_paren + 20000)):
+        char = text[at]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return at + 1, first_end if first_end >= 0 else at
+        elif char == "," and depth == 1 and first_end < 0:
+            first_end = at
+    return -1, -1
 
 
 def _mask_device_macros(text: str, macros: dict[str, str]) -> str:
@@ -635,6 +771,12 @@ class _Walker:
 
     def __init__(self, data: bytes, macros: dict[str, str], bodies: dict[str, str]) -> None:
         self.data = data
+        # the bytes tree-sitter read, where attribute macros were masked (`_parse`): a blanked
+        # declaration takes the `GGML_API`-style macros just before it along
+        masked = _mask_attribute_macros(data.decode("utf-8", "surrogatepass"), macros).encode(
+            "utf-8", "surrogatepass"
+        )
+        self.masked = masked if masked != data and len(masked) == len(data) else None
         self.ranges: list[tuple[int, int]] = []
         self.include_rows: list[int] = []
         # unannotated namespace-scope constants: (name, start byte, end byte)
@@ -667,7 +809,11 @@ class _Walker:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
     def blank(self, node: tree_sitter.Node) -> None:
-        self.ranges.append((node.start_byte, node.end_byte))
+        start = node.start_byte
+        if self.masked is not None:
+            while start > 0 and self.masked[start - 1 : start].isspace():
+                start -= 1
+        self.ranges.append((start, node.end_byte))
 
     def walk(self, root: tree_sitter.Node) -> None:
         """Visit every namespace-scope item under `root` in source order (own stack)."""
@@ -803,6 +949,14 @@ class _Walker:
         elif words == {"constexpr"} and node.type == "preproc_def":
             self.constexpr_macros.add(self.text(name))
             self.defined[self.text(name)] = "constexpr"
+        else:
+            kind = _attribute_kind(node.type, self.text(value), self._parameters(node))
+            if kind is not None:
+                self.defined[self.text(name)] = kind
+
+    def _parameters(self, node: tree_sitter.Node) -> list[str]:
+        params = node.child_by_field_name("parameters")
+        return [self.text(c) for c in params.named_children] if params is not None else []
 
     def _visit_invocation(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         """`LIST(DECLARE)` at namespace scope: a macro invocation (no expression stands there).
@@ -853,6 +1007,9 @@ class _Walker:
         for child in node.children:
             if child.start_byte >= body.start_byte:
                 break
+            if child.id == declarator.id and _errors_only_in_parameters(declarator):
+                continue  # `std::initializer_list<int> outputs = {}`: tree-sitter's gap, not
+                # the head's (ggml's ggml_can_fuse_subgraph was kept for NVRTC)
             if child.type == "ERROR" or child.is_missing or child.has_error:
                 # a head misread because of an unknown macro; a known __host__ one is clear,
                 # and so is a host calling convention (`void CUDART_CB callback(...)`)
@@ -1079,6 +1236,34 @@ def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
 def _ends_cut(node: tree_sitter.Node) -> bool:
     """Whether `node` ends with a `;` tree-sitter supplied (the text has none there)."""
     return bool(node.children) and node.children[-1].is_missing
+
+
+def _errors_only_in_parameters(declarator: tree_sitter.Node) -> bool:
+    """Whether a function declarator's parse errors all lie in its parameter list, its name
+    and the head before it well read."""
+    node: tree_sitter.Node | None = declarator
+    while node is not None and node.type != "function_declarator":
+        node = node.child_by_field_name("declarator")
+    if node is None:
+        return False
+    parameters = node.child_by_field_name("parameters")
+    if parameters is None:
+        return False
+    return not any(
+        c.has_error or c.type == "ERROR" or c.is_missing
+        for c in node.children
+        if c.id != parameters.id
+    ) and not (declarator.id != node.id and _outside_has_error(declarator, node))
+
+
+def _outside_has_error(outer: tree_sitter.Node, inner: tree_sitter.Node) -> bool:
+    """Whether `outer` has a parse error outside `inner` (a pointer or reference declarator
+    around the function declarator)."""
+    return any(
+        (c.has_error or c.type == "ERROR" or c.is_missing)
+        and not (c.start_byte <= inner.start_byte and inner.end_byte <= c.end_byte)
+        for c in outer.children
+    )
 
 
 def _members(body: tree_sitter.Node) -> list[tree_sitter.Node]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 HEADER = "cuda_llm_std_names.h"
 
@@ -48,19 +49,29 @@ _ALSO: dict[str, tuple[str, ...]] = {"get": ("utility", "array")}
 NAMES: dict[str, str] = {
     name: header for header, names in _BY_HEADER.items() for name in names.split()
 }
+# `std::is_same_v` reached through a host header nvcc has (`<array>`, `<vector>`) and the unit
+# drops: our `<type_traits>` stand-in declares it; that stand-in is included, not libcu++'s.
+_TRAITS_STAND_IN = Path(__file__).with_name("stub_headers") / "type_traits"
+STAND_IN_TRAITS: frozenset[str] = frozenset(
+    name
+    for name in re.findall(
+        r"\b(?:struct|using|bool)\s+([a-z]\w*)", _TRAITS_STAND_IN.read_text(encoding="utf-8")
+    )
+)
 _USE = re.compile(r"(?<![\w:])(?:::)?std::(\w+)")
 _NUMBERS = "numbers"  # `std::numbers::pi`: a namespace, given as an alias
 
 
 def used(texts: Iterable[str]) -> list[str]:
-    """The names of NAMES (and `numbers`) that `texts` spell `std::NAME`, in first-use order."""
+    """The names of NAMES, STAND_IN_TRAITS (and `numbers`) that `texts` spell `std::NAME`, in
+    first-use order."""
     found: dict[str, None] = {}
     for text in texts:
         if "std::" not in text:
             continue
         for match in _USE.finditer(text):
             name = match.group(1)
-            if name in NAMES or name == _NUMBERS:
+            if name in NAMES or name in STAND_IN_TRAITS or name == _NUMBERS:
                 found.setdefault(name)
     return list(found)
 
@@ -77,7 +88,8 @@ def declared_in_std(name: str, texts: Iterable[str]) -> bool:
 
 def header_text(names: Iterable[str]) -> str:
     """The pre-included header giving `names` in `std` from libcu++."""
-    names = list(names)
+    traits = [n for n in names if n in STAND_IN_TRAITS and n not in NAMES]
+    names = [n for n in names if n not in traits]
     includes: dict[str, None] = {}
     for name in names:
         if name == _NUMBERS:
@@ -90,6 +102,7 @@ def header_text(names: Iterable[str]) -> str:
         "/* cuda-llm-lsp: the std names this file's device code uses, from libcu++ (NVRTC has",
         " * no libstdc++; nvcc --expt-relaxed-constexpr lets device code use these). */",
         "#pragma once",
+        *(["#include <type_traits>"] if traits else []),
         *(f"#include <cuda/std/{header}>" for header in includes),
         "namespace std {",
         *(

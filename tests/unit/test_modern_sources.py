@@ -163,3 +163,71 @@ def test_unused_constants_after_a_respelled_include_are_blanked_where_they_are(
     errors, with_resources = _check(tmp_path, text, settings)
     assert errors == []  # was: `typedef` half blanked: identifier "def" is undefined
     assert with_resources == ["k"]
+
+
+API_H = """\
+#pragma once
+#include <stdbool.h>
+#include <initializer_list>
+#ifdef LIB_SHARED
+#    define LIB_API __attribute__ ((visibility ("default"))) extern
+#else
+#    define LIB_API extern
+#endif
+#define LIB_NORETURN [[noreturn]]
+#define LIB_FORMAT(...) __attribute__((format(printf, __VA_ARGS__)))
+#define LIB_DEPRECATED(func, hint) func __attribute__((deprecated(hint)))
+#define LIB_EXTENSION __extension__
+struct lib_graph;
+enum lib_op { LIB_ADD, LIB_MUL };
+#ifdef __cplusplus
+extern "C" {
+#endif
+    LIB_NORETURN LIB_FORMAT(3, 4)
+    LIB_API void lib_abort(const char * file, int line, const char * fmt, ...);
+    LIB_DEPRECATED(LIB_API struct lib_graph * lib_add1(
+            struct lib_graph * a,
+            struct lib_graph * b),
+        "use lib_add");
+    LIB_API bool lib_ready(void);
+#ifdef __cplusplus
+}
+#endif
+inline bool lib_can_fuse(const struct lib_graph * g, std::initializer_list<enum lib_op> ops,
+                         std::initializer_list<int> outputs = {}) {
+    return lib_can_fuse(g, ops.size(), ops.begin(), outputs.begin(), outputs.size());
+}
+typedef struct {
+    LIB_EXTENSION union {
+        struct { float d; float m; } dm;
+        float dmf[2];
+    };
+    int qs[4];
+} block_q4_1;
+#if defined(LIB_USE_HIP)
+#include "vendors/hip.h"
+#endif
+"""
+
+
+def test_a_c_api_header_of_attribute_macros_is_blanked_whole(tmp_path: Path) -> None:
+    # ggml.h / ggml-impl.h / ggml-common.h in small: every ggml-cuda file had false errors
+    (tmp_path / "vendors").mkdir()
+    (tmp_path / "api.h").write_text(API_H)
+    (tmp_path / "vendors" / "hip.h").write_text("#include <hip/hip_runtime.h>\n")
+    text = (
+        '#include "api.h"\n#include <array>\n'
+        "__global__ void k(block_q4_1* x) {\n"
+        '  static_assert(std::is_same_v<decltype(x->dm.d), float>, "d");\n'
+        "  x->qs[0] = 1;\n}\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert [e.message for e in analysis.errors] == []
+    # hip.h is read only under LIB_USE_HIP: its missing <hip/...> is no warning
+    assert not any("hip" in d.message for d in analysis.diagnostics), analysis.diagnostics
+    assert [k.kernel.name for k in analysis.kernels if k.resources is not None] == ["k"]
+    wrong = text.replace("x->qs[0] = 1", "x->qs[0] = missing")
+    analysis = analyze(wrong, source, Settings())
+    assert [e.line for e in analysis.errors] == [5]

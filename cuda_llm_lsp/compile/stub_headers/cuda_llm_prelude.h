@@ -46,6 +46,10 @@ typedef unsigned long ulong;
 #endif
 
 /* nvcc's device pass sees the host compiler's platform macros; NVRTC defines none. */
+/* GCC's `__extension__` (ggml's GGML_EXTENSION on an anonymous union): nvcc's GNU-mode front
+ * end takes it, NVRTC's does not. It only silences pedantic warnings: nothing is lost. */
+#define __extension__
+
 #if defined(CUDA_LLM_HOST_LINUX) && !defined(__linux__)
 #define __linux__ 1
 #define __linux 1
