@@ -291,3 +291,28 @@ def test_no_false_errors_beyond_the_known_on_the_downloaded_corpus(tmp_path: Pat
     assert not more, f"more false errors than recorded (recorded, now): {more}"
     assert not fixed, f"now clean: remove from {KNOWN_FALSE_ERRORS.name}: {fixed}"
     assert status in (0, 1), summary
+
+
+_manifest_spec = importlib.util.spec_from_file_location(
+    "realworld_manifest", ROOT / "benchmarks" / "realworld_manifest.py"
+)
+assert _manifest_spec is not None and _manifest_spec.loader is not None
+corpus_manifest = importlib.util.module_from_spec(_manifest_spec)
+sys.modules["realworld_manifest"] = corpus_manifest  # its dataclasses look their module up
+_manifest_spec.loader.exec_module(corpus_manifest)
+
+
+def test_manifest_writer_gives_each_file_its_projects_directories(tmp_path: Path) -> None:
+    (tmp_path / "proj" / "src" / "k").mkdir(parents=True)
+    (tmp_path / "proj" / "include").mkdir()
+    (tmp_path / "proj" / "src" / "k" / "a.cu").write_text("__global__ void a() {}\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "b.cu").write_text("__global__ void b() {}\n")
+    status = corpus_manifest.main(
+        [str(tmp_path), "--only-under", "proj/src", "--flags", "proj=-Iextra -DX=1 -std=c++20"]
+    )
+    assert status == 0
+    (entry,) = corpus_runner.load_manifest(tmp_path)
+    assert entry.path == "proj/src/k/a.cu" and entry.project == "proj"
+    assert entry.include_dirs == ["proj/src/k", "proj", "proj/include", "extra"]
+    assert entry.defines == ["X=1"] and entry.std == "c++20"
