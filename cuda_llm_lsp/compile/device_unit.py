@@ -376,6 +376,9 @@ def _include(
         )
         state.pending.append((message, "warning"))
         return False, [], name
+    if std_headers.is_torch(name) and (not quoted or _resolve_quoted(name, base, ()) is None):
+        state.headers.setdefault(name, std_headers.TORCH_STAND_IN)  # not a project's own file
+        return True, [], name
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
@@ -1018,8 +1021,22 @@ class _Walker:
                     return False
                 return bool(words & self.host_macros or words & _CALLING_CONVENTIONS)
         if declarator.start_byte == node.start_byte:  # no return type: ctor or misparse
-            return b"::" in self.data[declarator.start_byte : declarator.end_byte]
+            head = self.data[declarator.start_byte : declarator.end_byte]
+            return b"::" in head or self._host_definition_macro(declarator)
         return True
+
+    def _host_definition_macro(self, declarator: tree_sitter.Node) -> bool:
+        """`PYBIND11_MODULE(name, m) {...}`, `TORCH_LIBRARY_IMPL(ns, CUDA, m) {...}`: a macro
+        that defines a host function around the body (PyTorch extensions end with one). One
+        of those, or a macro whose expansion (as far as the headers tell) has no device word."""
+        inner = declarator.child_by_field_name("declarator")
+        if inner is None or inner.type != "identifier":
+            return False
+        name = self.text(inner)
+        if name in _HOST_DEFINITION_MACROS:
+            return True
+        body = self.bodies.get(name)
+        return body is not None and not (set(_WORD.findall(body)) & _DEVICE_WORDS)
 
     def _is_device_function(self, node: tree_sitter.Node) -> bool:
         words = self._head_words(node)
@@ -1236,6 +1253,13 @@ def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
 def _ends_cut(node: tree_sitter.Node) -> bool:
     """Whether `node` ends with a `;` tree-sitter supplied (the text has none there)."""
     return bool(node.children) and node.children[-1].is_missing
+
+
+#: Macros that define a host function around the body that follows them.
+_HOST_DEFINITION_MACROS = frozenset(
+    {"PYBIND11_MODULE", "TORCH_LIBRARY", "TORCH_LIBRARY_IMPL", "TORCH_LIBRARY_FRAGMENT",
+     "TEST", "TEST_F", "TEST_P", "TYPED_TEST", "TEST_CASE", "BENCHMARK"}
+)  # fmt: skip
 
 
 def _errors_only_in_parameters(declarator: tree_sitter.Node) -> bool:

@@ -52,7 +52,7 @@ HOST_ONLY: frozenset[str] = names(
     typeindex typeinfo unordered_map unordered_set utility valarray variant vector
     bit numbers concepts compare format ranges source_location barrier latch semaphore
     ctype.h errno.h locale.h signal.h stdarg.h time.h wchar.h unistd.h sys/time.h sys/types.h
-    omp.h pthread.h windows.h fcntl.h dirent.h
+    omp.h pthread.h windows.h fcntl.h dirent.h Python.h
     cudaProfiler.h cuda_profiler_api.h nvrtc.h nvToolsExt.h nvtx3/nvToolsExt.h
     cuda_gl_interop.h cudaGL.h cudaEGL.h cuda_egl_interop.h cuda_vdpau_interop.h cudaVDPAU.h
     """
@@ -73,7 +73,11 @@ MISSING_STAND_INS: dict[str, str] = {
 }
 # CUB 2.0.0 (CCCL 2) is the first whose headers NVRTC reads (`is_nvrtc_ready`).
 _CUB_VERSION = re.compile(r"#\s*define\s+CUB_VERSION\s+(\d+)")
-HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/")
+HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/", "pybind11/")
+# PyTorch's headers are host C++ NVRTC cannot read (thousands of them, through -I or not): each
+# is read as our stand-in for what extension kernels use of them (stub_headers/cuda_llm_torch.h).
+_TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "caffe2/")
+TORCH_STAND_IN = "#pragma once\n#include <cuda_llm_torch.h>\n"
 # CUB's host-side algorithms (`cub::DeviceScan`) refuse NVRTC with an `#error`; kernels never
 # call them, but use what they bring (`cub::ScanTileState`, block primitives): each is read as
 # our device-side `cub/cub.cuh` (`cub_host_algorithm`).
@@ -147,6 +151,11 @@ def is_nvrtc_ready(name: str, found: Path) -> bool:
     except OSError:
         return False
     return False
+
+
+def is_torch(name: str) -> bool:
+    """Whether `<name>` is one of PyTorch's headers (see TORCH_STAND_IN)."""
+    return name.startswith(_TORCH_PREFIXES)
 
 
 def cub_host_algorithm(name: str) -> bool:

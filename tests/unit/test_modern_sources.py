@@ -231,3 +231,72 @@ def test_a_c_api_header_of_attribute_macros_is_blanked_whole(tmp_path: Path) -> 
     wrong = text.replace("x->qs[0] = 1", "x->qs[0] = missing")
     analysis = analyze(wrong, source, Settings())
     assert [e.line for e in analysis.errors] == [5]
+
+
+TORCH_EXTENSION = """\
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_fp16.h>
+
+template <typename scalar_t>
+__global__ void scale_rows(torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> x,
+                           const at::PackedTensorAccessor32<float, 1> scale) {
+  const int row = blockIdx.x, col = threadIdx.x;
+  if (col < x.size(1)) x[row][col] = static_cast<float>(x[row][col]) * scale[row];
+}
+
+__global__ void to_half(const float* __restrict__ in, at::Half* out, c10::BFloat16* out2, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { out[i] = in[i] * 2.0f; out2[i] = static_cast<float>(out[i]) + 1.0f; }
+}
+
+torch::Tensor scale_rows_cuda(torch::Tensor x, torch::Tensor scale) {
+  const at::cuda::OptionalCUDAGuard guard(device_of(x));
+  AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "scale_rows", ([&] {
+    scale_rows<scalar_t><<<x.size(0), x.size(1), 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(),
+        scale.packed_accessor32<float, 1>());
+  }));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return x;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("scale_rows", &scale_rows_cuda, "scale rows (CUDA)");
+}
+"""
+
+
+def test_a_pytorch_extension_is_checked_without_torchs_headers(tmp_path: Path) -> None:
+    # pytorch/extension-cpp's shape: torch headers (host C++, with or without -I) are read as
+    # a stand-in for what kernels use; the host dispatch and PYBIND11_MODULE are blanked
+    errors, with_resources = _check(tmp_path, TORCH_EXTENSION)
+    assert errors == []
+    assert "to_half" in with_resources
+    wrong = TORCH_EXTENSION.replace("out2[i] = static_cast<float>(out[i])", "out2[i] = out[i].x2")
+    errors, _ = _check(tmp_path, wrong)
+    assert len(errors) == 1 and errors[0].startswith("15: ") and "x2" in errors[0], errors
+    wrong = TORCH_EXTENSION.replace("out[i] = in[i] * 2.0f", "out[i] = in * 2.0f")
+    errors, _ = _check(tmp_path, wrong)
+    assert len(errors) == 1 and errors[0].startswith("15: "), errors
+
+
+def test_kernels_in_a_namespace_get_resources(tmp_path: Path) -> None:
+    text = (
+        "namespace ext { namespace detail {\n"
+        "__global__ void plain(float* x) { x[0] = 1; }\n"
+        "template <int B> __global__ void tiled(float* x) { x[B] = 2; }\n"
+        "void run(float* x) { tiled<4><<<1, 1>>>(x); }\n"
+        "} }\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == ()
+    assert [
+        (k.kernel.name, k.name_expression, k.resources is not None) for k in analysis.kernels
+    ] == [
+        ("plain", "ext::detail::plain", True),
+        ("tiled", "ext::detail::tiled<4>", True),
+    ]

@@ -1,0 +1,147 @@
+/* cuda-llm-lsp stand-in for PyTorch's headers (<torch/extension.h>, <ATen/...>, <c10/...>) in
+ * the fast check. Those are host C++ (thousands of headers NVRTC cannot read); what a PyTorch
+ * extension's kernels use of them is declared here, the way c10 defines it for device code:
+ * c10::Half and c10::BFloat16 (stored as the CUDA half types, converted through float), the
+ * packed tensor accessors with their pointer traits, and the C10_* macros. Host code (the
+ * AT_DISPATCH_* lambdas, TORCH_CHECK, at::cuda streams) is blanked before NVRTC sees it; the
+ * nvcc check compiles the real headers. */
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef C10_HOST_DEVICE
+#define C10_HOST_DEVICE __host__ __device__
+#define C10_DEVICE __device__
+#define C10_HOST __host__
+#define C10_ALWAYS_INLINE __forceinline__
+#define C10_LAUNCH_BOUNDS_0 __launch_bounds__(256, 4)
+#define C10_LAUNCH_BOUNDS_1(max_threads_per_block) __launch_bounds__((max_threads_per_block))
+#define C10_LAUNCH_BOUNDS_2(max_threads_per_block, min_blocks_per_sm) \
+  __launch_bounds__((max_threads_per_block), (min_blocks_per_sm))
+#define C10_RESTRICT __restrict__
+#define C10_WARP_SIZE 32
+#define C10_CUDA_KERNEL_LAUNCH_CHECK()
+#endif
+
+namespace c10 {
+struct alignas(2) Half {
+  unsigned short x;
+  Half() = default;
+  __host__ __device__ Half(float value) : x(__half_as_ushort(__float2half(value))) {}
+  __host__ __device__ Half(__half value) : x(__half_as_ushort(value)) {}
+  __host__ __device__ operator float() const { return __half2float(__ushort_as_half(x)); }
+  __host__ __device__ operator __half() const { return __ushort_as_half(x); }
+};
+struct alignas(2) BFloat16 {
+  unsigned short x;
+  BFloat16() = default;
+  __host__ __device__ BFloat16(float value)
+      : x(__bfloat16_as_ushort(__float2bfloat16(value))) {}
+  __host__ __device__ BFloat16(__nv_bfloat16 value) : x(__bfloat16_as_ushort(value)) {}
+  __host__ __device__ operator float() const {
+    return __bfloat162float(__ushort_as_bfloat16(x));
+  }
+  __host__ __device__ operator __nv_bfloat16() const { return __ushort_as_bfloat16(x); }
+};
+
+template <typename T> struct DefaultPtrTraits { typedef T* PtrType; };
+template <typename T> struct RestrictPtrTraits { typedef T* __restrict__ PtrType; };
+
+template <typename T, unsigned long N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = long long>
+class TensorAccessor {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  __host__ __device__ TensorAccessor(PtrType data, const index_t* sizes, const index_t* strides)
+      : data_(data), sizes_(sizes), strides_(strides) {}
+  __host__ __device__ TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](index_t i) {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(data_ + strides_[0] * i, sizes_ + 1,
+                                                        strides_ + 1);
+  }
+  __host__ __device__ const TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](
+      index_t i) const {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(data_ + strides_[0] * i, sizes_ + 1,
+                                                        strides_ + 1);
+  }
+  __host__ __device__ index_t size(index_t i) const { return sizes_[i]; }
+  __host__ __device__ index_t stride(index_t i) const { return strides_[i]; }
+  __host__ __device__ PtrType data() { return data_; }
+  __host__ __device__ const PtrType data() const { return data_; }
+
+ protected:
+  PtrType data_;
+  const index_t* sizes_;
+  const index_t* strides_;
+};
+template <typename T, template <typename U> class PtrTraits, typename index_t>
+class TensorAccessor<T, 1, PtrTraits, index_t> {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  __host__ __device__ TensorAccessor(PtrType data, const index_t* sizes, const index_t* strides)
+      : data_(data), sizes_(sizes), strides_(strides) {}
+  __host__ __device__ T& operator[](index_t i) { return data_[strides_[0] * i]; }
+  __host__ __device__ const T& operator[](index_t i) const { return data_[strides_[0] * i]; }
+  __host__ __device__ index_t size(index_t i) const { return sizes_[i]; }
+  __host__ __device__ index_t stride(index_t i) const { return strides_[i]; }
+  __host__ __device__ PtrType data() { return data_; }
+
+ protected:
+  PtrType data_;
+  const index_t* sizes_;
+  const index_t* strides_;
+};
+
+template <typename T, unsigned long N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = long long>
+class GenericPackedTensorAccessor {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  __host__ __device__ TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](index_t i) {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(data_ + strides_[0] * i, sizes_ + 1,
+                                                        strides_ + 1);
+  }
+  __host__ __device__ const TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](
+      index_t i) const {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(data_ + strides_[0] * i, sizes_ + 1,
+                                                        strides_ + 1);
+  }
+  __host__ __device__ index_t size(index_t i) const { return sizes_[i]; }
+  __host__ __device__ index_t stride(index_t i) const { return strides_[i]; }
+  __host__ __device__ PtrType data() { return data_; }
+  __host__ __device__ const PtrType data() const { return data_; }
+
+ protected:
+  PtrType data_;
+  index_t sizes_[N];
+  index_t strides_[N];
+};
+template <typename T, template <typename U> class PtrTraits, typename index_t>
+class GenericPackedTensorAccessor<T, 1, PtrTraits, index_t> {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  __host__ __device__ T& operator[](index_t i) { return data_[strides_[0] * i]; }
+  __host__ __device__ const T& operator[](index_t i) const { return data_[strides_[0] * i]; }
+  __host__ __device__ index_t size(index_t i) const { return sizes_[i]; }
+  __host__ __device__ index_t stride(index_t i) const { return strides_[i]; }
+  __host__ __device__ PtrType data() { return data_; }
+
+ protected:
+  PtrType data_;
+  index_t sizes_[1];
+  index_t strides_[1];
+};
+template <typename T, unsigned long N, template <typename U> class PtrTraits = DefaultPtrTraits>
+using PackedTensorAccessor32 = GenericPackedTensorAccessor<T, N, PtrTraits, int>;
+template <typename T, unsigned long N, template <typename U> class PtrTraits = DefaultPtrTraits>
+using PackedTensorAccessor64 = GenericPackedTensorAccessor<T, N, PtrTraits, long long>;
+template <typename T, unsigned long N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = long long>
+using PackedTensorAccessor = GenericPackedTensorAccessor<T, N, PtrTraits, index_t>;
+}  // namespace c10
+
+namespace at {
+using namespace ::c10;
+}
+namespace torch {
+using namespace ::at;
+}
