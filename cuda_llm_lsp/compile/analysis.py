@@ -192,15 +192,8 @@ def name_expressions(kernel: Kernel, spec: TestSpec | None) -> tuple[str, ...]:
     if not kernel.is_template:  # `ns::k`: NVRTC resolves the name at global scope
         return (kernel.qualified_name,)
     if spec is not None and spec.instance:
-        return (_scoped(kernel, spec.instance),)
-    return tuple(dict.fromkeys(_scoped(kernel, i) for i in kernel.instantiations))
-
-
-def _scoped(kernel: Kernel, instance: str) -> str:
-    """`k<4>` of a kernel in `namespace ns` as NVRTC must be asked for it: `ns::k<4>`."""
-    if not kernel.scope or instance.startswith((kernel.scope, "::")):
-        return instance
-    return kernel.scope + instance
+        return (kernel.scoped(spec.instance),)
+    return tuple(dict.fromkeys(kernel.scoped(i) for i in kernel.instantiations))
 
 
 def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:

@@ -57,10 +57,10 @@ def check_signature(original: Kernel, candidate: Kernel) -> str | None:
 def name_expression(kernel: Kernel, instance: str | None) -> str:
     """What NVRTC is asked to lower: the spec's template instance, a launch site's, or the name."""
     if instance:
-        return instance
+        return kernel.scoped(instance)
     if kernel.is_template and kernel.instantiations:
-        return kernel.instantiations[0]
-    return kernel.name
+        return kernel.scoped(kernel.instantiations[0])
+    return kernel.qualified_name  # `ns::k`: NVRTC resolves names at global scope
 
 
 def build_binary(

@@ -66,6 +66,13 @@ class Kernel:
     def qualified_name(self) -> str:
         return self.scope + self.name
 
+    def scoped(self, expression: str) -> str:
+        """`k<4>` of a kernel in `namespace ns` as NVRTC resolves names (at global scope):
+        `ns::k<4>`; an expression already qualified stays as it is."""
+        if not self.scope or expression.startswith((self.scope, "::")):
+            return expression
+        return self.scope + expression
+
 
 _LANGUAGE = Language(tree_sitter_cuda.language())
 _FUNCTIONS = Query(_LANGUAGE, "(function_definition) @function")

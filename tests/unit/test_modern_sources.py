@@ -300,3 +300,24 @@ def test_kernels_in_a_namespace_get_resources(tmp_path: Path) -> None:
         ("plain", "ext::detail::plain", True),
         ("tiled", "ext::detail::tiled<4>", True),
     ]
+
+
+def test_a_kernel_in_a_namespace_builds_for_the_evaluator() -> None:
+    # benchmark and optimize compile through build_binary: NVRTC lowered nothing for `k`
+    from cuda_llm_lsp.evaluate.candidate import KernelBinary, build_binary
+
+    text = (
+        "namespace ext {\n__global__ void scale(float* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f;\n}\n}\n"
+    )
+    built = build_binary(text, None, "scale", Settings(), arch="sm_90")
+    assert isinstance(built, KernelBinary), built
+    assert built.entry == "_ZN3ext5scaleEPfi"
+    candidate = (
+        "__global__ void scale(float* x, int n) {\n"
+        "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)"
+        " x[i] *= 2.0f;\n}\n"
+    )
+    built = build_binary(text, None, "scale", Settings(), kernel_source=candidate, arch="sm_90")
+    assert isinstance(built, KernelBinary), built
+    assert built.entry == "_ZN3ext5scaleEPfi"
