@@ -28,7 +28,7 @@ from typing import Literal
 import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
-from cuda_llm_lsp.compile import include_reads
+from cuda_llm_lsp.compile import include_reads, std_redeclarations
 from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span, normalized
 
@@ -455,7 +455,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.refused[resolved] = str(refused)
         state.pending.append((f'include file "{name}" not read: {refused}', "error"))
         return None
-    text = normalized(raw.decode("utf-8", errors="replace"))
+    text = std_redeclarations.agree_with_cccl(normalized(raw.decode("utf-8", errors="replace")))
     known = frozenset(state.macros)
     _note_include_macros(text, state)
     blanked = _blank_host_code(text, state.macros, _parse(text, state.macros), state.bodies)
