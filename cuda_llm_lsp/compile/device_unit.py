@@ -63,6 +63,7 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 # `#include MACRO`: the file it names is known only after macro expansion
 _COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+(?P<what>[A-Za-z_]\w*.*)$")
 COMPUTED = "\0"  # what starts the name of a computed include in the walker's list
+TYPE_TRAITS = "type_traits"  # the stand-in that a host header bringing <type_traits> reads
 # `#define CUDA_STD_HEADER(header) <cuda/std/header>` (CUTLASS): a function-like macro that
 # names a system header from its argument; `#include CUDA_STD_HEADER(utility)` is expanded with it
 _INCLUDE_MACRO = re.compile(
@@ -358,6 +359,10 @@ def _include(
         )
         state.pending.append((message, "warning"))
         return False, [], name
+    if not quoted and name in std_headers.BRINGS_TYPE_TRAITS:
+        # what `<vector>` brings under nvcc: an in-memory `vector` reading the stand-in
+        state.headers.setdefault(name, f"#include <{TYPE_TRAITS}>\n")
+        return True, [], name
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:

@@ -505,8 +505,7 @@ template <size_t I> struct tuple_element<I, Pair> { using type = int; };
 }  // namespace std
 """
 PAIR_KERNEL = (
-    "#include <lib/pair.h>\n"
-    "__global__ void k(int* x) { x[0] = std::tuple_size<Pair>::value; }\n"
+    "#include <lib/pair.h>\n__global__ void k(int* x) { x[0] = std::tuple_size<Pair>::value; }\n"
 )
 
 
@@ -544,3 +543,36 @@ def test_error_in_user_code_after_the_rewritten_declarations_is_reported(tmp_pat
     analysis = analyze(source.read_text(), source, settings)
     found = [(d.line, d.message) for d in analysis.diagnostics]
     assert len(found) == 1 and found[0][0] == 2 and "undeclared_name" in found[0][1], found
+
+
+# CUTLASS's tools/util host_tensor.h: `std::is_same_v` with only `<vector>` included
+HOST_TENSOR_H = """\
+#pragma once
+#include <vector>
+template <class T> struct HostTensor {
+  using Unit = typename std::conditional_t<std::is_same_v<T, bool>, unsigned char, T>;
+  std::vector<Unit> host;
+};
+"""
+
+
+def test_host_header_brings_type_traits_as_under_nvcc(tmp_path: Path) -> None:
+    # under nvcc <vector> includes libstdc++'s <type_traits>; dropped, its traits were
+    # "namespace std has no member is_same_v"
+    (tmp_path / "tensor.h").write_text(HOST_TENSOR_H)
+    text = '#include "tensor.h"\n__global__ void k(HostTensor<bool>::Unit* x) { x[0] = 1; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_trait_no_header_brings_is_still_an_error(tmp_path: Path) -> None:
+    text = "#include <vector>\n__global__ void k(int* x) { x[0] = std::is_nothing_v<int>; }\n"
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    errors = [d for d in analysis.diagnostics if d.severity == "error"]
+    assert errors and {d.line for d in errors} == {2}, errors
+    assert "is_nothing_v" in errors[0].message
