@@ -1,4 +1,4 @@
-"""Forward declarations in `namespace std` that only NVRTC reads, made to agree with CCCL's.
+"""NVRTC-only code of library headers made to read what the toolkit's CCCL declares.
 
 Libraries written for an older NVRTC declare standard class templates themselves under
 `#if defined(__CUDACC_RTC__)` (CuTe: `namespace std { template <class... _Tp> struct
@@ -9,6 +9,11 @@ so the error is not one nvcc reports: the fast tier must accept what nvcc accept
 declaration is rewritten into the form CCCL declares; only inside an NVRTC-only branch, only
 in `namespace std`, and only for a template CCCL itself declares there whatever the build
 (never host-library-only ones), so a mismatch that nvcc would see stays an error.
+
+Likewise `using cuda::std::abs;` in such a branch (CUTLASS's relatively_equal.h) named a
+function an older libcu++ brought with the headers CUTLASS includes; CCCL declares it only in
+`<cuda/std/cmath>`. For a name the prelude gives `std` (its math functions) it reads as
+`using std::abs;`, the line of nvcc's branch; any other name is left as written.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ _NVRTC_ONLY = re.compile(
 _CONDITIONAL = re.compile(
     r"^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|else|elif|endif)\b", re.MULTILINE
 )
+# `using cuda::std::abs;` (CUTLASS's relatively_equal.h)
+_USING_CUDA_STD = re.compile(r"\busing\s+(?:::)?cuda::std::(?P<name>\w+)\s*;")
 _NAMESPACE = re.compile(r"\bnamespace\s+(?P<name>[\w:]+)\s*\{")
 _CCCL_STD_BEGIN = "_CCCL_BEGIN_NAMESPACE_STD"
 _CCCL_STD_END = "_CCCL_END_NAMESPACE_STD"
@@ -97,18 +104,17 @@ def _unconditional_std_declarations(text: str) -> list[tuple[str, str]]:
 def agree_with_cccl(text: str) -> str:
     """`text` with its NVRTC-only forward declarations of CCCL's std class templates in
     CCCL's form (every line keeps its number); `text` itself when it has none."""
-    if "__CUDACC_RTC__" not in text or "namespace std" not in text:
+    if "__CUDACC_RTC__" not in text:
         return text
     known = cccl_std_templates()
-    if not known:
-        return text
     pieces: list[str] = []
     done = 0
     for start, end in _nvrtc_only_branches(text):
-        if _enclosing_namespace(text[:start]) != "std":
-            continue
         branch = text[start:end]
-        rewritten = _FORWARD.sub(lambda m: _in_cccl_form(m, known), branch)
+        rewritten = branch
+        if known and _enclosing_namespace(text[:start]) == "std":
+            rewritten = _FORWARD.sub(lambda m: _in_cccl_form(m, known), branch)
+        rewritten = _USING_CUDA_STD.sub(_as_prelude_std, rewritten)
         if rewritten != branch:
             pieces.extend((text[done:start], rewritten))
             done = end
@@ -116,6 +122,22 @@ def agree_with_cccl(text: str) -> str:
         return text
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+def _as_prelude_std(match: re.Match[str]) -> str:
+    """`using cuda::std::abs;` as `using       std::abs;` for a math function the prelude gives
+    `std`: what nvcc's branch (`using std::abs;`) reads. CCCL declares `cuda::std::abs` only in
+    `<cuda/std/cmath>`, which such a header relied on reaching through an older libcu++."""
+    if match.group("name") not in prelude_std_names():
+        return match.group(0)
+    return match.group(0).replace("cuda::std::", "      std::", 1)
+
+
+@functools.lru_cache(maxsize=1)
+def prelude_std_names() -> frozenset[str]:
+    """The names the pre-included prelude declares in `std` (`using ::abs;` ...)."""
+    text = (std_headers.STUB_DIR / std_headers.PRELUDE).read_text(encoding="utf-8")
+    return frozenset(re.findall(r"\busing\s+::(\w+)\s*;", text))
 
 
 def _in_cccl_form(match: re.Match[str], known: dict[str, str]) -> str:

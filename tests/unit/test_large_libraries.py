@@ -576,3 +576,39 @@ def test_trait_no_header_brings_is_still_an_error(tmp_path: Path) -> None:
     errors = [d for d in analysis.diagnostics if d.severity == "error"]
     assert errors and {d.line for d in errors} == {2}, errors
     assert "is_nothing_v" in errors[0].message
+
+
+# CUTLASS's relatively_equal.h: `cuda::std::abs` for NVRTC, from a <cuda/std/cmath> that an
+# older libcu++ brought along and the toolkit's CCCL does not
+CLOSE_H = """\
+#pragma once
+#include <cuda/std/cstdint>
+template <class T> __host__ __device__ bool close(T a, T b) {
+#if defined(__CUDACC_RTC__)
+  using cuda::std::USED;
+#else
+  using std::abs;
+#endif
+  return abs(a - b) < T(1e-3);
+}
+"""
+CLOSE_KERNEL = (
+    '#include "close.h"\n__global__ void k(int* x, float* y) { x[0] = close(y[0], y[1]); }\n'
+)
+
+
+def test_nvrtc_only_using_of_a_cuda_std_math_function_reads_as_nvcc_does(tmp_path: Path) -> None:
+    (tmp_path / "close.h").write_text(CLOSE_H.replace("USED", "abs"))
+    source = tmp_path / "k.cu"
+    source.write_text(CLOSE_KERNEL)
+    analysis = analyze(CLOSE_KERNEL, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_nvrtc_only_using_of_an_unknown_cuda_std_name_is_still_an_error(tmp_path: Path) -> None:
+    (tmp_path / "close.h").write_text(CLOSE_H.replace("USED", "no_such_function"))
+    source = tmp_path / "k.cu"
+    source.write_text(CLOSE_KERNEL)
+    analysis = analyze(CLOSE_KERNEL, source, Settings())
+    assert any("no_such_function" in d.message for d in analysis.diagnostics), analysis
