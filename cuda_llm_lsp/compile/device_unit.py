@@ -29,7 +29,7 @@ from typing import Literal
 import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
-from cuda_llm_lsp.compile import include_reads, std_names
+from cuda_llm_lsp.compile import include_reads, std_names, std_redeclarations
 from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span, normalized
 
@@ -67,6 +67,7 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 # `#include MACRO`: the file it names is known only after macro expansion
 _COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+(?P<what>[A-Za-z_]\w*.*)$")
 COMPUTED = "\0"  # what starts the name of a computed include in the walker's list
+TYPE_TRAITS = "type_traits"  # the stand-in that a host header bringing <type_traits> reads
 # `#define CUDA_STD_HEADER(header) <cuda/std/header>` (CUTLASS): a function-like macro that
 # names a system header from its argument; `#include CUDA_STD_HEADER(utility)` is expanded with it
 _INCLUDE_MACRO = re.compile(
@@ -379,6 +380,10 @@ def _include(
     if std_headers.is_torch(name) and (not quoted or _resolve_quoted(name, base, ()) is None):
         state.headers.setdefault(name, std_headers.TORCH_STAND_IN)  # not a project's own file
         return True, [], name
+    if not quoted and name in std_headers.BRINGS_TYPE_TRAITS:
+        # what `<vector>` brings under nvcc: an in-memory `vector` reading the stand-in
+        state.headers.setdefault(name, f"#include <{TYPE_TRAITS}>\n")
+        return True, [], name
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
@@ -487,7 +492,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.refused[resolved] = str(refused)
         state.pending.append((f'include file "{name}" not read: {refused}', "error"))
         return None
-    text = normalized(raw.decode("utf-8", errors="replace"))
+    text = std_redeclarations.agree_with_cccl(normalized(raw.decode("utf-8", errors="replace")))
     outer_conditional = state.conditional
     known = frozenset(state.macros)
     _note_include_macros(text, state)

@@ -167,6 +167,19 @@ def is_host_only(name: str) -> bool:
     return name in HOST_ONLY or name.startswith(HOST_ONLY_PREFIXES)
 
 
+# Host-only headers that bring libstdc++'s <type_traits> with them under nvcc (g++ -H): code
+# after `#include <vector>` may use `std::is_same_v` without including <type_traits> itself
+# (CUTLASS's host_tensor.h). Such a line reads our <type_traits> stand-in instead of nothing.
+BRINGS_TYPE_TRAITS: frozenset[str] = names(
+    """
+    algorithm any array atomic bitset chrono complex deque exception functional iostream
+    iterator list map memory mutex numeric optional random set sstream stdexcept string
+    string_view thread tuple unordered_map unordered_set utility valarray variant vector
+    fstream iomanip ostream istream
+    """
+)
+
+
 def find_system_header(name: str, extra_dirs: tuple[str, ...] = ()) -> Path | None:
     """The file `#include <name>` would open: configured dirs, then the toolkit's. Any kind of
     file (a FIFO too): the caller checks it with `include_reads.check_header`."""

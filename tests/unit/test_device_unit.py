@@ -51,7 +51,8 @@ def test_line_structure_is_kept_exactly() -> None:
 def test_host_code_is_blanked_and_device_code_kept() -> None:
     unit = build_device_unit(HOST_FILE)
     text = lines_of(unit.text)
-    assert text[0].strip() == ""  # <vector>: host-only header dropped
+    assert text[0] == "#include <vector>"  # host-only: read as what it brings, <type_traits>
+    assert unit.headers["vector"] == "#include <type_traits>\n"
     assert text[1] == "#include <cstdio>"  # served by a stand-in
     assert text[2] == "#include <cuda_runtime.h>"  # exists in the toolkit, NVRTC can read it
     assert text[5].strip() == ""  # std::vector variable
@@ -82,9 +83,9 @@ def test_quoted_include_resolved_relative_to_file_and_host_code_in_it_blanked(
     source = '#include "inc/util.cuh"\n__global__ void k(float* x) { x[0] = scale(x[0]); }\n'
     unit = build_device_unit(source, tmp_path / "k.cu")
     assert unit.problems == ()
-    assert set(unit.headers) == {"inc/util.cuh", "deeper.cuh"}
+    assert set(unit.headers) == {"inc/util.cuh", "deeper.cuh", "vector"}
     header = unit.headers["inc/util.cuh"].split("\n")
-    assert header[1].strip() == "" and header[3].strip() == ""
+    assert header[1] == "#include <vector>" and header[3].strip() == ""
     assert header[4].startswith("__device__ float scale")
     assert unit.include_lines == {"inc/util.cuh": 0, "deeper.cuh": 0}
     assert unit.include_dirs[0] == str(tmp_path.resolve())

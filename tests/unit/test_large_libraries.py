@@ -484,3 +484,131 @@ def test_class_alias_of_a_host_std_type_and_its_members_are_blanked(tmp_path: Pa
     assert "mt19937" not in header and "rnd" not in header and "int seed;" in header
     analysis = analyze(text, source, Settings())
     assert analysis.errors == (), analysis.errors
+
+
+# CuTe's shape (cute/container/array.hpp): std's tuple protocol declared again for an NVRTC
+# that had none, in a form the toolkit's CCCL now declares otherwise
+PAIR_H = """\
+#pragma once
+#include <cuda/std/tuple>
+struct Pair { int a, b; };
+namespace std {
+#if defined(__CUDACC_RTC__)
+template <class... _Tp>
+struct tuple_size;
+
+template <size_t _Ip, class... _Tp>
+struct tuple_element;
+#endif
+template <> struct tuple_size<Pair> : cuda::std::integral_constant<size_t, 2> {};
+template <size_t I> struct tuple_element<I, Pair> { using type = int; };
+}  // namespace std
+"""
+PAIR_KERNEL = (
+    "#include <lib/pair.h>\n__global__ void k(int* x) { x[0] = std::tuple_size<Pair>::value; }\n"
+)
+
+
+def _pair_library(tmp_path: Path, header: str, kernel: str = PAIR_KERNEL) -> Path:
+    (tmp_path / "inc" / "lib").mkdir(parents=True)
+    (tmp_path / "inc" / "lib" / "pair.h").write_text(header)
+    source = tmp_path / "k.cu"
+    source.write_text(kernel)
+    return source
+
+
+def test_nvrtc_only_std_forward_declaration_agrees_with_cccl(tmp_path: Path) -> None:
+    # nvcc never reads the `__CUDACC_RTC__` branch; NVRTC stopped at it ("declaration is
+    # incompatible with template parameter _Tp") in 40 CUTLASS files
+    source = _pair_library(tmp_path, PAIR_H)
+    settings = Settings(include_paths=(str(tmp_path / "inc"),))
+    analysis = analyze(source.read_text(), source, settings)
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_std_forward_declaration_nvcc_reads_too_is_still_an_error(tmp_path: Path) -> None:
+    # outside an NVRTC-only branch nvcc reads it too (against libstdc++'s): a real error
+    header = PAIR_H.replace("#if defined(__CUDACC_RTC__)\n", "").replace("#endif\n", "")
+    source = _pair_library(tmp_path, header)
+    settings = Settings(include_paths=(str(tmp_path / "inc"),))
+    analysis = analyze(source.read_text(), source, settings)
+    assert any(d.severity == "error" for d in analysis.diagnostics), analysis.diagnostics
+
+
+def test_error_in_user_code_after_the_rewritten_declarations_is_reported(tmp_path: Path) -> None:
+    kernel = PAIR_KERNEL.replace("x[0] =", "x[0] = undeclared_name +")
+    source = _pair_library(tmp_path, PAIR_H, kernel)
+    settings = Settings(include_paths=(str(tmp_path / "inc"),))
+    analysis = analyze(source.read_text(), source, settings)
+    found = [(d.line, d.message) for d in analysis.diagnostics]
+    assert len(found) == 1 and found[0][0] == 2 and "undeclared_name" in found[0][1], found
+
+
+# CUTLASS's tools/util host_tensor.h: `std::is_same_v` with only `<vector>` included
+HOST_TENSOR_H = """\
+#pragma once
+#include <vector>
+template <class T> struct HostTensor {
+  using Unit = typename std::conditional_t<std::is_same_v<T, bool>, unsigned char, T>;
+  std::vector<Unit> host;
+};
+"""
+
+
+def test_host_header_brings_type_traits_as_under_nvcc(tmp_path: Path) -> None:
+    # under nvcc <vector> includes libstdc++'s <type_traits>; dropped, its traits were
+    # "namespace std has no member is_same_v"
+    (tmp_path / "tensor.h").write_text(HOST_TENSOR_H)
+    text = '#include "tensor.h"\n__global__ void k(HostTensor<bool>::Unit* x) { x[0] = 1; }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_trait_no_header_brings_is_still_an_error(tmp_path: Path) -> None:
+    text = "#include <vector>\n__global__ void k(int* x) { x[0] = std::is_nothing_v<int>; }\n"
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    errors = [d for d in analysis.diagnostics if d.severity == "error"]
+    assert errors and {d.line for d in errors} == {2}, errors
+    assert "is_nothing_v" in errors[0].message
+
+
+# CUTLASS's relatively_equal.h: `cuda::std::abs` for NVRTC, from a <cuda/std/cmath> that an
+# older libcu++ brought along and the toolkit's CCCL does not
+CLOSE_H = """\
+#pragma once
+#include <cuda/std/cstdint>
+template <class T> __host__ __device__ bool close(T a, T b) {
+#if defined(__CUDACC_RTC__)
+  using cuda::std::USED;
+#else
+  using std::abs;
+#endif
+  return abs(a - b) < T(1e-3);
+}
+"""
+CLOSE_KERNEL = (
+    '#include "close.h"\n__global__ void k(int* x, float* y) { x[0] = close(y[0], y[1]); }\n'
+)
+
+
+def test_nvrtc_only_using_of_a_cuda_std_math_function_reads_as_nvcc_does(tmp_path: Path) -> None:
+    (tmp_path / "close.h").write_text(CLOSE_H.replace("USED", "abs"))
+    source = tmp_path / "k.cu"
+    source.write_text(CLOSE_KERNEL)
+    analysis = analyze(CLOSE_KERNEL, source, Settings())
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+def test_nvrtc_only_using_of_an_unknown_cuda_std_name_is_still_an_error(tmp_path: Path) -> None:
+    (tmp_path / "close.h").write_text(CLOSE_H.replace("USED", "no_such_function"))
+    source = tmp_path / "k.cu"
+    source.write_text(CLOSE_KERNEL)
+    analysis = analyze(CLOSE_KERNEL, source, Settings())
+    assert any("no_such_function" in d.message for d in analysis.diagnostics), analysis
