@@ -859,7 +859,13 @@ class _Walker:
         for child in node.named_children:
             if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
                 self._visit_class(child)
-        declarators = [c for c in node.children_by_field_name("declarator") if c.type != "ERROR"]
+        # `extern "C" struct S {...};` reads as a declaration whose declarator is MISSING: a
+        # type, not a host variable (numba's nrt.cuh)
+        declarators = [
+            c
+            for c in node.children_by_field_name("declarator")
+            if c.type != "ERROR" and not c.is_missing
+        ]
         if any(self._is_function_declarator(d) for d in declarators):
             if b"->" not in self.data[node.start_byte : node.end_byte]:
                 self.blank(outer)  # a host function's prototype

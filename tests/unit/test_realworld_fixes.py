@@ -345,3 +345,19 @@ def test_a_namespace_scope_macro_list_of_host_declarations_is_blanked(tmp_path: 
     write(tmp_path, {"main.cu": '#include "ext.h"\nHOST_LIST(DECLARE)\nKERNEL(k, o[0] = nope)\n'})
     (error,) = check(tmp_path / "main.cu").errors
     assert error.line == 3 and 'identifier "nope" is undefined' in error.message
+
+
+def test_a_struct_declared_under_extern_c_is_kept(tmp_path: Path) -> None:
+    """numba-cuda's nrt.cuh: `extern "C" struct MemInfo {...};` is a type, not a host variable
+    (was: pointer or reference to incomplete type "MemInfo"). An error in it is reported."""
+    write(tmp_path, {
+        "nrt.cuh": 'extern "C"\nstruct MemInfo {\n  void* data;\n  size_t size;\n};\n'
+        "typedef struct MemInfo NRT_MemInfo;\n",
+        "main.cu": '#include "nrt.cuh"\n'
+        'extern "C" __device__ void init(NRT_MemInfo* mi) { mi->data = 0; mi->size = 1; }\n',
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == []
+    write(tmp_path, {"nrt.cuh": 'extern "C" struct MemInfo {\n  void* data;\n  nope size;\n};\n'
+                     "typedef struct MemInfo NRT_MemInfo;\n"})  # fmt: skip
+    assert any('"nope" is undefined' in m for m in messages(check(tmp_path / "main.cu")))
