@@ -39,7 +39,7 @@ class IncludeProblem:
 
     span: Span
     message: str
-    severity: Literal["error", "warning"] = "error"
+    severity: Literal["error", "warning", "information"] = "error"
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,13 @@ _HEAD_TYPES = frozenset(
 )  # fmt: skip
 # a macro kind (`_IncludeState.macros`): a class NVRTC never sees (`_note_hidden_class`)
 HIDDEN_FROM_NVRTC = "nvrtc-hidden"
+# a macro kind, then `:` and a library's namespace: that namespace, whose headers the unit drops
+# (`DROPPED_LIBRARIES`), or a user item left out for naming it (`_Walker._skip_dropped`)
+DROPPED = "dropped:"
+# Header prefix -> namespace of a host-only library NVRTC cannot compile (Thrust needs host
+# std:: headers): user items naming that namespace are left out of the unit with a note, since
+# NVRTC could only report that the namespace is unknown; the nvcc check on save covers them.
+DROPPED_LIBRARIES = {"thrust/": "thrust"}
 _NOT_RTC = re.compile(
     r"#\s*(?:if\s*!\s*defined\s*(?:\(\s*__CUDACC_RTC__\s*\)|\s__CUDACC_RTC__)"
     r"|ifndef\s+__CUDACC_RTC__)"
@@ -97,6 +104,14 @@ _SPLIT_DECLARATOR = re.compile(
     r"(?=[ \t]*\{)",
     re.MULTILINE,
 )
+# nodes that name something (a namespace, a type, a function): `_Walker._dropped_name`
+_NAME_TYPES = frozenset({"namespace_identifier", "type_identifier", "identifier"})
+# namespace-scope items that `_Walker._skip_dropped` may leave out whole
+_ITEM_TYPES = frozenset(
+    {"function_definition", "declaration", "struct_specifier", "class_specifier",
+     "union_specifier", "using_declaration", "alias_declaration", "type_definition",
+     "template_instantiation"}
+)  # fmt: skip
 _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
@@ -188,6 +203,13 @@ def build_device_unit(
     if set(state.macros) - set(own_macros) or main.invoked & set(state.bodies):
         main = _blank_host_code(text, state.macros, parsed, state.bodies)
         body = main.text
+    for span, named, library in main.skipped:
+        uses = library if named == library else f"{named}, which needs {library}"
+        message = (
+            f"not checked as you type: it uses {uses} (NVRTC cannot compile {library}'s "
+            "headers; the nvcc check on save covers it)"
+        )
+        problems.append(IncludeProblem(span, message, "information"))
     lines = _respell_includes(body.split("\n"), respelled)
     for row in dropped:
         lines[row] = " " * len(lines[row])
@@ -257,6 +279,9 @@ class _IncludeState:
                 continue
             parsed = _parse(text, self.macros)
             blanked = _blank_host_code(text, self.macros, parsed, self.bodies)
+            for defined, kind in blanked.defined.items():  # items it left out, for later files
+                if kind.startswith(DROPPED):
+                    self.macros.setdefault(defined, kind)
             if blanked.constants:  # the same text: its constants where they were, or more
                 self.constants[name] = blanked.constants
             lines = _respell_includes(blanked.text.split("\n"), self.respelled.get(name, []))
@@ -319,6 +344,9 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
     if name in std_headers.STUBBED:
         return True
     if std_headers.is_host_only(name):
+        for prefix, namespace in DROPPED_LIBRARIES.items():
+            if name.startswith(prefix):
+                state.macros[namespace] = DROPPED + namespace
         return False
     found = std_headers.find_system_header(name, state.configured)
     if found is None:
@@ -565,6 +593,7 @@ class _Blanked:
     bodies: dict[str, str]  # the macros it defines: name -> replacement text
     constants: list[_Constant]  # kept for now; dropped once the whole unit shows them unused
     invoked: frozenset[str]  # namespace-scope invocations of macros it could not judge
+    skipped: list[tuple[Span, str, str]]  # items left out: span, the name, its library
 
 
 def _blank_host_code(
@@ -601,7 +630,13 @@ def _blank_host_code(
         includes.append((row, name.strip(), quoted, span, row in walker.conditional_rows))
     constants = _constant_ranges(walker.constants, text, data)
     return _Blanked(
-        blanked, includes, walker.defined, walker.own_bodies, constants, frozenset(walker.invoked)
+        blanked,
+        includes,
+        walker.defined,
+        walker.own_bodies,
+        constants,
+        frozenset(walker.invoked),
+        walker.skipped,
     )
 
 
@@ -618,6 +653,9 @@ class _Walker:
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
         self.hidden = {n for n, kind in macros.items() if kind == HIDDEN_FROM_NVRTC}
+        # names the unit lacks -> their library: its namespace, and user items that need it
+        self.dropped = {n: k[len(DROPPED) :] for n, k in macros.items() if k.startswith(DROPPED)}
+        self.skipped: list[tuple[Span, str, str]] = []  # items naming one: span, name, library
         self.host_aliases: set[str] = set()  # class-scope aliases of host-only std types
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
@@ -695,6 +733,8 @@ class _Walker:
     def _visit_one(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         """Decide about one namespace-scope item; `outer` is what gets blanked (with prefixes)."""
         kind = node.type
+        if kind in _ITEM_TYPES and self._skip_dropped(node, outer):
+            return
         if kind == "preproc_include":
             self.include_rows.append(node.start_point[0])
             if self._under_condition(node):
@@ -971,6 +1011,67 @@ class _Walker:
                     return
             child, parent = parent, parent.parent
 
+    def _skip_dropped(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> bool:
+        """Blank an item that names a dropped library's namespace (`thrust::tuple<...>`) and
+        note it, unless it is host code the walker blanks anyway (no note then)."""
+        if not self.dropped or outer.has_error or _in_error(outer):
+            return False  # a misread item: blanking part of it would leave the rest stranded
+        named = self._dropped_name(outer)
+        if named is None:
+            return False
+        self.blank(outer)
+        if node.type == "function_definition" and (
+            self._is_surely_host(node) and not self._is_device_function(node)
+        ):
+            return True
+        if node.type == "declaration" and not self._head_words(node) & (
+            _MEMORY_SPACE_WORDS | _DEVICE_WORDS | self.device_macros | {"typedef"}
+        ):
+            return True  # a host variable or prototype
+        library = self.dropped[named]
+        for name in self._item_names(node):  # what names it is left out too (`range_view<T>`)
+            self.dropped.setdefault(name, library)
+            self.defined.setdefault(name, DROPPED + library)
+        row, column = outer.start_point
+        line = self.data[outer.start_byte : outer.end_byte].split(b"\n", 1)[0]
+        end = len(line.decode("utf-8", errors="replace").rstrip())
+        self.skipped.append((Span.of(row, column, row, column + end), named, library))
+        return True
+
+    def _dropped_name(self, node: tree_sitter.Node) -> str | None:
+        """The dropped name that `node` uses (`thrust::get<0>(t)`, `range_view<T>`), if any."""
+        source = self.data[node.start_byte : node.end_byte]
+        if not any(n.encode() in source for n in self.dropped):
+            return None  # cheap: most items name none
+        declared = set(self._item_names(node))
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if current.type in _NAME_TYPES:
+                word = self.text(current)
+                if word in self.dropped and word not in declared:
+                    return word
+            stack.extend(current.children)
+        return None
+
+    def _item_names(self, node: tree_sitter.Node) -> list[str]:
+        """The names a namespace-scope item declares: a class's, a function's, an alias's."""
+        if node.type in ("struct_specifier", "class_specifier", "union_specifier"):
+            name = node.child_by_field_name("name")
+            return [self.text(name)] if name is not None and name.type == "type_identifier" else []
+        if node.type == "alias_declaration":
+            name = node.child_by_field_name("name")
+            return [self.text(name)] if name is not None else []
+        names: list[str] = []
+        for declarator in node.children_by_field_name("declarator"):
+            if declarator.type == "type_identifier":  # `typedef ... Name;`
+                names.append(self.text(declarator))
+            else:
+                declared = self._declared_name(declarator)
+                if declared:
+                    names.append(declared)
+        return names
+
     def _is_defaulted(self, node: tree_sitter.Node) -> bool:
         body = node.child_by_field_name("body")
         return body is None
@@ -1025,6 +1126,16 @@ class _Walker:
                         return True
             stack.extend(current.children)
         return False
+
+
+def _in_error(node: tree_sitter.Node) -> bool:
+    """Whether `node` lies inside an ERROR node (tree-sitter misread what surrounds it)."""
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "ERROR":
+            return True
+        parent = parent.parent
+    return False
 
 
 def _hides_from_nvrtc(directive: str) -> bool:

@@ -361,3 +361,58 @@ def test_a_struct_declared_under_extern_c_is_kept(tmp_path: Path) -> None:
     write(tmp_path, {"nrt.cuh": 'extern "C" struct MemInfo {\n  void* data;\n  nope size;\n};\n'
                      "typedef struct MemInfo NRT_MemInfo;\n"})  # fmt: skip
     assert any('"nope" is undefined' in m for m in messages(check(tmp_path / "main.cu")))
+
+
+THRUST_USER = (
+    "#include <thrust/device_vector.h>\n#include <thrust/transform.h>\n"
+    "struct saxpy : public thrust::binary_function<float, float, float> {\n"
+    "  float a;\n"
+    "  __host__ __device__ float operator()(float x, float y) const { return a * x + y; }\n"
+    "};\n"
+    "struct dot {\n  template <typename T>\n"
+    "  __host__ __device__ float operator()(T t) { return thrust::get<0>(t) * 2.0f; }\n"
+    "};\n"
+)
+
+
+def test_user_code_naming_thrust_is_skipped_with_a_note(tmp_path: Path) -> None:
+    """Thrust's headers are dropped (NVRTC cannot compile them): a functor deriving from
+    `thrust::binary_function` or calling `thrust::get` is left out with a note, not reported
+    (was: name followed by "::" must be a class or namespace name). A real error elsewhere is
+    still reported, and so is `thrust::` in a file that includes no Thrust header."""
+    kernel = "__global__ void k(float* o) { o[threadIdx.x] = BODY; }\n"
+    main = "int main() { thrust::device_vector<float> v(4); return 0; }\n"
+    write(tmp_path, {"main.cu": THRUST_USER + kernel.replace("BODY", "1.0f") + main})
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+    notes = [d for d in analysis.diagnostics if d.severity == "information"]
+    assert [d.line for d in notes] == [3, 7] and "nvcc check on save" in notes[0].message
+    write(tmp_path, {"main.cu": THRUST_USER + kernel.replace("BODY", "nope") + main})
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 11 and '"nope" is undefined' in error.message
+    write(tmp_path, {"main.cu": "__device__ float f(float x) { return thrust::abs(x); }\n"})
+    assert check(tmp_path / "main.cu").errors
+
+
+def test_what_needs_a_skipped_thrust_item_is_skipped_too(tmp_path: Path) -> None:
+    """Thrust's range_view.cu: a class template whose typedefs name `thrust::iterator_traits`
+    is left out, and so is a header function returning it (was: range_view is not a template);
+    a kernel that needs neither is still compiled, and its own error reported."""
+    write(tmp_path, {
+        "view.cuh": "#pragma once\n#include <thrust/iterator/iterator_traits.h>\n"
+        "template <class It> struct view {\n"
+        "  typedef typename thrust::iterator_traits<It>::value_type value_type;\n  It first;\n};\n",
+        "main.cu": '#include "view.cuh"\n'
+        "template <class It> __host__ __device__ view<It> make_view(It first) {\n"
+        "  return view<It>{first};\n}\n"
+        "__global__ void k(float* o) { o[threadIdx.x] = BODY; }\n",
+    })  # fmt: skip
+    main = (tmp_path / "main.cu").read_text()
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "1.0f"))
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+    (note,) = [d for d in analysis.diagnostics if d.severity == "information"]
+    assert note.line == 2 and "view, which needs thrust" in note.message
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "nope"))
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 5 and '"nope" is undefined' in error.message
