@@ -70,6 +70,10 @@ MISSING_STAND_INS: dict[str, str] = {
     "curand_mtgp32_kernel.h": "curand_kernel.h",
 }
 HOST_ONLY_PREFIXES = ("thrust/", "sys/", "nvtx3/", "bits/", "ext/", "tr1/")
+# Headers under a host-only prefix that NVRTC compiles (checked with Thrust 1.17 and CCCL 3):
+# Thrust's configuration, only macros, such as THRUST_NAMESPACE_BEGIN, with which user headers
+# (CuPy's complex.h) open namespace thrust for their own code.
+DEVICE_SAFE_PREFIXES = ("thrust/detail/config/", "thrust/detail/config.h", "thrust/version.h")
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,6 +95,8 @@ def toolkit_include_dirs() -> tuple[str, ...]:
 
 
 def is_host_only(name: str) -> bool:
+    if name.startswith(DEVICE_SAFE_PREFIXES):
+        return False
     return name in HOST_ONLY or name.startswith(HOST_ONLY_PREFIXES)
 
 

@@ -416,3 +416,46 @@ def test_what_needs_a_skipped_thrust_item_is_skipped_too(tmp_path: Path) -> None
     (tmp_path / "main.cu").write_text(main.replace("BODY", "nope"))
     (error,) = check(tmp_path / "main.cu").errors
     assert error.line == 5 and '"nope" is undefined' in error.message
+
+
+def test_a_user_header_extending_namespace_thrust_is_compiled(tmp_path: Path) -> None:
+    """CuPy's complex.h opens namespace thrust with THRUST_NAMESPACE_BEGIN from Thrust's config
+    header (macros only, which NVRTC compiles: kept) and defines `thrust::complex` there: code
+    naming it is compiled, not left out; code naming Thrust's own `thrust::less` is (was:
+    identifier "THRUST_NAMESPACE_END" is undefined)."""
+    write(tmp_path, {
+        "cx.h": "#pragma once\n#include <thrust/detail/config/namespace.h>\n"
+        "THRUST_NAMESPACE_BEGIN\ntemplate <class T> struct cx { T re; };\nTHRUST_NAMESPACE_END\n",
+        "main.cu": '#include "cx.h"\n#include <thrust/sort.h>\n'
+        "template <class T> struct pick { using type = thrust::less<T>; };\n"
+        "__global__ void k(thrust::cx<float>* o) { o[threadIdx.x].re = 1.0f; }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == []
+    assert [d.line for d in analysis.diagnostics if d.severity == "information"] == [3]
+    main = (tmp_path / "main.cu").read_text()
+    (tmp_path / "main.cu").write_text(main.replace("].re", "].nope"))
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 4 and 'no member "nope"' in error.message
+
+
+def test_a_host_function_in_a_misread_region_ends_at_its_brace(tmp_path: Path) -> None:
+    """CuPy's cupy_thrust.cu: `#ifdef`s among a call's arguments make tree-sitter misread the
+    rest of the file; a host member template there was blanked to the end of the file (its
+    class's head left: expected a "}" at the end of the file), kernels after it with it.
+    Now it ends at its own `}`: what follows is still compiled, its errors reported."""
+    call = (
+        "        fill(v.begin(),\n#ifdef OTHER\n             other::make<size_t>(0),\n#else\n"
+        "             make<size_t>(0),\n#endif\n             n);\n"
+    )
+    write(tmp_path, {"main.cu": "#include <vector>\nstruct runner {\n"
+        "    template <typename T>\n    void operator()(std::vector<T>& v, int n) {\n"
+        + call + call + "    }\n};\n"
+        "int helper(int n) { std::vector<int> v(n); return (int)v.size(); }\n"
+        "__global__ void k(float* o) { o[threadIdx.x] = BODY; }\n"})  # fmt: skip
+    main = (tmp_path / "main.cu").read_text()
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "1.0f"))
+    assert messages(check(tmp_path / "main.cu")) == []
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "nope"))
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 22 and '"nope" is undefined' in error.message
