@@ -40,7 +40,7 @@ class IncludeProblem:
 
     span: Span
     message: str
-    severity: Literal["error", "warning"] = "error"
+    severity: Literal["error", "warning", "information"] = "error"
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,20 @@ _HEAD_TYPES = frozenset(
 )  # fmt: skip
 # a macro kind (`_IncludeState.macros`): a class NVRTC never sees (`_note_hidden_class`)
 HIDDEN_FROM_NVRTC = "nvrtc-hidden"
+# a macro kind, then `:` and a library's namespace: that namespace, whose headers the unit drops
+# (`DROPPED_LIBRARIES`), or a user item left out for naming it (`_Walker._skip_dropped`)
+DROPPED = "dropped:"
+# macros that open and close a library's namespace: what tree-sitter reads in their place
+_NAMESPACE_MACROS = {"THRUST_NAMESPACE_BEGIN": "namespace thrust {", "THRUST_NAMESPACE_END": "}"}
+# `struct __align__(8) complex {`: a class head, read from the text
+_CLASS_HEAD = re.compile(rb"\b(?:struct|class|union)\s+(?:__align__\s*\([^)\n]*\)\s*)?(\w+)\s*[:{]")
+# a macro kind, then `:` and a namespace: a name user code declares in that dropped namespace
+# (CuPy's `thrust::complex`), which `thrust::complex` then means, not the library
+EXTENDS = "extends:"
+# Header prefix -> namespace of a host-only library NVRTC cannot compile (Thrust needs host
+# std:: headers): user items naming that namespace are left out of the unit with a note, since
+# NVRTC could only report that the namespace is unknown; the nvcc check on save covers them.
+DROPPED_LIBRARIES = {"thrust/": "thrust"}
 _NOT_RTC = re.compile(
     r"#\s*(?:if\s*!\s*defined\s*(?:\(\s*__CUDACC_RTC__\s*\)|\s__CUDACC_RTC__)"
     r"|ifndef\s+__CUDACC_RTC__)"
@@ -102,6 +116,19 @@ _SPLIT_DECLARATOR = re.compile(
     r"(?=[ \t]*\{)",
     re.MULTILINE,
 )
+# nodes that name something (a namespace, a type, a function): `_Walker._dropped_name`
+_NAME_TYPES = frozenset({"namespace_identifier", "type_identifier", "identifier"})
+# items complete in themselves even where tree-sitter misread what surrounds them
+_WHOLE_ITEM_TYPES = frozenset(
+    {"function_definition", "struct_specifier", "class_specifier", "union_specifier",
+     "alias_declaration", "using_declaration"}
+)  # fmt: skip
+# namespace-scope items that `_Walker._skip_dropped` may leave out whole
+_ITEM_TYPES = frozenset(
+    {"function_definition", "declaration", "struct_specifier", "class_specifier",
+     "union_specifier", "using_declaration", "alias_declaration", "type_definition",
+     "template_instantiation"}
+)  # fmt: skip
 _CONTAINERS = frozenset(
     {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
      "preproc_elifdef", "declaration_list", "ERROR"}
@@ -156,7 +183,7 @@ def build_device_unit(
     `parsed`: `kernels.parse_tree(text)` when the caller already has it (one parse per edit).
     """
     text = normalized(text)
-    if parsed is None or "\0" in text:
+    if parsed is None or "\0" in text or "THRUST_NAMESPACE_BEGIN" in text:
         parsed = _parse(text)
     include_dirs: list[str] = []
     if path is not None:
@@ -198,6 +225,13 @@ def build_device_unit(
     if set(state.macros) - set(own_macros) or main.invoked & set(state.bodies):
         main = _blank_host_code(text, state.macros, parsed, state.bodies)
         body = main.text
+    for span, named, library in main.skipped:
+        uses = library if named == library else f"{named}, which needs {library}"
+        message = (
+            f"not checked as you type: it uses {uses} (NVRTC cannot compile {library}'s "
+            "headers; the nvcc check on save covers it)"
+        )
+        problems.append(IncludeProblem(span, message, "information"))
     lines = _respell_includes(body.split("\n"), respelled)
     for row in dropped:
         lines[row] = " " * len(lines[row])
@@ -266,13 +300,25 @@ class _IncludeState:
         """Blank again each header that uses an execution-space macro defined after it was
         blanked. A header is blanked before its own includes are read (they come out of the
         blanking), so `CUTLASS_HOST_DEVICE` from a header it includes, or one that an include
-        cycle reaches later, was unknown then: its functions looked host-only and were cut."""
+        cycle reaches later, was unknown then: its functions looked host-only and were cut.
+        Names a pass learns that items need a dropped library, or extend its namespace, can
+        matter to headers blanked before them in that pass: a pass more then (CuPy's)."""
+        for _ in range(3):
+            learned = len(self.macros)
+            self._reblank_pass()
+            if len(self.macros) == learned:
+                return
+
+    def _reblank_pass(self) -> None:
         for name, (text, dropped, known) in self.blanked.items():
             later = [m for m in self.macros if m not in known and m in text]
             if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
                 continue
             parsed = _parse(text, self.macros)
             blanked = _blank_host_code(text, self.macros, parsed, self.bodies)
+            for defined, kind in blanked.defined.items():  # items it left out, for later files
+                if kind.startswith((DROPPED, EXTENDS)):
+                    self.macros.setdefault(defined, kind)
             if blanked.constants:  # the same text: its constants where they were, or more
                 self.constants[name] = blanked.constants
             lines = _respell_includes(blanked.text.split("\n"), self.respelled.get(name, []))
@@ -338,6 +384,9 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
         state.headers.setdefault(name, std_headers.CUB_HOST_ALGORITHM_STAND_IN)
         return True
     if std_headers.is_host_only(name):
+        for prefix, namespace in DROPPED_LIBRARIES.items():
+            if name.startswith(prefix):
+                state.macros[namespace] = DROPPED + namespace
         return False
     found = std_headers.find_system_header(name, state.configured)
     if found is None:
@@ -548,10 +597,23 @@ def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter
     masked = _mask_split_declarators(
         _mask_attribute_macros(_mask_device_macros(text, macros or {}), macros or {})
     )
+    masked = _mask_namespace_macros(masked)
     if masked == text:
         return parse_tree(text)
     tree, _masked_data = parse_tree(masked)
     return tree, text.encode("utf-8", errors="surrogatepass")
+
+
+def _mask_namespace_macros(text: str) -> str:
+    """`text` with THRUST_NAMESPACE_BEGIN / _END spelled as the namespace they open and close
+    (same length), for tree-sitter only: unexpanded, they made it misread the item after them
+    (CuPy's complex.h, whose `thrust::complex` must then be known as user code's)."""
+    if "THRUST_NAMESPACE_BEGIN" not in text:
+        return text
+    for name, spelled in _NAMESPACE_MACROS.items():
+        same_length = spelled.ljust(len(name))
+        text = re.sub(rf"^([ \t]*){name}\b", rf"\g<1>{same_length}", text, flags=re.MULTILINE)
+    return text
 
 
 def _mask_split_declarators(text: str) -> str:
@@ -734,6 +796,7 @@ class _Blanked:
     bodies: dict[str, str]  # the macros it defines: name -> replacement text
     constants: list[_Constant]  # kept for now; dropped once the whole unit shows them unused
     invoked: frozenset[str]  # namespace-scope invocations of macros it could not judge
+    skipped: list[tuple[Span, str, str]]  # items left out: span, the name, its library
 
 
 def _blank_host_code(
@@ -770,7 +833,13 @@ def _blank_host_code(
         includes.append((row, name.strip(), quoted, span, row in walker.conditional_rows))
     constants = _constant_ranges(walker.constants, text, data)
     return _Blanked(
-        blanked, includes, walker.defined, walker.own_bodies, constants, frozenset(walker.invoked)
+        blanked,
+        includes,
+        walker.defined,
+        walker.own_bodies,
+        constants,
+        frozenset(walker.invoked),
+        walker.skipped,
     )
 
 
@@ -793,6 +862,16 @@ class _Walker:
         self.host_macros = {n for n, kind in macros.items() if kind == "host"}
         self.constexpr_macros = {n for n, kind in macros.items() if kind == "constexpr"}
         self.hidden = {n for n, kind in macros.items() if kind == HIDDEN_FROM_NVRTC}
+        # names the unit lacks -> their library: its namespace, and user items that need it
+        self.dropped = {n: k[len(DROPPED) :] for n, k in macros.items() if k.startswith(DROPPED)}
+        self.skipped: list[tuple[Span, str, str]] = []  # items naming one: span, name, library
+        self.extended = {n for n, k in macros.items() if k.startswith(EXTENDS)}
+        opens = (
+            rb"namespace\s+(?:" + b"|".join(re.escape(n.encode()) for n in self.dropped) + rb")\b"
+        )
+        self.opens_dropped = bool(self.dropped) and (
+            re.search(opens, data) is not None or b"THRUST_NAMESPACE_BEGIN" in data
+        )
         self.host_aliases: set[str] = set()  # class-scope aliases of host-only std types
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
@@ -802,6 +881,11 @@ class _Walker:
         # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
         # an include guard's `#ifndef` does not count): nvcc may never read them
         self.conditional_rows: set[int] = set()
+        if self.opens_dropped:  # its classes, whatever tree-sitter made of their heads
+            for match in _CLASS_HEAD.finditer(data):  # (`#if` / two heads / `#endif`: CuPy)
+                declared = match.group(1).decode()
+                self.defined.setdefault(declared, EXTENDS + "thrust")
+                self.extended.add(declared)
 
     def _under_condition(self, node: tree_sitter.Node) -> bool:
         parent = node.parent
@@ -835,9 +919,16 @@ class _Walker:
         """Queue `node`'s children (a container) to be visited next, first child first."""
         children = node.children
         queued: list[tree_sitter.Node] = []
+        taken = 0  # the end of a function read in this ERROR node: what follows is not in it
         for index, child in enumerate(children):
-            if node.type == "ERROR" and self._unterminated_function(children, index, node):
-                break  # the rest of this ERROR node is that function's body
+            if child.start_byte < taken:
+                continue
+            if node.type == "ERROR":
+                taken = self._unterminated_function(children, index, node) or 0
+                if taken >= node.end_byte:
+                    break  # the rest of this ERROR node is that function's body
+                if taken:
+                    continue
             queued.append(child)
         self._stack.extend((child, child) for child in reversed(queued))
 
@@ -847,33 +938,46 @@ class _Walker:
 
     def _unterminated_function(
         self, children: list[tree_sitter.Node], index: int, error: tree_sitter.Node
-    ) -> bool:
-        """`head declarator {` inside an ERROR node: a function whose `}` never came.
+    ) -> int | None:
+        """`head declarator {` inside an ERROR node: a function whose `}` never came, or came
+        in a file tree-sitter misread (CuPy's cupy_thrust.cu, whose whole tree is one ERROR).
 
         Typing inside `main` (or a kernel) leaves such a node reaching to the end of the file.
-        Host: blank from its head to the end of the node. Device: keep all of it.
+        Host: blank from its head to its `}`, or to the end of the node. Device: keep it. The
+        end of what it took is returned; None where `children[index]` starts no such function.
         """
         child = children[index]
         if child.type not in _HEAD_TYPES and not child.type.startswith("__"):
-            return False
+            return None
         end = index
         while end < len(children) and (
             children[end].type in _HEAD_TYPES or children[end].type.startswith("__")
         ):
             end += 1
         if end + 1 >= len(children) or children[end].type != "function_declarator":
-            return False
+            return None
         if children[end + 1].type != "{":
-            return False
+            return None
         head = self.data[child.start_byte : children[end].start_byte].decode("utf-8", "replace")
         words = set(_WORD.findall(head))
+        close = _matching_brace(self.data, children[end + 1].start_byte, error.end_byte)
+        taken = close or error.end_byte
         if not (words & _DEVICE_WORDS or words & self.device_macros or "constexpr" in words):
-            self.ranges.append((child.start_byte, error.end_byte))
-        return True
+            start = child.start_byte
+            if index >= 2 and children[index - 1].type == "template_parameter_list":
+                start = children[index - 2].start_byte  # its `template <typename T>` too
+            self.ranges.append((start, taken))
+        return taken
 
     def _visit_one(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         """Decide about one namespace-scope item; `outer` is what gets blanked (with prefixes)."""
         kind = node.type
+        if kind in _ITEM_TYPES and self._skip_dropped(node, outer):
+            return
+        if kind in _ITEM_TYPES and self.opens_dropped:  # its names are user code's (CuPy)
+            for declared in self._item_names(node):
+                self.defined.setdefault(declared, EXTENDS + "thrust")
+                self.extended.add(declared)
         if kind == "preproc_include":
             self.include_rows.append(node.start_point[0])
             if self._under_condition(node):
@@ -1063,7 +1167,13 @@ class _Walker:
         for child in node.named_children:
             if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
                 self._visit_class(child)
-        declarators = [c for c in node.children_by_field_name("declarator") if c.type != "ERROR"]
+        # `extern "C" struct S {...};` reads as a declaration whose declarator is MISSING: a
+        # type, not a host variable (numba's nrt.cuh)
+        declarators = [
+            c
+            for c in node.children_by_field_name("declarator")
+            if c.type != "ERROR" and not c.is_missing
+        ]
         if any(self._is_function_declarator(d) for d in declarators):
             if b"->" not in self.data[node.start_byte : node.end_byte]:
                 self.blank(outer)  # a host function's prototype
@@ -1184,6 +1294,85 @@ class _Walker:
                     return
             child, parent = parent, parent.parent
 
+    def _skip_dropped(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> bool:
+        """Blank an item that names a dropped library's namespace (`thrust::tuple<...>`) and
+        note it, unless it is host code the walker blanks anyway (no note then)."""
+        if not self.dropped or outer.has_error:
+            return False  # a misread item: blanking part of it would leave the rest stranded
+        if _in_error(outer) and not (
+            node.type in _WHOLE_ITEM_TYPES
+            and self.data[outer.end_byte - 1 : outer.end_byte] in (b"}", b";")
+        ):
+            return False  # in a misread region only an item complete in itself is left out
+        named = self._dropped_name(outer)
+        if named is None:
+            return False
+        self.blank(outer)
+        if node.type == "function_definition" and (
+            self._is_surely_host(node) and not self._is_device_function(node)
+        ):
+            return True
+        if node.type == "declaration" and not self._head_words(node) & (
+            _MEMORY_SPACE_WORDS | _DEVICE_WORDS | self.device_macros | {"typedef"}
+        ):
+            return True  # a host variable or prototype
+        library = self.dropped[named]
+        for name in self._item_names(node):  # what names it is left out too (`range_view<T>`)
+            if self.opens_dropped or name in self.extended:
+                continue  # an overload in the library's namespace (CuPy's `thrust::atanh`)
+            self.dropped.setdefault(name, library)
+            self.defined.setdefault(name, DROPPED + library)
+        row, column = outer.start_point
+        line = self.data[outer.start_byte : outer.end_byte].split(b"\n", 1)[0]
+        end = len(line.decode("utf-8", errors="replace").rstrip())
+        self.skipped.append((Span.of(row, column, row, column + end), named, library))
+        return True
+
+    def _dropped_name(self, node: tree_sitter.Node) -> str | None:
+        """The dropped name that `node` uses (`thrust::get<0>(t)`, `range_view<T>`), if any."""
+        source = self.data[node.start_byte : node.end_byte]
+        if not any(n.encode() in source for n in self.dropped):
+            return None  # cheap: most items name none
+        declared = set(self._item_names(node))
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if current.type in _NAME_TYPES:
+                word = self.text(current)
+                if word in self.dropped and word not in declared and not self._extended(current):
+                    return word
+            stack.extend(current.children)
+        return None
+
+    def _extended(self, node: tree_sitter.Node) -> bool:
+        """`thrust::complex` where user code declares `complex` in namespace thrust."""
+        parent = node.parent
+        if parent is None or parent.type != "qualified_identifier":
+            return False
+        name = parent.child_by_field_name("name")
+        if name is None:
+            return False
+        word = _WORD.match(self.text(name))
+        return word is not None and word.group(0) in self.extended
+
+    def _item_names(self, node: tree_sitter.Node) -> list[str]:
+        """The names a namespace-scope item declares: a class's, a function's, an alias's."""
+        if node.type in ("struct_specifier", "class_specifier", "union_specifier"):
+            name = node.child_by_field_name("name")
+            return [self.text(name)] if name is not None and name.type == "type_identifier" else []
+        if node.type == "alias_declaration":
+            name = node.child_by_field_name("name")
+            return [self.text(name)] if name is not None else []
+        names: list[str] = []
+        for declarator in node.children_by_field_name("declarator"):
+            if declarator.type == "type_identifier":  # `typedef ... Name;`
+                names.append(self.text(declarator))
+            else:
+                declared = self._declared_name(declarator)
+                if declared:
+                    names.append(declared)
+        return names
+
     def _is_defaulted(self, node: tree_sitter.Node) -> bool:
         body = node.child_by_field_name("body")
         return body is None
@@ -1239,6 +1428,45 @@ class _Walker:
                         return True
             stack.extend(current.children)
         return False
+
+
+def _matching_brace(data: bytes, start: int, end: int) -> int | None:
+    """The byte just past the `}` that closes the `{` at `start`, if it comes before `end`
+    (comments and string or character literals skipped)."""
+    depth, index = 0, start
+    while index < end:
+        char = data[index : index + 1]
+        if data.startswith(b"//", index):
+            index = data.find(b"\n", index, end)
+            if index < 0:
+                return None
+        elif data.startswith(b"/*", index):
+            index = data.find(b"*/", index + 2, end)
+            if index < 0:
+                return None
+            index += 1
+        elif char in (b'"', b"'"):
+            index += 1
+            while index < end and data[index : index + 1] not in (char, b"\n"):
+                index += 2 if data[index : index + 1] == b"\\" else 1
+        elif char == b"{":
+            depth += 1
+        elif char == b"}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return None
+
+
+def _in_error(node: tree_sitter.Node) -> bool:
+    """Whether `node` lies inside an ERROR node (tree-sitter misread what surrounds it)."""
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "ERROR":
+            return True
+        parent = parent.parent
+    return False
 
 
 def _hides_from_nvrtc(directive: str) -> bool:

@@ -83,6 +83,10 @@ TORCH_STAND_IN = "#pragma once\n#include <cuda_llm_torch.h>\n"
 # our device-side `cub/cub.cuh` (`cub_host_algorithm`).
 _CUB_HOST_ALGORITHMS = ("cub/device/", "cub/util_allocator.cuh")
 CUB_HOST_ALGORITHM_STAND_IN = "#pragma once\n#include <cub/cub.cuh>\n"
+# Headers under a host-only prefix that NVRTC compiles (checked with Thrust 1.17 and CCCL 3):
+# Thrust's configuration, only macros, such as THRUST_NAMESPACE_BEGIN, with which user headers
+# (CuPy's complex.h) open namespace thrust for their own code.
+DEVICE_SAFE_PREFIXES = ("thrust/detail/config/", "thrust/detail/config.h", "thrust/version.h")
 
 
 @functools.lru_cache(maxsize=1)
@@ -164,6 +168,8 @@ def cub_host_algorithm(name: str) -> bool:
 
 
 def is_host_only(name: str) -> bool:
+    if name.startswith(DEVICE_SAFE_PREFIXES):
+        return False
     return name in HOST_ONLY or name.startswith(HOST_ONLY_PREFIXES)
 
 

@@ -345,3 +345,117 @@ def test_a_namespace_scope_macro_list_of_host_declarations_is_blanked(tmp_path: 
     write(tmp_path, {"main.cu": '#include "ext.h"\nHOST_LIST(DECLARE)\nKERNEL(k, o[0] = nope)\n'})
     (error,) = check(tmp_path / "main.cu").errors
     assert error.line == 3 and 'identifier "nope" is undefined' in error.message
+
+
+def test_a_struct_declared_under_extern_c_is_kept(tmp_path: Path) -> None:
+    """numba-cuda's nrt.cuh: `extern "C" struct MemInfo {...};` is a type, not a host variable
+    (was: pointer or reference to incomplete type "MemInfo"). An error in it is reported."""
+    write(tmp_path, {
+        "nrt.cuh": 'extern "C"\nstruct MemInfo {\n  void* data;\n  size_t size;\n};\n'
+        "typedef struct MemInfo NRT_MemInfo;\n",
+        "main.cu": '#include "nrt.cuh"\n'
+        'extern "C" __device__ void init(NRT_MemInfo* mi) { mi->data = 0; mi->size = 1; }\n',
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == []
+    write(tmp_path, {"nrt.cuh": 'extern "C" struct MemInfo {\n  void* data;\n  nope size;\n};\n'
+                     "typedef struct MemInfo NRT_MemInfo;\n"})  # fmt: skip
+    assert any('"nope" is undefined' in m for m in messages(check(tmp_path / "main.cu")))
+
+
+THRUST_USER = (
+    "#include <thrust/device_vector.h>\n#include <thrust/transform.h>\n"
+    "struct saxpy : public thrust::binary_function<float, float, float> {\n"
+    "  float a;\n"
+    "  __host__ __device__ float operator()(float x, float y) const { return a * x + y; }\n"
+    "};\n"
+    "struct dot {\n  template <typename T>\n"
+    "  __host__ __device__ float operator()(T t) { return thrust::get<0>(t) * 2.0f; }\n"
+    "};\n"
+)
+
+
+def test_user_code_naming_thrust_is_skipped_with_a_note(tmp_path: Path) -> None:
+    """Thrust's headers are dropped (NVRTC cannot compile them): a functor deriving from
+    `thrust::binary_function` or calling `thrust::get` is left out with a note, not reported
+    (was: name followed by "::" must be a class or namespace name). A real error elsewhere is
+    still reported, and so is `thrust::` in a file that includes no Thrust header."""
+    kernel = "__global__ void k(float* o) { o[threadIdx.x] = BODY; }\n"
+    main = "int main() { thrust::device_vector<float> v(4); return 0; }\n"
+    write(tmp_path, {"main.cu": THRUST_USER + kernel.replace("BODY", "1.0f") + main})
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+    notes = [d for d in analysis.diagnostics if d.severity == "information"]
+    assert [d.line for d in notes] == [3, 7] and "nvcc check on save" in notes[0].message
+    write(tmp_path, {"main.cu": THRUST_USER + kernel.replace("BODY", "nope") + main})
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 11 and '"nope" is undefined' in error.message
+    write(tmp_path, {"main.cu": "__device__ float f(float x) { return thrust::abs(x); }\n"})
+    assert check(tmp_path / "main.cu").errors
+
+
+def test_what_needs_a_skipped_thrust_item_is_skipped_too(tmp_path: Path) -> None:
+    """Thrust's range_view.cu: a class template whose typedefs name `thrust::iterator_traits`
+    is left out, and so is a header function returning it (was: range_view is not a template);
+    a kernel that needs neither is still compiled, and its own error reported."""
+    write(tmp_path, {
+        "view.cuh": "#pragma once\n#include <thrust/iterator/iterator_traits.h>\n"
+        "template <class It> struct view {\n"
+        "  typedef typename thrust::iterator_traits<It>::value_type value_type;\n  It first;\n};\n",
+        "main.cu": '#include "view.cuh"\n'
+        "template <class It> __host__ __device__ view<It> make_view(It first) {\n"
+        "  return view<It>{first};\n}\n"
+        "__global__ void k(float* o) { o[threadIdx.x] = BODY; }\n",
+    })  # fmt: skip
+    main = (tmp_path / "main.cu").read_text()
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "1.0f"))
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+    (note,) = [d for d in analysis.diagnostics if d.severity == "information"]
+    assert note.line == 2 and "view, which needs thrust" in note.message
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "nope"))
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 5 and '"nope" is undefined' in error.message
+
+
+def test_a_user_header_extending_namespace_thrust_is_compiled(tmp_path: Path) -> None:
+    """CuPy's complex.h opens namespace thrust with THRUST_NAMESPACE_BEGIN from Thrust's config
+    header (macros only, which NVRTC compiles: kept) and defines `thrust::complex` there: code
+    naming it is compiled, not left out; code naming Thrust's own `thrust::less` is (was:
+    identifier "THRUST_NAMESPACE_END" is undefined)."""
+    write(tmp_path, {
+        "cx.h": "#pragma once\n#include <thrust/detail/config/namespace.h>\n"
+        "THRUST_NAMESPACE_BEGIN\ntemplate <class T> struct cx { T re; };\nTHRUST_NAMESPACE_END\n",
+        "main.cu": '#include "cx.h"\n#include <thrust/sort.h>\n'
+        "template <class T> struct pick { using type = thrust::less<T>; };\n"
+        "__global__ void k(thrust::cx<float>* o) { o[threadIdx.x].re = 1.0f; }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == []
+    assert [d.line for d in analysis.diagnostics if d.severity == "information"] == [3]
+    main = (tmp_path / "main.cu").read_text()
+    (tmp_path / "main.cu").write_text(main.replace("].re", "].nope"))
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 4 and 'no member "nope"' in error.message
+
+
+def test_a_host_function_in_a_misread_region_ends_at_its_brace(tmp_path: Path) -> None:
+    """CuPy's cupy_thrust.cu: `#ifdef`s among a call's arguments make tree-sitter misread the
+    rest of the file; a host member template there was blanked to the end of the file (its
+    class's head left: expected a "}" at the end of the file), kernels after it with it.
+    Now it ends at its own `}`: what follows is still compiled, its errors reported."""
+    call = (
+        "        fill(v.begin(),\n#ifdef OTHER\n             other::make<size_t>(0),\n#else\n"
+        "             make<size_t>(0),\n#endif\n             n);\n"
+    )
+    write(tmp_path, {"main.cu": "#include <vector>\nstruct runner {\n"
+        "    template <typename T>\n    void operator()(std::vector<T>& v, int n) {\n"
+        + call + call + "    }\n};\n"
+        "int helper(int n) { std::vector<int> v(n); return (int)v.size(); }\n"
+        "__global__ void k(float* o) { o[threadIdx.x] = BODY; }\n"})  # fmt: skip
+    main = (tmp_path / "main.cu").read_text()
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "1.0f"))
+    assert messages(check(tmp_path / "main.cu")) == []
+    (tmp_path / "main.cu").write_text(main.replace("BODY", "nope"))
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 22 and '"nope" is undefined' in error.message
