@@ -223,13 +223,15 @@ def build_device_unit(
     # HOST_DEVICE-style macros from user headers, or a namespace-scope invocation of a macro
     # that a header defines: the same tree, walked again with what the headers taught
     if set(state.macros) - set(own_macros) or main.invoked & set(state.bodies):
+        if any(k in _ATTRIBUTE_KINDS and n in text for n, k in state.macros.items()):
+            parsed = _parse(text, state.macros)  # `GGML_API void f();` in the file itself
         main = _blank_host_code(text, state.macros, parsed, state.bodies)
         body = main.text
     for span, named, library in main.skipped:
         uses = library if named == library else f"{named}, which needs {library}"
         message = (
             f"not checked as you type: it uses {uses} (NVRTC cannot compile {library}'s "
-            "headers; the nvcc check on save covers it)"
+            "headers; the nvcc check, on open and save, covers it)"
         )
         problems.append(IncludeProblem(span, message, "information"))
     lines = _respell_includes(body.split("\n"), respelled)
@@ -449,7 +451,11 @@ def _include(
             loaded = _load_header(name, found, state, depth)
             return loaded is not None, loaded or [], name
     kept = _system_include(name, state)
-    if kept is None and quoted:
+    if kept is None and quoted and state.conditional:
+        # `#if defined(USE_HIP)` / `#include "vendors/hip.h"`: nvcc may never read it
+        message = f'cannot find include file "{name}"{where}, under an #if nvcc may skip'
+        state.pending.append((message, "warning"))
+    elif kept is None and quoted:
         state.pending.append((f'cannot find include file "{name}"{where}', "error"))
     elif kept is None and name not in std_headers.DEVICE_LIBRARIES:
         # the host compiler's: silent; one under `#ifdef _WIN32` may never be read by nvcc

@@ -128,8 +128,7 @@ def test_includes_inside_a_class_body_are_read(tmp_path: Path) -> None:
     lib = tmp_path / "lib"
     (lib / "memory").mkdir(parents=True)
     (lib / "memory" / "memory.cuh").write_text(
-        "int host_count();\n"
-        "__device__ static inline int lane() { return threadIdx.x % 32; }\n"
+        "int host_count();\n__device__ static inline int lane() { return threadIdx.x % 32; }\n"
     )
     (lib / "memory" / "tma.cuh").write_text("__device__ static inline int one() { return 1; }\n")
     (lib / "group.cuh").write_text(
@@ -321,3 +320,29 @@ def test_a_kernel_in_a_namespace_builds_for_the_evaluator() -> None:
     built = build_binary(text, None, "scale", Settings(), kernel_source=candidate, arch="sm_90")
     assert isinstance(built, KernelBinary), built
     assert built.entry == "_ZN3ext5scaleEPfi"
+
+
+def test_a_files_own_prototypes_behind_a_headers_attribute_macros_are_blanked(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "api.h").write_text(API_H)
+    text = (
+        '#include "api.h"\n'
+        "LIB_NORETURN LIB_FORMAT(1, 2)\nLIB_API void fail(const char* fmt, ...);\n"
+        "__global__ void k(int* x) { x[0] = 1; }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+
+
+def test_a_missing_quoted_include_under_an_if_is_a_warning(tmp_path: Path) -> None:
+    # ggml's `#if defined(GGML_USE_HIP)` / `#include "vendors/hip.h"` in a tree without it
+    text = (
+        '#if defined(USE_HIP)\n#include "vendors/hip.h"\n#endif\n'
+        '#include "missing.h"\n__global__ void k(int* x) { x[0] = 1; }\n'
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    found = {(d.line, d.severity) for d in analysis.diagnostics if "cannot find" in d.message}
+    assert found == {(2, "warning"), (4, "error")}
