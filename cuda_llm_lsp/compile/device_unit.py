@@ -243,7 +243,8 @@ def build_device_unit(
     own_texts = [unit_text, *state.headers.values()]
     wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]
     if wanted:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's, from libcu++
-        state.headers[std_names.HEADER] = std_names.header_text(wanted)
+        specialized = [n for n in wanted if std_names.specialized_in_std(n, own_texts)]
+        state.headers[std_names.HEADER] = std_names.header_text(wanted, specialized)
     name = Path(path).name if path is not None else "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"

@@ -80,14 +80,34 @@ def declared_in_std(name: str, texts: Iterable[str]) -> bool:
     """Whether a text that opens `namespace std` declares `name` itself (a project's own
     `std::numeric_limits<half>` specialisation, CuTe's `tuple_size`): a using-declaration beside
     it would clash."""
+    # `template <> class numeric_limits<X>` (CuPy) specialises the name: no declaration of it
     declaration = re.compile(
-        rf"\b(?:struct|class|using|concept)\s+{re.escape(name)}\b|\b{re.escape(name)}\s*\("
+        rf"\b(?:struct|class|using|concept)\s+{re.escape(name)}\b(?!\s*<)"
+        rf"|\b{re.escape(name)}\s*\("
     )
     return any("namespace std" in text and declaration.search(text) for text in texts)
 
 
-def header_text(names: Iterable[str]) -> str:
-    """The pre-included header giving `names` in `std` from libcu++."""
+# A class template the unit specialises in `std` (CuPy: `template <> class numeric_limits<...>`,
+# next to its own specialisation of `cuda::std::numeric_limits`) must be a template of `std`'s
+# own, as libstdc++'s is under nvcc: a using-declaration would make the two specialisations one.
+_OWN_TEMPLATES: dict[str, str] = {
+    "numeric_limits": (
+        "template <class T> class numeric_limits : public ::cuda::std::numeric_limits<T> {};"
+    ),
+}
+
+
+def specialized_in_std(name: str, texts: Iterable[str]) -> bool:
+    """Whether a text that opens `namespace std` specialises the class template `name`."""
+    specialization = re.compile(rf"template\s*<\s*>\s*(?:class|struct)\s+{re.escape(name)}\s*<")
+    return any("namespace std" in text and specialization.search(text) for text in texts)
+
+
+def header_text(names: Iterable[str], own_templates: Iterable[str] = ()) -> str:
+    """The pre-included header giving `names` in `std` from libcu++; those of `own_templates`
+    (see `specialized_in_std`) as templates of `std` deriving from libcu++'s."""
+    own = {n for n in own_templates if n in _OWN_TEMPLATES}
     traits = [n for n in names if n in STAND_IN_TRAITS and n not in NAMES]
     names = [n for n in names if n not in traits]
     includes: dict[str, None] = {}
@@ -108,6 +128,8 @@ def header_text(names: Iterable[str]) -> str:
         *(
             "namespace numbers = ::cuda::std::numbers;"
             if name == _NUMBERS
+            else _OWN_TEMPLATES[name]
+            if name in own
             else f"using ::cuda::std::{name};"
             for name in names
         ),

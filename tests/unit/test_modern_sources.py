@@ -346,3 +346,19 @@ def test_a_missing_quoted_include_under_an_if_is_a_warning(tmp_path: Path) -> No
     analysis = analyze(text, source, Settings())
     found = {(d.line, d.severity) for d in analysis.diagnostics if "cannot find" in d.message}
     assert found == {(2, "warning"), (4, "error")}
+
+
+def test_a_std_template_the_file_specialises_stays_its_own(tmp_path: Path) -> None:
+    # CuPy's cupy_cub.cu specialises cuda::std::numeric_limits and std::numeric_limits for its
+    # complex type: under nvcc two templates (libcu++'s, libstdc++'s), so two here too
+    text = (
+        "#include <cuda/std/limits>\nstruct cplx { float re, im; };\n"
+        "namespace cuda { namespace std {\ntemplate <> class numeric_limits<cplx> {\n"
+        " public: static __host__ __device__ cplx max() { return {1.0f, 1.0f}; }\n};\n} }\n"
+        "namespace std {\ntemplate <> class numeric_limits<cplx> {\n public:\n"
+        "  static __host__ __device__ cplx infinity() {\n"
+        "    return {std::numeric_limits<float>::infinity(), 0.0f};\n  }\n};\n}\n"
+        "__global__ void k(cplx* x) { x[0] = std::numeric_limits<cplx>::infinity(); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
