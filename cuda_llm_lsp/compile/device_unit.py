@@ -242,9 +242,10 @@ def build_device_unit(
     state.register_aliases()
     own_texts = [unit_text, *state.headers.values()]
     wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]
-    if wanted:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's, from libcu++
+    libcuxx = std_names.used_from_libcuxx(own_texts)  # a no-op where already included
+    if wanted or libcuxx:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's
         specialized = [n for n in wanted if std_names.specialized_in_std(n, own_texts)]
-        state.headers[std_names.HEADER] = std_names.header_text(wanted, specialized)
+        state.headers[std_names.HEADER] = std_names.header_text(wanted, specialized, libcuxx)
     name = Path(path).name if path is not None else "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"
@@ -1417,23 +1418,26 @@ class _Walker:
         """Whether `node` names something in `std::` that only host headers declare."""
         if _STD_SCOPE.search(self.data, node.start_byte, node.end_byte) is None:
             return False  # cheap: big initializer lists need no tree walk
-        stack = [node]
+        stack: list[tuple[tree_sitter.Node, bool]] = [(node, False)]
         while stack:
-            current = stack.pop()
+            current, nested = stack.pop()  # nested: the name part of `cuda::std::tuple`
+            inner: tree_sitter.Node | None = None
             if current.type == "qualified_identifier":
                 scope = current.child_by_field_name("scope")
                 name = current.child_by_field_name("name")
                 if scope is not None and self.text(scope) == "std" and name is not None:
                     word = _WORD.match(self.text(name))
-                    if word is None or word.group(0) not in _STD_PROVIDED:
+                    if not nested and (word is None or word.group(0) not in _STD_PROVIDED):
                         return True
+                elif scope is not None and self.text(scope) not in ("", "::"):
+                    inner = name  # `cuda::std::tuple<...>`: libcu++'s, not the host's
             if current.type == "using_declaration" and current.child_count >= 2:
                 parts = [self.text(c) for c in current.named_children]
                 if parts and parts[-1].startswith("std::"):
                     rest = parts[-1][5:]
                     if rest not in _STD_PROVIDED:
                         return True
-            stack.extend(current.children)
+            stack.extend((c, inner is not None and c.id == inner.id) for c in current.children)
         return False
 
 

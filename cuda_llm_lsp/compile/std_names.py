@@ -58,6 +58,9 @@ STAND_IN_TRAITS: frozenset[str] = frozenset(
         r"\b(?:struct|using|bool)\s+([a-z]\w*)", _TRAITS_STAND_IN.read_text(encoding="utf-8")
     )
 )
+# `cuda::std::tuple` in a file that has it only through a header the unit drops (Thrust's):
+# its libcu++ header is included, nothing declared
+_CUDA_STD_USE = re.compile(r"(?<![\w:])(?:::)?cuda::std::(\w+)")
 _USE = re.compile(r"(?<![\w:])(?:::)?std::(\w+)")
 _NUMBERS = "numbers"  # `std::numbers::pi`: a namespace, given as an alias
 
@@ -73,6 +76,18 @@ def used(texts: Iterable[str]) -> list[str]:
             name = match.group(1)
             if name in NAMES or name in STAND_IN_TRAITS or name == _NUMBERS:
                 found.setdefault(name)
+    return list(found)
+
+
+def used_from_libcuxx(texts: Iterable[str]) -> list[str]:
+    """The names of NAMES that `texts` spell `cuda::std::NAME`, in first-use order."""
+    found: dict[str, None] = {}
+    for text in texts:
+        if "cuda::std::" not in text:
+            continue
+        for match in _CUDA_STD_USE.finditer(text):
+            if match.group(1) in NAMES:
+                found.setdefault(match.group(1))
     return list(found)
 
 
@@ -104,13 +119,16 @@ def specialized_in_std(name: str, texts: Iterable[str]) -> bool:
     return any("namespace std" in text and specialization.search(text) for text in texts)
 
 
-def header_text(names: Iterable[str], own_templates: Iterable[str] = ()) -> str:
+def header_text(
+    names: Iterable[str], own_templates: Iterable[str] = (), libcuxx: Iterable[str] = ()
+) -> str:
     """The pre-included header giving `names` in `std` from libcu++; those of `own_templates`
-    (see `specialized_in_std`) as templates of `std` deriving from libcu++'s."""
+    (see `specialized_in_std`) as templates of `std` deriving from libcu++'s; the headers of
+    `libcuxx` (`used_from_libcuxx`) included."""
     own = {n for n in own_templates if n in _OWN_TEMPLATES}
     traits = [n for n in names if n in STAND_IN_TRAITS and n not in NAMES]
     names = [n for n in names if n not in traits]
-    includes: dict[str, None] = {}
+    includes: dict[str, None] = {NAMES[n]: None for n in libcuxx if n in NAMES}
     for name in names:
         if name == _NUMBERS:
             includes.setdefault("numbers")

@@ -362,3 +362,27 @@ def test_a_std_template_the_file_specialises_stays_its_own(tmp_path: Path) -> No
     )
     errors, with_resources = _check(tmp_path, text)
     assert errors == [] and with_resources == ["k"]
+
+
+def test_an_alias_of_a_libcuxx_type_is_not_host_std(tmp_path: Path) -> None:
+    # CCCL's thrust examples: `using vec2 = cuda::std::tuple<float, float>;` was blanked as
+    # if it named the host's std::tuple, and every use of vec2 became an error
+    text = (
+        "#include <cuda/std/tuple>\nusing vec2 = cuda::std::tuple<float, float>;\n"
+        "using host_pair = std::tuple<float>;\n"
+        "__global__ void k(vec2* v, float* o) { o[0] = cuda::std::get<0>(v[0]); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+    assert "host_pair" not in build_device_unit(text).text
+
+
+def test_libcuxx_names_a_dropped_thrust_header_brought_are_included(tmp_path: Path) -> None:
+    # CCCL's bucket_sort2d.cu has cuda::std::tuple only through <thrust/...>, which the unit
+    # drops: the libcu++ header of a `cuda::std::` name it uses is included for it
+    text = (
+        "#include <thrust/device_vector.h>\nusing vec2 = cuda::std::tuple<float, float>;\n"
+        "__global__ void k(vec2* v, float* o) { o[0] = cuda::std::get<0>(v[0]); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]

@@ -386,7 +386,7 @@ def test_user_code_naming_thrust_is_skipped_with_a_note(tmp_path: Path) -> None:
     analysis = check(tmp_path / "main.cu")
     assert messages(analysis) == [] and analysis.kernels[0].resources is not None
     notes = [d for d in analysis.diagnostics if d.severity == "information"]
-    assert [d.line for d in notes] == [3, 7] and "nvcc check on save" in notes[0].message
+    assert [d.line for d in notes] == [3, 7] and "nvcc check, on open and save" in notes[0].message
     write(tmp_path, {"main.cu": THRUST_USER + kernel.replace("BODY", "nope") + main})
     (error,) = check(tmp_path / "main.cu").errors
     assert error.line == 11 and '"nope" is undefined' in error.message
