@@ -215,19 +215,19 @@ def _program_log(nvrtc: Any, prog: Any) -> str:
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
         return ""
-    buffer = b" " * size
+    buffer = bytearray(size)  # writable: never a shared bytes object NVRTC would write into
     nvrtc.nvrtcGetProgramLog(prog, buffer)
     # NVRTC joins the front end's log and ptxas's with a NUL: a line break keeps both readable
-    return buffer.rstrip(b"\0").replace(b"\0", b"\n").decode("utf-8", errors="replace")
+    return bytes(buffer).rstrip(b"\0").replace(b"\0", b"\n").decode("utf-8", errors="replace")
 
 
 def _cubin(nvrtc: Any, prog: Any) -> bytes | None:
     err, size = nvrtc.nvrtcGetCUBINSize(prog)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size == 0:
         return None
-    buffer = b" " * size
+    buffer = bytearray(size)
     (err,) = nvrtc.nvrtcGetCUBIN(prog, buffer)
-    return buffer if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else None
+    return bytes(buffer) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else None
 
 
 # --- the log ---------------------------------------------------------------------------------

@@ -397,14 +397,16 @@ def compile_helpers(arch: str) -> HelperBuild:
         flags = [f"--gpu-architecture={arch}".encode(), b"--fmad=false", b"-std=c++17"]
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        # a fresh writable buffer: `b" " * 1` is CPython's shared one-byte object, and NVRTC
+        # writing its empty log ("\0") into it turned every b" " in the process into b"\0"
+        log = bytearray(size)
         nvrtc.nvrtcGetProgramLog(prog, log)
-        text = log.rstrip(b"\0 ").decode(errors="replace")
+        text = bytes(log).rstrip(b"\0 ").decode(errors="replace")
         if result != success:
             return HelperBuild(None, text)
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
+        cubin = bytearray(size)
         (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
-        return HelperBuild(cubin if err == success else None, text)
+        return HelperBuild(bytes(cubin) if err == success else None, text)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -108,6 +108,9 @@ def test_the_check_kernels_compile_with_nvrtc() -> None:
     assert build.cubin.startswith(b"\x7fELF")
     for name in device_checks.HELPER_NAMES:
         assert name.encode() in build.cubin  # extern "C": the names the worker looks up
+    # NVRTC wrote its empty log into `b" " * 1`, CPython's shared one-byte object: every b" "
+    # of the process read b"\0" after this test (the device unit's blanking went wrong)
+    assert b" ".isspace() and bytes([32]) == b" "
 
 
 # --- the worker's GPU-side paths on the CPU double ---------------------------------------------
