@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 HEADER = "cuda_llm_std_names.h"
 
@@ -49,15 +48,6 @@ _ALSO: dict[str, tuple[str, ...]] = {"get": ("utility", "array")}
 NAMES: dict[str, str] = {
     name: header for header, names in _BY_HEADER.items() for name in names.split()
 }
-# `std::is_same_v` reached through a host header nvcc has (`<array>`, `<vector>`) and the unit
-# drops: our `<type_traits>` stand-in declares it; that stand-in is included, not libcu++'s.
-_TRAITS_STAND_IN = Path(__file__).with_name("stub_headers") / "type_traits"
-STAND_IN_TRAITS: frozenset[str] = frozenset(
-    name
-    for name in re.findall(
-        r"\b(?:struct|using|bool)\s+([a-z]\w*)", _TRAITS_STAND_IN.read_text(encoding="utf-8")
-    )
-)
 # `cuda::std::tuple` in a file that has it only through a header the unit drops (Thrust's):
 # its libcu++ header is included, nothing declared
 _CUDA_STD_USE = re.compile(r"(?<![\w:])(?:::)?cuda::std::(\w+)")
@@ -66,15 +56,14 @@ _NUMBERS = "numbers"  # `std::numbers::pi`: a namespace, given as an alias
 
 
 def used(texts: Iterable[str]) -> list[str]:
-    """The names of NAMES, STAND_IN_TRAITS (and `numbers`) that `texts` spell `std::NAME`, in
-    first-use order."""
+    """The names of NAMES (and `numbers`) that `texts` spell `std::NAME`, in first-use order."""
     found: dict[str, None] = {}
     for text in texts:
         if "std::" not in text:
             continue
         for match in _USE.finditer(text):
             name = match.group(1)
-            if name in NAMES or name in STAND_IN_TRAITS or name == _NUMBERS:
+            if name in NAMES or name == _NUMBERS:
                 found.setdefault(name)
     return list(found)
 
@@ -126,8 +115,7 @@ def header_text(
     (see `specialized_in_std`) as templates of `std` deriving from libcu++'s; the headers of
     `libcuxx` (`used_from_libcuxx`) included."""
     own = {n for n in own_templates if n in _OWN_TEMPLATES}
-    traits = [n for n in names if n in STAND_IN_TRAITS and n not in NAMES]
-    names = [n for n in names if n not in traits]
+    names = list(names)
     includes: dict[str, None] = {NAMES[n]: None for n in libcuxx if n in NAMES}
     for name in names:
         if name == _NUMBERS:
@@ -140,7 +128,6 @@ def header_text(
         "/* cuda-llm-lsp: the std names this file's device code uses, from libcu++ (NVRTC has",
         " * no libstdc++; nvcc --expt-relaxed-constexpr lets device code use these). */",
         "#pragma once",
-        *(["#include <type_traits>"] if traits else []),
         *(f"#include <cuda/std/{header}>" for header in includes),
         "namespace std {",
         *(

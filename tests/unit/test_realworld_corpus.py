@@ -24,17 +24,24 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "realworld_corpus", ROOT / "benchmarks" / "realworld_corpus.py"
-)
-assert _spec is not None and _spec.loader is not None
-corpus_runner = importlib.util.module_from_spec(_spec)
-sys.modules["realworld_corpus"] = corpus_runner
-_spec.loader.exec_module(corpus_runner)
+
+
+def _benchmark_script(name: str) -> Any:
+    """benchmarks/NAME.py as a module (registered first: its dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus_runner = _benchmark_script("realworld_corpus")
 
 
 @pytest.fixture(autouse=True)
@@ -111,13 +118,7 @@ def test_zero_false_errors_on_the_real_corpus(tmp_path: Path) -> None:
 
 # --- The downloadable corpus (benchmarks/realworld_fetch.py, tests/data/realworld/sources.toml)
 
-_fetch_spec = importlib.util.spec_from_file_location(
-    "realworld_fetch", ROOT / "benchmarks" / "realworld_fetch.py"
-)
-assert _fetch_spec is not None and _fetch_spec.loader is not None
-corpus_fetch = importlib.util.module_from_spec(_fetch_spec)
-sys.modules["realworld_fetch"] = corpus_fetch
-_fetch_spec.loader.exec_module(corpus_fetch)
+corpus_fetch = _benchmark_script("realworld_fetch")
 
 
 def test_the_pinned_corpus_is_large_enough_and_recorded() -> None:
@@ -293,13 +294,7 @@ def test_no_false_errors_beyond_the_known_on_the_downloaded_corpus(tmp_path: Pat
     assert status in (0, 1), summary
 
 
-_manifest_spec = importlib.util.spec_from_file_location(
-    "realworld_manifest", ROOT / "benchmarks" / "realworld_manifest.py"
-)
-assert _manifest_spec is not None and _manifest_spec.loader is not None
-corpus_manifest = importlib.util.module_from_spec(_manifest_spec)
-sys.modules["realworld_manifest"] = corpus_manifest  # its dataclasses look their module up
-_manifest_spec.loader.exec_module(corpus_manifest)
+corpus_manifest = _benchmark_script("realworld_manifest")
 
 
 def test_manifest_writer_gives_each_file_its_projects_directories(tmp_path: Path) -> None:
