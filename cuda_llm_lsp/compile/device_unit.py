@@ -90,6 +90,12 @@ _HEAD_TYPES = frozenset(
 )  # fmt: skip
 # a macro kind (`_IncludeState.macros`): a class NVRTC never sees (`_note_hidden_class`)
 HIDDEN_FROM_NVRTC = "nvrtc-hidden"
+# a macro kind: a host function template that some code reads in `decltype(...)` (CUTLASS 3's
+# `get_problem_shape_MNKL_helper`): nvcc deduces its type whatever its space, so it stays
+READ_IN_DECLTYPE = "decltype"
+# `decltype(` and the names called inside one: `ns::f<T>(`, `f(`
+_DECLTYPE = re.compile(rb"\bdecltype\s*\(")
+_CALLED = re.compile(rb"([A-Za-z_]\w*)\s*[<(]")
 # a macro kind, then `:` and a library's namespace: that namespace, whose headers the unit drops
 # (`DROPPED_LIBRARIES`), or a user item left out for naming it (`_Walker._skip_dropped`)
 DROPPED = "dropped:"
@@ -200,6 +206,7 @@ def build_device_unit(
         parsed = _parse(text, dict(main.defined))
         main = _blank_host_code(text, dict(main.defined), parsed, {})
     body, includes, own_macros = main.text, main.includes, main.defined
+    state.note_decltype(main)
     _note_include_macros(text, state)
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
@@ -244,8 +251,7 @@ def build_device_unit(
     wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]
     libcuxx = std_names.used_from_libcuxx(own_texts)  # a no-op where already included
     if wanted or libcuxx:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's
-        specialized = [n for n in wanted if std_names.specialized_in_std(n, own_texts)]
-        state.headers[std_names.HEADER] = std_names.header_text(wanted, specialized, libcuxx)
+        state.headers[std_names.HEADER] = std_names.header_text(wanted, libcuxx)
     name = Path(path).name if path is not None else "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"
@@ -288,6 +294,18 @@ class _IncludeState:
     respelled: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)  # user macros: name -> replacement
     constants: dict[str, list[_Constant]] = field(default_factory=dict)  # header -> its own
+    host_templates: set[str] = field(default_factory=set)  # host function templates blanked
+    decltype_calls: set[str] = field(default_factory=set)  # names called in `decltype(...)`
+
+    def note_decltype(self, blanked: _Blanked) -> None:
+        """A host function template that a `decltype(...)` anywhere in the unit calls becomes
+        a READ_IN_DECLTYPE name: the headers that blanked it are walked again, keeping it."""
+        self.host_templates |= blanked.host_templates
+        self.decltype_calls |= blanked.decltype_calls
+        for name in blanked.host_templates & self.decltype_calls | (
+            blanked.decltype_calls & self.host_templates
+        ):
+            self.macros.setdefault(name, READ_IN_DECLTYPE)
 
     def register_aliases(self) -> None:
         """Give every later spelling of a header the text registered under its first one."""
@@ -562,6 +580,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         blanked = _blank_host_code(text, macros, _parse(text, macros), state.bodies)
     body, includes = blanked.text, blanked.includes
     state.macros.update(blanked.defined)
+    state.note_decltype(blanked)
     state.bodies.update(blanked.bodies)
     if blanked.constants:
         state.constants[name] = blanked.constants
@@ -805,6 +824,8 @@ class _Blanked:
     constants: list[_Constant]  # kept for now; dropped once the whole unit shows them unused
     invoked: frozenset[str]  # namespace-scope invocations of macros it could not judge
     skipped: list[tuple[Span, str, str]]  # items left out: span, the name, its library
+    host_templates: frozenset[str] = frozenset()  # host function templates it blanked
+    decltype_calls: frozenset[str] = frozenset()  # names called inside its `decltype(...)`
 
 
 def _blank_host_code(
@@ -848,6 +869,8 @@ def _blank_host_code(
         constants,
         frozenset(walker.invoked),
         walker.skipped,
+        frozenset(walker.host_templates),
+        _decltype_calls(data),
     )
 
 
@@ -886,6 +909,8 @@ class _Walker:
         self.own_bodies: dict[str, str] = {}  # those this text defines
         self.invoked: set[str] = set()  # namespace-scope invocations of unknown macros
         self.host_functions: set[str] = set()  # names of host functions blanked so far
+        self.host_templates: set[str] = set()  # those of them that are templates
+        self.read_in_decltype = {n for n, kind in macros.items() if kind == READ_IN_DECLTYPE}
         # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
         # an include guard's `#ifndef` does not count): nvcc may never read them
         self.conditional_rows: set[int] = set()
@@ -1020,11 +1045,16 @@ class _Walker:
                 self.visit(inner, outer)
         elif kind == "function_definition":
             if self._is_surely_host(node) and not self._is_device_function(node):
+                name = self._declared_name(node.child_by_field_name("declarator"))
+                template = node.parent is not None and node.parent.type == "template_declaration"
+                if template and name in self.read_in_decltype and not self._needs_host_std(node):
+                    return  # its type is deduced in device code's `decltype` (CUTLASS 3)
                 self.blank(outer)
                 self._blank_cut_short_head(node)
-                name = self._declared_name(node.child_by_field_name("declarator"))
                 if name:
                     self.host_functions.add(name)
+                    if template:
+                        self.host_templates.add(name)
         elif kind == "template_instantiation":
             # `template void reduce<int>(...);` of a host template blanked above
             words = self._head_words(node)
@@ -1236,14 +1266,16 @@ class _Walker:
                 if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
                     self._blank_cut_short_head(member)
+            elif target.type == "field_declaration" and _defines_class(target):
+                # `struct Arguments { ... };` (CUTLASS 2.x): a nested class is walked member by
+                # member; its host methods go, the class stays for the device code naming it
+                for child in target.named_children:
+                    if child.type in _CLASS_TYPES and child.child_by_field_name("body"):
+                        self._visit_class(child)
             elif target.type in ("field_declaration", "declaration") and (
                 self._needs_host_std(target) or self._names_host_type(target)
             ):
                 self.blank(member)
-            elif target.type == "field_declaration":  # `struct tma { ... };`: a nested class
-                for child in target.named_children:
-                    if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
-                        self._visit_class(child)
             elif target.type == "alias_declaration" and self._needs_host_std(target):
                 # `using engine_type = std::mt19937;` (CUTLASS's reference/host/tensor_fill.h):
                 # gone, and so are the members of its type
@@ -1439,6 +1471,34 @@ class _Walker:
                         return True
             stack.extend((c, inner is not None and c.id == inner.id) for c in current.children)
         return False
+
+
+_CLASS_TYPES = ("struct_specifier", "class_specifier", "union_specifier")
+
+
+def _defines_class(node: tree_sitter.Node) -> bool:
+    """Whether the member `node` defines a class (`struct tma { ... };`), with or without a
+    declarator (`struct { ... } fields;`)."""
+    kind = node.child_by_field_name("type")
+    return (
+        kind is not None
+        and kind.type in _CLASS_TYPES
+        and kind.child_by_field_name("body") is not None
+    )
+
+
+def _decltype_calls(data: bytes) -> frozenset[str]:
+    """The names called inside `data`'s `decltype(...)`s (`f` of `decltype(ns::f<T>(x))`)."""
+    if b"decltype" not in data:
+        return frozenset()
+    names: set[str] = set()
+    for match in _DECLTYPE.finditer(data):
+        depth, end = 1, match.end()
+        while end < len(data) and depth:
+            depth += {40: 1, 41: -1}.get(data[end], 0)
+            end += 1
+        names.update(n.decode() for n in _CALLED.findall(data, match.end(), end))
+    return frozenset(names)
 
 
 def _matching_brace(data: bytes, start: int, end: int) -> int | None:

@@ -459,3 +459,73 @@ def test_a_host_function_in_a_misread_region_ends_at_its_brace(tmp_path: Path) -
     (tmp_path / "main.cu").write_text(main.replace("BODY", "nope"))
     (error,) = check(tmp_path / "main.cu").errors
     assert error.line == 22 and '"nope" is undefined' in error.message
+
+
+def test_a_nested_host_struct_that_a_device_constructor_takes_is_kept(tmp_path: Path) -> None:
+    """CUTLASS 2.x's `TrmmUniversal::Arguments`: a host struct whose methods use `std::swap`,
+    taken by the `CUTLASS_HOST_DEVICE Params(Arguments const&)` constructor. Its host methods
+    go, the struct stays (was: the whole struct blanked, "expected a )" at the constructor)."""
+    write(tmp_path, {
+        "trmm.h": "#pragma once\n#include <utility>\n"
+        "#define HD __forceinline__ __host__ __device__\n"
+        "template <int N> struct Trmm {\n"
+        "  struct Arguments {\n"
+        "    int m{0}; int n{0}; void const* ptr{nullptr};\n"
+        "    Arguments() = default;\n"
+        "    Arguments transposed() const { Arguments a(*this); std::swap(a.m, a.n); return a; }\n"
+        "  };\n"
+        "  struct Params {\n"
+        "    int m{0}; int n{0};\n"
+        "    Params() = default;\n"
+        "    HD\n"
+        "    Params(\n"
+        "      Arguments const &args\n"
+        "    ): m(args.m), n(args.n) {}\n"
+        "  };\n"
+        "  __device__ void operator()(Params const& p, int* o) { o[0] = p.m * N + p.n; }\n"
+        "};\n",
+        "main.cu": '#include "trmm.h"\n'
+        "__global__ void k(Trmm<2>::Params p, int* o) { Trmm<2>{}(p, o); }\n"
+        "int main() { Trmm<2>::Arguments a; Trmm<2>::Params p(a.transposed()); (void)p; }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == []
+    assert analysis.kernels[0].resources is not None
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_host_template_read_only_in_decltype_is_kept(tmp_path: Path, nested: bool) -> None:
+    """CUTLASS 3's `Params` names its problem shape as `decltype(detail::get_problem_shape_
+    MNKL_helper<...>(...))`, a host function template defined in another header: nvcc only
+    deduces its type. It must stay in the unit, whether the file includes that header first
+    or the header using it does, which is walked before its includes (was: "namespace has no
+    member get_problem_shape_MNKL_helper"). Another host template still goes."""
+    helper = (
+        "#pragma once\n#include <string>\nnamespace lib::detail {\n"
+        "template <class T, class Shape> auto shape_helper(Shape const& s) { return T::mnkl(s); }\n"
+        "template <class T> std::string host_only(T) { return {}; }\n"
+        "}\n"
+    )
+    user = (
+        "#pragma once\n"
+        + ('#include "helper.h"\n' if nested else "")
+        + "template <class Mainloop, class Shape> struct Kernel {\n"
+        "  struct Params {\n"
+        "    using ShapeMNKL = decltype(lib::detail::shape_helper<Mainloop>(Shape{}));\n"
+        "    ShapeMNKL shape{};\n"
+        "  };\n"
+        "  __device__ void operator()(Params const& p, int* o) { o[0] = p.shape; }\n"
+        "};\n"
+    )
+    write(tmp_path, {
+        "helper.h": helper,
+        "user.h": user,
+        "main.cu": ("" if nested else '#include "helper.h"\n') + '#include "user.h"\n'
+        "struct Mainloop { __host__ __device__ static int mnkl(int s) { return 2 * s; } };\n"
+        "__global__ void k(Kernel<Mainloop, int>::Params p, int* o) {\n"
+        "  Kernel<Mainloop, int>{}(p, o);\n}\n"
+        "int main() { return lib::detail::host_only(1).size(); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == []
+    assert analysis.kernels[0].resources is not None
