@@ -8,7 +8,8 @@ them are dropped from the device unit, so each use was a false error. libcu++ ha
 names, written for device code, in `cuda::std`: for every such name the unit's device code
 spells `std::NAME`, a pre-included header declares `using ::cuda::std::NAME;` in `std` and
 includes its libcu++ header. Only names the code uses are given (libcu++'s headers cost NVRTC
-time), never one our stand-ins or the unit's own headers declare in `std` already.
+about a second), never one our stand-ins or the unit's own headers declare in `std` already;
+`numeric_limits`, the commonest, comes from a stand-in of ours instead (`_STAND_INS`).
 """
 
 from __future__ import annotations
@@ -92,51 +93,40 @@ def declared_in_std(name: str, texts: Iterable[str]) -> bool:
     return any("namespace std" in text and declaration.search(text) for text in texts)
 
 
-# A class template the unit specialises in `std` (CuPy: `template <> class numeric_limits<...>`,
-# next to its own specialisation of `cuda::std::numeric_limits`) must be a template of `std`'s
-# own, as libstdc++'s is under nvcc: a using-declaration would make the two specialisations one.
-_OWN_TEMPLATES: dict[str, str] = {
-    "numeric_limits": (
-        "template <class T> class numeric_limits : public ::cuda::std::numeric_limits<T> {};"
-    ),
-}
+# Names given by a stand-in of our own instead of libcu++ (stub_headers/): `std::numeric_limits`
+# is in most kernels that use any std name (every ggml file), and `<cuda/std/limits>` costs
+# NVRTC's front end about a second; the stand-in costs nothing, matches libstdc++'s values (its
+# test compares them under g++) and, as libstdc++'s, is `std`'s own template, which a project
+# may specialise (CuPy's `template <> class numeric_limits<complex<float>>`).
+_STAND_INS: dict[str, str] = {"numeric_limits": "cuda_llm_limits.h"}
 
 
-def specialized_in_std(name: str, texts: Iterable[str]) -> bool:
-    """Whether a text that opens `namespace std` specialises the class template `name`."""
-    specialization = re.compile(rf"template\s*<\s*>\s*(?:class|struct)\s+{re.escape(name)}\s*<")
-    return any("namespace std" in text and specialization.search(text) for text in texts)
-
-
-def header_text(
-    names: Iterable[str], own_templates: Iterable[str] = (), libcuxx: Iterable[str] = ()
-) -> str:
-    """The pre-included header giving `names` in `std` from libcu++; those of `own_templates`
-    (see `specialized_in_std`) as templates of `std` deriving from libcu++'s; the headers of
-    `libcuxx` (`used_from_libcuxx`) included."""
-    own = {n for n in own_templates if n in _OWN_TEMPLATES}
+def header_text(names: Iterable[str], libcuxx: Iterable[str] = ()) -> str:
+    """The pre-included header giving `names` in `std`, from libcu++ or our stand-ins
+    (`_STAND_INS`), and including the libcu++ headers of `libcuxx` (`used_from_libcuxx`)."""
     names = list(names)
-    includes: dict[str, None] = {NAMES[n]: None for n in libcuxx if n in NAMES}
+    includes: dict[str, None] = {f"cuda/std/{NAMES[n]}": None for n in libcuxx if n in NAMES}
     for name in names:
         if name == _NUMBERS:
-            includes.setdefault("numbers")
-            continue
-        includes.setdefault(NAMES[name])
-        for extra in _ALSO.get(name, ()):
-            includes.setdefault(extra)
+            includes.setdefault("cuda/std/numbers")
+        elif name in _STAND_INS:
+            includes.setdefault(_STAND_INS[name])
+        else:
+            includes.setdefault(f"cuda/std/{NAMES[name]}")
+            for extra in _ALSO.get(name, ()):
+                includes.setdefault(f"cuda/std/{extra}")
     lines = [
         "/* cuda-llm-lsp: the std names this file's device code uses, from libcu++ (NVRTC has",
         " * no libstdc++; nvcc --expt-relaxed-constexpr lets device code use these). */",
         "#pragma once",
-        *(f"#include <cuda/std/{header}>" for header in includes),
+        *(f"#include <{header}>" for header in includes),
         "namespace std {",
         *(
             "namespace numbers = ::cuda::std::numbers;"
             if name == _NUMBERS
-            else _OWN_TEMPLATES[name]
-            if name in own
             else f"using ::cuda::std::{name};"
             for name in names
+            if name not in _STAND_INS
         ),
         "}",
     ]

@@ -10,11 +10,16 @@ under `#ifndef` in a class, `#include` lines inside a class body, and a header w
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
-from cuda_llm_lsp.compile import project_config
+import pytest
+
+from cuda_llm_lsp.compile import project_config, std_names
 from cuda_llm_lsp.compile.analysis import analyze
 from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.compile.headers import STUB_DIR
 from cuda_llm_lsp.compile.nvrtc import CompileOptions, build_flags
 from cuda_llm_lsp.config import Settings
 
@@ -386,3 +391,82 @@ def test_libcuxx_names_a_dropped_thrust_header_brought_are_included(tmp_path: Pa
     )
     errors, with_resources = _check(tmp_path, text)
     assert errors == [] and with_resources == ["k"]
+
+
+LIMITS_AGAINST_LIBSTDCXX = """\
+#define __host__
+#define __device__
+#define std cuda_llm_stand_in
+#include "cuda_llm_limits.h"
+#undef std
+#include <limits>
+template <class T> constexpr bool same_bits(T a, T b) {
+  using U4 = unsigned;
+  using U8 = unsigned long long;
+  if constexpr (sizeof(T) == 4) return __builtin_bit_cast(U4, a) == __builtin_bit_cast(U4, b);
+  else if constexpr (sizeof(T) == 8) return __builtin_bit_cast(U8, a) == __builtin_bit_cast(U8, b);
+  else return a == b;
+}
+#define F(f) static_assert(same_bits(A::f(), B::f()), #f);
+#define V(f) static_assert(A::f == B::f, #f);
+template <class T> constexpr bool same() {
+  using A = cuda_llm_stand_in::numeric_limits<T>; using B = std::numeric_limits<T>;
+  F(min) F(max) F(lowest) F(epsilon) F(round_error) F(infinity) F(quiet_NaN) F(signaling_NaN)
+  F(denorm_min) V(is_specialized) V(digits) V(digits10) V(max_digits10) V(is_signed)
+  V(is_integer) V(is_exact) V(radix) V(min_exponent) V(min_exponent10) V(max_exponent)
+  V(max_exponent10) V(has_infinity) V(has_quiet_NaN) V(has_signaling_NaN) V(has_denorm_loss)
+  V(is_iec559) V(is_bounded) V(is_modulo) V(traps) V(tinyness_before)
+  static_assert(int(A::has_denorm) == int(B::has_denorm), "has_denorm");
+  static_assert(int(A::round_style) == int(B::round_style), "round_style");
+  return true;
+}
+static_assert(same<bool>() && same<char>() && same<signed char>() && same<unsigned char>());
+static_assert(same<wchar_t>() && same<char16_t>() && same<char32_t>() && same<short>());
+static_assert(same<unsigned short>() && same<int>() && same<unsigned>() && same<long>());
+static_assert(same<unsigned long>() && same<long long>() && same<unsigned long long>());
+static_assert(same<__int128>() && same<unsigned __int128>() && same<float>() && same<double>());
+static_assert(same<const float>() && same<volatile int>() && same<const volatile double>());
+#if defined(__cpp_char8_t)
+static_assert(same<char8_t>());
+#endif
+struct Own {};
+static_assert(!cuda_llm_stand_in::numeric_limits<Own>::is_specialized);
+"""
+
+
+@pytest.mark.parametrize("std", ["gnu++17", "c++20"])
+def test_the_numeric_limits_stand_in_gives_libstdcxx_values(tmp_path: Path, std: str) -> None:
+    """`std::numeric_limits` in device code comes from our stand-in, not libcu++ (a second of
+    NVRTC's time per compile, every ggml file): each member of each type, NaN bit patterns
+    included, must equal what libstdc++ gives nvcc's host compiler."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("no g++ to compare against libstdc++")
+    (tmp_path / "check.cpp").write_text(LIMITS_AGAINST_LIBSTDCXX)
+    run = subprocess.run(
+        [gxx, f"-std={std}", "-fsyntax-only", f"-I{STUB_DIR}", str(tmp_path / "check.cpp")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_numeric_limits_in_device_code_needs_no_libcuxx_header(tmp_path: Path) -> None:
+    """ggml's `std::numeric_limits<float>::infinity()`: clean, its values constant-folded as
+    libstdc++'s, and no `<cuda/std/...>` header in the unit (each costs NVRTC about a second)."""
+    text = (
+        "#include <limits>\n#include <cstdint>\n"
+        'static_assert(std::numeric_limits<float>::max() == 3.40282347e+38F, "max");\n'
+        "static_assert(std::numeric_limits<int64_t>::min() == -9223372036854775807LL - 1,"
+        ' "min");\n'
+        'static_assert(std::numeric_limits<uint8_t>::digits == 8, "digits");\n'
+        "__global__ void k(float* x) {\n"
+        "  float m = -std::numeric_limits<float>::infinity();\n"
+        "  if (x[threadIdx.x] != x[threadIdx.x]) m = std::numeric_limits<float>::quiet_NaN();\n"
+        "  x[threadIdx.x] = fmaxf(m, x[threadIdx.x]);\n}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+    header = build_device_unit(text, tmp_path / "k.cu").headers[std_names.HEADER]
+    assert "cuda_llm_limits.h" in header and "cuda/std/" not in header
