@@ -29,7 +29,7 @@ from typing import Literal
 import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
-from cuda_llm_lsp.compile import include_reads, std_names, std_redeclarations
+from cuda_llm_lsp.compile import include_reads, static_overloads, std_names, std_redeclarations
 from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span, normalized
 
@@ -568,6 +568,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.pending.append((f'include file "{name}" not read: {refused}', "error"))
         return None
     text = std_redeclarations.agree_with_cccl(normalized(raw.decode("utf-8", errors="replace")))
+    text = static_overloads.separate(text)
     outer_conditional = state.conditional
     known = frozenset(state.macros)
     _note_include_macros(text, state)

@@ -470,3 +470,44 @@ def test_numeric_limits_in_device_code_needs_no_libcuxx_header(tmp_path: Path) -
     assert errors == [] and with_resources == ["k"]
     header = build_device_unit(text, tmp_path / "k.cu").headers[std_names.HEADER]
     assert "cuda_llm_limits.h" in header and "cuda/std/" not in header
+
+
+GL_HEADER = """\
+#pragma once
+#include <type_traits>
+#define HD __device__ __host__
+using std::enable_if_t;
+template <int r, int c> struct gl {
+  int rows_internal, cols_internal;
+  static constexpr int __r__ = r, __c__ = c;
+  template <int R=__r__> HD static constexpr enable_if_t<(R > 0), int> rows() { return R; }
+  template <int R=__r__> HD enable_if_t<(R == -1), int> rows() const { return rows_internal; }
+  template <int C=__c__> HD static constexpr enable_if_t<(C > 0), int> cols(int) { return C; }
+  template <int C=__c__> HD enable_if_t<(C == -1), int> cols(int) const { return cols_internal; }
+};
+"""
+
+
+def test_static_and_nonstatic_sfinae_twins_in_a_header_compile(tmp_path: Path) -> None:
+    """ThunderKittens' gl.cuh: a static and a non-static member template of one name and
+    parameters, told apart by enable_if. nvcc (GNU mode, as g++) takes them; NVRTC's strict
+    front end said "static and nonstatic member functions with same parameter types cannot be
+    overloaded" and every call failed. Both kinds of call still resolve."""
+    (tmp_path / "gl.cuh").write_text(GL_HEADER)
+    text = (
+        '#include "gl.cuh"\n'
+        "__global__ void k(gl<-1, 8> g, int* o) {\n"
+        "  o[0] = g.rows() + gl<4, 8>::rows() + g.cols(1);\n"
+        "}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+
+
+def test_a_static_twin_is_still_an_error_where_calls_are_ambiguous(tmp_path: Path) -> None:
+    """The rewrite only separates the declarations: a call that neither twin takes (nvcc's
+    error too) still fails."""
+    (tmp_path / "gl.cuh").write_text(GL_HEADER)
+    text = '#include "gl.cuh"\n__global__ void k(gl<-1, 8> g, int* o) { o[0] = g.rows(2); }\n'
+    errors, _ = _check(tmp_path, text)
+    assert errors and "rows" in errors[0]

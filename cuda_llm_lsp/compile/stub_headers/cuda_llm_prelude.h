@@ -45,6 +45,11 @@ typedef unsigned long ulong;
 #endif
 #endif
 
+/* the extra parameter that `compile/static_overloads.py` gives a non-static member function
+ * template whose static twin has the same parameters (ThunderKittens' gl): nvcc's GNU-mode
+ * front end takes such a pair, NVRTC's strict one does not */
+struct cuda_llm_nonstatic_tag {};
+
 /* nvcc's device pass sees the host compiler's platform macros; NVRTC defines none. */
 /* GCC's `__extension__` (ggml's GGML_EXTENSION on an anonymous union): nvcc's GNU-mode front
  * end takes it, NVRTC's does not. It only silences pedantic warnings: nothing is lost. */
