@@ -9,6 +9,7 @@ directory) with the include directories, defines and C++ standard their own buil
     include_dirs = ["llm.c/dev/cuda"]
     defines = []
     std = "c++17"
+    flags = ["--expt-relaxed-constexpr"]  # optional: nvcc flags of its build's dialect
     nvcc = "clean"          # written by --record: nvcc's verdict ("clean" / "error")
     ptxas_kernels = 3       # written by --record: entry functions ptxas compiled
     ptxas_registers = {"_Z5adamwPf" = 32}
@@ -59,6 +60,7 @@ class Entry:
     std: str = "c++17"
     nvcc: str = ""
     ptxas_kernels: int = 0
+    flags: list[str] = field(default_factory=list)  # `--expt-relaxed-constexpr`, ...
     ptxas_registers: dict[str, int] = field(default_factory=dict)
 
 
@@ -97,6 +99,7 @@ def write_manifest(corpus: Path, entries: list[Entry]) -> None:
             f"include_dirs = [{', '.join(_q(d) for d in e.include_dirs)}]",
             f"defines = [{', '.join(_q(d) for d in e.defines)}]",
             f"std = {_q(e.std)}",
+            *([f"flags = [{', '.join(_q(f) for f in e.flags)}]"] if e.flags else []),
             f"nvcc = {_q(e.nvcc)}",
             f"ptxas_kernels = {e.ptxas_kernels}",
             f"ptxas_registers = {{{registers}}}",
@@ -123,6 +126,7 @@ def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
         command += [f"-arch={arch}", f"-std={entry.std}", "-Xptxas", "-v"]
         command += [f"-I{corpus / d}" for d in entry.include_dirs]
         command += [f"-D{d}" for d in entry.defines]
+        command += entry.flags
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=600, env=child_env(), cwd=tmp
@@ -161,6 +165,7 @@ def check_one(
         "include_paths": tuple(str(corpus / d) for d in entry.include_dirs),
         "defines": tuple(entry.defines),
         "compile_timeout_s": timeout_s,
+        "nvrtc_flags": tuple(entry.flags),  # nvcc-only ones reach the nvcc tier alone
     }
     if "std" in {f.name for f in fields(Settings)}:  # (absent before the --std change)
         options["std"] = entry.std

@@ -11,7 +11,8 @@ side in one directory, write their manifest with this, record nvcc's verdicts, t
 Each top-level directory of CORPUS is a project. Every `.cu` file of it (or only those under
 `--only-under`, paths relative to CORPUS) gets, in order: its own directory, the project's root,
 each `include`, `common` or `Common` directory of the project, then the project's `--flags`
-(`-I` relative to CORPUS, `-D`, `-std`). Nothing is compiled here.
+(`-I` relative to CORPUS, `-D`, `-std`, and `NVCC_DIALECT` flags such as
+`--expt-relaxed-constexpr`). Nothing is compiled here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _SHARED_DIRS = ("include", "common", "Common")
+# flags of a project's build that change what nvcc accepts (ThunderKittens, CUTLASS 3 use them)
+NVCC_DIALECT = ("--expt-relaxed-constexpr", "--expt-extended-lambda", "--extended-lambda")
 
 
 @dataclass
@@ -30,6 +33,7 @@ class ProjectFlags:
     include_dirs: list[str] = field(default_factory=list)
     defines: list[str] = field(default_factory=list)
     std: str = "c++17"
+    flags: list[str] = field(default_factory=list)  # nvcc's dialect flags (`NVCC_DIALECT`)
 
 
 def parse_flags(specs: list[str]) -> dict[str, ProjectFlags]:
@@ -45,6 +49,8 @@ def parse_flags(specs: list[str]) -> dict[str, ProjectFlags]:
                 parsed.defines.append(flag[2:])
             elif flag.startswith(("-std=", "--std=")):
                 parsed.std = flag.split("=", 1)[1]
+            elif flag in NVCC_DIALECT:
+                parsed.flags.append(flag)
             else:
                 raise SystemExit(f"--flags {project}: not understood: {flag}")
     return out
@@ -81,6 +87,7 @@ def entries(corpus: Path, only_under: list[str], flags: dict[str, ProjectFlags])
             f"include_dirs = {json.dumps(include_dirs)}\n"
             f"defines = {json.dumps(extra.defines)}\n"
             f"std = {json.dumps(extra.std)}\n"
+            + (f"flags = {json.dumps(extra.flags)}\n" if extra.flags else "")
         )
     return out
 
