@@ -291,10 +291,17 @@ def test_manifest_writer_gives_each_file_its_projects_directories(tmp_path: Path
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "b.cu").write_text("__global__ void b() {}\n")
     status = corpus_manifest.main(
-        [str(tmp_path), "--only-under", "proj/src", "--flags", "proj=-Iextra -DX=1 -std=c++20"]
+        [
+            str(tmp_path),
+            "--only-under",
+            "proj/src",
+            "--flags",
+            "proj=-Iextra -DX=1 -std=c++20 --expt-relaxed-constexpr",
+        ]
     )
     assert status == 0
     (entry,) = corpus_runner.load_manifest(tmp_path)
     assert entry.path == "proj/src/k/a.cu" and entry.project == "proj"
     assert entry.include_dirs == ["proj/src/k", "proj", "proj/include", "extra"]
     assert entry.defines == ["X=1"] and entry.std == "c++20"
+    assert entry.flags == ["--expt-relaxed-constexpr"]  # to nvcc, and to the nvcc tier
