@@ -115,7 +115,7 @@ def _q(text: str) -> str:
 def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
     """nvcc's verdict on one file: clean or error, and the kernels ptxas compiled."""
     from cuda_llm_lsp.compile.child_env import child_env
-    from cuda_llm_lsp.compile.nvcc import find_nvcc
+    from cuda_llm_lsp.compile.nvcc import find_nvcc, gencode
 
     nvcc = find_nvcc()
     if nvcc is None:
@@ -123,7 +123,7 @@ def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
     source = corpus / entry.path
     with tempfile.TemporaryDirectory(prefix="corpus-nvcc-") as tmp:
         command = [str(nvcc), "-c", "-x", "cu", str(source), "-o", str(Path(tmp) / "o.o")]
-        command += [f"-arch={arch}", f"-std={entry.std}", "-Xptxas", "-v"]
+        command += [gencode(arch), f"-std={entry.std}", "-Xptxas", "-v"]
         command += [f"-I{corpus / d}" for d in entry.include_dirs]
         command += [f"-D{d}" for d in entry.defines]
         command += entry.flags

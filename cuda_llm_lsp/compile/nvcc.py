@@ -90,6 +90,16 @@ def _site_roots() -> list[Path]:
     return [r for r in roots if (r / "nvidia").is_dir()]
 
 
+def gencode(arch: str) -> str:
+    """The one target the check compiles for: `sm_90a` -> SASS for sm_90a from compute_90a.
+
+    Not `-arch=sm_90a`: nvcc 13 reads that as compute_90a *and* compute_90 too, and ptxas then
+    rejects the file's wgmma instructions for plain sm_90 (ThunderKittens; its Makefile says
+    `-gencode arch=compute_90a,code=sm_90a`)."""
+    number = arch.split("_", 1)[-1]
+    return f"-gencode=arch=compute_{number},code=sm_{number}"
+
+
 def compile_file(
     text: str,
     path: Path | None = None,
@@ -127,7 +137,7 @@ def compile_file(
         out = object_path if object_path is not None else Path(tmp) / "out.o"
         command = [str(binary), "-c", str(source), "-o", str(out)]
         if arch:
-            command += [f"-arch={arch}"]
+            command += [gencode(arch)]
         if path is not None:
             command += ["-I", str(path.resolve().parent)]
         for include in include_paths:  # nvcc runs in the temporary directory: absolute paths

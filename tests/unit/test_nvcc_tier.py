@@ -165,3 +165,18 @@ def test_a_relative_include_directory_reaches_nvcc(tmp_path: Path) -> None:
     }
     status, full = check(tmp_path, files, "-I", "inc", "--nvcc")
     assert status == 0 and full["diagnostics"] == [], full["diagnostics"]
+
+
+def test_an_arch_specific_target_compiles_for_that_target_alone(tmp_path: Path) -> None:
+    """`--arch sm_90a` (ThunderKittens' compile_flags.txt): nvcc 13's `-arch=sm_90a` also
+    assembles compute_90 PTX for plain sm_90, where wgmma does not exist, and failed the file;
+    its Makefile's `-gencode arch=compute_90a,code=sm_90a` is what the check must run."""
+    files = {
+        "main.cu": "__global__ void k(float* o) {\n"
+        '  asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");\n'
+        "  o[threadIdx.x] = 1.0f;\n}\n",
+    }
+    status, full = check(tmp_path, files, "--arch", "sm_90a", "--nvcc")
+    assert status == 0 and full["diagnostics"] == [], full["diagnostics"]
+    (kernel,) = full["kernels"]
+    assert kernel["registers"]
