@@ -511,3 +511,20 @@ def test_a_static_twin_is_still_an_error_where_calls_are_ambiguous(tmp_path: Pat
     text = '#include "gl.cuh"\n__global__ void k(gl<-1, 8> g, int* o) { o[0] = g.rows(2); }\n'
     errors, _ = _check(tmp_path, text)
     assert errors and "rows" in errors[0]
+
+
+def test_a_torch_extensions_header_names_the_math_library_handles(tmp_path: Path) -> None:
+    """exllamav2's q_mlp.cuh: a class whose host prototype takes a `cublasHandle_t`, which
+    <ATen/cuda/CUDAContext.h> brings for nvcc (was: "cublasHandle_t" is undefined)."""
+    (tmp_path / "mlp.cuh").write_text(
+        "#pragma once\n#include <ATen/cuda/CUDAContext.h>\n"
+        "struct MLP {\n"
+        "  void forward_(cudaStream_t stream, cublasHandle_t cublas, cublasLtHandle_t lt,\n"
+        "                cusparseHandle_t sparse, cusolverDnHandle_t dense, half* x\n"
+        "//             , const std::vector<uintptr_t>& loras\n"
+        "  );\n"
+        "};\n"
+    )
+    text = '#include "mlp.cuh"\n__global__ void k(half* x) { x[0] = __float2half(1.0f); }\n'
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]

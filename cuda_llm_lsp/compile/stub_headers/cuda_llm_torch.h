@@ -23,6 +23,14 @@
 #define C10_CUDA_KERNEL_LAUNCH_CHECK()
 #endif
 
+/* <ATen/cuda/CUDAContext.h> brings cuBLAS, cuBLASLt, cuSPARSE and cuSOLVER's headers: an
+ * extension's own headers name their handle types in host prototypes (exllamav2's q_mlp.cuh).
+ * The same opaque typedefs as those headers give, so the real ones may follow. */
+typedef struct cublasContext* cublasHandle_t;
+typedef struct cublasLtContext* cublasLtHandle_t;
+typedef struct cusparseContext* cusparseHandle_t;
+typedef struct cusolverDnContext* cusolverDnHandle_t;
+
 namespace c10 {
 struct alignas(2) Half {
   unsigned short x;
