@@ -175,6 +175,11 @@ _STD_PROVIDED = std_headers.names(
     is_integral_v is_floating_point is_floating_point_v is_arithmetic is_arithmetic_v is_signed
     is_signed_v is_unsigned is_unsigned_v
     """
+) | frozenset(
+    # what the unit gives device code besides: libcu++'s names (`std_names`) and NVRTC's
+    # built-in std::initializer_list (a constexpr `custom_max(std::initializer_list<size_t>)`
+    # calling std::max is device code under relaxed constexpr: mamba's selective scan)
+    [*std_names.NAMES, "numbers", "initializer_list"]
 )
 
 
@@ -229,10 +234,17 @@ def build_device_unit(
     state.reblank_headers()
     # HOST_DEVICE-style macros from user headers, or a namespace-scope invocation of a macro
     # that a header defines: the same tree, walked again with what the headers taught
-    if set(state.macros) - set(own_macros) or main.invoked & set(state.bodies):
+    # (or an explicit instantiation of a host template a header defines: mamba's
+    # `template void selective_scan_fwd_cuda<float, float>(...);`)
+    if (
+        set(state.macros) - set(own_macros)
+        or main.invoked & set(state.bodies)
+        or main.instantiated & state.host_templates
+    ):
         if any(k in _ATTRIBUTE_KINDS and n in text for n, k in state.macros.items()):
             parsed = _parse(text, state.macros)  # `GGML_API void f();` in the file itself
-        main = _blank_host_code(text, state.macros, parsed, state.bodies)
+        hosts = frozenset(state.host_templates)
+        main = _blank_host_code(text, state.macros, parsed, state.bodies, hosts)
         body = main.text
     for span, named, library in main.skipped:
         uses = library if named == library else f"{named}, which needs {library}"
@@ -827,6 +839,7 @@ class _Blanked:
     skipped: list[tuple[Span, str, str]]  # items left out: span, the name, its library
     host_templates: frozenset[str] = frozenset()  # host function templates it blanked
     decltype_calls: frozenset[str] = frozenset()  # names called inside its `decltype(...)`
+    instantiated: frozenset[str] = frozenset()  # explicit instantiations kept: `template f<int>`
 
 
 def _blank_host_code(
@@ -834,12 +847,15 @@ def _blank_host_code(
     macros: dict[str, str],
     parsed: tuple[tree_sitter.Tree, bytes],
     bodies: dict[str, str],
+    host_templates: frozenset[str] = frozenset(),
 ) -> _Blanked:
     """`text` with host-only code blanked; `macros` are the execution-space macros and `bodies`
-    the replacement texts known from headers; `parsed` is `_parse(text)`."""
+    the replacement texts known from headers; `parsed` is `_parse(text)`; `host_templates`:
+    host function templates the headers define (their explicit instantiations here go too)."""
     text = text.replace("\0", " ")
     tree, data = parsed
     walker = _Walker(data, macros, bodies)
+    walker.host_functions |= host_templates
     walker.walk(tree.root_node)
     ranges = walker.ranges
     blanked = _apply_blanks(text, data, ranges)
@@ -872,6 +888,7 @@ def _blank_host_code(
         walker.skipped,
         frozenset(walker.host_templates),
         _decltype_calls(data),
+        frozenset(walker.instantiated),
     )
 
 
@@ -911,6 +928,7 @@ class _Walker:
         self.invoked: set[str] = set()  # namespace-scope invocations of unknown macros
         self.host_functions: set[str] = set()  # names of host functions blanked so far
         self.host_templates: set[str] = set()  # those of them that are templates
+        self.instantiated: set[str] = set()  # explicit instantiations kept
         self.read_in_decltype = {n for n, kind in macros.items() if kind == READ_IN_DECLTYPE}
         # rows of #include lines under a platform or feature test (`#ifdef _WIN32`, `#if ...`;
         # an include guard's `#ifndef` does not count): nvcc may never read them
@@ -1062,6 +1080,8 @@ class _Walker:
             name = self._instantiated_name(node)
             if name in self.host_functions and not words & (_DEVICE_WORDS | self.device_macros):
                 self.blank(outer)
+            elif name:
+                self.instantiated.add(name)
         elif kind == "declaration":
             self._visit_declaration(node, outer)
         elif kind in ("struct_specifier", "class_specifier", "union_specifier"):

@@ -528,3 +528,64 @@ def test_a_torch_extensions_header_names_the_math_library_handles(tmp_path: Path
     text = '#include "mlp.cuh"\n__global__ void k(half* x) { x[0] = __float2half(1.0f); }\n'
     errors, with_resources = _check(tmp_path, text)
     assert errors == [] and with_resources == ["k"]
+
+
+def test_c10_complex_and_type_traits_come_with_the_torch_stand_in(tmp_path: Path) -> None:
+    """mamba's selective scan: `c10::complex<float>` arithmetic on `real_`/`imag_` in device
+    code, std::conj of one, and std::conditional_t, which c10's headers bring (was: namespace
+    "c10" has no member "complex"; "std" has no member "conditional_t")."""
+    text = (
+        "#include <c10/util/complex.h>\n"
+        "using complex_t = c10::complex<float>;\n"
+        "template <typename T> struct Scan {\n"
+        "  using scan_t = std::conditional_t<std::is_same_v<T, float>, float2, float4>;\n"
+        "};\n"
+        "__global__ void k(float4* io) {\n"
+        "  complex_t a(io[0].x, io[0].y), b = complex_t(io[0].z, io[0].w);\n"
+        "  complex_t c = 2.0f * a * b + std::conj(a) - b / a;\n"
+        "  Scan<float>::scan_t s = make_float2(c.real_, c.imag());\n"
+        "  io[1] = make_float4(s.x, s.y, std::norm(c), std::abs(c));\n"
+        "}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+    errors, _ = _check(tmp_path, text.replace("c.real_", "c.real_part"))
+    assert len(errors) == 1 and "real_part" in errors[0], errors
+
+
+def test_a_constexpr_function_using_given_std_names_is_device_code(tmp_path: Path) -> None:
+    """mamba's `constexpr size_t custom_max(std::initializer_list<size_t> l) { return
+    std::max(l); }`, called from a kernel under relaxed constexpr: std::max comes from libcu++,
+    std::initializer_list is NVRTC's own (was: blanked as host code, "custom_max" undefined)."""
+    text = (
+        "#include <algorithm>\n#include <initializer_list>\n"
+        "constexpr size_t custom_max(std::initializer_list<size_t> ilist) {\n"
+        "  return std::max(ilist);\n}\n"
+        "template <typename T> constexpr T constexpr_min(T a, T b) { return std::min(a, b); }\n"
+        "__global__ void k(int* o) {\n"
+        "  constexpr int n = custom_max({1, 2, 3});\n  o[0] = constexpr_min(n, 7);\n}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+
+
+def test_an_explicit_instantiation_of_a_header_host_template_goes_too(tmp_path: Path) -> None:
+    """mamba's selective_scan_fwd_fp32.cu: `template void selective_scan_fwd_cuda<float,
+    float>(...);` of a host template its header defines (was: "invalid explicit instantiation
+    declaration" once the header's template was blanked). A device template's stays."""
+    (tmp_path / "scan.cuh").write_text(
+        "#pragma once\n#include <vector>\n"
+        "template <typename T> __global__ void scan_kernel(T* x) { x[0] = T(1); }\n"
+        "template <typename T> __device__ T twice(T x) { return 2 * x; }\n"
+        "template <typename T, typename W>\n"
+        "void scan_cuda(T* x, cudaStream_t stream) {\n"
+        "  std::vector<int> sizes{1};\n  scan_kernel<T><<<sizes[0], 1, 0, stream>>>(x);\n}\n"
+    )
+    text = (
+        '#include "scan.cuh"\n'
+        "template void scan_cuda<float, float>(float* x, cudaStream_t stream);\n"
+        "template __device__ float twice<float>(float x);\n"
+        "__global__ void k(float* x) { x[0] = twice(x[0]); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]

@@ -8,6 +8,7 @@
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <type_traits> /* c10's headers bring it: extensions' kernels use std::conditional_t */
 
 #ifndef C10_HOST_DEVICE
 #define C10_HOST_DEVICE __host__ __device__
@@ -51,6 +52,105 @@ struct alignas(2) BFloat16 {
   }
   __host__ __device__ operator __nv_bfloat16() const { return __ushort_as_bfloat16(x); }
 };
+
+/* c10::complex<T> as kernels use it (mamba's selective scan): public real_ and imag_, the
+ * constructors and arithmetic of std::complex (constexpr, usable from device code under the
+ * --expt-relaxed-constexpr torch builds with), float <-> double conversions (widening implicit),
+ * and the std::real / imag / abs / arg / norm / conj overloads c10/util/complex.h adds. */
+template <typename T>
+struct alignas(sizeof(T) * 2) complex {
+  using value_type = T;
+  T real_ = T(0);
+  T imag_ = T(0);
+  constexpr complex() = default;
+  __host__ __device__ constexpr complex(const T& re, const T& im = T()) : real_(re), imag_(im) {}
+  template <typename U = T, typename std::enable_if<std::is_same<U, float>::value, int>::type = 0>
+  __host__ __device__ explicit constexpr complex(const complex<double>& other)
+      : real_(other.real_), imag_(other.imag_) {}
+  template <typename U = T, typename std::enable_if<std::is_same<U, double>::value, int>::type = 0>
+  __host__ __device__ constexpr complex(const complex<float>& other)
+      : real_(other.real_), imag_(other.imag_) {}
+  __host__ __device__ constexpr T real() const { return real_; }
+  __host__ __device__ constexpr T imag() const { return imag_; }
+  __host__ __device__ constexpr void real(T value) { real_ = value; }
+  __host__ __device__ constexpr void imag(T value) { imag_ = value; }
+  __host__ __device__ explicit constexpr operator bool() const { return real_ || imag_; }
+  constexpr complex& operator=(T re) { real_ = re; imag_ = T(); return *this; }
+  constexpr complex& operator+=(T re) { real_ += re; return *this; }
+  constexpr complex& operator-=(T re) { real_ -= re; return *this; }
+  constexpr complex& operator*=(T re) { real_ *= re; imag_ *= re; return *this; }
+  constexpr complex& operator/=(T re) { real_ /= re; imag_ /= re; return *this; }
+  template <typename U>
+  constexpr complex& operator=(const complex<U>& rhs) {
+    real_ = rhs.real(); imag_ = rhs.imag(); return *this;
+  }
+  template <typename U>
+  constexpr complex& operator+=(const complex<U>& rhs) {
+    real_ += rhs.real(); imag_ += rhs.imag(); return *this;
+  }
+  template <typename U>
+  constexpr complex& operator-=(const complex<U>& rhs) {
+    real_ -= rhs.real(); imag_ -= rhs.imag(); return *this;
+  }
+  template <typename U>
+  constexpr complex& operator*=(const complex<U>& rhs) {
+    const T a = real_, b = imag_, c = rhs.real(), d = rhs.imag();
+    real_ = a * c - b * d;
+    imag_ = a * d + b * c;
+    return *this;
+  }
+  template <typename U>
+  constexpr complex& operator/=(const complex<U>& rhs) {
+    const T a = real_, b = imag_, c = rhs.real(), d = rhs.imag(), scale = c * c + d * d;
+    real_ = (a * c + b * d) / scale;
+    imag_ = (b * c - a * d) / scale;
+    return *this;
+  }
+};
+
+template <typename T> constexpr complex<T> operator+(const complex<T>& z) { return z; }
+template <typename T> constexpr complex<T> operator-(const complex<T>& z) {
+  return complex<T>(-z.real(), -z.imag());
+}
+#define CUDA_LLM_COMPLEX_OPERATOR(op)                                                   \
+  template <typename T>                                                                 \
+  constexpr complex<T> operator op(const complex<T>& lhs, const complex<T>& rhs) {      \
+    complex<T> out = lhs;                                                               \
+    return out op##= rhs;                                                               \
+  }                                                                                     \
+  template <typename T>                                                                 \
+  constexpr complex<T> operator op(const complex<T>& lhs, const T& rhs) {               \
+    complex<T> out = lhs;                                                               \
+    return out op##= rhs;                                                               \
+  }                                                                                     \
+  template <typename T>                                                                 \
+  constexpr complex<T> operator op(const T& lhs, const complex<T>& rhs) {               \
+    complex<T> out(lhs);                                                                \
+    return out op##= rhs;                                                               \
+  }
+CUDA_LLM_COMPLEX_OPERATOR(+)
+CUDA_LLM_COMPLEX_OPERATOR(-)
+CUDA_LLM_COMPLEX_OPERATOR(*)
+CUDA_LLM_COMPLEX_OPERATOR(/)
+#undef CUDA_LLM_COMPLEX_OPERATOR
+template <typename T>
+constexpr bool operator==(const complex<T>& lhs, const complex<T>& rhs) {
+  return lhs.real() == rhs.real() && lhs.imag() == rhs.imag();
+}
+template <typename T> constexpr bool operator==(const complex<T>& lhs, const T& rhs) {
+  return lhs.real() == rhs && lhs.imag() == T();
+}
+template <typename T> constexpr bool operator==(const T& lhs, const complex<T>& rhs) {
+  return rhs == lhs;
+}
+template <typename T>
+constexpr bool operator!=(const complex<T>& lhs, const complex<T>& rhs) { return !(lhs == rhs); }
+template <typename T> constexpr bool operator!=(const complex<T>& lhs, const T& rhs) {
+  return !(lhs == rhs);
+}
+template <typename T> constexpr bool operator!=(const T& lhs, const complex<T>& rhs) {
+  return !(lhs == rhs);
+}
 
 template <typename T> struct DefaultPtrTraits { typedef T* PtrType; };
 template <typename T> struct RestrictPtrTraits { typedef T* __restrict__ PtrType; };
@@ -146,6 +246,23 @@ template <typename T, unsigned long N, template <typename U> class PtrTraits = D
           typename index_t = long long>
 using PackedTensorAccessor = GenericPackedTensorAccessor<T, N, PtrTraits, index_t>;
 }  // namespace c10
+
+namespace std {
+template <typename T> constexpr T real(const c10::complex<T>& z) { return z.real(); }
+template <typename T> constexpr T imag(const c10::complex<T>& z) { return z.imag(); }
+template <typename T> constexpr T norm(const c10::complex<T>& z) {
+  return z.real() * z.real() + z.imag() * z.imag();
+}
+template <typename T> constexpr c10::complex<T> conj(const c10::complex<T>& z) {
+  return c10::complex<T>(z.real(), -z.imag());
+}
+template <typename T> __host__ __device__ T abs(const c10::complex<T>& z) {
+  return ::hypot(z.real(), z.imag());
+}
+template <typename T> __host__ __device__ T arg(const c10::complex<T>& z) {
+  return ::atan2(z.imag(), z.real());
+}
+}  // namespace std
 
 namespace at {
 using namespace ::c10;
