@@ -175,12 +175,12 @@ _STD_PROVIDED = std_headers.names(
     is_integral_v is_floating_point is_floating_point_v is_arithmetic is_arithmetic_v is_signed
     is_signed_v is_unsigned is_unsigned_v
     """
-) | frozenset(
-    # what the unit gives device code besides: libcu++'s names (`std_names`) and NVRTC's
-    # built-in std::initializer_list (a constexpr `custom_max(std::initializer_list<size_t>)`
-    # calling std::max is device code under relaxed constexpr: mamba's selective scan)
-    [*std_names.NAMES, "numbers", "initializer_list"]
 )
+# what a constexpr function may use and stay device code (relaxed constexpr): those, the names
+# the unit gives from libcu++ (`std_names`) and NVRTC's built-in std::initializer_list (mamba's
+# `constexpr size_t custom_max(std::initializer_list<size_t> l) { return std::max(l); }`).
+# Not for aliases and members: a host `using pair = std::tuple<...>;` would cost a libcu++ header
+_STD_FOR_CONSTEXPR = _STD_PROVIDED | frozenset([*std_names.NAMES, "numbers", "initializer_list"])
 
 
 def build_device_unit(
@@ -1215,7 +1215,7 @@ class _Walker:
             return True
         # a constexpr function is judged by NVRTC exactly as nvcc would (relaxed-constexpr rules)
         constexpr = "constexpr" in words or bool(words & self.constexpr_macros)
-        return constexpr and not self._needs_host_std(node)
+        return constexpr and not self._needs_host_std(node, _STD_FOR_CONSTEXPR)
 
     def _visit_declaration(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         if _ends_cut(node):
@@ -1467,8 +1467,11 @@ class _Walker:
             node = _inner_declarator(node)
         return None
 
-    def _needs_host_std(self, node: tree_sitter.Node) -> bool:
-        """Whether `node` names something in `std::` that only host headers declare."""
+    def _needs_host_std(
+        self, node: tree_sitter.Node, provided: frozenset[str] = _STD_PROVIDED
+    ) -> bool:
+        """Whether `node` names something in `std::` that only host headers declare (not one
+        of `provided`)."""
         if _STD_SCOPE.search(self.data, node.start_byte, node.end_byte) is None:
             return False  # cheap: big initializer lists need no tree walk
         stack: list[tuple[tree_sitter.Node, bool]] = [(node, False)]
@@ -1480,7 +1483,7 @@ class _Walker:
                 name = current.child_by_field_name("name")
                 if scope is not None and self.text(scope) == "std" and name is not None:
                     word = _WORD.match(self.text(name))
-                    if not nested and (word is None or word.group(0) not in _STD_PROVIDED):
+                    if not nested and (word is None or word.group(0) not in provided):
                         return True
                 elif scope is not None and self.text(scope) not in ("", "::"):
                     inner = name  # `cuda::std::tuple<...>`: libcu++'s, not the host's
@@ -1488,7 +1491,7 @@ class _Walker:
                 parts = [self.text(c) for c in current.named_children]
                 if parts and parts[-1].startswith("std::"):
                     rest = parts[-1][5:]
-                    if rest not in _STD_PROVIDED:
+                    if rest not in provided:
                         return True
             stack.extend((c, inner is not None and c.id == inner.id) for c in current.children)
         return False
