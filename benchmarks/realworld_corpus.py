@@ -60,8 +60,8 @@ class Entry:
     std: str = "c++17"
     nvcc: str = ""
     ptxas_kernels: int = 0
-    flags: list[str] = field(default_factory=list)  # `--expt-relaxed-constexpr`, ...
     ptxas_registers: dict[str, int] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)  # `--expt-relaxed-constexpr`, ...
 
 
 @dataclass
