@@ -115,6 +115,16 @@ _NOT_RTC = re.compile(
     r"|ifndef\s+__CUDACC_RTC__)"
 )
 # `#if X` / one declarator line / `#else` / another / `#endif`, then the function's `{`
+# `#if` / `#else` / `#endif` around the end of a parameter list (DeepSpeed's cublas_wrappers.h:
+# `float* C,` then `#if ...HIP...` `rocblas_gemm_algo algo = ...);` `#else` `cublasGemmAlgo_t
+# algo = ...);` `#endif`): the `#if` line(s), its branch, and the `#else` branch to `#endif`
+_SPLIT_PARAMETERS = re.compile(
+    rb"^([ \t]*#[ \t]*if(?:n?def)?\b(?:[^\n]*\\\n)*[^\n]*\n)"
+    rb"((?:[^\n#{};]*\n)*?[^\n#{};]*\)[^\n#{}]*\n)"
+    rb"([ \t]*#[ \t]*else\b[^\n]*\n(?:[^\n#{}]*\n)*?[^\n#{}]*\)[^\n#{}]*\n"
+    rb"[ \t]*#[ \t]*endif\b[^\n]*\n)",
+    re.MULTILINE,
+)
 _SPLIT_DECLARATOR = re.compile(
     r"^([ \t]*#[ \t]*if(?:n?def)?\b[^\n]*\n)"
     r"([^\n#;{}]*\([^\n#;{}]*\)[^\n#;{}]*\n)"
@@ -194,8 +204,13 @@ def build_device_unit(
     `parsed`: `kernels.parse_tree(text)` when the caller already has it (one parse per edit).
     """
     text = normalized(text)
-    if parsed is None or "\0" in text or "THRUST_NAMESPACE_BEGIN" in text:
-        parsed = _parse(text)
+    if (
+        parsed is None
+        or "\0" in text
+        or "THRUST_NAMESPACE_BEGIN" in text
+        or ("#else" in text and _split_parameter_tails(text.encode("utf-8", "surrogatepass")))
+    ):
+        parsed = _parse(text)  # masks for tree-sitter that the editor's own parse lacks
     include_dirs: list[str] = []
     if path is not None:
         include_dirs.append(str(Path(path).resolve().parent))
@@ -320,11 +335,16 @@ class _IncludeState:
             self.macros.setdefault(name, READ_IN_DECLTYPE)
 
     def register_aliases(self) -> None:
-        """Give every later spelling of a header the text registered under its first one."""
+        """Give every later spelling of a header one line including its first spelling.
+
+        nvcc reads a `#pragma once` header once whatever the spelling (it is by file); NVRTC
+        keys in-memory headers by name, so the text under two names was read twice (DeepSpeed's
+        memory_access_utils.h: "enum has already been defined"). The angle form finds the first
+        spelling by name, never relative to the alias (which could be itself)."""
         for alias, resolved in self.aliases:
             first = self.names.get(resolved)
-            if first is not None and alias not in self.headers:
-                self.headers[alias] = self.headers[first]
+            if first is not None and alias not in self.headers and alias != first:
+                self.headers[alias] = f"#include <{first}>\n"
 
     def take_problems(self) -> list[tuple[str, Literal["error", "warning"]]]:
         problems, self.pending = self.pending, []
@@ -638,10 +658,47 @@ def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter
         _mask_attribute_macros(_mask_device_macros(text, macros or {}), macros or {})
     )
     masked = _mask_namespace_macros(masked)
+    masked = _mask_split_parameters(masked)
     if masked == text:
         return parse_tree(text)
     tree, _masked_data = parse_tree(masked)
     return tree, text.encode("utf-8", errors="surrogatepass")
+
+
+def _split_parameter_tails(data: bytes) -> list[tuple[int, int, int]]:
+    """Each `_SPLIT_PARAMETERS` match that continues a parameter list (the code before its `#if`
+    ends in `,` or `(`): (its start, the end of its `#if` branch, its end), in bytes."""
+    if b"#" not in data:
+        return []
+    found: list[tuple[int, int, int]] = []
+    for match in _SPLIT_PARAMETERS.finditer(data):
+        before = data[max(0, match.start() - 2000) : match.start()]
+        code = [
+            line.split(b"//", 1)[0].rstrip()
+            for line in before.split(b"\n")
+            if line.split(b"//", 1)[0].strip()
+        ]
+        if code and code[-1].endswith((b",", b"(")):
+            found.append((match.start(), match.end(2), match.end()))
+    return found
+
+
+def _mask_split_parameters(text: str) -> str:
+    """`text` with the `#if` lines and the `#else` branch of each `_split_parameter_tails` made
+    spaces, for tree-sitter only: one parameter list, ending in the first branch (the walker
+    blanks the rest with the function, `_Walker.blank`)."""
+    data = text.encode("utf-8", errors="surrogatepass")
+    tails = _split_parameter_tails(data)
+    if not tails:
+        return text
+    out = bytearray(data)
+    for start, branch_end, end in tails:
+        if_end = data.index(b"\n", start) + 1
+        while data[if_end - 2 : if_end - 1] == b"\\":  # `#if ... \` continued
+            if_end = data.index(b"\n", if_end) + 1
+        for lo, hi in ((start, if_end), (branch_end, end)):
+            out[lo:hi] = bytes(b if b == 10 else 32 for b in data[lo:hi])
+    return out.decode("utf-8", errors="surrogatepass")
 
 
 def _mask_namespace_macros(text: str) -> str:
@@ -903,6 +960,8 @@ class _Walker:
             "utf-8", "surrogatepass"
         )
         self.masked = masked if masked != data and len(masked) == len(data) else None
+        # the end of a split parameter list's `#if` branch -> the end of its `#endif`
+        self.split_tails = {branch_end: end for _, branch_end, end in _split_parameter_tails(data)}
         self.ranges: list[tuple[int, int]] = []
         self.include_rows: list[int] = []
         # unannotated namespace-scope constants: (name, start byte, end byte)
@@ -957,7 +1016,14 @@ class _Walker:
         if self.masked is not None:
             while start > 0 and self.masked[start - 1 : start].isspace():
                 start -= 1
-        self.ranges.append((start, node.end_byte))
+        end = node.end_byte
+        if self.split_tails:  # a prototype ending in an `#if` branch: its `#else` branch too
+            after = end
+            while after < len(self.data) and self.data[after : after + 1] in (b" ", b"\t"):
+                after += 1
+            if self.data[after : after + 1] == b"\n":
+                end = self.split_tails.get(after + 1, end)
+        self.ranges.append((start, end))
 
     def walk(self, root: tree_sitter.Node) -> None:
         """Visit every namespace-scope item under `root` in source order (own stack)."""

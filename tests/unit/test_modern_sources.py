@@ -589,3 +589,18 @@ def test_an_explicit_instantiation_of_a_header_host_template_goes_too(tmp_path: 
     )
     errors, with_resources = _check(tmp_path, text)
     assert errors == [] and with_resources == ["k"]
+
+
+def test_atens_warp_helpers_come_with_the_torch_stand_in(tmp_path: Path) -> None:
+    """apex's layer norm calls WARP_SHFL / WARP_SHFL_XOR from <ATen/cuda/DeviceUtils.cuh>
+    (was: identifier "WARP_SHFL" is undefined)."""
+    text = (
+        '#include "ATen/cuda/DeviceUtils.cuh"\n#include <c10/util/Half.h>\n'
+        "__global__ void k(float* x, c10::Half* h) {\n"
+        "  float v = WARP_SHFL(x[threadIdx.x], 0) + WARP_SHFL_XOR(x[0], 1, 32);\n"
+        "  h[0] = WARP_SHFL_DOWN(h[threadIdx.x], 1u);\n"
+        "  if (WARP_BALLOT(v > 0.0f) == ACTIVE_MASK()) x[0] = WARP_SHFL_UP(v, 1u);\n"
+        "}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]

@@ -529,3 +529,51 @@ def test_a_host_template_read_only_in_decltype_is_kept(tmp_path: Path, nested: b
     analysis = check(tmp_path / "main.cu")
     assert messages(analysis) == []
     assert analysis.kernels[0].resources is not None
+
+
+def test_a_header_reached_under_two_spellings_is_read_once(tmp_path: Path) -> None:
+    """DeepSpeed's memory_access_utils.h: `"memory_access_utils.h"` through `-I csrc/includes`
+    and, from a header there, the same file under a project-root spelling. nvcc reads it once
+    (`#pragma once` is by file); NVRTC, given the text under both names, read it twice (was:
+    enum "mem_access::LoadPolicy" has already been defined)."""
+    write(tmp_path, {
+        "csrc/includes/mem.h": "#pragma once\nnamespace mem { enum class Policy { a, b }; }\n"
+        "template <mem::Policy P = mem::Policy::a> __device__ int load(const int* p) {\n"
+        "  return p[0];\n}\n",
+        "csrc/includes/layers.h": '#pragma once\n#include "mem.h"\n',
+        "csrc/q/main.cu": '#include "layers.h"\n#include "mem.h"\n'
+        "__global__ void k(int* o) { o[0] = load(o); }\n",
+    })  # fmt: skip
+    dirs = (str(tmp_path), str(tmp_path / "csrc/includes"))  # the project root first
+    analysis = check(tmp_path / "csrc/q/main.cu", include_paths=dirs)
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+SPLIT_TAIL = """\
+int gemm_ex(int handle,
+            const float* A,
+            float* C,
+// TODO HIP: the algorithm's type differs
+#if defined(__HIP_PLATFORM_AMD__) && \\
+    (TORCH_VERSION_MAJOR < 2)
+            rocblas_gemm_algo algo = rocblas_gemm_algo_standard){BODY}
+#else
+            cublasGemmAlgo_t algo = CUBLAS_GEMM_DEFAULT){BODY}
+#endif
+"""
+
+
+def test_a_parameter_list_ending_in_an_if_branch_is_blanked_whole(tmp_path: Path) -> None:
+    """DeepSpeed's cublas_wrappers.h/.cu: host prototypes and definitions whose last parameter
+    comes in `#if` / `#else` branches. tree-sitter read no function there, so the head stayed
+    and the rest of the header was misread (was: "template" is not allowed, "expected a )")."""
+    prototype = SPLIT_TAIL.replace("{BODY}", ";")
+    definition = SPLIT_TAIL.replace("{BODY}", "").replace("#endif\n", "#endif\n{\n  return 0;\n}\n")
+    write(tmp_path, {
+        "wrappers.h": "#pragma once\n#include <cublas_v2.h>\n" + prototype
+        + "template <typename T> class GemmTest { public: __device__ T run(T x) { return x; } };\n",
+        "main.cu": '#include "wrappers.h"\n' + definition
+        + "__global__ void k(float* o) { o[0] = GemmTest<float>{}.run(o[0]); }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None

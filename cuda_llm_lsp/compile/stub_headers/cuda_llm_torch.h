@@ -264,6 +264,46 @@ template <typename T> __host__ __device__ T arg(const c10::complex<T>& z) {
 }
 }  // namespace std
 
+/* <ATen/cuda/DeviceUtils.cuh>'s warp helpers, at global scope as there (apex's layer norm) */
+__device__ __forceinline__ unsigned int ACTIVE_MASK() { return __activemask(); }
+__device__ __forceinline__ void WARP_SYNC(unsigned mask = 0xffffffff) { __syncwarp(mask); }
+__device__ __forceinline__ unsigned int WARP_BALLOT(int predicate, unsigned int mask = 0xffffffff) {
+  return __ballot_sync(mask, predicate);
+}
+template <typename T>
+__device__ __forceinline__ T WARP_SHFL_XOR(T value, int laneMask, int width = warpSize,
+                                           unsigned int mask = 0xffffffff) {
+  return __shfl_xor_sync(mask, value, laneMask, width);
+}
+template <typename T>
+__device__ __forceinline__ T WARP_SHFL(T value, int srcLane, int width = warpSize,
+                                       unsigned int mask = 0xffffffff) {
+  return __shfl_sync(mask, value, srcLane, width);
+}
+template <typename T>
+__device__ __forceinline__ T WARP_SHFL_UP(T value, unsigned int delta, int width = warpSize,
+                                          unsigned int mask = 0xffffffff) {
+  return __shfl_up_sync(mask, value, delta, width);
+}
+template <typename T>
+__device__ __forceinline__ T WARP_SHFL_DOWN(T value, unsigned int delta, int width = warpSize,
+                                            unsigned int mask = 0xffffffff) {
+  return __shfl_down_sync(mask, value, delta, width);
+}
+template <>
+__device__ __forceinline__ c10::Half WARP_SHFL_DOWN<c10::Half>(c10::Half value, unsigned int delta,
+                                                               int width, unsigned int mask) {
+  return c10::Half(__ushort_as_half(__shfl_down_sync(mask, value.x, delta, width)));
+}
+template <typename T>
+__device__ __forceinline__ c10::complex<T> WARP_SHFL_DOWN(c10::complex<T> value, unsigned int delta,
+                                                          int width = warpSize,
+                                                          unsigned int mask = 0xffffffff) {
+  return c10::complex<T>(__shfl_down_sync(mask, value.real_, delta, width),
+                         __shfl_down_sync(mask, value.imag_, delta, width));
+}
+template <typename T> __device__ __forceinline__ T doLdg(const T* p) { return __ldg(p); }
+
 namespace at {
 using namespace ::c10;
 }
