@@ -313,6 +313,7 @@ class _IncludeState:
     budget: include_reads.IncludeBudget = field(default_factory=include_reads.IncludeBudget.fresh)
     conditional: bool = False  # the #include being resolved is under a platform test
     names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
+    owners: dict[str, Path] = field(default_factory=dict)  # unit name -> the file it names
     aliases: list[tuple[str, Path]] = field(default_factory=list)  # later spellings
     # header name -> (its text, the rows of its include lines left out, the execution-space
     # macros known when it was blanked): `reblank_headers` walks it again once more are known
@@ -422,8 +423,31 @@ def _unit_name(name: str, base: Path | None, configured: Iterable[str]) -> str:
 def _respell_includes(lines: list[str], respelled: list[tuple[int, str, str]]) -> list[str]:
     """`lines` with each `#include "name"` of `respelled` naming its header's unit name."""
     for row, name, spelled in respelled:
-        lines[row] = lines[row].replace(f'"{name}"', f'"{spelled}"', 1)
+        if f'"{name}"' in lines[row]:
+            lines[row] = lines[row].replace(f'"{name}"', f'"{spelled}"', 1)
+        else:
+            lines[row] = lines[row].replace(f"<{name}>", f"<{spelled}>", 1)
     return lines
+
+
+def _distinct_name(name: str, found: Path, state: _IncludeState) -> str:
+    """`name`, or, where another file is registered under it, a name only `found` has.
+
+    ThunderKittens has `include/common/common.cuh` and `prototype/common/common.cuh`, each
+    `"common/common.cuh"` from beside it; NVRTC knows in-memory headers by name, so the second
+    was taken for the first (was: its concepts undefined). Its path from another include
+    directory names it, else its absolute path."""
+    owner = state.owners.get(name)
+    if owner is None or owner == found:
+        return name
+    for directory in state.configured:
+        try:
+            relative = found.relative_to(Path(directory).resolve()).as_posix()
+        except (OSError, ValueError):
+            continue
+        if state.owners.get(relative, found) == found:
+            return relative
+    return found.as_posix()
 
 
 def _system_include(name: str, state: _IncludeState) -> bool | None:
@@ -490,7 +514,7 @@ def _include(
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
-            spelled = _unit_name(name, base, state.configured)
+            spelled = _distinct_name(_unit_name(name, base, state.configured), found, state)
             loaded = _load_header(spelled, found, state, depth)
             return loaded is not None, loaded or [], spelled
     elif name not in std_headers.STUBBED and not std_headers.is_host_only(name):
@@ -500,8 +524,9 @@ def _include(
         # toolkit's) is NVRTC's to read as it is.
         found = _resolve_quoted(name, None, state.configured)
         if found is not None and not _read_by_nvrtc(name, found, state):
-            loaded = _load_header(name, found, state, depth)
-            return loaded is not None, loaded or [], name
+            spelled = _distinct_name(name, found, state)
+            loaded = _load_header(spelled, found, state, depth)
+            return loaded is not None, loaded or [], spelled
     kept = _system_include(name, state)
     if kept is None and quoted and state.conditional:
         # `#if defined(USE_HIP)` / `#include "vendors/hip.h"`: nvcc may never read it
@@ -593,6 +618,7 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         state.pending.append((message, "error"))
         return []
     state.seen.add(resolved)
+    state.owners.setdefault(name, resolved)
     try:
         raw = include_reads.read_header(resolved, state.budget)
     except include_reads.IncludeRefused as refused:
@@ -915,7 +941,7 @@ def _blank_host_code(
     walker.host_functions |= host_templates
     walker.walk(tree.root_node)
     ranges = walker.ranges
-    blanked = _apply_blanks(text, data, ranges)
+    blanked = _unannotated_lambdas(_apply_blanks(text, data, ranges))
     includes: list[tuple[int, str, bool, Span, bool]] = []
     lines = blanked.split("\n")
     for row in walker.include_rows:
@@ -1140,6 +1166,8 @@ class _Walker:
                     self.host_functions.add(name)
                     if template:
                         self.host_templates.add(name)
+            elif node.has_error:
+                self._visit_swallowed(node)
         elif kind == "template_instantiation":
             # `template void reduce<int>(...);` of a host template blanked above
             words = self._head_words(node)
@@ -1169,6 +1197,32 @@ class _Walker:
             for child in node.named_children:
                 if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
                     self._visit_class(child)
+
+    def _visit_swallowed(self, node: tree_sitter.Node) -> None:
+        """Items a misread function body swallowed, walked as the namespace-scope items they are.
+
+        tree-sitter may carry a kernel's body on past its `}` (two `#ifdef`s in a braced
+        initializer: ThunderKittens' interpreter kernel took the `__host__` launcher after it
+        along, and NVRTC rejected the host function). Only items past the `}` that closes the
+        body's `{` are walked; what lies inside is the function's, however misread."""
+        body = node.child_by_field_name("body")
+        if body is None or body.type != "compound_statement":
+            return
+        closed = _matching_brace(self.data, body.start_byte, body.end_byte)
+        if closed is None or closed >= body.end_byte:
+            return
+        stack = list(reversed(body.children))
+        while stack:
+            child = stack.pop()
+            if child.end_byte <= closed or child.type in ("field_declaration_list", "comment"):
+                continue
+            if child.start_byte >= closed and child.type in (
+                "template_declaration",
+                "function_definition",
+            ):
+                self.visit(child, child)
+            else:
+                stack.extend(reversed(child.children))
 
     def _note_macro(self, node: tree_sitter.Node) -> None:
         name = node.child_by_field_name("name")
@@ -1575,6 +1629,24 @@ def _defines_class(node: tree_sitter.Node) -> bool:
         and kind.type in _CLASS_TYPES
         and kind.child_by_field_name("body") is not None
     )
+
+
+# `[=] __device__ (int i) {...}`: an execution space on a lambda, after its captures
+_LAMBDA_SPACE = re.compile(
+    r"(?<=\])(\s*)(__host__\s+__device__|__device__\s+__host__|__device__|__host__)"
+    r"(?=\s*(?:\(|\{|mutable\b|->))"
+)
+
+
+def _unannotated_lambdas(text: str) -> str:
+    """`text` with lambdas' `__device__` / `__host__ __device__` made spaces (same length).
+
+    nvcc's `--extended-lambda` takes them; NVRTC refuses any ("annotation on lambda is not
+    allowed in JIT mode": ThunderKittens' `[] __device__ (int row, int col, auto val)`). A
+    lambda in device code is device code without one."""
+    if "__device__" not in text and "__host__" not in text:
+        return text
+    return _LAMBDA_SPACE.sub(lambda m: m.group(1) + " " * len(m.group(2)), text)
 
 
 def _decltype_calls(data: bytes) -> frozenset[str]:

@@ -44,6 +44,9 @@ BASE_FLAGS = (
     # JIT mode"). Host ones are blanked from the unit; what remains unannotated is what device
     # code may use: constexpr helpers (nvcc --expt-relaxed-constexpr style) and constants.
     "-default-device",
+    # a narrowing brace initialiser (`coord c = {blockIdx.z, ...}` with a constructor taking
+    # ints: ThunderKittens) is a warning in nvcc's GNU-mode front end, an error in NVRTC's
+    "--diag-warn=2361",
 )
 
 _load_lock = threading.Lock()

@@ -604,3 +604,91 @@ def test_atens_warp_helpers_come_with_the_torch_stand_in(tmp_path: Path) -> None
     )
     errors, with_resources = _check(tmp_path, text)
     assert errors == [] and with_resources == ["k"]
+
+
+def test_two_headers_of_one_relative_name_are_both_read(tmp_path: Path) -> None:
+    """ThunderKittens' include/common/common.cuh and prototype/common/common.cuh, each
+    `#include "common/common.cuh"` from beside it with -I include -I prototype: NVRTC knows
+    in-memory headers by name, and the second was taken for the first (was: identifier
+    "kittens_layout" is undefined)."""
+    files = {
+        "include/common/common.cuh": "#pragma once\nnamespace kit { struct base {}; }\n",
+        "include/kit.cuh": '#pragma once\n#include "common/common.cuh"\n',
+        "prototype/common/common.cuh": "#pragma once\n"
+        "namespace kit { template <typename T> concept layout = requires { typename T::g; }; }\n",
+        "prototype/proto.cuh": '#pragma once\n#include "../include/kit.cuh"\n'
+        '#include "common/common.cuh"\n'
+        "namespace kit { template <layout T> __device__ int run() { return 1; } }\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    text = (
+        '#include "kit.cuh"\n#include "proto.cuh"\n'
+        "struct L { using g = int; };\n"
+        "__global__ void k(int* o) { kit::base b; (void)b; o[0] = kit::run<L>(); }\n"
+    )
+    settings = Settings(
+        std="c++20", include_paths=(str(tmp_path / "include"), str(tmp_path / "prototype"))
+    )
+    errors, with_resources = _check(tmp_path, text, settings)
+    assert errors == [] and with_resources == ["k"]
+
+
+def test_a_host_launcher_a_misread_kernel_body_swallowed_is_blanked(tmp_path: Path) -> None:
+    """ThunderKittens' interpreter.cuh: two `#ifdef`s inside a braced initializer made
+    tree-sitter carry the kernel's body past its `}`, taking the `__host__` launcher after it
+    along; the launcher stayed (was: "A function
+    explicitly marked as a __host__ function is not allowed in JIT mode")."""
+    (tmp_path / "interp.cuh").write_text(
+        "#pragma once\nnamespace kit { namespace interpreter {\n"
+        "template <typename config, typename... ops>\n"
+        "__global__ void kernel(const __grid_constant__ typename config::globals g) {\n"
+        "  struct state { int iter; int* shm; int* timings; int* next; };\n"
+        "  state ps{\n"
+        "    0, // task iter\n"
+        "    nullptr,\n"
+        "#ifdef KITTENS_BLACKWELL\n"
+        "    tensor_alloc,\n"
+        "#endif\n"
+        "#ifdef KITTENS_TIMINGS\n"
+        "    &timings[0][0],\n"
+        "#endif\n"
+        "    nullptr\n"
+        "  };\n"
+        "  if (g.x) ps.iter = 1;\n"
+        "}\n"
+        "template <typename config, typename... ops>\n"
+        "__host__ void run(typename config::globals& globals) {\n"
+        "  cudaFuncSetAttribute(kernel<config, ops...>,\n"
+        "                       cudaFuncAttributeMaxDynamicSharedMemorySize, 1024);\n"
+        "  kernel<config, ops...><<<1, 1, 1024>>>(globals);\n"
+        "}\n"
+        "} }\n"
+    )
+    text = '#include "interp.cuh"\n__global__ void k(int* o) { o[0] = 1; }\n'
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+
+
+def test_extended_lambdas_and_narrowing_braces_read_as_nvcc_reads_them(tmp_path: Path) -> None:
+    """ThunderKittens builds with --extended-lambda: `[=] __host__ __device__ (int x)` is
+    refused by NVRTC ("annotation on lambda is not allowed in JIT mode"); and a narrowing brace
+    initialiser of a class with a constructor is nvcc's warning #2361-D, NVRTC's error."""
+    text = (
+        "struct coord { int b, d;\n"
+        "  __device__ coord(int b_, int d_) : b(b_), d(d_) {} };\n"
+        "template <int D> __global__ void k(int* o) {\n"
+        "  coord q = {blockIdx.z, blockIdx.y};\n"
+        "  auto f = [=] __host__ __device__ (int x) mutable { return x + D; };\n"
+        "  auto g = [] __device__ (int x) -> int { return x; };\n"
+        "  o[0] = f(q.b) + g(q.d);\n}\n"
+        "template __global__ void k<4>(int*);\n"
+    )
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    analysis = analyze(text, source, Settings())
+    assert analysis.errors == ()
+    warned = [d for d in analysis.diagnostics if "narrowing" in d.message]
+    assert len(warned) == 2 and all(d.severity == "warning" and d.line == 4 for d in warned)
+    assert analysis.kernels[0].resources is not None
