@@ -125,6 +125,17 @@ _SPLIT_PARAMETERS = re.compile(
     rb"[ \t]*#[ \t]*endif\b[^\n]*\n)",
     re.MULTILINE,
 )
+# the same around a whole function head over several lines, both branches complete (DeepSpeed's
+# cublas_wrappers.cu: `#if ...HIP...` `int cublas_gemm_ex(rocblas_handle handle, ...)` `#else`
+# `int cublas_gemm_ex(cublasHandle_t handle, ...)` `#endif` `{`)
+_SPLIT_HEAD = re.compile(
+    r"^([ \t]*#[ \t]*if(?:n?def)?\b(?:[^\n]*\\\n)*[^\n]*\n)"
+    r"((?:[^\n#{};]*\n)*?[^\n#{};]*\)[^\n#{};]*\n)"
+    r"([ \t]*#[ \t]*else\b[^\n]*\n(?:[^\n#{};]*\n)*?[^\n#{};]*\)[^\n#{};]*\n"
+    r"[ \t]*#[ \t]*endif\b[^\n]*\n)"
+    r"(?=[ \t]*\{)",
+    re.MULTILINE,
+)
 _SPLIT_DECLARATOR = re.compile(
     r"^([ \t]*#[ \t]*if(?:n?def)?\b[^\n]*\n)"
     r"([^\n#;{}]*\([^\n#;{}]*\)[^\n#;{}]*\n)"
@@ -209,6 +220,7 @@ def build_device_unit(
         or "\0" in text
         or "THRUST_NAMESPACE_BEGIN" in text
         or ("#else" in text and _split_parameter_tails(text.encode("utf-8", "surrogatepass")))
+        or ("#else" in text and _SPLIT_HEAD.search(text))
     ):
         parsed = _parse(text)  # masks for tree-sitter that the editor's own parse lacks
     include_dirs: list[str] = []
@@ -749,9 +761,12 @@ def _mask_split_declarators(text: str) -> str:
     """
     if "#" not in text:
         return text
-    return _SPLIT_DECLARATOR.sub(
+    first = _SPLIT_DECLARATOR.sub(
         lambda m: _spaces(m.group(1)) + m.group(2) + _spaces(m.group(3)), text
     )
+    if "#else" not in first:
+        return first
+    return _SPLIT_HEAD.sub(lambda m: _spaces(m.group(1)) + m.group(2) + _spaces(m.group(3)), first)
 
 
 # The words a declaration-attribute macro's body may hold besides attributes (GGML_API):
@@ -940,6 +955,7 @@ def _blank_host_code(
     walker = _Walker(data, macros, bodies)
     walker.host_functions |= host_templates
     walker.walk(tree.root_node)
+    walker.blank_instantiation_macros()
     ranges = walker.ranges
     blanked = _unannotated_lambdas(_apply_blanks(text, data, ranges))
     includes: list[tuple[int, str, bool, Span, bool]] = []
@@ -982,9 +998,10 @@ class _Walker:
         self.data = data
         # the bytes tree-sitter read, where attribute macros were masked (`_parse`): a blanked
         # declaration takes the `GGML_API`-style macros just before it along
-        masked = _mask_attribute_macros(data.decode("utf-8", "surrogatepass"), macros).encode(
-            "utf-8", "surrogatepass"
-        )
+        # (and where a function head's `#if` line was: the blank takes it along too)
+        masked = _mask_split_declarators(
+            _mask_attribute_macros(data.decode("utf-8", "surrogatepass"), macros)
+        ).encode("utf-8", "surrogatepass")
         self.masked = masked if masked != data and len(masked) == len(data) else None
         # the end of a split parameter list's `#if` branch -> the end of its `#endif`
         self.split_tails = {branch_end: end for _, branch_end, end in _split_parameter_tails(data)}
@@ -1037,11 +1054,16 @@ class _Walker:
     def text(self, node: tree_sitter.Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
-    def blank(self, node: tree_sitter.Node) -> None:
-        start = node.start_byte
+    def _masked_start(self, start: int) -> int:
+        """`start`, moved back over what was masked for tree-sitter just before it (attribute
+        macros, a split head's `#if` lines): a blanked item takes those along."""
         if self.masked is not None:
             while start > 0 and self.masked[start - 1 : start].isspace():
                 start -= 1
+        return start
+
+    def blank(self, node: tree_sitter.Node) -> None:
+        start = self._masked_start(node.start_byte)
         end = node.end_byte
         if self.split_tails:  # a prototype ending in an `#if` branch: its `#else` branch too
             after = end
@@ -1110,7 +1132,7 @@ class _Walker:
             start = child.start_byte
             if index >= 2 and children[index - 1].type == "template_parameter_list":
                 start = children[index - 2].start_byte  # its `template <typename T>` too
-            self.ranges.append((start, taken))
+            self.ranges.append((self._masked_start(start), taken))
         return taken
 
     def _visit_one(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
@@ -1277,6 +1299,23 @@ class _Walker:
         usable = _DEVICE_WORDS | _MEMORY_SPACE_WORDS | self.device_macros | _USABLE_WORDS
         if not words & usable:
             self.blank(outer)
+
+    def blank_instantiation_macros(self) -> None:
+        """`INSTANTIATE(float)` lines, `;` or not, of a macro whose body is an explicit
+        instantiation (`template void launch<T>(...);`) of a host template: blanked with it
+        (DeepSpeed's inference kernels; tree-sitter reads a run of such lines as anything)."""
+        for macro, body in self.bodies.items():
+            instantiated = _EXPLICIT_INSTANTIATION.search(body)
+            if instantiated is None or set(_WORD.findall(body)) & (
+                _DEVICE_WORDS | self.device_macros
+            ):
+                continue
+            if instantiated.group(1) not in self.host_functions:
+                self.instantiated.add(instantiated.group(1))  # a header's, maybe: walked again
+                continue
+            line = rb"^[ \t]*" + re.escape(macro.encode()) + rb"[ \t]*\([^;{}\n]*\)[ \t]*;?[ \t]*$"
+            for match in re.finditer(line, self.data, re.MULTILINE):
+                self.ranges.append((match.start(), match.end()))
 
     def _head_words(self, node: tree_sitter.Node) -> set[str]:
         """Words before the declarator: specifiers, qualifiers, macros standing for them."""
@@ -1631,6 +1670,8 @@ def _defines_class(node: tree_sitter.Node) -> bool:
     )
 
 
+# `template void launch<T>(...)` in a macro's body: an explicit instantiation, and its name
+_EXPLICIT_INSTANTIATION = re.compile(r"\btemplate\b(?!\s*<)[^;{}<(]*?\b(\w+)\s*[<(]")
 # `[=] __device__ (int i) {...}`: an execution space on a lambda, after its captures
 _LAMBDA_SPACE = re.compile(
     r"(?<=\])(\s*)(__host__\s+__device__|__device__\s+__host__|__device__|__host__)"

@@ -99,7 +99,7 @@ def parse_tree(text: str) -> tuple[Tree, bytes]:
     if parser is None:
         parser = _local.parser = Parser(_LANGUAGE)
     data = normalized(text).encode("utf-8", errors="surrogatepass")
-    return parser.parse(_mask_unknown_attributes(data)), data
+    return parser.parse(_mask_instantiation_lines(_mask_unknown_attributes(data))), data
 
 
 # Attributes tree-sitter-cuda does not know; blanked (same length) before parsing so the kernel
@@ -109,6 +109,32 @@ def parse_tree(text: str) -> tuple[Tree, bytes]:
 _UNKNOWN_ATTRIBUTES = re.compile(
     rb"\b(?:__cluster_dims__|__maxnreg__|__(?:builtin_)?align__)\s*\([^()]*\)"
 )
+
+
+# `#define INSTANTIATE(T) template void launch<T>(...);`: a macro whose body is an explicit
+# instantiation (`\` continuations allowed before it)
+_INSTANTIATION_MACRO = re.compile(
+    rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\([^)\n]*\)(?:[ \t]|\\\n)*template\b(?![ \t]*<)", re.MULTILINE
+)
+
+
+def _mask_instantiation_lines(data: bytes) -> bytes:
+    """`data` with each line that invokes, alone, such a macro of the text made spaces.
+
+    DeepSpeed's `INSTANTIATE_LAUNCH_BIAS_GELU(__half)` lines often have no `;`: tree-sitter
+    read them and the kernel after them as one declaration, whose head lost its `__global__`
+    (the kernel went unlisted, and the device unit blanked its head). What NVRTC reads is the
+    text as written (the device unit blanks those of host templates)."""
+    if b"#" not in data or b"template" not in data:
+        return data
+    names = _INSTANTIATION_MACRO.findall(data)
+    if not names:
+        return data
+    invoked = b"|".join(re.escape(n) for n in names)
+    alone = re.compile(
+        rb"^[ \t]*(?:" + invoked + rb")[ \t]*\([^;{}\n]*\)[ \t]*;?[ \t]*$", re.MULTILINE
+    )
+    return alone.sub(lambda m: b" " * len(m.group(0)), data)
 
 
 def _mask_unknown_attributes(data: bytes) -> bytes:

@@ -577,3 +577,53 @@ def test_a_parameter_list_ending_in_an_if_branch_is_blanked_whole(tmp_path: Path
     })  # fmt: skip
     analysis = check(tmp_path / "main.cu")
     assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+def test_instantiation_macros_of_host_templates_go_with_them(tmp_path: Path) -> None:
+    """DeepSpeed's inference kernels: `INSTANTIATE_LAUNCH_BIAS_GELU(__half)` lines, often with
+    no `;`, expanding to `template void launch_bias_gelu<T>(...);` of a host template. Without
+    the `;` tree-sitter read the line and the kernel after it as one declaration and the
+    kernel's head was blanked; NVRTC then met the instantiation of a blanked template (was:
+    "launch_bias_gelu is not a template", "attributes are not allowed here")."""
+    write(tmp_path, {
+        "main.cu": "template <typename T>\n"
+        "__global__ void gelu(T* x) { x[threadIdx.x] = x[threadIdx.x] * T(2); }\n"
+        "template <typename T>\nvoid launch_gelu(T* x, cudaStream_t stream) {\n"
+        "  gelu<<<1, 32, 0, stream>>>(x);\n}\n"
+        "#define INSTANTIATE_GELU(T) \\\n"
+        "    template void launch_gelu<T>(T*, cudaStream_t);\n"
+        "INSTANTIATE_GELU(float)\n#ifdef BF16_AVAILABLE\nINSTANTIATE_GELU(double)\n#endif\n"
+        "INSTANTIATE_GELU(int)\n\n"
+        "__global__ void residual(float* out,\n                         const float* in) {\n"
+        "  out[threadIdx.x] += in[threadIdx.x];\n}\n"
+        "template <typename T>\nvoid pad(T* x, int n) { gelu<<<1, n>>>(x); }\n"
+        "#define INSTANTIATE_PAD(T) template void pad(T*, int);\n"
+        "INSTANTIATE_PAD(float);\nINSTANTIATE_PAD(int);\n"
+        "#define INSTANTIATE_DEVICE(T) template __global__ void gelu<T>(T*);\n"
+        "INSTANTIATE_DEVICE(float)\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == []
+    residual = next(k for k in analysis.kernels if k.kernel.name == "residual")
+    assert residual.resources is not None
+
+
+def test_a_function_head_in_both_branches_of_an_if_is_blanked_whole(tmp_path: Path) -> None:
+    """DeepSpeed's cublas_wrappers.cu: `#if HIP` / a whole multi-line head / `#else` / another
+    / `#endif` / `{ body }` of a host function (was: its body kept, "cublasGemmEx" undefined,
+    or its `#if` line left without an `#endif`)."""
+    write(tmp_path, {
+        "main.cu": "#include <cstdio>\n"
+        "#if defined(__HIP_PLATFORM_AMD__) && \\\n    (TORCH_VERSION_MAJOR < 2)\n"
+        "int gemm_ex(rocblas_handle handle,\n            rocblas_gemm_algo algo)\n"
+        "#else\n"
+        "int gemm_ex(cublasHandle_t handle,\n            cublasGemmAlgo_t algo)\n"
+        "#endif\n"
+        "{\n"
+        "#if defined(__HIP_PLATFORM_AMD__)\n  rocblas_status status = rocblas_gemm_ex(handle,\n"
+        "#else\n  cublasStatus_t status = cublasGemmEx(handle,\n#endif\n      algo);\n"
+        '  if (status) fprintf(stderr, "failed\\n");\n  return 0;\n}\n'
+        "__global__ void k(float* o) { o[threadIdx.x] = 1.0f; }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert messages(analysis) == [] and analysis.kernels[0].resources is not None
