@@ -19,6 +19,7 @@ The walker keeps its own stack: a file of 10,000 nested `#if` must not exhaust P
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -215,13 +216,7 @@ def build_device_unit(
     `parsed`: `kernels.parse_tree(text)` when the caller already has it (one parse per edit).
     """
     text = normalized(text)
-    if (
-        parsed is None
-        or "\0" in text
-        or "THRUST_NAMESPACE_BEGIN" in text
-        or ("#else" in text and _split_parameter_tails(text.encode("utf-8", "surrogatepass")))
-        or ("#else" in text and _SPLIT_HEAD.search(text))
-    ):
+    if parsed is None or "\0" in text or _for_tree_sitter(text) != text:
         parsed = _parse(text)  # masks for tree-sitter that the editor's own parse lacks
     include_dirs: list[str] = []
     if path is not None:
@@ -688,26 +683,33 @@ def _blank_line_directives(text: str) -> str:
 # --- blanking host code ----------------------------------------------------------------------
 
 
+def _for_tree_sitter(text: str, macros: dict[str, str] | None = None) -> str:
+    """`text` as tree-sitter reads it (same length): the masks below applied; `macros`: see
+    `_mask_device_macros`."""
+    masked = _mask_split_declarators(
+        _mask_attribute_macros(_mask_device_macros(text, macros or {}), macros or {})
+    )
+    return _mask_split_parameters(_mask_namespace_macros(masked))
+
+
 def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter.Tree, bytes]:
     """The tree of `text` (normalized) and its bytes; `macros`: see `_mask_device_macros`."""
     # NVRTC reads a C string: a NUL would end the file (same length, so offsets hold)
     text = text.replace("\0", " ")
-    masked = _mask_split_declarators(
-        _mask_attribute_macros(_mask_device_macros(text, macros or {}), macros or {})
-    )
-    masked = _mask_namespace_macros(masked)
-    masked = _mask_split_parameters(masked)
+    masked = _for_tree_sitter(text, macros)
     if masked == text:
         return parse_tree(text)
     tree, _masked_data = parse_tree(masked)
     return tree, text.encode("utf-8", errors="surrogatepass")
 
 
-def _split_parameter_tails(data: bytes) -> list[tuple[int, int, int]]:
+@functools.lru_cache(maxsize=8)
+def _split_parameter_tails(data: bytes) -> tuple[tuple[int, int, int], ...]:
     """Each `_SPLIT_PARAMETERS` match that continues a parameter list (the code before its `#if`
-    ends in `,` or `(`): (its start, the end of its `#if` branch, its end), in bytes."""
-    if b"#" not in data:
-        return []
+    ends in `,` or `(`): (its start, the end of its `#if` branch, its end), in bytes. Cached:
+    `_parse` masks them and the walker of the same text extends blanks over them."""
+    if b"#else" not in data:
+        return ()
     found: list[tuple[int, int, int]] = []
     for match in _SPLIT_PARAMETERS.finditer(data):
         before = data[max(0, match.start() - 2000) : match.start()]
@@ -718,7 +720,7 @@ def _split_parameter_tails(data: bytes) -> list[tuple[int, int, int]]:
         ]
         if code and code[-1].endswith((b",", b"(")):
             found.append((match.start(), match.end(2), match.end()))
-    return found
+    return tuple(found)
 
 
 def _mask_split_parameters(text: str) -> str:
