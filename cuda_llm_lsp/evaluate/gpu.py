@@ -55,7 +55,8 @@ import platformdirs
 
 from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.evaluate import judge, timing
-from cuda_llm_lsp.evaluate.compare import OK
+from cuda_llm_lsp.evaluate.captured import captured_outputs, is_captured_case
+from cuda_llm_lsp.evaluate.compare import OK, Finding
 from cuda_llm_lsp.evaluate.counter import KIND_CODES, Generated
 from cuda_llm_lsp.evaluate.inputs import case_sources
 from cuda_llm_lsp.evaluate.judge import LaunchOutcome
@@ -68,6 +69,8 @@ from cuda_llm_lsp.evaluate.protocol import (
     FactsReply,
     FactsRequest,
     Failure,
+    KeepRequest,
+    Pong,
     RunReply,
     RunRequest,
     TimedKernel,
@@ -89,6 +92,14 @@ from cuda_llm_lsp.source.spec.hidden import hidden_cases
 Inputs = Mapping[str, np.ndarray | Generated]
 # device_facts.json's read-modify-write (the evaluators of a pool measure at the same time)
 _FACTS_CACHE_LOCK = threading.Lock()
+
+
+def _not_reproduced(found: Finding) -> str:
+    return (
+        "the original kernel does not reproduce the captured outputs on the captured inputs "
+        f"(is this the source the program was built from, and the spec's timed case the "
+        f"captured launch?): {found.message}"
+    )
 
 
 def _read_facts_cache(path: Path) -> dict[str, Any]:
@@ -205,6 +216,36 @@ class GpuEvaluator:
             self.phases[phase] = self.phases.get(phase, 0.0) + seconds
         return judge.read_launch(spec, case, reply, where, keep)
 
+    def _reproduces(
+        self,
+        key: str,
+        spec: TestSpec,
+        case: Case,
+        inputs: Inputs,
+        where: str,
+        spec_dir: Path | None,
+    ) -> Finding:
+        """The kernel on the captured inputs against the outputs the program's launch left
+        (`capture`): kept in the worker as a run of its own, compared there like any run."""
+        names = tuple(name for name, _ in judge.output_args(spec))
+        outputs = captured_outputs(spec, case, spec_dir, names)
+        keep = KeepRequest(_CAPTURED, {n: a.tobytes() for n, a in outputs.items()})
+        reply = self._worker.call(keep, Pong, START_TIMEOUT_S + 60.0)
+        if isinstance(reply, Failure):
+            return Finding(_final(_status(reply)), reply.message)
+        run = self._run(key, spec, case, inputs, where, against=(_CAPTURED,))
+        problem = judge.self_check(spec, run, where)
+        if problem is not OK:
+            return problem
+        compared = run.checks.compared.get(_CAPTURED, {})
+        missing = [n for n in names if n not in compared]
+        if missing:
+            return Finding(
+                "wrong_output", f"{where}: {', '.join(missing)} could not be compared (size)"
+            )
+        captured = LaunchOutcome(None, "", RunReply(), OK, _CAPTURED)
+        return judge.compare_outputs(spec, case, captured, run, where, what="captured")
+
     def _oracle(
         self, key: str, spec: TestSpec, case: Case, inputs: Inputs, where: str, keep: str
     ) -> LaunchOutcome:
@@ -306,6 +347,10 @@ class GpuEvaluator:
                 for case in cases:
                     where = f"case {case.index} ({case.describe()})"
                     inputs = case_sources(spec, case, seed, 0, spec_dir)
+                    if is_captured_case(spec, case):
+                        found = self._reproduces(base_key, spec, case, inputs, where, spec_dir)
+                        if found is not OK:
+                            raise BaselineFailed(_not_reproduced(found))
                     oracle = self._oracle(base_key, spec, case, inputs, where, _ORACLE)
                     own = own_cases.get(case.index, case)
                     first = self._run(
@@ -487,6 +532,10 @@ class GpuEvaluator:
                 inputs = case_sources(spec, case, seed, 0, spec_dir)
                 first = self._run(key, spec, case, inputs, where, keep=_FIRST)
                 problem = judge.self_check(spec, first, where)
+                if problem is OK and is_captured_case(spec, case):
+                    found = self._reproduces(key, spec, case, inputs, where, spec_dir)
+                    if found is not OK:
+                        problem = Finding(found.status or "wrong_output", _not_reproduced(found))
                 if problem is OK:
                     second = self._run(
                         key, spec, case, inputs, where + ", second run", against=(_FIRST,)
@@ -532,7 +581,7 @@ class GpuEvaluator:
 
 
 # the runs the worker keeps (in its host memory) for later runs to be compared with
-_ORACLE, _FIRST, _REFERENCE = "oracle", "first", "reference "
+_ORACLE, _FIRST, _REFERENCE, _CAPTURED = "oracle", "first", "reference ", "captured"
 _REFERENCE_SETS = 3  # sampled timed launches: one in each of the first batches
 _REFERENCE_DRAW, _TIMING_DRAW = 16, 8  # input draws of the timed case (the spec cases: 0)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from cuda_llm_lsp.evaluate.captured import CapturedDataError, captured_inputs, is_captured_case
 from cuda_llm_lsp.evaluate.compare import bf16_from_float, is_float, storage_dtype
 from cuda_llm_lsp.evaluate.counter import (
     INT_RANGE,
@@ -52,9 +53,7 @@ def make_inputs(
     spec_dir: Path | None = None,
 ) -> dict[str, np.ndarray]:
     """Host arrays for every `in` / `inout` pointer of `case`, in storage dtypes."""
-    provided: dict[str, np.ndarray] = {}
-    if spec.inputs:
-        provided = _call_hook(spec, case, rng, spec_dir)
+    provided = _provided(spec, case, rng, spec_dir)
     arrays: dict[str, np.ndarray] = {}
     for arg in spec.args:
         if not arg.is_pointer or arg.role == "out":
@@ -74,9 +73,7 @@ def case_sources(
     """What the worker fills every `in` / `inout` pointer of `case` with: the hook's arrays
     (its one call for this case and draw), else a description of values the worker makes on
     the device (`counter`: the same for every kernel given the same seed, case and draw)."""
-    provided: dict[str, np.ndarray] = {}
-    if spec.inputs:
-        provided = _call_hook(spec, case, case_rng(seed, case.index, draw), spec_dir)
+    provided = _provided(spec, case, case_rng(seed, case.index, draw), spec_dir)
     sources: dict[str, np.ndarray | Generated] = {}
     for position, arg in enumerate(spec.args):
         if not arg.is_pointer or arg.role == "out":
@@ -180,6 +177,20 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
             np.asarray(values).astype(np.int64 if target != np.uint64 else np.uint64).astype(target)
         )
     return np.ascontiguousarray(values, dtype=target)
+
+
+def _provided(
+    spec: TestSpec, case: Case, rng: np.random.Generator, spec_dir: Path | None
+) -> dict[str, np.ndarray]:
+    """The user's data for `case`: the capture's bytes (its timed case), or the hook's arrays."""
+    if is_captured_case(spec, case):
+        try:
+            return captured_inputs(spec, case, spec_dir)
+        except CapturedDataError as exc:
+            raise InputError(str(exc)) from exc
+    if spec.inputs:
+        return _call_hook(spec, case, rng, spec_dir)
+    return {}
 
 
 def _load_hook(spec: TestSpec, spec_dir: Path | None) -> Callable[..., Any]:

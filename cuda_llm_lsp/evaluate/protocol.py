@@ -170,6 +170,15 @@ class UnloadRequest:
 
 
 @dataclass(frozen=True)
+class KeepRequest:
+    """Keep `outputs` (name -> raw bytes) as the run `name`, as if a launch had left them: a
+    capture's outputs, which the original's run is then checked against (`Checks.against`)."""
+
+    name: str
+    outputs: Mapping[str, bytes]
+
+
+@dataclass(frozen=True)
 class PingRequest:
     pass
 
@@ -186,6 +195,7 @@ Request = (
     | TimeRequest
     | BandwidthRequest
     | UnloadRequest
+    | KeepRequest
     | PingRequest
     | QuitRequest
 )

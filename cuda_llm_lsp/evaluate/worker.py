@@ -54,6 +54,7 @@ from cuda_llm_lsp.evaluate.protocol import (
     FactsReply,
     FactsRequest,
     Failure,
+    KeepRequest,
     Launch,
     LoadReply,
     LoadRequest,
@@ -619,6 +620,11 @@ class CudaBackend(DeviceChecks):
                 return self.bandwidth(req)
             if isinstance(req, UnloadRequest):
                 return self.unload(req)
+            if isinstance(req, KeepRequest):
+                self.kept[req.name] = {
+                    n: np.frombuffer(b, dtype=np.uint8).copy() for n, b in req.outputs.items()
+                }
+                return Pong()
         except Timeout as exc:
             return Failure("timeout", str(exc), fatal=True)
         except CudaError as exc:

@@ -56,6 +56,9 @@ class TestSpec:
     atol_relative: bool = False
     instance: str | None = None
     inputs: str | None = None  # "path/to/file.py:function", relative to the .cu file
+    # a capture directory relative to the .cu file (docs/design.md "Capture"): the timed case's
+    # data, and the outputs the original must reproduce on it
+    capture: str | None = None
     flops: str | None = None  # optional FLOP count expression (suite floor)
     extra: dict[str, object] = field(default_factory=dict)
     # template parameter -> argument text of `instance` (integer ones are names in expressions)

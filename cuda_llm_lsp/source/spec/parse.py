@@ -49,7 +49,7 @@ INIT_KINDS: dict[str, int] = {
 }  # fmt: skip
 TOP_LEVEL_KEYS: tuple[str, ...] = (
     "sizes", "grid", "block", "args", "smem", "instance", "init", "outputs", "rtol", "atol",
-    "inputs", "flops", "generalize", "align", "tune", "restrict",
+    "inputs", "flops", "generalize", "align", "tune", "restrict", "capture",
 )  # fmt: skip
 ALIGNMENTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # `align = N`: bytes
 log = logging.getLogger(__name__)
@@ -246,6 +246,17 @@ class _SpecParser:
                 self.error(("inputs",), f"inputs: the hook file {problem}")
             else:
                 inputs = value.strip()
+        capture = None
+        if "capture" in doc:
+            value = doc["capture"]
+            if not isinstance(value, str) or not value.strip():
+                self.error(("capture",), 'capture must be "path/to/capture-directory"')
+            elif problem := hook_path_problem(value.strip()):
+                self.error(("capture",), f"capture: the directory {problem}")
+            elif inputs is not None:
+                self.error(("capture",), "capture and inputs cannot both give the data")
+            else:
+                capture = value.strip()
         generalize, align = self.parse_hidden_case_keys(doc)
 
         flops = None
@@ -274,6 +285,7 @@ class _SpecParser:
             atol_relative="atol" not in doc,
             instance=instance,
             inputs=inputs,
+            capture=capture,
             flops=flops,
             template_args={**template_args, **Tunables.as_constants(tunables.default)}
             if tunables
