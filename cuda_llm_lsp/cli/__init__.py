@@ -29,6 +29,8 @@ SUBCOMMANDS = {
     "suite": "Run the kernel suite (bench, optionally optimize) and write a report.",
     "tune": "Search a kernel's tunables (tune.NAME in its spec) for its fastest configuration.",
     "profile": "Profile a kernel's timed case with Nsight Compute: findings per source line.",
+    "capture": "Run your program and record one kernel launch (sizes, launch, data, outputs).",
+    "spec": "Write a kernel's test spec from a capture (spec --from-capture DIR FILE).",
 }
 
 

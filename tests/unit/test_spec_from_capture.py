@@ -45,7 +45,8 @@ __global__ void layernorm_forward(floatX* __restrict__ out, float* __restrict__ 
     m /= C;
     mean[row] = m;
     rstd[row] = 1.0f;
-    for (int i = 0; i < C; i++) out[row * C + i] = (floatX)((float)inp[row * C + i] * (float)weight[i] + eps);
+    for (int i = 0; i < C; i++)
+        out[row * C + i] = (floatX)((float)inp[row * C + i] * (float)weight[i] + eps);
 }
 """
 
@@ -193,7 +194,7 @@ def test_captured_data_errors_are_clear(tmp_path: Path) -> None:
     spec, errors = parse_spec(find_kernels(text)[0], text)
     assert spec is not None, errors
     (capture_dir / "p3.before.bin").unlink()
-    with pytest.raises(InputError, match="p3.before.bin"):
+    with pytest.raises(InputError, match=r"p3\.before\.bin"):
         case_sources(spec, spec.cases()[-1], seed=1, spec_dir=tmp_path)
 
 
@@ -230,5 +231,5 @@ def test_manifest_is_checked(tmp_path: Path) -> None:
 def test_a_capture_of_another_kernel_is_refused(tmp_path: Path) -> None:
     capture = _layernorm_capture(tmp_path / "c", n=32, c=32)
     other = "__global__ void scale(float* x, int n) { x[threadIdx.x] *= 2; }\n"
-    with pytest.raises(CaptureError, match="no kernel 'layernorm_forward'.*scale"):
+    with pytest.raises(CaptureError, match=r"no kernel 'layernorm_forward'.*scale"):
         find_captured_kernel(find_kernels(other), capture)

@@ -1,0 +1,179 @@
+"""`cuda-llm capture` on real programs built with nvcc (static cudart, nvcc's default): the
+launch recorded, a spec made from it, and `bench` on that spec as is, the original first
+reproducing the captured outputs (issue 39). One program, its mode chosen by argv."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.cli import main
+from cuda_llm_lsp.engine.capture import CaptureRequest, run_capture
+
+pytestmark = pytest.mark.gpu
+
+PROGRAM = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+
+__global__ void saxpy(float* y, const float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
+__global__ void spin(float* p, int n, int rounds) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = p[i];
+        for (int r = 0; r < rounds; r++) v = v * 0.999f + 0.001f;
+        p[i] = v;
+    }
+}
+
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
+    fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); return 3; } } while (0)
+
+int main(int argc, char** argv) {
+    const char* mode = argc > 1 ? argv[1] : "plain";
+    int n = 10000 + (argc > 2 ? atoi(argv[2]) : 0);
+    bool managed = !strcmp(mode, "managed");
+    float *x, *y, *z;
+    if (managed) {
+        CHECK(cudaMallocManaged(&x, n * sizeof(float)));
+        CHECK(cudaMallocManaged(&y, n * sizeof(float)));
+        for (int i = 0; i < n; i++) { x[i] = i * 0.5f; y[i] = 1.0f - i; }
+    } else {
+        CHECK(cudaMalloc(&x, n * sizeof(float)));
+        CHECK(cudaMalloc(&y, n * sizeof(float)));
+        float* h = (float*)malloc(n * sizeof(float));
+        for (int i = 0; i < n; i++) h[i] = i * 0.5f;
+        CHECK(cudaMemcpy(x, h, n * sizeof(float), cudaMemcpyHostToDevice));
+        for (int i = 0; i < n; i++) h[i] = 1.0f - i;
+        CHECK(cudaMemcpy(y, h, n * sizeof(float), cudaMemcpyHostToDevice));
+        free(h);
+    }
+    CHECK(cudaMalloc(&z, 1 << 20));
+    CHECK(cudaMemset(z, 0, 1 << 20));
+    cudaStream_t s1, s2;
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaStreamCreate(&s2));
+    for (int round = 0; round < 3; round++) {
+        if (!strcmp(mode, "streams")) {
+            spin<<<256, 256, 0, s1>>>(z, 1 << 18, 2000);
+            saxpy<<<(n + 255) / 256, 256, 0, s2>>>(y, x, 2.0f + round, n);
+        } else if (!strcmp(mode, "never")) {
+            spin<<<4, 256>>>(z, 1024, 10);
+        } else {
+            saxpy<<<(n + 255) / 256, 256>>>(y, x, 2.0f + round, n);
+        }
+    }
+    CHECK(cudaDeviceSynchronize());
+    if (!strcmp(mode, "crash")) abort();
+    printf("done\n");
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    root = tmp_path_factory.mktemp("capture")
+    (root / "prog.cu").write_text(PROGRAM)
+    binary = root / "prog"
+    done = subprocess.run(
+        [nvcc, "-O2", "-arch=native", str(root / "prog.cu"), "-o", str(binary)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return binary
+
+
+def _capture(program: Path, out: Path, *args: str, **kw: object) -> object:
+    request = CaptureRequest((str(program), *args), out, quiet=True, timeout_s=60, **kw)  # type: ignore[arg-type]
+    return run_capture(request)
+
+
+def _spec_and_bench(program: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    source = program.parent / "prog.cu"
+    assert main(["spec", str(source), "--from-capture", str(out), "--write"]) == 0
+    text = source.read_text()
+    assert 'capture = "' in text and 'args.y = "inout float32[n]"' in text, text
+    assert 'grid = "cdiv(n, 256)"' in text, text
+    capsys.readouterr()
+    code = main(["bench", str(source), "--kernel", "saxpy"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.out + printed.err
+    return printed.out
+
+
+def test_plain_program_capture_spec_and_bench(
+    program: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = program.parent / "cap-plain"
+    outcome = _capture(program, out, "plain", kernel="saxpy", launch=2)
+    assert outcome.ok, outcome.message  # type: ignore[attr-defined]
+    capture = outcome.capture  # type: ignore[attr-defined]
+    assert capture.function_name == "saxpy" and capture.launch == 2
+    assert capture.grid == (40, 1, 1) and capture.block == (256, 1, 1)
+    assert (out.stat().st_mode & 0o777) == 0o700
+    assert all((f.stat().st_mode & 0o777) == 0o600 for f in out.iterdir())
+    y = capture.params[0].pointer
+    assert y is not None and y.changed and y.captured == 10000 * 4
+    assert not capture.params[1].pointer.changed
+    seen = json.loads((out / "seen.json").read_text())
+    assert seen["kernels"]["saxpy(float*, float const*, float, int)"] == 3
+    _spec_and_bench(program, out, capsys)
+    # the captured outputs altered: the original no longer reproduces them
+    (out / y.after).write_bytes(b"\0" * y.captured)
+    capsys.readouterr()
+    code = main(["bench", str(program.parent / "prog.cu"), "--kernel", "saxpy"])
+    printed = capsys.readouterr()
+    assert code != 0
+    assert "does not reproduce the captured outputs" in printed.out + printed.err
+
+
+def test_two_streams(program: Path) -> None:
+    outcome = _capture(program, program.parent / "cap-streams", "streams", kernel="saxpy")
+    assert outcome.ok, outcome.message  # type: ignore[attr-defined]
+    assert outcome.capture.params[0].pointer.changed  # type: ignore[attr-defined]
+
+
+def test_managed_memory(program: Path) -> None:
+    outcome = _capture(program, program.parent / "cap-managed", "managed", kernel="saxpy")
+    assert outcome.ok, outcome.message  # type: ignore[attr-defined]
+    pointer = outcome.capture.params[0].pointer  # type: ignore[attr-defined]
+    assert pointer is not None and pointer.captured == 10000 * 4 and pointer.changed
+
+
+def test_never_launched_lists_the_kernels_seen(program: Path) -> None:
+    outcome = _capture(program, program.parent / "cap-never", "never", kernel="saxpy")
+    assert not outcome.ok  # type: ignore[attr-defined]
+    message = outcome.message  # type: ignore[attr-defined]
+    assert "never launched" in message and "spin" in message and "×3" in message, message
+
+
+def test_crash_after_the_launch(program: Path) -> None:
+    kept = _capture(program, program.parent / "cap-crash", "crash", kernel="saxpy")
+    assert kept.ok, kept.message  # type: ignore[attr-defined]
+    assert "signal" in kept.message  # type: ignore[attr-defined]
+    lost = _capture(program, program.parent / "cap-crash2", "crash", kernel="nothere")
+    assert not lost.ok  # type: ignore[attr-defined]
+    assert "crashed" in lost.message and "saxpy" in lost.message  # type: ignore[attr-defined]
+
+
+def test_slowest_and_max_bytes(program: Path) -> None:
+    slow = _capture(program, program.parent / "cap-slow", "plain", kernel="saxpy", slowest=True)
+    assert slow.ok, slow.message  # type: ignore[attr-defined]
+    assert 1 <= slow.capture.launch <= 3  # type: ignore[attr-defined]
+    small = _capture(program, program.parent / "cap-small", "plain", kernel="saxpy", max_bytes=100)
+    assert not small.ok  # type: ignore[attr-defined]
+    assert "--max-bytes" in small.message  # type: ignore[attr-defined]

@@ -1,0 +1,142 @@
+"""`bench` on a spec made from a capture, on the driver double (issue 39): the timed case runs
+on the captured bytes, and the original must first reproduce the captured outputs; a capture
+whose outputs it does not reproduce is refused with that reason. Also `cuda-llm spec
+--from-capture` end to end, and the capture library building against the toolkit's headers."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuda_llm_lsp.compile.capture_lib import CaptureBuildError, capture_library, find_toolchain
+from tests.unit.test_spec_from_capture import _write_capture
+
+ROOT = Path(__file__).resolve().parents[2]
+
+ACCUMULATE = """\
+extern "C" __global__ void accumulate(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += 2.0f * x[i];
+}
+"""
+
+
+def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["CUDA_LLM_LSP_DRIVER"] = "tests.unit.fake_cuda_driver"
+    env["XDG_CACHE_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def _capture(directory: Path, n: int, wrong: bool = False) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    after = y + 2 * x
+    if wrong:
+        after[n // 2] += 1.0
+    _write_capture(
+        directory,
+        {"n": n},
+        [("x", x.tobytes(), None), ("y", y.tobytes(), after.tobytes())],
+        grid=((n + 255) // 256, 1, 1),
+        block=(256, 1, 1),
+        demangled="accumulate",
+    )
+
+
+def test_spec_from_capture_benches_on_the_captured_data(tmp_path: Path) -> None:
+    source = tmp_path / "acc.cu"
+    source.write_text(ACCUMULATE)
+    _capture(tmp_path / "cap", 5000)
+    printed = cli("spec", str(source), "--from-capture", str(tmp_path / "cap"), home=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert 'args.y = "inout float32[n]"' in printed.stdout
+    assert 'args.x = "in float32[n]"' in printed.stdout
+    assert 'grid = "cdiv(n, 256)"' in printed.stdout
+    assert source.read_text() == ACCUMULATE  # printed only
+    written = cli(
+        "spec", str(source), "--from-capture", str(tmp_path / "cap"), "--write", home=tmp_path
+    )
+    assert written.returncode == 0, written.stderr
+    assert source.read_text() == printed.stdout + ACCUMULATE
+    out = cli("bench", str(source), home=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "n=5000): ok" in out.stdout, out.stdout
+    # a second --write replaces the spec, never stacks a second one
+    again = cli(
+        "spec", str(source), "--from-capture", str(tmp_path / "cap"), "--write", home=tmp_path
+    )
+    assert again.returncode == 0 and source.read_text().count("@cuda-llm") == 1
+
+
+def test_outputs_the_original_does_not_reproduce_are_refused(tmp_path: Path) -> None:
+    source = tmp_path / "acc.cu"
+    source.write_text(ACCUMULATE)
+    _capture(tmp_path / "cap", 5000, wrong=True)
+    assert cli("spec", str(source), "--from-capture", "cap", "--write", home=tmp_path).returncode
+    # (a relative --from-capture is taken from the working directory: here the repository)
+    written = cli(
+        "spec", str(source), "--from-capture", str(tmp_path / "cap"), "--write", home=tmp_path
+    )
+    assert written.returncode == 0, written.stderr
+    out = cli("bench", str(source), home=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "does not reproduce the captured outputs" in out.stdout + out.stderr, out.stdout
+    assert "y[2500]" in out.stdout + out.stderr, out.stdout
+
+
+def test_a_capture_outside_the_source_tree_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    source = tmp_path / "src" / "acc.cu"
+    source.write_text(ACCUMULATE)
+    _capture(tmp_path / "cap", 300)
+    out = cli("spec", str(source), "--from-capture", str(tmp_path / "cap"), home=tmp_path)
+    assert out.returncode == 2
+    assert "outside" in out.stderr and "--out" in out.stderr, out.stderr
+
+
+def test_capture_usage_errors(tmp_path: Path) -> None:
+    out = cli("capture", "--out", str(tmp_path / "c"), home=tmp_path)
+    assert out.returncode == 2 and "after --" in out.stderr
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "notes.txt").write_text("mine")
+    busy = cli("capture", "--out", str(tmp_path / "c"), "--", "/bin/true", home=tmp_path)
+    assert busy.returncode == 1 and "not a capture's" in busy.stderr, busy.stderr
+    assert (tmp_path / "c" / "notes.txt").read_text() == "mine"
+
+
+def test_the_capture_library_builds_and_exports_its_entry(tmp_path: Path) -> None:
+    try:
+        toolchain = find_toolchain()
+    except CaptureBuildError as exc:
+        pytest.skip(str(exc))
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path)  # (platformdirs reads it on each call)
+    try:
+        library = capture_library(toolchain)
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    assert library.is_file() and str(library).startswith(str(tmp_path))
+    nm = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    )
+    exported = [line.split()[-1] for line in nm.stdout.splitlines()]
+    assert exported == ["InitializeInjection"], exported  # nothing else leaks into the program
+    # loaded without CUDA_LLM_CAPTURE_OUT it stays out of the way (and needs no libcuda)
+    lib = ctypes.CDLL(str(library))
+    os.environ.pop("CUDA_LLM_CAPTURE_OUT", None)
+    assert lib.InitializeInjection() == 1
