@@ -126,14 +126,31 @@ def _run_once(
     return done.returncode, time.perf_counter() - start, output, None
 
 
-def _seen(out: Path) -> tuple[dict[str, int], int, bool]:
+@dataclass(frozen=True)
+class _Seen:
+    """seen.json: what the library saw (`found` false: it never started)."""
+
+    kernels: dict[str, int] = field(default_factory=dict)
+    graphs: int = 0
+    runtime: int = 0  # runtime-API launches (the driver's should match them)
+    found: bool = False
+
+
+def _seen(out: Path) -> _Seen:
     try:
         doc = json.loads((out / SEEN).read_text())
     except (OSError, ValueError):
-        return {}, 0, False
-    kernels = doc.get("kernels", {}) if isinstance(doc, dict) else {}
-    counts = {str(k): int(v) for k, v in kernels.items() if isinstance(v, int)}
-    return counts, int(doc.get("graph_launches", 0) or 0), True
+        return _Seen()
+    if not isinstance(doc, dict):
+        return _Seen()
+    kernels = doc.get("kernels", {})
+    counts = (
+        {str(k): int(v) for k, v in kernels.items() if isinstance(v, int)}
+        if isinstance(kernels, dict)
+        else {}
+    )
+    number = lambda key: int(doc.get(key, 0) or 0)  # noqa: E731
+    return _Seen(counts, number("graph_launches"), number("runtime_launches"), True)
 
 
 def _exit_text(rc: int | None) -> str:
@@ -144,10 +161,10 @@ def _exit_text(rc: int | None) -> str:
     return f"exited with status {rc}"
 
 
-def _not_captured(request: CaptureRequest, rc: int | None, seen_ok: bool, seen: dict[str, int],
-                  graphs: int, launch: int) -> str:  # fmt: skip
+def _not_captured(request: CaptureRequest, rc: int | None, found: _Seen, launch: int) -> str:
     what = f"kernel matching {request.kernel!r}" if request.kernel else "kernel"
-    if not seen_ok:
+    seen, graphs = found.kernels, found.graphs
+    if not found.found:
         return (
             f"nothing captured: the program {_exit_text(rc)} and the capture library never "
             "started (the program made no CUDA call, or it does not use the CUDA driver)"
@@ -155,6 +172,11 @@ def _not_captured(request: CaptureRequest, rc: int | None, seen_ok: bool, seen: 
     listed = ", ".join(f"{name} ×{n}" for name, n in sorted(seen.items(), key=lambda kv: -kv[1]))
     matching = sum(n for name, n in seen.items() if request.kernel in name)
     lines = [f"nothing captured: the program {_exit_text(rc)}"]
+    if not seen and found.runtime:
+        lines.append(
+            f"the CUDA runtime launched {found.runtime} kernels but the driver reported none of "
+            "them to the capture library (this CUDA version is not supported by capture)"
+        )
     if matching == 0:
         lines.append(f"it never launched a {what} directly")
     else:
@@ -194,17 +216,20 @@ def run_capture(request: CaptureRequest) -> CaptureOutcome:
         except (OSError, ValueError, AttributeError):
             times = []
         if not times:
-            seen, graphs, seen_ok = _seen(out)
-            message = _not_captured(request, rc, seen_ok, seen, graphs, 1)
-            return CaptureOutcome(False, message, out, None, seen, graphs, rc, wall, output)
+            found = _seen(out)
+            message = _not_captured(request, rc, found, 1)
+            return CaptureOutcome(
+                False, message, out, None, found.kernels, found.graphs, rc, wall, output
+            )
         launch = int(max(times, key=lambda t: t[1])[0])
         _prepare(out)
     rc, wall, output, why = _run_once(request, library, "capture", launch)
     if why:
         return CaptureOutcome(False, why, out, returncode=rc, wall_s=wall, output=output)
-    seen, graphs, seen_ok = _seen(out)
+    found = _seen(out)
+    seen, graphs = found.kernels, found.graphs
     if not (out / MANIFEST).is_file():
-        message = _not_captured(request, rc, seen_ok, seen, graphs, launch)
+        message = _not_captured(request, rc, found, launch)
         return CaptureOutcome(False, message, out, None, seen, graphs, rc, wall, output)
     try:
         capture = read_capture(out)

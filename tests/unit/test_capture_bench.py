@@ -140,3 +140,42 @@ def test_the_capture_library_builds_and_exports_its_entry(tmp_path: Path) -> Non
     lib = ctypes.CDLL(str(library))
     os.environ.pop("CUDA_LLM_CAPTURE_OUT", None)
     assert lib.InitializeInjection() == 1
+
+
+FAKE_PROGRAM = """\
+import json, os, signal, sys
+out = os.environ["CUDA_LLM_CAPTURE_OUT"]
+assert os.environ["CUDA_INJECTION64_PATH"].endswith(".so")
+assert sys.stdin.read() == ""  # stdin is closed, never the caller's
+seen = {"version": 1, "graph_launches": int(sys.argv[2]), "runtime_launches": 0,
+        "matched": 0, "captured": False, "kernels": {"spin(float*, int)": 3, "gemm": 1}}
+with open(os.path.join(out, "seen.json"), "w") as f:
+    json.dump(seen, f)
+if sys.argv[1] == "crash":
+    os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+@pytest.mark.parametrize("mode", ["exit", "crash"])
+def test_what_was_seen_is_said_when_nothing_is_captured(tmp_path: Path, mode: str) -> None:
+    """(A Python stand-in writes the library's seen.json, as a program that launched other
+    kernels, and CUDA graphs, would leave it.)"""
+    from cuda_llm_lsp.engine.capture import CaptureRequest, run_capture
+
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_PROGRAM)
+    try:
+        capture_library()
+    except CaptureBuildError as exc:
+        pytest.skip(str(exc))
+    command = (sys.executable, str(script), mode, "2")
+    outcome = run_capture(CaptureRequest(command, tmp_path / "c", kernel="saxpy", quiet=True))
+    assert not outcome.ok
+    assert "never launched a kernel matching 'saxpy'" in outcome.message, outcome.message
+    assert "spin(float*, int) ×3" in outcome.message and "gemm ×1" in outcome.message
+    assert "2 CUDA graphs" in outcome.message
+    if mode == "crash":
+        assert "killed by signal 11 (it crashed)" in outcome.message
+    else:
+        assert "exited with status 0" in outcome.message
+    assert outcome.seen == {"spin(float*, int)": 3, "gemm": 1}

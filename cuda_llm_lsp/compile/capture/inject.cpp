@@ -47,6 +47,7 @@ namespace {
 
 CL_FN(cuCtxSynchronize);
 CL_FN(cuMemcpy);
+CL_FN(cuMemcpyDtoH);
 CL_FN(cuPointerGetAttribute);
 CL_FN(cuFuncGetParamInfo);
 CL_FN(cuFuncGetName);
@@ -89,6 +90,7 @@ Settings g_settings;
 std::mutex g_mutex;
 std::map<std::string, long> g_seen;  // demangled (or mangled) name -> launches
 long g_graph_launches = 0;
+long g_runtime_launches = 0;  // runtime-API launches (diagnostics: the driver's are captured)
 long g_matched = 0;
 bool g_done = false;  // captured (or failed): later launches are only counted
 bool g_failed = false;
@@ -140,6 +142,7 @@ bool write_text(const std::string& name, const std::string& text) {
 
 void write_seen() {
   std::string s = "{\"version\": 1, \"graph_launches\": " + std::to_string(g_graph_launches) +
+                  ", \"runtime_launches\": " + std::to_string(g_runtime_launches) +
                   ", \"matched\": " + std::to_string(g_matched) +
                   ", \"captured\": " + (g_done && !g_failed ? "true" : "false") +
                   ", \"kernels\": {";
@@ -186,6 +189,14 @@ void at_exit() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_settings.time_mode) write_times();
   write_seen();
+}
+
+// Device or managed memory to the host: cuMemcpyDtoH, else the unified-addressing cuMemcpy
+// (host memory a kernel reads directly, e.g. pinned and mapped).
+CUresult copy_out(void* host, CUdeviceptr src, size_t n) {
+  CUresult r = p_cuMemcpyDtoH ? p_cuMemcpyDtoH(host, src, n) : CUDA_ERROR_NOT_SUPPORTED;
+  if (r != CUDA_SUCCESS) r = p_cuMemcpy(reinterpret_cast<CUdeviceptr>(host), src, n);
+  return r;
 }
 
 std::string cu_error(const char* what, CUresult r) {
@@ -316,8 +327,7 @@ void capture_enter(const LaunchView& v, const std::string& mangled, const std::s
   for (auto& param : p.params) {
     if (!param.pointer) continue;
     param.before.resize(param.captured);
-    r = p_cuMemcpy(reinterpret_cast<CUdeviceptr>(param.before.data()), param.addr,
-                   param.captured);
+    r = copy_out(param.before.data(), param.addr, param.captured);
     if (r != CUDA_SUCCESS) {
       fail(cu_error("copying a buffer before the launch", r));
       return;
@@ -377,8 +387,7 @@ void capture_exit() {
                         "\"";
     if (param.pointer) {
       after.resize(param.captured);
-      CUresult r = p_cuMemcpy(reinterpret_cast<CUdeviceptr>(after.data()), param.addr,
-                              param.captured);
+      CUresult r = copy_out(after.data(), param.addr, param.captured);
       if (r != CUDA_SUCCESS) {
         fail(cu_error("copying a buffer after the launch", r));
         return;
@@ -434,8 +443,15 @@ void capture_exit() {
 
 void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                        const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || t_inside) return;
   auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (info->callbackSite == CUPTI_API_ENTER) {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g_runtime_launches++;
+    }
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || t_inside) return;
   if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
       cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
     if (info->callbackSite == CUPTI_API_ENTER) {
@@ -512,6 +528,7 @@ bool load_driver() {
   if (!h) return false;
   CL_LOAD(h, cuCtxSynchronize);
   CL_LOAD(h, cuMemcpy);
+  CL_LOAD(h, cuMemcpyDtoH);
   CL_LOAD(h, cuPointerGetAttribute);
   CL_LOAD(h, cuFuncGetParamInfo);
   CL_LOAD(h, cuFuncGetName);
@@ -578,5 +595,13 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
       return 1;
     }
   }
+  const CUpti_CallbackId runtime_ids[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+  };
+  for (CUpti_CallbackId id : runtime_ids)  // counted only: a diagnostic if the driver's miss
+    cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   return 1;
 }
