@@ -81,3 +81,25 @@ def resolved_base(param: Param, template_args: Mapping[str, str]) -> str:
     """`param`'s base C type, a template parameter replaced by its argument (`T` -> `float`)."""
     base = normalize_c_type(param.base_type)
     return normalize_c_type(template_args.get(base, base))
+
+
+_TYPEDEF = re.compile(r"\btypedef\s+([A-Za-z_][\w:\s]*?)\s+([A-Za-z_]\w*)\s*;")
+_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w:\s]*?)\s*;")
+
+
+def type_aliases(source: str) -> dict[str, str]:
+    """`typedef __nv_bfloat16 floatX;` / `using floatX = __nv_bfloat16;` -> {floatX: ...}."""
+    aliases: dict[str, str] = {}
+    for m in _TYPEDEF.finditer(source):
+        aliases[m.group(2)] = normalize_c_type(m.group(1))
+    for m in _USING.finditer(source):
+        aliases[m.group(1)] = normalize_c_type(m.group(2))
+    return aliases
+
+
+def resolve_alias(base: str, aliases: dict[str, str]) -> str:
+    seen: set[str] = set()
+    while base in aliases and base not in seen:
+        seen.add(base)
+        base = aliases[base]
+    return base

@@ -14,9 +14,13 @@ from cuda_llm_lsp.source.c_types import (
     FLOAT_DTYPES,
     VECTOR_TYPES,
     c_type_dtype,
+    resolve_alias,
     resolved_base,
+    type_aliases,
 )
+from cuda_llm_lsp.source.expr import ExprError, parse_expr
 from cuda_llm_lsp.source.kernels import Kernel, Param
+from cuda_llm_lsp.source.launch_facts import static_launch
 from cuda_llm_lsp.source.roles import infer_roles
 from cuda_llm_lsp.source.spec.cases import MAX_THREADS_PER_BLOCK
 from cuda_llm_lsp.source.templates import (
@@ -43,6 +47,8 @@ _PAIRS = (
     ("rows", "cols"), ("nrows", "ncols"), ("num_rows", "num_cols"), ("n_rows", "n_cols"),
     ("height", "width"), ("h", "w"), ("ny", "nx"), ("m", "n"),
 )  # fmt: skip
+_COUNT_NOTES = ("# review: counts assume", "# counts assume")
+_LAUNCH_NOTES = ("# 1-D launch", "# 2-D launch", "# 3-D launch")
 _TRIPLES = (("nz", "ny", "nx"), ("depth", "height", "width"), ("d", "h", "w"))
 
 
@@ -51,6 +57,7 @@ def draft_spec(kernel: Kernel, source: str) -> str:
 
     Long because it writes the draft's lines in the order they appear, one block per spec key."""
     roles = infer_roles(kernel, source)
+    aliases = type_aliases(source)
     lines = [
         "/* @cuda-llm",
         f"# Draft test spec for {kernel.name}, inferred from its signature: review every line.",
@@ -136,17 +143,53 @@ def draft_spec(kernel: Kernel, source: str) -> str:
         block = _quote(block_size) if isinstance(block_size, str) else str(block_size)
         lines.append(f"# 1-D launch: one thread per element of {main}.")
 
+    facts = static_launch(kernel, source) if not kernel.is_template else None
+    smem_line = None
+    if facts is not None:
+        used: set[str] = set()
+        launch_known = facts.grid is not None and facts.block is not None
+        exprs = [*facts.counts.values()]
+        if launch_known:
+            exprs += [*(facts.grid or ()), *(facts.block or ()), facts.smem or "0"]
+        for text in exprs:
+            used |= _names(text)
+        int_names = {p.name for p in ints}
+        if used <= int_names:
+            for name in sorted(used - set(sizes), key=[p.name for p in ints].index):
+                sizes[name] = [32, 64, 96, 768]
+            counts.update(facts.counts)
+            if all(p.name in facts.counts for p in pointers):  # the guesses' notes are moot
+                lines = [ln for ln in lines if not ln.lower().startswith(_COUNT_NOTES)]
+            if facts.counts:
+                lines.append(
+                    f"# Counts of {', '.join(facts.counts)}: from the file's cudaMalloc sizes."
+                )
+            if launch_known:
+                lines = [ln for ln in lines if not ln.startswith(_LAUNCH_NOTES)]
+                grid = _dims_text(facts.grid or ())
+                block = _dims_text(facts.block or ())
+                lines.append(f"# Launch as the file launches it (line {facts.line + 1}).")
+                if facts.smem is None:
+                    lines.append(
+                        "# review: the launch site passes shared memory this draft "
+                        "cannot express over the sizes: add smem"
+                    )
+                elif facts.smem != "0":
+                    smem_line = f"smem = {_quote(facts.smem)}"
+
     for name, values in sizes.items():
         lines.append(f"sizes.{name} = [{', '.join(str(v) for v in values)}]")
     lines.append(f"grid = {grid}")
     lines.append(f"block = {block}")
+    if smem_line:
+        lines.append(smem_line)
     lines.append("# Roles: in = only read (checked unchanged); inout = read and written;")
     lines.append("# out = only written (poisoned before each run: every element must be written).")
     width = max((len(p.name) for p in kernel.params), default=1)
     for p in kernel.params:
         pad = " " * (width - len(p.name))
         if p.is_pointer:
-            base = resolved_base(p, template_args)
+            base = resolve_alias(resolved_base(p, template_args), aliases)
             dtype = c_type_dtype(base)
             count = counts.get(p.name, default_count)
             note = ""
@@ -173,6 +216,20 @@ def draft_spec(kernel: Kernel, source: str) -> str:
         lines.append(f"# {kernel.name} has no pointer parameters: there is no output to compare.")
     lines.append("*/")
     return "\n".join(lines) + "\n"
+
+
+def _names(text: str) -> set[str]:
+    try:
+        return parse_expr(text).names()
+    except ExprError:
+        return {"?"}
+
+
+def _dims_text(parts: tuple[str, ...]) -> str:
+    def one(text: str) -> str:
+        return text if text.isdigit() else _quote(text)
+
+    return one(parts[0]) if len(parts) == 1 else "[" + ", ".join(one(p) for p in parts) + "]"
 
 
 def _quote(text: str) -> str:

@@ -182,6 +182,42 @@ def _edit_key(edit: Edit) -> tuple[Point, Point]:
     return edit.span.start, edit.span.end
 
 
+@dataclass(frozen=True)
+class SiteContext:
+    """A launch site with what encloses it: the host function's name, its parameter names and
+    its text up to the launch (where the launch's variables and allocations are defined)."""
+
+    site: LaunchSite
+    function: str  # "" at file scope
+    params: tuple[str, ...]
+    before: str
+
+
+def sites_in_context(text: str, kernel: str) -> list[SiteContext]:
+    """Every launch of `kernel` with its enclosing function (`source/launch_facts.py`)."""
+    scan = _Scan(text, kernel)
+    found = []
+    for site, node in scan.sites():
+        function = _ancestor(node, "function_definition")
+        name, params, before = "", (), ""
+        if function is not None:
+            before = scan.data[function.start_byte : node.start_byte].decode("utf-8", "replace")
+            declarator = function.child_by_field_name("declarator")
+            while declarator is not None and declarator.type != "function_declarator":
+                declarator = declarator.child_by_field_name("declarator")
+            if declarator is not None:
+                inner = declarator.child_by_field_name("declarator")
+                name = scan.src(inner).split("::")[-1] if inner is not None else ""
+                plist = declarator.child_by_field_name("parameters")
+                params = tuple(
+                    ids[-1]
+                    for p in _items(plist)
+                    if (ids := re.findall(r"[A-Za-z_]\w*", scan.src(p).split("=")[0]))
+                )
+        found.append(SiteContext(site, name, params, before))
+    return found
+
+
 def find_launch_sites(text: str, kernel: str) -> list[LaunchSite]:
     """Every `<<<...>>>` launch of `kernel` (its name without scope or template arguments)."""
     return [site for site, _ in _Scan(text, kernel).sites()]

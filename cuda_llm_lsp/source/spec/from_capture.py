@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import struct
 from dataclasses import dataclass
 
@@ -35,6 +34,8 @@ from cuda_llm_lsp.source.c_types import (
     VECTOR_TYPES,
     c_type_dtype,
     normalize_c_type,
+    resolve_alias,
+    type_aliases,
 )
 from cuda_llm_lsp.source.capture_manifest import Capture, CapturedParam, CaptureError
 from cuda_llm_lsp.source.kernels import Kernel
@@ -45,8 +46,6 @@ ITEMSIZE: dict[str, int] = {
     "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8,
 }  # fmt: skip
 _MAX_FACTORS = 3
-_TYPEDEF = re.compile(r"\btypedef\s+([A-Za-z_][\w:\s]*?)\s+([A-Za-z_]\w*)\s*;")
-_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w:\s]*?)\s*;")
 
 
 @dataclass(frozen=True)
@@ -54,24 +53,6 @@ class Extent:
     count: str  # the element count expression
     factors: tuple[str, ...]  # the sizes it names
     review: str | None = None
-
-
-def type_aliases(source: str) -> dict[str, str]:
-    """`typedef __nv_bfloat16 floatX;` / `using floatX = __nv_bfloat16;` -> {floatX: ...}."""
-    aliases: dict[str, str] = {}
-    for m in _TYPEDEF.finditer(source):
-        aliases[m.group(2)] = normalize_c_type(m.group(1))
-    for m in _USING.finditer(source):
-        aliases[m.group(1)] = normalize_c_type(m.group(2))
-    return aliases
-
-
-def resolve_alias(base: str, aliases: dict[str, str]) -> str:
-    seen: set[str] = set()
-    while base in aliases and base not in seen:
-        seen.add(base)
-        base = aliases[base]
-    return base
 
 
 def find_captured_kernel(kernels: list[Kernel], capture: Capture) -> Kernel:

@@ -1,0 +1,280 @@
+"""What the file itself says about a kernel's launch (issue 39, item 3): the grid, block and
+shared memory of its first `<<<...>>>` launch site and the extents of the buffers it passes,
+from `cudaMalloc(&p, n * sizeof(T))`, all written over the kernel's own integer parameters so
+that a draft spec can use them and `check` can compare a spec with them.
+
+Text-level and conservative: a launch expression is resolved through the enclosing function's
+`int x = ...;` / `dim3 x(...);` definitions and the file's numeric `#define`s, a ceiling-division
+macro (`CEIL_DIV`, `ceil_div`, `DIV_UP`, ...) becomes `cdiv`, and the launcher's names become the
+kernel's parameter names through what the site passes for them (one call level up for buffers:
+the launcher's callers' `cudaMalloc`s). Whatever does not end as an expression over the kernel's
+integer parameters (`source/expr.py` parses it) is left out: the draft keeps its guess.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from cuda_llm_lsp.source.c_types import c_type_dtype, normalize_c_type, resolve_alias, type_aliases
+from cuda_llm_lsp.source.expr import ExprError, parse_expr
+from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.launch_sites import SiteContext, sites_in_context
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_CDIV_MACROS = ("CEIL_DIV", "ceil_div", "CEILDIV", "DIV_UP", "div_up", "DIVUP", "CDIV", "cdiv",
+                "ceildiv", "DIV_ROUND_UP", "CUDA_CEIL_DIV")  # fmt: skip
+_LOCAL = re.compile(
+    r"\b(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+|signed\s+)?"
+    r"(?:int|long|long\s+long|size_t|unsigned|auto|int32_t|int64_t|uint32_t|uint64_t|dim3)\s+"
+    r"([A-Za-z_]\w*)\s*(?:=\s*([^;{]+?)|\(([^;]*)\)|\{([^;]*)\})\s*;"
+)
+_DEFINE = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?\s*(\d+)\s*\)?[ \t]*$", re.M
+)
+_MALLOC = re.compile(
+    r"\bcudaMalloc(?:Managed|Async)?\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*([A-Za-z_]\w*)\s*,"
+)
+_SIZEOF = re.compile(r"sizeof\s*\(\s*([^()]*?)\s*\)")
+_ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
+             "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StaticLaunch:
+    """Expressions over the kernel's integer parameters, each None where the file did not say."""
+
+    line: int  # 0-based line of the launch site
+    grid: tuple[str, ...] | None = None
+    block: tuple[str, ...] | None = None
+    smem: str | None = None
+    counts: dict[str, str] = field(default_factory=dict)  # pointer parameter -> element count
+
+
+def _balanced(text: str, start: int) -> str:
+    """The text from `start` up to the first `,` or `)` at depth 0."""
+    depth = 0
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                return text[start:i]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return text[start:i]
+    return text[start:]
+
+
+def _until_close(text: str, start: int) -> str:
+    """The text from `start` up to the `)` closing the parenthesis just before it."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in "([{":
+            depth += 1
+        elif text[i] in ")]}":
+            if depth == 0:
+                return text[start:i]
+            depth -= 1
+    return text[start:]
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def _locals(before: str) -> dict[str, list[str]]:
+    """name -> its definition's expression(s) (a dim3's components); the last definition wins."""
+    found: dict[str, list[str]] = {}
+    for m in _LOCAL.finditer(before):
+        value = m.group(2) if m.group(2) is not None else (m.group(3) or m.group(4) or "")
+        parts = _split_top(value)
+        if parts:
+            found[m.group(1)] = parts
+    return found
+
+
+def _defines(source: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in _DEFINE.finditer(source)}
+
+
+def _cast_free(text: str) -> str:
+    text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|long|size_t|unsigned)\s*\)", "", text)
+    text = re.sub(r"static_cast\s*<[^<>]*>", "", text)
+    return text
+
+
+def _substitute(text: str, table: dict[str, str]) -> str:
+    return _IDENT.sub(lambda m: table.get(m.group(0), m.group(0)), text)
+
+
+class _Resolver:
+    def __init__(self, kernel: Kernel, ctx: SiteContext, source: str) -> None:
+        self.kernel = kernel
+        self.locals = _locals(ctx.before)
+        self.defines = _defines(source)
+        self.aliases = type_aliases(source)
+        ints = {p.name for p in kernel.params if not p.is_pointer}
+        # what the site passes for each integer parameter -> the parameter's name
+        self.passed: dict[str, str] = {}
+        for p, arg in zip(kernel.params, ctx.site.args, strict=False):
+            if p.name in ints:
+                self.passed[_strip_parens(" ".join(self.expand(arg).split()))] = p.name
+        self.ints = ints
+
+    def expand(self, text: str, depth: int = 0) -> str:
+        """`text` with locals, numeric `#define`s, `sizeof` of element types and
+        ceiling-division macros replaced."""
+        text = _cast_free(text)
+        text = _SIZEOF.sub(self._sizeof, text)
+        for macro in _CDIV_MACROS:
+            text = re.sub(rf"\b{macro}\s*\(", "cdiv(", text)
+        if depth > 6:
+            return text
+
+        def one(m: re.Match[str]) -> str:
+            name = m.group(0)
+            if name in self.locals and len(self.locals[name]) == 1:
+                value = self.expand(self.locals[name][0], depth + 1).strip()
+                return value if re.fullmatch(r"\w+", value) else f"({value})"
+            return self.defines.get(name, name)
+
+        return _IDENT.sub(one, text)
+
+    def _sizeof(self, m: re.Match[str]) -> str:
+        base = resolve_alias(normalize_c_type(m.group(1)), self.aliases)
+        dtype = c_type_dtype(base)
+        size = _ITEMSIZE.get(dtype or "")
+        return str(size) if size else m.group(0)
+
+    def kernel_terms(self, text: str) -> str | None:
+        """`text` over the kernel's integer parameters, else None."""
+        expanded = " ".join(self.expand(text).split())
+        for passed, name in sorted(self.passed.items(), key=lambda kv: -len(kv[0])):
+            if passed and not _IDENT.fullmatch(passed):
+                expanded = expanded.replace(f"({passed})", name)
+                expanded = re.sub(
+                    rf"(?<![/%\w]\s)(?<![/%\w]){re.escape(passed)}(?!\w)", name, expanded
+                )
+        idents = {p: n for p, n in self.passed.items() if _IDENT.fullmatch(p)}
+        expanded = _substitute(expanded, idents)
+        return _checked(expanded, self.ints)
+
+    def dims(self, text: str) -> tuple[str, ...] | None:
+        name = text.strip()
+        if len(self.locals.get(name, [])) > 1:  # dim3 name(x, y[, z])
+            parts = [self.kernel_terms(p) for p in self.locals[name]]
+            return tuple(p for p in parts if p is not None) if all(parts) else None
+        m = re.fullmatch(r"dim3\s*\((.*)\)", name, re.S)
+        if m:
+            parts = [self.kernel_terms(p) for p in _split_top(m.group(1))]
+            return tuple(p for p in parts if p is not None) if all(parts) else None
+        one = self.kernel_terms(text)
+        return (one,) if one is not None else None
+
+
+def _strip_parens(text: str) -> str:
+    text = text.strip()
+    while text.startswith("(") and text.endswith(")") and _balanced(text, 1) == text[1:-1]:
+        text = text[1:-1].strip()
+    return text
+
+
+def _checked(text: str, allowed: set[str]) -> str | None:
+    text = _strip_parens(text)
+    try:
+        expr = parse_expr(text)
+    except ExprError:
+        return None
+    if not expr.names() <= allowed:
+        return None
+    return text
+
+
+def _malloc_counts(source: str) -> dict[str, str]:
+    """variable -> its cudaMalloc's element count (the byte size without its `sizeof`)."""
+    counts: dict[str, str] = {}
+    for m in _MALLOC.finditer(source):
+        size = _balanced(source, m.end()).strip()
+        found = list(_SIZEOF.finditer(size))
+        if len(found) != 1:
+            continue
+        s = found[0]
+        rest = (size[: s.start()] + "1" + size[s.end() :]).strip()
+        rest = re.sub(r"\*\s*1\b(?!\d)|\b1\s*\*", "", rest).strip() or "1"
+        counts[m.group(1)] = rest
+    return counts
+
+
+def _callers(source: str, function: str, params: tuple[str, ...]) -> list[dict[str, str]]:
+    """For each call of `function` in the file: its parameter -> the argument's text."""
+    calls = []
+    for m in re.finditer(rf"(?<![\w.>:]){re.escape(function)}\s*\(", source):
+        # a definition or declaration has a type before the name: skip those
+        head = source[max(0, m.start() - 40) : m.start()].rstrip()
+        if re.search(r"(?:void|int|float|static|inline|\*|>)\s*$", head):
+            continue
+        args = _split_top(_until_close(source, m.end()))
+        if len(args) == len(params):
+            calls.append(dict(zip(params, args, strict=True)))
+    return calls
+
+
+def static_launch(kernel: Kernel, source: str) -> StaticLaunch | None:
+    """The file's own launch of `kernel`, in the kernel's terms (None: no usable site)."""
+    try:
+        contexts = sites_in_context(source, kernel.name)
+    except Exception:  # a file tree-sitter reads oddly: no facts, never a failure
+        return None
+    ctx = next((c for c in contexts if len(c.site.args) == len(kernel.params)), None)
+    if ctx is None:
+        return None
+    resolver = _Resolver(kernel, ctx, source)
+    config = ctx.site.config
+    grid = resolver.dims(config[0]) if config else None
+    block = resolver.dims(config[1]) if len(config) > 1 else None
+    smem = resolver.kernel_terms(config[2]) if len(config) > 2 else "0"
+    counts: dict[str, str] = {}
+    mallocs = _malloc_counts(source)
+    callers = _callers(source, ctx.function, ctx.params) if ctx.function else []
+    for p, arg in zip(kernel.params, ctx.site.args, strict=True):
+        if not p.is_pointer:
+            continue
+        name = arg.strip().lstrip("(").rstrip(")").strip()
+        if not _IDENT.fullmatch(name):
+            continue
+        if name in mallocs:
+            count = resolver.kernel_terms(mallocs[name])
+            if count is not None:
+                counts[p.name] = count
+                continue
+        if name in ctx.params:  # a launcher parameter: its callers' allocations
+            for call in callers:
+                outer = call[name].strip()
+                if outer in mallocs:
+                    # the caller's names -> the launcher's parameter names -> the kernel's
+                    back = {v.strip(): k for k, v in call.items() if _IDENT.fullmatch(v.strip())}
+                    text = _substitute(mallocs[outer], back)
+                    for k, v in call.items():
+                        plain = _strip_parens(" ".join(v.split()))
+                        if not _IDENT.fullmatch(plain) and plain in " ".join(text.split()):
+                            text = " ".join(text.split()).replace(plain, k)
+                    count = resolver.kernel_terms(text)
+                    if count is not None:
+                        counts[p.name] = count
+                        break
+    return StaticLaunch(ctx.site.line, grid, block, smem, counts)

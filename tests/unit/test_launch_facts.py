@@ -1,0 +1,90 @@
+"""Static drafts from the file itself (issue 39, item 3): a training-kernels file with a
+launcher per kernel and a main that allocates every buffer; the draft takes the launch (grid,
+block, smem), the element types through `typedef` and the extents from the `cudaMalloc`s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.source.draft import draft_spec
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels
+from cuda_llm_lsp.source.launch_facts import static_launch
+from cuda_llm_lsp.source.spec import parse_spec
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "training_kernels.cu"
+SOURCE = DATA.read_text()
+
+
+def _kernel(name: str, source: str = SOURCE) -> Kernel:
+    return next(k for k in find_kernels(source) if k.name == name)
+
+
+def _drafted(name: str):  # type: ignore[no-untyped-def]
+    kernel = _kernel(name)
+    block = draft_spec(kernel, SOURCE)
+    start = SOURCE.index(SOURCE[kernel_offset(kernel) :].split("\n")[0])
+    text = SOURCE[:start] + block + SOURCE[start:]
+    spec, errors = parse_spec(_kernel(name, text), text)
+    assert spec is not None, (block, errors)
+    assert not [e for e in errors if e.severity == "error"], errors
+    return block, spec
+
+
+def kernel_offset(kernel: Kernel) -> int:
+    lines = SOURCE.splitlines(keepends=True)
+    return sum(len(line) for line in lines[: kernel.span.start.line])
+
+
+def test_launch_and_extents_in_the_kernels_terms() -> None:
+    facts = static_launch(_kernel("layernorm_forward_kernel"), SOURCE)
+    assert facts is not None
+    assert facts.grid == ("cdiv(N * 32, 512)",) and facts.block == ("512",)
+    # out = cudaMalloc(B * T * C * sizeof(floatX)) in main, passed through the launcher, whose
+    # N is B * T: in the kernel's terms N * C
+    assert facts.counts == {
+        "out": "N * C", "mean": "N", "rstd": "N", "inp": "N * C", "weight": "C", "bias": "C",
+    }  # fmt: skip
+    matmul = static_launch(_kernel("matmul_bias_kernel"), SOURCE)
+    assert matmul is not None
+    assert matmul.grid == ("cdiv(OC, 16)", "cdiv(BT, 16)") and matmul.block == ("16", "16")
+    assert matmul.counts["weight"] == "OC * C" and matmul.counts["out"] == "BT * OC"
+    softmax = static_launch(_kernel("softmax_forward_kernel"), SOURCE)
+    assert softmax is not None and softmax.grid == ("N",) and softmax.smem == "2 * 256 / 32 * 4"
+    residual = static_launch(_kernel("residual_forward_kernel"), SOURCE)
+    assert residual is not None and residual.counts == {"out": "N", "inp1": "N", "inp2": "N"}
+
+
+def test_layernorm_draft_is_right_as_printed() -> None:
+    block, spec = _drafted("layernorm_forward_kernel")
+    assert 'grid = "cdiv(N * 32, 512)"' in block and "block = 512" in block, block
+    assert spec.arg("out").dtype == "bfloat16"  # typedef __nv_bfloat16 floatX
+    counts = {a.name: a.count for a in spec.args if a.is_pointer}
+    assert counts == {
+        "out": "N * C", "mean": "N", "rstd": "N", "inp": "N * C", "weight": "C", "bias": "C",
+    }  # fmt: skip
+    assert spec.arg("mean").role == "out" and spec.arg("inp").role == "in"
+    assert "counts assume" not in block.lower() and "1-D launch" not in block
+
+
+def test_softmax_draft_has_the_sites_shared_memory() -> None:
+    block, spec = _drafted("softmax_forward_kernel")
+    assert 'smem = "2 * 256 / 32 * 4"' in block
+    assert spec.cases()[-1].smem == 64 and spec.cases()[-1].block == (256, 1, 1)
+    assert spec.cases()[-1].grid[0] == spec.cases()[-1].sizes["N"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["encoder_forward_kernel", "matmul_bias_kernel", "residual_forward_kernel"],
+)
+def test_every_draft_of_the_file_parses_with_the_files_launch(name: str) -> None:
+    block, _ = _drafted(name)
+    assert "# Launch as the file launches it" in block
+
+
+def test_no_site_keeps_the_guess() -> None:
+    source = "__global__ void k(float* y, int n) { y[threadIdx.x] = n; }\n"
+    assert static_launch(find_kernels(source)[0], source) is None
+    assert "Launch as the file" not in draft_spec(find_kernels(source)[0], source)
