@@ -38,6 +38,9 @@ from cuda_llm_lsp.engine import (
     include_dir_problem,
     with_nvcc,
 )
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.launch_facts import launch_disagreements
+from cuda_llm_lsp.source.spec import parse_spec
 
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
 
@@ -123,8 +126,11 @@ def _run(args: argparse.Namespace) -> int:
         # but the file was not checked: the command does not pass it
         unfinished = any(d.code == TIMEOUT_CODE for d in analysis.diagnostics)
         failed = failed or bool(analysis.errors) or unfinished
+        launch_warnings = _launch_warnings(text)
         file_diagnostics = [
-            _diagnostic_json(name, d) for d in analysis.diagnostics if d.severity in _SHOWN
+            _diagnostic_json(name, d)
+            for d in (*analysis.diagnostics, *launch_warnings)
+            if d.severity in _SHOWN
         ]
         file_kernels = [
             _kernel_json(name, info, instance)
@@ -141,9 +147,34 @@ def _run(args: argparse.Namespace) -> int:
         kernels.extend(file_kernels)
         if args.format == "text":
             _print_text(name, analysis)
+            for d in launch_warnings:
+                print(f"{name}:{d.line}:{d.column}: {d.severity}: {d.message}")
     if args.format == "json":
         print(json.dumps({"diagnostics": diagnostics, "kernels": kernels}, indent=2))
     return 2 if refused else 1 if failed else 0
+
+
+def _launch_warnings(text: str) -> list[Diagnostic]:
+    """A spec whose launch is not the file's own (its launch site, `__launch_bounds__`):
+    warnings at the spec's lines (issue 39). Here, not in the analysis the editor runs on each
+    edit: they read the whole file's launch sites and allocations."""
+    found: list[Diagnostic] = []
+    try:
+        for kernel in find_kernels(text):
+            if kernel.spec is None:
+                continue
+            spec, _ = parse_spec(kernel, text)
+            if spec is None:
+                continue
+            for w in launch_disagreements(kernel, spec, text):
+                s, e = w.span.start, w.span.end
+                found.append(
+                    Diagnostic(s.line + 1, s.column + 1, e.line + 1, e.column + 1, w.severity,
+                               w.message)
+                )  # fmt: skip
+    except Exception:  # a check of our own must never cost the user the compile's findings
+        return []
+    return found
 
 
 def _message(d: Diagnostic) -> str:

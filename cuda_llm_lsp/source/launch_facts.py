@@ -13,13 +13,17 @@ integer parameters (`source/expr.py` parses it) is left out: the draft keeps its
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from cuda_llm_lsp.source.c_types import c_type_dtype, normalize_c_type, resolve_alias, type_aliases
-from cuda_llm_lsp.source.expr import ExprError, parse_expr
+from cuda_llm_lsp.source.expr import ExprError, evaluate, parse_expr
 from cuda_llm_lsp.source.kernels import Kernel
 from cuda_llm_lsp.source.launch_sites import SiteContext, sites_in_context
+from cuda_llm_lsp.source.spec.locate import Locator
+from cuda_llm_lsp.source.spec.model import SpecError, TestSpec
+from cuda_llm_lsp.source.templates import int_literal, split_template_args
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CDIV_MACROS = ("CEIL_DIV", "ceil_div", "CEILDIV", "DIV_UP", "div_up", "DIVUP", "CDIV", "cdiv",
@@ -278,3 +282,70 @@ def static_launch(kernel: Kernel, source: str) -> StaticLaunch | None:
                         counts[p.name] = count
                         break
     return StaticLaunch(ctx.site.line, grid, block, smem, counts)
+
+
+def launch_disagreements(kernel: Kernel, spec: TestSpec, source: str) -> list[SpecError]:
+    """Warnings where `spec`'s launch is not the one the file makes: its timed case's grid,
+    block or smem against the file's own launch site (evaluated with the case's scalar
+    arguments), and any case's block against `__launch_bounds__` (that launch would fail)."""
+    if kernel.spec is None:
+        return []
+    try:
+        cases = spec.cases()
+    except ValueError:
+        return []
+    found: list[tuple[str, str]] = []
+    if kernel.launch_bounds:
+        bound = int_literal(split_template_args(kernel.launch_bounds)[0])
+        over = [c for c in cases if bound and math.prod(c.block) > bound]
+        if bound and over:
+            c = over[0]
+            found.append((
+                "block",
+                f"case {c.index} launches {math.prod(c.block)} threads per block but the kernel "
+                f"is declared __launch_bounds__({kernel.launch_bounds}): that launch fails",
+            ))  # fmt: skip
+    facts = static_launch(kernel, source)
+    if facts is not None:
+        timed = cases[-1]
+        env = {k: v for k, v in timed.scalars.items() if isinstance(v, int)}
+        for key, exprs, got in (
+            ("grid", facts.grid, timed.grid),
+            ("block", facts.block, timed.block),
+            ("smem", (facts.smem,) if facts.smem is not None else None, (timed.smem,)),
+        ):
+            if exprs is None:
+                continue
+            try:
+                values = tuple(int(evaluate(e, env)) for e in exprs)
+            except (ExprError, ValueError, TypeError, ZeroDivisionError):
+                continue
+            if key != "smem":
+                values = (*values, *(1,) * (3 - len(values)))
+            if values != tuple(got):
+                shown = ", ".join(exprs)
+                found.append((
+                    key,
+                    f"{key} {_show(got)} in the timed case ({timed.describe()}), but the file "
+                    f"launches {kernel.name} with {key} {_show(values)} at line {facts.line + 1} "
+                    f"({shown}): the spec does not test the launch the program makes",
+                ))  # fmt: skip
+    if not found:
+        return []
+    locator = Locator(kernel.spec)
+    written = spec_keys(kernel)
+    return [
+        SpecError(locator.key((key,)) if key in written else locator.marker(), message, "warning")
+        for key, message in found
+    ]
+
+
+def spec_keys(kernel: Kernel) -> set[str]:
+    """The top-level keys written in the kernel's spec block (a missing smem has no line)."""
+    if kernel.spec is None:
+        return set()
+    return {m.group(1) for m in re.finditer(r"^\s*([A-Za-z_]\w*)\s*=", kernel.spec.toml, re.M)}
+
+
+def _show(values: tuple[int, ...]) -> str:
+    return str(values[0]) if len(values) == 1 else "(" + ", ".join(str(v) for v in values) + ")"

@@ -88,3 +88,57 @@ def test_no_site_keeps_the_guess() -> None:
     source = "__global__ void k(float* y, int n) { y[threadIdx.x] = n; }\n"
     assert static_launch(find_kernels(source)[0], source) is None
     assert "Launch as the file" not in draft_spec(find_kernels(source)[0], source)
+
+
+WRONG_SPEC = """/* @cuda-llm
+sizes.N = [1, 17, 4096]
+sizes.C = [32, 64, 768]
+grid = "cdiv(N, 256)"
+block = 1024
+args.out = "bfloat16[N * C]"
+args.mean = "float32[N]"
+args.rstd = "float32[N]"
+args.inp = "bfloat16[N * C]"
+args.weight = "bfloat16[C]"
+args.bias = "bfloat16[C]"
+args.N = "N"
+args.C = "C"
+*/
+"""
+
+
+def test_check_warns_when_a_spec_is_not_the_files_launch(tmp_path: Path) -> None:
+    """The issue's user: a draft launching 1/32 of the warps, with a block over the kernel's
+    `__launch_bounds__`; `check` said nothing. Now: a warning at each line, exit unchanged."""
+    import subprocess
+    import sys
+
+    kernel = _kernel("layernorm_forward_kernel")
+    at = kernel_offset(kernel)
+    text = SOURCE[:at] + WRONG_SPEC + SOURCE[at:]
+    spec, errors = parse_spec(_kernel("layernorm_forward_kernel", text), text)
+    assert spec is not None, errors
+    from cuda_llm_lsp.source.launch_facts import launch_disagreements
+
+    found = launch_disagreements(_kernel("layernorm_forward_kernel", text), spec, text)
+    messages = " | ".join(w.message for w in found)
+    assert "__launch_bounds__(512)" in messages and "1024 threads" in messages, messages
+    assert "grid (16, 1, 1)" in messages and "grid (256, 1, 1)" in messages, messages
+    assert all(w.severity == "warning" for w in found)
+    lines = {w.span.start.line for w in found}
+    spec_line = text[:at].count("\n")
+    assert lines == {spec_line + 3, spec_line + 4}, (lines, spec_line)  # grid and block lines
+    right = _drafted("layernorm_forward_kernel")[1]
+    assert launch_disagreements(_kernel("layernorm_forward_kernel"), right, SOURCE) == []
+    f = tmp_path / "train.cu"
+    f.write_text(text)
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", str(f)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert f"{f}:{spec_line + 4}:1: warning: grid (16, 1, 1)" in out.stdout, out.stdout
+    assert "__launch_bounds__(512)" in out.stdout
