@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "profile": "Profile a kernel's timed case with Nsight Compute: findings per source line.",
     "capture": "Run your program and record one kernel launch (sizes, launch, data, outputs).",
     "spec": "Write a kernel's test spec from a capture (spec --from-capture DIR FILE).",
+    "verify": "Run your program again: the kernel's outputs and times against its capture.",
 }
 
 

@@ -9,6 +9,7 @@ library writes its files 0600 and records only the chosen launch (never the envi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,7 +32,8 @@ from cuda_llm_lsp.source.spec.from_capture import find_captured_kernel, spec_fro
 from cuda_llm_lsp.source.text import Point, offset_of, replace_span
 
 DEFAULT_MAX_BYTES = 2 << 30
-_OUR_FILES = (MANIFEST, SEEN, TIMES)
+RUN = "run.json"  # the program's wall time and exit status under capture (for `verify`)
+_OUR_FILES = (MANIFEST, SEEN, TIMES, RUN)
 
 __all__ = [
     "CaptureBuildError",
@@ -235,6 +237,11 @@ def run_capture(request: CaptureRequest) -> CaptureOutcome:
         capture = read_capture(out)
     except CaptureError as exc:
         return CaptureOutcome(False, str(exc), out, None, seen, graphs, rc, wall, output)
+    run = out / RUN
+    with contextlib.suppress(OSError):
+        fd = os.open(run, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"version": 1, "wall_s": round(wall, 6), "returncode": rc}, f)
     message = (
         f"captured {capture.demangled or capture.mangled} (launch {capture.launch}): grid "
         f"{list(capture.grid)}, block {list(capture.block)}, smem {capture.smem}, "
@@ -284,6 +291,6 @@ def copy_capture(src: Path, dst: Path) -> None:
     """A capture directory copied (0700 / 0600), e.g. next to the source file."""
     _prepare(dst)
     for entry in src.iterdir():
-        if entry.name in _OUR_FILES or entry.name.endswith(".bin"):
+        if entry.name in _OUR_FILES or entry.name.endswith(".bin"):  # (run.json included)
             shutil.copyfile(entry, dst / entry.name)
             os.chmod(dst / entry.name, 0o600)

@@ -59,6 +59,14 @@ def load_capture(spec: TestSpec, spec_dir: Path | None) -> tuple[Path, Capture]:
 
 def _buffer(spec: TestSpec, case: Case, spec_dir: Path | None, name: str, which: str) -> np.ndarray:
     path, capture = load_capture(spec, spec_dir)
+    return read_buffer(path, capture, spec, case, name, which)
+
+
+def read_buffer(
+    path: Path, capture: Capture, spec: TestSpec, case: Case, name: str, which: str
+) -> np.ndarray:
+    """Buffer `name`'s first `count` elements of the case, before or after the captured launch
+    (`which`), from the capture in `path`, in its storage dtype."""
     arg = spec.arg(name)
     assert arg is not None and arg.is_pointer
     if arg.index >= len(capture.params):

@@ -177,3 +177,38 @@ def test_slowest_and_max_bytes(program: Path) -> None:
     small = _capture(program, program.parent / "cap-small", "plain", kernel="saxpy", max_bytes=100)
     assert not small.ok  # type: ignore[attr-defined]
     assert "--max-bytes" in small.message  # type: ignore[attr-defined]
+
+
+def _build(root: Path, source: str) -> Path:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    (root / "prog.cu").write_text(source)
+    done = subprocess.run(
+        [nvcc, "-O2", "-arch=native", str(root / "prog.cu"), "-o", str(root / "prog")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return root / "prog"
+
+
+def test_verify_after_a_rebuild(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    binary = _build(tmp_path, PROGRAM)
+    outcome = _capture(binary, tmp_path / "cap", "plain", kernel="saxpy", launch=3)
+    assert outcome.ok, outcome.message  # type: ignore[attr-defined]
+    source = tmp_path / "prog.cu"
+    assert main(["spec", str(source), "--from-capture", str(tmp_path / "cap"), "--write"]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(source), "--", str(binary), "plain"]) == 0
+    same = capsys.readouterr().out
+    assert "the outputs match the capture's" in same and "kernel saxpy:" in same, same
+    # the "rebuild": a kernel that is off by one everywhere
+    wrong = source.read_text().replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + y[i] + 1;")
+    assert wrong != source.read_text()
+    other = tmp_path / "rebuilt"
+    other.mkdir()
+    rebuilt = _build(other, wrong)
+    capsys.readouterr()
+    assert main(["verify", str(source), "--", str(rebuilt), "plain"]) == 1
+    printed = capsys.readouterr()
+    assert "y: 10000 of 10000 elements differ" in printed.out, printed.out + printed.err

@@ -179,3 +179,42 @@ def test_what_was_seen_is_said_when_nothing_is_captured(tmp_path: Path, mode: st
     else:
         assert "exited with status 0" in outcome.message
     assert outcome.seen == {"spin(float*, int)": 3, "gemm": 1}
+
+
+REPLAY_PROGRAM = """\
+import os, shutil, sys
+src, out = sys.argv[1], os.environ["CUDA_LLM_CAPTURE_OUT"]
+assert os.environ["CUDA_LLM_CAPTURE_KERNEL"] == "_Z17layernorm_forward"  # the capture's kernel
+assert os.environ["CUDA_LLM_CAPTURE_LAUNCH"] == "3"  # and its launch
+for name in os.listdir(src):
+    shutil.copyfile(os.path.join(src, name), os.path.join(out, name))
+"""
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_verify_compares_the_new_run_with_the_capture(tmp_path: Path, wrong: bool) -> None:
+    """(A Python stand-in for the rebuilt program leaves a prepared capture, as the library
+    would: the same outputs, or one element off.)"""
+    try:
+        capture_library()
+    except CaptureBuildError as exc:
+        pytest.skip(str(exc))
+    source = tmp_path / "acc.cu"
+    source.write_text(ACCUMULATE)
+    _capture(tmp_path / "cap", 5000)
+    _capture(tmp_path / "rerun", 5000, wrong=wrong)
+    assert cli("spec", str(source), "--from-capture", str(tmp_path / "cap"), "--write",
+               home=tmp_path).returncode == 0  # fmt: skip
+    (tmp_path / "prog.py").write_text(REPLAY_PROGRAM)
+    out = cli(
+        "verify", str(source), "--", sys.executable, str(tmp_path / "prog.py"),
+        str(tmp_path / "rerun"), home=tmp_path,
+    )  # fmt: skip
+    assert "kernel accumulate: 0.25 ms captured, 0.25 ms now (1x)" in out.stdout, out.stdout
+    assert "program:" in out.stdout
+    if wrong:
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "y: 1 of 5000 elements differ from the capture's (first at [2500]" in out.stdout
+    else:
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "the outputs match the capture's" in out.stdout
