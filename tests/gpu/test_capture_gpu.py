@@ -127,7 +127,7 @@ def test_plain_program_capture_spec_and_bench(
     assert (out.stat().st_mode & 0o777) == 0o700
     assert all((f.stat().st_mode & 0o777) == 0o600 for f in out.iterdir())
     y = capture.params[0].pointer
-    assert y is not None and y.changed and y.captured == 10000 * 4
+    assert y is not None and y.changed and y.captured >= 10000 * 4  # (the allocation's size)
     assert not capture.params[1].pointer.changed
     seen = json.loads((out / "seen.json").read_text())
     assert seen["kernels"]["saxpy(float*, float const*, float, int)"] == 3
@@ -151,7 +151,7 @@ def test_managed_memory(program: Path) -> None:
     outcome = _capture(program, program.parent / "cap-managed", "managed", kernel="saxpy")
     assert outcome.ok, outcome.message  # type: ignore[attr-defined]
     pointer = outcome.capture.params[0].pointer  # type: ignore[attr-defined]
-    assert pointer is not None and pointer.captured == 10000 * 4 and pointer.changed
+    assert pointer is not None and pointer.captured >= 10000 * 4 and pointer.changed
 
 
 def test_never_launched_lists_the_kernels_seen(program: Path) -> None:

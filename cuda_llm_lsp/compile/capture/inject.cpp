@@ -540,6 +540,11 @@ bool load_driver() {
   CL_LOAD(h, cuCtxGetDevice);
   CL_LOAD(h, cuDeviceGetName);
   CL_LOAD(h, cuDeviceGetAttribute);
+  if (!p_cuEventElapsedTime)  // a driver before cuEventElapsedTime_v2 (CUDA 12.8)
+    p_cuEventElapsedTime =
+        reinterpret_cast<decltype(&cuEventElapsedTime)>(dlsym(h, "cuEventElapsedTime"));
+  if (!p_cuEventDestroy)
+    p_cuEventDestroy = reinterpret_cast<decltype(&cuEventDestroy)>(dlsym(h, "cuEventDestroy"));
   return p_cuCtxSynchronize && p_cuMemcpy && p_cuPointerGetAttribute && p_cuEventCreate &&
          p_cuEventRecord && p_cuEventSynchronize && p_cuEventElapsedTime && p_cuEventDestroy &&
          p_cuCtxGetDevice && p_cuDeviceGetName && p_cuDeviceGetAttribute;
