@@ -136,6 +136,7 @@ class _Seen:
     graphs: int = 0
     runtime: int = 0  # runtime-API launches (the driver's should match them)
     found: bool = False
+    recorded: int = 0  # launches recorded into graphs by stream capture
 
 
 def _seen(out: Path) -> _Seen:
@@ -152,7 +153,13 @@ def _seen(out: Path) -> _Seen:
         else {}
     )
     number = lambda key: int(doc.get(key, 0) or 0)  # noqa: E731
-    return _Seen(counts, number("graph_launches"), number("runtime_launches"), True)
+    return _Seen(
+        counts,
+        number("graph_launches"),
+        number("runtime_launches"),
+        True,
+        number("recorded_in_graphs"),
+    )
 
 
 def _exit_text(rc: int | None) -> str:
@@ -184,6 +191,11 @@ def _not_captured(request: CaptureRequest, rc: int | None, found: _Seen, launch:
     else:
         lines.append(f"it launched a {what} {matching} times, not {launch}")
     lines.append(f"kernels launched: {listed or 'none'}")
+    if found.recorded:
+        lines.append(
+            f"{found.recorded} launches were recorded into CUDA graphs (stream capture), "
+            "which are never captured"
+        )
     if graphs:
         lines.append(
             f"it launched {graphs} CUDA graphs: kernels inside a graph are not captured "

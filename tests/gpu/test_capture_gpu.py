@@ -63,6 +63,18 @@ int main(int argc, char** argv) {
     cudaStream_t s1, s2;
     CHECK(cudaStreamCreate(&s1));
     CHECK(cudaStreamCreate(&s2));
+    if (!strcmp(mode, "graph")) {  // recorded once by stream capture, launched three times
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
+        saxpy<<<(n + 255) / 256, 256, 0, s2>>>(y, x, 2.0f, n);
+        CHECK(cudaStreamEndCapture(s2, &graph));
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int round = 0; round < 3; round++) CHECK(cudaGraphLaunch(exec, s2));
+        CHECK(cudaStreamSynchronize(s2));
+        printf("done\n");
+        return 0;
+    }
     for (int round = 0; round < 3; round++) {
         if (!strcmp(mode, "streams")) {
             spin<<<256, 256, 0, s1>>>(z, 1 << 18, 2000);
@@ -161,6 +173,14 @@ def test_never_launched_lists_the_kernels_seen(program: Path) -> None:
     assert "never launched" in message and "spin" in message and "×3" in message, message
 
 
+def test_a_kernel_inside_a_cuda_graph_is_named_and_the_program_unharmed(program: Path) -> None:
+    outcome = _capture(program, program.parent / "cap-graph", "graph", kernel="saxpy")
+    assert not outcome.ok  # type: ignore[attr-defined]
+    message = outcome.message  # type: ignore[attr-defined]
+    assert outcome.returncode == 0, message  # type: ignore[attr-defined]  # capture intact
+    assert "recorded into CUDA graphs" in message and "3 CUDA graphs" in message, message
+
+
 def test_crash_after_the_launch(program: Path) -> None:
     kept = _capture(program, program.parent / "cap-crash", "crash", kernel="saxpy")
     assert kept.ok, kept.message  # type: ignore[attr-defined]
@@ -212,3 +232,76 @@ def test_verify_after_a_rebuild(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["verify", str(source), "--", str(rebuilt), "plain"]) == 1
     printed = capsys.readouterr()
     assert "y: 10000 of 10000 elements differ" in printed.out, printed.out + printed.err
+
+
+CUBLAS_PROGRAM = r"""
+#include <cstdio>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+__global__ void scale_rows(float* m, const float* s, int rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = blockIdx.y;
+    if (c < cols && r < rows) m[r * cols + c] *= s[r];
+}
+
+int main() {
+    const int n = 128;
+    float *a, *b, *c, *s;
+    cudaMalloc(&a, n * n * sizeof(float));
+    cudaMalloc(&b, n * n * sizeof(float));
+    cudaMalloc(&c, n * n * sizeof(float));
+    cudaMalloc(&s, n * sizeof(float));
+    cudaMemset(a, 0, n * n * sizeof(float));
+    cudaMemset(b, 0, n * n * sizeof(float));
+    cudaMemset(s, 0, n * sizeof(float));
+    cublasHandle_t handle;
+    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return 4;
+    const float one = 1.0f, zero = 0.0f;
+    cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);
+    scale_rows<<<dim3((n + 127) / 128, n), 128>>>(c, s, n, n);
+    cudaDeviceSynchronize();
+    cublasDestroy(handle);
+    printf("done\n");
+    return 0;
+}
+"""
+
+
+def test_a_program_that_also_calls_cublas(tmp_path: Path) -> None:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    (tmp_path / "blas.cu").write_text(CUBLAS_PROGRAM)
+    done = subprocess.run(
+        [nvcc, "-O2", "-arch=native", str(tmp_path / "blas.cu"), "-o", str(tmp_path / "blas"),
+         "-lcublas"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    if done.returncode != 0 and "cublas" in done.stderr:
+        pytest.skip(f"no cuBLAS to link here: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr
+    outcome = _capture(tmp_path / "blas", tmp_path / "cap", kernel="scale_rows")
+    assert outcome.ok, outcome.message  # type: ignore[attr-defined]
+    capture = outcome.capture  # type: ignore[attr-defined]
+    assert capture.grid == (1, 128, 1) and capture.block == (128, 1, 1)
+    assert len(outcome.seen) >= 2, outcome.seen  # type: ignore[attr-defined]  # cuBLAS's too
+
+
+def test_a_python_program_using_pytorch(tmp_path: Path) -> None:
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed here")
+    script = tmp_path / "torch_prog.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.arange(4096, device='cuda', dtype=torch.float32)\n"
+        "y = torch.sin(x) * 2\n"
+        "torch.cuda.synchronize()\n"
+        "print(float(y.sum()))\n"
+    )
+    outcome = _capture(Path(sys.executable), tmp_path / "cap", str(script))
+    assert outcome.ok, outcome.message  # type: ignore[attr-defined]
+    assert outcome.capture.launch == 1  # type: ignore[attr-defined]

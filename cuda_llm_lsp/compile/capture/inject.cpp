@@ -59,6 +59,7 @@ CL_FN(cuEventDestroy);
 CL_FN(cuCtxGetDevice);
 CL_FN(cuDeviceGetName);
 CL_FN(cuDeviceGetAttribute);
+CL_FN(cuStreamIsCapturing);
 
 struct Settings {
   std::string out;
@@ -90,6 +91,7 @@ Settings g_settings;
 std::mutex g_mutex;
 std::map<std::string, long> g_seen;  // demangled (or mangled) name -> launches
 long g_graph_launches = 0;
+long g_recorded = 0;  // launches recorded into a graph by stream capture (never run then)
 long g_runtime_launches = 0;  // runtime-API launches (diagnostics: the driver's are captured)
 long g_matched = 0;
 bool g_done = false;  // captured (or failed): later launches are only counted
@@ -142,6 +144,7 @@ bool write_text(const std::string& name, const std::string& text) {
 
 void write_seen() {
   std::string s = "{\"version\": 1, \"graph_launches\": " + std::to_string(g_graph_launches) +
+                  ", \"recorded_in_graphs\": " + std::to_string(g_recorded) +
                   ", \"runtime_launches\": " + std::to_string(g_runtime_launches) +
                   ", \"matched\": " + std::to_string(g_matched) +
                   ", \"captured\": " + (g_done && !g_failed ? "true" : "false") +
@@ -211,6 +214,12 @@ struct LaunchView {
   void** params = nullptr;
   void** extra = nullptr;
 };
+
+bool per_thread(CUpti_CallbackId cbid) {
+  return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+         cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+         cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+}
 
 bool view_of(CUpti_CallbackId cbid, const void* p, LaunchView* v) {
   switch (cbid) {
@@ -462,6 +471,7 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   }
   LaunchView v;
   if (!view_of(cbid, info->functionParams, &v)) return;
+  if (!v.stream && per_thread(cbid)) v.stream = CU_STREAM_PER_THREAD;
   t_inside = true;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (info->callbackSite == CUPTI_API_EXIT) {
@@ -480,6 +490,16 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
         capture_exit();
       }
     }
+    t_inside = false;
+    return;
+  }
+  // a launch being recorded into a graph (stream capture) does not run now, and a synchronise
+  // would break the capture: counted, never captured
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (p_cuStreamIsCapturing && p_cuStreamIsCapturing(v.stream, &capturing) == CUDA_SUCCESS &&
+      capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+    g_recorded++;
+    if (info->correlationData) *info->correlationData = 0;
     t_inside = false;
     return;
   }
@@ -540,6 +560,7 @@ bool load_driver() {
   CL_LOAD(h, cuCtxGetDevice);
   CL_LOAD(h, cuDeviceGetName);
   CL_LOAD(h, cuDeviceGetAttribute);
+  CL_LOAD(h, cuStreamIsCapturing);
   if (!p_cuEventElapsedTime)  // a driver before cuEventElapsedTime_v2 (CUDA 12.8)
     p_cuEventElapsedTime =
         reinterpret_cast<decltype(&cuEventElapsedTime)>(dlsym(h, "cuEventElapsedTime"));
