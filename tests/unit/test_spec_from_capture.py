@@ -233,3 +233,34 @@ def test_a_capture_of_another_kernel_is_refused(tmp_path: Path) -> None:
     other = "__global__ void scale(float* x, int n) { x[threadIdx.x] *= 2; }\n"
     with pytest.raises(CaptureError, match=r"no kernel 'layernorm_forward'.*scale"):
         find_captured_kernel(find_kernels(other), capture)
+
+
+TEMPLATED = """\
+template <typename T, int BLOCK>
+__global__ void scale(T* y, const T* x, float a, int n) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) y[i] = (T)(a * (float)x[i]);
+}
+template __global__ void scale<float, 128>(float*, const float*, float, int);
+"""
+
+
+def test_a_template_kernel_gets_its_captured_instance(tmp_path: Path) -> None:
+    n = 1000
+    x = np.arange(n, dtype=np.float32)
+    capture = _write_capture(
+        tmp_path / "cap",
+        {},
+        [("y", np.zeros(n, np.float32).tobytes(), (2 * x).tobytes()), ("x", x.tobytes(), None)],
+        grid=(8, 1, 1),
+        block=(128, 1, 1),
+        scalars_before=[struct.pack("<f", 2.0), struct.pack("<i", n)],
+        demangled="void scale<float, 128>(float*, float const*, float, int)",
+    )
+    block = spec_from_capture(find_kernels(TEMPLATED)[0], TEMPLATED, capture, "cap")
+    assert 'instance = "scale<float, 128>"' in block, block
+    text = block + TEMPLATED
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert spec is not None, (block, errors)
+    assert spec.cases()[-1].sizes == {"n": 1000} and spec.cases()[-1].grid == (8, 1, 1)
+    assert spec.arg("y").role == "inout" and spec.arg("a").value == "2.0"

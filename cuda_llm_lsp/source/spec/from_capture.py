@@ -37,7 +37,12 @@ from cuda_llm_lsp.source.c_types import (
     resolve_alias,
     type_aliases,
 )
-from cuda_llm_lsp.source.capture_manifest import Capture, CapturedParam, CaptureError
+from cuda_llm_lsp.source.capture_manifest import (
+    Capture,
+    CapturedParam,
+    CaptureError,
+    function_name,
+)
 from cuda_llm_lsp.source.kernels import Kernel
 from cuda_llm_lsp.source.roles import infer_roles
 
@@ -72,6 +77,32 @@ def find_captured_kernel(kernels: list[Kernel], capture: Capture) -> Kernel:
         f"the capture is of {capture.demangled or capture.mangled}; this file has no kernel "
         f"{name!r} (kernels: {names})"
     )
+
+
+def template_instance(demangled: str) -> str | None:
+    """`void ns::k<float, 4>(float*, int)` -> `k<float, 4>` (None without template arguments)."""
+    depth, cut = 0, len(demangled)
+    for i, ch in enumerate(demangled):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            cut = i
+            break
+    head = demangled[:cut].strip()
+    if not head.endswith(">"):
+        return None
+    depth = 0
+    for i in range(len(head) - 1, -1, -1):
+        if head[i] == ">":
+            depth += 1
+        elif head[i] == "<":
+            depth -= 1
+            if depth == 0:
+                name = function_name(head[:i] + "()")
+                return f"{name}{head[i:]}"
+    return None
 
 
 def scalar_value(param: CapturedParam, dtype: str) -> int | float:
@@ -251,6 +282,9 @@ def spec_from_capture(
     for name, value in sizes.items():
         size_lists[name] = [smaller(value, f) for f in factors] + [value]
 
+    instance = template_instance(capture.demangled) if kernel.is_template else None
+    if kernel.is_template and instance is None:
+        reviews.append("instance: the captured name carries no template arguments: add one")
     lines = [
         "/* @cuda-llm",
         f"# From a capture of {capture.demangled or capture.mangled}, launch {capture.launch}, on "
@@ -258,6 +292,8 @@ def spec_from_capture(
         "# The last case is the captured one (its data: the capture); the others are smaller.",
         f"capture = {_quote(capture_path)}",
     ]
+    if instance:
+        lines.append(f"instance = {_quote(instance)}")
     for name, values in size_lists.items():
         lines.append(f"sizes.{name} = [{', '.join(str(v) for v in values)}]")
     grid = _dims(grid_parts)
