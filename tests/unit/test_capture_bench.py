@@ -218,3 +218,20 @@ def test_verify_compares_the_new_run_with_the_capture(tmp_path: Path, wrong: boo
     else:
         assert out.returncode == 0, out.stdout + out.stderr
         assert "the outputs match the capture's" in out.stdout
+
+
+def test_cupti_is_found_in_a_wheels_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nvidia-cuda-cupti` for CUDA 13 installs nvidia/cu13/{include,lib} with only a
+    versioned libcupti.so.13: found through CUDA_HOME (as through site-packages)."""
+    root = tmp_path / "nvidia" / "cu13"
+    (root / "include").mkdir(parents=True)
+    (root / "lib").mkdir()
+    (root / "include" / "cupti.h").write_text("")
+    (root / "include" / "cuda.h").write_text("")
+    (root / "lib" / "libcupti.so.13").write_bytes(b"")
+    monkeypatch.setenv("CUDA_HOME", str(root))
+    monkeypatch.setenv("CXX", "/bin/true")
+    toolchain = find_toolchain()
+    assert toolchain.cupti_include == root / "include"
+    assert toolchain.cupti_lib == root / "lib" / "libcupti.so.13"
+    assert toolchain.cuda_include == root / "include"
