@@ -51,6 +51,7 @@ CL_FN(cuMemcpyDtoH);
 CL_FN(cuPointerGetAttribute);
 CL_FN(cuFuncGetParamInfo);
 CL_FN(cuFuncGetName);
+CL_FN(cuKernelGetParamInfo);
 CL_FN(cuEventCreate);
 CL_FN(cuEventRecord);
 CL_FN(cuEventSynchronize);
@@ -290,9 +291,29 @@ void capture_enter(const LaunchView& v, const std::string& mangled, const std::s
     fail("this driver has no cuFuncGetParamInfo (CUDA 12.4 or newer is needed to capture)");
     return;
   }
+  // The runtime may launch a CUkernel handle as a CUfunction (CUDA 12+): its layout then
+  // comes from cuKernelGetParamInfo. Index 0 failing with INVALID_VALUE: no parameters.
+  size_t offset0 = 0, size0 = 0;
+  CUresult first = p_cuFuncGetParamInfo(v.f, 0, &offset0, &size0);
+  bool kernel_api = false;
+  if (first != CUDA_SUCCESS && first != CUDA_ERROR_INVALID_VALUE && p_cuKernelGetParamInfo) {
+    CUresult other =
+        p_cuKernelGetParamInfo(reinterpret_cast<CUkernel>(v.f), 0, &offset0, &size0);
+    if (other == CUDA_SUCCESS || other == CUDA_ERROR_INVALID_VALUE) {
+      kernel_api = true;
+      first = other;
+    }
+  }
+  if (first != CUDA_SUCCESS && first != CUDA_ERROR_INVALID_VALUE) {
+    fail(cu_error("reading the kernel's parameter layout (cuFuncGetParamInfo)", first));
+    return;
+  }
   for (size_t i = 0;; i++) {
     size_t offset = 0, size = 0;
-    if (p_cuFuncGetParamInfo(v.f, i, &offset, &size) != CUDA_SUCCESS) break;
+    CUresult got = kernel_api ? p_cuKernelGetParamInfo(reinterpret_cast<CUkernel>(v.f), i,
+                                                       &offset, &size)
+                              : p_cuFuncGetParamInfo(v.f, i, &offset, &size);
+    if (got != CUDA_SUCCESS) break;
     Pending::Param param;
     param.offset = offset;
     param.size = size;
@@ -552,6 +573,7 @@ bool load_driver() {
   CL_LOAD(h, cuPointerGetAttribute);
   CL_LOAD(h, cuFuncGetParamInfo);
   CL_LOAD(h, cuFuncGetName);
+  CL_LOAD(h, cuKernelGetParamInfo);
   CL_LOAD(h, cuEventCreate);
   CL_LOAD(h, cuEventRecord);
   CL_LOAD(h, cuEventSynchronize);
