@@ -235,3 +235,42 @@ def test_cupti_is_found_in_a_wheels_layout(tmp_path: Path, monkeypatch: pytest.M
     assert toolchain.cupti_include == root / "include"
     assert toolchain.cupti_lib == root / "lib" / "libcupti.so.13"
     assert toolchain.cuda_include == root / "include"
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_an_evaluation_first_checks_the_original_reproduces_the_capture(
+    tmp_path_factory: pytest.TempPathFactory, wrong: bool
+) -> None:
+    """The optimize path (`evaluate`): a candidate is judged on the captured data once the
+    original reproduces the captured outputs; otherwise the evaluation is refused as the
+    original's failure (`BaselineFailed`), naming the first differing element."""
+    from cuda_llm_lsp.evaluate import timing
+    from cuda_llm_lsp.evaluate.types import BaselineFailed, KernelBinary
+    from cuda_llm_lsp.source.kernels import find_kernels
+    from cuda_llm_lsp.source.spec import parse_spec
+    from tests.unit.fake_cuda_driver import cubin
+    from tests.unit.test_evaluator_rules import fake_gpu
+
+    root = tmp_path_factory.mktemp("eval")
+    _capture(root / "cap", 5000, wrong=wrong)
+    source = root / "acc.cu"
+    source.write_text(ACCUMULATE)
+    assert cli("spec", str(source), "--from-capture", str(root / "cap"), "--write",
+               home=root).returncode == 0  # fmt: skip
+    text = source.read_text()
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert spec is not None and spec.capture == "cap", errors
+
+    def binary(name: str) -> KernelBinary:
+        return KernelBinary(source_name="acc", entry=name, cubin=cubin(name), arch="sm_90")
+
+    for ev in fake_gpu(tmp_path_factory, timing.Plan(budget_s=0.3, batch=5)):
+        if wrong:
+            with pytest.raises(BaselineFailed, match=r"does not reproduce the captured outputs"):
+                ev.evaluate(binary("accumulate"), binary("accumulate_fast"), spec,
+                            spec_dir=root, seed=3)  # fmt: skip
+        else:
+            result = ev.evaluate(
+                binary("accumulate"), binary("accumulate_fast"), spec, spec_dir=root, seed=3
+            )
+            assert result.status == "ok", result.message
