@@ -305,3 +305,20 @@ def test_a_python_program_using_pytorch(tmp_path: Path) -> None:
     outcome = _capture(Path(sys.executable), tmp_path / "cap", str(script))
     assert outcome.ok, outcome.message  # type: ignore[attr-defined]
     assert outcome.capture.launch == 1  # type: ignore[attr-defined]
+
+
+def test_capture_overhead_is_measured(program: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The program's wall time alone and under capture (its library loaded, one launch
+    recorded), printed for the record (`pytest -s` or the captured output of a failure)."""
+    import time
+
+    start = time.perf_counter()
+    plain = subprocess.run([str(program), "plain"], capture_output=True, timeout=60)
+    alone = time.perf_counter() - start
+    assert plain.returncode == 0, plain.stderr
+    outcome = _capture(program, program.parent / "cap-overhead", "plain", kernel="saxpy")
+    assert outcome.ok, outcome.message  # type: ignore[attr-defined]
+    wall = outcome.wall_s  # type: ignore[attr-defined]
+    with capsys.disabled():
+        print(f"\ncapture overhead: program {alone:.3f} s alone, {wall:.3f} s under capture")
+    assert wall < alone + 30
