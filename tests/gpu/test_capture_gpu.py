@@ -214,7 +214,9 @@ def _build(root: Path, source: str) -> Path:
 
 def test_verify_after_a_rebuild(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     binary = _build(tmp_path, PROGRAM)
-    outcome = _capture(binary, tmp_path / "cap", "plain", kernel="saxpy", launch=3)
+    # the first launch: a later one's inputs are what the rebuilt kernel's earlier launches
+    # wrote, which verify rightly reports as "not verified" rather than as differing outputs
+    outcome = _capture(binary, tmp_path / "cap", "plain", kernel="saxpy", launch=1)
     assert outcome.ok, outcome.message  # type: ignore[attr-defined]
     source = tmp_path / "prog.cu"
     assert main(["spec", str(source), "--from-capture", str(tmp_path / "cap"), "--write"]) == 0
