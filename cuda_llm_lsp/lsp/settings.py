@@ -8,8 +8,10 @@ everything the server writes (`redact`).
 
 Workspace trust: a repository's `.vscode/settings.json` is not the user's word. The client
 says whether the workspace is trusted (`initializationOptions.workspaceTrusted`, and
-`workspaceTrusted` next to `cudaLlm` in `workspace/didChangeConfiguration`; absent: trusted, as
-for Neovim, whose settings are the user's own config). Whatever the trust, NVRTC options pass
+`workspaceTrusted` next to `cudaLlm` in `workspace/didChangeConfiguration`). Absent: trusted, the
+client having no notion of trust (its settings are the user's own config; docs/neovim.lua sends
+`vim.g.cuda_llm_trusted`); a value that is not a boolean (`"false"`, `0`, `null`): untrusted,
+with a warning in the log, never read as trust. Whatever the trust, NVRTC options pass
 `compile.flags`'s allow-list and defines must be defines; in an untrusted workspace include
 paths (`includePaths`, `-I` options) must lie inside the workspace folders or the toolkit. The
 VS Code extension also sends no workspace value of a restricted setting in Restricted Mode. A
@@ -38,12 +40,23 @@ _GPU_FIELDS = ("gpus", "cluster")
 TRUST_KEY = "workspaceTrusted"  # beside `cudaLlm` in initializationOptions and change params
 
 
+def trust_flag(sent: Any) -> bool | None:
+    """The client's `workspaceTrusted` beside `cudaLlm`: None when it sends none; a value that is
+    not a boolean is False (fail closed: a client's bug must not read as trust), logged."""
+    if not isinstance(sent, Mapping) or TRUST_KEY not in sent:
+        return None
+    value = sent[TRUST_KEY]
+    if isinstance(value, bool):
+        return value
+    log.warning("%s is %.40r, not true or false: the workspace is untrusted", TRUST_KEY, value)
+    return False
+
+
 def register(server: CudaLlmServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: CudaLlmServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
-        trusted = options.get(TRUST_KEY) if isinstance(options, Mapping) else None
-        ls.trust = Trust(trusted is not False, workspace_roots(params))
+        ls.trust = Trust(trust_flag(options) is not False, workspace_roots(params))
         apply(ls, options, allow_api_key=True, source="initializationOptions")
 
     @server.feature(types.INITIALIZED)
@@ -52,9 +65,9 @@ def register(server: CudaLlmServer) -> None:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_changed(ls: CudaLlmServer, params: types.DidChangeConfigurationParams) -> None:
-        sent = params.settings
-        if isinstance(sent, Mapping) and isinstance(sent.get(TRUST_KEY), bool):
-            ls.trust = replace(ls.trust, trusted=sent[TRUST_KEY])
+        flag = trust_flag(params.settings)
+        if flag is not None:
+            ls.trust = replace(ls.trust, trusted=flag)
         if not await pull(ls):
             changed(ls, apply(ls, params.settings, allow_api_key=False, source="settings"))
 
