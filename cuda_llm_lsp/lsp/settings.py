@@ -21,6 +21,7 @@ refused value is left out and said in a message, never applied silently.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -144,7 +145,9 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     if not allow_api_key:
         settings = replace(settings, api_key=before.api_key)
     register_secret(settings.api_key)
-    settings, refused = restrict(settings, _current_trust(server))
+    trust = _current_trust(server)
+    settings = anchored(settings, trust.roots)
+    settings, refused = restrict(settings, trust)
     if refused:
         log.warning("settings left out (%s): %s", source, "; ".join(refused))
     problems.extend(refused)
@@ -152,6 +155,25 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     if problems:
         server.message(f"cuda-llm ({source}): " + "; ".join(problems), types.MessageType.Warning)
     return before
+
+
+def anchored(settings: Settings, roots: tuple[str, ...]) -> Settings:
+    """Relative `includePaths` and `compileCommandsDir` taken from the first workspace folder.
+    The server never runs there (clients start it in a directory of their own, so that a
+    repository's modules are not on `sys.path`); a relative path meant the project's."""
+    if not roots:
+        return settings
+
+    def anchor(path: str) -> str:
+        relative = path and not os.path.isabs(path) and not path.startswith("~")
+        return os.path.join(roots[0], path) if relative else path
+
+    where = settings.compile_commands_dir
+    return replace(
+        settings,
+        include_paths=tuple(anchor(p) for p in settings.include_paths),
+        compile_commands_dir=anchor(where) if where else where,
+    )
 
 
 def restrict(settings: Settings, trust: Trust) -> tuple[Settings, list[str]]:

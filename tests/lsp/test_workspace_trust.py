@@ -219,3 +219,27 @@ def test_a_non_boolean_flag_in_a_settings_change_makes_the_workspace_untrusted(
         assert any("cannot find include file" in m for m in on_line(diagnostics, 0)), diagnostics
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_a_relative_include_path_is_the_workspace_folders(
+    scratch: tuple[Path, Path], trusted: bool
+) -> None:
+    """The server no longer starts in the workspace folder (issue 36): `include` still means
+    the project's `include`, not one of the server's working directory."""
+    workspace, _ = scratch
+    (workspace / "include").mkdir()
+    (workspace / "include" / "factor.cuh").write_text(
+        "__device__ const float undefined_factor = 3.0f;\n"
+    )
+    options = {"cudaLlm": {"includePaths": ["include"]}, "workspaceTrusted": trusted}
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, options, workspace)
+        (workspace / "src").mkdir()
+        uri = server.open(workspace / "src" / "k.cu", '#include "factor.cuh"\n' + KERNEL)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        assert not [d for d in diagnostics if d["severity"] == 1], diagnostics
+        assert not [m for m in messages(server) if "includePaths" in m], messages(server)
+    finally:
+        server.close()
