@@ -1,17 +1,50 @@
 """`cuda-llm-lsp` / `python -m cuda_llm_lsp`: the language server on stdio (`--stdio`, the
-default), or `--tcp HOST:PORT`."""
+default), or `--tcp HOST:PORT`.
+
+Started as `python -m cuda_llm_lsp` in a cloned repository (an editor that starts its server in
+the project folder), Python has put that folder first on `sys.path`: a repository's `argparse.py`
+would run inside the server. Its first lines take the start directory off `sys.path`, unless it
+is where this package lives (a source checkout run in place), before any other import. That
+cannot undo what ran earlier: a repository's `cuda_llm_lsp.py` is what `-m` runs, and the few
+modules Python imports before `__main__`. So clients start the server elsewhere: the console
+script `cuda-llm-lsp` (its own `bin` directory goes first, not the current one), or a directory
+of their own with `PYTHONSAFEPATH=1`, as the VS Code extension and docs/neovim.lua do.
+"""
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
-from collections.abc import Sequence
 
-from cuda_llm_lsp.engine import EVALUATOR_ENV, demo_label, evaluator_for, evaluator_problem
-from cuda_llm_lsp.lsp.app import create_server, exit_status, serve_stdio
-from cuda_llm_lsp.redact import RedactSecrets
+
+def without_start_directory(path: list[str], cwd: str, package_home: str) -> list[str]:
+    """`path` without the current directory that `python -m` put first (`''` for `-c`), unless
+    that directory holds this package."""
+    if not path:
+        return path
+    first = os.path.abspath(os.path.join(cwd, path[0]))
+    if first == os.path.abspath(cwd) and first != os.path.abspath(package_home):
+        return path[1:]
+    return path
+
+
+if __name__ == "__main__":  # not for the console script, whose sys.path[0] is its bin directory
+    sys.path[:] = without_start_directory(
+        sys.path, os.getcwd(), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    )
+
+import argparse  # noqa: E402 - after the start directory is gone
+import logging  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+from cuda_llm_lsp.engine import (  # noqa: E402
+    EVALUATOR_ENV,
+    demo_label,
+    evaluator_for,
+    evaluator_problem,
+)
+from cuda_llm_lsp.lsp.app import create_server, exit_status, serve_stdio  # noqa: E402
+from cuda_llm_lsp.redact import RedactSecrets  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,10 +2,15 @@
 -- Optional, before this block:
 --   vim.g.cuda_llm_cmd = { 'cuda-llm-lsp' }            -- how to start the server
 --   vim.g.cuda_llm_settings = { model = 'gpt-4o-mini', rounds = 4, candidates = 4 }
--- vim.g.cuda_llm_settings is your own configuration: the server treats it as trusted (no
--- workspaceTrusted is sent). Do not fill it from a project's files (an exrc or a .nvim.lua
--- of a repository you cloned): includePaths, nvrtcFlags, baseUrl and cluster are then the
--- repository's choice. NVRTC options still pass the server's allow-list.
+--   vim.g.cuda_llm_trusted = false  -- browsing clones you do not trust: see below
+-- vim.g.cuda_llm_settings is your own configuration. Do not fill it from a project's files (an
+-- exrc or a .nvim.lua of a repository you cloned): includePaths, nvrtcFlags, baseUrl and cluster
+-- are then the repository's choice. NVRTC options still pass the server's allow-list.
+-- Trust: Neovim has no workspace trust, so the snippet sends vim.g.cuda_llm_trusted (default
+-- true) as workspaceTrusted. false: the server reads nothing outside the project root and the
+-- toolkit, and runs no nvcc check. Either way no file of the project is ever run or imported.
+-- The server starts in a directory of its own (never the project: `python -m` would import a
+-- repository's argparse.py from there) with PYTHONSAFEPATH=1.
 --   vim.g.cuda_llm_settings = { demo = true }  -- the demo: recorded answers, no GPU, no key
 -- In a CUDA buffer: K shows the hover (a kernel's resources and spec); code actions (Optimize,
 -- Benchmark, Accept, Reject, ...): :lua vim.lsp.buf.code_action()
@@ -58,6 +63,13 @@ local function cuda_llm_root(bufnr)
   return dir
 end
 
+-- Where the server starts: an empty directory of its own, never the project.
+local function cuda_llm_cwd()
+  local dir = vim.fn.stdpath('cache') .. '/cuda-llm-lsp'
+  vim.fn.mkdir(dir, 'p')
+  return dir
+end
+
 -- An empty Lua table is encoded as a JSON array; the server expects an object.
 local function cuda_llm_settings()
   local settings = vim.g.cuda_llm_settings
@@ -72,12 +84,15 @@ local function cuda_llm_attach(bufnr)
   local id = cuda_llm_clients[root]
   if id == nil or vim.lsp.get_client_by_id(id) == nil then
     local settings = cuda_llm_settings()
+    local trusted = vim.g.cuda_llm_trusted ~= false
     id = vim.lsp.start_client({
       name = 'cuda-llm',
       cmd = vim.g.cuda_llm_cmd or { 'cuda-llm-lsp' },
+      cmd_cwd = cuda_llm_cwd(),
+      cmd_env = { PYTHONSAFEPATH = '1' },
       root_dir = root,
-      init_options = { cudaLlm = settings },
-      settings = { cudaLlm = settings },
+      init_options = { cudaLlm = settings, workspaceTrusted = trusted },
+      settings = { cudaLlm = settings, workspaceTrusted = trusted },
       handlers = {
         ['$/progress'] = cuda_llm_progress,
         ['window/showMessage'] = cuda_llm_show_message,

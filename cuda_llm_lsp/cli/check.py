@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
             unread = Diagnostic(1, 1, 1, 1, "error", problem)
             diagnostics.append(_diagnostic_json(name, unread))
             if args.format == "text":
-                print(f"{name}:1:1: error: {problem}")
+                print(f"{_one_line(name)}:1:1: error: {problem}")
             continue
         try:
             analysis = analyze(text, Path(name), settings)
@@ -146,9 +147,9 @@ def _run(args: argparse.Namespace) -> int:
         diagnostics.extend(file_diagnostics)
         kernels.extend(file_kernels)
         if args.format == "text":
-            _print_text(name, analysis)
+            _print_text(_one_line(name), analysis)
             for d in launch_warnings:
-                print(f"{name}:{d.line}:{d.column}: {d.severity}: {d.message}")
+                print(f"{_one_line(name)}:{d.line}:{d.column}: {d.severity}: {d.message}")
     if args.format == "json":
         print(json.dumps({"diagnostics": diagnostics, "kernels": kernels}, indent=2))
     return 2 if refused else 1 if failed else 0
@@ -216,6 +217,15 @@ def _kernel_json(name: str, info: KernelInfo, instance: str | None = None) -> di
         "shared_bytes": r.shared_bytes if r else None,
         "stack_bytes": r.stack_bytes if r else None,
     }
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _one_line(name: str) -> str:
+    """`name` for a `FILE:LINE:COLUMN:` line: a control character (a line break in a file
+    name) shown as `<U+000A>`, so that each problem stays on its own line."""
+    return _CONTROL.sub(lambda m: f"<U+{ord(m.group(0)):04X}>", name)
 
 
 def _print_text(name: str, analysis: FileAnalysis) -> None:

@@ -62,6 +62,10 @@ class DeviceUnit:
 
 
 MAX_INCLUDE_DEPTH = 16
+# The file name NVRTC gets comes back in its log as `NAME(LINE): error: ...`: a line break or
+# other control character (`a\nb.cu`), or a `(9): ` of its own, would put the problem on another
+# line or file. Such a file is compiled as `input.cu`, matched back the same way.
+_UNSAFE_UNIT_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]|\(\d+\): ")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -287,6 +291,8 @@ def build_device_unit(
     if wanted or libcuxx:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's
         state.headers[std_names.HEADER] = std_names.header_text(wanted, libcuxx)
     name = Path(path).name if path is not None else "input.cu"
+    if _UNSAFE_UNIT_NAME.search(name):  # its log lines would not parse back where they belong
+        name = "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"
     return DeviceUnit(

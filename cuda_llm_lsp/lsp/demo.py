@@ -38,12 +38,7 @@ async def open_example(server: CudaLlmServer, *, show: bool) -> dict[str, Any] |
         return None
     uri = path.as_uri()
     if show and _shows_documents(server):
-        try:
-            await server.window_show_document_async(
-                types.ShowDocumentParams(uri=uri, take_focus=True)
-            )
-        except Exception as exc:  # the answer still names the file
-            log.info("showDocument failed: %s", exc)
+        await server.show_document(uri)  # bounded; the message and the answer name the file
     if show:  # a client that opens the file itself (`{"open": false}`) says what it likes
         state = "is on" if server.settings.demo else "is off: set cudaLlm.demo to true first"
         server.message(

@@ -120,6 +120,20 @@ class CudaLlmProtocol(LanguageServerProtocol):
             except StopIteration as done:
                 return done.value
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """pygls's shutdown, cancelling the other pending futures over a copy of the table:
+        cancelling a request's future runs its callback at once, which pops it from the table
+        (pygls iterated the table itself: `dictionary changed size during iteration`, answered
+        as an internal error, whenever a request waited on the client, e.g. `showDocument`)."""
+        current_id = self.msg_id  # before the handler's await: other messages change it
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+
     def _execute_handler(
         self,
         msg_id: Any,
@@ -161,6 +175,19 @@ class CudaLlmProtocol(LanguageServerProtocol):
             return self._converter.structure(data, message_type)
         except Exception as exc:
             return Malformed(data.get("id"), method, _explain(exc))
+
+    def _handle_response(
+        self, msg_id: Any, result: Any | None = None, error: Any | None = None
+    ) -> None:
+        """A client's answer; one to a request given up meanwhile (no answer in time, or
+        cancelled by `shutdown`) is dropped: pygls would set the result of a cancelled future
+        and raise."""
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.cancelled():
+            del self._request_futures[msg_id]
+            log.info("ignoring the late answer to %r: its request was given up", msg_id)
+            return
+        super()._handle_response(msg_id, result, error)
 
     def _structure_response(self, data: dict[str, Any]) -> Any:
         """A client's answer to one of our requests (as pygls does it, minus the traceback)."""

@@ -8,8 +8,10 @@ everything the server writes (`redact`).
 
 Workspace trust: a repository's `.vscode/settings.json` is not the user's word. The client
 says whether the workspace is trusted (`initializationOptions.workspaceTrusted`, and
-`workspaceTrusted` next to `cudaLlm` in `workspace/didChangeConfiguration`; absent: trusted, as
-for Neovim, whose settings are the user's own config). Whatever the trust, NVRTC options pass
+`workspaceTrusted` next to `cudaLlm` in `workspace/didChangeConfiguration`). Absent: trusted, the
+client having no notion of trust (its settings are the user's own config; docs/neovim.lua sends
+`vim.g.cuda_llm_trusted`); a value that is not a boolean (`"false"`, `0`, `null`): untrusted,
+with a warning in the log, never read as trust. Whatever the trust, NVRTC options pass
 `compile.flags`'s allow-list and defines must be defines; in an untrusted workspace include
 paths (`includePaths`, `-I` options) must lie inside the workspace folders or the toolkit. The
 VS Code extension also sends no workspace value of a restricted setting in Restricted Mode. A
@@ -19,6 +21,7 @@ refused value is left out and said in a message, never applied silently.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -38,12 +41,23 @@ _GPU_FIELDS = ("gpus", "cluster")
 TRUST_KEY = "workspaceTrusted"  # beside `cudaLlm` in initializationOptions and change params
 
 
+def trust_flag(sent: Any) -> bool | None:
+    """The client's `workspaceTrusted` beside `cudaLlm`: None when it sends none; a value that is
+    not a boolean is False (fail closed: a client's bug must not read as trust), logged."""
+    if not isinstance(sent, Mapping) or TRUST_KEY not in sent:
+        return None
+    value = sent[TRUST_KEY]
+    if isinstance(value, bool):
+        return value
+    log.warning("%s is %.40r, not true or false: the workspace is untrusted", TRUST_KEY, value)
+    return False
+
+
 def register(server: CudaLlmServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: CudaLlmServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
-        trusted = options.get(TRUST_KEY) if isinstance(options, Mapping) else None
-        ls.trust = Trust(trusted is not False, workspace_roots(params))
+        ls.trust = Trust(trust_flag(options) is not False, workspace_roots(params))
         apply(ls, options, allow_api_key=True, source="initializationOptions")
 
     @server.feature(types.INITIALIZED)
@@ -52,9 +66,9 @@ def register(server: CudaLlmServer) -> None:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_changed(ls: CudaLlmServer, params: types.DidChangeConfigurationParams) -> None:
-        sent = params.settings
-        if isinstance(sent, Mapping) and isinstance(sent.get(TRUST_KEY), bool):
-            ls.trust = replace(ls.trust, trusted=sent[TRUST_KEY])
+        flag = trust_flag(params.settings)
+        if flag is not None:
+            ls.trust = replace(ls.trust, trusted=flag)
         if not await pull(ls):
             changed(ls, apply(ls, params.settings, allow_api_key=False, source="settings"))
 
@@ -131,7 +145,9 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     if not allow_api_key:
         settings = replace(settings, api_key=before.api_key)
     register_secret(settings.api_key)
-    settings, refused = restrict(settings, _current_trust(server))
+    trust = _current_trust(server)
+    settings = anchored(settings, trust.roots)
+    settings, refused = restrict(settings, trust)
     if refused:
         log.warning("settings left out (%s): %s", source, "; ".join(refused))
     problems.extend(refused)
@@ -139,6 +155,25 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     if problems:
         server.message(f"cuda-llm ({source}): " + "; ".join(problems), types.MessageType.Warning)
     return before
+
+
+def anchored(settings: Settings, roots: tuple[str, ...]) -> Settings:
+    """Relative `includePaths` and `compileCommandsDir` taken from the first workspace folder.
+    The server never runs there (clients start it in a directory of their own, so that a
+    repository's modules are not on `sys.path`); a relative path meant the project's."""
+    if not roots:
+        return settings
+
+    def anchor(path: str) -> str:
+        relative = path and not os.path.isabs(path) and not path.startswith("~")
+        return os.path.join(roots[0], path) if relative else path
+
+    where = settings.compile_commands_dir
+    return replace(
+        settings,
+        include_paths=tuple(anchor(p) for p in settings.include_paths),
+        compile_commands_dir=anchor(where) if where else where,
+    )
 
 
 def restrict(settings: Settings, trust: Trust) -> tuple[Settings, list[str]]:

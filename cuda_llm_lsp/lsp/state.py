@@ -65,6 +65,8 @@ from cuda_llm_lsp.source.untrusted import neutralize
 
 log = logging.getLogger(__name__)
 
+#: How long `window/showDocument` may go unanswered before the path is named in a message.
+SHOW_DOCUMENT_WAIT_S = 5.0
 #: What a queued analysis returns when its document was closed or changed before it started.
 _SKIPPED = object()
 
@@ -377,6 +379,23 @@ class CudaLlmServer(LanguageServer):
             await asyncio.wait_for(self.workspace_code_lens_refresh_async(None), 5)
         except Exception as exc:
             log.debug("code lens refresh failed: %s", exc)
+
+    async def show_document(self, uri: str) -> bool:
+        """Ask the client to open `uri` (`window/showDocument`, focused); whether it said it
+        did. A client that does not answer within `SHOW_DOCUMENT_WAIT_S` counts as not shown,
+        so the caller's message naming the path still comes and its request is answered."""
+        params = types.ShowDocumentParams(uri=uri, take_focus=True)
+        try:
+            answer = await asyncio.wait_for(
+                self.window_show_document_async(params), SHOW_DOCUMENT_WAIT_S
+            )
+        except asyncio.TimeoutError:
+            log.info("showDocument: no answer within %.0f s", SHOW_DOCUMENT_WAIT_S)
+            return False
+        except Exception as exc:  # an error answer: the caller names the path instead
+            log.info("showDocument failed: %s", exc)
+            return False
+        return bool(answer and answer.success)
 
     # --- suggestions -----------------------------------------------------------------------
 

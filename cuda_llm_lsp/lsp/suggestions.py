@@ -244,13 +244,7 @@ async def show(server: CudaLlmServer, uri: str, kernel: str) -> bool:
         return False
     shown = False
     if _capability(server, "window.show_document.support"):
-        try:
-            answer = await server.window_show_document_async(
-                types.ShowDocumentParams(uri=source.as_uri(), take_focus=True)
-            )
-            shown = bool(answer and answer.success)
-        except Exception as exc:
-            log.info("showDocument failed: %s", exc)
+        shown = await server.show_document(source.as_uri())  # bounded
     if not shown:  # e.g. Neovim 0.7: say where the read-only preview and its diff are
         server.message(
             f"cuda-llm: suggested {kernel} ({suggestion.figures}): {source} (diff: {diff})"

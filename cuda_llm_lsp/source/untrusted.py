@@ -18,6 +18,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from cuda_llm_lsp.redact import redact
+
 _ALLOWED_CONTROLS = frozenset("\t\r\n")
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 # ESC sequences: CSI (`ESC [ ... final`), OSC / DCS / PM / APC / SOS strings (up to BEL or ST),
@@ -111,14 +113,16 @@ def neutralize(text: str, *, keep_cr: bool = False) -> str:
 
 
 class NeutralStream:
-    """A text stream (`sys.stdout`, `sys.stderr`) that neutralizes what is written to it: the
-    CLI's last line of defence, whatever a message was built from."""
+    """A text stream (`sys.stdout`, `sys.stderr`) that neutralizes what is written to it and
+    redacts secrets (`redact`: the API key, credential-looking environment values): the CLI's
+    last line of defence, whatever a message was built from (a kernel's name, a file name, a
+    model's reply, a traceback)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
     def write(self, text: str) -> int:
-        self.stream.write(neutralize(text, keep_cr=True))
+        self.stream.write(neutralize(redact(text), keep_cr=True))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:

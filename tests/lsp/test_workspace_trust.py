@@ -155,3 +155,91 @@ def test_an_added_workspace_folder_may_hold_include_paths(scratch: tuple[Path, P
         assert not [m for m in messages(server) if "includePaths" in m], messages(server)
     finally:
         server.close()
+
+
+# Issue 36, item 6: what trust a client's flag means. Absent: trusted (the client has no notion
+# of it: the settings are the user's own); anything but a boolean: untrusted, never trust.
+TRUST_FLAGS = {
+    "absent": (None, True),
+    "true": (True, True),
+    "false": (False, False),
+    "the string false": ("false", False),
+    "zero": (0, False),
+    "one": (1, False),
+    "null": ("null", False),
+    "an object": ({"trusted": True}, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRUST_FLAGS))
+def test_only_a_boolean_flag_or_none_is_read_as_trust(
+    scratch: tuple[Path, Path], case: str
+) -> None:
+    workspace, home = scratch
+    sent, trusted = TRUST_FLAGS[case]
+    outside = home / "include"
+    outside.mkdir()
+    (outside / "factor.cuh").write_text("__device__ const float undefined_factor = 3.0f;\n")
+    options: dict[str, object] = {"cudaLlm": {"includePaths": [str(outside)]}}
+    if sent is not None:
+        options["workspaceTrusted"] = None if sent == "null" else sent
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, options, workspace)
+        uri = server.open(workspace / "k.cu", '#include "factor.cuh"\n' + KERNEL)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        refused = any("cannot find include file" in m for m in on_line(diagnostics, 0))
+        assert refused is not trusted, diagnostics
+        said_untrusted = any("not trusted" in m for m in messages(server))
+        assert said_untrusted is not trusted, messages(server)
+        if not isinstance(sent, bool) and sent is not None:
+            assert "workspaceTrusted is" in server.stderr(), server.stderr()
+    finally:
+        server.close()
+
+
+def test_a_non_boolean_flag_in_a_settings_change_makes_the_workspace_untrusted(
+    scratch: tuple[Path, Path],
+) -> None:
+    workspace, home = scratch
+    outside = home / "include"
+    outside.mkdir()
+    (outside / "factor.cuh").write_text("__device__ const float undefined_factor = 3.0f;\n")
+    settings = {"includePaths": [str(outside)]}
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, {"cudaLlm": settings, "workspaceTrusted": True}, workspace)
+        uri = server.open(workspace / "k.cu", '#include "factor.cuh"\n' + KERNEL)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        assert not [d for d in diagnostics if d["severity"] == 1], diagnostics
+        start = len(server.messages)
+        change = {"settings": {"cudaLlm": settings, "workspaceTrusted": "yes"}}
+        server.notify("workspace/didChangeConfiguration", change)
+        diagnostics = published(server, uri, start, DIAGNOSTICS_S)
+        assert any("cannot find include file" in m for m in on_line(diagnostics, 0)), diagnostics
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_a_relative_include_path_is_the_workspace_folders(
+    scratch: tuple[Path, Path], trusted: bool
+) -> None:
+    """The server no longer starts in the workspace folder (issue 36): `include` still means
+    the project's `include`, not one of the server's working directory."""
+    workspace, _ = scratch
+    (workspace / "include").mkdir()
+    (workspace / "include" / "factor.cuh").write_text(
+        "__device__ const float undefined_factor = 3.0f;\n"
+    )
+    options = {"cudaLlm": {"includePaths": ["include"]}, "workspaceTrusted": trusted}
+    server = RawServer(env=server_env(workspace.parent))
+    try:
+        initialize(server, options, workspace)
+        (workspace / "src").mkdir()
+        uri = server.open(workspace / "src" / "k.cu", '#include "factor.cuh"\n' + KERNEL)
+        diagnostics = server.diagnostics(uri, 1, DIAGNOSTICS_S)
+        assert not [d for d in diagnostics if d["severity"] == 1], diagnostics
+        assert not [m for m in messages(server) if "includePaths" in m], messages(server)
+    finally:
+        server.close()

@@ -9,4 +9,7 @@ if vim.env.CUDA_LLM_SETTINGS == '{}' then
 elseif vim.env.CUDA_LLM_SETTINGS then
   vim.g.cuda_llm_settings = vim.fn.json_decode(vim.env.CUDA_LLM_SETTINGS)
 end
+if vim.env.CUDA_LLM_TRUSTED == 'false' then
+  vim.g.cuda_llm_trusted = false
+end
 dofile(vim.env.CUDA_LLM_REPO .. '/docs/neovim.lua')

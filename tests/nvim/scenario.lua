@@ -220,6 +220,17 @@ elseif scenario == 'profile' then
   vim.api.nvim_feedkeys('K', 'mx', false)
   vim.wait(10000, function() return floating_lines() ~= nil end, 50)
   out.hover = floating_lines()
+elseif scenario == 'launch' then
+  -- Where and how the snippet started the server, and what it said of trust.
+  local _, client = next(vim.lsp.buf_get_clients(bufnr))
+  out.cmd_cwd = client and client.config.cmd_cwd
+  out.safe_path = client and client.config.cmd_env and client.config.cmd_env.PYTHONSAFEPATH
+  out.trusted = client and client.config.init_options.workspaceTrusted
+  vim.wait(60000, function() return #vim.diagnostic.get(bufnr) > 0 end, 50)
+  out.diagnostics = {}
+  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+    table.insert(out.diagnostics, { lnum = d.lnum, severity = d.severity, message = d.message })
+  end
 elseif scenario == 'lens' then
   -- Click the resources lens as a user would (`vim.lsp.codelens.run` on the kernel's line).
   local name = line_of('void saxpy')

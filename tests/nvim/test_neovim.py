@@ -49,6 +49,7 @@ def run_scenario(
     file: Path,
     command: list[str],
     settings: dict[str, Any] | None,
+    **extra: str,
 ) -> dict[str, Any]:
     work = tmp_path / file.name
     shutil.copy(file, work)
@@ -62,6 +63,7 @@ def run_scenario(
         XDG_DATA_HOME=str(tmp_path / "share"),
         XDG_STATE_HOME=str(tmp_path / "state"),
     )
+    env.update(extra)
     if settings is not None:
         env["CUDA_LLM_SETTINGS"] = json.dumps(settings)
     argv = [
@@ -98,6 +100,48 @@ def test_device_error_comes_back_at_line_9(tmp_path: Path) -> None:
     assert errors[0]["lnum"] == 8  # line 9
     assert "undefined_factor" in errors[0]["message"]
     assert all(4 <= d["lnum"] <= 10 for d in result["diagnostics"])  # nothing on host lines
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_the_snippet_starts_the_server_outside_the_project_and_says_its_trust(
+    tmp_path: Path, trusted: bool
+) -> None:
+    """Issue 36: Neovim starts its server in its own cwd, the project (`cmd_cwd` unset), where
+    `python -m cuda_llm_lsp` runs the repository's `cuda_llm_lsp.py`; and sent no trust."""
+    mark = tmp_path.parent / f"{tmp_path.name}-imported"
+    for name in ("cuda_llm_lsp", "argparse", "logging"):
+        (tmp_path / f"{name}.py").write_text(f"open({str(mark)!r}, 'a').write({name!r})\n")
+    outside = tmp_path.parent / f"{tmp_path.name}-include"  # outside the project root
+    outside.mkdir()
+    (outside / "factor.cuh").write_text("__device__ const float undefined_factor = 3.0f;\n")
+    source = tmp_path.parent / f"{tmp_path.name}-k.cu"
+    source.write_text(
+        '#include "factor.cuh"\n'
+        "__global__ void scale(float* y) { y[0] = 2.0f * undefined_factor; }\n"
+        "__global__ void other(float* y) { y[0] = missing_thing; }\n"
+    )
+    settings = {"debounceMs": 50, "includePaths": [str(outside)]}
+    result = run_scenario(
+        tmp_path,
+        "launch",
+        source,
+        [sys.executable, "-m", "cuda_llm_lsp"],
+        settings,
+        **({} if trusted else {"CUDA_LLM_TRUSTED": "false"}),
+    )
+    assert result["attached"] is True
+    assert not mark.exists(), mark.read_text()
+    assert result["cmd_cwd"].endswith("/cuda-llm-lsp"), result["cmd_cwd"]
+    assert not result["cmd_cwd"].startswith(str(tmp_path))
+    assert result["safe_path"] == "1"
+    assert result["trusted"] is trusted
+    errors = {d["lnum"]: d["message"] for d in result["diagnostics"] if d["severity"] == 1}
+    assert "missing_thing" in errors.get(2, ""), result["diagnostics"]
+    if trusted:
+        assert 0 not in errors and 1 not in errors, result["diagnostics"]
+    else:
+        assert "cannot find include file" in errors.get(0, ""), result["diagnostics"]
+        assert [m for m in result["messages"] if "not trusted" in m], result["messages"]
 
 
 def test_clicking_the_resources_lens_shows_the_kernel_summary(tmp_path: Path) -> None:

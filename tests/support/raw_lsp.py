@@ -51,6 +51,9 @@ class RawServer:
             env=env,
         )
         self.messages: list[dict[str, Any]] = []
+        # False: server-to-client requests are kept in `held`, unanswered (a slow client)
+        self.answer_requests = True
+        self.held: list[dict[str, Any]] = []
         self._lock = threading.Condition()
         self._next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
@@ -135,7 +138,10 @@ class RawServer:
                 continue
             message = json.loads(out.read(length))
             if "method" in message and "id" in message:  # a server request: answer null
-                self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+                if self.answer_requests:
+                    self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+                else:
+                    self.held.append(message)
             with self._lock:
                 self.messages.append(message)
                 self._lock.notify_all()

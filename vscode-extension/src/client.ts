@@ -33,7 +33,8 @@ export const CLIENT_NAME = 'CUDA-LLM';
 
 export interface ClientHooks {
     readonly launch: ServerLaunch;
-    readonly cwd?: string;
+    /** The server's working directory: the extension's neutral one, never a workspace folder. */
+    readonly cwd: string;
     readonly outputChannel: vscode.OutputChannel;
     /** Computed at every (re)start, so a new API key is picked up by a restart. */
     readonly initializationOptions: () => unknown;

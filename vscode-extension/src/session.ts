@@ -38,6 +38,7 @@ import {
     installedWheel,
     launchReader,
     managedPython,
+    neutralDir,
     realIo,
     shippedWheel,
     userChoseServer,
@@ -229,7 +230,13 @@ export class Session {
         if (!launch.ok) {
             return this.failed(launch.message);
         }
-        const cwd = api.firstWorkspaceFolder();
+        // Never a workspace folder: Python would import a repository's `argparse.py` from it.
+        let cwd: string;
+        try {
+            cwd = neutralDir(this.globalStorage());
+        } catch (err) {
+            return this.failed(`cannot create the extension's working directory: ${errorText(err)}`);
+        }
         this.log(`Starting the language server: ${[launch.value.command, ...launch.value.args].join(' ')}`);
         for (const [name, value] of Object.entries(launch.value.env ?? {})) {
             this.log(`Demo/test mode (cudaLlm.server.evaluator): ${name}=${value}: GPU results are recorded outcomes, nothing is measured`);

@@ -18,6 +18,8 @@ import { spawn } from 'node:child_process';
 import { ConfigReader } from './settings';
 
 export const VENV_DIR = 'server-venv';
+/** The working directory of every process the extension starts: empty, and its own. */
+export const NEUTRAL_DIR = 'process-cwd';
 export const WHEEL_DIR = 'server';
 /** Written into the venv after a successful install: the wheel's file name. */
 export const INSTALLED_MARKER = 'cuda-llm-installed-wheel';
@@ -60,6 +62,18 @@ export function venvPaths(globalStorage: string, platform: NodeJS.Platform = pro
     const dir = path.join(globalStorage, VENV_DIR);
     const python = platform === 'win32' ? path.join(dir, 'Scripts', 'python.exe') : path.join(dir, 'bin', 'python');
     return { dir, python };
+}
+
+/**
+ * The directory every Python the extension starts runs in (created if missing): Python puts the
+ * current directory first on `sys.path`, so a workspace folder there would let a repository's
+ * `argparse.py` run in the server. Empty and in the extension's global storage, so nothing in it
+ * is importable. Throws when it cannot be made (then nothing is started).
+ */
+export function neutralDir(globalStorage: string, mkdir: (p: string) => void = (p) => fs.mkdirSync(p, { recursive: true, mode: 0o700 })): string {
+    const dir = path.join(globalStorage, NEUTRAL_DIR);
+    mkdir(dir);
+    return dir;
 }
 
 /** The wheel shipped in the `.vsix` (the newest by name when there are several), or undefined. */
@@ -118,7 +132,14 @@ export interface Step {
     readonly title: string;
     readonly command: string;
     readonly args: readonly string[];
+    /** The working directory: the neutral one (`neutralDir`), never a workspace folder. */
+    readonly cwd: string;
+    /** Added to the extension host's environment. */
+    readonly env: Readonly<Record<string, string>>;
 }
+
+/** Every install step's variables: pip never prompts; no directory of a script or cwd on `sys.path`. */
+export const STEP_ENV: Readonly<Record<string, string>> = { PIP_NO_INPUT: '1', PYTHONSAFEPATH: '1' };
 
 /** The fixed bootstrap check: Python 3.10+ with `venv` and `ensurepip` (Debian: `python3-venv`). */
 export const PYTHON_CHECK =
@@ -131,8 +152,8 @@ export const PYTHON_CHECK =
  * dependencies); `--force-reinstall --no-deps` replaces the package even when the new wheel has
  * the same version number.
  */
-export function installSteps(bootstrap: string, venv: { dir: string; python: string }, wheel: string, venvExists: boolean): Step[] {
-    const steps: Step[] = [];
+export function installSteps(bootstrap: string, venv: { dir: string; python: string }, wheel: string, venvExists: boolean, cwd: string): Step[] {
+    const steps: Omit<Step, 'cwd' | 'env'>[] = [];
     if (!venvExists) {
         steps.push({ title: 'checking Python', command: bootstrap, args: ['-c', PYTHON_CHECK] });
         steps.push({ title: 'creating the environment', command: bootstrap, args: ['-m', 'venv', venv.dir] });
@@ -150,7 +171,7 @@ export function installSteps(bootstrap: string, venv: { dir: string; python: str
         },
         { title: 'checking the install', command: venv.python, args: ['-c', 'import cuda_llm_lsp'] },
     );
-    return steps;
+    return steps.map((step) => ({ ...step, cwd, env: STEP_ENV }));
 }
 
 export interface StepResult {
@@ -176,9 +197,10 @@ export const runStep: StepRunner = (step, onLine, signal) =>
             }
         };
         const child = spawn(step.command, [...step.args], {
+            cwd: step.cwd,
             stdio: ['ignore', 'pipe', 'pipe'],
             windowsHide: true,
-            env: { ...process.env, PIP_NO_INPUT: '1' },
+            env: { ...process.env, ...step.env },
         });
         const onAbort = (): void => {
             child.kill();
@@ -237,6 +259,8 @@ export interface InstallIo {
     readonly run: StepRunner;
     readonly exists: (p: string) => boolean;
     readonly remove: (p: string) => void;
+    /** Makes a directory and its parents (the neutral working directory). */
+    readonly mkdir: (p: string) => void;
     readonly write: (p: string, text: string) => void;
     readonly log: (line: string) => void;
     readonly report: (message: string) => void;
@@ -246,6 +270,7 @@ export const realIo = (log: (line: string) => void, report: (message: string) =>
     run: runStep,
     exists: fs.existsSync,
     remove: (p) => fs.rmSync(p, { recursive: true, force: true }),
+    mkdir: (p) => fs.mkdirSync(p, { recursive: true, mode: 0o700 }),
     write: (p, text) => fs.writeFileSync(p, text),
     log,
     report,
@@ -272,7 +297,7 @@ export async function installServer(
     if (!hadInstall && io.exists(venv.dir)) {
         io.remove(venv.dir); // a half-made venv (no pip on Debian, or cancelled): start again
     }
-    const steps = installSteps(bootstrap, venv, wheel, hadInstall);
+    const steps = installSteps(bootstrap, venv, wheel, hadInstall, neutralDir(globalStorage, io.mkdir));
     for (const [i, step] of steps.entries()) {
         io.report(`${step.title} (${i + 1}/${steps.length})`);
         io.log(`$ ${[step.command, ...step.args].map((a) => (a.includes('\n') ? JSON.stringify(a) : a)).join(' ')}`);

@@ -5,6 +5,13 @@
  * `<cudaLlm.server.python> -m cuda_llm_lsp`. Before the client starts, the Python interpreter is
  * asked to import the package, so a missing install gives one clear message with the fix instead
  * of a crashed server and a stack trace in the output channel.
+ *
+ * No workspace file is ever imported: Python puts its current directory first on `sys.path` for
+ * `-m` and `-c`, so a repository's `argparse.py` or `cuda_llm_lsp.py` would run inside the server
+ * (or the check) if it started in a workspace folder. Every Python the extension starts runs in
+ * a directory of its own (`neutralDir`, in its global storage, empty) with `PYTHONSAFEPATH=1`
+ * (Python 3.11+ then adds no directory at all; 3.10 relies on the directory). Not `-I`: that
+ * also drops PYTHONPATH, which real installs use.
  */
 
 import { spawn } from 'node:child_process';
@@ -14,6 +21,8 @@ import { ConfigReader, PathVariables, expandVariables } from './settings';
 export const DEFAULT_PYTHON = 'python3';
 export const SERVER_MODULE = 'cuda_llm_lsp';
 export const INSTALL_CHECK_TIMEOUT_MS = 30_000;
+/** Python 3.11+: neither the current directory nor a script's directory goes on `sys.path`. */
+export const SAFE_PATH_ENV: Readonly<Record<string, string>> = { PYTHONSAFEPATH: '1' };
 
 export interface ServerLaunch {
     readonly command: string;
@@ -167,13 +176,23 @@ export interface CheckOutcome {
 }
 
 /**
- * Asks the interpreter to import the server package. A full `server.command` is not checked
- * beyond existing: it may be a wrapper script that takes no `-c`.
+ * The environment of the server process: the extension host's, unbuffered, `PYTHONSAFEPATH` for
+ * `python -m cuda_llm_lsp` (not for a user's full command, which may be a wrapper whose own
+ * script directory matters), and the launch's variables.
+ */
+export function serverEnv(launch: ServerLaunch, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+    return { ...base, PYTHONUNBUFFERED: '1', ...(launch.python !== undefined ? SAFE_PATH_ENV : {}), ...launch.env };
+}
+
+/**
+ * Asks the interpreter to import the server package, in `options.cwd` (the extension's neutral
+ * directory: never a workspace folder) with `PYTHONSAFEPATH=1`. A full `server.command` is not
+ * checked beyond existing: it may be a wrapper script that takes no `-c`.
  */
 export async function checkServerInstalled(
     launch: ServerLaunch,
     run: ProcessRunner = runProcess,
-    options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+    options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
 ): Promise<CheckOutcome> {
     if (launch.python === undefined) {
         return { ok: true };
@@ -181,7 +200,7 @@ export async function checkServerInstalled(
     const result = await run(launch.python, ['-c', `import ${SERVER_MODULE}`], {
         timeoutMs: options.timeoutMs ?? INSTALL_CHECK_TIMEOUT_MS,
         cwd: options.cwd,
-        env: options.env,
+        env: { ...(options.env ?? process.env), ...SAFE_PATH_ENV },
     });
     if (result.errorCode === 'ENOENT' || result.errorCode === 'EACCES') {
         return { ok: false, message: interpreterMissingMessage(launch.python, launch.managed), detail: result.stderr };

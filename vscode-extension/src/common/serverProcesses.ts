@@ -1,7 +1,7 @@
 /** The language server's processes (no `vscode` import: unit-tested in node). */
 
 import { ChildProcess, spawn } from 'node:child_process';
-import { ServerLaunch } from './serverCommand';
+import { ServerLaunch, serverEnv } from './serverCommand';
 
 /**
  * The server processes a client started (one per library restart), so that stopping can make
@@ -16,10 +16,11 @@ export class ServerProcesses {
      * Starts the server on stdio; rejects with the spawn error (a missing command, say). The
      * library asks for a new process only after the connection to the last one closed (a crash,
      * or errors on the stream); one that is still running then talks to nobody, so it is ended.
+     * `cwd` is the extension's neutral directory, never a workspace folder (see `serverEnv`).
      */
-    spawn(launch: ServerLaunch, cwd: string | undefined): Promise<ChildProcess> {
+    spawn(launch: ServerLaunch, cwd: string): Promise<ChildProcess> {
         void this.terminate();
-        const env = { ...process.env, PYTHONUNBUFFERED: '1', ...launch.env };
+        const env = serverEnv(launch);
         const child = spawn(launch.command, [...launch.args], { cwd, env, stdio: 'pipe' });
         return new Promise((resolve, reject) => {
             let started = false;

@@ -11,7 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { notInstalledMessage } from '../../src/common/serverCommand';
-import { RecordedProgress, fake, makeContext, makeDocument } from './fakeVscode';
+import { RecordedProgress, Uri, fake, makeContext, makeDocument, workspace } from './fakeVscode';
 import { ExtensionModule, ROOT, loadBundle, offerOf, resetSettings, until } from './helpers';
 
 const BUNDLE = path.join(ROOT, 'dist', 'extension.js');
@@ -302,6 +302,78 @@ describe('the bundled extension without the server package', { timeout: 60_000 }
     });
 });
 
+describe('the processes the bundled extension starts, in a workspace with planted Python modules', { timeout: 60_000 }, () => {
+    // Issue 36: started in the first workspace folder, `python -m cuda_llm_lsp` and the install
+    // check `python -c "import cuda_llm_lsp"` imported the repository's `argparse.py` /
+    // `cuda_llm_lsp.py` (Python puts the current directory first on sys.path).
+    it('runs the install check and the server in its own directory with PYTHONSAFEPATH, never the workspace', { skip: process.platform === 'win32' && 'POSIX shell' }, async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-planted-'));
+        const repo = path.join(dir, 'repo');
+        fs.mkdirSync(repo);
+        for (const name of ['cuda_llm_lsp', 'argparse']) {
+            fs.writeFileSync(path.join(repo, `${name}.py`), `open(${JSON.stringify(path.join(dir, 'imported'))}, 'a').write('${name}')\n`);
+        }
+        const calls = path.join(dir, 'calls.log');
+        const logFile = path.join(dir, 'server.jsonl');
+        // The interpreter: records where and how it runs, then imports (`-c`) or serves (`-m`).
+        const python = path.join(dir, 'python');
+        fs.writeFileSync(
+            python,
+            `#!/bin/sh\necho "$PWD|$PYTHONSAFEPATH|$*" >> ${calls}\nif [ "$1" = -m ]; then exec ${process.execPath} ${path.join(__dirname, 'fakeServer.js')} ${logFile}; fi\nexit 0\n`,
+            { mode: 0o755 },
+        );
+        const ext = loadBundle();
+        fake.reset();
+        resetSettings();
+        fake.settings.set('cudaLlm.server.python', python);
+        const folders = (workspace as any).workspaceFolders;
+        (workspace as any).workspaceFolders = [{ uri: Uri.file(repo), name: 'repo', index: 0 }];
+        const home = process.cwd();
+        process.chdir(repo); // an extension host started with `code .` in the repository
+        const context = makeContext();
+        const neutral = path.join(context.globalStorageUri.fsPath, 'process-cwd');
+        try {
+            await ext.activate(context);
+            await until('running', () => fake.statusBar.text === '$(zap) CUDA-LLM');
+            const ran = fs.readFileSync(calls, 'utf8').trim().split('\n');
+            assert.deepEqual(ran, [`${neutral}|1|-c import cuda_llm_lsp`, `${neutral}|1|-m cuda_llm_lsp`]);
+            const started = serverLog(logFile)[0];
+            assert.equal(started.cwd, neutral);
+            assert.equal(started.safePath, '1');
+            assert.ok(!fs.existsSync(path.join(dir, 'imported')));
+        } finally {
+            process.chdir(home);
+            (workspace as any).workspaceFolders = folders;
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it("starts a user's server.command in its own directory too", async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-command-'));
+        const logFile = path.join(dir, 'server.jsonl');
+        const ext = loadBundle();
+        fake.reset();
+        resetSettings();
+        fake.settings.set('cudaLlm.server.command', [process.execPath, path.join(__dirname, 'fakeServer.js'), logFile]);
+        const folders = (workspace as any).workspaceFolders;
+        (workspace as any).workspaceFolders = [{ uri: Uri.file(dir), name: 'repo', index: 0 }];
+        const context = makeContext();
+        try {
+            await ext.activate(context);
+            const started = await until('started', () => serverLog(logFile)[0]);
+            assert.equal(started.cwd, path.join(context.globalStorageUri.fsPath, 'process-cwd'));
+            assert.equal(started.safePath, null, 'a wrapper command keeps its own script directory');
+        } finally {
+            (workspace as any).workspaceFolders = folders;
+            await ext.deactivate();
+            context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});
+
 describe('CUDA-LLM: Install/Update Server in the bundled extension', { timeout: 60_000 }, () => {
     it('makes a venv with python3, installs the shipped wheel, and starts the server from it', { skip: process.platform === 'win32' && 'POSIX shell' }, async () => {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-install-'));
@@ -311,10 +383,10 @@ describe('CUDA-LLM: Install/Update Server in the bundled extension', { timeout: 
         const bin = path.join(dir, 'bin');
         fs.mkdirSync(bin);
         const server = `${process.execPath} ${path.join(__dirname, 'fakeServer.js')} ${path.join(dir, 'server.jsonl')}`;
-        const venvPython = `#!/bin/sh\necho "venv $*" >> ${calls}\nif [ "$2" = cuda_llm_lsp ]; then exec ${server}; fi\nexit 0\n`;
+        const venvPython = `#!/bin/sh\necho "venv $*" >> ${calls}\necho "where $PWD $PYTHONSAFEPATH" >> ${calls}\nif [ "$2" = cuda_llm_lsp ]; then exec ${server}; fi\nexit 0\n`;
         fs.writeFileSync(
             path.join(bin, 'python3'),
-            `#!/bin/sh\necho "python3 $1 $2" >> ${calls}\nif [ "$2" = "import cuda_llm_lsp" ]; then echo "ModuleNotFoundError: No module named 'cuda_llm_lsp'" >&2; exit 1; fi\nif [ "$2" = venv ]; then mkdir -p "$3/bin"; printf '%b' '${venvPython.replace(/\n/g, '\\n')}' > "$3/bin/python"; chmod +x "$3/bin/python"; fi\nexit 0\n`,
+            `#!/bin/sh\necho "python3 $1 $2" >> ${calls}\necho "where $PWD $PYTHONSAFEPATH" >> ${calls}\nif [ "$2" = "import cuda_llm_lsp" ]; then echo "ModuleNotFoundError: No module named 'cuda_llm_lsp'" >&2; exit 1; fi\nif [ "$2" = venv ]; then mkdir -p "$3/bin"; printf '%b' '${venvPython.replace(/\n/g, '\\n')}' > "$3/bin/python"; chmod +x "$3/bin/python"; fi\nexit 0\n`,
             { mode: 0o755 },
         );
         const extensionPath = path.join(dir, 'ext');
@@ -347,6 +419,10 @@ describe('CUDA-LLM: Install/Update Server in the bundled extension', { timeout: 
             assert.ok(log.includes(`venv -m pip install --disable-pip-version-check --upgrade ${wheel}`), log);
             assert.ok(log.includes(`venv -m pip install --disable-pip-version-check --force-reinstall --no-deps ${wheel}`), log);
             assert.ok(log.includes('venv -c import cuda_llm_lsp'), log);
+            // Every Python of the install and the server: the extension's own directory, safe path.
+            const where = log.split('\n').filter((l) => l.startsWith('where '));
+            assert.ok(where.length >= 6, log);
+            assert.deepEqual([...new Set(where)], [`where ${path.join(storage, 'process-cwd')} 1`]);
             assert.equal(fs.readFileSync(path.join(storage, 'server-venv', 'cuda-llm-installed-wheel'), 'utf8').trim(), path.basename(wheel));
             assert.equal(done.level, 'info', done.text);
             assert.match(done.text, /the language server is installed .* and running/);

@@ -208,5 +208,5 @@ if (stubborn) {
 } else {
     process.stdin.on('end', () => process.exit(0));
 }
-record({ argv: process.argv.slice(2), pid: process.pid });
+record({ argv: process.argv.slice(2), pid: process.pid, cwd: process.cwd(), safePath: process.env.PYTHONSAFEPATH ?? null });
 process.stderr.write('fake server started\n');

@@ -8,10 +8,11 @@
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { fake, makeContext, makeDocument } from './fakeVscode';
+import { Uri, fake, makeContext, makeDocument, workspace } from './fakeVscode';
 import { ExtensionModule, REPO, findPython, liveChildren, loadBundle, resetSettings, until } from './helpers';
 
 const KEY = 'sk-real-ABCDEFGHIJKLMNOPQRSTUVWX';
@@ -23,8 +24,19 @@ describe('the bundled extension with the real server', { skip: found.reason ?? (
     let ext: ExtensionModule;
     let context: any;
     const uri = pathToFileURL(SAXPY).toString();
+    // A cloned repository as the workspace, with modules Python would import from its folder.
+    const planted = fs.mkdtempSync(path.join(os.tmpdir(), 'cuda-llm-planted-'));
+    const mark = path.join(planted, 'imported');
+    const home = process.cwd();
+    let folders: unknown;
 
     before(async () => {
+        for (const name of ['cuda_llm_lsp', 'argparse', 'logging']) {
+            fs.writeFileSync(path.join(planted, `${name}.py`), `open(${JSON.stringify(mark)}, 'a').write('${name}\\n')\n`);
+        }
+        folders = (workspace as any).workspaceFolders;
+        (workspace as any).workspaceFolders = [{ uri: Uri.file(planted), name: 'planted', index: 0 }];
+        process.chdir(planted);
         ext = loadBundle();
         fake.reset();
         resetSettings();
@@ -41,6 +53,9 @@ describe('the bundled extension with the real server', { skip: found.reason ?? (
         await ext.deactivate();
         context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
         assert.deepEqual(liveChildren(), [], 'no server process outlives deactivate');
+        process.chdir(home);
+        (workspace as any).workspaceFolders = folders;
+        fs.rmSync(planted, { recursive: true, force: true });
     });
 
     it('starts python -m cuda_llm_lsp and gets the server commands of the contract', async () => {
@@ -48,6 +63,7 @@ describe('the bundled extension with the real server', { skip: found.reason ?? (
         for (const id of ['cudaLlm.optimize', 'cudaLlm.benchmark', 'cudaLlm.accept', 'cudaLlm.reject', 'cudaLlm.cancel', 'cudaLlm.showSuggestion', 'cudaLlm.addSpec']) {
             await until(id, () => fake.commands.has(id));
         }
+        assert.ok(!fs.existsSync(mark), `the workspace's modules were imported: ${fs.existsSync(mark) ? fs.readFileSync(mark, 'utf8') : ''}`);
     });
 
     it('has its settings and key accepted without a complaint', async () => {

@@ -99,6 +99,7 @@ function scriptedIo(answers: (step: Step) => StepResult, files = new Set<string>
     const ran: Step[] = [];
     const reports: string[] = [];
     const logged: string[] = [];
+    const made: string[] = [];
     const io: InstallIo = {
         run: async (step, onLine) => {
             ran.push(step);
@@ -111,12 +112,13 @@ function scriptedIo(answers: (step: Step) => StepResult, files = new Set<string>
             return r;
         },
         exists: (p) => files.has(p),
+        mkdir: (p) => made.push(p),
         remove: (p) => [...files].filter((f) => f === p || f.startsWith(`${p}/`)).forEach((f) => files.delete(f)),
         write: (p) => files.add(p),
         log: (line) => logged.push(line),
         report: (message) => reports.push(message),
     };
-    return { io, ran, reports, logged, files };
+    return { io, ran, reports, logged, files, made };
 }
 
 const OK: StepResult = { code: 0, tail: '' };
@@ -127,6 +129,13 @@ describe('CUDA-LLM: Install/Update Server', () => {
         const s = scriptedIo(() => OK);
         const outcome = await installServer('/g', WHEEL, s.io, new AbortController().signal);
         assert.deepEqual(outcome, { ok: true, python: '/g/server-venv/bin/python' });
+        // Never in a workspace folder (or wherever the extension host runs): Python would import a
+        // repository's `venv.py` or `pip.py` from the current directory.
+        assert.deepEqual(s.made, ['/g/process-cwd']);
+        for (const step of s.ran) {
+            assert.equal(step.cwd, '/g/process-cwd', step.title);
+            assert.deepEqual(step.env, { PIP_NO_INPUT: '1', PYTHONSAFEPATH: '1' }, step.title);
+        }
         assert.deepEqual(
             s.ran.map((step) => [step.command, ...step.args.filter((a) => !a.includes('\n'))]),
             [
@@ -209,22 +218,22 @@ describe('CUDA-LLM: Install/Update Server', () => {
 
     it('runs a real step, its output line by line, and can be cancelled', async () => {
         const lines: string[] = [];
-        const r = await runStep({ title: 't', command: process.execPath, args: ['-e', 'console.log("a\\nb"); console.error("c"); process.exit(2)'] }, (l) => lines.push(l), new AbortController().signal);
+        const r = await runStep({ title: 't', cwd: os.tmpdir(), env: {}, command: process.execPath, args: ['-e', 'console.log("a\\nb"); console.error("c"); process.exit(2)'] }, (l) => lines.push(l), new AbortController().signal);
         assert.equal(r.code, 2);
         assert.deepEqual(lines.sort(), ['a', 'b', 'c']);
         const abort = new AbortController();
         const started = Date.now();
-        const pending = runStep({ title: 't', command: process.execPath, args: ['-e', 'setTimeout(() => {}, 60000)'] }, () => undefined, abort.signal);
+        const pending = runStep({ title: 't', cwd: os.tmpdir(), env: {}, command: process.execPath, args: ['-e', 'setTimeout(() => {}, 60000)'] }, () => undefined, abort.signal);
         setTimeout(() => abort.abort(), 200);
         const cancelled = await pending;
         assert.equal(cancelled.cancelled, true);
         assert.ok(Date.now() - started < 10_000);
-        const missing = await runStep({ title: 't', command: path.join(os.tmpdir(), 'no-such-python-9c1e'), args: [] }, () => undefined, new AbortController().signal);
+        const missing = await runStep({ title: 't', cwd: os.tmpdir(), env: {}, command: path.join(os.tmpdir(), 'no-such-python-9c1e'), args: [] }, () => undefined, new AbortController().signal);
         assert.equal(missing.errorCode, 'ENOENT');
     });
 
     it('the Python check is a real probe: it passes on this machine\'s python3 when it has venv', { skip: !fs.existsSync('/usr/bin/python3') && 'no /usr/bin/python3' }, async () => {
-        const [check] = installSteps('/usr/bin/python3', venvPaths('/g'), WHEEL, false);
+        const [check] = installSteps('/usr/bin/python3', venvPaths('/g'), WHEEL, false, os.tmpdir());
         const r = await runStep(check, () => undefined, new AbortController().signal);
         assert.ok(r.code === 0 || /ensurepip|venv/.test(r.tail), r.tail);
     });

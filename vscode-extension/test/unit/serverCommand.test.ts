@@ -10,8 +10,11 @@ import {
     notInstalledMessage,
     resolveServerLaunch,
     runProcess,
+    serverEnv,
 } from '../../src/common/serverCommand';
 import { reader } from './helpers';
+
+const NEUTRAL = '/storage/process-cwd';
 
 describe('server launch', () => {
     it('defaults to python3 -m cuda_llm_lsp', () => {
@@ -72,9 +75,9 @@ describe('server launch', () => {
 
     it('offers to repair the managed venv when it is broken', async () => {
         const managed = { command: '/s/bin/python', args: ['-m', 'cuda_llm_lsp'], python: '/s/bin/python', managed: true };
-        const outcome = await checkServerInstalled(managed, fakeRunner({ code: 1, stderr: "No module named 'cuda_llm_lsp'", timedOut: false }));
+        const outcome = await checkServerInstalled(managed, fakeRunner({ code: 1, stderr: "No module named 'cuda_llm_lsp'", timedOut: false }), { cwd: NEUTRAL });
         assert.match(outcome.message ?? '', /Run CUDA-LLM: Install\/Update Server to repair the extension's own server environment/);
-        const missing = await checkServerInstalled(managed, fakeRunner({ code: null, errorCode: 'ENOENT', stderr: '', timedOut: false }));
+        const missing = await checkServerInstalled(managed, fakeRunner({ code: null, errorCode: 'ENOENT', stderr: '', timedOut: false }), { cwd: NEUTRAL });
         assert.match(missing.message ?? '', /`\/s\/bin\/python` was not found\. Run CUDA-LLM: Install\/Update Server/);
     });
 
@@ -100,16 +103,34 @@ function fakeRunner(result: RunResult, calls: Array<[string, readonly string[]]>
 describe('install check', () => {
     const launch = { command: '/venv/bin/python', args: ['-m', 'cuda_llm_lsp'], python: '/venv/bin/python' };
 
+    it('runs the check in the neutral directory with PYTHONSAFEPATH, PYTHONPATH kept', async () => {
+        let seen: { cwd?: string; env?: NodeJS.ProcessEnv } = {};
+        const run: ProcessRunner = async (_command, _args, options) => {
+            seen = options;
+            return { code: 0, stderr: '', timedOut: false };
+        };
+        await checkServerInstalled(launch, run, { cwd: NEUTRAL, env: { PATH: '/bin', PYTHONPATH: '/src' } });
+        assert.equal(seen.cwd, NEUTRAL);
+        assert.deepEqual(seen.env, { PATH: '/bin', PYTHONPATH: '/src', PYTHONSAFEPATH: '1' });
+    });
+
+    it("gives `python -m cuda_llm_lsp` PYTHONSAFEPATH, a user's full command not", () => {
+        const base = { PATH: '/bin', PYTHONPATH: '/src' };
+        assert.deepEqual(serverEnv(launch, base), { ...base, PYTHONUNBUFFERED: '1', PYTHONSAFEPATH: '1' });
+        const command = { command: '/opt/wrapper.sh', args: [], env: { CUDA_LLM_EVALUATOR: 'recorded:/r.json' } };
+        assert.deepEqual(serverEnv(command, base), { ...base, PYTHONUNBUFFERED: '1', CUDA_LLM_EVALUATOR: 'recorded:/r.json' });
+    });
+
     it('imports the package with the configured interpreter', async () => {
         const calls: Array<[string, readonly string[]]> = [];
-        const outcome = await checkServerInstalled(launch, fakeRunner({ code: 0, stderr: '', timedOut: false }, calls));
+        const outcome = await checkServerInstalled(launch, fakeRunner({ code: 0, stderr: '', timedOut: false }, calls), { cwd: NEUTRAL });
         assert.deepEqual(outcome, { ok: true });
         assert.deepEqual(calls, [['/venv/bin/python', ['-c', 'import cuda_llm_lsp']]]);
     });
 
     it('says how to install when the module is missing', async () => {
         const stderr = "Traceback (most recent call last):\n  File \"<string>\", line 1\nModuleNotFoundError: No module named 'cuda_llm_lsp'\n";
-        const outcome = await checkServerInstalled(launch, fakeRunner({ code: 1, stderr, timedOut: false }));
+        const outcome = await checkServerInstalled(launch, fakeRunner({ code: 1, stderr, timedOut: false }), { cwd: NEUTRAL });
         assert.equal(outcome.ok, false);
         assert.equal(
             outcome.message,
@@ -123,26 +144,26 @@ describe('install check', () => {
 
     it('tells a broken install from a missing one', async () => {
         const stderr = "Traceback...\nImportError: libnvrtc.so.13: cannot open shared object file\n";
-        const outcome = await checkServerInstalled(launch, fakeRunner({ code: 1, stderr, timedOut: false }));
+        const outcome = await checkServerInstalled(launch, fakeRunner({ code: 1, stderr, timedOut: false }), { cwd: NEUTRAL });
         assert.equal(outcome.ok, false);
         assert.match(outcome.message ?? '', /fails to import in \/venv\/bin\/python \(ImportError: libnvrtc/);
     });
 
     it('says the interpreter is missing when it cannot be started', async () => {
-        const outcome = await checkServerInstalled(launch, fakeRunner({ code: null, errorCode: 'ENOENT', stderr: 'spawn ENOENT', timedOut: false }));
+        const outcome = await checkServerInstalled(launch, fakeRunner({ code: null, errorCode: 'ENOENT', stderr: 'spawn ENOENT', timedOut: false }), { cwd: NEUTRAL });
         assert.equal(outcome.ok, false);
         assert.match(outcome.message ?? '', /Python interpreter `\/venv\/bin\/python` was not found/);
     });
 
     it('lets a slow import through rather than blocking the server', async () => {
-        const outcome = await checkServerInstalled(launch, fakeRunner({ code: null, stderr: '', timedOut: true }));
+        const outcome = await checkServerInstalled(launch, fakeRunner({ code: null, stderr: '', timedOut: true }), { cwd: NEUTRAL });
         assert.equal(outcome.ok, true);
         assert.match(outcome.detail ?? '', /took too long/);
     });
 
     it('does not check a full command', async () => {
         const calls: Array<[string, readonly string[]]> = [];
-        const outcome = await checkServerInstalled({ command: 'cuda-llm-lsp', args: [] }, fakeRunner({ code: 1, stderr: '', timedOut: false }, calls));
+        const outcome = await checkServerInstalled({ command: 'cuda-llm-lsp', args: [] }, fakeRunner({ code: 1, stderr: '', timedOut: false }, calls), { cwd: NEUTRAL });
         assert.deepEqual(outcome, { ok: true });
         assert.deepEqual(calls, []);
     });
@@ -174,7 +195,7 @@ describe('process runner', () => {
         const python = path.join(dir, 'python');
         fs.writeFileSync(python, '#!/bin/sh\necho "ModuleNotFoundError: No module named \'cuda_llm_lsp\'" >&2\nexit 1\n', { mode: 0o755 });
         try {
-            const outcome = await checkServerInstalled({ command: python, args: ['-m', 'cuda_llm_lsp'], python });
+            const outcome = await checkServerInstalled({ command: python, args: ['-m', 'cuda_llm_lsp'], python }, undefined, { cwd: dir });
             assert.equal(outcome.message, notInstalledMessage(python));
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });

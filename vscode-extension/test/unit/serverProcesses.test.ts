@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import * as os from 'node:os';
 import { describe, it } from 'node:test';
 import { ServerProcesses } from '../../src/common/serverProcesses';
 
@@ -13,7 +14,7 @@ function server(stubborn: boolean) {
 describe('server processes', () => {
     it('ends a server that exits when its stdin closes, without signals', async () => {
         const processes = new ServerProcesses();
-        const child = await processes.spawn(server(false), undefined);
+        const child = await processes.spawn(server(false), os.tmpdir());
         assert.equal(processes.count, 1);
         await processes.terminate(2000);
         assert.equal(child.exitCode, 0);
@@ -22,7 +23,7 @@ describe('server processes', () => {
 
     it('kills one that ignores stdin and SIGTERM', async () => {
         const processes = new ServerProcesses();
-        const child = await processes.spawn(server(true), undefined);
+        const child = await processes.spawn(server(true), os.tmpdir());
         await new Promise((resolve) => child.stdout!.once('data', resolve)); // its SIGTERM handler is set
         await processes.terminate(200);
         assert.equal(child.signalCode, 'SIGKILL');
@@ -31,8 +32,8 @@ describe('server processes', () => {
 
     it('ends the previous server when the library asks for a new one', async () => {
         const processes = new ServerProcesses();
-        const first = await processes.spawn(server(false), undefined);
-        const second = await processes.spawn(server(false), undefined);
+        const first = await processes.spawn(server(false), os.tmpdir());
+        const second = await processes.spawn(server(false), os.tmpdir());
         await new Promise<void>((resolve) => (first.exitCode !== null ? resolve() : first.once('exit', () => resolve())));
         assert.equal(first.exitCode, 0);
         assert.equal(second.exitCode, null);
@@ -43,7 +44,7 @@ describe('server processes', () => {
     it('adds the launch\'s variables to the server\'s environment', async () => {
         const processes = new ServerProcesses();
         const code = "process.stdout.write(String(process.env.CUDA_LLM_EVALUATOR)); process.stdin.resume(); process.stdin.on('end', () => process.exit(0));";
-        const child = await processes.spawn({ command: process.execPath, args: ['-e', code], env: { CUDA_LLM_EVALUATOR: 'recorded:/r.json' } }, undefined);
+        const child = await processes.spawn({ command: process.execPath, args: ['-e', code], env: { CUDA_LLM_EVALUATOR: 'recorded:/r.json' } }, os.tmpdir());
         const said = await new Promise<string>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(d.toString())));
         assert.equal(said, 'recorded:/r.json');
         await processes.terminate(2000);
@@ -51,7 +52,7 @@ describe('server processes', () => {
 
     it('rejects with the reason when the command cannot be started', async () => {
         const processes = new ServerProcesses();
-        await assert.rejects(processes.spawn({ command: '/nonexistent/python', args: [], python: '/nonexistent/python' }, undefined), /cannot start \/nonexistent\/python: .*ENOENT/);
+        await assert.rejects(processes.spawn({ command: '/nonexistent/python', args: [], python: '/nonexistent/python' }, os.tmpdir()), /cannot start \/nonexistent\/python: .*ENOENT/);
         assert.equal(processes.count, 0);
     });
 });
