@@ -44,6 +44,7 @@ from cuda_llm_lsp.config import (
 )
 from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import (
+    DEMO_LABEL,
     CancelToken,
     GpuService,
     OptimizeOutcome,
@@ -51,6 +52,7 @@ from cuda_llm_lsp.engine import (
     RecordingError,
     Refusal,
     RunHistory,
+    demo_pace,
     history_for_run,
     make_evaluator,
     optimize_in_file,
@@ -277,9 +279,6 @@ def _finish(
     return EXIT_OK
 
 
-DEMO_LABEL = "DEMO (a recorded session shipped with cuda-llm-lsp)"
-
-
 def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     """The loop on a shipped recording: recorded replies and outcomes, labelled as a demo."""
     as_json = args.format == "json"
@@ -312,6 +311,8 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
         rounds=min(args.rounds or shape[0], shape[0]),
         candidates=min(args.candidates or shape[1], shape[1]),
         replay_dir=str(demo.llm_dir),
+        # at the recording's pace, so the rounds can be followed (CUDA_LLM_DEMO_PACE=0: at once)
+        replay_pace=demo_pace(),
         profile=False,  # Nsight Compute would run the kernel on a real GPU
     )
     try:
@@ -319,14 +320,14 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     except RecordingError as exc:  # a broken installation
         return _fail(str(exc), EXIT_ERROR, as_json, args.kernel)
     print(
-        f"cuda-llm optimize: {DEMO_LABEL}: the model's replies and the GPU's results are "
-        "recorded (illustrative figures, not measurements); no model is called and nothing "
-        "runs on a GPU.",
+        f"cuda-llm optimize: {DEMO_LABEL}: a session shipped with cuda-llm-lsp; the model's "
+        "replies and the GPU's results are recorded (illustrative figures), replayed at the "
+        "recording's pace; no model is called and nothing runs on a GPU.",
         file=sys.stderr,
     )
     args.no_history = True  # a demo is not a run of yours
     note = (
-        f"{DEMO_LABEL}: the figures above are recorded, not measured. On a GPU, "
+        "DEMO: the figures above are recorded, not measured. On a GPU, "
         f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
         "and times the same candidates for real."
     )

@@ -42,8 +42,14 @@ EVALUATOR_ENV = "CUDA_LLM_EVALUATOR"
 LlmFactory = Callable[[OptimizeConfig], LlmClient]
 
 
-#: What every result says while recorded outcomes stand in for the GPU (`demo_label`).
-DEMO_LABEL = "demo/test mode: recorded GPU outcomes"
+#: What every progress, result and suggestion says while recorded outcomes stand in for the
+#: GPU: the editors' demo mode (`cudaLlm.demo`), `cuda-llm optimize --demo`, and
+#: `CUDA_LLM_EVALUATOR=recorded:PATH` (`demo_label`). One label, so they read alike.
+DEMO_LABEL = "DEMO: recorded, not measured"
+
+#: Scales the demo's pacing (`demo_pace`): 0 replays at once (tests), 1 (the default) at the
+#: recording's own pace, so a person can follow the rounds.
+DEMO_PACE_ENV = "CUDA_LLM_DEMO_PACE"
 
 
 def evaluator_problem() -> str | None:
@@ -63,14 +69,20 @@ def demo_label() -> str | None:
     return DEMO_LABEL if os.environ.get(EVALUATOR_ENV, "").strip().startswith("recorded:") else None
 
 
-#: What every progress, result and suggestion of an editor's demo mode (`cudaLlm.demo`) says.
-DEMO_MODE_LABEL = "DEMO: recorded, not measured"
-
-
 def job_label(settings: Settings) -> str | None:
-    """The label a job started now carries: `DEMO_MODE_LABEL` under `cudaLlm.demo`,
-    `demo_label()` under `CUDA_LLM_EVALUATOR=recorded:PATH`, else None (real figures)."""
-    return DEMO_MODE_LABEL if settings.demo else demo_label()
+    """The label a job started now carries: `DEMO_LABEL` under `cudaLlm.demo` or
+    `CUDA_LLM_EVALUATOR=recorded:PATH`, else None (real figures)."""
+    return DEMO_LABEL if settings.demo else demo_label()
+
+
+def demo_pace() -> float:
+    """`CUDA_LLM_DEMO_PACE` (default 1: the recording's own pace; 0: no waiting); a value that
+    is not a number >= 0 counts as 1."""
+    try:
+        pace = float(os.environ.get(DEMO_PACE_ENV, "1"))
+    except ValueError:
+        return 1.0
+    return pace if pace >= 0 and pace == pace else 1.0
 
 
 def demo_for(kernel: str) -> Demo:
@@ -114,6 +126,7 @@ def demo_config(demo: Demo, settings: Settings) -> OptimizeConfig:
         rounds=rounds,
         candidates=candidates,
         replay_dir=str(demo.llm_dir),
+        replay_pace=demo_pace(),  # the rounds at the recording's pace: a person can follow them
         profile=False,  # ncu would run on a real GPU
     )
 
@@ -158,7 +171,7 @@ def evaluator_for(settings: Settings, plan: Plan | None = None) -> Evaluator:
 def make_llm(config: OptimizeConfig) -> LlmClient:
     """The client a run uses: a replay, or the endpoint (recorded when `record_dir` is set)."""
     if config.replay_dir:
-        return ReplayLlm(config.replay_dir)
+        return ReplayLlm(config.replay_dir, pace=config.replay_pace)
     client: LlmClient = OpenAiLlm(config)
     if config.record_dir:
         client = RecordingLlm(client, config.record_dir)

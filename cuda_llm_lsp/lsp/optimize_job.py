@@ -85,7 +85,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         return f"not applicable: {outcome.not_applicable}"
     if outcome.edit is not None:
         suggestion = _suggestion(job, text, outcome)
-        return await offer(server, suggestion, suggestion.figures, job)
+        return await offer(server, suggestion, suggestion.measured, job)  # job.say labels it
     kind = types.MessageType.Warning if result.error else types.MessageType.Info
     server.message(job.say(f"cuda-llm: {job.kernel}: {result.message}"), kind)
     return result.message

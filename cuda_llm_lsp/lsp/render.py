@@ -221,7 +221,7 @@ class JobRenderer:
             fraction_of_peak=getattr(self.baseline, "fraction_of_peak", None),
             state=state,
         )
-        hint = results.failure_hint(self.outcomes)
+        hint = results.failure_hint(self.outcomes, won=best is not None and best.status == "ok")
         report = results.KernelReport(
             self.job.kernel, self.original, info, hint, label=self.job.label
         )
@@ -252,7 +252,9 @@ class JobRenderer:
             fraction_of_peak=fraction,
             state="cancelled" if result.cancelled else done,
         )
-        hint = results.failure_hint(result.candidates or tuple(self.outcomes))
+        hint = results.failure_hint(
+            result.candidates or tuple(self.outcomes), won=result.best_ms is not None
+        )
         report = results.KernelReport(
             self.job.kernel, self.original, info, hint, label=self.job.label
         )
@@ -279,4 +281,4 @@ async def offer(server: CudaLlmServer, suggestion: results.Suggestion, said: str
                 f"{kernel}'."
             )
         )
-    return f"{suggestion.figures}: suggestion ready"
+    return f"{suggestion.measured}: suggestion ready"  # the progress title carries the label

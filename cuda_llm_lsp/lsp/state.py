@@ -433,6 +433,10 @@ class CudaLlmServer(LanguageServer):
 
     # --- messages and tasks ----------------------------------------------------------------
 
+    def demo_mode(self) -> bool:
+        """Whether a job started now answers from the shipped recording (`cudaLlm.demo`)."""
+        return self.settings.demo
+
     def job_label(self) -> str | None:
         """What a job started now says it is: a demo (`cudaLlm.demo`), recorded outcomes
         (`CUDA_LLM_EVALUATOR`), or None."""

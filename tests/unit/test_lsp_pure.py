@@ -80,6 +80,14 @@ def test_failure_hint_names_the_main_reasons() -> None:
     assert failure_hint([_outcome("ok"), _outcome("slower")]) is None
 
 
+def test_failure_hint_after_a_win_reads_as_a_win() -> None:
+    """The line under a 1.97x win said 'Candidates failed: ...' (issue 41)."""
+    outcomes = [_outcome("ok"), _outcome("unwritten_output", "out[128]"), _outcome("ok")]
+    hint = failure_hint(outcomes, won=True)
+    assert hint == "Kept the fastest correct of 3; 1 other failed: 1 unwritten output (out[128])"
+    assert "Candidates failed" not in hint
+
+
 def test_optimize_summary() -> None:
     text = optimize_summary(
         "saxpy",
