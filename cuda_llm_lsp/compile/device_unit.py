@@ -595,9 +595,15 @@ def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
     if len(configured) > 4:
         shown.append(f"{len(configured) - 4} more")
     searched = ", ".join(shown) + " and " if shown else ""
+    package = std_headers.library_package(name)
+    install = (
+        f"; it comes with `pip install '{package}'` in the environment cuda-llm runs from, or "
+        if package
+        else "; "
+    )
     return (
-        f"cannot find <{name}>{where}: searched {searched}the CUDA toolkit's headers; add its "
-        "directory with -I (cuda-llm check), compile_commands.json or compile_flags.txt, or "
+        f"cannot find <{name}>{where}: searched {searched}the CUDA toolkit's headers{install}add "
+        "its directory with -I (cuda-llm check), compile_commands.json or compile_flags.txt, or "
         "the cudaLlm.includePaths setting"
     )
 

@@ -117,6 +117,34 @@ def test_missing_nested_include_reported_on_the_top_level_include(tmp_path: Path
     assert problem.span.start.line == 1 and "gone.cuh" in problem.message
 
 
+@pytest.mark.parametrize(
+    ("header", "package"),
+    [
+        ("cublas_v2.h", "cuda-toolkit[cublas]==13.*"),
+        ("cusolverDn.h", "cuda-toolkit[cusolver]==13.*"),
+        ("cufft.h", "cuda-toolkit[cufft]==13.*"),
+        ("nccl.h", "nvidia-nccl-cu13"),
+        ("cudnn.h", "nvidia-cudnn-cu13"),
+    ],
+)
+def test_a_missing_toolkit_library_header_names_the_package_that_brings_it(
+    header: str, package: str
+) -> None:
+    """Was: "cannot find <cublas_v2.h>" named no package (issue 41)."""
+    unit = build_device_unit(f"#include <{header}>\n")
+    if not unit.problems:
+        pytest.skip(f"<{header}> is installed here")
+    (problem,) = unit.problems
+    assert f"cannot find <{header}>" in problem.message
+    assert f"`pip install '{package}'` in the environment cuda-llm runs from" in problem.message
+
+
+def test_a_header_that_only_resembles_a_library_names_no_package(tmp_path: Path) -> None:
+    unit = build_device_unit("#include <cublasfoo.h>\n", include_paths=[str(tmp_path)])
+    (problem,) = unit.problems
+    assert "cannot find <cublasfoo.h>" in problem.message and "pip install" not in problem.message
+
+
 def test_unknown_system_header_is_dropped_with_a_warning_saying_where_it_looked(
     tmp_path: Path,
 ) -> None:
