@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -53,6 +54,7 @@ from cuda_llm_lsp.engine import (
     Refusal,
     RunHistory,
     demo_pace,
+    gpu_missing,
     history_for_run,
     make_evaluator,
     optimize_in_file,
@@ -202,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
         "launch": args.launch,
     }
     settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
+    missing = _missing_pieces(args, settings, path)
+    if missing is not None:
+        return _fail(missing[0], missing[1], as_json, args.kernel)
     config = config_from_settings(
         settings,
         rounds=args.rounds,
@@ -215,6 +220,42 @@ def run(args: argparse.Namespace) -> int:
     )
     gpus = GpuService(lambda: make_evaluator(gpus=args.gpus, cluster=args.cluster))
     return _finish(args, text, original_bytes, settings, config, gpus)
+
+
+def _missing_pieces(
+    args: argparse.Namespace, settings: Settings, path: Path
+) -> tuple[str, int] | None:
+    """Every piece a real run lacks (a GPU, a key for OpenAI's API), each with what brings it,
+    and the exit code; None when nothing is known missing. Checked before any compile."""
+    pieces: list[str] = []
+    code = EXIT_USAGE
+    problem = None if args.cluster else gpu_missing()
+    if problem is not None:
+        found = no_gpu_message(problem).split(": ", 1)[0]
+        pieces.append(
+            f"a CUDA GPU: {found}; on a machine with one, install the NVIDIA driver (your "
+            "distribution's nvidia-driver package), then `nvidia-smi` lists the GPU"
+        )
+        code = EXIT_NO_GPU
+    openai_default = not (settings.base_url or os.environ.get("OPENAI_BASE_URL"))
+    if (
+        not args.replay
+        and openai_default
+        and not (settings.api_key or os.environ.get("OPENAI_API_KEY"))
+    ):
+        pieces.append(
+            "an API key for the model: `export OPENAI_API_KEY=...` (or `--base-url "
+            "http://127.0.0.1:8000/v1` for a local OpenAI-compatible server, which needs none)"
+        )
+    if not pieces:
+        return None
+    listed = "; ".join(f"({i}) {piece}" for i, piece in enumerate(pieces, 1))
+    return (
+        f"a real run needs what this machine lacks: {listed}. Meanwhile `cuda-llm optimize "
+        f"{path} --kernel {args.kernel} --demo` replays a recorded run, and `cuda-llm check "
+        f"{path}` works without either",
+        code,
+    )
 
 
 def _finish(

@@ -21,6 +21,7 @@ from cuda_llm_lsp.evaluate.line_profile import NcuProfiler, Profiler, RecordedPr
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import Evaluator
+from cuda_llm_lsp.evaluate.worker_driver import driver_missing
 from cuda_llm_lsp.fsr.client import LlmClient
 from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
 from cuda_llm_lsp.fsr.history import RunHistory, data_dir
@@ -62,6 +63,14 @@ def evaluator_problem() -> str | None:
     if choice not in ("", "gpu"):
         return f"{EVALUATOR_ENV} must be 'gpu' or 'recorded:PATH', not {choice!r}"
     return None
+
+
+def gpu_missing() -> str | None:
+    """Why no local GPU can answer, known before any compile (no driver library), or None: it
+    may (recorded outcomes stand in, or the driver loads). Cheap: no process, no cuInit."""
+    if os.environ.get(EVALUATOR_ENV, "").strip().startswith("recorded:"):
+        return None
+    return driver_missing()
 
 
 def demo_label() -> str | None:
@@ -221,10 +230,13 @@ async def run_fsr(
         await llm.close()
 
 
-def make_profiler() -> Profiler:
-    """ncu on the local GPU, or the profiles of a `CUDA_LLM_EVALUATOR=recorded:PATH` recording
-    (CPU tests and demos: real ncu output captured earlier, no GPU)."""
+def make_profiler(gpus: str | None = None) -> Profiler:
+    """ncu on the local GPU `gpus` selects first (`cudaLlm.gpus` / `--gpus`: "all" or None is
+    GPU 0, "2,3" is GPU 2), or the profiles of a `CUDA_LLM_EVALUATOR=recorded:PATH` recording
+    (CPU tests and demos: real ncu output captured earlier, no GPU). ValueError for a `gpus`
+    that is not "all" or GPU numbers."""
     choice = os.environ.get(EVALUATOR_ENV, "").strip()
     if choice.startswith("recorded:"):
         return RecordedProfiler.from_recording(Path(choice.removeprefix("recorded:")))
-    return NcuProfiler()
+    ordinals = devices.parse_gpus(gpus)
+    return NcuProfiler(device=ordinals[0] if ordinals else 0)

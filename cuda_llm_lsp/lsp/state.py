@@ -122,7 +122,8 @@ class CudaLlmServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}
         self.reports: results.Reports = {}
         self.profiles: profile_results.Profiles = {}  # Profile K's findings, per kernel
-        self.profiler_factory: Callable[[], Profiler] = make_profiler
+        # called with `cudaLlm.gpus`: Profile runs on the first GPU it selects
+        self.profiler_factory: Callable[[str | None], Profiler] = make_profiler
         self.suggestions: dict[tuple[str, str], Suggestion] = {}
         self.jobs = JobManager(self)
         self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded
