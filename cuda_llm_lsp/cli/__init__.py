@@ -25,7 +25,8 @@ SUBCOMMANDS = {
     "check": "compile CUDA files with NVRTC: diagnostics and per-kernel resource use",
     "bench": "Check a kernel's test cases and time it on the local GPU.",
     "optimize": (
-        "Optimize a kernel with the FSR loop: LLM candidates, checked and timed on the GPU."
+        "Optimize a kernel with the FSR loop (Feature Search and Reinforcement: rounds of LLM "
+        "candidates, each checked and timed on the GPU, the best fed back to the next round)."
     ),
     "history": "List recorded optimization runs (all, or those of FILE).",
     "suite": "Run the kernel suite (bench, optionally optimize) and write a report.",
