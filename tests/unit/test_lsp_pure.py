@@ -27,6 +27,7 @@ from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.lsp.suggestions import write_files
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.text import Point, Span
+from tests.support.load import slack
 
 TEXT = 'x = "😋"; k<<<1, 1>>>();\nsecond line'
 
@@ -225,7 +226,7 @@ async def test_a_jobs_cancel_does_not_block_the_event_loop() -> None:
     start = time.perf_counter()
     job.cancel()
     elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, f"the cancel held the event loop for {elapsed:.1f} s"
+    assert elapsed < 0.5 * slack(), f"the cancel held the event loop for {elapsed:.1f} s"
     with pytest.raises(EvaluationCancelled):  # and the GPU call still stops
         await asyncio.wait_for(call, 10)
 
