@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.config import Settings
@@ -25,7 +26,6 @@ from cuda_llm_lsp.evaluate.worker_driver import driver_missing
 from cuda_llm_lsp.fsr.client import LlmClient
 from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
 from cuda_llm_lsp.fsr.history import RunHistory, data_dir
-from cuda_llm_lsp.fsr.loop import History, optimize
 from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm, recorded_shape
 from cuda_llm_lsp.fsr.toolchain import Toolchain
 from cuda_llm_lsp.fsr.types import (
@@ -35,6 +35,9 @@ from cuda_llm_lsp.fsr.types import (
     ProgressEvent,
     config_from_settings,
 )
+
+if TYPE_CHECKING:  # imported by `run_fsr` on use: `bench` and `check` start without the loop
+    from cuda_llm_lsp.fsr.loop import History
 
 #: `recorded:PATH` replaces the GPU by recorded outcomes (`evaluate.recorded`); `gpu` or unset:
 #: the local GPU. Read by `make_evaluator` only: tests and demos of `optimize` and `suite`.
@@ -214,9 +217,11 @@ async def run_fsr(
     toolchain: Toolchain | None = None,
 ) -> OptimizeResult:
     """`fsr.loop.optimize` with an LLM client made for `config` by `llm_factory`, closed after."""
+    from cuda_llm_lsp.fsr import loop as fsr_loop  # ~60 ms of imports only runs pay
+
     llm = llm_factory(config)
     try:
-        return await optimize(
+        return await fsr_loop.optimize(
             request,
             config,
             evaluator,
