@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -54,6 +53,7 @@ from cuda_llm_lsp.engine import (
     Refusal,
     RunHistory,
     demo_pace,
+    endpoint_key_missing,
     gpu_missing,
     history_for_run,
     make_evaluator,
@@ -237,12 +237,7 @@ def _missing_pieces(
             "distribution's nvidia-driver package), then `nvidia-smi` lists the GPU"
         )
         code = EXIT_NO_GPU
-    openai_default = not (settings.base_url or os.environ.get("OPENAI_BASE_URL"))
-    if (
-        not args.replay
-        and openai_default
-        and not (settings.api_key or os.environ.get("OPENAI_API_KEY"))
-    ):
+    if not args.replay and endpoint_key_missing(settings):
         pieces.append(
             "an API key for the model: `export OPENAI_API_KEY=...` (or `--base-url "
             "http://127.0.0.1:8000/v1` for a local OpenAI-compatible server, which needs none)"

@@ -76,6 +76,14 @@ def gpu_missing() -> str | None:
     return driver_missing()
 
 
+def endpoint_key_missing(settings: Settings) -> bool:
+    """No API key for OpenAI's own endpoint (no base URL set anywhere, no key): a real optimize
+    run would be refused with 401. A local server (a base URL) needs none."""
+    if settings.base_url or os.environ.get("OPENAI_BASE_URL"):
+        return False
+    return not (settings.api_key or os.environ.get("OPENAI_API_KEY"))
+
+
 def demo_label() -> str | None:
     """`DEMO_LABEL` while `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU, else None."""
     return DEMO_LABEL if os.environ.get(EVALUATOR_ENV, "").strip().startswith("recorded:") else None
