@@ -95,6 +95,16 @@ def library_package(name: str) -> str | None:
     return None
 
 
+def library_stem(name: str) -> str | None:
+    """The prefix of the names `<name>` declares, lower-case, for a library of
+    `LIBRARY_PACKAGES` (`cublas_v2.h` -> "cublas": cublasHandle_t, CUBLAS_OP_N), else None."""
+    for key in LIBRARY_PACKAGES:
+        if name == key or (name.startswith(key) and _library_suffix(key, name[len(key) :])):
+            stem = key.removesuffix(".h").rstrip("/_").lower()
+            return {"nvtoolsext": "nvtx", "nvtx3": "nvtx", "cufftw": "cufft"}.get(stem, stem)
+    return None
+
+
 def _library_suffix(key: str, rest: str) -> bool:
     """`rest` continues library `key`'s name (`_v2.h`, `Lt.h`, `Dn.h`; NPP's `i.h`), not
     another word (`cublasfoo`)."""
