@@ -66,8 +66,7 @@ pytestmark = [
 SCREENSHOTS: Screenshots | None = None  # made by the session fixture; conftest reads it
 # the notification, once; labelled first (a one-line toast cuts the end): recorded figures
 SUGGESTION = (
-    "cuda-llm [DEMO: recorded, not measured]: saxpy 2.00× faster (1.00 ms → 500 µs), "
-    "3/3 cases"
+    "cuda-llm [DEMO: recorded, not measured]: saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases"
 )
 
 
