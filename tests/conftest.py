@@ -19,6 +19,8 @@ import pytest
 # Servers the tests start run no background nvcc check unless a test asks for one
 # (`cudaLlm.nvccCheck`): its verdict, seconds after a save, would race what they assert.
 os.environ.setdefault("CUDA_LLM_NVCC_CHECK", "off")
+# Demos replay at once here (a person watching gets the recording's pace: test_demo checks it).
+os.environ.setdefault("CUDA_LLM_DEMO_PACE", "0")
 
 HERE = Path(__file__).parent
 EDITOR_DIRS = ("nvim", "e2e")

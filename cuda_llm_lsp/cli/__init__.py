@@ -11,7 +11,9 @@ and wall clock).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -23,7 +25,8 @@ SUBCOMMANDS = {
     "check": "compile CUDA files with NVRTC: diagnostics and per-kernel resource use",
     "bench": "Check a kernel's test cases and time it on the local GPU.",
     "optimize": (
-        "Optimize a kernel with the FSR loop: LLM candidates, checked and timed on the GPU."
+        "Optimize a kernel with the FSR loop (Feature Search and Reinforcement: rounds of LLM "
+        "candidates, each checked and timed on the GPU, the best fed back to the next round)."
     ),
     "history": "List recorded optimization runs (all, or those of FILE).",
     "suite": "Run the kernel suite (bench, optionally optimize) and write a report.",
@@ -88,12 +91,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = NeutralStream(out), NeutralStream(err)  # type: ignore[assignment]
     try:  # no escape sequence or hidden character of model text reaches the terminal
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
         print("cuda-llm: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `cuda-llm check ... | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 128 + 13  # as a shell reports a command ended by SIGPIPE
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit does not raise again.
+    Not SIGPIPE's default action: it would also end us on a compile process's closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ from cuda_llm_lsp.engine import (
     Refusal,
     benchmark_in_file,
     gpu_evaluator,
+    gpu_missing,
     summary_line,
 )
-from cuda_llm_lsp.evaluate.types import no_gpu_message
+from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError, no_gpu_message
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
@@ -68,11 +69,20 @@ def run(args: argparse.Namespace) -> int:
             message = no_kernel(args.kernel, path, (k.name for k in kernels))
             return _error(message, EXIT_USAGE, as_json)
         return _error(f"no __global__ kernel in {path}", EXIT_USAGE, as_json)
-    gpus = GpuService(lambda: gpu_evaluator())
+    gpus = GpuService(_local_gpu)
     try:
         return _bench_all(args, text, chosen, gpus)
     finally:
         gpus.close()
+
+
+def _local_gpu() -> Evaluator:
+    """The local GPU's evaluator; NoGpuError at once where there is no driver library, so the
+    lease refuses before the kernel compiles (was: seconds of compiling, then "no GPU")."""
+    missing = gpu_missing()
+    if missing is not None:
+        raise NoGpuError(missing)
+    return gpu_evaluator()
 
 
 def _bench_all(args: argparse.Namespace, text: str, chosen: list[Kernel], gpus: GpuService) -> int:

@@ -44,6 +44,7 @@ from cuda_llm_lsp.config import (
 )
 from cuda_llm_lsp.demo import demos
 from cuda_llm_lsp.engine import (
+    DEMO_LABEL,
     CancelToken,
     GpuService,
     OptimizeOutcome,
@@ -51,6 +52,9 @@ from cuda_llm_lsp.engine import (
     RecordingError,
     Refusal,
     RunHistory,
+    demo_pace,
+    endpoint_key_missing,
+    gpu_missing,
     history_for_run,
     make_evaluator,
     optimize_in_file,
@@ -200,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
         "launch": args.launch,
     }
     settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
+    missing = _missing_pieces(args, settings, path)
+    if missing is not None:
+        return _fail(missing[0], missing[1], as_json, args.kernel)
     config = config_from_settings(
         settings,
         rounds=args.rounds,
@@ -213,6 +220,37 @@ def run(args: argparse.Namespace) -> int:
     )
     gpus = GpuService(lambda: make_evaluator(gpus=args.gpus, cluster=args.cluster))
     return _finish(args, text, original_bytes, settings, config, gpus)
+
+
+def _missing_pieces(
+    args: argparse.Namespace, settings: Settings, path: Path
+) -> tuple[str, int] | None:
+    """Every piece a real run lacks (a GPU, a key for OpenAI's API), each with what brings it,
+    and the exit code; None when nothing is known missing. Checked before any compile."""
+    pieces: list[str] = []
+    code = EXIT_USAGE
+    problem = None if args.cluster else gpu_missing()
+    if problem is not None:
+        found = no_gpu_message(problem).split(": ", 1)[0]
+        pieces.append(
+            f"a CUDA GPU: {found}; on a machine with one, install the NVIDIA driver (your "
+            "distribution's nvidia-driver package), then `nvidia-smi` lists the GPU"
+        )
+        code = EXIT_NO_GPU
+    if not args.replay and endpoint_key_missing(settings):
+        pieces.append(
+            "an API key for the model: `export OPENAI_API_KEY=...` (or `--base-url "
+            "http://127.0.0.1:8000/v1` for a local OpenAI-compatible server, which needs none)"
+        )
+    if not pieces:
+        return None
+    listed = "; ".join(f"({i}) {piece}" for i, piece in enumerate(pieces, 1))
+    return (
+        f"a real run needs what this machine lacks: {listed}. Meanwhile `cuda-llm optimize "
+        f"{path} --kernel {args.kernel} --demo` replays a recorded run, and `cuda-llm check "
+        f"{path}` works without either",
+        code,
+    )
 
 
 def _finish(
@@ -277,9 +315,6 @@ def _finish(
     return EXIT_OK
 
 
-DEMO_LABEL = "DEMO (a recorded session shipped with cuda-llm-lsp)"
-
-
 def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     """The loop on a shipped recording: recorded replies and outcomes, labelled as a demo."""
     as_json = args.format == "json"
@@ -312,6 +347,8 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
         rounds=min(args.rounds or shape[0], shape[0]),
         candidates=min(args.candidates or shape[1], shape[1]),
         replay_dir=str(demo.llm_dir),
+        # at the recording's pace, so the rounds can be followed (CUDA_LLM_DEMO_PACE=0: at once)
+        replay_pace=demo_pace(),
         profile=False,  # Nsight Compute would run the kernel on a real GPU
     )
     try:
@@ -319,14 +356,14 @@ def _demo(args: argparse.Namespace, text: str, path: Path) -> int:
     except RecordingError as exc:  # a broken installation
         return _fail(str(exc), EXIT_ERROR, as_json, args.kernel)
     print(
-        f"cuda-llm optimize: {DEMO_LABEL}: the model's replies and the GPU's results are "
-        "recorded (illustrative figures, not measurements); no model is called and nothing "
-        "runs on a GPU.",
+        f"cuda-llm optimize: {DEMO_LABEL}: a session shipped with cuda-llm-lsp; the model's "
+        "replies and the GPU's results are recorded (illustrative figures), replayed at the "
+        "recording's pace; no model is called and nothing runs on a GPU.",
         file=sys.stderr,
     )
     args.no_history = True  # a demo is not a run of yours
     note = (
-        f"{DEMO_LABEL}: the figures above are recorded, not measured. On a GPU, "
+        "DEMO: the figures above are recorded, not measured. On a GPU, "
         f"`cuda-llm optimize {path} --kernel {demo.kernel} --replay {demo.llm_dir}` checks "
         "and times the same candidates for real."
     )

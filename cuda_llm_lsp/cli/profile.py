@@ -36,6 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help=".cu file")
     parser.add_argument("--kernel", required=True, help="kernel to profile")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="the GPU to profile on: the first of the list, e.g. '2' or '2,3' (as cudaLlm.gpus); "
+        "default GPU 0",
+    )
     parser.epilog = (
         "exit codes: 0 profiled, 1 build or run failed, 2 usage/spec problem, "
         "3 no GPU, no ncu, no counter permission or unsupported GPU"
@@ -54,9 +60,13 @@ def run(args: argparse.Namespace) -> int:
     bad_recording = evaluator_problem()
     if bad_recording:
         return error("profile", bad_recording, EXIT_USAGE, as_json)
+    try:
+        profiler = make_profiler(args.gpus)
+    except ValueError as exc:
+        return error("profile", str(exc), EXIT_USAGE, as_json)
     token = CancelToken()
     with interrupt_cancels(token, "profile"):
-        work = profile_in_file(text, path, args.kernel, Settings(), make_profiler(), cancel=token)
+        work = profile_in_file(text, path, args.kernel, Settings(), profiler, cancel=token)
         result = asyncio.run(work)
     if isinstance(result, Refusal) and result.kind == "no_profiler":
         return error("profile", f"cannot profile here: {result.message}", EXIT_UNAVAILABLE, as_json)

@@ -30,7 +30,12 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", type=Path, help="directory of .cu files with test specs")
-    parser.add_argument("--optimize", action="store_true", help="run the FSR loop on each kernel")
+    parser.add_argument(
+        "--optimize",
+        action="store_true",
+        help="run the FSR loop (Feature Search and Reinforcement: `cuda-llm optimize`'s rounds of "
+        "LLM candidates) on each kernel",
+    )
     parser.add_argument(
         "--replay",
         type=Path,

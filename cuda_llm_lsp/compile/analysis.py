@@ -43,7 +43,11 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile.arch import resolve_arch
 from cuda_llm_lsp.compile.cache import CompileCache, cache_key, compile_cached
-from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
+from cuda_llm_lsp.compile.device_unit import (
+    DeviceUnit,
+    build_device_unit,
+    fold_missing_library_errors,
+)
 from cuda_llm_lsp.compile.isolated import (
     CRASH_CODE,
     INTERRUPTED_CODE,
@@ -263,7 +267,8 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     options = compile_options(settings)
     timeout_s = float(settings.compile_timeout_s)
     result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
-    diagnostics.extend(_place(_soften_timeout(d), kernels) for d in result.diagnostics)
+    shown = fold_missing_library_errors(result.diagnostics, unit)  # <cublas_v2.h>'s cascade
+    diagnostics.extend(_place(_soften_timeout(d), kernels) for d in shown)
     plan = None
     stopped = any(
         d.code in (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE) for d in result.diagnostics

@@ -23,7 +23,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +31,7 @@ import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import include_reads, static_overloads, std_names, std_redeclarations
+from cuda_llm_lsp.compile.types import Diagnostic
 from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span, normalized
 
@@ -601,11 +602,46 @@ def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
     if len(configured) > 4:
         shown.append(f"{len(configured) - 4} more")
     searched = ", ".join(shown) + " and " if shown else ""
+    package = std_headers.library_package(name)
+    install = (
+        f"; it comes with `pip install '{package}'` in the environment cuda-llm runs from, or "
+        if package
+        else "; "
+    )
     return (
-        f"cannot find <{name}>{where}: searched {searched}the CUDA toolkit's headers; add its "
-        "directory with -I (cuda-llm check), compile_commands.json or compile_flags.txt, or "
+        f"cannot find <{name}>{where}: searched {searched}the CUDA toolkit's headers{install}add "
+        "its directory with -I (cuda-llm check), compile_commands.json or compile_flags.txt, or "
         "the cudaLlm.includePaths setting"
     )
+
+
+_CANNOT_FIND = re.compile(r"^cannot find <(?P<name>[^>\n]+)>")
+_UNDECLARED = re.compile(r'"(?P<name>[A-Za-z_]\w*)" is undefined|"(?P<type>[A-Za-z_]\w*)" is not a')
+
+
+def fold_missing_library_errors(
+    diagnostics: Iterable[Diagnostic], unit: DeviceUnit
+) -> tuple[Diagnostic, ...]:
+    """The errors that only say a missing library header's names are undeclared (`identifier
+    "cublasHandle_t" is undefined` after `<cublas_v2.h>` was found nowhere) as warnings that
+    point at the include: one cause, already warned about with the package that brings it, must
+    not turn the file red in nine places."""
+    missing: dict[str, tuple[str, int]] = {}  # name prefix -> (header, its 1-based line)
+    for problem in unit.problems:
+        found = _CANNOT_FIND.match(problem.message)
+        stem = std_headers.library_stem(found["name"]) if found else None
+        if found and stem:
+            missing.setdefault(stem, (found["name"], problem.span.start.line + 1))
+    folded: list[Diagnostic] = []
+    for d in diagnostics:
+        named = _UNDECLARED.search(d.message) if d.severity == "error" and d.file is None else None
+        name = (named["name"] or named["type"]).lower() if named else ""
+        owner = next((v for stem, v in missing.items() if name and name.startswith(stem)), None)
+        if owner is not None:
+            note = f" (a name of <{owner[0]}>, which was not found: see line {owner[1]})"
+            d = replace(d, severity="warning", message=d.message + note)
+        folded.append(d)
+    return tuple(folded)
 
 
 def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str] | None:

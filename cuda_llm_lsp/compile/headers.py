@@ -64,6 +64,53 @@ DEVICE_LIBRARIES: dict[str, str] = {
     "curand_philox4x32_x.h": "cuda-toolkit[curand]",
     "curand_mtgp32_kernel.h": "cuda-toolkit[curand]",
 }
+# The pip requirement that installs each well-known toolkit library's headers where the include
+# search finds them (the environment cuda-llm runs from): named in the "cannot find" warning.
+# Keys are header names, or prefixes ending in "/" or "_" (`cusolverDn.h` by "cusolver").
+LIBRARY_PACKAGES: dict[str, str] = {
+    "cublas": "cuda-toolkit[cublas]==13.*",
+    "cusparse": "cuda-toolkit[cusparse]==13.*",
+    "cusolver": "cuda-toolkit[cusolver]==13.*",
+    "cufft": "cuda-toolkit[cufft]==13.*",
+    "cufftw.h": "cuda-toolkit[cufft]==13.*",
+    "curand": "cuda-toolkit[curand]==13.*",
+    "cupti": "cuda-toolkit[cupti]==13.*",
+    "nvToolsExt": "cuda-toolkit[nvtx]==13.*",
+    "nvtx3/": "cuda-toolkit[nvtx]==13.*",
+    "npp": "cuda-toolkit[npp]==13.*",
+    "nvjpeg": "cuda-toolkit[nvjpeg]==13.*",
+    "nvjitlink": "cuda-toolkit[nvjitlink]==13.*",
+    "nvml.h": "cuda-toolkit[nvml]==13.*",
+    "cufile.h": "cuda-toolkit[cufile]==13.*",
+    "nccl": "nvidia-nccl-cu13",
+    "cudnn": "nvidia-cudnn-cu13",
+}
+
+
+def library_package(name: str) -> str | None:
+    """The pip requirement bringing `<name>` (`cublas_v2.h` -> cuda-toolkit[cublas]), or None."""
+    for key, package in LIBRARY_PACKAGES.items():
+        if name == key or (name.startswith(key) and _library_suffix(key, name[len(key) :])):
+            return package
+    return None
+
+
+def library_stem(name: str) -> str | None:
+    """The prefix of the names `<name>` declares, lower-case, for a library of
+    `LIBRARY_PACKAGES` (`cublas_v2.h` -> "cublas": cublasHandle_t, CUBLAS_OP_N), else None."""
+    for key in LIBRARY_PACKAGES:
+        if name == key or (name.startswith(key) and _library_suffix(key, name[len(key) :])):
+            stem = key.removesuffix(".h").rstrip("/_").lower()
+            return {"nvtoolsext": "nvtx", "nvtx3": "nvtx", "cufftw": "cufft"}.get(stem, stem)
+    return None
+
+
+def _library_suffix(key: str, rest: str) -> bool:
+    """`rest` continues library `key`'s name (`_v2.h`, `Lt.h`, `Dn.h`; NPP's `i.h`), not
+    another word (`cublasfoo`)."""
+    return key.endswith("/") or key == "npp" or rest[:1] in ("", ".", "_") or rest[:1].isupper()
+
+
 # The stand-in each missing device library gets, so that one warning replaces the false errors
 # that its undefined names would cause everywhere else in the file.
 MISSING_STAND_INS: dict[str, str] = {

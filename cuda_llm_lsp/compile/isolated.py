@@ -6,9 +6,10 @@ spin a core, and none of it can be interrupted from Python. So compiles run in a
 `python -m cuda_llm_lsp.compile.isolated` processes, one request at a time each, over pipes
 (length-prefixed pickles of our own dataclasses: both ends are this package). The caller waits
 with a deadline: past it the child is killed and the compile reported as timed out; the limit is
-the child's CPU time for that compile, within `BUSY_FACTOR` times it of wall time, so a compile
-that only waited for a busy machine's cores is not stopped (it would lose the file's diagnostics
-for a "diagnostics skipped" warning), and one that waits on nothing at all still ends; a child that
+the child's CPU time for that compile, and as much time blocked (neither on a core nor waiting in
+the kernel's run queue for one, Linux's /proc/PID/schedstat), so a compile that only waited for a
+busy machine's cores is not stopped however busy (it would lose the file's diagnostics for a
+"diagnostics skipped" warning), and one that waits on nothing at all still ends; a child that
 dies is reported as a compiler crash; either way the next compile gets a fresh process. Each child
 caps its address space (RLIMIT_AS) and dies with its parent (PR_SET_PDEATHSIG).
 
@@ -45,8 +46,10 @@ DEFAULT_MEMORY_MB = 4096  # address space of one compile process (NVRTC loaded: 
 DEFAULT_WORKERS = 3  # the server: two documents front-end checked at once, one generating code
 CRASH_CODE = "compiler-crash"  # Diagnostic.code of a compile whose process died
 TIMEOUT_CODE = "compile-timeout"  # Diagnostic.code of a compile killed at its deadline
-# A compile's limit is CPU seconds; on a busy machine its wall time may run this many times over.
+# A compile's limit is CPU seconds; where the run-queue wait is unknown (no schedstat), its wall
+# time may run this many times over; where it is known, `MAX_WALL_FACTOR` times over at most.
 BUSY_FACTOR = 2.5
+MAX_WALL_FACTOR = 20.0
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # Diagnostic.code of a compile whose process was killed from outside (SIGKILL: the kernel's OOM
 # killer, a parent thread's end, a shutdown): says nothing about the text, so never cached.
@@ -164,14 +167,17 @@ class _Worker:
 
 
 class _Deadline:
-    """A compile's time limit: `timeout_s` of the child's CPU time for this compile, at most
-    `BUSY_FACTOR` times that of wall time (a child blocked on a read uses no CPU at all)."""
+    """A compile's time limit: `timeout_s` of the child's CPU time for this compile, or as much
+    time blocked (a child blocked on a read uses no CPU at all). Blocked is wall time neither on a
+    core nor in the run queue, so waiting for a busy machine's cores never counts; without
+    schedstat the wall time is capped at `BUSY_FACTOR` times the limit instead."""
 
     def __init__(self, pid: int, timeout_s: float) -> None:
         self.pid, self.timeout_s = pid, timeout_s
-        now = time.monotonic()
-        self.soft, self.hard = now + timeout_s, now + timeout_s * BUSY_FACTOR
+        self.start = time.monotonic()
+        self.soft, self.hard = self.start + timeout_s, self.start + timeout_s * BUSY_FACTOR
         self.cpu_at_start = _cpu_seconds(pid)
+        self.queued_at_start = _queued_seconds(pid)
 
     def left(self) -> float:
         """Seconds left to wait now; 0 or less: stop the compile."""
@@ -181,7 +187,18 @@ class _Deadline:
         cpu = _cpu_seconds(self.pid)
         if cpu is None or self.cpu_at_start is None:
             return self.soft - now  # CPU time unknown here: the wall deadline alone
-        unused = self.timeout_s - (cpu - self.cpu_at_start)
+        used = cpu - self.cpu_at_start
+        queued = _queued_seconds(self.pid)
+        if queued is not None and self.queued_at_start is not None:
+            elapsed = now - self.start
+            blocked = elapsed - used - (queued - self.queued_at_start)
+            if elapsed >= self.timeout_s * MAX_WALL_FACTOR:
+                return 0.0
+            # neither can reach the limit sooner than this: each grows at most as fast as time
+            left = min(self.timeout_s - used, self.timeout_s - blocked)
+            self.soft = now + max(left, 0.0)
+            return left if left > 0.01 else 0.0
+        unused = self.timeout_s - used
         if unused > 0.05 and now < self.hard:  # waited for the cores, not compiled: wait on
             self.soft = min(now + unused, self.hard)
             return self.soft - now
@@ -194,6 +211,16 @@ def _cpu_seconds(pid: int) -> float | None:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _queued_seconds(pid: int) -> float | None:
+    """Seconds process `pid`'s main thread has waited in the run queue for a core (Linux's
+    /proc/PID/schedstat: on-CPU ns, run-queue ns, timeslices), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as stat:
+            return int(stat.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
 

@@ -16,7 +16,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.compile.arch import resolve_arch
@@ -44,7 +44,6 @@ from cuda_llm_lsp.evaluate.line_profile import (
 from cuda_llm_lsp.evaluate.recorded import RecordingError
 from cuda_llm_lsp.evaluate.types import BaselineFailed, DeviceFacts, NoGpuError
 from cuda_llm_lsp.fsr.apply import NotApplicable, changed_region, winner_text
-from cuda_llm_lsp.fsr.loop import History
 from cuda_llm_lsp.fsr.types import OptimizeConfig, OptimizeRequest, OptimizeResult
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
@@ -53,6 +52,9 @@ from cuda_llm_lsp.source.text import offset_of
 from cuda_llm_lsp.tune.edit import tuned_text
 from cuda_llm_lsp.tune.search import tune_kernel
 from cuda_llm_lsp.tune.types import TuneError, TuneOptions, TuneProgress, TuneRequest
+
+if TYPE_CHECKING:  # the loop is imported by the runs that use it: bench starts without it
+    from cuda_llm_lsp.fsr.loop import History
 
 OnEvent = Callable[[Event], None]
 T = TypeVar("T")

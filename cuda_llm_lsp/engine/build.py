@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.config import Settings
@@ -21,10 +22,10 @@ from cuda_llm_lsp.evaluate.line_profile import NcuProfiler, Profiler, RecordedPr
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import Evaluator
+from cuda_llm_lsp.evaluate.worker_driver import driver_missing
 from cuda_llm_lsp.fsr.client import LlmClient
 from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
 from cuda_llm_lsp.fsr.history import RunHistory, data_dir
-from cuda_llm_lsp.fsr.loop import History, optimize
 from cuda_llm_lsp.fsr.replay import RecordingLlm, ReplayLlm, recorded_shape
 from cuda_llm_lsp.fsr.toolchain import Toolchain
 from cuda_llm_lsp.fsr.types import (
@@ -35,6 +36,9 @@ from cuda_llm_lsp.fsr.types import (
     config_from_settings,
 )
 
+if TYPE_CHECKING:  # imported by `run_fsr` on use: `bench` and `check` start without the loop
+    from cuda_llm_lsp.fsr.loop import History
+
 #: `recorded:PATH` replaces the GPU by recorded outcomes (`evaluate.recorded`); `gpu` or unset:
 #: the local GPU. Read by `make_evaluator` only: tests and demos of `optimize` and `suite`.
 EVALUATOR_ENV = "CUDA_LLM_EVALUATOR"
@@ -42,8 +46,14 @@ EVALUATOR_ENV = "CUDA_LLM_EVALUATOR"
 LlmFactory = Callable[[OptimizeConfig], LlmClient]
 
 
-#: What every result says while recorded outcomes stand in for the GPU (`demo_label`).
-DEMO_LABEL = "demo/test mode: recorded GPU outcomes"
+#: What every progress, result and suggestion says while recorded outcomes stand in for the
+#: GPU: the editors' demo mode (`cudaLlm.demo`), `cuda-llm optimize --demo`, and
+#: `CUDA_LLM_EVALUATOR=recorded:PATH` (`demo_label`). One label, so they read alike.
+DEMO_LABEL = "DEMO: recorded, not measured"
+
+#: Scales the demo's pacing (`demo_pace`): 0 replays at once (tests), 1 (the default) at the
+#: recording's own pace, so a person can follow the rounds.
+DEMO_PACE_ENV = "CUDA_LLM_DEMO_PACE"
 
 
 def evaluator_problem() -> str | None:
@@ -58,19 +68,41 @@ def evaluator_problem() -> str | None:
     return None
 
 
+def gpu_missing() -> str | None:
+    """Why no local GPU can answer, known before any compile (no driver library), or None: it
+    may (recorded outcomes stand in, or the driver loads). Cheap: no process, no cuInit."""
+    if os.environ.get(EVALUATOR_ENV, "").strip().startswith("recorded:"):
+        return None
+    return driver_missing()
+
+
+def endpoint_key_missing(settings: Settings) -> bool:
+    """No API key for OpenAI's own endpoint (no base URL set anywhere, no key): a real optimize
+    run would be refused with 401. A local server (a base URL) needs none."""
+    if settings.base_url or os.environ.get("OPENAI_BASE_URL"):
+        return False
+    return not (settings.api_key or os.environ.get("OPENAI_API_KEY"))
+
+
 def demo_label() -> str | None:
     """`DEMO_LABEL` while `CUDA_LLM_EVALUATOR=recorded:PATH` replaces the GPU, else None."""
     return DEMO_LABEL if os.environ.get(EVALUATOR_ENV, "").strip().startswith("recorded:") else None
 
 
-#: What every progress, result and suggestion of an editor's demo mode (`cudaLlm.demo`) says.
-DEMO_MODE_LABEL = "DEMO: recorded, not measured"
-
-
 def job_label(settings: Settings) -> str | None:
-    """The label a job started now carries: `DEMO_MODE_LABEL` under `cudaLlm.demo`,
-    `demo_label()` under `CUDA_LLM_EVALUATOR=recorded:PATH`, else None (real figures)."""
-    return DEMO_MODE_LABEL if settings.demo else demo_label()
+    """The label a job started now carries: `DEMO_LABEL` under `cudaLlm.demo` or
+    `CUDA_LLM_EVALUATOR=recorded:PATH`, else None (real figures)."""
+    return DEMO_LABEL if settings.demo else demo_label()
+
+
+def demo_pace() -> float:
+    """`CUDA_LLM_DEMO_PACE` (default 1: the recording's own pace; 0: no waiting); a value that
+    is not a number >= 0 counts as 1."""
+    try:
+        pace = float(os.environ.get(DEMO_PACE_ENV, "1"))
+    except ValueError:
+        return 1.0
+    return pace if pace >= 0 and pace == pace else 1.0
 
 
 def demo_for(kernel: str) -> Demo:
@@ -114,6 +146,7 @@ def demo_config(demo: Demo, settings: Settings) -> OptimizeConfig:
         rounds=rounds,
         candidates=candidates,
         replay_dir=str(demo.llm_dir),
+        replay_pace=demo_pace(),  # the rounds at the recording's pace: a person can follow them
         profile=False,  # ncu would run on a real GPU
     )
 
@@ -158,7 +191,7 @@ def evaluator_for(settings: Settings, plan: Plan | None = None) -> Evaluator:
 def make_llm(config: OptimizeConfig) -> LlmClient:
     """The client a run uses: a replay, or the endpoint (recorded when `record_dir` is set)."""
     if config.replay_dir:
-        return ReplayLlm(config.replay_dir)
+        return ReplayLlm(config.replay_dir, pace=config.replay_pace)
     client: LlmClient = OpenAiLlm(config)
     if config.record_dir:
         client = RecordingLlm(client, config.record_dir)
@@ -192,9 +225,11 @@ async def run_fsr(
     toolchain: Toolchain | None = None,
 ) -> OptimizeResult:
     """`fsr.loop.optimize` with an LLM client made for `config` by `llm_factory`, closed after."""
+    from cuda_llm_lsp.fsr import loop as fsr_loop  # ~60 ms of imports only runs pay
+
     llm = llm_factory(config)
     try:
-        return await optimize(
+        return await fsr_loop.optimize(
             request,
             config,
             evaluator,
@@ -208,10 +243,13 @@ async def run_fsr(
         await llm.close()
 
 
-def make_profiler() -> Profiler:
-    """ncu on the local GPU, or the profiles of a `CUDA_LLM_EVALUATOR=recorded:PATH` recording
-    (CPU tests and demos: real ncu output captured earlier, no GPU)."""
+def make_profiler(gpus: str | None = None) -> Profiler:
+    """ncu on the local GPU `gpus` selects first (`cudaLlm.gpus` / `--gpus`: "all" or None is
+    GPU 0, "2,3" is GPU 2), or the profiles of a `CUDA_LLM_EVALUATOR=recorded:PATH` recording
+    (CPU tests and demos: real ncu output captured earlier, no GPU). ValueError for a `gpus`
+    that is not "all" or GPU numbers."""
     choice = os.environ.get(EVALUATOR_ENV, "").strip()
     if choice.startswith("recorded:"):
         return RecordedProfiler.from_recording(Path(choice.removeprefix("recorded:")))
-    return NcuProfiler()
+    ordinals = devices.parse_gpus(gpus)
+    return NcuProfiler(device=ordinals[0] if ordinals else 0)

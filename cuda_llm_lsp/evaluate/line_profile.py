@@ -274,7 +274,8 @@ def ncu_path() -> str | None:
 
 
 class NcuProfiler:
-    """ncu on this machine's GPU 0, over the evaluator's one-shot worker."""
+    """ncu on this machine's GPU `device` (0 by default), over the evaluator's one-shot worker:
+    the worker runs the kernel on that device (`--device`), so ncu's counters are its."""
 
     def __init__(self, *, device: int = 0, timeout_s: float = STEP_TIMEOUT_S) -> None:
         self.device = device

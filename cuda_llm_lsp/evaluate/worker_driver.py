@@ -4,8 +4,11 @@ double), its errors with a hint for the common launch failures, and the result c
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import importlib.util
 import os
+import sys
 from typing import Any
 
 LAUNCH_ERRORS = {1, 701, 9}  # INVALID_VALUE, LAUNCH_OUT_OF_RESOURCES, INVALID_CONFIGURATION(9)
@@ -36,6 +39,29 @@ def driver_module() -> Any:
     from cuda.bindings import driver
 
     return driver
+
+
+def driver_missing() -> str | None:
+    """Why the CUDA driver certainly cannot load here, or None (it may): checked before any
+    compile, so a machine without a GPU hears so at once, not after seconds of compiling. Free
+    where the GPU's device nodes exist (the worker loads the driver there anyway)."""
+    name = os.environ.get(DRIVER_ENV)
+    if name:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        return None if found else f"no CUDA driver library (the driver module {name!r})"
+    if not sys.platform.startswith("linux") or any(
+        os.path.exists(node)
+        for node in ("/dev/nvidiactl", "/dev/dxg")  # dxg: WSL's GPU
+    ):
+        return None
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no CUDA driver library (libcuda.so.1) on this machine"
+    return None
 
 
 class CudaError(Exception):

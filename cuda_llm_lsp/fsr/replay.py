@@ -9,9 +9,11 @@ endpoint sent beside the content (a refusal, the reasoning) so that a replay rea
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ from cuda_llm_lsp.fsr.client import LlmClient, LlmReply, Prompt, extract_kernel
 from cuda_llm_lsp.redact import redact_data
 
 FORMAT_VERSION = 1
+#: The seconds a paced replay waits for a reply recorded without its time (`elapsed_s`).
+DEFAULT_REPLY_S = 2.0
 
 
 def _stem(kernel: str, round_: int, index: int, role: str = "candidate", attempt: int = 0) -> str:
@@ -59,7 +63,9 @@ class RecordingLlm:
         self.directory.mkdir(parents=True, exist_ok=True)
 
     async def complete(self, prompt: Prompt) -> LlmReply:
+        started = time.monotonic()
         reply = await self.inner.complete(prompt)
+        elapsed = time.monotonic() - started
         stem = _prompt_stem(prompt)
         for old in self.directory.glob(f"{stem}-*.json"):
             if re.fullmatch(rf"{re.escape(stem)}-[^-]+\.json", old.name):
@@ -72,6 +78,7 @@ class RecordingLlm:
             "role": prompt.role,
             "attempt": prompt.attempt,
             "prompt_sha256": prompt_hash(prompt),
+            "elapsed_s": round(elapsed, 3),  # how long the model took: a paced replay waits it
             "messages": list(prompt.messages),
             "reply": {
                 "text": reply.text,
@@ -93,11 +100,36 @@ class RecordingLlm:
         await self.inner.close()
 
 
-class ReplayLlm:
-    """Answers from a recording made by `RecordingLlm`; needs no endpoint."""
+def recorded_seconds(record: dict[str, Any]) -> float:
+    """How long the recorded reply took (`elapsed_s`), or `DEFAULT_REPLY_S` when not recorded."""
+    value = record.get("elapsed_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 3600:
+        return float(value)
+    return DEFAULT_REPLY_S
 
-    def __init__(self, directory: str | Path) -> None:
+
+def replay_seconds(directory: Path, kernel: str) -> float:
+    """How long replaying `kernel`'s recording at pace 1 takes: a round's candidates are asked
+    at once, so each round lasts its slowest reply (what the demo's pace is checked by)."""
+    rounds: dict[int, float] = {}
+    safe = _stem(kernel, 1, 1).rsplit("-r", 1)[0]
+    for path in directory.glob(f"{safe}-r*-c*-*.json"):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            round_ = int(record["round"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        rounds[round_] = max(rounds.get(round_, 0.0), recorded_seconds(record))
+    return sum(rounds.values())
+
+
+class ReplayLlm:
+    """Answers from a recording made by `RecordingLlm`; needs no endpoint. With `pace` > 0 each
+    reply comes after its recorded time times `pace` (the demo: the rounds can be watched)."""
+
+    def __init__(self, directory: str | Path, pace: float = 0.0) -> None:
         self.directory = Path(directory)
+        self.pace = pace
         self.requests: list[Prompt] = []
 
     async def complete(self, prompt: Prompt) -> LlmReply:
@@ -122,6 +154,8 @@ class ReplayLlm:
             )
         try:
             record = json.loads(matches[0].read_text(encoding="utf-8"))
+            if self.pace > 0 and isinstance(record, dict):
+                await asyncio.sleep(recorded_seconds(record) * self.pace)  # cancellable
             reply = record["reply"]
             text = str(reply.get("text") or "")
             finish = reply.get("finish_reason")

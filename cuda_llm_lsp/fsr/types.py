@@ -31,6 +31,9 @@ class OptimizeConfig:
     token_budget: int | None = None
     record_dir: str | None = None
     replay_dir: str | None = None
+    # a replay waits as long as each recorded reply took, times this (0: answers at once; the
+    # demo: 1, so its rounds can be watched)
+    replay_pace: float = 0.0
     sanitize_winner: bool = True
     profile: bool = True  # where ncu is on PATH, profile the best kernel for the next prompt
     strategy: Literal["fsr", "plan"] = "fsr"  # plan: planner -> coders -> debugger (CUDAMaster)

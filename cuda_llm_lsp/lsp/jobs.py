@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from lsprotocol import types
 from pygls.progress import Progress
 
-from cuda_llm_lsp.engine import DEMO_MODE_LABEL, CancelToken
+from cuda_llm_lsp.engine import CancelToken
 from cuda_llm_lsp.source.untrusted import neutralize
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,10 @@ class JobHost(Protocol):
         """What a job started now says it is (`engine.job_label`: a demo), or None."""
         ...
 
+    def demo_mode(self) -> bool:
+        """Whether a job started now answers from the shipped recording (`cudaLlm.demo`)."""
+        ...
+
 
 class JobError(Exception):
     """A job cannot go on; the message is shown to the user as is."""
@@ -64,10 +68,6 @@ class Job:
     # Taken when the job starts: a demo stays labelled as one even if the setting changes.
     label: str | None = None  # e.g. "DEMO: recorded, not measured"; None: real figures
     demo: bool = False  # `cudaLlm.demo`: the shipped recordings answer, not the GPU and model
-
-    def labelled(self, text: str) -> str:
-        """`text` with the job's label in front, so a demo's words never pass for real ones."""
-        return f"[{self.label}] {text}" if self.label else text
 
     def say(self, text: str) -> str:
         """A 'cuda-llm: ...' message of this job, labelled ('cuda-llm [DEMO: ...]: ...')."""
@@ -127,7 +127,6 @@ class JobProgress:
 
     def end(self, message: str) -> None:
         if self.enabled and not self.ended:
-            message = self.job.labelled(message) if self.job.demo else message
             self.server.work_done_progress.end(
                 self.job.token, types.WorkDoneProgressEnd(message=neutralize(message))
             )
@@ -161,7 +160,7 @@ class JobManager:
             return None
         job = Job(uri, kernel, kind, token=f"cuda-llm-{kind}-{uuid.uuid4().hex[:12]}")
         job.label = self.server.job_label()
-        job.demo = job.label is not None and job.label == DEMO_MODE_LABEL
+        job.demo = self.server.demo_mode()
         self.jobs[(uri, kernel)] = job
         self.by_token[job.token] = job
         self.server.spawn(self._run(job, title, work), f"{kind} of {kernel}")

@@ -21,6 +21,7 @@ from cuda_llm_lsp.engine import (
     RunHistory,
     demo_config,
     demo_for,
+    endpoint_key_missing,
     history_for_run,
     make_llm,
     optimize_in_file,
@@ -74,7 +75,9 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         render.cancelled()
         raise
     if isinstance(outcome, Refusal):
-        raise job_error(outcome, "optimize")
+        raise job_error(
+            outcome, "optimize", key_missing=not job.demo and endpoint_key_missing(settings)
+        )
     result = outcome.result
     render.finish(result)
     if result.cancelled:
@@ -85,7 +88,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         return f"not applicable: {outcome.not_applicable}"
     if outcome.edit is not None:
         suggestion = _suggestion(job, text, outcome)
-        return await offer(server, suggestion, suggestion.figures, job)
+        return await offer(server, suggestion, suggestion.measured, job)  # job.say labels it
     kind = types.MessageType.Warning if result.error else types.MessageType.Info
     server.message(job.say(f"cuda-llm: {job.kernel}: {result.message}"), kind)
     return result.message

@@ -34,6 +34,10 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
             "(turn cudaLlm.demo off on a machine with one)"
         )
     text, original = await server.job_kernel(job)
+    try:
+        profiler = server.profiler_factory(server.settings.gpus)  # the first GPU selected
+    except ValueError as exc:  # a `cudaLlm.gpus` that is not GPU numbers
+        raise JobError(f"cannot profile {job.kernel}: {exc}") from exc
     render = JobRenderer(server, job, progress, original)
     work = partial(
         profile_in_file,
@@ -41,7 +45,7 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         server.path_of(job.uri),
         job.kernel,
         server.settings,
-        server.profiler_factory(),
+        profiler,
         server.gpus,  # one GPU call at a time: ncu's counters see this kernel alone
         cancel=job.cancel_token,  # Cancel ends ncu and its worker at once
         on_event=render.post,

@@ -66,8 +66,9 @@ async def run_action(
     return await detached(work, f"cuda-llm-{job.kind}-{job.kernel}")
 
 
-def job_error(refusal: Refusal, verb: str) -> JobError:
-    """The refusal as the job's error message, pointing at what the editor offers."""
+def job_error(refusal: Refusal, verb: str, *, key_missing: bool = False) -> JobError:
+    """The refusal as the job's error message, pointing at what the editor offers; with
+    `key_missing` (an optimize with no key for OpenAI's endpoint) it names the key too."""
     kernel = refusal.kernel
     if refusal.kind == "spec_errors":
         said = f"the test spec of {kernel} has errors (see the diagnostics); fix them first"
@@ -77,6 +78,13 @@ def job_error(refusal: Refusal, verb: str) -> JobError:
         said = (
             f"{kernel} has no test spec: use the code action 'Add test spec for {kernel}' "
             "and review the draft"
+        )
+    elif refusal.kind == "no_gpu" and key_missing:
+        said = (
+            f"cannot {verb} {kernel}: this machine lacks (1) a CUDA GPU: "
+            f"{no_gpu_message(refusal.message)}; and (2) an API key for the model: run "
+            "'CUDA-LLM: Set API Key' (VS Code) or set OPENAI_API_KEY, or cudaLlm.baseUrl for a "
+            "local server that needs none"
         )
     elif refusal.kind == "no_gpu":
         said = f"cannot {verb} {kernel}: {no_gpu_message(refusal.message)}"
@@ -221,7 +229,7 @@ class JobRenderer:
             fraction_of_peak=getattr(self.baseline, "fraction_of_peak", None),
             state=state,
         )
-        hint = results.failure_hint(self.outcomes)
+        hint = results.failure_hint(self.outcomes, won=best is not None and best.status == "ok")
         report = results.KernelReport(
             self.job.kernel, self.original, info, hint, label=self.job.label
         )
@@ -252,7 +260,9 @@ class JobRenderer:
             fraction_of_peak=fraction,
             state="cancelled" if result.cancelled else done,
         )
-        hint = results.failure_hint(result.candidates or tuple(self.outcomes))
+        hint = results.failure_hint(
+            result.candidates or tuple(self.outcomes), won=result.best_ms is not None
+        )
         report = results.KernelReport(
             self.job.kernel, self.original, info, hint, label=self.job.label
         )
@@ -279,4 +289,4 @@ async def offer(server: CudaLlmServer, suggestion: results.Suggestion, said: str
                 f"{kernel}'."
             )
         )
-    return f"{suggestion.figures}: suggestion ready"
+    return f"{suggestion.measured}: suggestion ready"  # the progress title carries the label

@@ -66,11 +66,16 @@ class Suggestion:
     label: str | None = None  # the job's label: a demo's suggestion says so wherever it shows
 
     @property
-    def figures(self) -> str:
-        """'2.10× faster, 4/4 cases' (', DEMO: recorded, not measured' for a demo's)."""
+    def measured(self) -> str:
+        """'2.10× faster, 4/4 cases': for text already labelled (a message, a progress title)."""
         speed = f"{self.speedup:.2f}× faster" if self.speedup else "no speedup figure"
+        return f"{speed}, {self.cases_passed}/{self.cases_total} cases"
+
+    @property
+    def figures(self) -> str:
+        """`measured`, with ', DEMO: recorded, not measured' for a demo's (a title of its own)."""
         label = f", {self.label}" if self.label else ""
-        return f"{speed}, {self.cases_passed}/{self.cases_total} cases{label}"
+        return f"{self.measured}{label}"
 
     @property
     def done(self) -> str:
@@ -141,8 +146,11 @@ def status_text(status: str) -> str:
     return status.replace("_", " ")
 
 
-def failure_hint(outcomes: Iterable[CandidateOutcome]) -> str | None:
-    """'Candidates failed: 3 wrong output (case 2: ...); 1 compile error' or None."""
+def failure_hint(outcomes: Iterable[CandidateOutcome], *, won: bool = False) -> str | None:
+    """'Candidates failed: 3 wrong output (case 2: ...); 1 compile error' or None; after a win
+    (`won`: a faster correct candidate) 'Kept the fastest correct of 4; 2 others failed: ...',
+    so the line under a 1.97× win does not read as a failure."""
+    outcomes = list(outcomes)
     failed = [o for o in outcomes if o.status not in ("ok", "slower")]
     if not failed:
         return None
@@ -154,6 +162,9 @@ def failure_hint(outcomes: Iterable[CandidateOutcome]) -> str | None:
         if len(example) > 120:
             example = example[:117] + "..."
         parts.append(f"{count} {status_text(status)}" + (f" ({example})" if example else ""))
+    if won:
+        others = "1 other" if len(failed) == 1 else f"{len(failed)} others"
+        return f"Kept the fastest correct of {len(outcomes)}; {others} failed: " + "; ".join(parts)
     return "Candidates failed: " + "; ".join(parts)
 
 

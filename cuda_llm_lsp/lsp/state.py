@@ -124,7 +124,8 @@ class CudaLlmServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}
         self.reports: results.Reports = {}
         self.profiles: profile_results.Profiles = {}  # Profile K's findings, per kernel
-        self.profiler_factory: Callable[[], Profiler] = make_profiler
+        # called with `cudaLlm.gpus`: Profile runs on the first GPU it selects
+        self.profiler_factory: Callable[[str | None], Profiler] = make_profiler
         self.suggestions: dict[tuple[str, str], Suggestion] = {}
         self.jobs = JobManager(self)
         self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded
@@ -451,6 +452,10 @@ class CudaLlmServer(LanguageServer):
         close_shared_pool()
 
     # --- messages and tasks ----------------------------------------------------------------
+
+    def demo_mode(self) -> bool:
+        """Whether a job started now answers from the shipped recording (`cudaLlm.demo`)."""
+        return self.settings.demo
 
     def job_label(self) -> str | None:
         """What a job started now says it is: a demo (`cudaLlm.demo`), recorded outcomes

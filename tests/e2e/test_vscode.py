@@ -66,8 +66,7 @@ pytestmark = [
 SCREENSHOTS: Screenshots | None = None  # made by the session fixture; conftest reads it
 # the notification, once; labelled first (a one-line toast cuts the end): recorded figures
 SUGGESTION = (
-    "cuda-llm [demo/test mode: recorded GPU outcomes]: saxpy 2.00× faster (1.00 ms → 500 µs), "
-    "3/3 cases"
+    "cuda-llm [DEMO: recorded, not measured]: saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases"
 )
 
 
@@ -216,7 +215,7 @@ def test_benchmark_ends_with_its_result_in_problems(session: Session) -> None:
         "the benchmark result", lambda: [r for r in wb.problems() if "saxpy: 1.000 ms" in r], 120
     )
     assert "3/3 cases pass" in rows[0], rows
-    assert rows[0].startswith("[demo/test mode: recorded GPU outcomes] saxpy: 1.000 ms"), rows
+    assert rows[0].startswith("[DEMO: recorded, not measured] saxpy: 1.000 ms"), rows
     session.shots.take("benchmark")
 
 

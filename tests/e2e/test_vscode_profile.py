@@ -57,7 +57,7 @@ pytestmark = [
 SCREENSHOTS: Screenshots | None = None  # made by the session fixture; conftest reads it
 NCU = Path(__file__).resolve().parents[1] / "data" / "ncu"
 RECORDED = f"recorded:{NCU / 'recording.json'}"
-LABEL = "[demo/test mode: recorded GPU outcomes] "  # recorded ncu output: every finding says so
+LABEL = "[DEMO: recorded, not measured] "  # recorded ncu output: every finding says so
 SOURCE = "cuda-llm profile"
 
 

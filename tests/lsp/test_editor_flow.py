@@ -17,6 +17,7 @@ from lsprotocol import types
 
 from cuda_llm_lsp.fsr.history import RunHistory
 from tests.lsp.conftest import DATA, SCRATCH, SERVERS, EditorClient, lsp_fixture
+from tests.support.load import slack
 from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
 
 FAST = """\
@@ -376,7 +377,7 @@ async def test_cancel_ends_the_job_promptly_and_other_requests_stay_fast(
         types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )
     assert [s.name for s in symbols] == ["slow_copy"]
-    assert time.monotonic() - started < 0.5  # answered while the job waits on the model
+    assert time.monotonic() - started < 0.5 * slack()  # answered while the job waits on the model
     started = time.monotonic()
     if client.kind == "visual-studio-code":  # the progress UI's cancel button
         client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
@@ -386,7 +387,7 @@ async def test_cancel_ends_the_job_promptly_and_other_requests_stay_fast(
         lambda: any(isinstance(v, types.WorkDoneProgressEnd) for v in _values(client, token)),
         timeout=5,
     )
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 2.0 * slack()
     end = _values(client, token)[-1]
     assert "cancel" in end.message
     # The kernel is free again: a new run may start.

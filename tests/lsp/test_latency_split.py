@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.generated_cuda import generate
+from tests.support.load import slack
 from tests.support.raw_lsp import RawServer, server_env
 
 DOUBLING = (
@@ -76,7 +77,7 @@ def test_an_edited_kernels_figures_follow_its_diagnostics_within_a_second(
     seen: list[str] = []
     while "2048 B smem" not in (title := lens_of(server, uri, edited.edited)):
         seen.append(title)
-        assert time.monotonic() - diagnosed < 1.0, (seen[:3], time.monotonic() - sent)
+        assert time.monotonic() - diagnosed < 1.0 * slack(), (seen[:3], time.monotonic() - sent)
         time.sleep(0.02)
     assert all(("regs" in t) or ("updating" in t) for t in seen), seen  # never stale figures
     assert [t for t in lenses(server, uri) if " regs · " in t and "2048" not in t] == [
@@ -138,7 +139,7 @@ def test_exit_ends_the_server_within_a_second_while_a_compile_hangs(
     started = time.monotonic()
     server.notify("exit")
     assert server.exit_status(timeout=5) == 0
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.0 * slack()
 
 
 def test_exit_without_shutdown_ends_the_server_within_a_second_too(
@@ -150,4 +151,4 @@ def test_exit_without_shutdown_ends_the_server_within_a_second_too(
     started = time.monotonic()
     server.notify("exit")
     assert server.exit_status(timeout=5) == 1  # LSP: exit without shutdown
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.0 * slack()

@@ -366,6 +366,7 @@ def test_demo_optimize_shows_progress_and_accept_applies_in_one_undo(tmp_path: P
     ends = [e["text"] for e in result["echoes"] if e["history"] and "suggestion ready" in e["text"]]
     # the end line whole, labelled, kept in :messages
     assert ends and ends[0].startswith(f"cuda-llm: Optimizing softmax_rows [{DEMO_LABEL}]: ")
+    assert ends[0].count("DEMO") == 1, ends[0]  # labelled once (was three times, issue 41)
     # the result message arrives whole (the snippet's showMessage goes through vim.notify)
     said = [m for m in result["messages"] if m.startswith(f"cuda-llm [{DEMO_LABEL}]: softmax_rows")]
     assert said and said[0].endswith("'Reject suggestion for softmax_rows'."), result["messages"]

@@ -17,6 +17,7 @@ from cuda_llm_lsp.source.expr import ExprError, evaluate
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.source.spec.parse import MAX_CASES
+from tests.support.load import slack
 
 SPEC = """/* @cuda-llm
 sizes.n = {sizes}
@@ -81,7 +82,7 @@ def test_moderate_nesting_is_still_read() -> None:
 def test_a_million_sizes_are_refused_fast_with_the_limit() -> None:
     started = time.monotonic()
     (problem,) = problems_of(sizes="[" + ", ".join(["4"] * 10**6) + "]")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.0 * slack()
     assert problem.span.start.line == 0 and "kB limit" in problem.message
 
 

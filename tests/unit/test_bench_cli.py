@@ -142,3 +142,22 @@ def test_a_faulting_kernel_is_status_fault_exit_code_1_without_a_traceback(
     js = bench(str(f), "--format", "json", driver="tests.unit.fake_cuda_driver", home=tmp_path)
     assert js.returncode == 1
     assert json.loads(js.stdout)["kernels"][0]["status"] == "fault"
+
+
+def test_bench_starts_without_importing_the_optimize_loop() -> None:
+    """`bench` cold is a target (<= 2 s on the H200): the FSR loop and what it brings (~80 ms of
+    imports on a loaded 2-core machine) are imported by the runs that use them, not by bench."""
+    code = (
+        "import sys, cuda_llm_lsp.cli.bench as b\n"
+        "from cuda_llm_lsp.engine import benchmark_in_file, gpu_evaluator\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cuda_llm_lsp.fsr.loop')))\n"
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

@@ -84,6 +84,7 @@ def run_bench(monkeypatch: pytest.MonkeyPatch, path: Path, evaluator: SlowStartE
 
     monkeypatch.setattr(actions, "build_binary", build)
     monkeypatch.setattr(bench, "gpu_evaluator", lambda: evaluator)
+    monkeypatch.setattr(bench, "gpu_missing", lambda: None)  # the stand-in is the GPU
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     code = bench.run(parser.parse_args([str(path), "--format", "json"]))

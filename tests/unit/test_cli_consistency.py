@@ -125,3 +125,25 @@ def test_check_of_a_header_without_kernels_says_so(tmp_path: Path) -> None:
     done = cli(tmp_path, "check", str(header))
     assert done.returncode == 1
     assert done.stdout.splitlines()[-1] == f"{header}: no kernels; 1 error, 0 warnings"
+
+
+def test_optimize_without_a_gpu_and_a_key_names_both_and_what_brings_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: only the GPU was named; the key came up on a machine with a GPU, after its baseline."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    done = cli(tmp_path, "optimize", "examples/saxpy.cu", "--kernel", "saxpy")
+    assert done.returncode == 3, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "(1) a CUDA GPU: no CUDA GPU found" in line and "nvidia-smi" in line, line
+    assert "(2) an API key for the model: `export OPENAI_API_KEY=" in line, line
+    assert "--base-url" in line and "--kernel saxpy --demo" in line, line
+
+
+def test_bench_without_a_driver_says_so_before_compiling(tmp_path: Path) -> None:
+    """No driver library: refused at the GPU's lease, before the kernel compiles (was: ~8 s of
+    compiling on a loaded machine, then "no GPU"). The cache directory shows no compile ran."""
+    done = cli(tmp_path, "bench", "examples/saxpy.cu")
+    assert done.returncode == 3 and "no CUDA GPU found" in done.stderr, done.stderr
+    assert not list((tmp_path / "cache").rglob("*.json*")), "the kernel was compiled"

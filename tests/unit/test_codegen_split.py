@@ -14,6 +14,7 @@ from cuda_llm_lsp.compile.analysis import KernelCuts, add_resources, analyze, an
 from cuda_llm_lsp.compile.isolated import shared_pool
 from cuda_llm_lsp.config import Settings
 from tests.support.generated_cuda import generate
+from tests.support.load import slack
 
 SETTINGS = Settings(arch="sm_90")
 WHERE = Path("/tmp/generated.cu")
@@ -39,7 +40,7 @@ def test_an_edit_inside_one_kernel_generates_that_kernel_alone() -> None:
     elapsed = time.perf_counter() - started
     assert pool.generations - generations == 1  # one compile
     assert pool.kernels_generated - kernels == 1  # of the edited kernel, no other
-    assert elapsed < 1.0, elapsed
+    assert elapsed < 1.0 * slack(), elapsed
     for old, new in zip(before.kernels, after.kernels, strict=True):
         assert new.resources is not None
         if new.kernel.name == edited.edited:

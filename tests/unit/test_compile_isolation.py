@@ -19,12 +19,24 @@ import pytest
 
 from cuda_llm_lsp.compile.cache import CompileCache
 from cuda_llm_lsp.compile.device_unit import build_device_unit
-from cuda_llm_lsp.compile.isolated import CRASH_CODE, INTERRUPTED_CODE, TIMEOUT_CODE, CompilePool
+from cuda_llm_lsp.compile.isolated import (
+    BUSY_FACTOR,
+    CRASH_CODE,
+    INTERRUPTED_CODE,
+    TIMEOUT_CODE,
+    CompilePool,
+    _cpu_seconds,
+)
 from cuda_llm_lsp.compile.types import CompileOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = CompileOptions(arch="sm_90")
 GOOD = "__global__ void k(float* x) { x[threadIdx.x] = 2.0f; }\n"
+# about 0.1 s of NVRTC's CPU time: long enough to be held off a busy core
+MEDIUM = (
+    "__global__ void k(float* x) {\n#pragma unroll\n for (int i = 0; i < 4; ++i)\n"
+    "  x[threadIdx.x * 4 + i] = sinf(x[i]) * cosf(x[i + 1]);\n}\n"
+)
 DOUBLING = (
     "#define A0(x) x x\n"
     + "".join(f"#define A{i}(x) A{i - 1}(A{i - 1}(x))\n" for i in range(1, 31))
@@ -46,7 +58,7 @@ def test_a_compile_past_its_time_limit_is_stopped_and_the_next_one_works() -> No
     try:
         started = time.monotonic()
         result = pool.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=2)
-        assert time.monotonic() - started < 6
+        assert time.monotonic() - started < 40  # 2 s of CPU: on a loaded machine, longer
         (problem,) = result.diagnostics
         assert not result.ok and problem.code == TIMEOUT_CODE and "2 s" in problem.message
         assert pool.compile(unit(GOOD), OPTIONS, ("k",)).resources["k"].registers > 0
@@ -54,20 +66,54 @@ def test_a_compile_past_its_time_limit_is_stopped_and_the_next_one_works() -> No
         pool.close()
 
 
+@pytest.mark.skipif(
+    not Path("/proc/self/schedstat").exists() or not hasattr(os, "sched_setaffinity"),
+    reason="needs Linux's schedstat and CPU affinity",
+)
 def test_a_compile_that_only_waits_for_a_busy_machine_is_not_stopped() -> None:
-    """The limit is the compile's CPU time: a child held off the cores (SIGSTOP standing in
-    for a busy machine's other work) past its wall deadline still answers (was: timed out, the
-    file's diagnostics skipped because the machine was busy). Its wall time stays bounded."""
+    """The limit is the compile's CPU time and its blocked time, never its wait for a core: a
+    child sharing one core with 9 spinning processes (a really busy machine, a tenth of a core
+    or less for it) compiles well past its wall deadline, and past the old cap of 2.5 times it (was:
+    timed out under load, the file's diagnostics skipped because the machine was busy)."""
+    pool = CompilePool(size=1)
+    spinners: list[subprocess.Popen[bytes]] = []
+    try:
+        pool.warm()
+        (worker,) = pool._idle
+        assert pool.compile(unit(MEDIUM), OPTIONS, ("k",), timeout_s=30).ok  # NVRTC loaded
+        before = _cpu_seconds(worker.proc.pid)
+        assert pool.compile(unit(MEDIUM), OPTIONS, ("k",), timeout_s=30).ok
+        cost = _cpu_seconds(worker.proc.pid) - before  # this compile's CPU time, load or not
+        core = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(worker.proc.pid, {core})
+        spin = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True: pass\n"
+        spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(9)]
+        time.sleep(0.3)  # the spinners are on the core
+        timeout_s = max(2 * cost, 0.15)  # its CPU time fits twice over
+        started = time.monotonic()
+        result = pool.compile(unit(MEDIUM), OPTIONS, ("k",), timeout_s=timeout_s)
+        waited = time.monotonic() - started
+        assert result.ok and result.resources["k"].registers > 0, result.diagnostics
+        assert waited > BUSY_FACTOR * timeout_s, (waited, timeout_s)  # it was really held off
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+        pool.close()
+
+
+def test_a_stopped_compile_counts_as_blocked_and_is_stopped() -> None:
+    """A child that neither runs nor waits for a core (SIGSTOP: blocked like a read that never
+    returns) is stopped after the limit of blocked time, not waited on forever."""
     pool = CompilePool(size=1)
     try:
         pool.warm()
         (worker,) = pool._idle
         os.kill(worker.proc.pid, signal.SIGSTOP)
-        threading.Timer(1.5, os.kill, (worker.proc.pid, signal.SIGCONT)).start()
         started = time.monotonic()
         result = pool.compile(unit(GOOD), OPTIONS, ("k",), timeout_s=1)
-        assert result.ok and result.resources["k"].registers > 0, result.diagnostics
-        assert 1.5 <= time.monotonic() - started < 2.5
+        assert [d.code for d in result.diagnostics] == [TIMEOUT_CODE]
+        assert time.monotonic() - started < 20
     finally:
         pool.close()
 
@@ -170,7 +216,7 @@ def test_a_cache_hit_does_not_reach_a_compile_process(monkeypatch: pytest.Monkey
         assert pool.compiles == 1
         started = time.perf_counter()
         assert cache.compile(unit(GOOD), OPTIONS, ("k",)).from_cache
-        assert pool.compiles == 1 and time.perf_counter() - started < 0.05
+        assert pool.compiles == 1 and time.perf_counter() - started < 1  # (was 0.05: flaky)
     finally:
         pool.close()
 
@@ -187,9 +233,9 @@ def test_a_timed_out_compile_is_not_retried_at_the_same_limit(
         assert cache.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=1).diagnostics[0].code == (
             TIMEOUT_CODE
         )
-        started = time.monotonic()
+        answered = pool.compiles
         again = cache.compile(unit(DOUBLING), OPTIONS, ("k",), timeout_s=1)
-        assert again.from_cache and time.monotonic() - started < 0.5
+        assert again.from_cache and pool.compiles == answered  # not compiled again
     finally:
         pool.close()
 
@@ -223,8 +269,8 @@ def test_check_stops_a_hanging_compile_and_says_so(tmp_path: Path) -> None:
     source = tmp_path / "macros.cu"
     source.write_text(DOUBLING)
     started = time.monotonic()
-    done = check(str(source), "--compile-timeout", "2", timeout=30)
-    assert time.monotonic() - started < 15
+    done = check(str(source), "--compile-timeout", "2", timeout=60)
+    assert time.monotonic() - started < 50  # 2 s of CPU time: longer on a loaded machine
     assert done.returncode == 1  # not checked: the command does not pass the file
     # a warning, not an error: a busy machine must not turn a clean file red
     assert f"{source}:1:1: warning: diagnostics skipped: NVRTC took longer than 2 s" in done.stdout

@@ -30,6 +30,7 @@ from cuda_llm_lsp.evaluate.inputs import describe
 from cuda_llm_lsp.evaluate.protocol import Buffer, Checks
 from cuda_llm_lsp.evaluate.worker import DRIVER_ENV, CudaBackend
 from cuda_llm_lsp.source.spec import InitSpec
+from tests.support.load import slack
 from tests.unit import fake_cuda_driver as fake
 
 FLOATS = ("float32", "float64", "float16", "bfloat16")
@@ -328,7 +329,7 @@ def test_the_worker_exits_at_once_when_closed(
     start = time.perf_counter()
     ev.close()
     assert not process.alive()
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 1.0 * slack()
 
 
 def test_out_of_memory_frees_the_pool_and_retries_once(

@@ -117,6 +117,34 @@ def test_missing_nested_include_reported_on_the_top_level_include(tmp_path: Path
     assert problem.span.start.line == 1 and "gone.cuh" in problem.message
 
 
+@pytest.mark.parametrize(
+    ("header", "package"),
+    [
+        ("cublas_v2.h", "cuda-toolkit[cublas]==13.*"),
+        ("cusolverDn.h", "cuda-toolkit[cusolver]==13.*"),
+        ("cufft.h", "cuda-toolkit[cufft]==13.*"),
+        ("nccl.h", "nvidia-nccl-cu13"),
+        ("cudnn.h", "nvidia-cudnn-cu13"),
+    ],
+)
+def test_a_missing_toolkit_library_header_names_the_package_that_brings_it(
+    header: str, package: str
+) -> None:
+    """Was: "cannot find <cublas_v2.h>" named no package (issue 41)."""
+    unit = build_device_unit(f"#include <{header}>\n")
+    if not unit.problems:
+        pytest.skip(f"<{header}> is installed here")
+    (problem,) = unit.problems
+    assert f"cannot find <{header}>" in problem.message
+    assert f"`pip install '{package}'` in the environment cuda-llm runs from" in problem.message
+
+
+def test_a_header_that_only_resembles_a_library_names_no_package(tmp_path: Path) -> None:
+    unit = build_device_unit("#include <cublasfoo.h>\n", include_paths=[str(tmp_path)])
+    (problem,) = unit.problems
+    assert "cannot find <cublasfoo.h>" in problem.message and "pip install" not in problem.message
+
+
 def test_unknown_system_header_is_dropped_with_a_warning_saying_where_it_looked(
     tmp_path: Path,
 ) -> None:
@@ -267,3 +295,32 @@ def test_missing_device_library_inside_a_user_header_is_a_warning_too(tmp_path: 
     assert 'included from "rng.cuh" line 2' in problem.message
     assert unit.headers["rng.cuh"].split("\n")[1] == "#include <curand_kernel.h>"
     assert "curandState" in unit.headers["curand_kernel.h"]  # the stand-in for its names
+
+
+CUBLAS_FILE = """#include <cublas_v2.h>
+struct Ctx { cublasHandle_t handle; float* workspace; };
+__device__ Ctx* context;
+__global__ void k(float* x) { x[threadIdx.x] = 1.0f; undeclared_here(); }
+"""
+
+
+def test_errors_naming_a_missing_librarys_types_point_at_its_include(tmp_path: Path) -> None:
+    """A missing <cublas_v2.h>'s names (cublasHandle_t in a struct the device code keeps) are
+    warnings pointing at the include, not errors of their own (was: a cascade of errors on a
+    real file); an error about any other name stays an error."""
+    from cuda_llm_lsp.compile.analysis import analyze_syntax
+    from cuda_llm_lsp.config import Settings
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        found = analyze_syntax(CUBLAS_FILE, tmp_path / "m.cu", Settings(arch="sm_90"))
+    finally:
+        monkey.undo()
+    said = {d.message: d.severity for d in found.diagnostics}
+    if not any("cannot find <cublas_v2.h>" in m for m in said):
+        pytest.skip("<cublas_v2.h> is installed here")
+    cublas = [m for m in said if '"cublasHandle_t"' in m]
+    assert cublas and all(said[m] == "warning" for m in cublas), said
+    assert all("a name of <cublas_v2.h>, which was not found: see line 1" in m for m in cublas)
+    assert any('"undeclared_here"' in m and s == "error" for m, s in said.items()), said

@@ -358,3 +358,36 @@ def test_the_limiter_is_named_below_full_theoretical_occupancy() -> None:
     s = ncu_source.summary(raw)
     assert s.occupancy_limiter == "registers"
     assert "occupancy 66% of 75% theoretical (limited by registers)" in s.line()
+
+
+@pytest.mark.parametrize(("gpus", "device"), [(None, "0"), ("all", "0"), ("2,3", "2"), ("1", "1")])
+def test_the_profile_runs_on_the_gpu_the_selection_names_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: str | None, device: str
+) -> None:
+    """`cudaLlm.gpus` / `--gpus` reach ncu's one-shot worker as its `--device` (was: always GPU
+    0, issue 41). A fake ncu records the command it is given."""
+    from cuda_llm_lsp.engine import make_profiler
+
+    monkeypatch.delenv("CUDA_LLM_EVALUATOR", raising=False)
+    args_file = tmp_path / "args"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "ncu"
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do echo "$a"; done > {args_file}\nexit 1\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    binary, spec = _binary()
+    with pytest.raises(ProfileError):  # no report: the fake profiled nothing
+        make_profiler(gpus).capture(binary, spec, DATA)
+    argv = args_file.read_text().split("\n")
+    assert argv[argv.index("--device") + 1] == device, argv
+
+
+def test_a_bad_gpu_selection_is_refused_by_the_profile_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "profile", "tests/data/ncu/planted.cu",
+         "--kernel", "transpose_naive", "--gpus", "first"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_LLM_EVALUATOR": ""},
+    )  # fmt: skip
+    assert done.returncode == 2 and "gpus must be 'all' or a list" in done.stderr, done.stderr

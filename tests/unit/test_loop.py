@@ -30,6 +30,7 @@ from tests.support.fsr_fakes import (
     FakeToolchain,
     saxpy_candidate,
 )
+from tests.support.load import slack
 
 BASELINE = {"ms": 1.0, "spread_pct": 0.5}
 
@@ -305,7 +306,7 @@ async def test_time_budget_cancels_slow_requests() -> None:
     llm = FakeLlm(default=(saxpy_candidate("late"), 5.0))
     started = time.monotonic()
     result = await run(llm, evaluator(), rounds=3, candidates=2, time_budget_s=0.3)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 2.0 * slack()
     assert "time budget of 0.3 s reached" in result.message
     assert llm.cancelled == 2 and result.candidates == ()
 
@@ -325,7 +326,7 @@ async def test_cancel_mid_round_stops_requests_at_once() -> None:
     presser = asyncio.ensure_future(press_cancel())
     result = await run(llm, ev, rounds=3, candidates=4, cancel=cancel, events=events)
     await presser
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 2.0 * slack()
     assert result.cancelled and not result.accepted and result.best_source is None
     assert "cancelled" in result.message
     assert llm.cancelled == 3 and len(llm.prompts) == 4  # no further requests
@@ -339,7 +340,7 @@ async def test_cancel_stops_gpu_work_in_flight() -> None:
     asyncio.get_running_loop().call_later(0.3, cancel.set)
     started = time.monotonic()
     result = await run(llm, ev, candidates=1, cancel=cancel)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 2.0 * slack()
     assert result.cancelled
 
 
@@ -365,7 +366,7 @@ async def test_candidates_are_evaluated_as_they_arrive() -> None:
     evaluated = [e.outcome.index for e in events if isinstance(e, CandidateEvaluated)]
     assert evaluated == [2, 1]
     # the GPU's 0.2 s on candidate 2 overlapped the model writing candidate 1
-    assert time.monotonic() - started < 0.6 + 0.2 + 0.5
+    assert time.monotonic() - started < (0.6 + 0.2 + 0.5) * slack()
     assert result.accepted and "variant: late" in (result.best_source or "")
 
 
@@ -414,7 +415,7 @@ async def test_cancelling_the_task_stops_everything_and_is_recorded(tmp_path: An
         pass
     else:
         raise AssertionError("optimize swallowed the cancellation")
-    assert time.monotonic() - started < 1.0 and llm.cancelled == 2
+    assert time.monotonic() - started < 1.0 * slack() and llm.cancelled == 2
     [record] = history.runs()
     assert record.cancelled and record.outcome == "interrupted; nothing was applied"
 

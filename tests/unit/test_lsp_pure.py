@@ -27,6 +27,7 @@ from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.lsp.suggestions import write_files
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.text import Point, Span
+from tests.support.load import slack
 
 TEXT = 'x = "😋"; k<<<1, 1>>>();\nsecond line'
 
@@ -78,6 +79,14 @@ def test_failure_hint_names_the_main_reasons() -> None:
     assert hint is not None and hint.startswith("Candidates failed: 2 wrong output (case 2:")
     assert "1 compile error" in hint
     assert failure_hint([_outcome("ok"), _outcome("slower")]) is None
+
+
+def test_failure_hint_after_a_win_reads_as_a_win() -> None:
+    """The line under a 1.97x win said 'Candidates failed: ...' (issue 41)."""
+    outcomes = [_outcome("ok"), _outcome("unwritten_output", "out[128]"), _outcome("ok")]
+    hint = failure_hint(outcomes, won=True)
+    assert hint == "Kept the fastest correct of 3; 1 other failed: 1 unwritten output (out[128])"
+    assert "Candidates failed" not in hint
 
 
 def test_optimize_summary() -> None:
@@ -217,7 +226,7 @@ async def test_a_jobs_cancel_does_not_block_the_event_loop() -> None:
     start = time.perf_counter()
     job.cancel()
     elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, f"the cancel held the event loop for {elapsed:.1f} s"
+    assert elapsed < 0.5 * slack(), f"the cancel held the event loop for {elapsed:.1f} s"
     with pytest.raises(EvaluationCancelled):  # and the GPU call still stops
         await asyncio.wait_for(call, 10)
 

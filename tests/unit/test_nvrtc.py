@@ -16,6 +16,7 @@ from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.compile.nvrtc import compile_unit, parse_log, parse_ptxas
 from cuda_llm_lsp.compile.types import CompileOptions, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
+from tests.support.load import slack
 
 OPTIONS = CompileOptions(arch="sm_90")
 
@@ -202,7 +203,7 @@ def test_resolve_arch_configured_else_local_else_sm90(monkeypatch: pytest.Monkey
     arch_module.local_gpu_arch.cache_clear()
     start = time.perf_counter()
     local = arch_module.local_gpu_arch()
-    assert time.perf_counter() - start < 2.0  # no driver here: must fail fast, not hang
+    assert time.perf_counter() - start < 2.0 * slack()  # no driver here: must fail fast, not hang
     expected = local or "sm_90"
     assert resolve_arch(None) == expected
     assert resolve_arch("not-an-arch") == expected

@@ -9,6 +9,7 @@ from cuda_llm_lsp.source.context import outline
 from cuda_llm_lsp.source.kernels import Offsets, find_kernels, parse_tree
 from cuda_llm_lsp.source.names import read_names
 from cuda_llm_lsp.source.text import offset_of
+from tests.support.load import slack
 
 
 def _file(lines: int) -> str:
@@ -31,7 +32,8 @@ def test_read_names_on_a_large_non_ascii_file_is_linear_and_exact() -> None:
     started = time.perf_counter()
     names = read_names(text)
     elapsed = time.perf_counter() - started
-    assert elapsed < 1.5, elapsed  # 0.6 s here (0.25 s for the same file in ASCII), was 4.4 s
+    # 0.6 s here idle (0.25 s for the same file in ASCII), was 4.4 s
+    assert elapsed < 1.5 * slack(), elapsed
     assert len(names.tokens) > 10_000
     for token in names.tokens:
         assert text[token.start : token.end] == token.text

@@ -13,6 +13,7 @@ from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import SpecError, TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import parse_launch_block
 from cuda_llm_lsp.tune.space import Space
+from tests.support.load import slack
 
 HEAD = "#ifndef BLOCK\n#define BLOCK 128\n#endif\n"
 SPEC = """\
@@ -188,7 +189,7 @@ def test_a_restriction_that_allows_nothing_is_an_error_and_a_huge_space_parses_a
     started = time.perf_counter()
     spec, errors = parse(huge)
     assert spec is not None and spec.tunables is not None, errors
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 2.0 * slack()
     assert spec.tunables.space_size == 4 * 64**8
     strategy, listed = Space(spec.tunables, {}).strategy(100)
     assert strategy == "sample" and listed == []  # not enumerated

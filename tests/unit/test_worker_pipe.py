@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 from cuda_llm_lsp.evaluate.process import WorkerProcess
 from cuda_llm_lsp.evaluate.protocol import Failure, FrameReader, Pong, Reply, write_message
+from tests.support.load import slack
 
 
 def _reader(payloads: list[Reply]) -> WorkerProcess:
@@ -129,7 +130,7 @@ def test_a_cancel_signals_the_worker_and_returns_at_once() -> None:
     worker.cancel()
     elapsed = time.perf_counter() - start
     assert slow.signalled == 1 and worker.cancelled.is_set()
-    assert elapsed < 0.5, f"the cancel waited {elapsed:.1f} s for the worker to exit"
+    assert elapsed < 0.5 * slack(), f"the cancel waited {elapsed:.1f} s for the worker to exit"
     assert not process.alive()  # not used again: the next request starts a fresh one
     assert slow.waited == 0
     worker.close()  # closing reaps it
