@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable, find_nvcc
     from cuda_llm_lsp.compile.nvcc_tier import merge_nvcc, run_nvcc, with_nvcc
+    from cuda_llm_lsp.compile.tools import set_workspace_roots
     from cuda_llm_lsp.engine import peaks, vendor
     from cuda_llm_lsp.engine.actions import (
         benchmark_in_file,
@@ -158,6 +159,7 @@ _WHERE = {
     "Trust": "cuda_llm_lsp.compile.flags",
     "allowed_flags": "cuda_llm_lsp.compile.flags",
     "include_dir_problem": "cuda_llm_lsp.compile.flags",
+    "set_workspace_roots": "cuda_llm_lsp.compile.tools",
     "open_history": "cuda_llm_lsp.engine.build",
     "optimize_in_file": "cuda_llm_lsp.engine.actions",
     "profile_in_file": "cuda_llm_lsp.engine.actions",
@@ -270,6 +272,7 @@ __all__ = [
     "roofline",
     "run_fsr",
     "run_nvcc",
+    "set_workspace_roots",
     "shared_pool",
     "summary_line",
     "tune_in_file",

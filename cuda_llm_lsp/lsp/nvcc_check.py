@@ -101,11 +101,15 @@ class NvccChecker:
         self._bump(uri)
         self.outcomes.pop(uri, None)
 
-    def forget_all(self) -> None:
-        """Settings changed: every result is of other flags."""
+    def forget_all(self, open_uris: list[str] | None = None) -> None:
+        """Settings changed: every result is of other flags; the open documents are checked
+        again under the new ones (else their nvcc view would be gone until the next save)."""
         for uri in list(self.generations):
             self._bump(uri)
         self.outcomes.clear()
+        if self.mode != "off":
+            for uri in open_uris or ():
+                self._schedule(uri, PAUSE_S)
 
     def stop(self) -> None:
         self.stopped = True
