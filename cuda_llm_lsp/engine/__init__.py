@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         allowed_flags,
         define_problem,
         include_dir_problem,
+        set_workspace,
     )
     from cuda_llm_lsp.compile.isolated import (
         DEFAULT_TIMEOUT_S,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     )
     from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable, find_nvcc
     from cuda_llm_lsp.compile.nvcc_tier import merge_nvcc, run_nvcc, with_nvcc
-    from cuda_llm_lsp.compile.tools import set_workspace_roots
     from cuda_llm_lsp.engine import peaks, vendor
     from cuda_llm_lsp.engine.actions import (
         benchmark_in_file,
@@ -159,7 +159,7 @@ _WHERE = {
     "Trust": "cuda_llm_lsp.compile.flags",
     "allowed_flags": "cuda_llm_lsp.compile.flags",
     "include_dir_problem": "cuda_llm_lsp.compile.flags",
-    "set_workspace_roots": "cuda_llm_lsp.compile.tools",
+    "set_workspace": "cuda_llm_lsp.compile.flags",
     "open_history": "cuda_llm_lsp.engine.build",
     "optimize_in_file": "cuda_llm_lsp.engine.actions",
     "profile_in_file": "cuda_llm_lsp.engine.actions",
@@ -272,7 +272,7 @@ __all__ = [
     "roofline",
     "run_fsr",
     "run_nvcc",
-    "set_workspace_roots",
+    "set_workspace",
     "shared_pool",
     "summary_line",
     "tune_in_file",

@@ -27,7 +27,7 @@ from lsprotocol import types
 from pygls import uris
 
 from cuda_llm_lsp.config import Settings, settings_from_mapping
-from cuda_llm_lsp.engine import Trust, allowed_flags, define_problem, set_workspace_roots
+from cuda_llm_lsp.engine import Trust, allowed_flags, define_problem, set_workspace
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.redact import register_secret
 
@@ -44,7 +44,7 @@ def register(server: CudaLlmServer) -> None:
         options = params.initialization_options
         trusted = options.get(TRUST_KEY) if isinstance(options, Mapping) else None
         ls.trust = Trust(trusted is not False, workspace_roots(params))
-        set_workspace_roots(ls.trust.roots)  # no program is run from inside them
+        set_workspace(ls.trust)  # what is read, and no program run from the folders
         apply(ls, options, allow_api_key=True, source="initializationOptions")
 
     @server.feature(types.INITIALIZED)
@@ -133,7 +133,7 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
         settings = replace(settings, api_key=before.api_key)
     register_secret(settings.api_key)
     trust = _current_trust(server)
-    set_workspace_roots(trust.roots)
+    set_workspace(trust)
     settings, refused = restrict(settings, trust)
     if refused:
         log.warning("settings left out (%s): %s", source, "; ".join(refused))

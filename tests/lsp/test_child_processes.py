@@ -5,6 +5,7 @@ reads the LSP pipe, and a settings change checks the open files with nvcc again.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -18,7 +19,7 @@ from cuda_llm_lsp.compile.nvcc import find_nvcc
 from tests.lsp.hardening import initialize
 from tests.support.raw_lsp import RawServer, server_env
 
-pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc (the nvcc extra)")
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc (the nvcc extra)")
 
 HOSTILE = "$(touch $CUDA_LLM_MARK)`touch $CUDA_LLM_MARK.bq`"
 TEXT = (
@@ -66,6 +67,7 @@ def cleanup() -> Iterator[list[RawServer]]:
         server.close()
 
 
+@needs_nvcc
 def test_hostile_names_defines_and_include_dirs_run_nothing(
     tmp_path: Path, workspace: Path, cleanup: list[RawServer]
 ) -> None:
@@ -93,6 +95,7 @@ def test_hostile_names_defines_and_include_dirs_run_nothing(
     assert host["range"]["start"]["line"] == 2  # on the user's file, found through our link
 
 
+@needs_nvcc
 def test_nvcc_never_reads_the_lsp_pipe(
     tmp_path: Path, workspace: Path, cleanup: list[RawServer]
 ) -> None:
@@ -111,6 +114,7 @@ def test_nvcc_never_reads_the_lsp_pipe(
         assert "result" in server.response(hover, timeout=30)
 
 
+@needs_nvcc
 def test_no_program_runs_from_the_workspace_or_a_relative_path_entry(
     tmp_path: Path, workspace: Path, cleanup: list[RawServer]
 ) -> None:
@@ -136,6 +140,7 @@ def test_no_program_runs_from_the_workspace_or_a_relative_path_entry(
     assert not marker.exists()
 
 
+@needs_nvcc
 def test_a_settings_change_checks_the_open_files_with_nvcc_again(
     tmp_path: Path, workspace: Path, cleanup: list[RawServer]
 ) -> None:
@@ -149,3 +154,43 @@ def test_a_settings_change_checks_the_open_files_with_nvcc_again(
     server.notify("workspace/didChangeConfiguration", {"settings": settings})
     # no save: the new define reaches nvcc, whose verdict (a host error) is shown
     _published(server, uri, _nvcc_ran, NVCC_S)
+
+
+SECRET = "tok_4f1c9e_outside_secret"
+
+
+def test_an_untrusted_workspace_reads_nothing_outside_it(
+    tmp_path: Path, workspace: Path, cleanup: list[RawServer]
+) -> None:
+    """A project -I and an absolute #include naming a 0600 file outside: refused on the line,
+    the file's tokens nowhere (diagnostics, compile cache); a compile_commands.json entry naming
+    a device never blocks the analysis."""
+    outside = tmp_path / "home"
+    outside.mkdir()
+    secret = outside / "secret.h"
+    secret.write_text(f"{SECRET} {SECRET}\n")
+    secret.chmod(0o600)
+    (workspace / "compile_flags.txt").write_text(f"-I{outside}\n")
+    (tmp_path / "compile_flags.txt").write_text("-DFROM_ABOVE_THE_WORKSPACE=1\n")
+    built = workspace / "built"
+    built.mkdir()
+    database = [{"directory": str(built), "file": "/dev/ptmx", "arguments": ["nvcc", "-c"]}]
+    (built / "compile_commands.json").write_text(json.dumps(database))
+    server = _server(tmp_path)
+    cleanup.append(server)
+    options = {"cudaLlm": {"debounceMs": 0}, "workspaceTrusted": False}
+    initialize(server, options, workspace)
+    kernel = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    for i, include in enumerate(('"secret.h"', f'"{secret}"')):
+        uri = server.open(workspace / f"k{i}.cu", f"#include {include}\n" + kernel)
+        shown = server.diagnostics(uri, 1, 60)
+        on_include = [d for d in shown if d["range"]["start"]["line"] == 0]
+        assert on_include and on_include[0]["severity"] == 1, shown
+        assert SECRET not in str(shown)
+    # a database whose entry is a device: the file is analysed (not blocked for good)
+    uri = server.open(built / "x.cu", "__global__ void bad(float* x) { x[0] = ; }\n")
+    assert server.diagnostics(uri, 1, 60)
+    cache = tmp_path / "cache"
+    for path in cache.rglob("*") if cache.exists() else ():
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
