@@ -6,11 +6,13 @@ Real nvcc, real g++, real Python children; the hostile names are planted in `tmp
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from cuda_llm_lsp.compile.isolated import CompilePool
 from cuda_llm_lsp.compile.mangled import demangle
 from cuda_llm_lsp.compile.nvcc import compile_file, find_nvcc
 from cuda_llm_lsp.compile.nvcc_inputs import define_refusal
+from cuda_llm_lsp.compile.project_config import find_flags
 from cuda_llm_lsp.compile.tools import (
     TOOL_LIMITS,
     find_tool,
@@ -275,3 +278,43 @@ def test_limits_reach_children_of_children() -> None:
     )  # fmt: skip
     assert int(done.stdout) == TOOL_LIMITS.memory_mb * 1024
     assert resource.getrlimit(resource.RLIMIT_AS)[0] != TOOL_LIMITS.memory_mb * 1024 * 1024
+
+
+# --- the project configuration: where it is looked for, what it may open ----------------------
+
+
+def test_the_project_configuration_is_looked_for_up_to_the_workspace_or_repository(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "outer" / "repo"
+    (project / "src").mkdir(parents=True)
+    (tmp_path / "outer" / "compile_flags.txt").write_text("-DABOVE=1\n")
+    source = project / "src" / "k.cu"
+    source.write_text("int x;\n")
+    found = find_flags(source)  # the CLI outside any repository: up to /
+    assert found is not None and found.defines == ("ABOVE=1",)
+    (project / ".git").mkdir()  # the CLI in a repository: up to its root
+    assert find_flags(source) is None
+    (project / ".git").rmdir()
+    set_workspace_roots([str(project)])  # the server: up to the workspace folder
+    assert find_flags(source) is None
+    (project / "compile_flags.txt").write_text("-DINSIDE=1\n")
+    found = find_flags(source)
+    assert found is not None and found.defines == ("INSIDE=1",)
+
+
+def test_a_database_entry_naming_a_device_or_fifo_never_blocks(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.cu")
+    entries = [
+        {"directory": str(tmp_path), "file": name, "arguments": ["nvcc", "-DX=1", "-c", name]}
+        for name in ("/dev/ptmx", "pipe.cu", "/dev/zero")
+    ]
+    (tmp_path / "compile_commands.json").write_text(json.dumps(entries))
+    (tmp_path / "k.cuh").write_text("int y;\n")
+    done: list[object] = []
+    thread = threading.Thread(
+        target=lambda: done.append(find_flags(tmp_path / "k.cuh")), daemon=True
+    )
+    thread.start()
+    thread.join(20)
+    assert done, "find_flags blocked on a device or FIFO"
