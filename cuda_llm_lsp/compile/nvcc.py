@@ -32,6 +32,7 @@ from cuda_llm_lsp.compile.tools import (
     TOOL_LIMITS,
     Limits,
     find_tool,
+    guarded,
     shell_inert,
     spawn_options,
     usable_program,
@@ -166,7 +167,7 @@ def compile_file(
         command += leading + inputs.include_args + inputs.define_args + trailing
         start = time.monotonic()
         with subprocess.Popen(
-            command,
+            guarded(command),  # the group (sh, cicc, ptxas, gcc) dies with the server
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -14,6 +14,11 @@ child process, whatever the workspace's trust:
 - Whatever it is given that nvcc's sub-steps could see through `/bin/sh` (nvcc runs them with
   arguments in double quotes) is a name we chose or one proved inert: `shell_inert`.
 
+nvcc's sub-steps are not its own children's business: `guarded` runs a program under a small
+guard of ours (this module, `python -m cuda_llm_lsp.compile.tools PARENT -- program ...`) that
+kills the program's whole process group when the server dies, so `sh`, `cicc`, `ptxas` and `gcc`
+end with it too (`PR_SET_PDEATHSIG` is not inherited by a child's children).
+
 Python children are started with `python_command` (`-P` on 3.11+, and a private working
 directory, `neutral_cwd`): the workspace is never on their `sys.path`.
 """
@@ -224,3 +229,39 @@ def run_tool(
         check=False,
         **options,
     )
+
+
+# --- the guard: a process group that dies with the server ---------------------------------------
+
+GUARD_MODULE = "cuda_llm_lsp.compile.tools"
+
+
+def guarded(command: Sequence[str]) -> list[str]:
+    """`command` under the guard (Linux; elsewhere as it is). Start it with `spawn_options`: the
+    guard leads the new process group that the program and all it starts belong to."""
+    if not sys.platform.startswith("linux"):
+        return list(command)
+    return [*python_command(GUARD_MODULE, str(os.getpid()), "--"), *command]
+
+
+def _guard(argv: Sequence[str]) -> int:
+    """Run `argv[2:]` (after PARENT and `--`); when PARENT dies, kill the whole process group."""
+    parent = int(argv[0])
+    command = list(argv[2:])
+
+    def end_group(*_: object) -> None:
+        os.killpg(0, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end_group)
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # replaces spawn_options' SIGKILL
+    if os.getppid() != parent:  # the server died before prctl
+        return 1
+    child = subprocess.Popen(command, close_fds=False)
+    code = child.wait()
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(_guard(sys.argv[1:]))

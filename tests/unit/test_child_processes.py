@@ -152,6 +152,42 @@ def test_a_tool_child_dies_with_the_process_that_started_it(tmp_path: Path) -> N
     pytest.fail("the tool outlived the server")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_guarded_tools_children_die_with_the_server_too(tmp_path: Path) -> None:
+    """nvcc's sh, cicc and gcc: children of the tool, which PR_SET_PDEATHSIG does not reach."""
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"sleep 300 & echo $! > {pid_file}; wait"
+    parent = (
+        "import subprocess, time\n"
+        "from cuda_llm_lsp.compile.tools import guarded, spawn_options\n"
+        f"subprocess.Popen(guarded(['/bin/sh', '-c', {script!r}]), **spawn_options())\n"
+        "time.sleep(300)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    server = subprocess.Popen([sys.executable, "-c", parent], env=env)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    grandchild = int(pid_file.read_text())
+    server.kill()
+    server.wait()
+    assert _gone(grandchild), "the tool's own child outlived the server"
+
+
+def _gone(pid: int) -> bool:
+    for _ in range(100):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    return False
+
+
 def test_run_tool_passes_input_and_runs_in_a_neutral_directory(tmp_path: Path) -> None:
     done = run_tool(["/bin/cat"], input="x\n", timeout=30, env=child_env())
     assert done.stdout == "x\n"
