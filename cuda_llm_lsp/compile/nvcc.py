@@ -7,7 +7,9 @@ C++ compiler (g++). The file is compiled to an object in a temporary directory (
 linked or run) with a timeout. The text compiled is the user's file after an edit: LLM output is
 never compiled here except as that file, and nothing is executed. nvcc runs without our secrets
 (`child_env`) in a process group of its own: past the timeout the whole group is killed (cicc,
-ptxas and the host compiler it started too).
+ptxas and the host compiler it started too), and so is it when the server dies (`tools.guarded`).
+nvcc runs its sub-steps through `/bin/sh`, so it sees only names and values we chose or proved
+inert (`compile.nvcc_inputs`): the text as `unit.cu`, never the user's file name.
 """
 
 from __future__ import annotations

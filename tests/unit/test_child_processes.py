@@ -354,3 +354,27 @@ def test_a_database_entry_naming_a_device_or_fifo_never_blocks(tmp_path: Path) -
     thread.start()
     thread.join(20)
     assert done, "find_flags blocked on a device or FIFO"
+
+
+@needs_nvcc
+def test_check_nvcc_in_the_cli_runs_nothing_a_repository_named(tmp_path: Path, mark: Path) -> None:
+    """`cuda-llm check --nvcc` in a cloned repository: a hostile file name and compile_flags.txt
+    define run nothing; an `#include "/dev/stdin"` does not read the terminal."""
+    (tmp_path / "compile_flags.txt").write_text(f"-DEVIL={HOSTILE}\n")
+    name = f"k{HOSTILE}.cu"
+    (tmp_path / name).write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
+    (tmp_path / "stdin.cu").write_text('#include "/dev/stdin"\nint x;\n')
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env["CUDA_LLM_CACHE_DIR"] = str(tmp_path / "cache")
+    env["CUDA_LLM_MARK"] = str(mark)
+    for target in (name, "stdin.cu"):
+        done = subprocess.run(
+            [sys.executable, "-m", "cuda_llm_lsp.cli", "check", "--format", "json", "--nvcc",
+             "--compile-timeout", "300", target],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+            input="int stolen_from_stdin = ;\n",
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        assert "stolen_from_stdin" not in done.stdout + done.stderr
+    time.sleep(0.5)
+    assert _planted(tmp_path) == []
