@@ -15,9 +15,9 @@ child process, whatever the workspace's trust:
   arguments in double quotes) is a name we chose or one proved inert: `shell_inert`.
 
 nvcc's sub-steps are not its own children's business: `guarded` runs a program under a small
-guard of ours (this module, `python -m cuda_llm_lsp.compile.tools PARENT -- program ...`) that
-kills the program's whole process group when the server dies, so `sh`, `cicc`, `ptxas` and `gcc`
-end with it too (`PR_SET_PDEATHSIG` is not inherited by a child's children).
+guard of ours (`python -P -c GUARD PARENT -- program ...`) that kills the program's whole process
+group when the server dies, so `sh`, `cicc`, `ptxas` and `gcc` end with it too
+(`PR_SET_PDEATHSIG` is not inherited by a child's children).
 
 Python children are started with `python_command` (`-P` on 3.11+, and a private working
 directory, `neutral_cwd`): the workspace is never on their `sys.path`.
@@ -233,7 +233,22 @@ def run_tool(
 
 # --- the guard: a process group that dies with the server ---------------------------------------
 
-GUARD_MODULE = "cuda_llm_lsp.compile.tools"
+# Run by `python -P -c` (nothing imported from the package, so it works however it is installed):
+# argv = [PARENT, "--", program, ...]. When PARENT dies (PR_SET_PDEATHSIG SIGTERM, replacing
+# spawn_options' SIGKILL) or sends SIGTERM, the whole process group is killed.
+_GUARD = """
+import ctypes, os, signal, subprocess, sys
+parent = int(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != parent:
+    sys.exit(1)
+code = subprocess.Popen(sys.argv[3:], close_fds=False).wait()
+sys.exit(code if code >= 0 else 128 - code)
+"""
 
 
 def guarded(command: Sequence[str]) -> list[str]:
@@ -241,27 +256,5 @@ def guarded(command: Sequence[str]) -> list[str]:
     guard leads the new process group that the program and all it starts belong to."""
     if not sys.platform.startswith("linux"):
         return list(command)
-    return [*python_command(GUARD_MODULE, str(os.getpid()), "--"), *command]
-
-
-def _guard(argv: Sequence[str]) -> int:
-    """Run `argv[2:]` (after PARENT and `--`); when PARENT dies, kill the whole process group."""
-    parent = int(argv[0])
-    command = list(argv[2:])
-
-    def end_group(*_: object) -> None:
-        os.killpg(0, signal.SIGKILL)
-
-    signal.signal(signal.SIGTERM, end_group)
-    prctl = _prctl()
-    if prctl is not None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # replaces spawn_options' SIGKILL
-    if os.getppid() != parent:  # the server died before prctl
-        return 1
-    child = subprocess.Popen(command, close_fds=False)
-    code = child.wait()
-    return code if code >= 0 else 128 - code
-
-
-if __name__ == "__main__":
-    sys.exit(_guard(sys.argv[1:]))
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    return [sys.executable, *safe, "-c", _GUARD, str(os.getpid()), "--", *command]

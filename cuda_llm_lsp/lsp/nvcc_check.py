@@ -5,7 +5,8 @@ When: after a document opens and after each save (`cudaLlm.nvccCheck` `save`, th
 after `PAUSE_S` without typing (`pause`), or never (`off`). The check on open gives a file
 nvcc's figures before its first save (the text opened is the one on disk). It never holds the
 fast pass up: one nvcc runs at a time in a thread of its own, and a change, a close or a
-settings change stops a running one (its process group is killed) and drops its result. A result
+settings change stops a running one (its process group is killed) and drops its result; after a
+settings change every open document is checked again under the new flags. A result
 is kept per document with the text it compiled and shown only while the document has that text:
 typing brings the fast tier's view back until the next check. Where no nvcc is found the tier
 says so once in the log and stays quiet; in an untrusted workspace it is off (it runs the host
