@@ -127,6 +127,9 @@ class Limits:
 
     memory_mb: int | None = 8192
     cpu_s: int | None = 600
+    # PR_SET_PDEATHSIG: only for a child that lives no longer than the call that started it (the
+    # signal fires when the starting *thread* ends, and a long-lived child may outlive it)
+    with_parent: bool = True
 
 
 #: A host tool (nvcc and its sub-steps, g++, nm, readelf, cu++filt): the compile pool's kind of
@@ -135,6 +138,9 @@ TOOL_LIMITS = Limits()
 #: A program that loads the CUDA driver (ncu, compute-sanitizer, nvidia-smi, the evaluator's
 #: worker): no address-space cap; its time is bounded by its caller's timeout.
 GPU_LIMITS = Limits(memory_mb=None, cpu_s=None)
+#: The evaluator's long-lived worker: started from whatever thread first needs it, it watches its
+#: parent itself (`evaluate.process.exit_with_parent`).
+WORKER_LIMITS = Limits(memory_mb=None, cpu_s=None, with_parent=False)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -166,7 +172,7 @@ def _preexec(limits: Limits, parent: int) -> Callable[[], None]:
                 resource.setrlimit(resource.RLIMIT_AS, (size, size))
             if limits.cpu_s is not None:
                 resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
-        if prctl is not None:
+        if prctl is not None and limits.with_parent:
             prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != parent:  # the server died before prctl
                 os._exit(1)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.compile.tools import GPU_LIMITS, neutral_cwd, python_command, spawn_options
+from cuda_llm_lsp.compile.tools import WORKER_LIMITS, neutral_cwd, python_command, spawn_options
 from cuda_llm_lsp.evaluate.protocol import (
     Failure,
     FrameReader,
@@ -65,7 +65,7 @@ class WorkerProcess:
             stderr=subprocess.PIPE,
             env=env,
             cwd=neutral_cwd(),  # never the workspace: it is not on the worker's sys.path
-            **spawn_options(GPU_LIMITS, stdin=subprocess.PIPE),
+            **spawn_options(WORKER_LIMITS, stdin=subprocess.PIPE),
         )
         threading.Thread(target=self._drain, daemon=True).start()
         self._frames = FrameReader()
