@@ -132,9 +132,18 @@ class Limits:
     with_parent: bool = True
 
 
+def _tool_memory_mb() -> int:
+    try:
+        value = int(os.environ.get("CUDA_LLM_TOOL_MEMORY_MB", ""))
+    except ValueError:
+        return 8192
+    return value if value > 0 else 8192
+
+
 #: A host tool (nvcc and its sub-steps, g++, nm, readelf, cu++filt): the compile pool's kind of
-#: bound. 8 GiB of address space: a CUTLASS instantiation's cicc stays under 4 GiB.
-TOOL_LIMITS = Limits()
+#: bound. 8 GiB of address space (`CUDA_LLM_TOOL_MEMORY_MB` changes it): a CUTLASS
+#: instantiation's cicc stays under 4 GiB, `#include "/dev/zero"` would take all there is.
+TOOL_LIMITS = Limits(memory_mb=_tool_memory_mb())
 #: A program that loads the CUDA driver (ncu, compute-sanitizer, nvidia-smi, the evaluator's
 #: worker): no address-space cap; its time is bounded by its caller's timeout.
 GPU_LIMITS = Limits(memory_mb=None, cpu_s=None)
