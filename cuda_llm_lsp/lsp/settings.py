@@ -51,6 +51,10 @@ def register(server: CudaLlmServer) -> None:
     async def on_initialized(ls: CudaLlmServer, params: types.InitializedParams) -> None:
         await pull(ls)
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def on_folders(ls: CudaLlmServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        set_workspace(_current_trust(ls))  # pygls has updated the folders: what may be read
+
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_changed(ls: CudaLlmServer, params: types.DidChangeConfigurationParams) -> None:
         sent = params.settings

@@ -194,3 +194,25 @@ def test_an_untrusted_workspace_reads_nothing_outside_it(
     for path in cache.rglob("*") if cache.exists() else ():
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_an_added_folder_may_be_read_at_once(
+    tmp_path: Path, workspace: Path, cleanup: list[RawServer]
+) -> None:
+    """Untrusted: a header in a folder added to the workspace is read without a settings change
+    (the reading limit follows the folders)."""
+    second = tmp_path / "second"
+    second.mkdir()
+    header = second / "factor.cuh"
+    header.write_text("__device__ const float factor = 2.0f;\n")
+    server = _server(tmp_path)
+    cleanup.append(server)
+    initialize(server, {"cudaLlm": {"debounceMs": 0}, "workspaceTrusted": False}, workspace)
+    folder = {"uri": second.resolve().as_uri(), "name": "second"}
+    server.notify(
+        "workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}}
+    )
+    text = f'#include "{header}"\n__global__ void k(float* x) {{ x[0] = factor; }}\n'
+    uri = server.open(workspace / "k.cu", text)
+    shown = server.diagnostics(uri, 1, 60)
+    assert not [d for d in shown if d["severity"] == 1], shown
