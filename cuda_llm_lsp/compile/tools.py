@@ -55,10 +55,7 @@ def set_workspace_roots(roots: Iterable[str]) -> None:
     global _workspace_roots
     real = tuple(sorted({os.path.realpath(r) for r in roots if r}))
     with _roots_lock:
-        changed = real != _workspace_roots
         _workspace_roots = real
-    if changed:
-        _find.cache_clear()
 
 
 def workspace_roots() -> tuple[str, ...]:
@@ -110,11 +107,6 @@ def safe_search_path(value: str) -> str:
         if entry and os.path.isabs(entry) and not inside(entry, roots)
     ]
     return os.pathsep.join(dict.fromkeys(kept))
-
-
-def reset_tools() -> None:
-    """Forget the tools found (tests that change `PATH`)."""
-    _find.cache_clear()
 
 
 # --- limits -------------------------------------------------------------------------------------
