@@ -109,12 +109,14 @@ class Trust:
 _workspace = Trust()  # `set_workspace`: the server's; the CLI's user is trusted
 
 
-def set_workspace(trust: Trust) -> None:
+def set_workspace(trust: Trust) -> bool:
     """What the server's client says of its workspace, for every read and child from now on:
     no program runs from a workspace folder (`tools`); untrusted, headers and project include
     directories are read only inside the folders, the toolkit and the system's (`include_reads`,
-    `workspace_include_dirs`); the project configuration is looked for up to a folder's root."""
+    `workspace_include_dirs`); the project configuration is looked for up to a folder's root.
+    True when what may be read changed (open files are to be analysed again)."""
     global _workspace
+    moved = trust != _workspace
     _workspace = trust
     tools.set_workspace_roots(trust.roots)
     if trust.trusted:
@@ -128,6 +130,7 @@ def set_workspace(trust: Trust) -> None:
                 *std_headers.host_include_dirs(),
             )
         )
+    return moved
 
 
 def workspace_trust() -> Trust:

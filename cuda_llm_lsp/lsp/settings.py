@@ -53,7 +53,8 @@ def register(server: CudaLlmServer) -> None:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def on_folders(ls: CudaLlmServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
-        set_workspace(_current_trust(ls))  # pygls has updated the folders: what may be read
+        if set_workspace(_current_trust(ls)):  # pygls has updated the folders: what may be read
+            ls.reanalyze_all()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_changed(ls: CudaLlmServer, params: types.DidChangeConfigurationParams) -> None:
@@ -137,7 +138,7 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
         settings = replace(settings, api_key=before.api_key)
     register_secret(settings.api_key)
     trust = _current_trust(server)
-    set_workspace(trust)
+    moved = set_workspace(trust)
     settings, refused = restrict(settings, trust)
     if refused:
         log.warning("settings left out (%s): %s", source, "; ".join(refused))
@@ -145,6 +146,8 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     server.settings = settings
     if problems:
         server.message(f"cuda-llm ({source}): " + "; ".join(problems), types.MessageType.Warning)
+    if moved:  # trusted now, or other folders: what the open files may include changed
+        server.reanalyze_all()
     return before
 
 

@@ -216,3 +216,33 @@ def test_an_added_folder_may_be_read_at_once(
     uri = server.open(workspace / "k.cu", text)
     shown = server.diagnostics(uri, 1, 60)
     assert not [d for d in shown if d["severity"] == 1], shown
+
+
+def test_trusting_the_workspace_reads_what_was_refused_at_once(
+    tmp_path: Path, workspace: Path, cleanup: list[RawServer]
+) -> None:
+    """What may be read changed, not a setting: the open files are analysed again."""
+    outside = tmp_path / "home"
+    outside.mkdir()
+    header = outside / "factor.cuh"
+    header.write_text("__device__ const float factor = 2.0f;\n")
+    server = _server(tmp_path)
+    cleanup.append(server)
+    settings = {"debounceMs": 0}
+    initialize(server, {"cudaLlm": settings, "workspaceTrusted": False}, workspace)
+    text = f'#include "{header}"\n__global__ void k(float* x) {{ x[0] = factor; }}\n'
+    uri = server.open(workspace / "k.cu", text)
+    refused = server.diagnostics(uri, 1, 60)
+    assert [d for d in refused if d["severity"] == 1], refused
+    start = len(server.messages)
+    change = {"settings": {"cudaLlm": settings, "workspaceTrusted": True}}
+    server.notify("workspace/didChangeConfiguration", change)
+    server.wait_for(
+        lambda m: (
+            m.get("method") == "textDocument/publishDiagnostics"
+            and m["params"]["uri"] == uri
+            and not [d for d in m["params"]["diagnostics"] if d["severity"] == 1]
+        ),
+        timeout=60,
+    )
+    assert len(server.messages) > start
