@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cuda_llm_lsp.compile import headers as std_headers
-from cuda_llm_lsp.compile import include_reads
+from cuda_llm_lsp.compile import include_reads, tools
 
 _BOOL = r"true|false"
 _ARCH = r"(?:sm|compute|lto)_\d{2,3}[af]?"
@@ -104,6 +104,51 @@ class Trust:
 
     def include_dir_problem(self, directory: str) -> str | None:
         return include_dir_problem(directory, self)
+
+
+_workspace = Trust()  # `set_workspace`: the server's; the CLI's user is trusted
+
+
+def set_workspace(trust: Trust) -> bool:
+    """What the server's client says of its workspace, for every read and child from now on:
+    no program runs from a workspace folder (`tools`); untrusted, headers and project include
+    directories are read only inside the folders, the toolkit and the system's (`include_reads`,
+    `workspace_include_dirs`); the project configuration is looked for up to a folder's root.
+    True when what may be read changed (open files are to be analysed again)."""
+    global _workspace
+    moved = trust != _workspace
+    _workspace = trust
+    tools.set_workspace_roots(trust.roots)
+    if trust.trusted:
+        include_reads.limit_reads(None)
+    else:
+        include_reads.limit_reads(
+            (
+                *trust.roots,
+                *std_headers.toolkit_include_dirs(),
+                str(std_headers.STUB_DIR),
+                *std_headers.host_include_dirs(),
+            )
+        )
+    return moved
+
+
+def workspace_trust() -> Trust:
+    return _workspace
+
+
+def workspace_include_dirs(directories: Iterable[str]) -> tuple[tuple[str, ...], list[str]]:
+    """A project's include directories that the workspace's trust allows, and why each other
+    one is left out."""
+    kept: list[str] = []
+    refused: list[str] = []
+    for directory in directories:
+        problem = include_dir_problem(directory, _workspace)
+        if problem is None:
+            kept.append(directory)
+        else:
+            refused.append(f"-I {directory!r} left out: {problem}")
+    return tuple(kept), refused
 
 
 def define_problem(define: str) -> str | None:

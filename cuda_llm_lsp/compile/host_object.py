@@ -19,7 +19,6 @@ a timeout.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from pathlib import Path
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.mangled import before_parameters, demangle
 from cuda_llm_lsp.compile.nvcc import DEFAULT_TIMEOUT_S, NvccResult, compile_file
+from cuda_llm_lsp.compile.tools import find_tool, run_tool
 
 TOOL_TIMEOUT_S = 30.0
 #: Sections whose entries run before `main` or at exit.
@@ -71,7 +71,7 @@ class Built:
 
 
 def tools_available() -> bool:
-    return shutil.which("nm") is not None and shutil.which("readelf") is not None
+    return find_tool("nm") is not None and find_tool("readelf") is not None
 
 
 def build_host_object(
@@ -184,14 +184,11 @@ def _scoped_name(demangled: str) -> tuple[str, ...]:
 
 def _run(command: list[str], stdin: str | None = None) -> str:
     try:
-        done = subprocess.run(
-            command,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=TOOL_TIMEOUT_S,
-            env=child_env(),
-            check=False,
+        program = find_tool(command[0])  # by absolute path, never the workspace's
+        if program is None:
+            raise OSError(f"{command[0]} not found")
+        done = run_tool(
+            [program, *command[1:]], input=stdin, timeout=TOOL_TIMEOUT_S, env=child_env()
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise HostToolsUnavailable(f"{command[0]} failed: {exc}") from exc

@@ -15,6 +15,13 @@ header the server reads and every header found on an include path for NVRTC:
   Hopper example about 22 MB).
   `CUDA_LLM_MAX_HEADER_BYTES` and `CUDA_LLM_MAX_INCLUDE_BYTES` raise them.
 
+In an untrusted workspace (`limit_reads`, set by the server from the client's word), a header is
+read only inside the workspace folders, the CUDA toolkit, our stand-ins and the host compiler's
+system directories: a project `-I` or an absolute `#include` naming a file elsewhere (a 0600
+secret of the user's) is refused like the rest, and its text never reaches a diagnostic or the
+compile cache. nvcc's pre-scan (`compile.nvcc_inputs`) and the project configuration's reads
+(`compile.project_config`) go through the same checks.
+
 A refused header is reported on its `#include` line and its line left out of the unit, so
 NVRTC never reads it either. Issue [realworld]'s project configuration (compile_commands.json)
 reads headers through here too.
@@ -25,9 +32,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+_allowed: tuple[str, ...] | None = None  # `limit_reads`: None, anywhere
 DEFAULT_MAX_HEADER_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_INCLUDE_BYTES = 64 * 1024 * 1024
 SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
@@ -66,6 +75,33 @@ def special_root(path: str | Path) -> str | None:
     return None
 
 
+def limit_reads(roots: Iterable[str] | None) -> None:
+    """Read headers only under `roots` from now on (an untrusted workspace); None: anywhere."""
+    global _allowed
+    _allowed = None if roots is None else tuple(os.path.realpath(r) for r in roots if r)
+
+
+def outside_problem(path: str | Path) -> str | None:
+    """Why `path` may not be read in this (untrusted) workspace, or None."""
+    allowed = _allowed
+    if allowed is None:
+        return None
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r.rstrip("/") + "/") for r in allowed):
+        return None
+    return (
+        "outside the workspace folders and the CUDA toolkit, and the workspace is not trusted "
+        "(trust it to read this file)"
+    )
+
+
+def _refusal(path: str | Path) -> str | None:
+    root = special_root(path)
+    if root is not None:
+        return f"{root} is never read (a special file system)"
+    return outside_problem(path)
+
+
 def _megabytes(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
 
@@ -76,9 +112,9 @@ def check_header(path: str | Path, max_bytes: int | None = None) -> int:
     For headers NVRTC reads itself from an include path: the same rules, by `stat`.
     """
     limit = max_header_bytes() if max_bytes is None else max_bytes
-    root = special_root(path)
-    if root is not None:
-        raise IncludeRefused(f"{root} is never read (a special file system)")
+    problem = _refusal(path)
+    if problem is not None:
+        raise IncludeRefused(problem)
     try:
         info = os.stat(path)
     except (OSError, ValueError) as exc:
@@ -106,15 +142,18 @@ class IncludeBudget:
         return cls(limit, limit)
 
 
-def read_header(path: str | Path, budget: IncludeBudget | None = None) -> bytes:
+def read_header(
+    path: str | Path, budget: IncludeBudget | None = None, max_bytes: int | None = None
+) -> bytes:
     """The bytes of the header at `path`, under the rules above; IncludeRefused otherwise.
 
     Never blocks on a FIFO (non-blocking open, then fstat), never reads past the caps; takes
-    what it read from `budget`.
+    what it read from `budget`. `max_bytes`: another cap than one header's (a project's
+    compile_commands.json).
     """
-    root = special_root(path)
-    if root is not None:
-        raise IncludeRefused(f"{root} is never read (a special file system)")
+    problem = _refusal(path)
+    if problem is not None:
+        raise IncludeRefused(problem)
     real = os.path.realpath(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -125,7 +164,7 @@ def read_header(path: str | Path, budget: IncludeBudget | None = None) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise IncludeRefused("not a regular file (a FIFO, socket, device or directory)")
-        limit = max_header_bytes()
+        limit = max_header_bytes() if max_bytes is None else max_bytes
         if info.st_size > limit:
             raise IncludeRefused(
                 f"{_megabytes(info.st_size)} is over the {_megabytes(limit)} limit for one "

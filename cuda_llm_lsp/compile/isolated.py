@@ -37,6 +37,7 @@ from typing import Any, BinaryIO
 
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
+from cuda_llm_lsp.compile.tools import neutral_cwd, python_command
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, NvrtcUnavailable
 
 log = logging.getLogger(__name__)
@@ -97,11 +98,12 @@ class _Worker:
         # run's pool), whose end would kill the processes it happened to start
         self.proc = _SPAWNER.submit(
             subprocess.Popen,
-            [sys.executable, "-m", "cuda_llm_lsp.compile.isolated"],
+            python_command("cuda_llm_lsp.compile.isolated"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
             close_fds=True,
+            cwd=neutral_cwd(),  # never the workspace: `-P` and this keep it off sys.path
         ).result()
         self.fd = self.proc.stdout.fileno() if self.proc.stdout else -1
 

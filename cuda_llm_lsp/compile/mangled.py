@@ -11,10 +11,12 @@ toolchain's demangler (`cu++filt`, else binutils' `c++filt`), and falls back to 
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+
+from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.tools import find_tool, run_tool, usable_program
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +100,7 @@ def demangle(symbols: Sequence[str], nvcc: Path | None = None) -> list[str]:
     if not mangled or tool is None:
         return names
     try:
-        done = subprocess.run(
-            [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=30
-        )
+        done = run_tool([tool], input="\n".join(mangled) + "\n", timeout=30, env=child_env())
     except (OSError, subprocess.SubprocessError) as exc:
         log.debug("demangling failed: %s", exc)
         return names
@@ -112,9 +112,9 @@ def demangle(symbols: Sequence[str], nvcc: Path | None = None) -> list[str]:
 
 
 def _demangler(nvcc: Path | None) -> str | None:
-    if nvcc is not None and (nvcc.parent / "cu++filt").is_file():
+    if nvcc is not None and usable_program(nvcc.parent / "cu++filt"):
         return str(nvcc.parent / "cu++filt")
-    return shutil.which("cu++filt") or shutil.which("c++filt")
+    return find_tool("cu++filt") or find_tool("c++filt")  # never the workspace's
 
 
 def _without_signature(text: str) -> str:

@@ -7,7 +7,9 @@ C++ compiler (g++). The file is compiled to an object in a temporary directory (
 linked or run) with a timeout. The text compiled is the user's file after an edit: LLM output is
 never compiled here except as that file, and nothing is executed. nvcc runs without our secrets
 (`child_env`) in a process group of its own: past the timeout the whole group is killed (cicc,
-ptxas and the host compiler it started too).
+ptxas and the host compiler it started too), and so is it when the server dies (`tools.guarded`).
+nvcc runs its sub-steps through `/bin/sh`, so it sees only names and values we chose or proved
+inert (`compile.nvcc_inputs`): the text as `unit.cu`, never the user's file name.
 """
 
 from __future__ import annotations
@@ -26,7 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.nvcc_inputs import UNIT_NAME, check_includes, prepare, unmap
 from cuda_llm_lsp.compile.nvrtc import parse_ptxas
+from cuda_llm_lsp.compile.tools import (
+    TOOL_LIMITS,
+    Limits,
+    find_tool,
+    guarded,
+    shell_inert,
+    spawn_options,
+    usable_program,
+)
 from cuda_llm_lsp.compile.types import Diagnostic, Resources, Severity
 
 #: Environment variable naming an `nvcc` to use instead of the one found.
@@ -55,6 +67,8 @@ class NvccResult:
     # nvcc compiled, template instances that only host code launches included
     resources: dict[str, Resources] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # symbol -> as read (`compile.mangled`)
+    refused: tuple[str, ...] = ()  # defines and include directories nvcc was not given, and why
+    skipped: str | None = None  # why nvcc did not run at all (`compile.nvcc_inputs`)
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
@@ -64,29 +78,32 @@ class NvccResult:
         """The first errors (or the log), for a refusal shown to a person."""
         if self.timed_out:
             return f"nvcc did not finish within {self.seconds:.0f} s"
+        if self.skipped:
+            return self.skipped
         shown = [f"line {d.line}: {d.message}" for d in self.errors] or self.log.splitlines()
         text = "\n".join(shown[:lines])
         return text + (f"\n... ({len(shown) - lines} more)" if len(shown) > lines else "")
 
 
 def find_nvcc() -> Path | None:
-    """`$CUDA_LLM_NVCC`, else the toolkit wheels' `nvcc` next to this Python, else `PATH`'s."""
+    """`$CUDA_LLM_NVCC` (an absolute path), else the toolkit wheels' `nvcc` next to this Python,
+    else `PATH`'s (`tools.find_tool`: never a relative entry, never in the workspace)."""
     given = os.environ.get(NVCC_ENV)
     if given:
-        return Path(given) if Path(given).is_file() else None
+        return Path(given) if usable_program(given) else None
     for root in _site_roots():
         for candidate in sorted(root.glob("nvidia/cu*/bin/nvcc"), reverse=True):
-            if candidate.is_file() and os.access(candidate, os.X_OK):
+            if usable_program(candidate):
                 return candidate
         legacy = root / "nvidia" / "cuda_nvcc" / "bin" / "nvcc"
-        if legacy.is_file():
+        if usable_program(legacy):
             return legacy
-    found = shutil.which("nvcc")
+    found = find_tool("nvcc")
     return Path(found) if found else None
 
 
 def _site_roots() -> list[Path]:
-    roots = [Path(p) for p in sys.path if p.endswith("site-packages")]
+    roots = [Path(p) for p in sys.path if p.endswith("site-packages") and os.path.isabs(p)]
     return [r for r in roots if (r / "nvidia").is_dir()]
 
 
@@ -110,6 +127,7 @@ def compile_file(
     nvcc: Path | None = None,
     object_path: Path | None = None,
     defines: Sequence[str] = (),
+    define_sources: dict[str, str] | None = None,
     std: str | None = None,
     extra_flags: Sequence[str] = (),
     resource_usage: bool = False,
@@ -120,7 +138,10 @@ def compile_file(
     `path` is where the file lives: its directory is searched for `#include "..."` and its name is
     used in messages; `object_path`: where to keep the object (else it is deleted);
     `resource_usage`: ptxas reports every kernel's registers, spills and memory (`-Xptxas -v`);
-    `stop`: asked while nvcc runs; when it says so the compile is killed (a newer text came).
+    `stop`: asked while nvcc runs; when it says so the compile is killed (a newer text came);
+    `define_sources`: where each define came from, named when one is refused.
+    nvcc sees only names and values `compile.nvcc_inputs` chose or proved inert, and reads only
+    headers the fast tier would read (else it does not run: `skipped`).
     Raises `NvccUnavailable` when no nvcc is found; a compile that fails, outlives `timeout` or
     is stopped is a result, not an exception.
     """
@@ -131,32 +152,32 @@ def compile_file(
             f"{NVCC_ENV}"
         )
     name = path.name if path is not None else "file.cu"
-    with tempfile.TemporaryDirectory(prefix="cuda-llm-nvcc-") as tmp:
-        source = Path(tmp) / (name if name.endswith(".cu") else name + ".cu")
+    leading = ([gencode(arch)] if arch else []) + ([f"-std={std}"] if std else [])
+    trailing = list(extra_flags) + (["-Xptxas", "-v"] if resource_usage else [])
+    unsafe = [f for f in (*leading, *trailing) if not shell_inert(f)]
+    if unsafe:  # ours or the allow-list's: never a repository's text
+        return _skipped(f"nvcc not run: the option {unsafe[0][:80]!r} is not one nvcc is given")
+    blocked = check_includes(text, path, include_paths)
+    if blocked is not None:
+        return _skipped(f"nvcc not run: {blocked}")
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-nvcc-", dir=_temp_root()) as tmp:
+        source = Path(tmp) / UNIT_NAME  # never the user's name: nvcc's shell reads it
         source.write_text(text, encoding="utf-8")
-        out = object_path if object_path is not None else Path(tmp) / "out.o"
+        out = Path(tmp) / "out.o"
+        inputs = prepare(Path(tmp), path, include_paths, defines, define_sources)
         command = [str(binary), "-c", str(source), "-o", str(out)]
-        if arch:
-            command += [gencode(arch)]
-        if path is not None:
-            command += ["-I", str(path.resolve().parent)]
-        for include in include_paths:  # nvcc runs in the temporary directory: absolute paths
-            command += ["-I", os.path.abspath(include)]
-        command += [f"-D{d}" for d in defines if d.strip()]
-        if std:
-            command += [f"-std={std}"]
-        command += list(extra_flags)
-        if resource_usage:
-            command += ["-Xptxas", "-v"]
+        command += leading + inputs.include_args + inputs.define_args + trailing
         start = time.monotonic()
         with subprocess.Popen(
-            command,
+            guarded(command),  # the group (sh, cicc, ptxas, gcc) dies with the server
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=tmp,
             env=child_env(),
-            start_new_session=True,  # its own process group: cicc, ptxas, gcc die with it
+            # stdin /dev/null, its own process group (cicc, ptxas, gcc die with it), address
+            # space and CPU time capped, killed with the server
+            **spawn_options(Limits(TOOL_LIMITS.memory_mb, int(timeout) + 30)),
         ) as process:
             while True:
                 left = timeout - (time.monotonic() - start)
@@ -172,14 +193,30 @@ def compile_file(
                             False, (), "", seconds, timed_out=not stopped, stopped=stopped
                         )
         seconds = time.monotonic() - start
-        log = (stdout + stderr).replace(str(source), name)
+        log = unmap(stdout + stderr, Path(tmp), source, name, inputs.links)
+        if object_path is not None and out.is_file():
+            shutil.copyfile(out, object_path)
     diagnostics = tuple(_diagnostics(log, name))
     ok = process.returncode == 0
     if not ok and not any(d.severity == "error" for d in diagnostics):
         first = next((line for line in log.splitlines() if line.strip()), "nvcc failed")
         diagnostics += (Diagnostic(1, 1, 1, 1, "error", first),)
     resources = parse_ptxas(log) if resource_usage and ok else {}
-    return NvccResult(ok, diagnostics, log, seconds, resources=resources)
+    return NvccResult(
+        ok, diagnostics, log, seconds, resources=resources, refused=tuple(inputs.refused)
+    )
+
+
+def _skipped(reason: str) -> NvccResult:
+    """nvcc not run (a header it may not read, an option it may not get): the fast tier's view
+    stays, with `reason` as a warning."""
+    return NvccResult(False, (), reason, 0.0, skipped=reason)
+
+
+def _temp_root() -> str | None:
+    """Where the compile's directory goes: `TMPDIR` when its path is shell-inert, else /tmp."""
+    root = tempfile.gettempdir()
+    return None if shell_inert(root) else "/tmp"
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

@@ -29,11 +29,12 @@ from cuda_llm_lsp.compile.analysis import (
     FileAnalysis,
     KernelInfo,
     compile_options,
-    with_project_flags,
 )
 from cuda_llm_lsp.compile.flags import NVCC_ONLY
 from cuda_llm_lsp.compile.mangled import base_name, display_names
 from cuda_llm_lsp.compile.nvcc import DEFAULT_TIMEOUT_S, NvccResult, compile_file, find_nvcc
+from cuda_llm_lsp.compile.project_config import apply as apply_project_flags
+from cuda_llm_lsp.compile.project_config import find_flags
 from cuda_llm_lsp.compile.types import Diagnostic, Resources
 from cuda_llm_lsp.config import Settings
 
@@ -64,7 +65,11 @@ def run_nvcc(
 ) -> NvccResult:
     """nvcc's whole-file compile of `text` with the flags the fast tier uses (the project's,
     then the settings'), ptxas's figures included. Raises `NvccUnavailable`."""
-    settings = with_project_flags(settings, path)
+    sources = {d: "the settings' defines" for d in settings.defines}
+    project = find_flags(path, settings.compile_commands_dir) if path is not None else None
+    if project is not None:
+        sources.update({d: project.source for d in project.defines})
+    settings = apply_project_flags(settings, project)
     options = compile_options(settings)
     result = compile_file(
         text,
@@ -73,6 +78,7 @@ def run_nvcc(
         arch=options.arch,
         timeout=timeout,
         defines=options.defines,
+        define_sources=sources,
         std=options.std,
         # nvcc's own flags among the settings' (a project's --expt-relaxed-constexpr)
         extra_flags=list(
@@ -90,6 +96,12 @@ def merge_nvcc(analysis: FileAnalysis, result: NvccResult, timeout: float) -> Fi
     """The fast tier's `analysis` as nvcc sees the same text (see the module's docstring)."""
     if result.stopped:
         return analysis
+    notes = tuple(
+        Diagnostic(1, 1, 1, 2, "warning", f"nvcc check: {why}", code="nvcc")
+        for why in (*result.refused, *((result.skipped,) if result.skipped else ()))
+    )
+    if result.skipped:  # nvcc did not run: the fast tier's view, and why
+        return replace(analysis, diagnostics=(*analysis.diagnostics, *notes))
     if result.timed_out:
         note = Diagnostic(
             1, 1, 1, 2, "warning",
@@ -106,6 +118,7 @@ def merge_nvcc(analysis: FileAnalysis, result: NvccResult, timeout: float) -> Fi
         else:  # in a header: on line 1, saying where (as the fast tier places them)
             message = f'in included file "{d.file}" line {d.line}: {d.message}'
             kept.append(Diagnostic(1, 1, 1, 2, d.severity, message, code="nvcc"))
+    kept.extend(notes)
     ordered = tuple(sorted(dict.fromkeys(kept), key=lambda d: (d.line, d.column)))
     merged = replace(analysis, diagnostics=ordered)
     verdict = "compiles" if result.ok else f"{len(result.errors)} errors"

@@ -9,6 +9,13 @@ Where a file's include directories, defines and dialect come from, first found w
 2. `compile_flags.txt` in the file's directory or an ancestor: one flag per line.
 3. The settings alone.
 
+Ancestors are searched up to the workspace folder holding the file (the server's,
+`flags.set_workspace`), else up to the nearest directory holding `.git` (the CLI, run inside a
+repository), else up to `/`: a `compile_flags.txt` in a parent of the project is not the
+project's. Every file is read with `include_reads`' rules (never a device, FIFO or special file
+system; untrusted, only inside the workspace), and a project include directory the workspace's
+trust does not allow is left out (`ProjectFlags.refused`).
+
 Only flags that change what the device check sees are understood: `-I`, `-isystem`,
 `--include-path`, `-D`, `-U`, `-std`, `--expt-relaxed-constexpr`, `--extended-lambda`,
 `-arch`/`--gpu-architecture`
@@ -27,6 +34,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.compile.flags import workspace_include_dirs
+from cuda_llm_lsp.compile.include_reads import IncludeRefused, outside_problem, read_header
+from cuda_llm_lsp.compile.tools import workspace_roots
 from cuda_llm_lsp.config import STDS, Settings
 
 MAX_DATABASE_BYTES = 64 * 1024 * 1024  # a compile_commands.json bigger than this is not read
@@ -57,6 +67,7 @@ class ProjectFlags:
     relaxed_constexpr: bool = False
     extended_lambda: bool = False
     ignored: tuple[str, ...] = ()  # flags that do not change the device check
+    refused: tuple[str, ...] = ()  # include directories the workspace's trust does not allow
 
     def note(self) -> str:
         """One line for the editor: where the flags came from and what was left out."""
@@ -64,6 +75,8 @@ class ProjectFlags:
         if self.ignored:
             shown = " ".join(self.ignored[:8]) + (" ..." if len(self.ignored) > 8 else "")
             text += f"; ignored (not needed for the device check): {shown}"
+        if self.refused:
+            text += "; " + "; ".join(self.refused)
         return text
 
 
@@ -101,7 +114,7 @@ def find_flags(path: Path, build_dir: str | Path | None = None) -> ProjectFlags 
     if build_dir:
         databases.append(Path(build_dir) / "compile_commands.json")
     flag_files: list[Path] = []
-    for directory in target.parents:
+    for directory in _searched(target):
         databases.append(directory / "compile_commands.json")
         databases.append(directory / "build" / "compile_commands.json")
         flag_files.append(directory / "compile_flags.txt")
@@ -111,27 +124,54 @@ def find_flags(path: Path, build_dir: str | Path | None = None) -> ProjectFlags 
             found = _entry_for(target, entries)
             if found is not None:
                 entry, why = found
-                return _parse(entry["arguments"], Path(entry["directory"]), why)
+                return _trusted(_parse(entry["arguments"], Path(entry["directory"]), why))
     for flags_file in flag_files:
         lines = _read_small(flags_file)
         if lines is not None:
             arguments = [line.strip() for line in lines.splitlines() if line.strip()]
-            return _parse(arguments, flags_file.parent, str(flags_file))
+            return _trusted(_parse(arguments, flags_file.parent, str(flags_file)))
     return None
 
 
+def _searched(target: Path) -> list[Path]:
+    """The directories searched for the configuration: the file's, then its ancestors up to
+    the workspace folder holding it, else the repository's root (`.git`), else `/`."""
+    parents = list(target.parents)
+    roots = [Path(r) for r in workspace_roots()]
+    holding = [r for r in roots if r == target or r in target.parents]
+    if holding:
+        top = max(holding, key=lambda r: len(r.parts))
+        return parents[: parents.index(top) + 1]
+    if roots:  # a file outside every folder: its own directory only
+        return parents[:1]
+    for i, directory in enumerate(parents):
+        if os.path.lexists(directory / ".git"):
+            return parents[: i + 1]
+    return parents
+
+
+def _trusted(flags: ProjectFlags) -> ProjectFlags:
+    """`flags` without the include directories the workspace's trust does not allow."""
+    kept, refused = workspace_include_dirs(flags.include_paths)
+    if not refused:
+        return flags
+    return replace(flags, include_paths=kept, refused=tuple(refused))
+
+
 _cache_lock = threading.Lock()
-_databases: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}
+_databases: dict[Path, tuple[tuple[int, int, bool], list[dict[str, Any]]]] = {}
 
 
-def _read_small(path: Path) -> str | None:
-    """A regular file's text if it exists and is not huge; None otherwise (never raises)."""
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_DATABASE_BYTES:
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+def _read_small(path: Path, max_bytes: int = MAX_DATABASE_BYTES) -> str | None:
+    """A regular file's text if it exists, may be read (`include_reads`: no device, FIFO or
+    special file system, nothing outside an untrusted workspace) and is not huge; else None."""
+    if not os.path.lexists(path):
         return None
+    try:
+        data = read_header(path, max_bytes=max_bytes)
+    except IncludeRefused:
+        return None
+    return data.decode("utf-8", errors="replace")
 
 
 def _load_database(path: Path) -> list[dict[str, Any]]:
@@ -143,7 +183,7 @@ def _load_database(path: Path) -> list[dict[str, Any]]:
         stat = path.stat()
     except OSError:
         return []
-    stamp = (stat.st_mtime_ns, stat.st_size)
+    stamp = (stat.st_mtime_ns, stat.st_size, outside_problem(path) is None)
     with _cache_lock:
         cached = _databases.get(path)
         if cached is not None and cached[0] == stamp:
@@ -189,10 +229,9 @@ def _entry_for(target: Path, entries: list[dict[str, Any]]) -> tuple[dict[str, A
             return entry, f"compile_commands.json (entry of {target.name})"
     name = target.name.encode()
     for entry in entries[:MAX_SCANNED_SOURCES]:
-        try:
-            with open(entry["file"], "rb") as source:
-                text = source.read(MAX_SCANNED_BYTES)
-        except OSError:
+        try:  # never `open`: an entry may name /dev/ptmx or a FIFO
+            text = read_header(entry["file"])[:MAX_SCANNED_BYTES]
+        except IncludeRefused:
             continue
         if re.search(rb'#\s*include\s*["<]([^">]*/)?' + re.escape(name) + rb'[">]', text):
             includer = Path(entry["file"]).name

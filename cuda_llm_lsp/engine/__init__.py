@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         allowed_flags,
         define_problem,
         include_dir_problem,
+        set_workspace,
     )
     from cuda_llm_lsp.compile.isolated import (
         DEFAULT_TIMEOUT_S,
@@ -164,6 +165,7 @@ _WHERE = {
     "Trust": "cuda_llm_lsp.compile.flags",
     "allowed_flags": "cuda_llm_lsp.compile.flags",
     "include_dir_problem": "cuda_llm_lsp.compile.flags",
+    "set_workspace": "cuda_llm_lsp.compile.flags",
     "open_history": "cuda_llm_lsp.engine.build",
     "optimize_in_file": "cuda_llm_lsp.engine.actions",
     "profile_in_file": "cuda_llm_lsp.engine.actions",
@@ -279,6 +281,7 @@ __all__ = [
     "roofline",
     "run_fsr",
     "run_nvcc",
+    "set_workspace",
     "shared_pool",
     "summary_line",
     "tune_in_file",

@@ -20,6 +20,7 @@ from typing import Any
 
 from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.tools import GPU_LIMITS, neutral_cwd, python_command, spawn_options
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine.vendor import Backend
 from cuda_llm_lsp.evaluate.candidate import build_binary
@@ -96,11 +97,13 @@ def measure(facts: DeviceFacts, evaluator: Evaluator) -> Peaks:
 def _library_peaks(timeout_s: float = 180.0) -> tuple[float | None, float | None, str]:
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "cuda_llm_lsp.engine.peaks"],
+            python_command("cuda_llm_lsp.engine.peaks"),
             capture_output=True,
             text=True,
             timeout=timeout_s,
             env=child_env(),
+            cwd=neutral_cwd(),
+            **spawn_options(GPU_LIMITS),
         )
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.tools import GPU_LIMITS, neutral_cwd, python_command, spawn_options
 from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
@@ -59,12 +60,14 @@ def measure(
     payload = json.dumps({"jobs": [asdict(j) for j in jobs], "l2_bytes": l2_bytes})
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "cuda_llm_lsp.engine.vendor"],
+            python_command("cuda_llm_lsp.engine.vendor"),
             input=payload,
             capture_output=True,
             text=True,
             timeout=timeout_s,
             env=child_env({"PYTHONUNBUFFERED": "1"}),
+            cwd=neutral_cwd(),
+            **spawn_options(GPU_LIMITS, stdin=None),
         )
     except subprocess.TimeoutExpired:
         return {}, f"timed out after {timeout_s:.0f} s"

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.tools import GPU_LIMITS, neutral_cwd, python_command, spawn_options
 from cuda_llm_lsp.evaluate.types import (
     DeviceFacts,
     EvalResult,
@@ -105,10 +106,16 @@ def parse_gpus(value: str | None) -> tuple[int, ...] | None:
 
 def count_local_gpus() -> int:
     """Visible CUDA devices, asked in a child process (this process never creates a context)."""
-    cmd = [sys.executable, "-m", "cuda_llm_lsp.evaluate.devices", "--count"]
+    cmd = python_command("cuda_llm_lsp.evaluate.devices", "--count")
     try:
         done = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=COUNT_TIMEOUT_S, env=child_env({})
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=COUNT_TIMEOUT_S,
+            env=child_env({}),
+            cwd=neutral_cwd(),
+            **spawn_options(GPU_LIMITS),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NoGpuError(f"cannot count the GPUs: {exc}") from exc

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -36,6 +35,7 @@ from typing import Any, Protocol
 from cuda_llm_lsp.compile.arch import local_gpu_arch, resolve_arch
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
+from cuda_llm_lsp.compile.tools import GPU_LIMITS, find_tool, spawn_options
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import build_binary, find_kernel, splice
 from cuda_llm_lsp.evaluate.inputs import InputError, host_inputs
@@ -270,7 +270,7 @@ def _header_path(name: str, path: Path | None, include_paths: tuple[str, ...]) -
 
 
 def ncu_path() -> str | None:
-    return shutil.which("ncu")
+    return find_tool("ncu")
 
 
 class NcuProfiler:
@@ -375,7 +375,7 @@ class NcuProfiler:
                     text=True,
                     cwd=cwd,
                     env=child_env({"PYTHONUNBUFFERED": "1"}),
-                    start_new_session=True,
+                    **spawn_options(GPU_LIMITS),  # its own process group, stdin /dev/null
                 )
             except OSError as exc:
                 raise ProfileUnavailable(f"cannot run ncu: {exc}") from exc

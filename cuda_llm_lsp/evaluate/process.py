@@ -17,7 +17,6 @@ import contextlib
 import os
 import select
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.tools import WORKER_LIMITS, neutral_cwd, python_command, spawn_options
 from cuda_llm_lsp.evaluate.protocol import (
     Failure,
     FrameReader,
@@ -60,12 +60,12 @@ class WorkerProcess:
         self.stderr_tail: deque[str] = deque(maxlen=40)
         env = child_env({"PYTHONUNBUFFERED": "1"})  # no API key: it runs model-written code
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE, "--device", str(device)],
-            stdin=subprocess.PIPE,
+            python_command(WORKER_MODULE, "--device", str(device)),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
-            start_new_session=True,
+            cwd=neutral_cwd(),  # never the workspace: it is not on the worker's sys.path
+            **spawn_options(WORKER_LIMITS, stdin=subprocess.PIPE),
         )
         threading.Thread(target=self._drain, daemon=True).start()
         self._frames = FrameReader()
@@ -274,4 +274,4 @@ def write_requests(path: Path, requests: Sequence[Request]) -> None:
 
 def oneshot_command(path: Path, device: int) -> list[str]:
     """The command that runs the worker once over the requests in `path` (exit 0: all "ok")."""
-    return [sys.executable, "-m", WORKER_MODULE, "--oneshot", str(path), "--device", str(device)]
+    return python_command(WORKER_MODULE, "--oneshot", str(path), "--device", str(device))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.tools import GPU_LIMITS, find_tool, neutral_cwd, spawn_options
 from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.evaluate.launch import case_bytes, case_launch
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
@@ -38,7 +38,7 @@ REPORT_LINES = 60
 
 
 def sanitizer_path() -> str | None:
-    return shutil.which("compute-sanitizer")
+    return find_tool("compute-sanitizer")
 
 
 def _requests(
@@ -102,6 +102,8 @@ def run_sanitizer(
                     text=True,
                     timeout=timeout_s,
                     env=child_env({"PYTHONUNBUFFERED": "1"}),
+                    cwd=neutral_cwd(),  # it runs our Python worker: never in the workspace
+                    **spawn_options(GPU_LIMITS),
                 )
             except subprocess.TimeoutExpired:
                 return None

@@ -18,7 +18,6 @@ import csv
 import io
 import logging
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.tools import GPU_LIMITS, find_tool, spawn_options
 from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.evaluate.launch import case_launch
 from cuda_llm_lsp.evaluate.line_profile import (
@@ -142,7 +142,7 @@ def _is_units_row(row: list[str], header: list[str]) -> bool:
 
 
 def ncu_path() -> str | None:
-    return shutil.which("ncu")
+    return find_tool("ncu")
 
 
 def profile_kernel(
@@ -196,6 +196,8 @@ def profile_kernel(
                     text=True,
                     timeout=timeout_s,
                     env=child_env({"PYTHONUNBUFFERED": "1"}),
+                    cwd=tmp,
+                    **spawn_options(GPU_LIMITS),
                 )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 log.info("profile skipped: ncu failed: %s", exc)

@@ -5,7 +5,8 @@ When: after a document opens and after each save (`cudaLlm.nvccCheck` `save`, th
 after `PAUSE_S` without typing (`pause`), or never (`off`). The check on open gives a file
 nvcc's figures before its first save (the text opened is the one on disk). It never holds the
 fast pass up: one nvcc runs at a time in a thread of its own, and a change, a close or a
-settings change stops a running one (its process group is killed) and drops its result. A result
+settings change stops a running one (its process group is killed) and drops its result; after a
+settings change every open document is checked again under the new flags. A result
 is kept per document with the text it compiled and shown only while the document has that text:
 typing brings the fast tier's view back until the next check. Where no nvcc is found the tier
 says so once in the log and stays quiet; in an untrusted workspace it is off (it runs the host
@@ -101,11 +102,15 @@ class NvccChecker:
         self._bump(uri)
         self.outcomes.pop(uri, None)
 
-    def forget_all(self) -> None:
-        """Settings changed: every result is of other flags."""
+    def forget_all(self, open_uris: list[str] | None = None) -> None:
+        """Settings changed: every result is of other flags; the open documents are checked
+        again under the new ones (else their nvcc view would be gone until the next save)."""
         for uri in list(self.generations):
             self._bump(uri)
         self.outcomes.clear()
+        if self.mode != "off":
+            for uri in open_uris or ():
+                self._schedule(uri, PAUSE_S)
 
     def stop(self) -> None:
         self.stopped = True

@@ -30,7 +30,7 @@ from lsprotocol import types
 from pygls import uris
 
 from cuda_llm_lsp.config import Settings, settings_from_mapping
-from cuda_llm_lsp.engine import Trust, allowed_flags, define_problem
+from cuda_llm_lsp.engine import Trust, allowed_flags, define_problem, set_workspace
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.redact import register_secret
 
@@ -58,11 +58,17 @@ def register(server: CudaLlmServer) -> None:
     def on_initialize(ls: CudaLlmServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
         ls.trust = Trust(trust_flag(options) is not False, workspace_roots(params))
+        set_workspace(ls.trust)  # what is read, and no program run from the folders
         apply(ls, options, allow_api_key=True, source="initializationOptions")
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: CudaLlmServer, params: types.InitializedParams) -> None:
         await pull(ls)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def on_folders(ls: CudaLlmServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        if set_workspace(_current_trust(ls)):  # pygls has updated the folders: what may be read
+            ls.reanalyze_all()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_changed(ls: CudaLlmServer, params: types.DidChangeConfigurationParams) -> None:
@@ -147,6 +153,7 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     register_secret(settings.api_key)
     trust = _current_trust(server)
     settings = anchored(settings, trust.roots)
+    moved = set_workspace(trust)
     settings, refused = restrict(settings, trust)
     if refused:
         log.warning("settings left out (%s): %s", source, "; ".join(refused))
@@ -154,6 +161,8 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     server.settings = settings
     if problems:
         server.message(f"cuda-llm ({source}): " + "; ".join(problems), types.MessageType.Warning)
+    if moved:  # trusted now, or other folders: what the open files may include changed
+        server.reanalyze_all()
     return before
 
 

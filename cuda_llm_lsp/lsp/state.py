@@ -224,7 +224,7 @@ class CudaLlmServer(LanguageServer):
 
     def reanalyze_all(self) -> None:
         """After a settings change: every open document again, at once."""
-        self.nvcc.forget_all()
+        self.nvcc.forget_all(list(self.documents))
         for uri in list(self.documents):
             self.schedule_analysis(uri, delay_s=0.0)
 

@@ -50,6 +50,6 @@ def test_display_names_drop_the_return_type_and_the_parameters() -> None:
 
 
 def test_without_a_demangler_the_symbols_are_shown(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mangled.shutil, "which", lambda name: None)
+    monkeypatch.setattr(mangled, "find_tool", lambda name: None)
     symbols = ["_Z6reduceIfLj256ELb1EEvPT_S1_j", "plain"]
     assert display_names(symbols) == {s: s for s in symbols}

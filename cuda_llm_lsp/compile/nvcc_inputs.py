@@ -1,0 +1,192 @@
+"""What nvcc may be given: names we chose, values proved inert, headers the fast tier would read.
+
+nvcc runs its sub-steps (the preprocessor, cicc, ptxas, the host compiler) through `/bin/sh`
+with arguments in double quotes, so `$(...)` or a backquote in a file name, a `-D` value or an
+`-I` directory runs a command. Every string a repository chooses is handled here first:
+
+- the file is compiled as `unit.cu` in a private temporary directory; its own directory, and any
+  include directory whose path is not `tools.shell_inert`, is reached through a symlink of ours
+  in that directory (`inc0`, `inc1`...), and messages are mapped back to the real names;
+- a define is `NAME` or `NAME=VALUE` with `VALUE` shell-inert; any other is refused (`refused`
+  says which and where it came from);
+- include directories under `/proc`, `/sys` or `/dev` are refused, as the fast tier refuses them;
+- the headers the file would read (its quoted and bracketed `#include`s, found in its directory
+  and the include directories, and theirs in turn) pass `include_reads.check_header`: no special
+  file system, no FIFO or device, no oversize file. When one does not, nvcc does not run: a
+  `#include "/dev/stdin"` once made its host compiler read the LSP pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda_llm_lsp.compile.include_reads import (
+    IncludeBudget,
+    IncludeRefused,
+    check_header,
+    read_header,
+    special_root,
+)
+from cuda_llm_lsp.compile.tools import shell_inert
+
+UNIT_NAME = "unit.cu"  # the name nvcc compiles the file under
+MAX_SCANNED_HEADERS = 4000  # headers followed to check what nvcc would read
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INCLUDE = re.compile(
+    rb"^[ \t]*#[ \t]*(?:include|include_next|import)[ \t]*"
+    rb'(?:"([^"\n]+)"|<([^>\n]+)>|([A-Za-z_]\w*))',
+    re.M,
+)
+_STRING_DEFINE = re.compile(
+    rb'^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(?:"([^"\n]+)"|<([^>\n]+)>)', re.M
+)
+
+
+def define_refusal(define: str) -> str | None:
+    """Why nvcc may not be given `-D<define>`, or None (`NAME`, `NAME=inert value`)."""
+    name, equals, value = define.strip().partition("=")
+    if _IDENT.fullmatch(name) is None:
+        return "nvcc is given only NAME or NAME=VALUE defines, NAME a C identifier"
+    if equals and not shell_inert(value):
+        return (
+            "its value holds characters nvcc's shell would read (only letters, digits and "
+            "_ . / + , : = @ % - are passed to nvcc)"
+        )
+    return None
+
+
+@dataclass
+class NvccInputs:
+    """The arguments nvcc gets for one compile, and what was left out."""
+
+    include_args: list[str] = field(default_factory=list)  # ["-I", dir, ...]
+    define_args: list[str] = field(default_factory=list)  # ["-DNAME=1", ...]
+    links: dict[str, str] = field(default_factory=dict)  # our symlink -> the real directory
+    refused: list[str] = field(default_factory=list)  # one line each, for the editor
+    blocked: str | None = None  # why nvcc must not run at all (a header it may not read)
+
+
+def prepare(
+    tmp: Path,
+    path: Path | None,
+    include_paths: Sequence[str],
+    defines: Sequence[str],
+    define_sources: dict[str, str] | None = None,
+) -> NvccInputs:
+    """The include and define arguments for compiling `path`'s text in `tmp` (module docstring).
+
+    `define_sources`: where a define came from ("compile_flags.txt", "cudaLlm.defines"), named
+    in its refusal."""
+    inputs = NvccInputs()
+    directories: list[str] = []
+    if path is not None:
+        own = os.path.dirname(os.path.abspath(path))
+        if special_root(own) is None:
+            directories.append(own)
+    for include in include_paths:
+        directory = os.path.abspath(include)
+        root = special_root(directory)
+        if root is not None:
+            inputs.refused.append(f"include directory {include!r} left out: {root} is never read")
+            continue
+        directories.append(directory)
+    for directory in dict.fromkeys(directories):
+        if shell_inert(directory):
+            inputs.include_args += ["-I", directory]
+            continue
+        link = tmp / f"inc{len(inputs.links)}"
+        os.symlink(directory, link, target_is_directory=True)
+        inputs.links[str(link)] = directory
+        inputs.include_args += ["-I", str(link)]
+    sources = define_sources or {}
+    for define in defines:
+        if not define.strip():
+            continue
+        problem = define_refusal(define)
+        if problem is None:
+            inputs.define_args.append(f"-D{define.strip()}")
+        else:
+            where = f" (from {sources[define]})" if define in sources else ""
+            inputs.refused.append(f"define {define[:80]!r}{where} left out: {problem}")
+    return inputs
+
+
+def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -> str | None:
+    """Why nvcc may not read what `text` includes (followed through headers), or None."""
+    own = os.path.dirname(os.path.abspath(path)) if path is not None else None
+    search = [os.path.abspath(p) for p in include_paths]
+    budget = IncludeBudget.fresh()
+    seen: set[str] = set()
+    pending: list[tuple[bytes, str | None, str]] = [(text.encode("utf-8", "replace"), own, "")]
+    while pending:
+        data, here, where = pending.pop()
+        for quoted, bracketed in _includes(data):
+            dirs = ([here] if here and quoted else []) + search
+            target = quoted or bracketed or ""
+            found = _resolve(target, dirs)
+            if found is None:
+                continue  # not found (nvcc says so) or a system header (nvcc's own dirs)
+            real = os.path.realpath(found)
+            if real in seen:
+                continue
+            try:
+                check_header(found)
+            except IncludeRefused as exc:
+                via = f" (included from {where})" if where else ""
+                return f'#include "{target}"{via}: {exc}'
+            seen.add(real)
+            if len(seen) > MAX_SCANNED_HEADERS:
+                return f"the file includes over {MAX_SCANNED_HEADERS} headers"
+            try:
+                header = read_header(found, budget)
+            except IncludeRefused as exc:
+                return f'#include "{target}": {exc}'
+            pending.append((header, os.path.dirname(found), target))
+    return None
+
+
+def _includes(data: bytes) -> list[tuple[str | None, str | None]]:
+    """The `#include`s of `data`: (quoted, bracketed); one of a macro is read through a
+    `#define NAME "path"` of the same text when there is one."""
+    macros: dict[bytes, tuple[bytes | None, bytes | None]] = {}
+    for m in _STRING_DEFINE.finditer(data):
+        macros[m.group(1)] = (m.group(2), m.group(3))
+    found: list[tuple[str | None, str | None]] = []
+    for m in _INCLUDE.finditer(data):
+        quoted, bracketed, macro = m.group(1), m.group(2), m.group(3)
+        if macro is not None:
+            quoted, bracketed = macros.get(macro, (None, None))
+            if quoted is None and bracketed is None:
+                continue
+        found.append((_text(quoted), _text(bracketed)))
+    return found
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "replace") if value is not None else None
+
+
+def _resolve(target: str | None, dirs: Sequence[str]) -> str | None:
+    """Where the preprocessor would find `target`: absolute as it is, else the first of `dirs`
+    holding something of that name (a FIFO or a device too: that is what is checked)."""
+    if not target or "\0" in target:
+        return None
+    if os.path.isabs(target):
+        return target if os.path.lexists(target) else None
+    for directory in dirs:
+        candidate = os.path.join(directory, target)
+        if os.path.lexists(candidate):
+            return candidate
+    return None
+
+
+def unmap(log: str, tmp: Path, source: Path, name: str, links: dict[str, str]) -> str:
+    """nvcc's output with our names put back: the file's own, and each linked directory's."""
+    log = log.replace(str(source), name)
+    for link, real in links.items():
+        log = log.replace(link, real)
+    return log.replace(str(tmp) + "/", "")
