@@ -419,9 +419,18 @@ def best_section(best: Sequence[Attempt]) -> str:
         parts.append(
             f"### #{rank}: {_attempt_title(attempt)} — {'; '.join(figures)}\n"
             + _launch_and_tuning(o)
+            + _changed(o).lstrip(" ")
             + f"```cuda\n{o.source.strip()}\n```"
         )
     return "\n\n".join(parts)
+
+
+def _changed(o: CandidateOutcome) -> str:
+    """What was dropped from the reply or rewritten before it was judged (`o.changed`), for the
+    model to leave out next time: the kernel is judged without it."""
+    if not o.changed:
+        return ""
+    return f" (Your reply was changed before it was judged: {o.changed}.)\n"
 
 
 def _launch_and_tuning(o: CandidateOutcome) -> str:
@@ -458,7 +467,7 @@ def failures_section(failures: Sequence[Attempt]) -> str:
                 detail += f". {o.tuning.feedback}"
         else:
             detail = f"{o.status}: {o.message.strip()}"
-        parts.append(f"- {_attempt_title(attempt)}: {detail}")
+        parts.append(f"- {_attempt_title(attempt)}: {detail}{_changed(o).rstrip()}")
     return "\n".join(parts)
 
 
@@ -657,6 +666,7 @@ def repair_messages(
         "its optimization; reply with the complete fixed kernel in one ```cuda block.\n"
         f"This is round {outcome.round}, candidate {outcome.index}, repair {attempt} of "
         f"{attempts}.\n\n```cuda\n{outcome.source.strip()}\n```\n\n{failure}"
+        f"{_changed(outcome).rstrip()}"
     )
     sections = [
         ask,
