@@ -54,11 +54,13 @@ launched with the SAME grid, block and dynamic shared memory as the original, un
 written outside the buffers; no dependence on earlier launches or on races.
 - Outputs must match the original within the stated tolerances on every case shown and on \
 hidden cases (other sizes, other values, unaligned buffers): do not specialize to the sizes shown.
-- Device code only in the block: the kernel, `__device__` / `__host__ __device__` functions, \
-`#define`s, `constexpr` values, `__device__` / `__constant__` variables and types with \
-`__device__` members. No host code at all (`main`, host functions or objects, \
-`__attribute__((constructor))`, namespace-scope `asm`, host pragmas) and no invisible or \
-bidirectional Unicode characters: a reply with either is rejected.
+- Device code only in the block: the kernel, `__device__` functions (not `__host__ __device__`: \
+`__host__` is removed), `#define`s, `constexpr` values, `__device__` / `__constant__` variables \
+and types with `__device__` members. Host code (`main`, a launcher, host objects or variables) \
+is dropped unjudged. Rejected: host-only preprocessor branches (`#ifndef __CUDA_ARCH__`, \
+`NV_IS_HOST`; test `#if __CUDA_ARCH__ >= N` only), assembler section directives, \
+`__attribute__((constructor))`, namespace-scope `asm`, host pragmas, and invisible or \
+bidirectional Unicode characters.
 
 Reply with a short explanation, then the COMPLETE kernel in ONE ```cuda block: any \
 `__device__` helpers, `#define`s and `#include`s it needs come before it in that block."""
