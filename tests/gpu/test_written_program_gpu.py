@@ -46,15 +46,18 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
 
 int main() {
   const int n = 1000;
+  static float hx[n], hy[n];
+  for (int i = 0; i < n; ++i) { hx[i] = 0.25f * i; hy[i] = 1.0f - i; }
   float *x, *y;
-  cudaMallocManaged(&x, n * sizeof(float));
-  cudaMallocManaged(&y, n * sizeof(float));
-  for (int i = 0; i < n; ++i) { x[i] = 0.25f * i; y[i] = 1.0f - i; }
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, n * sizeof(float));
+  cudaMemcpy(x, hx, n * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpy(y, hy, n * sizeof(float), cudaMemcpyHostToDevice);
   saxpy<<<(n + 255) / 256, 256>>>(2.0f, x, y, n);
-  cudaError_t err = cudaDeviceSynchronize();
+  cudaError_t err = cudaMemcpy(hy, y, n * sizeof(float), cudaMemcpyDeviceToHost);
   double sum = 0;
-  for (int i = 0; i < n; ++i) sum += y[i];
-  std::printf("status %d sum %.3f y[7] %.3f\\n", (int)err, sum, y[7]);
+  for (int i = 0; i < n; ++i) sum += hy[i];
+  std::printf("status %d sum %.3f y[7] %.3f\\n", (int)err, sum, hy[7]);
   return 0;
 }
 """
