@@ -362,7 +362,7 @@ def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
         '[{"contains": "variant: fast", "status": "ok", "ms": 0.4}]}'
     )
     runs = {}
-    for name, reply in (("honest", helpers + kernel), ("host", TIMER_REPLY + kernel)):
+    for name, reply in (("honest", helpers + kernel), ("host", helpers + TIMER_REPLY + kernel)):
         work = tmp_path / name
         work.mkdir()
         (work / "saxpy.cu").write_text(program)
