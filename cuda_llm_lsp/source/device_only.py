@@ -708,7 +708,9 @@ _ARCH_BELOW = re.compile(
     r"__CUDA_ARCH__\s*(?:==|!=|<=?(?!<))|(?:==|!=|<=?|>=?)\s*__CUDA_ARCH__\b"
     r"|__CUDA_ARCH__\s*>=\s*0\b"
 )
-_ONLY_DEFINED_ARCH = re.compile(r"\s*defined\s*(?:\(\s*__CUDA_ARCH__\s*\)|__CUDA_ARCH__)\s*")
+_ONLY_DEFINED_ARCH = re.compile(
+    r"\s*(?:defined\s*(?:\(\s*__CUDA_ARCH__\s*\)|__CUDA_ARCH__)|\(?\s*__CUDA_ARCH__\s*\)?)\s*"
+)
 _HOST_TARGETS = re.compile(r"\b(?:NV_IS_HOST|NV_IF_ELSE_TARGET|NV_ANY_TARGET|NV_DISPATCH_TARGET)\b")
 _BRANCH_FIX = (
     "a reply may not hold code only the host compiles: test the device architecture as "

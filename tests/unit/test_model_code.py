@@ -408,3 +408,20 @@ def test_previews_are_redacted_and_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o400, oct(os.stat(path).st_mode)
         text = path.read_text()
         assert key not in text and "<redacted>" in text
+
+
+@pytest.mark.parametrize(
+    ("branch", "refused"),
+    [
+        ("#if __CUDA_ARCH__\n#else\n#endif\n", True),
+        ("#if defined(__CUDA_ARCH__)\n#elif 1\n#endif\n", True),
+        ("#if __CUDA_ARCH__ < 800\n#endif\n", True),
+        ("#if 0 == __CUDA_ARCH__\n#endif\n", True),
+        ("#if __CUDA_ARCH__ >= 800\n#else\n#endif\n", False),  # older devices take the #else
+        ("#ifdef __CUDA_ARCH__\n#endif\n", False),
+        ("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n#else\n#endif\n", False),
+    ],
+)
+def test_only_host_only_branches_are_refused(branch: str, refused: bool) -> None:
+    result = device_only(branch + "__device__ inline float twice(float v) { return v; }\n" + KERNEL)
+    assert isinstance(result, str) is refused, result
