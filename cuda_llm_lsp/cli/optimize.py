@@ -96,6 +96,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="apply the winner to FILE (kernel, helpers; its own launch in the spec and launch "
         "sites)",
     )
+    parser.add_argument(
+        "--write-unproven",
+        action="store_true",
+        help="with --write: write a winner that adds more than the kernel's body even when no "
+        "nvcc build could prove it adds no host code (no nvcc, or the original does not build)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--record", metavar="DIR", help="save every prompt and reply in DIR")
     parser.add_argument("--replay", metavar="DIR", help="answer from a recording, no endpoint")
@@ -305,9 +311,16 @@ def _finish(
             print(f"# {DEMO_LABEL}: not checked on your GPU")
         sys.stdout.write(unified_diff(text, new_text, str(path)))
     if args.write:
-        checked = write_check(new_text, text, path, settings.include_paths)
+        checked = write_check(new_text, text, path, settings)
         if checked.refused is not None:
             print(f"cuda-llm optimize: not written: {checked.refused}", file=sys.stderr)
+            return EXIT_ERROR
+        if checked.unproven and not args.write_unproven:
+            print(
+                f"cuda-llm optimize: not written: {checked.unproven}; pass --write-unproven "
+                "to write it anyway",
+                file=sys.stderr,
+            )
             return EXIT_ERROR
         if checked.note:
             print(f"cuda-llm optimize: {checked.note}", file=sys.stderr)

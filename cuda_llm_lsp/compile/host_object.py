@@ -4,8 +4,10 @@ winner may write").
 The source check (`source.device_only`) reads a reply as tree-sitter sees it; the compiler may
 see more (a macro, an attribute spelt another way, `asm`). So before a winner is written, the
 original and the edited whole files are each built to a host object with `nvcc -c` and compared:
-the defined host symbols (`nm`) and the start-up / shut-down tables (`.init_array`, `.ctors`,
-`.preinit_array`, `.fini_array`, `.dtors`, and the functions that fill them). A legitimate change
+the defined host symbols (`nm`), the host symbols it uses from elsewhere (a new one, say
+`system`, is a call the original did not make), and the start-up / shut-down tables
+(`.init_array`, `.ctors`, `.preinit_array`, `.fini_array`, `.dtors`, each with every section of
+its prefix such as `.init_array.00101`, and the functions that fill them). A legitimate change
 to a kernel or its helpers adds only what nvcc generates for device code (launch stubs
 `__device_stub__*`, `__nv_*` / `__cuda*` registration, fatbinary data), host symbols named
 after the device-side functions and variables the edited file defines (a `__host__ __device__`
@@ -59,7 +61,10 @@ class HostObject:
     """What of a built object can run or be reached on the host."""
 
     symbols: dict[str, Symbol] = field(default_factory=dict)  # by mangled name
-    start_up: dict[str, int] = field(default_factory=dict)  # section -> size in bytes
+    # start-up / exit table -> size in bytes, every section of its prefix counted
+    # (`.init_array.00101`, a prioritised entry, is `.init_array`'s)
+    start_up: dict[str, int] = field(default_factory=dict)
+    undefined: frozenset[str] = frozenset()  # the host symbols it uses from elsewhere (mangled)
 
 
 @dataclass(frozen=True)
@@ -80,15 +85,28 @@ def build_host_object(
     *,
     include_paths: Sequence[str] = (),
     timeout: float = DEFAULT_TIMEOUT_S,
+    arch: str | None = None,
+    defines: Sequence[str] = (),
+    std: str | None = None,
+    extra_flags: Sequence[str] = (),
 ) -> Built:
-    """`text` compiled with `nvcc -c` and its object read. Raises `NvccUnavailable`,
-    `HostToolsUnavailable`."""
+    """`text` compiled with `nvcc -c` and the file's flags (`compile.nvcc_tier.nvcc_flags`: the
+    project's and the settings' defines, include paths, standard, architecture) and its object
+    read. Raises `NvccUnavailable`, `HostToolsUnavailable`."""
     if not tools_available():
         raise HostToolsUnavailable("nm / readelf not found (install binutils)")
     with tempfile.TemporaryDirectory(prefix="cuda-llm-host-") as tmp:
         obj = Path(tmp) / "host.o"
         result = compile_file(
-            text, path, include_paths=include_paths, timeout=timeout, object_path=obj
+            text,
+            path,
+            include_paths=include_paths,
+            timeout=timeout,
+            object_path=obj,
+            arch=arch,
+            defines=defines,
+            std=std,
+            extra_flags=extra_flags,
         )
         if not result.ok or not obj.is_file():
             return Built(None, result)
@@ -96,12 +114,15 @@ def build_host_object(
 
 
 def read_host_object(obj: Path) -> HostObject:
-    """The defined symbols and start-up section sizes of an object file."""
-    listing = _run(["nm", "--defined-only", "-S", str(obj)])
+    """The defined and undefined symbols and start-up section sizes of an object file."""
+    listing = _run(["nm", "-S", str(obj)])
     rows: list[tuple[str, str, int]] = []
+    undefined: set[str] = set()
     for line in listing.splitlines():
         parts = line.split()
-        if len(parts) == 4:
+        if len(parts) == 2 and parts[0] in ("U", "w", "v"):
+            undefined.add(parts[1])
+        elif len(parts) == 4:
             _, size, kind, name = parts
         elif len(parts) == 3:
             size, kind, name = "0", parts[1], parts[2]
@@ -116,9 +137,19 @@ def read_host_object(obj: Path) -> HostObject:
     sections: dict[str, int] = {}
     for line in _run(["readelf", "-SW", str(obj)]).splitlines():
         match = re.search(r"\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)", line)
-        if match and match.group(1) in START_UP_SECTIONS:
-            sections[match.group(1)] = sections.get(match.group(1), 0) + int(match.group(2), 16)
-    return HostObject(symbols, sections)
+        table = start_up_table(match.group(1)) if match else None
+        if match and table is not None:
+            sections[table] = sections.get(table, 0) + int(match.group(2), 16)
+    return HostObject(symbols, sections, frozenset(undefined))
+
+
+def start_up_table(section: str) -> str | None:
+    """The start-up or exit table a section adds to (`.init_array.00101` -> `.init_array`,
+    `.ctors.65435` -> `.ctors`), or None: the linker gathers every section of the prefix."""
+    for table in START_UP_SECTIONS:
+        if section == table or section.startswith(table + "."):
+            return table
+    return None
 
 
 def new_host_code(
@@ -157,7 +188,25 @@ def new_host_code(
             continue
         what = _KINDS.get(symbol.kind.upper(), "a symbol")
         found.append(f"it defines the host symbol `{symbol.demangled}` ({what})")
+    used = sorted(
+        name
+        for name in edited.undefined - original.undefined
+        if not NVCC_GENERATED.search(name) and name not in NVCC_USES
+    )
+    for plain in demangle(used) if used else []:
+        found.append(f"it calls or uses the host symbol `{plain}`, which the original does not")
     return found
+
+
+#: What nvcc's own host code (launch stubs, registration, device functions' host stand-ins)
+#: uses from the C / C++ runtime: new in an object once it has such code.
+NVCC_USES = frozenset(
+    {
+        "exit", "atexit", "__cxa_atexit", "__cxa_guard_acquire", "__cxa_guard_release",
+        "__cxa_guard_abort", "_Unwind_Resume", "__gxx_personality_v0", "__dso_handle",
+        "_GLOBAL_OFFSET_TABLE_", "__stack_chk_fail",
+    }
+)  # fmt: skip
 
 
 #: nm's letters for data only this object sees (code is T/t/W/w/i; global data upper case).

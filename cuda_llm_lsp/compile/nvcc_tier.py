@@ -21,7 +21,7 @@ server in the background after saves (`lsp.nvcc_check`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cuda_llm_lsp.compile.analysis import (
@@ -56,6 +56,41 @@ def with_nvcc(
     return merge_nvcc(analysis, result, timeout), result
 
 
+@dataclass(frozen=True)
+class NvccFlags:
+    """The flags nvcc builds a file with: the project's (compile_commands.json,
+    compile_flags.txt), then the settings' (`cudaLlm.defines`, include paths, `--std`...)."""
+
+    include_paths: tuple[str, ...] = ()
+    arch: str | None = None
+    defines: tuple[str, ...] = ()
+    std: str | None = None
+    extra_flags: tuple[str, ...] = ()
+    # where each define came from, named when one is refused (`compile.nvcc_inputs`)
+    define_sources: dict[str, str] = field(default_factory=dict)
+
+
+def nvcc_flags(settings: Settings, path: Path | None) -> NvccFlags:
+    """The flags the nvcc tier compiles `path` with; the check before a write uses the same."""
+    sources = {d: "the settings' defines" for d in settings.defines}
+    project = find_flags(path, settings.compile_commands_dir) if path is not None else None
+    if project is not None:
+        sources.update({d: project.source for d in project.defines})
+    settings = apply_project_flags(settings, project)
+    options = compile_options(settings)
+    return NvccFlags(
+        include_paths=tuple(options.include_paths),
+        arch=options.arch,
+        defines=tuple(options.defines),
+        std=options.std,
+        # nvcc's own flags among the settings' (a project's --expt-relaxed-constexpr)
+        extra_flags=tuple(
+            dict.fromkeys(NVCC_ONLY[f] for f in settings.nvrtc_flags if f in NVCC_ONLY)
+        ),
+        define_sources=sources,
+    )
+
+
 def run_nvcc(
     text: str,
     path: Path | None,
@@ -65,25 +100,17 @@ def run_nvcc(
 ) -> NvccResult:
     """nvcc's whole-file compile of `text` with the flags the fast tier uses (the project's,
     then the settings'), ptxas's figures included. Raises `NvccUnavailable`."""
-    sources = {d: "the settings' defines" for d in settings.defines}
-    project = find_flags(path, settings.compile_commands_dir) if path is not None else None
-    if project is not None:
-        sources.update({d: project.source for d in project.defines})
-    settings = apply_project_flags(settings, project)
-    options = compile_options(settings)
+    flags = nvcc_flags(settings, path)
     result = compile_file(
         text,
         path,
-        include_paths=options.include_paths,
-        arch=options.arch,
+        include_paths=flags.include_paths,
+        arch=flags.arch,
         timeout=timeout,
-        defines=options.defines,
-        define_sources=sources,
-        std=options.std,
-        # nvcc's own flags among the settings' (a project's --expt-relaxed-constexpr)
-        extra_flags=list(
-            dict.fromkeys(NVCC_ONLY[f] for f in settings.nvrtc_flags if f in NVCC_ONLY)
-        ),
+        defines=flags.defines,
+        std=flags.std,
+        extra_flags=flags.extra_flags,
+        define_sources=flags.define_sources,
         resource_usage=True,
         stop=stop,
     )

@@ -18,15 +18,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_llm_lsp.compile.host_object import (
+    Built,
     HostToolsUnavailable,
     build_host_object,
     new_host_code,
 )
 from cuda_llm_lsp.compile.nvcc import NvccUnavailable, find_nvcc
+from cuda_llm_lsp.compile.nvcc_tier import nvcc_flags
+from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.fsr.clashes import HelperClash, merge_helpers
 from cuda_llm_lsp.source.device_only import device_names, reply_refusal
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
@@ -180,40 +184,86 @@ SKIPPED = (
     "the nvcc build check was skipped ({why}): only the source check of what a reply may "
     "add applied"
 )
+UNPROVEN = (
+    "no build proves that it adds no host code ({why}), and it adds more than the kernel's body "
+    "(helpers, a launch)"
+)
 
 
 @dataclass(frozen=True)
 class WriteCheck:
-    """Whether an edited file may be written: why not, or a note on what was not checked."""
+    """Whether an edited file may be written: why not, or a note on what was not checked.
+    `unproven`: nothing was proven by a build and the change adds more than the kernel's body;
+    the write asks first (`--write-unproven`, the editor's "Apply anyway"), saying `unproven`."""
 
     refused: str | None = None
     note: str = ""  # e.g. the nvcc build check was skipped, and why
+    unproven: str = ""
 
 
 def write_check(
-    edited: str, original: str, path: Path | None, include_paths: Sequence[str] = ()
+    edited: str,
+    original: str,
+    path: Path | None,
+    settings: Settings | None = None,
 ) -> WriteCheck:
     """The last check before a winner is written (`--write`, Accept): the change holds no hidden
-    characters, and where nvcc is available the edited whole file builds and its host object has
-    nothing new the original's has not but what device code explains
-    (`compile.host_object.new_host_code`: no new host symbol, no global constructor)."""
+    characters, and where nvcc is available the edited whole file builds, with the flags the nvcc
+    tier uses (the project's and the settings': `compile.nvcc_tier.nvcc_flags`), and its host
+    object has nothing new the original's has not but what device code explains
+    (`compile.host_object.new_host_code`: no new host symbol or use of one, no start-up entry).
+    The original is built with the reply's `#include`s first, so a toolkit header's own host
+    code is not taken for the reply's."""
     added = _added(original, edited)
     hidden = hidden_characters(added, ascii_code=False)
     if hidden:
         return WriteCheck(
             "the change holds hidden characters: " + "; ".join(h.describe() for h in hidden[:5])
         )
+
+    def skipped(why: str) -> WriteCheck:
+        beyond = _outside_kernels(edited) != _outside_kernels(original)
+        return WriteCheck(
+            note=SKIPPED.format(why=why), unproven=UNPROVEN.format(why=why) if beyond else ""
+        )
+
     if find_nvcc() is None:
-        return WriteCheck(note=SKIPPED.format(why="no nvcc here"))
+        return skipped("no nvcc here")
+    flags = nvcc_flags(settings or Settings(), path)
+
+    def build(text: str) -> Built:
+        return build_host_object(
+            text,
+            path,
+            include_paths=flags.include_paths,
+            arch=flags.arch,
+            defines=flags.defines,
+            std=flags.std,
+            extra_flags=flags.extra_flags,
+        )
+
+    includes = [
+        line
+        for line in added.splitlines()
+        if re.match(r"\s*#\s*include\b", line) and line not in original
+    ]
+    # the toolkit headers' own host code (CUB's `<iostream>`) is not the reply's
+    baseline = "\n".join(includes) + "\n" + original if includes else original
     try:
-        built = build_host_object(edited, path, include_paths=include_paths)
-        before = build_host_object(original, path, include_paths=include_paths)
+        with ThreadPoolExecutor(max_workers=2) as pool:  # two nvcc runs at once: Accept waits
+            edited_build, baseline_build = pool.submit(build, edited), pool.submit(build, baseline)
+            built, before = edited_build.result(), baseline_build.result()
+        if before.host is None and baseline is not original:
+            before = build(original)
     except NvccUnavailable:
-        return WriteCheck(note=SKIPPED.format(why="no nvcc here"))
+        return skipped("no nvcc here")
     except HostToolsUnavailable as exc:
-        return WriteCheck(note=SKIPPED.format(why=str(exc)))
+        return skipped(str(exc))
     if before.host is None:  # the original does not build: nvcc proves nothing about the edit
-        return WriteCheck(note=SKIPPED.format(why="the original file does not build with nvcc"))
+        return skipped(
+            "the original file does not build with nvcc and its flags: "
+            + before.result.message(3).replace("\n", "; ")
+        )
     if built.host is None:
         return WriteCheck(f"the edited file does not build with nvcc:\n{built.result.message()}")
     found = new_host_code(before.host, built.host, *device_names(edited))
@@ -226,10 +276,20 @@ def write_check(
 
 
 def build_check(
-    edited: str, original: str, path: Path | None, include_paths: Sequence[str] = ()
+    edited: str, original: str, path: Path | None, settings: Settings | None = None
 ) -> str | None:
     """Why the edited file may not be written (`write_check`), or None."""
-    return write_check(edited, original, path, include_paths).refused
+    return write_check(edited, original, path, settings).refused
+
+
+def _outside_kernels(text: str) -> str:
+    """`text` without its kernels' definitions: what a change beyond kernel bodies changes."""
+    spans = [
+        (offset_of(text, k.span.start), offset_of(text, k.span.end)) for k in find_kernels(text)
+    ]
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + text[end:]
+    return text
 
 
 def _added(old: str, new: str) -> str:

@@ -68,7 +68,7 @@ from cuda_llm_lsp.fsr.types import (
     reply_hash,
 )
 from cuda_llm_lsp.fsr.winner import Slot, Winner, choose_winner, timing_ms, top_correct
-from cuda_llm_lsp.source.device_only import reply_refusal
+from cuda_llm_lsp.source.device_only import DeviceOnly, device_only, hidden_refusal
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.untrusted import neutralize
 from cuda_llm_lsp.tune.candidate import with_launch_block
@@ -283,14 +283,31 @@ class _OptimizeRun:
         Long because it is one reply's path in the order it happens (extract, clean, build,
         evaluate, tune); its early returns are the candidate's statuses."""
         assert reply.code is not None
-        round_, index = slot
-        source = clean_candidate(reply.code, self.request.file_text)
-        # device code only, nothing hidden: else it never wins and the model hears why
-        refused = reply_refusal(source, " of the candidate") or reply_refusal(reply.code)
+        cleaned = clean_candidate(reply.code, self.request.file_text)
+        # device code only, nothing hidden: host items the kernel does not need dropped,
+        # `__host__` removed; tricks and hidden text refused, and the model hears why
+        prepared = device_only(cleaned, " of the candidate")
+        hidden = hidden_refusal(reply.code)  # also in what cleaning removed
+        refused = hidden or (prepared if isinstance(prepared, str) else None)
         if refused is not None:
             return self.outcome(
-                slot, "compile_error", refused, source=neutralize(source), tokens=reply.tokens
+                slot, "compile_error", refused, source=neutralize(cleaned), tokens=reply.tokens
             )
+        assert isinstance(prepared, DeviceOnly)
+        outcome = await self.judge_source(baseline, slot, reply, prepared.text, stage)
+        return dataclasses.replace(outcome, changed=neutralize(prepared.note()))
+
+    async def judge_source(
+        self,
+        baseline: Baseline,
+        slot: Slot,
+        reply: LlmReply,
+        source: str,
+        stage: Callable[..., CandidateStage],
+    ) -> CandidateOutcome:
+        """A device-only candidate (`source`, from `reply`) built, evaluated and tuned."""
+        assert reply.code is not None
+        round_, index = slot
         launch = None  # its own launch block, read from the reply before it was cleaned
         tune: TuneRequest | None = None  # its block declares tunables: tuned once correct
         code, misplaced = placed_launch_block(reply.code, self.request.kernel)

@@ -54,11 +54,13 @@ launched with the SAME grid, block and dynamic shared memory as the original, un
 written outside the buffers; no dependence on earlier launches or on races.
 - Outputs must match the original within the stated tolerances on every case shown and on \
 hidden cases (other sizes, other values, unaligned buffers): do not specialize to the sizes shown.
-- Device code only in the block: the kernel, `__device__` / `__host__ __device__` functions, \
-`#define`s, `constexpr` values, `__device__` / `__constant__` variables and types with \
-`__device__` members. No host code at all (`main`, host functions or objects, \
-`__attribute__((constructor))`, namespace-scope `asm`, host pragmas) and no invisible or \
-bidirectional Unicode characters: a reply with either is rejected.
+- Device code only in the block: the kernel, `__device__` functions (not `__host__ __device__`: \
+`__host__` is removed), `#define`s, `constexpr` values, `__device__` / `__constant__` variables \
+and types with `__device__` members. Host code (`main`, a launcher, host objects or variables) \
+is dropped unjudged. Rejected: host-only preprocessor branches (`#ifndef __CUDA_ARCH__`, \
+`NV_IS_HOST`; test `#if __CUDA_ARCH__ >= N` only), assembler section directives, \
+`__attribute__((constructor))`, namespace-scope `asm`, host pragmas, and invisible or \
+bidirectional Unicode characters.
 
 Reply with a short explanation, then the COMPLETE kernel in ONE ```cuda block: any \
 `__device__` helpers, `#define`s and `#include`s it needs come before it in that block."""
@@ -419,9 +421,18 @@ def best_section(best: Sequence[Attempt]) -> str:
         parts.append(
             f"### #{rank}: {_attempt_title(attempt)} — {'; '.join(figures)}\n"
             + _launch_and_tuning(o)
+            + _changed(o).lstrip(" ")
             + f"```cuda\n{o.source.strip()}\n```"
         )
     return "\n\n".join(parts)
+
+
+def _changed(o: CandidateOutcome) -> str:
+    """What was dropped from the reply or rewritten before it was judged (`o.changed`), for the
+    model to leave out next time: the kernel is judged without it."""
+    if not o.changed:
+        return ""
+    return f" (Your reply was changed before it was judged: {o.changed}.)\n"
 
 
 def _launch_and_tuning(o: CandidateOutcome) -> str:
@@ -458,7 +469,7 @@ def failures_section(failures: Sequence[Attempt]) -> str:
                 detail += f". {o.tuning.feedback}"
         else:
             detail = f"{o.status}: {o.message.strip()}"
-        parts.append(f"- {_attempt_title(attempt)}: {detail}")
+        parts.append(f"- {_attempt_title(attempt)}: {detail}{_changed(o).rstrip()}")
     return "\n".join(parts)
 
 
@@ -657,6 +668,7 @@ def repair_messages(
         "its optimization; reply with the complete fixed kernel in one ```cuda block.\n"
         f"This is round {outcome.round}, candidate {outcome.index}, repair {attempt} of "
         f"{attempts}.\n\n```cuda\n{outcome.source.strip()}\n```\n\n{failure}"
+        f"{_changed(outcome).rstrip()}"
     )
     sections = [
         ask,

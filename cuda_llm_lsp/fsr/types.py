@@ -124,6 +124,9 @@ class CandidateOutcome:
     # `speedup` are that configuration's
     tuning: CandidateTuning | None = None
     reply_hash: str = ""  # `reply_hash` of the reply's code ("" without one: an llm_error)
+    # what was dropped from the reply or rewritten before it was built (`source.device_only`:
+    # `main`, a host launcher, `__host__`), said to the model in the next prompts
+    changed: str = ""
 
 
 def reply_hash(code: str) -> str:

@@ -23,12 +23,14 @@ notification.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import hashlib
 import logging
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.results import Suggestion, suggestion_span
 from cuda_llm_lsp.lsp.state import CudaLlmServer
+from cuda_llm_lsp.redact import redact
 from cuda_llm_lsp.source.text import offset_of
 from cuda_llm_lsp.source.untrusted import neutralize
 
@@ -113,13 +116,16 @@ async def accept(
     path = server.path_of(uri)
     # proof the whole file (host code, launch sites) still builds, where nvcc is installed
     # and that it adds no host code (the host objects compared) and hides nothing
-    checked = await asyncio.to_thread(
-        write_check, edited, text, path, server.settings.include_paths
-    )
+    checked = await asyncio.to_thread(write_check, edited, text, path, server.settings)
     if checked.refused is not None:
         return refused(
             f"the suggestion for {kernel} was not applied: {neutralize(checked.refused)}",
             kind=types.MessageType.Error,
+        )
+    if checked.unproven and not await _apply_anyway(server, kernel, checked.unproven):
+        return refused(
+            f"the suggestion for {kernel} was not applied: {checked.unproven}",
+            kind=types.MessageType.Warning,
         )
     lines = split_lines(text)
     where = to_range(lines, span, server.codec)
@@ -174,6 +180,30 @@ async def accept(
     return {"applied": True} if confirmed else True
 
 
+APPLY_ANYWAY = "Apply anyway"
+
+
+async def _apply_anyway(server: CudaLlmServer, kernel: str, why: str) -> bool:
+    """Ask before applying a change no build proved free of host code (`window/
+    showMessageRequest`, which VS Code and Neovim answer): only "Apply anyway" applies it; no
+    answer, "Cancel" or a client that cannot ask leaves the file as it is."""
+    try:
+        answer = await server.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Warning,
+                message=neutralize(f"cuda-llm: apply the suggestion for {kernel}? {why}."),
+                actions=[
+                    types.MessageActionItem(title=APPLY_ANYWAY),
+                    types.MessageActionItem(title="Cancel"),
+                ],
+            )
+        )
+    except Exception as exc:
+        log.info("showMessageRequest failed: %s", exc)
+        return False
+    return answer is not None and answer.title == APPLY_ANYWAY
+
+
 async def reject(server: CudaLlmServer, uri: str, kernel: str) -> bool:
     suggestion = server.suggestions.pop((uri, kernel), None)
     if suggestion is None:
@@ -199,9 +229,12 @@ def cache_dir() -> Path:
 
 
 def write_files(suggestion: Suggestion, directory: Path | None = None) -> tuple[Path, Path]:
-    """The suggested kernel and a unified diff, read-only, in the cache directory."""
+    """The suggested kernel and a unified diff in the cache directory: redacted like every file
+    the product writes (a reply may repeat the key), read-only and readable by the user only
+    (0400, the directory 0700)."""
     directory = directory or cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, stat.S_IRWXU)
     digest = hashlib.sha256(
         (suggestion.uri + suggestion.original + suggestion.suggested).encode()
     ).hexdigest()[:10]
@@ -219,11 +252,22 @@ def write_files(suggestion: Suggestion, directory: Path | None = None) -> tuple[
     )
     header = f"// Suggested {suggestion.kernel}: {suggestion.message}\n// Read-only preview.\n"
     for path, content in ((source, header + suggestion.suggested + "\n"), (diff, diff_text)):
-        if path.exists():
-            os.chmod(path, stat.S_IWUSR | stat.S_IRUSR)
-        path.write_text(content, encoding="utf-8")
-        os.chmod(path, 0o444)
+        _write_private(path, redact(content))
     return source, diff
+
+
+def _write_private(path: Path, content: str) -> None:
+    """`content` at `path` through a temporary file (created 0600) and a rename, then 0400."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.chmod(tmp, stat.S_IRUSR)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 async def show(server: CudaLlmServer, uri: str, kernel: str) -> bool:

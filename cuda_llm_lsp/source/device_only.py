@@ -17,7 +17,7 @@ reserved name (`#define __device__`) is itself not allowed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
@@ -104,13 +104,46 @@ _RESERVED_MACRO = re.compile(
 
 @dataclass(frozen=True)
 class HostItem:
-    """Something in a reply that is not device-side: its line (1-based) and what it is."""
+    """Something in a reply that is not device-side: its line (1-based) and what it is.
+    `span`: the lines (0-based, first and last) of the whole namespace-scope item when the kernel
+    can do without it
+    (a host function, object, variable or type, a host-only `#include`): `device_only` drops it
+    from the candidate; None: a trick no honest reply needs, which refuses the reply."""
 
     line: int
     what: str  # "defines a host function `main`"
+    span: tuple[int, int] | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         return f"line {self.line} {self.what}"
+
+
+@dataclass(frozen=True)
+class DeviceOnly:
+    """A cleaned candidate made device-only (`device_only`): its text, the host items dropped
+    from it, and the lines whose `__host__` was removed (what the model hears next round)."""
+
+    text: str
+    dropped: tuple[HostItem, ...] = ()
+    unhosted: tuple[int, ...] = ()  # lines of the reply whose `__host__` was removed
+
+    def note(self) -> str:
+        """What was changed and why, for the model's next prompt ("" when nothing was)."""
+        lines = []
+        if self.dropped:
+            shown = "; ".join(i.describe() for i in self.dropped[:MAX_ITEMS_SHOWN])
+            more = len(self.dropped) - MAX_ITEMS_SHOWN
+            lines.append(
+                f"dropped from the reply, never compiled (only the kernel and its device "
+                f"helpers are used): {shown}" + (f" (and {more} more)" if more > 0 else "")
+            )
+        if self.unhosted:
+            where = ", ".join(str(n) for n in self.unhosted[:MAX_ITEMS_SHOWN])
+            lines.append(
+                f"`__host__` removed on line(s) {where}: helpers are compiled as `__device__` "
+                "only (write them `__device__`)"
+            )
+        return "\n".join(lines)
 
 
 MAX_ITEMS_SHOWN = 5
@@ -120,21 +153,81 @@ def reply_refusal(code: str, where: str = "") -> str | None:
     """Why `code` (a reply's code) may not become a candidate, one line per finding, or None:
     hidden characters first (they make the rest unreadable), then host code. `where`: said after
     each line number (" of the candidate": `fsr.prompts` shows the model its code there)."""
-    hidden = hidden_characters(code)
-    if hidden:
-        return "\n".join(
-            f"hidden characters are not allowed in a reply: {h.describe()}"
-            + (f" (line {h.line}{where})" if where else "")
-            for h in hidden[:MAX_ITEMS_SHOWN]
-        )
+    hidden = hidden_refusal(code, where)
+    if hidden is not None:
+        return hidden
     items = host_items(code)
-    if items:
-        return "\n".join(
-            f"host code is not allowed in a reply: {i.describe()}"
-            + (f" (line {i.line}{where})" if where else "")
-            for i in items[:MAX_ITEMS_SHOWN]
-        )
-    return None
+    return _refusal(items, where) if items else None
+
+
+def device_only(code: str, where: str = "") -> DeviceOnly | str:
+    """`code` (a cleaned candidate) as it may be compiled and written, or why it may not:
+
+    - hidden characters, and tricks no honest reply needs (an attribute, a host pragma,
+      namespace-scope `asm`, a section directive, a host-only preprocessor branch): refused;
+    - `__host__` removed everywhere (`__host__ __device__` helpers, a `#define HD __host__
+      __device__`, an extended lambda): a reply's functions compile as device code only, which is
+      the same code for the kernel (NVRTC compiles only the device side of them anyway);
+    - what the kernel does not need on the device (`main`, a host launcher, host objects and
+      variables, a type with host member functions, a host-only standard `#include`): dropped
+      (`DeviceOnly.dropped`); if the kernel needed it, the candidate does not compile.
+    """
+    hidden = hidden_refusal(code, where)
+    if hidden is not None:
+        return hidden
+    text, unhosted = _without_host(code)
+    items = host_items(text)
+    tricks = [i for i in items if i.span is None]
+    if tricks:
+        return _refusal(tricks, where)
+    rows: list[tuple[int, int]] = []  # whole lines: a specifier macro's use moved columns
+    for first, last in sorted({i.span for i in items if i.span is not None}):
+        if rows and first <= rows[-1][1]:
+            rows[-1] = (rows[-1][0], max(last, rows[-1][1]))  # sharing a line with the one before
+        else:
+            rows.append((first, last))
+    lines = text.split("\n")
+    for first, last in reversed(rows):
+        del lines[first : last + 1]
+    text = "\n".join(lines)
+    left = host_items(text)
+    if left:  # what dropping left behind is still host code: refused as it stands
+        return _refusal(left, where)
+    return DeviceOnly(text, tuple(items), unhosted)
+
+
+def hidden_refusal(code: str, where: str = "") -> str | None:
+    """Why `code` may not be used for its hidden characters, one line per finding, or None."""
+    hidden = hidden_characters(code)
+    if not hidden:
+        return None
+    return "\n".join(
+        f"hidden characters are not allowed in a reply: {h.describe()}"
+        + (f" (line {h.line}{where})" if where else "")
+        for h in hidden[:MAX_ITEMS_SHOWN]
+    )
+
+
+def _refusal(items: list[HostItem], where: str) -> str:
+    return "\n".join(
+        f"host code is not allowed in a reply: {i.describe()}"
+        + (f" (line {i.line}{where})" if where else "")
+        for i in items[:MAX_ITEMS_SHOWN]
+    )
+
+
+_HOST_WORD = re.compile(r"\b__host__\b[ \t]*")
+
+
+def _without_host(code: str) -> tuple[str, tuple[int, ...]]:
+    """`code` with every `__host__` of its code (not of comments or strings) removed, and the
+    lines it was on."""
+    bare = code_only(code)
+    found = list(_HOST_WORD.finditer(bare))
+    lines = tuple(sorted({bare.count("\n", 0, m.start()) + 1 for m in found}))
+    for match in reversed(found):
+        code = code[: match.start()] + code[match.end() :]
+    return code, lines
 
 
 def device_names(text: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -182,7 +275,11 @@ def host_items(code: str) -> list[HostItem]:
     found: list[HostItem] = []
     _scope(tree.root_node, data, found, specifier_macros)
     found.extend(_attributes(code))
-    return sorted(set(found), key=lambda item: item.line)
+    found.extend(_host_spellings(code))
+    found.extend(_host_branches(code))
+    found.extend(_section_directives(code))
+    unique = {(i.line, i.what, i.span): i for i in found}
+    return sorted(unique.values(), key=lambda item: (item.line, item.what))
 
 
 def _with_specifier_macros(code: str) -> tuple[str, frozenset[str]]:
@@ -232,19 +329,42 @@ def _marks(node: Node, data: bytes) -> set[str]:
     return out
 
 
+#: A host item found but not yet given the span of the namespace-scope item it is in.
+_DROP = (-1, -1)
+
+
 def _scope(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]) -> None:
     """Check every item of a namespace-scope list (the file, a namespace, `extern "C" {}`, the
-    branches of `#if`)."""
-    for child in node.named_children:
+    branches of `#if`); what the kernel can do without gets the span of the item it is in."""
+    _each(node.named_children, data, found, macros)
+
+
+def _each(items: list[Node], data: bytes, found: list[HostItem], macros: frozenset[str]) -> None:
+    for child in items:
+        before = len(found)
         _item(child, data, found, macros)
+        for i in range(before, len(found)):
+            if found[i].span == _DROP:
+                end = child.end_point  # a directive ends at the start of the next line
+                last = (
+                    end.row - 1 if end.column == 0 and end.row > child.start_point.row else end.row
+                )
+                rows = (child.start_point.row, last)
+                found[i] = HostItem(found[i].line, found[i].what, rows)
 
 
 def _item(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]) -> None:
     kind = node.type
 
-    def host(what: str) -> None:
-        found.append(HostItem(_line(node), what))
+    def host(what: str, droppable: bool = True) -> None:
+        found.append(HostItem(_line(node), what, _DROP if droppable else None))
 
+    if kind == "preproc_include":
+        path = node.child_by_field_name("path")
+        header = node_text(path, data).strip('<>" ') if path is not None else ""
+        if header in _HOST_HEADERS:
+            host(f"includes the host-only header <{header}>")
+        return
     if kind in _HARMLESS:
         if kind == "type_definition":
             for child in node.named_children:
@@ -255,7 +375,7 @@ def _item(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]
         name = node.child_by_field_name("name")
         text = node_text(name, data) if name is not None else ""
         if _RESERVED_MACRO.fullmatch(text) and text not in macros:
-            host(f"redefines the reserved name `{text}` (`#define {text}`)")
+            host(f"redefines the reserved name `{text}` (`#define {text}`)", False)
         return
     if kind == "preproc_call":
         directive_node = node.child_by_field_name("directive")
@@ -266,21 +386,23 @@ def _item(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]
             if not _PRAGMAS.match(arg):
                 host(
                     f"holds a host pragma (`#pragma {arg.split()[0] if arg else ''}`): only "
-                    "`#pragma unroll` and `nv_diag_*` are allowed"
+                    "`#pragma unroll` and `nv_diag_*` are allowed",
+                    False,
                 )
         elif directive == "#undef":
             if _RESERVED_MACRO.fullmatch(arg):
-                host(f"undefines the reserved name `{arg}`")
+                host(f"undefines the reserved name `{arg}`", False)
         elif directive not in _SAFE_DIRECTIVES:
-            host(f"holds the directive `{directive}`")
+            host(f"holds the directive `{directive}`", False)
         return
     if kind in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"):
-        for child in node.named_children:
-            if child == node.child_by_field_name("condition") or child == node.child_by_field_name(
-                "name"
-            ):
-                continue
-            _item(child, data, found, macros)
+        branch = [
+            child
+            for child in node.named_children
+            if child != node.child_by_field_name("condition")
+            and child != node.child_by_field_name("name")
+        ]
+        _each(branch, data, found, macros)
         return
     if kind in ("namespace_definition", "linkage_specification"):
         body = node.child_by_field_name("body")
@@ -314,7 +436,7 @@ def _item(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]
         _declaration(node, data, found)
         return
     if kind == "expression_statement" and re.match(r"\s*(?:__)?asm", node_text(node, data)):
-        host("holds namespace-scope `asm`")
+        host("holds namespace-scope `asm`", False)
         return
     shown = " ".join(node_text(node, data).split())[:40]
     host(f"holds `{shown}`, which is not a device-side definition")
@@ -367,7 +489,9 @@ def _type(node: Node, data: bytes, found: list[HostItem]) -> None:
                 )
                 found.append(
                     HostItem(
-                        _line(target), f"defines a type `{name}` with {what} (a host function)"
+                        _line(target),
+                        f"defines a type `{name}` with {what} (a host function)",
+                        _DROP,
                     )
                 )
         elif target.type in ("struct_specifier", "class_specifier", "union_specifier"):
@@ -395,6 +519,11 @@ def _declaration(node: Node, data: bytes, found: list[HostItem]) -> None:
     if not objects:
         return  # prototypes (a definition elsewhere is judged there)
     if marks & _DEVICE_VARIABLE or "constexpr" in marks:
+        for declarator in objects:
+            value = declarator.child_by_field_name("value")
+            if value is not None and any(n.type == "lambda_expression" for n in walk_nodes(value)):
+                what = f"defines `{_name_of(declarator, data)}` as a lambda (a host function)"
+                found.append(HostItem(_line(node), what, _DROP))
         return
     type_node = node.child_by_field_name("type")
     type_text = " ".join(
@@ -434,12 +563,14 @@ def _declaration(node: Node, data: bytes, found: list[HostItem]) -> None:
         )
         if class_type and not scalar and type_node is not None:
             what = f"defines a host object `{name}` of class type `{node_text(type_node, data)}`"
-            found.append(HostItem(_line(node), what + " (its constructor runs at start-up)"))
+            found.append(HostItem(_line(node), what + " (its constructor runs at start-up)", _DROP))
             continue
         if value is not None and _dynamic(value):
             found.append(
                 HostItem(
-                    _line(node), f"defines a host variable `{name}` with a dynamic initialiser"
+                    _line(node),
+                    f"defines a host variable `{name}` with a dynamic initialiser",
+                    _DROP,
                 )
             )
             continue
@@ -449,6 +580,7 @@ def _declaration(node: Node, data: bytes, found: list[HostItem]) -> None:
                 f"defines a host variable `{name}` (only `__device__`"
                 " / `__constant__` variables and `constexpr` or `const` scalar "
                 "constants are allowed)",
+                _DROP,
             )
         )
 
@@ -520,3 +652,135 @@ def _attributes(code: str) -> list[HostItem]:
                     )
                 )
     return found
+
+
+#: Standard headers only host code uses: a whole program's `#include`s, dropped with it.
+_HOST_HEADERS = frozenset(
+    {
+        "iostream",
+        "fstream",
+        "sstream",
+        "iomanip",
+        "istream",
+        "ostream",
+        "vector",
+        "string",
+        "map",
+        "unordered_map",
+        "set",
+        "unordered_set",
+        "list",
+        "deque",
+        "queue",
+        "stack",
+        "chrono",
+        "thread",
+        "mutex",
+        "condition_variable",
+        "future",
+        "random",
+        "filesystem",
+        "regex",
+    }
+)
+#: Ways to say `__host__` other than the word (`host_defines.h`): never from a model.
+_HOST_SPELLINGS = re.compile(r"\b(?:__host__|__location__|__annotate__)\b")
+
+
+def _host_spellings(code: str) -> list[HostItem]:
+    """`__host__` left after `device_only` removed it (it is called on text it has not
+    rewritten too: `winner_text`, the raw reply) or spelt through `host_defines.h`'s macros."""
+    bare = code_only(code)
+    return [
+        HostItem(
+            bare.count("\n", 0, m.start()) + 1,
+            f"uses `{m.group(0)}`: a reply's functions compile as device code only (write "
+            "helpers `__device__`, not `__host__ __device__`)",
+        )
+        for m in _HOST_SPELLINGS.finditer(bare)
+    ]
+
+
+_DIRECTIVE_LINE = re.compile(r"[ \t]*#[ \t]*(\w+)(.*)", re.DOTALL)
+_ARCH = "__CUDA_ARCH__"
+_NOT_ARCH = re.compile(r"!\s*(?:defined\s*\(?\s*)?__CUDA_ARCH__\b")
+_ARCH_BELOW = re.compile(
+    r"__CUDA_ARCH__\s*(?:==|!=|<=?(?!<))|(?:==|!=|<=?|>=?)\s*__CUDA_ARCH__\b"
+    r"|__CUDA_ARCH__\s*>=\s*0\b"
+)
+_ONLY_DEFINED_ARCH = re.compile(
+    r"\s*(?:defined\s*(?:\(\s*__CUDA_ARCH__\s*\)|__CUDA_ARCH__)|\(?\s*__CUDA_ARCH__\s*\)?)\s*"
+)
+_HOST_TARGETS = re.compile(r"\b(?:NV_IS_HOST|NV_IF_ELSE_TARGET|NV_ANY_TARGET|NV_DISPATCH_TARGET)\b")
+_BRANCH_FIX = (
+    "a reply may not hold code only the host compiles: test the device architecture as "
+    "`#if __CUDA_ARCH__ >= N` only"
+)
+
+
+def _host_branches(code: str) -> list[HostItem]:
+    """Preprocessor branches only the host compile takes (`#ifndef __CUDA_ARCH__`, `#if
+    !defined(__CUDA_ARCH__)`, the `#else` of `#ifdef __CUDA_ARCH__`, `__CUDA_ARCH__` compared
+    below a version, `NV_IF_TARGET(NV_IS_HOST, ...)`), and a macro carrying `__CUDA_ARCH__`
+    (it would hide such a test). A reply's functions are device functions, whose bodies the host
+    compile never builds, and every namespace-scope item is checked in every branch; this rule
+    keeps what a model sends readable as what it is."""
+    found: list[HostItem] = []
+    bare = code_only(code)
+    groups: list[bool] = []  # per open `#if`: its test is `defined(__CUDA_ARCH__)` alone
+    lines = bare.split("\n")
+    row = 0
+    while row < len(lines):
+        line, first = lines[row], row + 1
+        while line.endswith("\\") and row + 1 < len(lines):
+            row += 1
+            line = line[:-1] + " " + lines[row]
+        row += 1
+        match = _DIRECTIVE_LINE.fullmatch(line)
+        if match is None:
+            continue
+        directive, rest = match.group(1), match.group(2)
+
+        def refuse(what: str, at: int = first) -> None:
+            found.append(HostItem(at, f"{what}: {_BRANCH_FIX}"))
+
+        if directive in ("if", "ifdef", "ifndef"):
+            groups.append(
+                (directive == "ifdef" and rest.strip() == _ARCH)
+                or (directive == "if" and bool(_ONLY_DEFINED_ARCH.fullmatch(rest)))
+            )
+        if directive == "ifndef" and rest.strip() == _ARCH:
+            refuse("holds a host-only branch (`#ifndef __CUDA_ARCH__`)")
+        elif directive in ("if", "elif") and _ARCH in rest:
+            if _NOT_ARCH.search(rest) or _ARCH_BELOW.search(rest):
+                refuse(f"holds a host-only branch (`#{directive} {' '.join(rest.split())}`)")
+        elif directive == "define" and _ARCH in rest:
+            refuse("defines a macro that carries `__CUDA_ARCH__`")
+        if directive in ("else", "elif", "elifdef", "elifndef") and groups and groups[-1]:
+            refuse(f"holds a host-only branch (the `#{directive}` of `#ifdef __CUDA_ARCH__`)")
+        if directive == "endif" and groups:
+            groups.pop()
+    for match in _HOST_TARGETS.finditer(bare):
+        at = bare.count("\n", 0, match.start()) + 1
+        found.append(HostItem(at, f"names `{match.group(0)}` (host code): {_BRANCH_FIX}"))
+    return found
+
+
+#: Assembler directives that place code or data in a section (start-up tables included).
+_SECTION_DIRECTIVES = re.compile(
+    r"\.(?:(?:push|pop|sub)?section|previous|(?:pre)?init_array|fini_array|ctors|dtors|globl"
+    r"|incbin|symver)\b"
+)
+
+
+def _section_directives(code: str) -> list[HostItem]:
+    """Assembler section directives anywhere in the text, string literals included (an `asm`
+    statement's text is one): inline asm is for device instructions, never for sections."""
+    return [
+        HostItem(
+            code.count("\n", 0, m.start()) + 1,
+            f"holds the assembler directive `{m.group(0)}` (inline `asm` may not place code "
+            "or data in a section)",
+        )
+        for m in _SECTION_DIRECTIVES.finditer(code)
+    ]

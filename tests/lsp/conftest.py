@@ -59,6 +59,8 @@ class EditorClient(LanguageClient):
         self.applied_edits: list[types.ApplyWorkspaceEditParams] = []
         self.suggestion_notes: list[dict[str, Any]] = []
         self.apply_answer = True
+        self.message_requests: list[types.ShowMessageRequestParams] = []
+        self.request_answer: str | None = None  # the action window/showMessageRequest picks
         self.lens_refreshes = 0  # workspace/codeLens/refresh requests received
         self.refuse_progress = False  # answer window/workDoneProgress/create with an error
         self.docs: dict[str, TextDocument] = {}
@@ -167,6 +169,15 @@ def _apply_edit(
     return types.ApplyWorkspaceEditResult(applied=True)
 
 
+def _message_request(
+    client: EditorClient, params: types.ShowMessageRequestParams
+) -> types.MessageActionItem | None:
+    client.message_requests.append(params)
+    if client.request_answer is None:
+        return None
+    return types.MessageActionItem(title=client.request_answer)
+
+
 def _plain(value: Any) -> Any:
     """pygls hands custom notifications over as named tuples: back to plain JSON values."""
     if hasattr(value, "_asdict"):
@@ -197,6 +208,7 @@ def make_client() -> EditorClient:
     features = dict(DEFAULT_CLIENT_FEATURES)
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = _publish
     features[types.WORKSPACE_APPLY_EDIT] = _apply_edit
+    features[types.WINDOW_SHOW_MESSAGE_REQUEST] = _message_request
     features["cudaLlm/suggestion"] = _suggestion
     features[types.WORKSPACE_CODE_LENS_REFRESH] = _code_lens_refresh
     features[types.WINDOW_WORK_DONE_PROGRESS_CREATE] = _create_progress

@@ -52,8 +52,31 @@ HOST_BRANCH = (
     "}\n\n"
 )
 
+ATTACK = (
+    "#include <cstdlib>\n"
+    "__host__ __device__ float twice(float v) {\n"
+    "#ifndef __CUDA_ARCH__\n"
+    '    asm(".pushsection .init_array.00101\\n.quad 0\\n.popsection");\n'
+    '    std::system("touch PWNED");\n'
+    "#endif\n"
+    "    return v + v;\n"
+    "}\n\n"
+)
+HELPER = "__device__ inline float twice(float v) { return v + v; }\n\n"
+
 LLM = ScriptedLlmServer(
     [
+        {"match": "saxpy_attack", "repeat": -1, "text": kernel_reply(fast("saxpy_attack", ATTACK))},
+        {
+            "match": "saxpy_unproven",
+            "repeat": -1,
+            "text": kernel_reply(fast("saxpy_unproven", HELPER)),
+        },
+        {
+            "match": "saxpy_defines",
+            "repeat": -1,
+            "text": kernel_reply(fast("saxpy_defines", HELPER)),
+        },
         {
             "match": "saxpy_host",
             "repeat": -1,
@@ -86,6 +109,17 @@ OPTIONS = {
 }
 
 client = lsp_fixture(server_command=RECORDED, init_options=OPTIONS, clients=CLIENTS[:1])
+no_nvcc = lsp_fixture(
+    server_command=RECORDED,
+    init_options=OPTIONS,
+    clients=CLIENTS[:1],
+    env={"CUDA_LLM_NVCC": str(SCRATCH / "no-nvcc-here")},
+)
+with_defines = lsp_fixture(
+    server_command=RECORDED,
+    init_options={"cudaLlm": {**OPTIONS["cudaLlm"], "defines": ["BLOCK=256"]}},
+    clients=CLIENTS[:1],
+)
 
 
 def _copy(name: str) -> Path:
@@ -120,16 +154,16 @@ def _shown(client: EditorClient, values: list[Any]) -> str:
     return "\n".join(parts)
 
 
-async def test_a_reply_with_host_code_never_becomes_a_suggestion(client: EditorClient) -> None:
+async def test_a_reply_with_host_code_is_suggested_without_it(client: EditorClient) -> None:
+    """The host object and its type are dropped before the candidate is built: the kernel is
+    judged, suggested and applied; the host code never is."""
     path = _copy("saxpy_host")
-    original = path.read_text()
     uri = client.open(path)
     values = await _optimize(client, uri, "saxpy_host")
-    reports = [str(v.message) for v in values if isinstance(v, types.WorkDoneProgressReport)]
-    assert any("compile_error" in m or "compile error" in m for m in reports), reports
-    assert await _command(client, "cudaLlm.accept", uri, "saxpy_host") is False
-    assert client.applied_edits == []
-    assert client.text(uri) == original
+    assert await _command(client, "cudaLlm.accept", uri, "saxpy_host") is True
+    (applied,) = client.applied_edits
+    new = _new_text(applied)
+    assert "variant: fast" in new and "Timer" not in new and "timer" not in new
     shown = _shown(client, values)
     assert "\x1b" not in shown
 
@@ -145,18 +179,81 @@ async def test_no_escape_or_bidi_character_of_model_text_reaches_the_editor(
     assert "<U+001B>" in shown
 
 
-@pytest.mark.skipif(find_nvcc() is None, reason="no nvcc (the `nvcc` extra)")
-async def test_accept_refuses_a_suggestion_whose_file_nvcc_does_not_build(
-    client: EditorClient,
-) -> None:
-    """A `__host__ __device__` helper is device-side, so the candidate is judged and suggested;
-    its host branch (never compiled by NVRTC) breaks the whole file, which the check before
-    Accept builds with nvcc: not applied, the reason shown."""
+async def test_a_host_only_branch_never_becomes_a_suggestion(client: EditorClient) -> None:
+    """A `__host__ __device__` helper with an `#ifndef __CUDA_ARCH__` branch (which NVRTC never
+    compiles): refused where the candidate is cleaned, with what to change."""
     path = _copy("saxpy_nvcc")
     uri = client.open(path)
-    await _optimize(client, uri, "saxpy_nvcc")
+    values = await _optimize(client, uri, "saxpy_nvcc")
     assert await _command(client, "cudaLlm.accept", uri, "saxpy_nvcc") is False
     assert client.applied_edits == []
-    refusal = next(m for m in client.messages if "was not applied" in m.message)
-    assert refusal.type == types.MessageType.Error
-    assert "does not build with nvcc" in refusal.message and "host_only_twice" in refusal.message
+    assert "host-only branch" in _shown(client, values) or any(
+        "compile" in str(getattr(v, "message", "")) for v in values
+    )
+
+
+async def test_the_reported_host_route_never_becomes_a_suggestion(client: EditorClient) -> None:
+    """A `__host__ __device__` helper whose host-only branch adds a start-up entry and calls
+    `system`: refused where the candidate is cleaned, so there is nothing to accept."""
+    path = _copy("saxpy_attack")
+    original = path.read_text()
+    uri = client.open(path)
+    values = await _optimize(client, uri, "saxpy_attack")
+    reports = [str(v.message) for v in values if isinstance(v, types.WorkDoneProgressReport)]
+    assert any("compile_error" in m or "compile error" in m for m in reports), reports
+    assert await _command(client, "cudaLlm.accept", uri, "saxpy_attack") is False
+    assert client.applied_edits == [] and client.text(uri) == original
+    assert "PWNED" not in client.text(uri)
+
+
+async def test_accept_asks_before_applying_what_no_build_proved(no_nvcc: EditorClient) -> None:
+    """No nvcc: the winner adds a helper, which no build proves free of host code. Accept asks
+    (window/showMessageRequest, naming why) before anything is applied: "Cancel" leaves the
+    file and the suggestion, "Apply anyway" applies it."""
+    client = no_nvcc
+    path = _copy("saxpy_unproven")
+    original = path.read_text()
+    uri = client.open(path)
+    await _optimize(client, uri, "saxpy_unproven")
+    client.request_answer = "Cancel"
+    assert await _command(client, "cudaLlm.accept", uri, "saxpy_unproven") is False
+    assert client.applied_edits == [] and client.text(uri) == original
+    (asked,) = client.message_requests
+    assert "no build proves that it adds no host code (no nvcc here)" in asked.message
+    assert [a.title for a in asked.actions or []] == ["Apply anyway", "Cancel"]
+    client.request_answer = "Apply anyway"
+    assert await _command(client, "cudaLlm.accept", uri, "saxpy_unproven") is True
+    (applied,) = client.applied_edits
+    assert "__device__ inline float twice" in _new_text(applied)
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="no nvcc (the `nvcc` extra)")
+async def test_accept_proves_with_the_settings_defines(with_defines: EditorClient) -> None:
+    """A file that builds only with `cudaLlm.defines`: the proof is made with them, so Accept
+    neither asks nor says the build check was skipped."""
+    client = with_defines
+    path = SCRATCH / "saxpy_defines.cu"
+    text = (DATA / "saxpy.cu").read_text(encoding="utf-8").replace("saxpy", "saxpy_defines")
+    path.write_text(
+        text.replace(
+            "#include <math.h>\n",
+            "#include <math.h>\n#ifndef BLOCK\n#error BLOCK comes from the build\n#endif\n",
+        )
+    )
+    uri = client.open(path)
+    await _optimize(client, uri, "saxpy_defines")
+    assert await _command(client, "cudaLlm.accept", uri, "saxpy_defines") is True
+    assert client.message_requests == []
+    assert not any("skipped" in m.message for m in client.messages), client.messages
+    (applied,) = client.applied_edits
+    assert "__device__ inline float twice" in _new_text(applied)
+
+
+def _new_text(params: types.ApplyWorkspaceEditParams) -> str:
+    """The text an applied edit puts in (Accept sends one edit)."""
+    edit = params.edit
+    if edit.document_changes:
+        (change,) = edit.document_changes
+        assert isinstance(change, types.TextDocumentEdit)
+        return "".join(e.new_text for e in change.edits)
+    return "".join(e.new_text for edits in (edit.changes or {}).values() for e in edits)

@@ -119,7 +119,7 @@ local function demo(decision)
   end
   local before = vim.fn.undotree()
   out.accepted = choose(body, 'Accept ')
-  vim.wait(10000, function() return line_of('variant: online softmax') ~= nil end, 50)
+  vim.wait(30000, function() return line_of('variant: online softmax') ~= nil end, 50)
   out.after_accept = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
   local after = vim.fn.undotree()
   out.accept_undo_states = after.seq_last - before.seq_last
@@ -167,7 +167,7 @@ elseif scenario == 'optimize' then
   if accept then
     local before = vim.fn.undotree()
     out.accepted = choose(body, 'Accept ')
-    vim.wait(10000, function() return line_of('variant: fast') ~= nil end, 50)
+    vim.wait(30000, function() return line_of('variant: fast') ~= nil end, 50)
     out.after_accept = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
     local after = vim.fn.undotree()
     -- the changes the Accept made: undo states added and entries added to the undo tree

@@ -22,7 +22,7 @@ from cuda_llm_lsp.compile.nvcc import find_nvcc
 from cuda_llm_lsp.evaluate.process import WorkerProcess
 from cuda_llm_lsp.fsr import apply
 from cuda_llm_lsp.fsr.apply import NotApplicable, winner_text, write_check
-from cuda_llm_lsp.source.device_only import host_items, reply_refusal
+from cuda_llm_lsp.source.device_only import DeviceOnly, device_only, host_items, reply_refusal
 from cuda_llm_lsp.source.untrusted import hidden_characters, neutralize
 from tests.support.fsr_fakes import make_recording
 from tests.support.scripted_llm import ScriptedLlmServer
@@ -157,9 +157,17 @@ def test_hidden_characters_in_a_reply_are_refused_with_their_line(shape: str) ->
     assert refused.isascii()  # the refusal itself shows marks, never the characters
 
 
-def test_honest_helpers_pass() -> None:
-    assert host_items(HONEST + KERNEL) == []
-    assert reply_refusal(HONEST + KERNEL) is None
+def test_honest_helpers_pass_with_host_removed() -> None:
+    """`__host__ __device__` helpers (by name, through `HD`, on a member) become `__device__`
+    only: nothing of the reply is compiled for the host, and the model hears which lines."""
+    prepared = device_only(HONEST + KERNEL)
+    assert isinstance(prepared, DeviceOnly), prepared
+    assert prepared.dropped == () and prepared.unhosted == (3, 14, 19)
+    assert "__host__" not in prepared.text and "#define HD __device__" in prepared.text
+    assert "__device__ float half_of" in prepared.text
+    assert host_items(prepared.text) == [] and reply_refusal(prepared.text) is None
+    assert "`__host__` removed on line(s) 3, 14, 19" in prepared.note()
+    assert reply_refusal(HONEST + KERNEL) is not None  # as written: `winner_text` refuses it
 
 
 def test_a_winner_with_host_code_is_not_written_even_when_it_was_judged() -> None:
@@ -169,7 +177,9 @@ def test_a_winner_with_host_code_is_not_written_even_when_it_was_judged() -> Non
             winner_text(SAXPY, "saxpy", HOST_CODE[shape][0] + KERNEL)
     with pytest.raises(NotApplicable, match="hidden characters"):
         winner_text(SAXPY, "saxpy", HIDDEN["bidi in a comment"][0] + KERNEL)
-    honest = winner_text(SAXPY, "saxpy", HONEST.replace("#pragma unroll\n", "") + KERNEL)
+    prepared = device_only(HONEST.replace("#pragma unroll\n", "") + KERNEL)
+    assert isinstance(prepared, DeviceOnly)
+    honest = winner_text(SAXPY, "saxpy", prepared.text)
     assert "__constant__ float coeffs[4]" in honest.text and "variant: fast" in honest.text
 
 
@@ -234,7 +244,11 @@ def test_escape_sequences_in_a_model_reply_never_reach_the_terminal(tmp_path: Pa
     assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
 
 
-def test_a_reply_with_a_host_object_is_never_written_by_optimize_write(tmp_path: Path) -> None:
+def test_a_reply_with_a_host_object_is_written_without_it_by_optimize_write(
+    tmp_path: Path,
+) -> None:
+    """The host object is dropped before the candidate is built: the kernel is judged and
+    written, the object never is."""
     (tmp_path / "saxpy.cu").write_text(SAXPY)
     reply = HOST_CODE["host object with a constructor"][0] + KERNEL
     make_recording(tmp_path / "rec", "saxpy", {(1, 1): reply})
@@ -255,8 +269,9 @@ def test_a_reply_with_a_host_object_is_never_written_by_optimize_write(tmp_path:
         "1",
         "--write",
     )
-    assert "line 2 defines a type `Timer` with a constructor" in done.stderr, done.stderr
-    assert (tmp_path / "saxpy.cu").read_text() == SAXPY
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "saxpy.cu").read_text()
+    assert "variant: fast" in written and "Timer" not in written and "timer" not in written
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,9 +345,9 @@ def test_hidden_characters_outside_code_only_checks_allow_non_ascii_text() -> No
 def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
     tmp_path: Path,
 ) -> None:
-    """`--write` of a winner with device helpers, then both programs built with nvcc and run
+    """`--write` of a winner with device helpers, then the programs built with nvcc and run
     (no kernel runs without a GPU; what runs on the host is what matters): the same output. The
-    same reply with a host object never changes the file."""
+    same reply with a host object is written without it: the same output too."""
     program = SAXPY.replace("  return 0;\n}", '  std::printf("saxpy done\\n");\n  return 0;\n}')
     helpers = (
         "#define TILE 256\n"
@@ -347,7 +362,7 @@ def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
         '[{"contains": "variant: fast", "status": "ok", "ms": 0.4}]}'
     )
     runs = {}
-    for name, reply in (("honest", helpers + kernel), ("host", TIMER_REPLY + kernel)):
+    for name, reply in (("honest", helpers + kernel), ("host", helpers + TIMER_REPLY + kernel)):
         work = tmp_path / name
         work.mkdir()
         (work / "saxpy.cu").write_text(program)
@@ -368,11 +383,12 @@ def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
         )
         assert done.returncode == 0, done.stderr
         runs[name] = (work / "saxpy.cu").read_text()
-    assert "__host__ __device__ inline float twice" in runs["honest"]
-    assert runs["host"] == program
+    assert "__device__ inline float twice" in runs["honest"]
+    assert "__host__" not in runs["honest"]
+    assert "variant: fast" in runs["host"] and "Timer" not in runs["host"]  # dropped
     nvcc = str(find_nvcc())
     printed = []
-    for i, text in enumerate((program, runs["honest"])):
+    for i, text in enumerate((program, runs["honest"], runs["host"])):
         source = tmp_path / f"built{i}.cu"
         source.write_text(text)
         subprocess.run(
@@ -385,7 +401,7 @@ def test_the_written_program_of_an_honest_reply_prints_what_the_original_prints(
             [str(tmp_path / f"built{i}")], capture_output=True, text=True, timeout=60
         )
         printed.append((ran.returncode, ran.stdout))
-    assert printed[0] == printed[1] == (0, "saxpy done\n")
+    assert printed[0] == printed[1] == printed[2] == (0, "saxpy done\n")
 
 
 TIMER_REPLY = (

@@ -87,8 +87,9 @@ def test_prompt_states_the_task_and_the_rules() -> None:
     assert "same grid, block" in system.lower() and "```cuda" in system
     assert "__device__" in system and "no host code" in system
     # what a reply may add (docs/design.md, "What an accepted winner may write")
-    assert "No host code at all" in system and "`__attribute__((constructor))`" in system
-    assert "bidirectional Unicode characters: a reply with either is rejected" in system
+    assert "is dropped unjudged" in system and "`__attribute__((constructor))`" in system
+    assert "not `__host__ __device__`" in system and "`#ifndef __CUDA_ARCH__`" in system
+    assert "bidirectional Unicode characters." in system
     text = user_text()
     assert "round 2, candidate 3 of 4" in text
     assert "__global__ void saxpy(const float* x, float* y, float a, int n)" in text
