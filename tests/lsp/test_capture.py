@@ -15,8 +15,9 @@ from lsprotocol import types
 
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
-from tests.lsp.conftest import ROOT, SCRATCH, EditorClient, lsp_fixture
+from tests.lsp.conftest import DATA, ROOT, SCRATCH, SERVERS, EditorClient, lsp_fixture
 from tests.support.fake_capture import LOG_ENV, MODE_ENV, SCALE
+from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
 
 SERVER = [sys.executable, str(ROOT / "tests" / "lsp" / "servers" / "capture_server.py")]
 CAPTURE = "Capture test spec for scale from program…"
@@ -211,3 +212,69 @@ async def test_a_trusted_workspaces_capture_command_is_run(
     await trusted.wait_for(lambda: trusted.applied_edits)
     (request,) = [json.loads(line) for line in TRUSTED_LOG.read_text().splitlines()]
     assert request["command"] == ["./evil.sh"]
+
+
+# After an Accept on a kernel whose spec names a capture, with the program set: the editor says
+# to rebuild and verify. Recorded GPU outcomes and a scripted model make the suggestion.
+FAST = """\
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+    // variant: fast
+    int stride = gridDim.x * blockDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        y[i] = fmaf(a, x[i], y[i]);
+    }
+}"""
+LLM = ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]).start()
+recorded = lsp_fixture(
+    server_command=[
+        sys.executable,
+        str(SERVERS / "recorded_server.py"),
+        str(DATA / "recording.json"),
+    ],
+    init_options={
+        "cudaLlm": {
+            "debounceMs": 0,
+            "baseUrl": LLM.base_url,
+            "model": "scripted-model",
+            "rounds": 1,
+            "candidates": 2,
+            "apiKey": "sk-test-not-a-real-key",
+            "captureCommand": PROGRAM,
+        }
+    },
+    clients=["visual-studio-code"],
+)
+
+
+async def test_accept_says_to_rebuild_and_verify_in_the_program(
+    recorded: EditorClient, tmp_path: Path
+) -> None:
+    text = (DATA / "saxpy.cu").read_text(encoding="utf-8")
+    text = text.replace('args.n = "n"\n', 'capture = ".cuda-llm/captures/saxpy"\nargs.n = "n"\n', 1)
+    uri = recorded.open(tmp_path / "saxpy.cu", text)
+    await recorded.diagnostics_for(uri, 1)
+    answer = await recorded.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="cudaLlm.optimize", arguments=[{"uri": uri, "kernel": "saxpy"}]
+        )
+    )
+    token = answer["token"]
+    await recorded.wait_for(
+        lambda: any(
+            isinstance(v, types.WorkDoneProgressEnd)
+            for v in recorded.progress_reports.get(token, [])
+        ),
+        timeout=120,
+    )
+    line = _line_of(text, "void saxpy")
+    assert "Verify saxpy in program (after your rebuild)" in [
+        a.title for a in await _actions(recorded, uri, line)
+    ]
+    accepted = await recorded.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="cudaLlm.accept", arguments=[{"uri": uri, "kernel": "saxpy"}]
+        )
+    )
+    assert accepted is True, [m.message for m in recorded.messages]
+    said = await recorded.wait_for(lambda: _said(recorded, "'Verify saxpy in program'"))
+    assert "rebuild" in said[0].message and "cudaLlm.verify" in said[0].message
