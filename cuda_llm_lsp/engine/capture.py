@@ -328,6 +328,16 @@ def capture_directory(path: Path, kernel: str) -> Path:
     return path.resolve().parent / CAPTURES / safe
 
 
+def _ignored(directory: Path) -> None:
+    """`.cuda-llm/` made with a `.gitignore` of `*`: captures hold the program's data (up to
+    `max_bytes`), never meant to be committed by accident."""
+    with contextlib.suppress(OSError):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        ignore = directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# cuda-llm captures: your program's data\n*\n", encoding="utf-8")
+
+
 @dataclass(frozen=True)
 class CaptureSpecOutcome:
     """The editor's "Capture test spec from program": what the capture said, and the file's
@@ -348,6 +358,7 @@ def capture_spec(
 ) -> CaptureSpecOutcome:
     """Run the program for `kernel` (into `request.out`, inside the file's directory), then the
     spec of `source` (the editor's text of `path`) from what was captured."""
+    _ignored(path.resolve().parent / CAPTURES.parts[0])
     outcome = (runner or run_capture)(request)
     if not outcome.ok:
         return CaptureSpecOutcome(False, outcome.message, None, outcome)

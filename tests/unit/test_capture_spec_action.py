@@ -40,6 +40,8 @@ def test_the_spec_of_the_editors_text_names_the_capture_relative_to_the_file(
     (kernel,) = find_kernels(text)
     spec, problems = parse_spec(kernel, text)
     assert spec is not None and not problems and spec.capture == ".cuda-llm/captures/scale"
+    ignore = tmp_path / ".cuda-llm" / ".gitignore"  # the data is not committed by accident
+    assert ignore.read_text().endswith("*\n")
     again = capture_spec(request, text, path, "scale", fake_run_capture)  # its spec replaced
     assert again.spec is not None and again.spec.text.count("/* @cuda-llm") == 1
 
