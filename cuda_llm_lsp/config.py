@@ -57,6 +57,11 @@ class Settings:
     # Optimize / Benchmark / Tune answer from the recordings shipped in the package (`demo`):
     # no endpoint, no GPU, every result labelled as a demo. Editors only (`cudaLlm.demo`).
     demo: bool = False
+    # "Capture test spec from program" and "Verify in program" (issue 39): the user's program
+    # and its arguments, run as a list (never a shell); its working directory (relative: the
+    # first workspace folder's; None: that folder). User settings only (`lsp.settings`).
+    capture_command: tuple[str, ...] = ()
+    capture_cwd: str | None = None
 
 
 def nvcc_check_mode(settings: Settings) -> str:
@@ -119,6 +124,8 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("gpus", "gpus", flag="--gpus"),
     Setting("cluster", "cluster", flag="--cluster", restricted=True),
     Setting("demo", "demo"),  # editors only: the shipped recordings answer
+    Setting("captureCommand", "capture_command", restricted=True),  # editors only
+    Setting("captureCwd", "capture_cwd", restricted=True),
 )
 BY_FIELD = {entry.field: entry for entry in SCHEMA}
 _KEYS = {entry.key: entry.field for entry in SCHEMA}  # "cudaLlm.<key>" -> Settings field

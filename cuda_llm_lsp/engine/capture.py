@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,13 +37,19 @@ RUN = "run.json"  # the program's wall time and exit status under capture (for `
 _OUR_FILES = (MANIFEST, SEEN, TIMES, RUN)
 
 __all__ = [
+    "CAPTURES",
     "CaptureBuildError",
     "CaptureError",
     "CaptureOutcome",
     "CaptureRequest",
+    "CaptureRunner",
+    "CaptureSpecOutcome",
     "SpecFromCapture",
+    "capture_directory",
+    "capture_spec",
     "run_capture",
     "spec_for_file",
+    "spec_for_source",
 ]
 
 
@@ -56,6 +63,7 @@ class CaptureRequest:
     max_bytes: int = DEFAULT_MAX_BYTES
     timeout_s: float | None = None
     quiet: bool = False  # the program's stdout/stderr captured (tests, the editor)
+    cwd: Path | None = None  # the program's working directory (None: ours)
 
 
 @dataclass(frozen=True)
@@ -111,10 +119,14 @@ def _run_once(
             text=True,
             errors="replace",
             timeout=request.timeout_s,
+            cwd=request.cwd,
             check=False,
         )
     except FileNotFoundError:
-        return None, 0.0, "", f"cannot run {request.command[0]!r}: no such program"
+        where = f" (from {request.cwd})" if request.cwd else ""
+        return None, 0.0, "", f"cannot run {request.command[0]!r}{where}: no such program"
+    except NotADirectoryError:
+        return None, 0.0, "", f"cannot run in {request.cwd}: not a directory"
     except PermissionError:
         return None, 0.0, "", f"cannot run {request.command[0]!r}: not executable"
     except subprocess.TimeoutExpired:
@@ -274,15 +286,21 @@ class SpecFromCapture:
 def spec_for_file(path: Path, capture_dir: Path, kernel: str | None = None) -> SpecFromCapture:
     """The spec block for the captured kernel of `path`, its `capture` path relative to the
     file's directory (the capture must lie inside it, as an `inputs` hook must)."""
-    capture = read_capture(capture_dir)
     source = path.read_text(encoding="utf-8")
+    return spec_for_source(source, path.resolve().parent, capture_dir, kernel, str(path))
+
+
+def spec_for_source(
+    source: str, root: Path, capture_dir: Path, kernel: str | None = None, what: str = "the file"
+) -> SpecFromCapture:
+    """`spec_for_file` of a text (an editor's unsaved buffer) whose file lies in `root`."""
+    capture = read_capture(capture_dir)
     kernels = find_kernels(source)
     if kernel:
         kernels = [k for k in kernels if k.name == kernel]
         if not kernels:
-            raise CaptureError(f"{path} has no kernel {kernel!r}")
+            raise CaptureError(f"{what} has no kernel {kernel!r}")
     found = find_captured_kernel(kernels, capture)
-    root = path.resolve().parent
     where = capture_dir.resolve()
     if not where.is_relative_to(root):
         raise CaptureError(
@@ -297,6 +315,60 @@ def spec_for_file(path: Path, capture_dir: Path, kernel: str | None = None) -> S
         at = offset_of(source, Point(found.span.start.line, 0))
         new = source[:at] + block + source[at:]
     return SpecFromCapture(found.name, block, new)
+
+
+CaptureRunner = Callable[[CaptureRequest], CaptureOutcome]  # `run_capture`, or a test's fake
+CAPTURES = Path(".cuda-llm") / "captures"  # the editor's captures, beside the .cu file
+
+
+def capture_directory(path: Path, kernel: str) -> Path:
+    """Where the editor's capture of `kernel` of `path` goes: inside the file's directory, so
+    the spec may name it (`.cuda-llm/captures/<kernel>/`)."""
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in kernel) or "kernel"
+    return path.resolve().parent / CAPTURES / safe
+
+
+def _ignored(directory: Path) -> None:
+    """`.cuda-llm/` made with a `.gitignore` of `*`: captures hold the program's data (up to
+    `max_bytes`), never meant to be committed by accident."""
+    with contextlib.suppress(OSError):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        ignore = directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# cuda-llm captures: your program's data\n*\n", encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class CaptureSpecOutcome:
+    """The editor's "Capture test spec from program": what the capture said, and the file's
+    new text with the spec block (None when nothing was captured or no spec could be made)."""
+
+    ok: bool
+    message: str
+    spec: SpecFromCapture | None = None
+    capture: CaptureOutcome | None = None
+
+
+def capture_spec(
+    request: CaptureRequest,
+    source: str,
+    path: Path,
+    kernel: str,
+    runner: CaptureRunner | None = None,
+) -> CaptureSpecOutcome:
+    """Run the program for `kernel` (into `request.out`, inside the file's directory), then the
+    spec of `source` (the editor's text of `path`) from what was captured."""
+    _ignored(path.resolve().parent / CAPTURES.parts[0])
+    outcome = (runner or run_capture)(request)
+    if not outcome.ok:
+        return CaptureSpecOutcome(False, outcome.message, None, outcome)
+    try:
+        spec = spec_for_source(source, path.resolve().parent, request.out, kernel, path.name)
+    except (CaptureError, OSError, ValueError) as exc:
+        return CaptureSpecOutcome(
+            False, f"{outcome.message}; but no spec could be made: {exc}", None, outcome
+        )
+    return CaptureSpecOutcome(True, outcome.message, spec, outcome)
 
 
 def copy_capture(src: Path, dst: Path) -> None:

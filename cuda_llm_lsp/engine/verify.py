@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cuda_llm_lsp.engine.capture import RUN, CaptureRequest, run_capture
+from cuda_llm_lsp.engine.capture import RUN, CaptureRequest, CaptureRunner, run_capture
 from cuda_llm_lsp.evaluate.captured import CapturedDataError, capture_dir, read_buffer
 from cuda_llm_lsp.evaluate.compare import as_float64, is_float
 from cuda_llm_lsp.evaluate.judge import output_args
@@ -44,9 +44,17 @@ def _wall(directory: Path) -> float | None:
 
 
 def verify(
-    path: Path, command: tuple[str, ...], kernel: str | None = None, timeout_s: float | None = None
+    path: Path,
+    command: tuple[str, ...],
+    kernel: str | None = None,
+    timeout_s: float | None = None,
+    *,
+    cwd: Path | None = None,
+    runner: CaptureRunner | None = None,
+    quiet: bool = False,
 ) -> VerifyOutcome:
-    """Run `command` again with capture and compare with the spec's capture."""
+    """Run `command` again with capture and compare with the spec's capture (`runner`:
+    `run_capture`, or a test's fake; `quiet`: the program's output kept, not printed)."""
     source = path.read_text(encoding="utf-8")
     kernels = [k for k in find_kernels(source) if k.spec is not None]
     if kernel:
@@ -68,9 +76,15 @@ def verify(
     with tempfile.TemporaryDirectory(prefix="cuda-llm-verify-") as tmp:
         new_dir = Path(tmp) / "capture"
         request = CaptureRequest(
-            command, new_dir, kernel=old.mangled, launch=old.launch, timeout_s=timeout_s
+            command,
+            new_dir,
+            kernel=old.mangled,
+            launch=old.launch,
+            timeout_s=timeout_s,
+            quiet=quiet,
+            cwd=cwd,
         )
-        outcome = run_capture(request)
+        outcome = (runner or run_capture)(request)
         if not outcome.ok or outcome.capture is None:
             return VerifyOutcome(False, f"the program run again: {outcome.message}")
         new = outcome.capture

@@ -3,7 +3,7 @@ serves it, and `shutdown` cancels the jobs and closes the evaluator.
 
 Features register in an order that keeps `executeCommandProvider.commands` as clients have
 always seen it (optimize, benchmark, cancel, accept, reject, show, resources, addSpec), new
-ones last (tune, demoExample).
+ones last (tune, demoExample, captureSpec, verify).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from cuda_llm_lsp.engine import LlmFactory
 from cuda_llm_lsp.lsp import (
     benchmark_job,
     cancel,
+    capture_job,
     code_actions,
     code_lens,
     demo,
@@ -58,6 +59,7 @@ FEATURES = (
     tune_job,
     profile_job,
     demo,
+    capture_job,
 )
 
 

@@ -6,7 +6,9 @@ draft above the kernel): nothing can be measured or checked without one. Once a 
 exists, "Accept optimized K (2.1× faster, 4/4 cases)" (or "Accept tuned K"), "Reject suggestion
 for K", "Show suggested K"; "Cancel … of K" while a job runs. Also `cudaLlm.addSpec`: the same
 draft as a command. A kernel whose spec block cannot be read gets no job action
-(its diagnostics say why).
+(its diagnostics say why). Every kernel gets "Capture test spec for K from program…"
+(`cudaLlm.captureSpec`), and one whose spec names a capture "Verify K in program" once
+`cudaLlm.captureCommand` is set (`lsp.capture_job`).
 """
 
 from __future__ import annotations
@@ -108,6 +110,12 @@ async def actions(
         edit = add_spec_edit(server, uri, text, kernel)
         if edit is not None:
             found.append(types.CodeAction(title=f"Add test spec for {name}", kind=KIND, edit=edit))
+    if job is None:  # without `cudaLlm.captureCommand` the command says how to set it
+        command(f"Capture test spec for {name} from program…", commands.CAPTURE_SPEC)
+        if server.settings.capture_command and kernel.spec is not None:
+            spec = await _spec(server, uri, text, kernel)
+            if spec is not None and spec.capture:
+                command(f"Verify {name} in program (after your rebuild)", commands.VERIFY)
     wanted = params.context.only
     if wanted:
         found = [a for a in found if any(str(a.kind).startswith(str(w)) for w in wanted)]

@@ -3,7 +3,7 @@
 Every command takes one argument `{"uri": ..., "kernel": ...}` (or the two as positional
 arguments; `cudaLlm.cancel` without one cancels every job) and returns at once; long work runs
 as a background job (`cudaLlm.optimize`, `cudaLlm.benchmark`, `cudaLlm.tune` and
-`cudaLlm.profile` answer
+`cudaLlm.profile`, `cudaLlm.captureSpec` and `cudaLlm.verify` answer
 `{"token": ...}`, the job's progress token). Each feature registers its own commands with
 `kernel_command`; code lenses and code actions name them with these constants.
 """
@@ -28,6 +28,8 @@ RESOURCES = "cudaLlm.showResources"  # behind the resources code lens
 TUNE = "cudaLlm.tune"
 PROFILE = "cudaLlm.profile"
 DEMO_EXAMPLE = "cudaLlm.demoExample"  # no arguments: writes and opens the demo's example
+CAPTURE_SPEC = "cudaLlm.captureSpec"  # runs `cudaLlm.captureCommand`, offers the spec as an edit
+VERIFY = "cudaLlm.verify"  # after Accept and a rebuild: the program again, against the capture
 COMMANDS = (
     OPTIMIZE,
     BENCHMARK,
@@ -40,6 +42,8 @@ COMMANDS = (
     TUNE,
     PROFILE,
     DEMO_EXAMPLE,
+    CAPTURE_SPEC,
+    VERIFY,
 )
 
 KernelHandler = Callable[[CudaLlmServer, str, str], Awaitable[Any]]

@@ -39,6 +39,7 @@ class KernelReport:
     hint: str | None = None
     table: str | None = None  # Markdown for the hover (a tuning's configurations)
     label: str | None = None  # the job's label (a demo, recorded outcomes): shown with it
+    source: str | None = None  # the diagnostics' source (None: SOURCE), e.g. "cuda-llm verify"
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def diagnostics(
                 range=where,
                 message=prefix + report.info,
                 severity=types.DiagnosticSeverity.Information,
-                source=SOURCE,
+                source=report.source or SOURCE,
             )
         )
         if report.hint:
@@ -135,7 +136,7 @@ def diagnostics(
                     range=where,
                     message=prefix + report.hint,
                     severity=types.DiagnosticSeverity.Hint,
-                    source=SOURCE,
+                    source=report.source or SOURCE,
                 )
             )
     return found

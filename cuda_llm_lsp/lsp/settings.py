@@ -29,7 +29,7 @@ from typing import Any
 from lsprotocol import types
 from pygls import uris
 
-from cuda_llm_lsp.config import Settings, settings_from_mapping
+from cuda_llm_lsp.config import BY_FIELD, Settings, settings_from_mapping
 from cuda_llm_lsp.engine import Trust, allowed_flags, define_problem, set_workspace
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.redact import register_secret
@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 SECTION = "cudaLlm"
 _COMPILE_FIELDS = ("arch", "include_paths", "defines", "nvrtc_flags", "std", "compile_commands_dir")
 _GPU_FIELDS = ("gpus", "cluster")
+# The program the capture actions run: in an untrusted workspace, taken only from
+# `initializationOptions` (the client's start, from user settings), never from a pull or a
+# change, which may carry the workspace's value.
+_USER_ONLY = ("capture_command", "capture_cwd")
 TRUST_KEY = "workspaceTrusted"  # beside `cudaLlm` in initializationOptions and change params
 
 
@@ -155,6 +159,14 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
     settings = anchored(settings, trust.roots)
     moved = set_workspace(trust)
     settings, refused = restrict(settings, trust)
+    if not trust.trusted and source != "initializationOptions":
+        for name in _USER_ONLY:
+            if getattr(settings, name) != getattr(before, name):
+                refused.append(
+                    f"cudaLlm.{BY_FIELD[name].key} left out: in an untrusted workspace it is "
+                    "taken only from the user's settings when the server starts"
+                )
+                settings = replace(settings, **{name: getattr(before, name)})
     if refused:
         log.warning("settings left out (%s): %s", source, "; ".join(refused))
     problems.extend(refused)

@@ -52,6 +52,7 @@ from cuda_llm_lsp.engine import (
     make_profiler,
     shared_pool,
 )
+from cuda_llm_lsp.engine.capture import CaptureRunner, run_capture
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
 from cuda_llm_lsp.lsp.document import LspWorkspace
@@ -126,6 +127,8 @@ class CudaLlmServer(LanguageServer):
         self.profiles: profile_results.Profiles = {}  # Profile K's findings, per kernel
         # called with `cudaLlm.gpus`: Profile runs on the first GPU it selects
         self.profiler_factory: Callable[[str | None], Profiler] = make_profiler
+        # runs the user's program with capture (`engine.capture.run_capture`; tests: a fake)
+        self.capture_runner: CaptureRunner = run_capture
         self.suggestions: dict[tuple[str, str], Suggestion] = {}
         self.jobs = JobManager(self)
         self.nvrtc_problem: str | None = None  # shown once when NVRTC cannot be loaded

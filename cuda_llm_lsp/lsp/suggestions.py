@@ -43,6 +43,8 @@ from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.results import Suggestion, suggestion_span
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.redact import redact
+from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.spec import parse_spec
 from cuda_llm_lsp.source.text import offset_of
 from cuda_llm_lsp.source.untrusted import neutralize
 
@@ -177,6 +179,8 @@ async def accept(
     if checked.note:
         server.message(f"cuda-llm: {kernel}: {checked.note}")
     await _record(server, suggestion, "accept")
+    if current is not None:
+        await _offer_verify(server, text, current)
     return {"applied": True} if confirmed else True
 
 
@@ -202,6 +206,24 @@ async def _apply_anyway(server: CudaLlmServer, kernel: str, why: str) -> bool:
         log.info("showMessageRequest failed: %s", exc)
         return False
     return answer is not None and answer.title == APPLY_ANYWAY
+
+
+async def _offer_verify(server: CudaLlmServer, text: str, kernel: Kernel) -> None:
+    """After an Accept: where the program is set and the spec names a capture, say how to
+    confirm the speedup in the program (`cudaLlm.verify`, once the user rebuilt it)."""
+    if not server.settings.capture_command or kernel.spec is None:
+        return
+    try:
+        spec, _ = await asyncio.to_thread(parse_spec, kernel, text)
+    except Exception:
+        log.exception("parse_spec failed for %s", kernel.name)
+        return
+    if spec is not None and spec.capture:
+        server.message(
+            f"cuda-llm: save and rebuild your program, then run 'Verify {kernel.name} in "
+            "program' (code action, or the command cudaLlm.verify) to compare its outputs and "
+            "time with the capture"
+        )
 
 
 async def reject(server: CudaLlmServer, uri: str, kernel: str) -> bool:

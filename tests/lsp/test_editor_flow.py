@@ -138,13 +138,16 @@ async def test_add_test_spec_inserts_a_draft_that_parses(client: EditorClient) -
 
 
 async def test_a_kernel_without_a_spec_is_offered_only_add_test_spec(client: EditorClient) -> None:
-    """README: without a spec only "Add test spec" is offered (actions and lenses), as nothing
-    can be benchmarked or optimized before it has one."""
+    """README: without a spec only "Add test spec" (and its capture from the program) is
+    offered (actions and lenses), as nothing can be benchmarked or optimized before it has one."""
     uri = client.open(DATA / "saxpy.cu")
     await client.diagnostics_for(uri, 1)
     text = client.text(uri)
     titles = [a.title for a in await _actions(client, uri, _line_of(text, "m[r * cols + c]"))]
-    assert titles == ["Add test spec for scale_rows"], titles
+    assert titles == [
+        "Add test spec for scale_rows",
+        "Capture test spec for scale_rows from program…",
+    ], titles
     lenses = await client.text_document_code_lens_async(
         types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )

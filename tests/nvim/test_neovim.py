@@ -385,7 +385,8 @@ def test_demo_reject_leaves_the_file_and_drops_the_suggestion(tmp_path: Path) ->
 
 
 def test_a_kernel_without_a_spec_is_offered_only_add_test_spec(tmp_path: Path) -> None:
-    """README's Neovim workflow: no Optimize or Benchmark on a kernel without a spec."""
+    """README's Neovim workflow: no Optimize or Benchmark on a kernel without a spec; its
+    spec drafted, or captured from the program (docs/editors.md), in the code action menu."""
     result = run_scenario(
         tmp_path,
         "no_spec",
@@ -393,4 +394,7 @@ def test_a_kernel_without_a_spec_is_offered_only_add_test_spec(tmp_path: Path) -
         [sys.executable, "-m", "cuda_llm_lsp"],
         {"debounceMs": 50},
     )
-    assert result["actions"] == ["Add test spec for scale_rows"], result["actions"]
+    assert result["actions"] == [
+        "Add test spec for scale_rows",
+        "Capture test spec for scale_rows from program…",
+    ], result["actions"]

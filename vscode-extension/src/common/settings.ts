@@ -49,17 +49,19 @@ export interface ServerSettings {
     gpus?: string;
     cluster?: string;
     demo?: boolean;
+    captureCommand?: string[];
+    captureCwd?: string;
     apiKey?: string;
 }
 
 export const SECTION = 'cudaLlm';
 export const STRING_KEYS = ['model', 'baseUrl', 'arch', 'reasoningEffort', 'strategy', 'launch', 'gpus',
-    'cluster', 'std', 'compileCommandsDir'] as const;
+    'cluster', 'std', 'compileCommandsDir', 'captureCwd'] as const;
 export const NUMBER_KEYS = ['rounds', 'candidates', 'debounceMs', 'maxTokens', 'compileTimeoutS',
     'repairs'] as const;
 /** Numbers forwarded as they are (not truncated to integers). */
 export const FRACTION_KEYS = ['temperature'] as const;
-export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags'] as const;
+export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags', 'captureCommand'] as const;
 /** Switches, always sent (false too): the server keeps a value it is not sent. */
 export const BOOLEAN_KEYS = ['demo'] as const;
 /** Every setting forwarded to the server (the rest, `server.*` and `trace.*`, stay in the client). */
@@ -78,10 +80,10 @@ export const RESTRICTED_KEYS: readonly string[] = [...MACHINE_KEYS, 'server.eval
 /**
  * Server settings a workspace may not set in Restricted Mode: include paths (any directory),
  * raw NVRTC options, the endpoint the key goes to, the cluster that runs code, the directory whose
- * compile_commands.json names include directories.
+ * compile_commands.json names include directories, the program the capture actions run.
  */
 export const RESTRICTED_SERVER_KEYS: readonly string[] = ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster',
-    'compileCommandsDir'];
+    'compileCommandsDir', 'captureCommand', 'captureCwd'];
 
 /** What `WorkspaceConfiguration.inspect` gives (the parts read here). */
 export interface InspectedValue<T> {

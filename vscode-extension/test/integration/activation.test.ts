@@ -545,6 +545,8 @@ describe('the bundled extension and settings a workspace may not set', { timeout
         const props = MANIFEST.contributes.configuration.properties;
         assert.equal(props['cudaLlm.server.python'].scope, 'machine');
         assert.equal(props['cudaLlm.server.command'].scope, 'machine');
+        assert.equal(props['cudaLlm.captureCommand'].scope, 'machine', 'the program: user settings only');
+        assert.equal(props['cudaLlm.captureCwd'].scope, 'machine');
         const trust = MANIFEST.capabilities.untrustedWorkspaces;
         assert.equal(trust.supported, 'limited');
         assert.deepEqual(trust.restrictedConfigurations, [
@@ -556,6 +558,8 @@ describe('the bundled extension and settings a workspace may not set', { timeout
             'cudaLlm.baseUrl',
             'cudaLlm.cluster',
             'cudaLlm.compileCommandsDir',
+            'cudaLlm.captureCommand',
+            'cudaLlm.captureCwd',
         ]);
         assert.ok(trust.description.length > 20);
         const gated = MANIFEST.contributes.menus.commandPalette.filter((m: any) => /optimizeKernel|benchmarkKernel/.test(m.command));

