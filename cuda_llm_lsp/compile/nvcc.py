@@ -55,6 +55,7 @@ class NvccResult:
     # nvcc compiled, template instances that only host code launches included
     resources: dict[str, Resources] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # symbol -> as read (`compile.mangled`)
+    cubin: bytes | None = None  # with `cubin=True`: the device code ptxas wrote
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
@@ -114,8 +115,13 @@ def compile_file(
     extra_flags: Sequence[str] = (),
     resource_usage: bool = False,
     stop: Callable[[], bool] | None = None,
+    cubin: bool = False,
 ) -> NvccResult:
     """Compile `text` (the whole file, host and device code) to an object with `nvcc -c`.
+
+    `cubin`: device code only, `nvcc -cubin` (the evaluator's builder of last resort): nvcc
+    preprocesses the file with the host compiler and runs cicc and ptxas, but compiles no host
+    object and links nothing; the cubin comes back in `NvccResult.cubin` (needs `arch`).
 
     `path` is where the file lives: its directory is searched for `#include "..."` and its name is
     used in messages; `object_path`: where to keep the object (else it is deleted);
@@ -135,7 +141,9 @@ def compile_file(
         source = Path(tmp) / (name if name.endswith(".cu") else name + ".cu")
         source.write_text(text, encoding="utf-8")
         out = object_path if object_path is not None else Path(tmp) / "out.o"
-        command = [str(binary), "-c", str(source), "-o", str(out)]
+        if cubin:
+            out = Path(tmp) / "out.cubin"
+        command = [str(binary), "-cubin" if cubin else "-c", str(source), "-o", str(out)]
         if arch:
             command += [gencode(arch)]
         if path is not None:
@@ -173,13 +181,47 @@ def compile_file(
                         )
         seconds = time.monotonic() - start
         log = (stdout + stderr).replace(str(source), name)
+        built = out.read_bytes() if cubin and process.returncode == 0 and out.is_file() else None
     diagnostics = tuple(_diagnostics(log, name))
     ok = process.returncode == 0
     if not ok and not any(d.severity == "error" for d in diagnostics):
         first = next((line for line in log.splitlines() if line.strip()), "nvcc failed")
         diagnostics += (Diagnostic(1, 1, 1, 1, "error", first),)
     resources = parse_ptxas(log) if resource_usage and ok else {}
-    return NvccResult(ok, diagnostics, log, seconds, resources=resources)
+    return NvccResult(ok, diagnostics, log, seconds, resources=resources, cubin=built)
+
+
+def link_device_runtime(
+    cubin: bytes, arch: str, *, timeout: float = DEFAULT_TIMEOUT_S, nvcc: Path | None = None
+) -> tuple[bytes | None, str]:
+    """A relocatable cubin (`-rdc=true`: device-side launches) linked with the device runtime
+    (`nvcc -dlink -cubin ... -lcudadevrt`: nvlink alone, no host compiler, nothing run), so
+    that the driver can load it; (None, nvlink's log) when that fails or times out."""
+    binary = nvcc or find_nvcc()
+    if binary is None:
+        raise NvccUnavailable(f"nvcc not found: set {NVCC_ENV}")
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-nvlink-") as tmp:
+        given, out = Path(tmp) / "unit.cubin", Path(tmp) / "linked.cubin"
+        given.write_bytes(cubin)
+        command = [str(binary), "-dlink", "-cubin", gencode(arch), str(given)]
+        command += ["-lcudadevrt", "-o", str(out)]
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp,
+            env=child_env(),
+            start_new_session=True,
+        ) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                return None, f"nvlink did not finish within {timeout:.0f} s"
+        if process.returncode != 0 or not out.is_file():
+            return None, (stdout + stderr).strip() or "nvlink failed"
+        return out.read_bytes(), ""
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

@@ -109,6 +109,7 @@ async def test_fastest_correct_candidate_wins_and_failures_keep_their_status() -
         "launch",
         "launch_fixed",
         "profile_lines",  # ncu's top lines where ncu ran ([profile])
+        "builder",  # which compiler built the kernels ([arbiter])
     }
     assert set(data["candidates"][0]) == {
         "round",
