@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -26,11 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
+from cuda_llm_lsp.compile.nvcc_path import NVCC_ENV, find_nvcc
 from cuda_llm_lsp.compile.nvrtc import parse_ptxas
 from cuda_llm_lsp.compile.types import Diagnostic, Resources, Severity
 
-#: Environment variable naming an `nvcc` to use instead of the one found.
-NVCC_ENV = "CUDA_LLM_NVCC"
 DEFAULT_TIMEOUT_S = 120.0
 _POLL_S = 0.25  # how often a running compile asks whether it is still wanted
 _EDG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>error|warning|remark)"
@@ -68,27 +65,6 @@ class NvccResult:
         shown = [f"line {d.line}: {d.message}" for d in self.errors] or self.log.splitlines()
         text = "\n".join(shown[:lines])
         return text + (f"\n... ({len(shown) - lines} more)" if len(shown) > lines else "")
-
-
-def find_nvcc() -> Path | None:
-    """`$CUDA_LLM_NVCC`, else the toolkit wheels' `nvcc` next to this Python, else `PATH`'s."""
-    given = os.environ.get(NVCC_ENV)
-    if given:
-        return Path(given) if Path(given).is_file() else None
-    for root in _site_roots():
-        for candidate in sorted(root.glob("nvidia/cu*/bin/nvcc"), reverse=True):
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
-        legacy = root / "nvidia" / "cuda_nvcc" / "bin" / "nvcc"
-        if legacy.is_file():
-            return legacy
-    found = shutil.which("nvcc")
-    return Path(found) if found else None
-
-
-def _site_roots() -> list[Path]:
-    roots = [Path(p) for p in sys.path if p.endswith("site-packages")]
-    return [r for r in roots if (r / "nvidia").is_dir()]
 
 
 def gencode(arch: str) -> str:
