@@ -90,7 +90,7 @@ def build_with_nvcc(
             timeout=max(DEFAULT_TIMEOUT_S, float(settings.compile_timeout_s)),
             defines=options.defines,
             std=options.std,
-            extra_flags=[*flags, *extra],
+            extra_flags=["-lineinfo", *flags, *extra],  # as NVRTC's: lines for ncu
             resource_usage=True,
             cubin=True,
         )
