@@ -537,8 +537,11 @@ def _include(
         and std_headers.in_toolkit(name)
     ):  # cuBLAS's `"driver_types.h"`: NVRTC's own, whatever version sits beside cuBLAS
         return bool(_system_include(name, state)), [], name
-    library = None if quoted else std_headers.host_library(name)
-    if library is not None and _resolve_quoted(name, None, state.configured) is None:
+    library = std_headers.host_library(name)
+    if (
+        library is not None
+        and _resolve_quoted(name, base if quoted else None, state.configured) is None
+    ):
         found = std_headers.find_library_header(name, _nvcc_include_dirs())
         if found is not None:
             return _library_header(name, library, found.resolve(), state, depth)

@@ -13,6 +13,10 @@ faked (`headers.toolkit_include_dirs`).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +24,11 @@ import pytest
 from cuda_llm_lsp.compile import device_unit, headers, nvrtc
 from cuda_llm_lsp.compile.types import CompileOptions
 
+ROOT = Path(__file__).resolve().parents[2]
+
 FILE = """\
 #include <cublas_v2.h>
-#include <cublasLt.h>
+#include "cublasLt.h"
 
 __global__ void scale(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= 2.0f; }
 
@@ -132,3 +138,43 @@ def test_versions_are_read_from_the_headers(tmp_path: Path) -> None:
     (tmp_path / "rt").mkdir()
     (tmp_path / "rt" / "cuda_runtime_api.h").write_text("#define CUDART_VERSION  13000\n")
     assert headers.toolkit_version(str(tmp_path / "rt")) == "13.0"
+
+
+def test_check_reads_cublas_from_the_nvcc_toolkit_with_one_mismatch_warning(
+    tmp_path: Path,
+) -> None:
+    """`cuda-llm check` end to end (compile processes, the cache): the nvcc in use
+    (`CUDA_LLM_NVCC`) belongs to a toolkit whose `include` has a cuBLAS of another version;
+    device code using a cuBLAS enum builds, the file gets one warning naming both versions."""
+    ours = headers.nvrtc_toolkit_version()
+    if ours is None:
+        pytest.skip("NVRTC's runtime headers are not installed")
+    major, minor = (int(p) for p in ours[0].split("."))
+    kit = tmp_path / "kit"
+    _cublas(kit / "include", minor + 1, "nvcc's toolkit")
+    (kit / "bin").mkdir()
+    nvcc = kit / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\nexit 1\n")  # never run by the fast tier: its place matters
+    nvcc.chmod(0o755)
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#include <cublas_v2.h>\n"
+        "__global__ void status(int* s) { *s = CUBLAS_STATUS_SUCCESS; }\n"
+        "void run(cublasHandle_t h, float* x) { cublasSscal(h, 32, nullptr, x, 1); }\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(CUDA_LLM_NVCC=str(nvcc), CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", str(source), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
+    diagnostics = json.loads(done.stdout)["diagnostics"]
+    assert [d for d in diagnostics if d["severity"] == "error"] == [], diagnostics
+    (warning,) = [d["message"] for d in diagnostics if "cuBLAS" in d["message"]]
+    assert f"cuBLAS {major}.{minor + 1} headers ({kit / 'include'})" in warning
+    assert f"CUDA {ours[0]} runtime headers" in warning
