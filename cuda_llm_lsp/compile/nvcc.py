@@ -8,6 +8,10 @@ linked or run) with a timeout. The text compiled is the user's file after an edi
 never compiled here except as that file, and nothing is executed. nvcc runs without our secrets
 (`child_env`) in a process group of its own: past the timeout the whole group is killed (cicc,
 ptxas and the host compiler it started too).
+
+The evaluator's builder of last resort (`evaluate.nvcc_build`) uses `compile_file(cubin=True)`:
+`nvcc -cubin`, device code only, no host object; `link_device_runtime` links a relocatable
+cubin with the device runtime (`nvcc -dlink -cubin`).
 """
 
 from __future__ import annotations
