@@ -104,7 +104,7 @@ def _bench_all(args: argparse.Namespace, text: str, chosen: list[Kernel], gpus: 
         device = outcome.device.name
         if outcome.result.status != "ok":
             worst = max(worst, EXIT_FAIL)
-        reports.append(_report(kernel.name, outcome.result))
+        reports.append({**_report(kernel.name, outcome.result), "builder": outcome.builder})
         if not as_json:
             _print(outcome)
     if as_json:
@@ -144,6 +144,8 @@ def _print(outcome: BenchmarkOutcome) -> None:
             f"  case {case.index} ({sizes}): {mark}" + (f": {case.message}" if case.message else "")
         )
     print(summary_line(outcome.kernel, result) + f"  [seed {result.seed}]")
+    if outcome.builder != "nvrtc":  # NVRTC could not build the file: say who judged
+        print(f"  built by {outcome.builder} -cubin (NVRTC could not build this file)")
 
 
 def _report(name: str, result: Any) -> dict[str, Any]:

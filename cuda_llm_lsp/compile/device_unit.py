@@ -31,6 +31,7 @@ import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import include_reads, static_overloads, std_names, std_redeclarations
+from cuda_llm_lsp.compile.nvcc_path import find_nvcc
 from cuda_llm_lsp.compile.types import Diagnostic
 from cuda_llm_lsp.source.kernels import parse_tree
 from cuda_llm_lsp.source.text import Span, normalized
@@ -337,6 +338,10 @@ class _IncludeState:
     bodies: dict[str, str] = field(default_factory=dict)  # user macros: name -> replacement
     constants: dict[str, list[_Constant]] = field(default_factory=dict)  # header -> its own
     host_templates: set[str] = field(default_factory=set)  # host function templates blanked
+    # directories of host-library headers read (cuBLAS's): their `#include "driver_types.h"`
+    # is NVRTC's own toolkit header, not the library directory's copy (`_library_header`)
+    library_dirs: set[Path] = field(default_factory=set)
+    mismatches: set[str] = field(default_factory=set)  # libraries whose mismatch was said
     decltype_calls: set[str] = field(default_factory=set)  # names called in `decltype(...)`
 
     def note_decltype(self, blanked: _Blanked) -> None:
@@ -525,6 +530,22 @@ def _include(
         # what `<vector>` brings under nvcc: an in-memory `vector` reading the stand-in
         state.headers.setdefault(name, f"#include <{TYPE_TRAITS}>\n")
         return True, [], name
+    if (
+        quoted
+        and base is not None
+        and base in state.library_dirs
+        and std_headers.host_library(name) is None
+        and std_headers.in_toolkit(name)
+    ):  # cuBLAS's `"driver_types.h"`: NVRTC's own, whatever version sits beside cuBLAS
+        return bool(_system_include(name, state)), [], name
+    library = std_headers.host_library(name)
+    if (
+        library is not None
+        and _resolve_quoted(name, base if quoted else None, state.configured) is None
+    ):
+        found = std_headers.find_library_header(name, _nvcc_include_dirs())
+        if found is not None:
+            return _library_header(name, library, found.resolve(), state, depth)
     if quoted:
         found = _resolve_quoted(name, base, state.configured)
         if found is not None:
@@ -537,6 +558,8 @@ def _include(
         # and host includes and all. A CCCL header there (a newer libcu++ or CUB than the
         # toolkit's) is NVRTC's to read as it is.
         found = _resolve_quoted(name, None, state.configured)
+        if found is not None and library is not None:
+            return _library_header(name, library, found, state, depth)
         if found is not None and not _read_by_nvrtc(name, found, state):
             spelled = _distinct_name(name, found, state)
             loaded = _load_header(spelled, found, state, depth)
@@ -564,6 +587,30 @@ def _include(
             state.headers.setdefault(name, stand_in)
             return True, [], name
     return bool(kept), [], name
+
+
+def _library_header(
+    name: str, library: str, found: Path, state: _IncludeState, depth: int
+) -> tuple[bool, list[str], str]:
+    """A host library's header (`headers.host_library`): blanked like a project header (only
+    host-API declarations: names a newer library takes from a newer runtime never reach NVRTC),
+    its toolkit includes read from NVRTC's own toolkit, and one warning naming both versions
+    when the library is not of NVRTC's CUDA version (`headers.version_mismatch`)."""
+    state.library_dirs.add(found.parent)
+    if library not in state.mismatches:
+        mismatch = std_headers.version_mismatch(library, found)
+        if mismatch is not None:
+            state.mismatches.add(library)
+            state.pending.append((mismatch, "warning"))
+    spelled = _distinct_name(name, found, state)
+    loaded = _load_header(spelled, found, state, depth)
+    return loaded is not None, loaded or [], spelled
+
+
+@functools.lru_cache(maxsize=1)
+def _nvcc_include_dirs() -> tuple[str, ...]:
+    """The include directories of the toolkit of the nvcc in use (`nvcc_path.find_nvcc`)."""
+    return std_headers.nvcc_include_dirs(find_nvcc())
 
 
 def _read_by_nvrtc(name: str, found: Path, state: _IncludeState) -> bool:

@@ -287,3 +287,114 @@ def stub_fingerprint() -> str:
             digest.update(path.relative_to(STUB_DIR).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+# Host-API libraries of a CUDA toolkit (issue 38): their headers declare host functions only.
+# NVRTC never reads them raw: they are blanked like a project header, wherever they are found
+# (a newer cuBLAS's declarations name runtime types an older runtime lacks: `cudaEmulation...`).
+# Device libraries (`curand_kernel.h`, the `...dx` headers) are not among them.
+HOST_LIBRARIES: dict[str, str] = {
+    "cublas": "cuBLAS",
+    "nvblas": "cuBLAS",
+    "cusparse": "cuSPARSE",
+    "cufft": "cuFFT",
+    "cusolver": "cuSOLVER",
+    "nccl": "NCCL",
+    "nvjpeg": "nvJPEG",
+    "npp": "NPP",
+    "cutensor": "cuTENSOR",
+}
+# The header that holds each library's version macros, where not the one included.
+_VERSION_HEADER = {"cuBLAS": "cublas_api.h", "cuSOLVER": "cusolver_common.h", "cuFFT": "cufft.h"}
+_MAJOR = re.compile(r"#\s*define\s+[A-Z]+_(?:VER_)?MAJOR\s+(\d+)")
+_MINOR = re.compile(r"#\s*define\s+[A-Z]+_(?:VER_)?MINOR\s+(\d+)")
+_CUDA_VERSION = re.compile(r"#\s*define\s+CUDA(?:RT)?_VERSION\s+(\d+)")
+
+
+def host_library(name: str) -> str | None:
+    """The host-API library `<name>` belongs to ("cuBLAS" for `cublas_v2.h`), else None."""
+    base = name.rsplit("/", 1)[-1].lower()
+    if "dx" in base.split(".")[0][-3:]:  # cuBLASDx, cuFFTDx: device code
+        return None
+    return next((lib for prefix, lib in HOST_LIBRARIES.items() if base.startswith(prefix)), None)
+
+
+def nvcc_include_dirs(nvcc: Path | None) -> tuple[str, ...]:
+    """The include directories of the toolkit `nvcc` belongs to: `include` next to its `bin`
+    (`/usr/local/cuda/include`, a wheel set's `nvidia/cu13/include`) and `targets/*/include`."""
+    if nvcc is None:
+        return ()
+    try:
+        root = nvcc.resolve().parent.parent
+        found = [root / "include", *sorted(root.glob("targets/*/include"))]
+        return tuple(dict.fromkeys(str(d) for d in found if d.is_dir()))
+    except OSError:
+        return ()
+
+
+def find_library_header(name: str, nvcc_dirs: tuple[str, ...]) -> Path | None:
+    """Where `#include <name>` of a host library is read from: the toolkit of the nvcc in use
+    (as nvcc resolves it), else NVRTC's own toolkit (the same wheel set); never another dir."""
+    for directory in (*nvcc_dirs, *toolkit_include_dirs()):
+        candidate = Path(directory) / name
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+def _read_head(path: Path) -> str:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.read(200_000)
+    except OSError:
+        return ""
+
+
+def library_version(library: str, found: Path) -> str | None:
+    """`library`'s version ("13.1") as the headers beside `found` define it (`CUBLAS_VER_MAJOR`
+    / `_MINOR`, `NCCL_MAJOR`...), else None."""
+    version_file = found.parent / _VERSION_HEADER.get(library, found.name)
+    for path in dict.fromkeys((version_file, found)):
+        text = _read_head(path)
+        major, minor = _MAJOR.search(text), _MINOR.search(text)
+        if major and minor:
+            return f"{int(major.group(1))}.{int(minor.group(1))}"
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def toolkit_version(directory: str) -> str | None:
+    """The CUDA version ("13.0") of the toolkit whose include directory is `directory`
+    (`CUDART_VERSION` of cuda_runtime_api.h, else `CUDA_VERSION` of cuda.h)."""
+    for name in ("cuda_runtime_api.h", "cuda.h"):
+        match = _CUDA_VERSION.search(_read_head(Path(directory) / name))
+        if match:
+            number = int(match.group(1))
+            return f"{number // 1000}.{number % 1000 // 10}"
+    return None
+
+
+def nvrtc_toolkit_version() -> tuple[str, str] | None:
+    """(NVRTC's toolkit's CUDA version, its include directory), from its runtime headers."""
+    for directory in toolkit_include_dirs():
+        version = toolkit_version(directory)
+        if version:
+            return version, directory
+    return None
+
+
+def version_mismatch(library: str, found: Path) -> str | None:
+    """One sentence naming both versions when `library`'s header at `found` is not of the
+    CUDA version NVRTC's headers are (cuBLAS 13.1 beside a 13.0 runtime), else None."""
+    ours = nvrtc_toolkit_version()
+    theirs = library_version(library, found)
+    if ours is None or theirs is None or theirs == ours[0]:
+        return None
+    return (
+        f"{library} {theirs} headers ({found.parent}) with CUDA {ours[0]} runtime headers "
+        f"({ours[1]}): its host API is left out of the device check; install matching "
+        f"versions if nvcc or the build disagree"
+    )

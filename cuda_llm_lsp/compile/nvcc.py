@@ -10,6 +10,10 @@ never compiled here except as that file, and nothing is executed. nvcc runs with
 ptxas and the host compiler it started too), and so is it when the server dies (`tools.guarded`).
 nvcc runs its sub-steps through `/bin/sh`, so it sees only names and values we chose or proved
 inert (`compile.nvcc_inputs`): the text as `unit.cu`, never the user's file name.
+
+The evaluator's builder of last resort (`evaluate.nvcc_build`) uses `compile_file(cubin=True)`:
+`nvcc -cubin`, device code only, no host object; `link_device_runtime` links a relocatable
+cubin with the device runtime (`nvcc -dlink -cubin`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -29,20 +32,17 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.nvcc_inputs import UNIT_NAME, check_includes, prepare, unmap
+from cuda_llm_lsp.compile.nvcc_path import NVCC_ENV, find_nvcc
 from cuda_llm_lsp.compile.nvrtc import parse_ptxas
 from cuda_llm_lsp.compile.tools import (
     TOOL_LIMITS,
     Limits,
-    find_tool,
     guarded,
     shell_inert,
     spawn_options,
-    usable_program,
 )
 from cuda_llm_lsp.compile.types import Diagnostic, Resources, Severity
 
-#: Environment variable naming an `nvcc` to use instead of the one found.
-NVCC_ENV = "CUDA_LLM_NVCC"
 DEFAULT_TIMEOUT_S = 120.0
 _POLL_S = 0.25  # how often a running compile asks whether it is still wanted
 _EDG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>error|warning|remark)"
@@ -69,6 +69,7 @@ class NvccResult:
     names: dict[str, str] = field(default_factory=dict)  # symbol -> as read (`compile.mangled`)
     refused: tuple[str, ...] = ()  # defines and include directories nvcc was not given, and why
     skipped: str | None = None  # why nvcc did not run at all (`compile.nvcc_inputs`)
+    cubin: bytes | None = None  # with `cubin=True`: the device code ptxas wrote
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
@@ -83,28 +84,6 @@ class NvccResult:
         shown = [f"line {d.line}: {d.message}" for d in self.errors] or self.log.splitlines()
         text = "\n".join(shown[:lines])
         return text + (f"\n... ({len(shown) - lines} more)" if len(shown) > lines else "")
-
-
-def find_nvcc() -> Path | None:
-    """`$CUDA_LLM_NVCC` (an absolute path), else the toolkit wheels' `nvcc` next to this Python,
-    else `PATH`'s (`tools.find_tool`: never a relative entry, never in the workspace)."""
-    given = os.environ.get(NVCC_ENV)
-    if given:
-        return Path(given) if usable_program(given) else None
-    for root in _site_roots():
-        for candidate in sorted(root.glob("nvidia/cu*/bin/nvcc"), reverse=True):
-            if usable_program(candidate):
-                return candidate
-        legacy = root / "nvidia" / "cuda_nvcc" / "bin" / "nvcc"
-        if usable_program(legacy):
-            return legacy
-    found = find_tool("nvcc")
-    return Path(found) if found else None
-
-
-def _site_roots() -> list[Path]:
-    roots = [Path(p) for p in sys.path if p.endswith("site-packages") and os.path.isabs(p)]
-    return [r for r in roots if (r / "nvidia").is_dir()]
 
 
 def gencode(arch: str) -> str:
@@ -132,8 +111,13 @@ def compile_file(
     extra_flags: Sequence[str] = (),
     resource_usage: bool = False,
     stop: Callable[[], bool] | None = None,
+    cubin: bool = False,
 ) -> NvccResult:
     """Compile `text` (the whole file, host and device code) to an object with `nvcc -c`.
+
+    `cubin`: device code only, `nvcc -cubin` (the evaluator's builder of last resort): nvcc
+    preprocesses the file with the host compiler and runs cicc and ptxas, but compiles no host
+    object and links nothing; the cubin comes back in `NvccResult.cubin` (needs `arch`).
 
     `path` is where the file lives: its directory is searched for `#include "..."` and its name is
     used in messages; `object_path`: where to keep the object (else it is deleted);
@@ -163,9 +147,9 @@ def compile_file(
     with tempfile.TemporaryDirectory(prefix="cuda-llm-nvcc-", dir=_temp_root()) as tmp:
         source = Path(tmp) / UNIT_NAME  # never the user's name: nvcc's shell reads it
         source.write_text(text, encoding="utf-8")
-        out = Path(tmp) / "out.o"
+        out = Path(tmp) / ("out.cubin" if cubin else "out.o")
         inputs = prepare(Path(tmp), path, include_paths, defines, define_sources)
-        command = [str(binary), "-c", str(source), "-o", str(out)]
+        command = [str(binary), "-cubin" if cubin else "-c", str(source), "-o", str(out)]
         command += leading + inputs.include_args + inputs.define_args + trailing
         start = time.monotonic()
         with subprocess.Popen(
@@ -194,8 +178,9 @@ def compile_file(
                         )
         seconds = time.monotonic() - start
         log = unmap(stdout + stderr, Path(tmp), source, name, inputs.links)
-        if object_path is not None and out.is_file():
+        if object_path is not None and out.is_file() and not cubin:
             shutil.copyfile(out, object_path)
+        built = out.read_bytes() if cubin and process.returncode == 0 and out.is_file() else None
     diagnostics = tuple(_diagnostics(log, name))
     ok = process.returncode == 0
     if not ok and not any(d.severity == "error" for d in diagnostics):
@@ -203,7 +188,13 @@ def compile_file(
         diagnostics += (Diagnostic(1, 1, 1, 1, "error", first),)
     resources = parse_ptxas(log) if resource_usage and ok else {}
     return NvccResult(
-        ok, diagnostics, log, seconds, resources=resources, refused=tuple(inputs.refused)
+        ok,
+        diagnostics,
+        log,
+        seconds,
+        resources=resources,
+        refused=tuple(inputs.refused),
+        cubin=built,
     )
 
 
@@ -217,6 +208,40 @@ def _temp_root() -> str | None:
     """Where the compile's directory goes: `TMPDIR` when its path is shell-inert, else /tmp."""
     root = tempfile.gettempdir()
     return None if shell_inert(root) else "/tmp"
+
+
+def link_device_runtime(
+    cubin: bytes, arch: str, *, timeout: float = DEFAULT_TIMEOUT_S, nvcc: Path | None = None
+) -> tuple[bytes | None, str]:
+    """A relocatable cubin (`-rdc=true`: device-side launches) linked with the device runtime
+    (`nvcc -dlink -cubin ... -lcudadevrt`: nvlink alone, no host compiler, nothing run), so
+    that the driver can load it; (None, nvlink's log) when that fails or times out."""
+    binary = nvcc or find_nvcc()
+    if binary is None:
+        raise NvccUnavailable(f"nvcc not found: set {NVCC_ENV}")
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-nvlink-") as tmp:
+        given, out = Path(tmp) / "unit.cubin", Path(tmp) / "linked.cubin"
+        given.write_bytes(cubin)
+        command = [str(binary), "-dlink", "-cubin", gencode(arch), str(given)]
+        command += ["-lcudadevrt", "-o", str(out)]
+        with subprocess.Popen(
+            guarded(command),  # nvlink dies with the server too
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp,
+            env=child_env(),
+            # stdin /dev/null, its own process group, address space and CPU time capped
+            **spawn_options(Limits(TOOL_LIMITS.memory_mb, int(timeout) + 30)),
+        ) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                return None, f"nvlink did not finish within {timeout:.0f} s"
+        if process.returncode != 0 or not out.is_file():
+            return None, (stdout + stderr).strip() or "nvlink failed"
+        return out.read_bytes(), ""
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

@@ -183,7 +183,7 @@ async def _benchmark(
         result = await _judged(
             name, lambda: lease.evaluator.benchmark(built, spec, spec_dir=spec_dir, seed=seed)
         )
-    return BenchmarkOutcome(name, kernel.span.slice(text), spec, result, facts)
+    return BenchmarkOutcome(name, kernel.span.slice(text), spec, result, facts, built.builder)
 
 
 # --- tune -----------------------------------------------------------------------------------

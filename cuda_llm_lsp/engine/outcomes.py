@@ -69,6 +69,7 @@ class BenchmarkOutcome:
     spec: TestSpec
     result: EvalResult
     device: DeviceFacts
+    builder: str = "nvrtc"  # which compiler built it (`KernelBinary.builder`)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 A candidate's text replaces the original kernel's span in the file; the result must still define
 exactly one kernel of that name with the same parameters (types and names; qualifiers such as
 `__restrict__` and launch bounds may change). It is compiled by NVRTC as a device-only unit:
-no host code from a candidate is ever compiled or run.
+no host code from a candidate is ever compiled or run. Where NVRTC cannot build the original,
+nvcc builds it and every candidate for it (`nvcc -cubin`, device code only:
+`evaluate.nvcc_build`); `KernelBinary.builder` says which one judged.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from cuda_llm_lsp.compile import candidate_policy
 from cuda_llm_lsp.compile.analysis import compile_options
 from cuda_llm_lsp.compile.cache import compile_cached
 from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable
 from cuda_llm_lsp.compile.types import CompileResult
 from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.evaluate import nvcc_build
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.signature import restore_linkage, signature_problem
@@ -122,8 +126,22 @@ def build_binary(
         spec, _ = parse_spec(original, file_text)  # the spec names the instance to test
         instance = spec.instance if spec is not None else None
     expr = name_expression(kernel, instance)
+    if kernel_source is not None and _needs_nvcc(
+        file_text, path, settings, arch, original, instance
+    ):
+        # built the way the original is: nvcc's verdict, not NVRTC's, judges it
+        return _nvcc_binary(text, path, settings, arch, kernel, expr, first_line, candidate_lines)
     result = _compile(text, path, settings, arch, expr)
     if not result.ok or result.cubin is None:
+        if kernel_source is None and nvcc_build.available():
+            built = _nvcc_binary(text, path, settings, arch, kernel, expr, None, 0)
+            if isinstance(built, KernelBinary):
+                return built
+            return CandidateRejected(
+                "compile_error",
+                _compile_message(result, None, 0)
+                + f"\n(nvcc could not build it either: {built.message.splitlines()[0]})",
+            )
         return CandidateRejected(
             "compile_error", _compile_message(result, first_line, candidate_lines)
         )
@@ -139,6 +157,53 @@ def build_binary(
     )
 
 
+def _needs_nvcc(
+    file_text: str,
+    path: Path | None,
+    settings: Settings,
+    arch: str | None,
+    original: Kernel,
+    instance: str | None,
+) -> bool:
+    """Whether the original is built by nvcc (NVRTC cannot build it, an nvcc can): a candidate
+    is then built by nvcc too. The original's NVRTC compile is a cache hit after its build."""
+    if not nvcc_build.available():
+        return False
+    expr = name_expression(original, instance)
+    result = _compile(file_text, path, settings, arch, expr)
+    return not result.ok or result.cubin is None
+
+
+def _nvcc_binary(
+    text: str,
+    path: Path | None,
+    settings: Settings,
+    arch: str | None,
+    kernel: Kernel,
+    expr: str,
+    first_line: int | None,
+    candidate_lines: int,
+) -> KernelBinary | CandidateRejected:
+    try:
+        built = nvcc_build.build_with_nvcc(text, path, settings, arch, kernel, expr)
+    except NvccUnavailable as exc:
+        return CandidateRejected("compile_error", str(exc))
+    if built.cubin is None or built.entry is None:
+        if built.result.ok or built.result.timed_out:
+            return CandidateRejected("compile_error", built.problem or built.result.message())
+        return CandidateRejected(
+            "compile_error", "nvcc: " + _compile_message(built.result, first_line, candidate_lines)
+        )
+    return KernelBinary(
+        source_name=kernel.name,
+        entry=built.entry,
+        cubin=built.cubin,
+        arch=built.arch,
+        resources=built.resources,
+        builder="nvcc",
+    )
+
+
 def _compile(
     text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
 ) -> CompileResult:
@@ -148,7 +213,9 @@ def _compile(
     return compile_cached(unit, options, (expr,), timeout_s=settings.compile_timeout_s)
 
 
-def _compile_message(result: CompileResult, first_line: int | None, candidate_lines: int) -> str:
+def _compile_message(
+    result: CompileResult | NvccResult, first_line: int | None, candidate_lines: int
+) -> str:
     """NVRTC's errors; a candidate's only on its own lines or in toolkit headers (the rest of a
     log could quote any file NVRTC read: `compile.candidate_policy`)."""
     errors = result.errors

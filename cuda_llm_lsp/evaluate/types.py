@@ -45,6 +45,8 @@ class KernelBinary:
     kernel_source: str = ""  # the kernel text it was built from (history, recorded evaluation)
     defines: tuple[str, ...] = ()  # "NAME=value" it was compiled with: a tuned configuration
     kernel_line: int = 0  # 0-based line of the compiled file where `kernel_source` starts
+    # which compiler built it: NVRTC's device unit, else `nvcc -cubin` (`evaluate.nvcc_build`)
+    builder: str = "nvrtc"
 
 
 @dataclass(frozen=True)

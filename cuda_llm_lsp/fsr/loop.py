@@ -120,6 +120,7 @@ class _OptimizeRun:
         self.started = time.monotonic()
         self.run_id: int | None = None
         self.benchmark: EvalResult | None = None  # the original's, once measured
+        self.builder: str | None = None  # which compiler built the original (and candidates)
         self.outcomes: list[CandidateOutcome] = []
         self.binaries: dict[Slot, KernelBinary] = {}  # correct candidates, for re-validation
         self.resources: dict[Slot, Resources | None] = {}  # every built one's, for prompts
@@ -182,6 +183,7 @@ class _OptimizeRun:
             "tokens": self.tokens,
             "baseline_result": self.benchmark,
             "profile_lines": dict(self.profile_lines) or None,
+            "builder": self.builder,
         }
         base.update(fields)
         return OptimizeResult(**base)
@@ -628,6 +630,7 @@ class _OptimizeRun:
         self.benchmark = baseline.result  # an unprepared run may still have measured it
         if isinstance(baseline, Unprepared):
             return self.error(baseline.message)
+        self.builder = baseline.binary.builder
         self.keep_lines("original", baseline.task.baseline_profile)
         rule = launch_rule(self.config.launch, self.request.file_text, baseline.spec)
         self.launch_rule = rule

@@ -204,6 +204,9 @@ class OptimizeResult:
     # Nsight Compute's top lines ([profile]): {"original": {"lines": [...]}, "best": {"round",
     # "index", "lines": [...]}}, each line {"line", "kernel_line", "text", "kinds", ...}
     profile_lines: dict[str, Any] | None = None
+    # which compiler built the original and the candidates: "nvrtc", else "nvcc" where NVRTC
+    # could not build the file (`evaluate.nvcc_build`); None when nothing was built
+    builder: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The CLI contract's JSON object."""
@@ -230,6 +233,7 @@ class OptimizeResult:
             "launch": _launch_json(self.best_launch),
             "launch_fixed": self.launch_fixed,
             "profile_lines": self.profile_lines,
+            "builder": self.builder,
         }
 
 

@@ -109,7 +109,9 @@ def test_json_output_is_exactly_the_contract(workdir: Path) -> None:
         "launch",
         "launch_fixed",
         "profile_lines",  # ncu's top lines where ncu ran ([profile])
+        "builder",  # which compiler built the kernels: NVRTC, else nvcc ([arbiter])
     ]
+    assert data["builder"] == "nvrtc"
     assert data["accepted"] is True and data["speedup"] == 2.5 and data["best_ms"] == 0.4
     assert all(len(c["reply_hash"]) == 12 for c in data["candidates"])
     assert [c["status"] for c in data["candidates"]] == [

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
-from cuda_llm_lsp.evaluate.types import STATUSES, EvalResult
+from cuda_llm_lsp.evaluate.types import STATUSES, EvalResult, KernelBinary
 from cuda_llm_lsp.fsr.client import LlmReply
 from cuda_llm_lsp.fsr.history import RunHistory
 from cuda_llm_lsp.fsr.loop import optimize
@@ -110,6 +111,7 @@ async def test_fastest_correct_candidate_wins_and_failures_keep_their_status() -
         "launch",
         "launch_fixed",
         "profile_lines",  # ncu's top lines where ncu ran ([profile])
+        "builder",  # which compiler built the kernels ([arbiter])
     }
     assert set(data["candidates"][0]) == {
         "round",
@@ -490,3 +492,23 @@ async def test_round_one_carries_the_originals_profile_where_ncu_runs() -> None:
     await run(plain, evaluator(), toolchain=profiled, candidates=1, profile=False)
     first = plain.prompts[0].messages[1]["content"]
     assert "Nsight Compute" not in first and "bottleneck (from the roofline)" in first
+
+
+async def test_the_result_says_which_compiler_built_the_kernels() -> None:
+    """Where NVRTC cannot build the file the toolchain builds with nvcc ([arbiter]): the
+    optimize JSON says so."""
+
+    class NvccToolchain(FakeToolchain):
+        def build(self, *args: Any, **kwargs: Any) -> Any:
+            built = super().build(*args, **kwargs)
+            if isinstance(built, KernelBinary):
+                return dataclasses.replace(built, builder="nvcc")
+            return built
+
+    ev = evaluator({"contains": "variant: fast", "status": "ok", "ms": 0.5})
+    llm = FakeLlm({(1, 1): saxpy_candidate("fast")})
+    result = await run(llm, ev, toolchain=NvccToolchain(), candidates=1)
+    assert result.accepted
+    assert result.builder == "nvcc" and result.to_json()["builder"] == "nvcc"
+    plain = await run(FakeLlm({(1, 1): saxpy_candidate("fast")}), ev, candidates=1)
+    assert plain.to_json()["builder"] == "nvrtc"
