@@ -81,7 +81,9 @@ def nvcc_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     real = subprocess.Popen
 
     def recording(command, *args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append([str(c) for c in command])
+        argv = [str(c) for c in command]
+        # nvcc runs under `tools.guarded`'s watchdog: its own argv follows the "--"
+        seen.append(argv[argv.index("--") + 1 :] if "--" in argv[:6] else argv)
         return real(command, *args, **kwargs)
 
     monkeypatch.setattr(nvcc_module.subprocess, "Popen", recording)
