@@ -122,7 +122,8 @@ def read_host_object(obj: Path) -> HostObject:
         parts = line.split()
         if len(parts) == 2 and parts[0] in ("U", "w", "v"):
             undefined.add(parts[1])
-        elif len(parts) == 4:
+            continue
+        if len(parts) == 4:
             _, size, kind, name = parts
         elif len(parts) == 3:
             size, kind, name = "0", parts[1], parts[2]

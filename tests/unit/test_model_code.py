@@ -425,3 +425,24 @@ def test_previews_are_redacted_and_private(tmp_path: Path) -> None:
 def test_only_host_only_branches_are_refused(branch: str, refused: bool) -> None:
     result = device_only(branch + "__device__ inline float twice(float v) { return v; }\n" + KERNEL)
     assert isinstance(result, str) is refused, result
+
+
+def test_an_undefined_symbol_first_in_nm_is_read_as_undefined_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """nm lists an object's undefined symbols first where its version sorts so (the GPU
+    machine's binutils): each is undefined, never a row of the defined symbol before it."""
+    from cuda_llm_lsp.compile import host_object
+
+    listing = (
+        "                 U system\n"
+        "0000000000000000 0000000000000010 T _Z3addii\n"
+        "                 U __cxa_atexit\n"
+        "0000000000000010 0000000000000008 D table\n"
+    )
+    outputs = {"nm": listing, "readelf": ""}
+    monkeypatch.setattr(host_object, "_run", lambda command, stdin=None: outputs[command[0]])
+    monkeypatch.setattr(host_object, "demangle", lambda names: list(names))
+    read = host_object.read_host_object(tmp_path / "any.o")
+    assert read.undefined == {"system", "__cxa_atexit"}
+    assert sorted(read.symbols) == ["_Z3addii", "table"]
