@@ -85,6 +85,18 @@ def find_nvcc() -> Path | None:
     return Path(found) if found else None
 
 
+def nvcc_missing() -> str | None:
+    """Why the nvcc tier cannot run here (no nvcc, or no host compiler for it), else None."""
+    if find_nvcc() is None:
+        return (
+            "nvcc not found: install the nvcc extra (pip install 'cuda-llm-lsp[nvcc]') or set "
+            f"{NVCC_ENV}"
+        )
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        return "nvcc found but no host C++ compiler (g++) on PATH"
+    return None
+
+
 def _site_roots() -> list[Path]:
     roots = [Path(p) for p in sys.path if p.endswith("site-packages")]
     return [r for r in roots if (r / "nvidia").is_dir()]
