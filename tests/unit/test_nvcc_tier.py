@@ -181,3 +181,26 @@ def test_an_arch_specific_target_compiles_for_that_target_alone(tmp_path: Path) 
     assert status == 0 and full["diagnostics"] == [], full["diagnostics"]
     (kernel,) = full["kernels"]
     assert kernel["registers"]
+
+
+LAUNCHER_ONLY = {
+    "main.cu": "struct Max { __device__ float operator()(float a, float b) const; };\n"
+    "template <typename T, typename Op> __global__ void reduce(T* o, Op op) {\n"
+    "  o[0] = op.apply(o[0], o[1]);\n"  # Max has no apply: an error only instantiation shows
+    "}\n"
+    "template <typename T> void launch(T* p) { reduce<<<1, 32>>>(p, Max()); }\n"
+    "int main() { launch<float>(nullptr); }\n"
+}
+
+
+def test_a_kernel_only_a_host_launcher_template_launches_gets_nvccs_error_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """Issue 38 (a real `cub::Max` error): the fast tier never instantiates such a kernel, so
+    it has nothing to say; nvcc's verdict, the default, shows the error on its own line."""
+    status, fast = check(tmp_path, LAUNCHER_ONLY, "--no-nvcc")
+    assert status == 0 and fast["diagnostics"] == [], fast["diagnostics"]
+    status, full = check(tmp_path, LAUNCHER_ONLY)
+    assert status == 1
+    errors = [d for d in full["diagnostics"] if d["severity"] == "error"]
+    assert [(e["line"], "apply" in e["message"]) for e in errors] == [(3, True)], errors
