@@ -44,6 +44,7 @@ from pathlib import Path
 from cuda_llm_lsp.compile.arch import resolve_arch
 from cuda_llm_lsp.compile.cache import CompileCache, cache_key, compile_cached
 from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
+from cuda_llm_lsp.compile.honesty import be_honest, rewrites
 from cuda_llm_lsp.compile.isolated import (
     CRASH_CODE,
     INTERRUPTED_CODE,
@@ -265,7 +266,10 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     options = compile_options(settings)
     timeout_s = float(settings.compile_timeout_s)
     result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
-    diagnostics.extend(_place(_soften_timeout(d), kernels) for d in result.diagnostics)
+    compiled = [_place(_soften_timeout(d), kernels) for d in result.diagnostics]
+    if any(d.severity == "error" for d in compiled):  # what it cannot be sure of says so
+        compiled = be_honest(compiled, rewrites(text, unit))
+    diagnostics.extend(compiled)
     plan = None
     stopped = any(
         d.code in (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE) for d in result.diagnostics
