@@ -37,6 +37,7 @@ from cuda_llm_lsp.engine import (
     close_shared_pool,
     define_problem,
     include_dir_problem,
+    nvcc_missing,
     with_nvcc,
 )
 from cuda_llm_lsp.source.kernels import find_kernels
@@ -44,6 +45,7 @@ from cuda_llm_lsp.source.launch_facts import launch_disagreements
 from cuda_llm_lsp.source.spec import parse_spec
 
 _SHOWN = ("error", "warning")  # the contract's severities; compiler notes stay in the editor
+NVCC_TIMEOUT_S = float(Settings().nvcc_timeout_s)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,9 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ancestor, or its build/; then compile_flags.txt)",
     )  # fmt: skip
     parser.add_argument(
-        "--nvcc", action="store_true",
-        help="also compile each file whole with nvcc (host code too): nvcc's diagnostics "
-        "replace the fast tier's compile diagnostics (needs nvcc and a host compiler)",
+        "--nvcc", action=argparse.BooleanOptionalAction, default=None,
+        help="compile each file whole with nvcc (host code too) and show nvcc's verdict: the "
+        "default wherever nvcc and a host compiler are found; --nvcc fails (exit 2) without "
+        "them, --no-nvcc runs the fast check alone",
+    )  # fmt: skip
+    parser.add_argument(
+        "--nvcc-timeout", type=float, default=NVCC_TIMEOUT_S, metavar="S",
+        help=f"seconds nvcc's whole-file compile may take; past it a warning says so and the "
+        f"fast check's diagnostics are shown (default {NVCC_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument(
         "--compile-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
@@ -99,7 +107,14 @@ def _run(args: argparse.Namespace) -> int:
         std=args.std,
         compile_commands_dir=args.build_dir,
         compile_timeout_s=max(1, min(600, round(args.compile_timeout))),
+        nvcc_timeout_s=max(1, min(3600, round(args.nvcc_timeout))),
     )
+    use_nvcc = args.nvcc
+    if use_nvcc is None:  # the default: nvcc is the arbiter wherever it can run
+        missing = nvcc_missing()
+        use_nvcc = missing is None
+        if missing is not None:
+            print(f"cuda-llm check: the fast check alone: {missing}", file=sys.stderr)
     diagnostics: list[dict[str, Any]] = []
     kernels: list[dict[str, Any]] = []
     failed = refused = False
@@ -117,9 +132,9 @@ def _run(args: argparse.Namespace) -> int:
         except NvrtcUnavailable as exc:
             print(f"cuda-llm check: {exc}", file=sys.stderr)
             return 2
-        if args.nvcc:
+        if use_nvcc:
             try:
-                analysis, _ = with_nvcc(analysis, settings)
+                analysis, _ = with_nvcc(analysis, settings, settings.nvcc_timeout_s)
             except NvccUnavailable as exc:
                 print(f"cuda-llm check: --nvcc: {exc}", file=sys.stderr)
                 return 2
@@ -232,6 +247,8 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
     for d in analysis.diagnostics:
         if d.severity in _SHOWN:
             print(f"{name}:{d.line}:{d.column}: {d.severity}: {_message(d)}")
+    if analysis.nvcc_note:  # which compiler judged: nvcc's verdict, merged over the fast tier's
+        print(f"{name}: {analysis.nvcc_note}")
     if (
         not analysis.kernels and not analysis.header_kernels
     ):  # a header of helpers: say it was checked, not nothing at all
@@ -262,8 +279,6 @@ def _print_text(name: str, analysis: FileAnalysis) -> None:
         print(f"{name}:{line}: kernel {label}: {_figures(r)}")
     for k in analysis.library_kernels:  # nvcc's: kernels of libraries the file instantiates
         print(f"{name}: library kernel {k.name}: {_figures(k.resources)}")
-    if analysis.nvcc_note:
-        print(f"{name}: {analysis.nvcc_note}")
 
 
 def _library_json(name: str, kernel: CompiledKernel) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from cuda_llm_lsp.compile.device_unit import (
     build_device_unit,
     fold_missing_library_errors,
 )
+from cuda_llm_lsp.compile.honesty import be_honest, rewrites
 from cuda_llm_lsp.compile.isolated import (
     CRASH_CODE,
     INTERRUPTED_CODE,
@@ -77,6 +78,8 @@ HEADER_GROUP = 4  # header kernel instances per compile (library templates: heav
 # Diagnostic.code of "resources skipped" on a kernel whose code generation passed the limit:
 # information, not TIMEOUT_CODE (the file's diagnostics are complete: `check` passes it)
 SKIPPED_CODE = "resources-skipped"
+# Diagnostic.code of the one warning on line 1 that names every kernel so skipped (issue 38)
+LATE_CODEGEN_CODE = "codegen-timeout"
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,10 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
     timeout_s = float(settings.compile_timeout_s)
     result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
     shown = fold_missing_library_errors(result.diagnostics, unit)  # <cublas_v2.h>'s cascade
-    diagnostics.extend(_place(_soften_timeout(d), kernels) for d in shown)
+    compiled = [_place(_soften_timeout(d), kernels) for d in shown]
+    if any(d.severity == "error" for d in compiled):  # what it cannot be sure of says so
+        compiled = be_honest(compiled, rewrites(text, unit))
+    diagnostics.extend(compiled)
     plan = None
     stopped = any(
         d.code in (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE) for d in result.diagnostics
@@ -345,6 +351,10 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
     if instantiation_errors:  # a header template the file launches fails to instantiate
         ordered = tuple(sorted(dict.fromkeys([*ordered, *instantiation_errors]), key=_position))
         compile_result = replace(compile_result, ok=False)
+    late = [i.kernel.name for i in infos if i.timed_out]
+    late += [h.info.kernel.name for h in header_kernels if h.info.timed_out]
+    if late:  # said where it is seen first, not only on each kernel's name (or on none)
+        ordered = tuple(sorted([*ordered, _late_codegen(late, plan.timeout_s)], key=_position))
     return FileAnalysis(
         front.path, front.text, tuple(infos), compile_result, ordered,
         header_kernels=header_kernels,
@@ -635,6 +645,18 @@ def _skipped_resources(kernel: Kernel, timeout_s: float) -> Diagnostic:
         "check); the diagnostics above do not depend on it"
     )
     return _span_diagnostic(kernel.name_span, message, SKIPPED_CODE, "information")
+
+
+def _late_codegen(kernels: list[str], timeout_s: float) -> Diagnostic:
+    """One warning on line 1 naming the kernels whose code generation passed the limit: a
+    header kernel's had no diagnostic at all, and `check` prints no information notes."""
+    names = ", ".join(dict.fromkeys(kernels))
+    message = (
+        f"resources skipped: code generation of {names} took longer than {timeout_s:g} s and "
+        "was stopped (the limit: cudaLlm.compileTimeoutS in the editor, --compile-timeout for "
+        "cuda-llm check); the diagnostics do not depend on it"
+    )
+    return Diagnostic(1, 1, 1, 2, "warning", message, code=LATE_CODEGEN_CODE)
 
 
 def _soften_timeout(d: Diagnostic) -> Diagnostic:

@@ -37,6 +37,7 @@ from cuda_llm_lsp.compile.nvrtc import parse_ptxas
 from cuda_llm_lsp.compile.tools import (
     TOOL_LIMITS,
     Limits,
+    find_tool,
     guarded,
     shell_inert,
     spawn_options,
@@ -84,6 +85,18 @@ class NvccResult:
         shown = [f"line {d.line}: {d.message}" for d in self.errors] or self.log.splitlines()
         text = "\n".join(shown[:lines])
         return text + (f"\n... ({len(shown) - lines} more)" if len(shown) > lines else "")
+
+
+def nvcc_missing() -> str | None:
+    """Why the nvcc tier cannot run here (no nvcc, or no host compiler for it), else None."""
+    if find_nvcc() is None:
+        return (
+            "nvcc not found: install the nvcc extra (pip install 'cuda-llm-lsp[nvcc]') or set "
+            f"{NVCC_ENV}"
+        )
+    if find_tool("g++") is None and find_tool("c++") is None:
+        return "nvcc found but no host C++ compiler (g++) on PATH"
+    return None
 
 
 def gencode(arch: str) -> str:

@@ -36,7 +36,7 @@ from cuda_llm_lsp.compile.types import (
 
 log = logging.getLogger(__name__)
 NAME_MAP_FILE = "__nv_name_map"  # where NVRTC reports bad name expressions
-MAX_PER_INCLUDE = 10  # header messages shown on one #include line
+MAX_PER_INCLUDE = 10  # header warnings and notes shown on one #include line (errors: all)
 BASE_FLAGS = (
     "-Xptxas=-v",  # per-kernel registers, spills, shared memory, stack
     "-lineinfo",  # source lines in the cubin for profilers; costs nothing measurable
@@ -429,17 +429,19 @@ def _other_problem(line: str, symbols: dict[str, str]) -> Diagnostic | None:
 
 
 def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    """Drop repeats; at most MAX_PER_INCLUDE header messages on one `#include` line."""
+    """Drop repeats; every error kept, errors first on each line; at most MAX_PER_INCLUDE other
+    header messages (warnings, notes) on one `#include` line, then one saying how many more:
+    capping errors too, warnings first, once hid every real error of a file behind the cap."""
     seen: set[tuple[object, ...]] = set()
     per_include: dict[int, int] = {}
     hidden: dict[int, Diagnostic] = {}
     out: list[Diagnostic] = []
-    for d in diagnostics:
+    for d in sorted(diagnostics, key=lambda d: d.severity != "error"):  # stable: log order
         key = (d.line, d.column, d.severity, d.message)
         if key in seen:
             continue
         seen.add(key)
-        if d.message.startswith("in included file "):
+        if d.severity != "error" and d.message.startswith("in included file "):
             per_include[d.line] = per_include.get(d.line, 0) + 1
             if per_include[d.line] > MAX_PER_INCLUDE:
                 hidden.setdefault(d.line, d)
@@ -447,8 +449,9 @@ def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         out.append(d)
     for line, first in hidden.items():
         more = per_include[line] - MAX_PER_INCLUDE
-        out.append(replace(first, message=f"... and {more} more in included files (see the log)"))
-    return sorted(out, key=lambda d: (d.line, d.column, d.severity != "error"))
+        message = f"... and {more} more warnings and notes in included files"
+        out.append(replace(first, severity="warning", message=message, code=None))
+    return sorted(out, key=lambda d: (d.line, d.severity != "error", d.column))
 
 
 def _bad_name_expressions(log: str, expressions: list[str]) -> set[str]:

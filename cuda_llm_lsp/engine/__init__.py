@@ -38,8 +38,8 @@ if TYPE_CHECKING:
         close_shared_pool,
         shared_pool,
     )
-    from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable, find_nvcc
-    from cuda_llm_lsp.compile.nvcc_tier import merge_nvcc, run_nvcc, with_nvcc
+    from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable, find_nvcc, nvcc_missing
+    from cuda_llm_lsp.compile.nvcc_tier import carry_nvcc, merge_nvcc, run_nvcc, with_nvcc
     from cuda_llm_lsp.engine import peaks, vendor
     from cuda_llm_lsp.engine.actions import (
         benchmark_in_file,
@@ -181,8 +181,10 @@ _WHERE = {
     "NvccUnavailable": "cuda_llm_lsp.compile.nvcc",
     "NvccResult": "cuda_llm_lsp.compile.nvcc",
     "find_nvcc": "cuda_llm_lsp.compile.nvcc",
+    "nvcc_missing": "cuda_llm_lsp.compile.nvcc",
     "CompiledKernel": "cuda_llm_lsp.compile.analysis",
     "merge_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
+    "carry_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
     "run_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
     "with_nvcc": "cuda_llm_lsp.compile.nvcc_tier",
     "summary_line": "cuda_llm_lsp.evaluate.format",
@@ -247,6 +249,7 @@ __all__ = [
     "analyze_syntax",
     "benchmark_in_file",
     "build_check",
+    "carry_nvcc",
     "close_shared_pool",
     "define_problem",
     "demo_config",
@@ -271,6 +274,7 @@ __all__ = [
     "make_profiler",
     "merge_nvcc",
     "normalize_arch",
+    "nvcc_missing",
     "open_history",
     "optimize_in_file",
     "peak_note",

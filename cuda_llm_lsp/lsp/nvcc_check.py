@@ -6,9 +6,11 @@ after `PAUSE_S` without typing (`pause`), or never (`off`). The check on open gi
 nvcc's figures before its first save (the text opened is the one on disk). It never holds the
 fast pass up: one nvcc runs at a time in a thread of its own, and a change, a close or a
 settings change stops a running one (its process group is killed) and drops its result; after a
-settings change every open document is checked again under the new flags. A result
-is kept per document with the text it compiled and shown only while the document has that text:
-typing brings the fast tier's view back until the next check. Where no nvcc is found the tier
+settings change every open document is checked again under the new flags. A result is kept per
+document with the text it compiled and stays the arbiter of every line unchanged since
+(`compile.nvcc_tier.carry_nvcc`): while typing, the fast tier's diagnostics show only on the
+lines edited since the check, so an error nvcc refuted never flickers back; the next check
+(a save) judges the whole text again. Where no nvcc is found the tier
 says so once in the log and stays quiet; in an untrusted workspace it is off (it runs the host
 compiler on the workspace's files).
 """
@@ -27,7 +29,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from cuda_llm_lsp.config import Settings, nvcc_check_mode
-from cuda_llm_lsp.engine import NvccResult, NvccUnavailable, Trust, merge_nvcc, run_nvcc
+from cuda_llm_lsp.engine import NvccResult, NvccUnavailable, Trust, carry_nvcc, run_nvcc
 
 log = logging.getLogger(__name__)
 
@@ -117,13 +119,16 @@ class NvccChecker:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     def merged(self, uri: str, analysis: Any) -> Any:
-        """`analysis` as nvcc sees its text, when nvcc has checked that text; else unchanged."""
+        """`analysis` with the last nvcc verdict on the document merged in: the whole of it
+        when nvcc checked this very text, else on the lines unchanged since (`carry_nvcc`);
+        unchanged when there is no verdict under the current flags."""
         outcome = self.outcomes.get(uri)
-        if analysis is None or outcome is None or outcome.text != analysis.text:
+        if analysis is None or outcome is None:
             return analysis
         if _flags(outcome.settings) != _flags(self.server.settings):
             return analysis
-        return merge_nvcc(analysis, outcome.result, outcome.settings.nvcc_timeout_s)
+        timeout = outcome.settings.nvcc_timeout_s
+        return carry_nvcc(analysis, outcome.text, outcome.result, timeout)
 
     # --- running ---------------------------------------------------------------------------
 

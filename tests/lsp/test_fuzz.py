@@ -416,7 +416,8 @@ def _check(
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", *args],
+        # the fast tier's robustness (`--no-nvcc`): nvcc has its own limit, --nvcc-timeout
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", "--no-nvcc", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

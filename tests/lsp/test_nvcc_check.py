@@ -2,9 +2,10 @@
 
 After a document opens and after each save, nvcc's whole-file verdict is merged over the fast
 tier's view of the same text: a host-code error appears, a fast-tier error nvcc does not report
-is withdrawn, and template instances only host code launches get nvcc's figures. Typing brings
-the fast tier's view back; `cudaLlm.nvccCheck: "off"` runs nothing; `pause` checks after a quiet
-spell without a save.
+is withdrawn, and template instances only host code launches get nvcc's figures. While typing,
+lines unchanged since the verdict keep it (a refuted fast-tier error never comes back) and lines
+typed since show the fast tier's; `cudaLlm.nvccCheck: "off"` runs nothing; `pause` checks after
+a quiet spell without a save.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc (the nvc
 
 TEXT = (
     "#ifdef __CUDACC_RTC__\n"
-    "#error only NVRTC defines __CUDACC_RTC__\n"  # the fast tier's error, not nvcc's
+    # the fast tier's error, not nvcc's (not an #error: NVRTC would stop there)
+    'static_assert(sizeof(int) == 0, "only NVRTC defines __CUDACC_RTC__");\n'
     "#endif\n"
     "template <typename T, int B> __global__ void fill(T* o) {\n"
     "  __shared__ T s[B];\n"
@@ -74,7 +76,16 @@ def messages(diagnostics: list[Any]) -> list[str]:
     return [d["message"] for d in diagnostics]
 
 
-def test_open_and_save_merge_nvccs_verdict_and_typing_brings_the_fast_view_back(
+def since(server: RawServer, uri: str, start: int) -> list[list[str]]:
+    """Every diagnostics message list published for `uri` from message index `start` on."""
+    return [
+        messages(m["params"]["diagnostics"])
+        for m in list(server.messages)[start:]
+        if m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri
+    ]
+
+
+def test_open_and_save_merge_nvccs_verdict_and_it_stays_the_arbiter_while_typing(
     server: RawServer, tmp_path: Path
 ) -> None:
     server.initialize('{"cudaLlm": {"debounceMs": 0, "nvccCheck": "save"}}')
@@ -85,6 +96,7 @@ def test_open_and_save_merge_nvccs_verdict_and_typing_brings_the_fast_view_back(
     # no save: opening a file checks it too, so it has nvcc's figures from the start
     clean = published(server, uri, 1, lambda d: d == [], 180)  # nvcc: no #error, no problem
     assert clean == []
+    verdict = len(server.messages)
     titles = lenses(server, uri)
     fill = next(t for t in titles if t.startswith("fill · "))
     assert "regs" in fill and "2 instances" in fill, titles  # figures nvcc's ptxas gave
@@ -97,14 +109,31 @@ def test_open_and_save_merge_nvccs_verdict_and_typing_brings_the_fast_view_back(
     assert "`fill<float, 256>`" in hover and "1024 B smem" in hover, hover
     assert "`fill<float, 64>`" in hover and "256 B smem" in hover, hover
 
-    server.change(uri, HOST_ERROR, 2)  # typing: nvcc's view was of other text
-    typed = published(server, uri, 2, lambda d: d != [], 60)
-    assert any("__CUDACC_RTC__" in m for m in messages(typed))
-    assert not any("no_such_host_function" in m for m in messages(typed))  # host code: unseen
+    # typing on other lines: the fast tier's false error (line 2, unchanged since nvcc's
+    # verdict) never comes back, and the unchanged kernel keeps nvcc's figures
+    server.change(uri, TEXT.replace("return 0; }", "return 1; }"), 2)
+    server.diagnostics(uri, 2, 60)
+    fill = next(t for t in lenses(server, uri) if t.startswith("fill · "))
+    assert "regs" in fill and "2 instances" in fill, fill
+    # a real error typed now, in a line nvcc has not seen: the fast tier shows it there
+    typo = TEXT.replace(
+        "}\ntemplate <typename T> void",
+        "}\n__device__ int f() { return no_such_name; }\ntemplate <typename T> void",
+    )
+    server.change(uri, typo, 3)
+    typed = published(server, uri, 3, lambda d: d != [], 60)
+    (real,) = [d for d in typed if "no_such_name" in d["message"]]
+    assert real["severity"] == 1 and real["range"]["start"]["line"] == 7
+    server.change(uri, HOST_ERROR, 4)  # host code: the fast tier cannot see it
+    server.diagnostics(uri, 4, 60)
+    time.sleep(1.0)  # any later publication of version 4 (code generation) too
+    shown = since(server, uri, verdict)
+    assert len(shown) >= 3, shown
+    assert not any("__CUDACC_RTC__" in m for ms in shown for m in ms), shown
 
     save(server, uri)
     checked = published(
-        server, uri, 2, lambda d: any("no_such_host_function" in m for m in messages(d)), 180
+        server, uri, 4, lambda d: any("no_such_host_function" in m for m in messages(d)), 180
     )
     (host,) = [d for d in checked if "no_such_host_function" in d["message"]]
     assert host["severity"] == 1 and host["range"]["start"]["line"] == 11

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cuda_llm_lsp.cli import main
+from cuda_llm_lsp.compile.nvcc import nvcc_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -71,10 +72,35 @@ def test_all_examples_clean_exit_0_one_resource_line_per_kernel(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     files = sorted(str(p) for p in EXAMPLES.glob("*.cu") if p.name != "broken.cu")
-    assert main(["check", *files]) == 0
+    assert main(["check", "--no-nvcc", *files]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == len(files)  # one kernel per example, no diagnostics
     assert all(" registers, " in line and ": kernel " in line for line in out)
+
+
+@pytest.mark.skipif(nvcc_missing() is not None, reason="needs nvcc and a host compiler")
+def test_nvcc_is_the_arbiter_by_default_and_no_nvcc_runs_the_fast_check_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38: where nvcc is found, `check` shows nvcc's verdict (here: no error where the
+    fast tier alone reports one); `--no-nvcc` is the fast tier alone; `--nvcc` still accepted."""
+    source = tmp_path / "refuted.cu"
+    source.write_text(
+        "#ifdef __CUDACC_RTC__\n"
+        'static_assert(sizeof(int) == 0, "only NVRTC defines __CUDACC_RTC__");\n'
+        "#endif\n"
+        "__global__ void k(float* x) { x[0] = 1; }\n"
+    )
+    assert main(["check", str(source)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{source}: nvcc: compiles ("), out
+    assert not any(": error: " in line for line in out), out
+    assert main(["check", "--nvcc", str(source)]) == 0
+    capsys.readouterr()
+    assert main(["check", "--no-nvcc", str(source)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{source}:2:1: error: static assertion failed"), out
+    assert not any(": nvcc: " in line for line in out), out
 
 
 def test_warning_keeps_exit_0_and_shows_its_number(
@@ -125,7 +151,7 @@ def test_file_over_the_old_device_code_limit_is_compiled(
     (tmp_path / "big.cuh").write_text("// a long header comment line of some kind\n" * 8000)
     source = tmp_path / "big.cu"
     source.write_text('#include "big.cuh"\n__global__ void k(float* x) { x[0] = 1; }\n')
-    assert main(["check", str(source)]) == 0
+    assert main(["check", "--no-nvcc", str(source)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert not any("not compiled" in line for line in out), out
     assert out[-1].startswith(f"{source}:2: kernel k: ") and "registers" in out[-1], out

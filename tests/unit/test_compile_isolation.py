@@ -27,6 +27,7 @@ from cuda_llm_lsp.compile.isolated import (
     CompilePool,
     _cpu_seconds,
 )
+from cuda_llm_lsp.compile.nvcc import nvcc_missing
 from cuda_llm_lsp.compile.types import CompileOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -269,12 +270,28 @@ def test_check_stops_a_hanging_compile_and_says_so(tmp_path: Path) -> None:
     source = tmp_path / "macros.cu"
     source.write_text(DOUBLING)
     started = time.monotonic()
-    done = check(str(source), "--compile-timeout", "2", timeout=60)
+    done = check(str(source), "--no-nvcc", "--compile-timeout", "2", timeout=60)
     assert time.monotonic() - started < 50  # 2 s of CPU time: longer on a loaded machine
     assert done.returncode == 1  # not checked: the command does not pass the file
     # a warning, not an error: a busy machine must not turn a clean file red
     assert f"{source}:1:1: warning: diagnostics skipped: NVRTC took longer than 2 s" in done.stdout
     assert "--compile-timeout" in done.stdout and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(nvcc_missing() is not None, reason="needs nvcc and a host compiler")
+def test_an_nvcc_check_past_its_limit_says_so(tmp_path: Path) -> None:
+    """Issue 38: a compile past its limit must never leave a file silently unjudged: nvcc's
+    whole-file check stopped at --nvcc-timeout is a warning on line 1 naming it and its limit,
+    beside the fast tier's own."""
+    source = tmp_path / "macros.cu"
+    source.write_text(DOUBLING)
+    started = time.monotonic()
+    done = check(str(source), "--compile-timeout", "2", "--nvcc-timeout", "2", timeout=60)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 1
+    assert f"{source}:1:1: warning: diagnostics skipped: NVRTC took longer than 2 s" in done.stdout
+    assert f"{source}:1:1: warning: nvcc check skipped: nvcc took over 2 s" in done.stdout
+    assert "--nvcc-timeout" in done.stdout and "Traceback" not in done.stderr
 
 
 def test_check_refuses_a_file_over_the_size_limit(tmp_path: Path) -> None:

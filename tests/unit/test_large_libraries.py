@@ -197,6 +197,13 @@ def test_code_generation_past_the_limit_skips_resources_with_information(tmp_pat
     assert skipped.severity == "information" and skipped.line == 5
     assert "took longer than 4 s" in skipped.message and "compileTimeoutS" in skipped.message
     assert analysis.compile is not None and analysis.compile.ok  # says nothing about the code
+    # and one warning on line 1 naming it (issue 38: `check` prints no information notes)
+    [late] = [d for d in analysis.diagnostics if d.code == "codegen-timeout"]
+    assert (late.severity, late.line) == (
+        "warning",
+        1,
+    ) and "code generation of slow " in late.message
+    assert "took longer than 4 s" in late.message
 
 
 def test_execution_space_chosen_by_a_conditional_before_the_function() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile.analysis import analyze
 from cuda_llm_lsp.compile.nvcc import NvccResult
-from cuda_llm_lsp.compile.nvcc_tier import merge_nvcc
+from cuda_llm_lsp.compile.nvcc_tier import carry_nvcc, line_map, merge_nvcc
 from cuda_llm_lsp.compile.types import Diagnostic, Resources
 from cuda_llm_lsp.config import Settings
 
@@ -67,3 +67,46 @@ def test_a_stopped_check_changes_nothing_and_a_timeout_only_warns() -> None:
     late = merge_nvcc(before, result(timed_out=True, ok=False), 120)
     assert late.kernels == before.kernels
     assert late.diagnostics[-1].severity == "warning" and "120 s" in late.diagnostics[-1].message
+
+
+def test_line_map_follows_unchanged_lines_across_an_insertion_and_an_edit() -> None:
+    old = "a\nb\nc\nd\ne\n"
+    new = "a\nnew\nb\nC\nd\ne\n"
+    moved = line_map(old, new)
+    assert moved == {1: 1, 2: 3, 4: 5, 5: 6, 6: 7}  # line 3 ("c") was edited: no mapping
+
+
+REFUTED = (
+    "#ifdef __CUDACC_RTC__\n"
+    'static_assert(sizeof(int) == 0, "only the fast tier sees this");\n'
+    "#endif\n" + TEXT
+)
+
+
+def test_a_refuted_fast_error_stays_withdrawn_while_other_lines_are_edited() -> None:
+    """nvcc's verdict on the checked text is the arbiter of every line unchanged since: the
+    fast tier's error there never comes back; a line typed since shows the fast tier's."""
+    settings = Settings(arch="sm_90")
+    checked = analyze(REFUTED, Path("main.cu"), settings)
+    assert any("only the fast tier" in d.message for d in checked.errors)
+    nvcc_warning = Diagnostic(5, 1, 5, 2, "warning", "nvcc's own warning", "177-D")
+    verdict = result(diagnostics=(nvcc_warning,))
+    assert merge_nvcc(checked, verdict, 120).errors == ()
+    # a line inserted above the kernels, and a real error typed in a new line
+    edited = REFUTED.replace(
+        "#endif\n", "#endif\n__device__ int typed() { return no_such_name; }\n", 1
+    )
+    now = analyze(edited, Path("main.cu"), settings)
+    carried = carry_nvcc(now, REFUTED, verdict, 120)
+    assert [(d.line, d.message) for d in carried.errors] == [
+        (4, 'identifier "no_such_name" is undefined')
+    ]
+    (warning,) = [d for d in carried.diagnostics if d.severity == "warning"]
+    assert (warning.line, warning.message) == (6, "nvcc's own warning")  # moved one line down
+    plain, tiled = carried.kernels
+    assert plain.resources == NVCC_PLAIN and tiled.resources == NVCC_TILED  # unchanged kernels
+    assert "edited since" in carried.nvcc_note
+    # an edited kernel keeps the fast tier's figures, not nvcc's of its old text
+    retyped = edited.replace("o[threadIdx.x] = 1.0f;", "o[threadIdx.x] = 3.0f;")
+    again = carry_nvcc(analyze(retyped, Path("main.cu"), settings), REFUTED, verdict, 120)
+    assert again.kernels[0].resources != NVCC_PLAIN and again.kernels[1].resources == NVCC_TILED

@@ -1,4 +1,5 @@
-"""The nvcc tier (`cuda-llm check --nvcc`): nvcc's whole-file verdict replaces the fast tier's.
+"""The nvcc tier (`cuda-llm check`, where nvcc is found; `--no-nvcc` is the fast tier alone):
+nvcc's whole-file verdict replaces the fast tier's.
 
 Planted errors the fast tier cannot see (they appear only when host code instantiates a
 template) are reported; a fast-tier error nvcc does not report is withdrawn.
@@ -55,7 +56,7 @@ HOST_TEMPLATE = {
 def test_errors_only_host_instantiation_shows_are_reported_with_nvcc(tmp_path: Path) -> None:
     """The issue's missed kinds: a __host__ __device__ header template called from host code,
     a __device__ template in a nested header reached through a launched template kernel."""
-    _, fast = check(tmp_path, HOST_TEMPLATE)
+    _, fast = check(tmp_path, HOST_TEMPLATE, "--no-nvcc")
     fast_errors = [d for d in fast["diagnostics"] if d["severity"] == "error"]
     status_nvcc, full = check(tmp_path, HOST_TEMPLATE, "--nvcc")
     errors = [d["message"] for d in full["diagnostics"] if d["severity"] == "error"]
@@ -70,7 +71,7 @@ def test_a_fast_tier_error_nvcc_does_not_report_is_withdrawn(tmp_path: Path) -> 
         "main.cu": "#ifdef __CUDACC_RTC__\n#error only NVRTC defines __CUDACC_RTC__\n#endif\n"
         "__global__ void k(float* o) { o[0] = 1.0f; }\n"
     }
-    status, fast = check(tmp_path, files)
+    status, fast = check(tmp_path, files, "--no-nvcc")
     assert status == 1 and fast["diagnostics"][0]["line"] == 2
     status, full = check(tmp_path, files, "--nvcc")
     assert status == 0 and full["diagnostics"] == [], full
@@ -120,7 +121,7 @@ def ptxas_registers(tmp_path: Path) -> dict[str, int]:
 def test_nvcc_gives_every_instance_host_code_launches_its_own_figures(tmp_path: Path) -> None:
     """Template kernels only host templates launch: the fast tier has no figures for them; the
     nvcc tier lists each instance ptxas compiled, with ptxas's registers and shared memory."""
-    _, fast = check(tmp_path, HOST_LAUNCHED, "--arch", "sm_90")
+    _, fast = check(tmp_path, HOST_LAUNCHED, "--arch", "sm_90", "--no-nvcc")
     assert not any(k["registers"] for k in fast["kernels"] if k["name"] == "fill")
     status, full = check(tmp_path, HOST_LAUNCHED, "--arch", "sm_90", "--nvcc")
     assert status == 0, full["diagnostics"]
@@ -180,3 +181,26 @@ def test_an_arch_specific_target_compiles_for_that_target_alone(tmp_path: Path) 
     assert status == 0 and full["diagnostics"] == [], full["diagnostics"]
     (kernel,) = full["kernels"]
     assert kernel["registers"]
+
+
+LAUNCHER_ONLY = {
+    "main.cu": "struct Max { __device__ float operator()(float a, float b) const; };\n"
+    "template <typename T, typename Op> __global__ void reduce(T* o, Op op) {\n"
+    "  o[0] = op.apply(o[0], o[1]);\n"  # Max has no apply: an error only instantiation shows
+    "}\n"
+    "template <typename T> void launch(T* p) { reduce<<<1, 32>>>(p, Max()); }\n"
+    "int main() { launch<float>(nullptr); }\n"
+}
+
+
+def test_a_kernel_only_a_host_launcher_template_launches_gets_nvccs_error_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """Issue 38 (a real `cub::Max` error): the fast tier never instantiates such a kernel, so
+    it has nothing to say; nvcc's verdict, the default, shows the error on its own line."""
+    status, fast = check(tmp_path, LAUNCHER_ONLY, "--no-nvcc")
+    assert status == 0 and fast["diagnostics"] == [], fast["diagnostics"]
+    status, full = check(tmp_path, LAUNCHER_ONLY)
+    assert status == 1
+    errors = [d for d in full["diagnostics"] if d["severity"] == "error"]
+    assert [(e["line"], "apply" in e["message"]) for e in errors] == [(3, True)], errors

@@ -14,7 +14,7 @@ from cuda_llm_lsp.compile.arch import normalize_arch, resolve_arch
 from cuda_llm_lsp.compile.cache import CompileCache, cache_dir, cache_key
 from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.compile.nvrtc import compile_unit, parse_log, parse_ptxas
-from cuda_llm_lsp.compile.types import CompileOptions, NvrtcUnavailable
+from cuda_llm_lsp.compile.types import CompileOptions, Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 from tests.support.load import slack
 
@@ -258,15 +258,33 @@ def test_continuation_lines_join_the_message_and_notes_are_information() -> None
     assert {d.line for d in notes} == {1, 2} and all(d.code == "3326-D" for d in notes)
 
 
-def test_toolkit_header_errors_named_by_include_and_capped(tmp_path: Path) -> None:
+def test_toolkit_header_errors_named_by_include_every_error_kept(tmp_path: Path) -> None:
+    """Issue 38: a cap of header messages per #include line, warnings first, once hid every
+    real error behind "... and N more": errors come first and none is dropped."""
     source = "#define __half int\n#include <cuda_fp16.h>\n__global__ void k(float* x) {}\n"
     result = compile_text(source, ("k",), tmp_path / "k.cu")
     assert not result.ok
     assert {d.line for d in result.diagnostics} == {2}
-    assert len(result.diagnostics) <= nvrtc_module.MAX_PER_INCLUDE + 1
+    errors = [d for d in result.diagnostics if d.severity == "error"]
+    assert len(errors) > nvrtc_module.MAX_PER_INCLUDE  # not capped
+    assert list(result.diagnostics[: len(errors)]) == errors  # errors first
     assert result.diagnostics[0].message.startswith('in included file "<cuda_fp16.h')
     assert "site-packages" not in "".join(d.message for d in result.diagnostics)
-    assert result.diagnostics[-1].message.startswith("... and ")
+    others = result.diagnostics[len(errors) :]
+    assert len(others) <= nvrtc_module.MAX_PER_INCLUDE + 1
+    assert not any(d.message.startswith("... and ") for d in errors)
+
+
+def test_header_warnings_are_capped_after_the_errors() -> None:
+    many = [
+        Diagnostic(3, 1, 3, 2, "warning", f'in included file "h.cuh" line {n}: w{n}')
+        for n in range(30)
+    ]
+    real = Diagnostic(3, 1, 3, 2, "error", 'in included file "h.cuh" line 99: the real one')
+    shown = nvrtc_module._unique([*many, real])
+    assert shown[0] == real
+    assert len(shown) == 1 + nvrtc_module.MAX_PER_INCLUDE + 1
+    assert shown[-1].message == "... and 20 more warnings and notes in included files"
 
 
 def test_compiles_from_many_threads_at_once() -> None:

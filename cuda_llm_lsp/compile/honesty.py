@@ -1,0 +1,136 @@
+"""What the fast tier cannot be sure of (issue 38): its errors that nvcc may not have.
+
+The fast tier compiles a device unit (`compile.device_unit`): the file with its host code
+blanked and its headers rewritten, for NVRTC. Where an error lies in what that rewriting
+touched, NVRTC judged code nvcc never sees, so the error may be the rewriting's, not the
+user's. Three cases, each a *warning* that says so instead of an error:
+
+- the error's line was rewritten (part of it blanked): "the fast check rewrote this line";
+- the error names something the rewriting removed from the file (a declaration in blanked
+  host code: `identifier "f" is undefined` where `f` was declared in a blanked region);
+- the error lies in a library's header (the toolkit's, a stand-in, or one NVRTC read from a
+  configured include directory): those are compiled by nvcc with the host compiler's headers.
+
+When the file's first error is such a one and errors are many (`UNAVAILABLE_AT`), what follows
+it is most likely its consequence: the file gets one warning, "fast check unavailable", and the
+errors become information notes (still listed in the editor, never red). An error in code the
+rewriting left alone stays an error: planted errors are still found at their lines.
+
+nvcc's verdict (`compile.nvcc_tier`) replaces all of these where nvcc runs: the codes are the
+compile's own, so `merge_nvcc` withdraws them like any fast-tier compile diagnostic.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, replace
+
+from cuda_llm_lsp.compile.device_unit import DeviceUnit
+from cuda_llm_lsp.compile.nvcc import NVCC_ENV, nvcc_missing
+from cuda_llm_lsp.compile.types import Diagnostic
+from cuda_llm_lsp.source.text import normalized
+
+#: From this many errors, a first error in rewritten code makes the fast check unavailable.
+UNAVAILABLE_AT = 5
+#: Diagnostic.code of the one "fast check unavailable" warning.
+UNAVAILABLE_CODE = "fast-unavailable"
+_WORD = re.compile(r"[A-Za-z_]\w*")
+# the messages in which EDG names what it could not find: the name a rewriting may have removed
+_MISSING = re.compile(
+    r'identifier "(?P<a>[^"\n]+)" is undefined|has no member "(?P<b>[^"\n]+)"'
+    r'|no instance of (?:overloaded )?function "(?P<c>[^"\n]+)"'
+    r'|"(?P<d>[^"\n]+)" is not a (?:template|type name|class or struct)'
+)
+_HEADER = re.compile(r'^in included file "(?P<file>[^"]*)" line \d+: ')
+
+
+@dataclass(frozen=True)
+class Rewrites:
+    """What the device unit changed of the user's file."""
+
+    lines: frozenset[int]  # 1-based lines whose text the unit changed
+    removed: frozenset[str]  # words the unit removed from the file (blanked host code's)
+    own_headers: frozenset[str]  # names of the headers the unit rewrote (the project's)
+
+
+def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
+    """Compare the file with its device unit, line by line (the unit keeps every line)."""
+    lines: set[int] = set()
+    removed: set[str] = set()
+    for n, (before, after) in enumerate(
+        zip(normalized(text).split("\n"), unit.text.split("\n"), strict=False), 1
+    ):
+        if before == after:
+            continue
+        lines.add(n)
+        removed.update(set(_WORD.findall(before)) - set(_WORD.findall(after)))
+    return Rewrites(frozenset(lines), frozenset(removed), frozenset(unit.headers))
+
+
+def be_honest(diagnostics: list[Diagnostic], changes: Rewrites) -> list[Diagnostic]:
+    """`diagnostics` (the fast tier's compile diagnostics, 1-based, in the user's file) with the
+    errors it cannot be sure of turned into warnings that say why (see the module's
+    docstring)."""
+    hint = _hint()
+    out: list[Diagnostic] = []
+    unsure: list[Diagnostic] = []
+    for d in diagnostics:
+        why = _doubt(d, changes) if d.severity == "error" else None
+        if why is None:
+            out.append(d)
+            continue
+        softened = replace(d, severity="warning", message=f"{d.message} ({why}; {hint})")
+        unsure.append(softened)
+        out.append(softened)
+    errors = sorted(
+        (d for d in diagnostics if d.severity == "error"), key=lambda d: (d.line, d.column)
+    )
+    if len(errors) < UNAVAILABLE_AT or not errors or _doubt(errors[0], changes) is None:
+        return out
+    first = errors[0]
+    note = Diagnostic(
+        1, 1, 1, 2, "warning",
+        f"fast check unavailable: {len(errors)} errors from line {first.line} on, the first in "
+        f"code the fast check had to rewrite for NVRTC ({_doubt(first, changes)}), so the rest "
+        f"may be its consequences; {hint}",
+        code=UNAVAILABLE_CODE,
+    )  # fmt: skip
+    demoted = [
+        replace(d, severity="information") if d.severity == "error" or d in unsure else d
+        for d in out
+    ]
+    return [note, *demoted]
+
+
+def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
+    """Why the fast tier cannot be sure of error `d`, or None when it can."""
+    header = _HEADER.match(d.message)
+    if header is not None:
+        file = header.group("file")
+        if file.startswith("<") or file not in changes.own_headers:
+            return f"in a library header ({file}), which nvcc compiles with the host's headers"
+        return None  # a project header: its lines are not the file's
+    if d.line in changes.lines:
+        return "the fast check rewrote this line for NVRTC (host code removed)"
+    missing = _MISSING.search(d.message)
+    if missing is not None:
+        name = next(g for g in missing.groups() if g is not None)
+        words = _WORD.findall(name.split("<", 1)[0])
+        if words and words[-1] in changes.removed:
+            return f'the fast check removed host code that names "{words[-1]}"'
+    return None
+
+
+def _hint() -> str:
+    """What settles it: the nvcc check where nvcc is found, else installing it."""
+    return _hint_for(os.environ.get(NVCC_ENV, ""), os.environ.get("PATH", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _hint_for(nvcc_env: str, path: str) -> str:
+    del nvcc_env, path  # the cache key: where nvcc is looked for
+    if nvcc_missing() is None:
+        return "nvcc may accept it: the nvcc check (on open and save; `cuda-llm check`) decides"
+    return "nvcc may accept it: install the nvcc extra (pip install 'cuda-llm-lsp[nvcc]')"

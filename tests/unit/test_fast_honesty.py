@@ -1,0 +1,96 @@
+"""Without nvcc the fast tier is honest about what it cannot know (issue 38, item 2): an error in
+code its device unit rewrote, naming what the rewriting removed, or inside a library header is
+a warning that says so; a file whose first error is such, among many, says "fast check
+unavailable"; an error in code the unit left alone is still an error at its line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.compile.analysis import analyze_syntax
+from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.compile.honesty import UNAVAILABLE_CODE, rewrites
+from cuda_llm_lsp.config import Settings
+
+
+@pytest.fixture(autouse=True)
+def _no_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The fast tier alone, as on a machine without the nvcc extra."""
+    monkeypatch.setenv("CUDA_LLM_NVCC", str(tmp_path / "no-nvcc-here"))
+    monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def check(tmp_path: Path, text: str) -> tuple:
+    source = tmp_path / "main.cu"
+    source.write_text(text)
+    return analyze_syntax(text, source, Settings(arch="sm_90")).diagnostics
+
+
+# `using Base::f` kept after the base's host member was blanked: the issue's false error
+USING_BLANKED = (
+    "#include <vector>\n"
+    "struct Base {\n"
+    "  void host_only(std::vector<int>& v) { v.push_back(1); }\n"
+    "  __device__ int twice(int x) const { return 2 * x; }\n"
+    "};\n"
+    "struct Derived : Base {\n"
+    "  using Base::host_only;\n"
+    "  __device__ int go(int x) const { return twice(x); }\n"
+    "};\n"
+    "__global__ void k(int* o) { Derived d; o[0] = d.go(o[0]); }\n"
+)
+
+
+def test_an_error_naming_what_the_rewriting_removed_is_a_warning_saying_so(
+    tmp_path: Path,
+) -> None:
+    (d,) = check(tmp_path, USING_BLANKED)
+    assert (d.severity, d.line) == ("warning", 7), d
+    assert 'has no member "host_only"' in d.message
+    assert 'the fast check removed host code that names "host_only"' in d.message
+    assert "pip install 'cuda-llm-lsp[nvcc]'" in d.message
+
+
+def test_a_real_error_in_untouched_code_stays_an_error_beside_an_unsure_one(
+    tmp_path: Path,
+) -> None:
+    text = USING_BLANKED.replace("o[0] = d.go(o[0]);", "o[0] = d.go(o[0]) + facter;")
+    found = check(tmp_path, text)
+    (error,) = [d for d in found if d.severity == "error"]
+    assert (error.line, error.message) == (10, 'identifier "facter" is undefined')
+    assert any(d.severity == "warning" and d.line == 7 for d in found)
+
+
+def test_an_error_on_a_line_the_unit_rewrote_is_a_warning(tmp_path: Path) -> None:
+    text = (
+        "void h(int* p) { p[0] = 1; } __device__ int g() { return not_declared; }\n"
+        "__global__ void k(int* o) { o[0] = g(); }\n"
+    )
+    (d,) = check(tmp_path, text)
+    assert (d.severity, d.line) == ("warning", 1)
+    assert "the fast check rewrote this line for NVRTC" in d.message
+
+
+def test_errors_in_a_library_header_are_warnings_and_many_make_the_check_unavailable(
+    tmp_path: Path,
+) -> None:
+    text = "#define __half int\n#include <cuda_fp16.h>\n__global__ void k(float* x) {}\n"
+    found = check(tmp_path, text)
+    assert not any(d.severity == "error" for d in found), found
+    (note,) = [d for d in found if d.code == UNAVAILABLE_CODE]
+    assert (note.severity, note.line) == ("warning", 1)
+    assert note.message.startswith("fast check unavailable: ")
+    assert "in a library header (<cuda_fp16.h" in note.message
+    assert "install the nvcc extra (pip install 'cuda-llm-lsp[nvcc]')" in note.message
+    listed = [d for d in found if d.code != UNAVAILABLE_CODE]
+    assert sum(d.severity == "information" and "library header" in d.message for d in listed) > 5
+
+
+def test_rewrites_knows_the_lines_and_names_the_unit_changed(tmp_path: Path) -> None:
+    unit = build_device_unit(USING_BLANKED, tmp_path / "main.cu", ())
+    changes = rewrites(USING_BLANKED, unit)
+    assert 3 in changes.lines and 10 not in changes.lines and 7 not in changes.lines
+    assert "host_only" in changes.removed and "push_back" in changes.removed
+    assert "twice" not in changes.removed
