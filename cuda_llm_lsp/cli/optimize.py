@@ -55,6 +55,7 @@ from cuda_llm_lsp.engine import (
     demo_pace,
     endpoint_key_missing,
     gpu_missing,
+    gpus_problem,
     history_for_run,
     make_evaluator,
     optimize_in_file,
@@ -210,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
         "launch": args.launch,
     }
     settings = dataclasses.replace(settings, **{k: v for k, v in sampling.items() if v is not None})
+    bad_gpus = None if args.cluster else gpus_problem(args.gpus)
+    if bad_gpus is not None:  # a usage error first: what is missing matters only after it
+        return _fail(bad_gpus, EXIT_USAGE, as_json, args.kernel)
     missing = _missing_pieces(args, settings, path)
     if missing is not None:
         return _fail(missing[0], missing[1], as_json, args.kernel)

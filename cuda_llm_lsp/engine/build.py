@@ -68,6 +68,16 @@ def evaluator_problem() -> str | None:
     return None
 
 
+def gpus_problem(gpus: str | None) -> str | None:
+    """Why `gpus` (`--gpus`, `cudaLlm.gpus`) names no GPUs ("all" or numbers such as "0,2"), or
+    None: a usage error to say before anything else is checked or started."""
+    try:
+        devices.parse_gpus(gpus)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def gpu_missing() -> str | None:
     """Why no local GPU can answer, known before any compile (no driver library), or None: it
     may (recorded outcomes stand in, or the driver loads). Cheap: no process, no cuInit."""
