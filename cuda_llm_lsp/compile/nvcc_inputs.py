@@ -5,8 +5,10 @@ with arguments in double quotes, so `$(...)` or a backquote in a file name, a `-
 `-I` directory runs a command. Every string a repository chooses is handled here first:
 
 - the file is compiled as `unit.cu` in a private temporary directory; its own directory, and any
-  include directory whose path is not `tools.shell_inert`, is reached through a symlink of ours
-  in that directory (`inc0`, `inc1`...), and messages are mapped back to the real names;
+  include directory whose path is not `tools.shell_inert` or holds a comma (nvcc splits a list
+  option's value at commas: a repository's `a,/proc/self/k.cu` made nvcc search `/proc/self`),
+  is reached through a symlink of ours in that directory (`inc0`, `inc1`...), and messages are
+  mapped back to the real names;
 - a define is `NAME` or `NAME=VALUE` with `VALUE` shell-inert; any other is refused (`refused`
   says which and where it came from);
 - include directories under `/proc`, `/sys` or `/dev` are refused, as the fast tier refuses them;
@@ -44,6 +46,12 @@ _INCLUDE = re.compile(
 _STRING_DEFINE = re.compile(
     rb'^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(?:"([^"\n]+)"|<([^>\n]+)>)', re.M
 )
+
+
+def nvcc_inert(path: str) -> bool:
+    """Whether nvcc may be given `path` as it is: shell-inert, and no comma (nvcc splits a list
+    option's value at commas: `-I /ws/a,/proc/self` searches `/proc/self`)."""
+    return shell_inert(path) and "," not in path
 
 
 def define_refusal(define: str) -> str | None:
@@ -95,7 +103,7 @@ def prepare(
             continue
         directories.append(directory)
     for directory in dict.fromkeys(directories):
-        if shell_inert(directory):
+        if nvcc_inert(directory):
             inputs.include_args += ["-I", directory]
             continue
         link = tmp / f"inc{len(inputs.links)}"
