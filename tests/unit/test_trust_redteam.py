@@ -51,3 +51,79 @@ def test_a_directory_named_to_split_into_proc_is_not_searched_by_nvcc(tmp_path: 
     # only the file's own (empty) directory was searched: `<comm>` is not found there
     assert not result.ok and len(result.errors) == 1, result.log
     assert "comm" in result.errors[0].message, result.log
+
+
+# --- include directives however they are spelled ------------------------------------------------
+
+SECRET = "SECRET_TOKEN_XYZZY"
+SPELLINGS = {
+    "digraph": '%:include "{path}"\n',
+    "comment": '#/* */include "{path}"\n',
+    "splice": '#inc\\\nlude "{path}"\n',
+    "splice in the name": '#include "{head}\\\n{tail}"\n',
+    "after a comment's end": '/* a\n*/ #include "{path}"\n',
+    "include_next": '#include_next "{path}"\n',
+    "trigraph": '??=include "{path}"\n',
+}
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A 0600 file outside the workspace whose tokens NVRTC would quote in its errors."""
+    secret = tmp_path / "home" / "secret.h"
+    secret.parent.mkdir()
+    secret.write_text(f"float f = {SECRET};\n")
+    secret.chmod(0o600)
+    return secret
+
+
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+def test_an_untrusted_workspace_never_reads_outside_through_any_include_spelling(
+    tmp_path: Path, outside: Path, spelling: str
+) -> None:
+    from cuda_llm_lsp.compile.analysis import analyze_syntax
+    from cuda_llm_lsp.lsp.settings import Settings
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    flags.set_workspace(flags.Trust(False, (str(workspace),)))
+    text = str(outside)
+    include = SPELLINGS[spelling].format(path=text, head=text[:5], tail=text[5:])
+    source = include + "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    analysis = analyze_syntax(source, workspace / "k.cu", Settings())
+    shown = [d.message for d in analysis.diagnostics]
+    assert not any(SECRET in m or "in included file" in m for m in shown), shown
+    assert any("left out" in m for m in shown), shown
+    assert not [d for d in analysis.diagnostics if d.severity == "error"], shown
+
+
+def test_plain_includes_in_strings_and_comments_are_not_directives() -> None:
+    from cuda_llm_lsp.compile.directives import include_directives
+
+    text = (
+        'const char* a = R"x(\n#include "a.h"\n)x";\n'
+        '// %:include "b.h"\n'
+        '/* #include "c.h" */\n'
+        "#define M \\\n  #include\n"
+        'const char* b = "#include";\n'
+        '  #  include "d.h"\n'
+    )
+    (found,) = include_directives(text)
+    assert found.first_row == 8 and found.keyword == "include"
+
+
+def test_a_workspace_header_cannot_include_outside_through_a_digraph(
+    tmp_path: Path, outside: Path
+) -> None:
+    from cuda_llm_lsp.compile.analysis import analyze_syntax
+    from cuda_llm_lsp.lsp.settings import Settings
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "inner.cuh").write_text(f'%:include "{outside}"\n#define INNER 1\n')
+    flags.set_workspace(flags.Trust(False, (str(workspace),)))
+    source = '#include "inner.cuh"\n__global__ void k(float* x) { x[0] = INNER; }\n'
+    analysis = analyze_syntax(source, workspace / "k.cu", Settings())
+    shown = [d.message for d in analysis.diagnostics]
+    assert not any(SECRET in m or "in included file" in m for m in shown), shown
+    assert any("left out" in m and "inner.cuh" in m for m in shown), shown
