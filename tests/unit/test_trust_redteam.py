@@ -127,3 +127,43 @@ def test_a_workspace_header_cannot_include_outside_through_a_digraph(
     shown = [d.message for d in analysis.diagnostics]
     assert not any(SECRET in m or "in included file" in m for m in shown), shown
     assert any("left out" in m and "inner.cuh" in m for m in shown), shown
+
+
+# --- what nvcc's host compiler may read: its pre-scan sees every include -------------------------
+
+NVCC_SPELLINGS = {
+    "digraph": '%:include "/proc/self/comm"\n',
+    "comment": '#/**/include "/proc/self/comm"\n',
+    "splice": '#inc\\\nlude "/proc/self/comm"\n',
+    "stringized": "#define S(x) #x\n#include S(/proc/self/comm)\n",
+    "chained": '#define A B\n#define B "/proc/self/comm"\n#include A\n',
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("spelling", sorted(NVCC_SPELLINGS))
+def test_nvcc_never_reads_proc_through_any_include_spelling(tmp_path: Path, spelling: str) -> None:
+    """nvcc does not run: its pre-scan cannot vouch for what the host compiler would open
+    (`/dev/zero`: gigabytes; a FIFO: blocked to the timeout)."""
+    path = tmp_path / "k.cu"
+    text = NVCC_SPELLINGS[spelling] + "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    path.write_text(text)
+    result = compile_file(text, path, timeout=300)
+    assert "cc1plus" not in result.log, result.log
+    assert result.skipped and "nvcc not run" in result.skipped, result
+
+
+@needs_nvcc
+def test_nvcc_still_runs_with_a_resolvable_include_macro(tmp_path: Path) -> None:
+    """CUTLASS's `#include CUDA_STD_HEADER(utility)` and a plain `#define H "h.cuh"`."""
+    (tmp_path / "h.cuh").write_text("#define FROM_H 2.0f\n")
+    path = tmp_path / "k.cu"
+    text = (
+        "#define CUDA_STD_HEADER(header) <cuda/std/header>\n"
+        "#include CUDA_STD_HEADER(utility)\n"
+        '#define H "h.cuh"\n#include H\n'
+        "__global__ void k(float* x) { x[0] = FROM_H; }\n"
+    )
+    path.write_text(text)
+    result = compile_file(text, path, timeout=300)
+    assert result.skipped is None and result.ok, result
