@@ -238,6 +238,8 @@ def build_device_unit(
         include_dirs.append(str(Path(path).resolve().parent))
     project, toolkits = std_headers.split_include_dirs(include_paths)
     include_dirs.extend(p for p in project if p not in include_dirs)
+    # what NVRTC searches on disk itself: no untrusted workspace folder (`include_reads`)
+    include_dirs = list(include_reads.disk_search_dirs(include_dirs))
     state = _IncludeState(configured=(*project, *toolkits), toolkits=toolkits)
     own = Path(path).resolve() if path is not None else None
     if own is not None:
@@ -310,7 +312,7 @@ def build_device_unit(
         text=unit_text,
         name=name,
         include_dirs=tuple(include_dirs),
-        toolkit_dirs=toolkits,
+        toolkit_dirs=include_reads.disk_search_dirs(toolkits),
         headers=dict(state.headers),
         include_lines=include_lines,
         problems=tuple(problems),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _allowed: tuple[str, ...] | None = None  # `limit_reads`: None, anywhere
+_repository: tuple[str, ...] = ()  # `limit_reads`: the untrusted workspace's folders
 DEFAULT_MAX_HEADER_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_INCLUDE_BYTES = 64 * 1024 * 1024
 SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
@@ -75,10 +76,32 @@ def special_root(path: str | Path) -> str | None:
     return None
 
 
-def limit_reads(roots: Iterable[str] | None) -> None:
-    """Read headers only under `roots` from now on (an untrusted workspace); None: anywhere."""
-    global _allowed
+def limit_reads(roots: Iterable[str] | None, repository: Iterable[str] = ()) -> None:
+    """Read headers only under `roots` from now on (an untrusted workspace); None: anywhere.
+    `repository`: the untrusted workspace folders among them (`disk_search_dirs`)."""
+    global _allowed, _repository
     _allowed = None if roots is None else tuple(os.path.realpath(r) for r in roots if r)
+    _repository = () if roots is None else tuple(os.path.realpath(r) for r in repository if r)
+
+
+def disk_search_dirs(directories: Iterable[str]) -> tuple[str, ...]:
+    """The include directories NVRTC may search on disk itself: in an untrusted workspace none
+    inside its folders. A header NVRTC opens itself is not checked, nor is what it includes:
+    a repository's `cuda/std/cstdint` beside the file, found before the toolkit's, included a
+    0600 file outside. The server's own reads of those directories (`read_header`) are checked
+    and handed to NVRTC in memory."""
+    kept = tuple(directories)
+    repository = _repository
+    if not repository:
+        return kept
+    return tuple(
+        d
+        for d in kept
+        if not any(
+            (real := os.path.realpath(d)) == r or real.startswith(r.rstrip("/") + "/")
+            for r in repository
+        )
+    )
 
 
 def outside_problem(path: str | Path) -> str | None:

@@ -167,3 +167,55 @@ def test_nvcc_still_runs_with_a_resolvable_include_macro(tmp_path: Path) -> None
     path.write_text(text)
     result = compile_file(text, path, timeout=300)
     assert result.skipped is None and result.ok, result
+
+
+# --- headers NVRTC would open itself ------------------------------------------------------------
+
+
+def _analyze_untrusted(workspace: Path, text: str, include_paths: tuple[str, ...] = ()) -> list:
+    from cuda_llm_lsp.compile.analysis import analyze_syntax
+    from cuda_llm_lsp.lsp.settings import Settings
+
+    flags.set_workspace(flags.Trust(False, (str(workspace),)))
+    settings = Settings(include_paths=include_paths)
+    return [d.message for d in analyze_syntax(text, workspace / "k.cu", settings).diagnostics]
+
+
+def test_a_workspace_header_shadowing_the_toolkits_is_never_opened_by_nvrtc(
+    tmp_path: Path, outside: Path
+) -> None:
+    """`cuda/std/cstdint` beside the file: NVRTC searched the file's directory before the
+    toolkit and followed the header's own `#include` of a file outside."""
+    workspace = tmp_path / "ws"
+    (workspace / "cuda" / "std").mkdir(parents=True)
+    (workspace / "cuda" / "std" / "cstdint").write_text(f'#include "{outside}"\n')
+    text = "#include <cuda/std/cstdint>\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    shown = _analyze_untrusted(workspace, text)
+    assert not any(SECRET in m or "in included file" in m for m in shown), shown
+
+
+def test_a_workspace_ccclike_directory_is_never_read_raw_by_nvrtc(
+    tmp_path: Path, outside: Path
+) -> None:
+    """A directory holding `cuda/std/` and `nv/target` passes for a newer CCCL, which NVRTC
+    reads as it is: its headers' includes were never checked."""
+    workspace = tmp_path / "ws"
+    include = workspace / "inc"
+    (include / "cuda" / "std").mkdir(parents=True)
+    (include / "nv").mkdir()
+    (include / "nv" / "target").write_text("\n")
+    (include / "cuda" / "evil.h").write_text(f'#include "{outside}"\n')
+    text = "#include <cuda/evil.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    shown = _analyze_untrusted(workspace, text, (str(include),))
+    assert not any(SECRET in m or "in included file" in m for m in shown), shown
+
+
+def test_a_trusted_workspace_still_searches_its_own_directories(tmp_path: Path) -> None:
+    from cuda_llm_lsp.compile import include_reads
+
+    flags.set_workspace(flags.Trust(True, (str(tmp_path),)))
+    assert include_reads.disk_search_dirs([str(tmp_path / "inc")]) == (str(tmp_path / "inc"),)
+    flags.set_workspace(flags.Trust(False, (str(tmp_path),)))
+    assert include_reads.disk_search_dirs([str(tmp_path / "inc"), "/usr/include"]) == (
+        "/usr/include",
+    )
