@@ -296,6 +296,7 @@ def build_device_unit(
     for row in dropped:
         lines[row] = " " * len(lines[row])
     unit_text = _blank_line_directives("\n".join(lines))
+    unit_text = _answer_refused_probes(unit_text, own.parent if own else None, state.configured)
     unit_text = _drop_unused_constants(unit_text, text, main.constants, state)
     state.register_aliases()
     own_texts = [unit_text, *state.headers.values()]
@@ -776,10 +777,22 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
             dropped.add(line_no)
     lines = _respell_includes(lines, respelled)
     state.respelled[name] = respelled
-    state.headers[name] = _blank_line_directives("\n".join(lines))
+    state.headers[name] = _answer_refused_probes(
+        _blank_line_directives("\n".join(lines)), resolved.parent, state.configured
+    )
     state.blanked[name] = (text, frozenset(dropped), known | frozenset(blanked.defined))
     state.names[resolved] = name
     return names
+
+
+def _answer_refused_probes(text: str, base: Path | None, configured: Sequence[str]) -> str:
+    """`text` with each `__has_include(...)` naming a file the server would not read (a FIFO,
+    a special file, one outside an untrusted workspace), or named through macros, read as `0`:
+    NVRTC opens what it names (a FIFO held it to its time limit)."""
+    for probe in reversed(directives.has_include_probes(text)):
+        if include_reads.probe_refused(probe, base, configured):
+            text = directives.blank_probe(text, probe)
+    return text
 
 
 def _blank_line_directives(text: str) -> str:

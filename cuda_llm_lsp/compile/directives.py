@@ -206,3 +206,62 @@ def blank(text: str, directive: IncludeDirective) -> str:
     part = text[directive.start : directive.end]
     spaces = "".join(c if c == "\n" else " " for c in part)
     return text[: directive.start] + spaces + text[directive.end :]
+
+
+#: `__has_include("x")` / `(<x>)` / `(MACRO)`: the preprocessor opens what it names (a FIFO
+#: blocked NVRTC to its time limit, and gcc under nvcc; a file outside an untrusted workspace
+#: answered whether it exists).
+_HAS_INCLUDE = re.compile(
+    r"__has_include(?:_next)?[ \t]*\([ \t]*"
+    r'(?:"(?P<quoted>[^"\n]*)"|<(?P<bracketed>[^>\n]*)>|(?P<computed>[^()\n]*))[ \t]*\)'
+)
+#: GCC's `#pragma GCC dependency "file"`: gcc opens the file (nvcc's host compiler).
+_DEPENDENCY = re.compile(
+    r'^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+dependency[ \t]+(?:"(?P<quoted>[^"\n]*)"'
+    r"|<(?P<bracketed>[^>\n]*)>)",
+    re.M,
+)
+_ANY_DEPENDENCY = re.compile(r"GCC\s+dependency")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A place where the preprocessor opens a file without including it: `__has_include` (or,
+    for gcc, `#pragma GCC dependency`). `quoted`/`bracketed`: the name; both None when macros
+    spell it (or the spelling is not one read here)."""
+
+    start: int
+    end: int
+    quoted: str | None
+    bracketed: str | None
+
+
+def has_include_probes(text: str) -> list[Probe]:
+    """Every `__has_include`/`__has_include_next` of `text` (the operand as written)."""
+    if "__has_include" not in text:
+        return []
+    return [
+        Probe(m.start(), m.end(), m.group("quoted"), m.group("bracketed"))
+        for m in _HAS_INCLUDE.finditer(text)
+    ]
+
+
+def dependency_probes(text: str) -> list[Probe]:
+    """Every `#pragma GCC dependency` of `text`; one spelled otherwise (`_Pragma`, a splice) has
+    no name."""
+    if "dependency" not in text:
+        return []
+    plain = {m.start("quoted") if m.group("quoted") is not None else m.start("bracketed"): m
+             for m in _DEPENDENCY.finditer(text)}  # fmt: skip
+    found = [
+        Probe(m.start(), m.end(), m.group("quoted"), m.group("bracketed")) for m in plain.values()
+    ]
+    if len(_ANY_DEPENDENCY.findall(_spliced(text)[0])) > len(found):
+        found.append(Probe(0, 0, None, None))
+    return found
+
+
+def blank_probe(text: str, probe: Probe) -> str:
+    """`text` with `probe` (a `__has_include(...)`) read as `0`, columns kept."""
+    width = probe.end - probe.start
+    return text[: probe.start] + "0" + " " * (width - 1) + text[probe.end :]

@@ -32,9 +32,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from cuda_llm_lsp.compile.directives import Probe
 
 _allowed: tuple[str, ...] | None = None  # `limit_reads`: None, anywhere
 _repository: tuple[str, ...] = ()  # `limit_reads`: the untrusted workspace's folders
@@ -232,3 +234,29 @@ def _reason(exc: BaseException) -> str:
             return "a symbolic link loop"
         return exc.strerror or str(exc)
     return str(exc)
+
+
+def probe_refused(probe: Probe, base: Path | None, configured: Sequence[str]) -> bool:
+    """Whether the file `probe` names, found as the preprocessor would find it in `base` (quoted)
+    and `configured`, may not be opened (the rules above); True when macros spell it."""
+    name = probe.quoted if probe.quoted is not None else probe.bracketed
+    if name is None:
+        return True
+    if not name or "\0" in name:
+        return False
+    if os.path.isabs(name):
+        found: str | None = name if os.path.lexists(name) else None
+    else:
+        dirs = ([str(base)] if base is not None and probe.quoted is not None else []) + list(
+            configured
+        )
+        found = next(
+            (os.path.join(d, name) for d in dirs if os.path.lexists(os.path.join(d, name))), None
+        )
+    if found is None:
+        return False  # not in the workspace's directories: NVRTC looks in the toolkit's
+    try:
+        check_header(found)
+    except IncludeRefused:
+        return True
+    return False

@@ -36,6 +36,7 @@ from cuda_llm_lsp.compile.include_reads import (
     IncludeBudget,
     IncludeRefused,
     check_header,
+    probe_refused,
     read_header,
     special_root,
 )
@@ -148,7 +149,7 @@ def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -
     calls: dict[bytes, tuple[bytes, bytes]] = {}  # CUTLASS's include macros, from any header
     while pending:
         data, here, where = pending.pop()
-        problem = _unreadable_spelling(data, where)
+        problem = _unreadable_spelling(data, where) or _refused_probe(data, here, search, where)
         if problem is not None:
             return problem
         for m in _PATH_MACRO.finditer(data):
@@ -186,6 +187,24 @@ def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -
 def _in_workspace(directory: str | None) -> bool:
     """Whether a header's directory lies in a workspace folder (the repository's own text)."""
     return directory is not None and inside(directory, workspace_roots())
+
+
+def _refused_probe(data: bytes, here: str | None, search: list[str], where: str) -> str | None:
+    """Why nvcc may not run for a file the host compiler would open without including it
+    (`__has_include`, `#pragma GCC dependency`: a FIFO held gcc to the timeout), or None."""
+    text = data.decode("utf-8", "replace")
+    base = Path(here) if here else None
+    for probe in (*directives.has_include_probes(text), *directives.dependency_probes(text)):
+        if probe_refused(probe, base, search):
+            via = f" (in {where})" if where else ""
+            shown = text[probe.start : probe.end][:80]
+            if not shown or (probe.quoted is None and probe.bracketed is None):
+                return (
+                    f"a __has_include or #pragma GCC dependency{via} names its file through "
+                    "macros or _Pragma: nvcc would open a file not checked first"
+                )
+            return f"{shown!r}{via} names a file not read"
+    return None
 
 
 def _unreadable_spelling(data: bytes, where: str) -> str | None:

@@ -219,3 +219,60 @@ def test_a_trusted_workspace_still_searches_its_own_directories(tmp_path: Path) 
     assert include_reads.disk_search_dirs([str(tmp_path / "inc"), "/usr/include"]) == (
         "/usr/include",
     )
+
+
+# --- files the preprocessor opens without including them ---------------------------------------
+
+
+def test_has_include_of_a_fifo_never_holds_nvrtc(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from cuda_llm_lsp.compile.analysis import analyze_syntax
+    from cuda_llm_lsp.lsp.settings import Settings
+
+    os.mkfifo(tmp_path / "pipe.h")
+    text = (
+        '#if __has_include("pipe.h")\n#error opened\n#endif\n'
+        "#if __has_include(<cuda_fp16.h>)\n__global__ void k(float* x) { x[0] = ; }\n#endif\n"
+    )
+    started = time.monotonic()
+    analysis = analyze_syntax(text, tmp_path / "k.cu", Settings())
+    assert time.monotonic() - started < 8  # NVRTC's own limit is 10 s
+    shown = [(d.line, d.message) for d in analysis.diagnostics]
+    assert [line for line, _ in shown] == [5], shown  # the toolkit's header still answers
+
+
+def test_has_include_never_tells_whether_a_file_outside_exists(
+    tmp_path: Path, outside: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    text = (
+        f'#if __has_include("{outside}")\n#error it exists\n#endif\n'
+        "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    )
+    shown = _analyze_untrusted(workspace, text)
+    assert not any("exists" in m for m in shown), shown
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    "probe",
+    [
+        '#if __has_include("pipe.h")\n#endif\n',
+        '#pragma GCC dependency "pipe.h"\n',
+        '_Pragma("GCC dependency \\"pipe.h\\"")\n',
+    ],
+)
+def test_nvcc_never_opens_a_fifo_it_only_probes(tmp_path: Path, probe: str) -> None:
+    import os
+    import time
+
+    os.mkfifo(tmp_path / "pipe.h")
+    path = tmp_path / "k.cu"
+    text = probe + "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    started = time.monotonic()
+    result = compile_file(text, path, timeout=20)
+    assert time.monotonic() - started < 10 and not result.timed_out, result
+    assert result.skipped and "nvcc not run" in result.skipped, result
