@@ -76,7 +76,7 @@ def _spliced(text: str) -> tuple[str, list[int], list[int]]:
         ch = text[i]
         if ch == "\\":
             j = i + 1
-            while j < n and text[j] in " \t":  # GCC accepts spaces after the backslash
+            while j < n and text[j] in " \t\r":  # GCC accepts spaces (and a CR) after it
                 j += 1
             if j < n and text[j] == "\n":
                 row += 1

@@ -60,6 +60,7 @@ SPELLINGS = {
     "digraph": '%:include "{path}"\n',
     "comment": '#/* */include "{path}"\n',
     "splice": '#inc\\\nlude "{path}"\n',
+    "splice before a CRLF": '#inc\\\r\nlude "{path}"\r\n',
     "splice in the name": '#include "{head}\\\n{tail}"\n',
     "after a comment's end": '/* a\n*/ #include "{path}"\n',
     "include_next": '#include_next "{path}"\n',
