@@ -142,7 +142,10 @@ def prepare(
 def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -> str | None:
     """Why nvcc may not read what `text` includes (followed through headers), or None."""
     own = os.path.dirname(os.path.abspath(path)) if path is not None else None
-    search = [os.path.abspath(p) for p in include_paths]
+    # exactly the directories `prepare` gives nvcc, in its order: the file's own one first (a
+    # `<pipe>` FIFO beside the file held gcc to the timeout when only -I paths were scanned)
+    own_dirs = [own] if own is not None and special_root(own) is None else []
+    search = list(dict.fromkeys([*own_dirs, *(os.path.abspath(p) for p in include_paths)]))
     budget = IncludeBudget.fresh()
     seen: set[str] = set()
     pending: list[tuple[bytes, str | None, str]] = [(text.encode("utf-8", "replace"), own, "")]

@@ -277,3 +277,21 @@ def test_nvcc_never_opens_a_fifo_it_only_probes(tmp_path: Path, probe: str) -> N
     result = compile_file(text, path, timeout=20)
     assert time.monotonic() - started < 10 and not result.timed_out, result
     assert result.skipped and "nvcc not run" in result.skipped, result
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ["pipe", "status"])
+def test_nvcc_scans_the_files_own_directory_for_bracketed_includes(
+    tmp_path: Path, name: str
+) -> None:
+    """nvcc gets the file's directory as -I: `<pipe>` (a FIFO) or `<status>` (a link to
+    /proc/self/status) beside the file was opened by gcc, unchecked."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "status").symlink_to("/proc/self/status")
+    path = tmp_path / "k.cu"
+    text = f"#include <{name}>\n__global__ void k(float* x) {{ x[0] = 1.0f; }}\n"
+    result = compile_file(text, path, timeout=20)
+    assert not result.timed_out, result
+    assert result.skipped and name in result.skipped, result
