@@ -93,16 +93,20 @@ def disk_search_dirs(directories: Iterable[str]) -> tuple[str, ...]:
     0600 file outside. The server's own reads of those directories (`read_header`) are checked
     and handed to NVRTC in memory."""
     kept = tuple(directories)
-    repository = _repository
-    if not repository:
+    allowed, repository = _allowed, _repository
+    if allowed is None:
         return kept
+    # only the toolkit's, our stand-ins' and the system's: a file opened with no folder at all
+    # (an untrusted window on a downloaded file) has its directory left out too
+    trusted = tuple(a for a in allowed if a not in repository)
+
+    def under(real: str, roots: tuple[str, ...]) -> bool:
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+
     return tuple(
         d
         for d in kept
-        if not any(
-            (real := os.path.realpath(d)) == r or real.startswith(r.rstrip("/") + "/")
-            for r in repository
-        )
+        if under(real := os.path.realpath(d), trusted) and not under(real, repository)
     )
 
 

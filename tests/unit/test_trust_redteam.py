@@ -295,3 +295,20 @@ def test_nvcc_scans_the_files_own_directory_for_bracketed_includes(
     result = compile_file(text, path, timeout=20)
     assert not result.timed_out, result
     assert result.skipped and name in result.skipped, result
+
+
+def test_an_untrusted_file_with_no_folder_is_not_searched_by_nvrtc_either(
+    tmp_path: Path, outside: Path
+) -> None:
+    """A downloaded file opened alone in an untrusted window: no workspace folder at all."""
+    from cuda_llm_lsp.compile.analysis import analyze_syntax
+    from cuda_llm_lsp.lsp.settings import Settings
+
+    downloads = tmp_path / "downloads"
+    (downloads / "cuda" / "std").mkdir(parents=True)
+    (downloads / "cuda" / "std" / "cstdint").write_text(f'#include "{outside}"\n')
+    flags.set_workspace(flags.Trust(False, ()))
+    text = "#include <cuda/std/cstdint>\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    analysis = analyze_syntax(text, downloads / "k.cu", Settings())
+    shown = [d.message for d in analysis.diagnostics]
+    assert not any(SECRET in m or "in included file" in m for m in shown), shown
