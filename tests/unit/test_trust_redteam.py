@@ -312,3 +312,44 @@ def test_an_untrusted_file_with_no_folder_is_not_searched_by_nvrtc_either(
     analysis = analyze_syntax(text, downloads / "k.cu", Settings())
     shown = [d.message for d in analysis.diagnostics]
     assert not any(SECRET in m or "in included file" in m for m in shown), shown
+
+
+# --- reproducers that held: kept as regression tests --------------------------------------------
+
+
+def test_project_flags_that_run_or_read_something_are_never_taken(tmp_path: Path) -> None:
+    """compile_flags.txt / compile_commands.json naming a host compiler, a plugin, a pre-include,
+    a response file or an output: only -I/-D/-std/-arch are understood, the rest ignored."""
+    import json
+
+    from cuda_llm_lsp.compile.project_config import find_flags
+
+    (tmp_path / "inc").mkdir()
+    hostile = [
+        "-ccbin=./evil", "--compiler-bindir", "./evil", "-Xcompiler=-fplugin=./evil.so",
+        "-include", "/etc/passwd", "--pre-include=/etc/passwd", "-imacros", "/etc/passwd",
+        "@/etc/passwd", "-Xptxas=--output-file=/tmp/x", "--keep-dir", "/tmp", "-o", "/tmp/x",
+    ]  # fmt: skip
+    (tmp_path / "compile_flags.txt").write_text("\n".join([*hostile, "-DOK=1", "-Iinc"]) + "\n")
+    (tmp_path / ".git").mkdir()
+    found = find_flags(tmp_path / "k.cu")
+    assert found is not None
+    assert found.defines == ("OK=1",) and found.include_paths == (str(tmp_path / "inc"),)
+    build = tmp_path / "build"
+    build.mkdir()
+    entry = {"directory": "/", "file": str(tmp_path / "k.cu"), "arguments": ["nvcc", *hostile]}
+    (build / "compile_commands.json").write_text(json.dumps([entry]))
+    found = find_flags(tmp_path / "k.cu", build)
+    assert found is not None and found.defines == () and found.include_paths == ()
+
+
+def test_embed_reads_nothing_outside_an_untrusted_workspace(tmp_path: Path, outside: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    text = (
+        f'const char d[] = {{\n#embed "{outside}"\n}};\n'
+        f'#if __has_embed("{outside}")\n#error it exists\n#endif\n'
+        "__global__ void k(float* x) { x[0] = d[0]; }\n"
+    )
+    shown = _analyze_untrusted(workspace, text)
+    assert not any(SECRET in m or "exists" in m for m in shown), shown
