@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cuda_llm_lsp.compile import include_reads
 from cuda_llm_lsp.compile.arch import resolve_arch
 from cuda_llm_lsp.compile.cache import CompileCache, cache_key, compile_cached
 from cuda_llm_lsp.compile.device_unit import (
@@ -176,7 +177,8 @@ class CodegenPlan:
 def compile_options(settings: Settings) -> CompileOptions:
     return CompileOptions(
         arch=resolve_arch(settings.arch),
-        include_paths=tuple(settings.include_paths),
+        # NVRTC's own search: never an untrusted workspace's folders (`include_reads`)
+        include_paths=include_reads.disk_search_dirs(settings.include_paths),
         defines=tuple(settings.defines),
         extra_flags=tuple(settings.nvrtc_flags),
         std=settings.std or DEFAULT_STD,

@@ -29,8 +29,14 @@ from typing import Literal
 
 import tree_sitter
 
+from cuda_llm_lsp.compile import (
+    directives,
+    include_reads,
+    static_overloads,
+    std_names,
+    std_redeclarations,
+)
 from cuda_llm_lsp.compile import headers as std_headers
-from cuda_llm_lsp.compile import include_reads, static_overloads, std_names, std_redeclarations
 from cuda_llm_lsp.compile.nvcc_path import find_nvcc
 from cuda_llm_lsp.compile.types import Diagnostic
 from cuda_llm_lsp.source.kernels import parse_tree
@@ -74,6 +80,9 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 # `#include MACRO`: the file it names is known only after macro expansion
 _COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+(?P<what>[A-Za-z_]\w*.*)$")
 COMPUTED = "\0"  # what starts the name of a computed include in the walker's list
+# what starts the name of an include directive the preprocessor sees but the walker did not
+# resolve (`%:include`, `#/**/include`, a splice, `#include_next`): already blanked
+UNRESOLVED = "\1"
 TYPE_TRAITS = "type_traits"  # the stand-in that a host header bringing <type_traits> reads
 # `#define CUDA_STD_HEADER(header) <cuda/std/header>` (CUTLASS): a function-like macro that
 # names a system header from its argument; `#include CUDA_STD_HEADER(utility)` is expanded with it
@@ -229,6 +238,8 @@ def build_device_unit(
         include_dirs.append(str(Path(path).resolve().parent))
     project, toolkits = std_headers.split_include_dirs(include_paths)
     include_dirs.extend(p for p in project if p not in include_dirs)
+    # what NVRTC searches on disk itself: no untrusted workspace folder (`include_reads`)
+    include_dirs = list(include_reads.disk_search_dirs(include_dirs))
     state = _IncludeState(configured=(*project, *toolkits), toolkits=toolkits)
     own = Path(path).resolve() if path is not None else None
     if own is not None:
@@ -285,6 +296,7 @@ def build_device_unit(
     for row in dropped:
         lines[row] = " " * len(lines[row])
     unit_text = _blank_line_directives("\n".join(lines))
+    unit_text = _answer_refused_probes(unit_text, own.parent if own else None, state.configured)
     unit_text = _drop_unused_constants(unit_text, text, main.constants, state)
     state.register_aliases()
     own_texts = [unit_text, *state.headers.values()]
@@ -301,7 +313,7 @@ def build_device_unit(
         text=unit_text,
         name=name,
         include_dirs=tuple(include_dirs),
-        toolkit_dirs=toolkits,
+        toolkit_dirs=include_reads.disk_search_dirs(toolkits),
         headers=dict(state.headers),
         include_lines=include_lines,
         problems=tuple(problems),
@@ -512,6 +524,15 @@ def _include(
     A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
     whatever path the macros spell, unchecked (`include_reads`).
     """
+    if name.startswith(UNRESOLVED):
+        keyword = name[len(UNRESOLVED) :]
+        message = (
+            f"#{keyword} left out{where}: cuda-llm checks what an include reads and follows "
+            '#include "file" and #include <file> written on one line; this one is spelled '
+            "otherwise (a splice, a comment, a digraph, #include_next or #import)"
+        )
+        state.pending.append((message, "warning"))
+        return True, [], name  # already blanked: its row keeps what else it holds
     if name.startswith(COMPUTED):
         expanded = _expand_include_macro(name[len(COMPUTED) :], state)
         if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
@@ -756,10 +777,22 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
             dropped.add(line_no)
     lines = _respell_includes(lines, respelled)
     state.respelled[name] = respelled
-    state.headers[name] = _blank_line_directives("\n".join(lines))
+    state.headers[name] = _answer_refused_probes(
+        _blank_line_directives("\n".join(lines)), resolved.parent, state.configured
+    )
     state.blanked[name] = (text, frozenset(dropped), known | frozenset(blanked.defined))
     state.names[resolved] = name
     return names
+
+
+def _answer_refused_probes(text: str, base: Path | None, configured: Sequence[str]) -> str:
+    """`text` with each `__has_include(...)` naming a file the server would not read (a FIFO,
+    a special file, one outside an untrusted workspace), or named through macros, read as `0`:
+    NVRTC opens what it names (a FIFO held it to its time limit)."""
+    for probe in reversed(directives.has_include_probes(text)):
+        if include_reads.probe_refused(probe, base, configured):
+            text = directives.blank_probe(text, probe)
+    return text
 
 
 def _blank_line_directives(text: str) -> str:
@@ -1067,6 +1100,7 @@ def _blank_host_code(
         group = "quoted" if quoted else "system"
         span = Span.of(row, match.start(group) - 1, row, match.end(group) + 1)
         includes.append((row, name.strip(), quoted, span, row in walker.conditional_rows))
+    blanked = _blank_unresolved_includes(blanked, includes)
     constants = _constant_ranges(walker.constants, text, data)
     return _Blanked(
         blanked,
@@ -1080,6 +1114,22 @@ def _blank_host_code(
         _decltype_calls(data),
         frozenset(walker.instantiated),
     )
+
+
+def _blank_unresolved_includes(text: str, includes: list[tuple[int, str, bool, Span, bool]]) -> str:
+    """`text` with every include directive the preprocessor would see on a row `includes` does
+    not hold blanked, each added to `includes` as `UNRESOLVED` (reported, never read): NVRTC
+    would open what it names unchecked (`compile.directives`)."""
+    handled = {row for row, *_ in includes}
+    for directive in directives.unresolved(text, handled):
+        line_start = text.rfind("\n", 0, directive.start) + 1
+        line_end = text.find("\n", directive.start)
+        column = directive.start - line_start
+        end = len(text) if line_end < 0 else line_end
+        span = Span.of(directive.first_row, column, directive.first_row, end - line_start)
+        text = directives.blank(text, directive)
+        includes.append((directive.first_row, UNRESOLVED + directive.keyword, False, span, False))
+    return text
 
 
 class _Walker:

@@ -128,7 +128,8 @@ def set_workspace(trust: Trust) -> bool:
                 *std_headers.toolkit_include_dirs(),
                 str(std_headers.STUB_DIR),
                 *std_headers.host_include_dirs(),
-            )
+            ),
+            trust.roots,
         )
     return moved
 

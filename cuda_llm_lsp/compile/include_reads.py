@@ -32,11 +32,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_llm_lsp.compile.directives import Probe
+
 _allowed: tuple[str, ...] | None = None  # `limit_reads`: None, anywhere
+_repository: tuple[str, ...] = ()  # `limit_reads`: the untrusted workspace's folders
 DEFAULT_MAX_HEADER_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_INCLUDE_BYTES = 64 * 1024 * 1024
 SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
@@ -75,10 +78,36 @@ def special_root(path: str | Path) -> str | None:
     return None
 
 
-def limit_reads(roots: Iterable[str] | None) -> None:
-    """Read headers only under `roots` from now on (an untrusted workspace); None: anywhere."""
-    global _allowed
+def limit_reads(roots: Iterable[str] | None, repository: Iterable[str] = ()) -> None:
+    """Read headers only under `roots` from now on (an untrusted workspace); None: anywhere.
+    `repository`: the untrusted workspace folders among them (`disk_search_dirs`)."""
+    global _allowed, _repository
     _allowed = None if roots is None else tuple(os.path.realpath(r) for r in roots if r)
+    _repository = () if roots is None else tuple(os.path.realpath(r) for r in repository if r)
+
+
+def disk_search_dirs(directories: Iterable[str]) -> tuple[str, ...]:
+    """The include directories NVRTC may search on disk itself: in an untrusted workspace none
+    inside its folders. A header NVRTC opens itself is not checked, nor is what it includes:
+    a repository's `cuda/std/cstdint` beside the file, found before the toolkit's, included a
+    0600 file outside. The server's own reads of those directories (`read_header`) are checked
+    and handed to NVRTC in memory."""
+    kept = tuple(directories)
+    allowed, repository = _allowed, _repository
+    if allowed is None:
+        return kept
+    # only the toolkit's, our stand-ins' and the system's: a file opened with no folder at all
+    # (an untrusted window on a downloaded file) has its directory left out too
+    trusted = tuple(a for a in allowed if a not in repository)
+
+    def under(real: str, roots: tuple[str, ...]) -> bool:
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+
+    return tuple(
+        d
+        for d in kept
+        if under(real := os.path.realpath(d), trusted) and not under(real, repository)
+    )
 
 
 def outside_problem(path: str | Path) -> str | None:
@@ -209,3 +238,29 @@ def _reason(exc: BaseException) -> str:
             return "a symbolic link loop"
         return exc.strerror or str(exc)
     return str(exc)
+
+
+def probe_refused(probe: Probe, base: Path | None, configured: Sequence[str]) -> bool:
+    """Whether the file `probe` names, found as the preprocessor would find it in `base` (quoted)
+    and `configured`, may not be opened (the rules above); True when macros spell it."""
+    name = probe.quoted if probe.quoted is not None else probe.bracketed
+    if name is None:
+        return True
+    if not name or "\0" in name:
+        return False
+    if os.path.isabs(name):
+        found: str | None = name if os.path.lexists(name) else None
+    else:
+        dirs = ([str(base)] if base is not None and probe.quoted is not None else []) + list(
+            configured
+        )
+        found = next(
+            (os.path.join(d, name) for d in dirs if os.path.lexists(os.path.join(d, name))), None
+        )
+    if found is None:
+        return False  # not in the workspace's directories: NVRTC looks in the toolkit's
+    try:
+        check_header(found)
+    except IncludeRefused:
+        return True
+    return False

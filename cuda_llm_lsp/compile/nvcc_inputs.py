@@ -5,15 +5,22 @@ with arguments in double quotes, so `$(...)` or a backquote in a file name, a `-
 `-I` directory runs a command. Every string a repository chooses is handled here first:
 
 - the file is compiled as `unit.cu` in a private temporary directory; its own directory, and any
-  include directory whose path is not `tools.shell_inert`, is reached through a symlink of ours
-  in that directory (`inc0`, `inc1`...), and messages are mapped back to the real names;
+  include directory whose path is not `tools.shell_inert` or holds a comma (nvcc splits a list
+  option's value at commas: a repository's `a,/proc/self/k.cu` made nvcc search `/proc/self`),
+  is reached through a symlink of ours in that directory (`inc0`, `inc1`...), and messages are
+  mapped back to the real names;
 - a define is `NAME` or `NAME=VALUE` with `VALUE` shell-inert; any other is refused (`refused`
   says which and where it came from);
 - include directories under `/proc`, `/sys` or `/dev` are refused, as the fast tier refuses them;
 - the headers the file would read (its quoted and bracketed `#include`s, found in its directory
   and the include directories, and theirs in turn) pass `include_reads.check_header`: no special
   file system, no FIFO or device, no oversize file. When one does not, nvcc does not run: a
-  `#include "/dev/stdin"` once made its host compiler read the LSP pipe.
+  `#include "/dev/stdin"` once made its host compiler read the LSP pipe. Nor does it run when
+  the scan cannot name a file the preprocessor would open: an include directive spelled
+  otherwise than plainly (`%:include`, a comment or splice in it: `compile.directives`), or, in
+  the file or a header inside a workspace folder, an `#include MACRO` other than `#define NAME
+  "path"` or CUTLASS's `CUDA_STD_HEADER(x)` (`#include S(/dev/zero)` with `#define S(x) #x`
+  grew gcc to gigabytes). The toolkit's own computed includes (Thrust's) are not followed.
 """
 
 from __future__ import annotations
@@ -24,14 +31,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda_llm_lsp.compile import directives
 from cuda_llm_lsp.compile.include_reads import (
     IncludeBudget,
     IncludeRefused,
     check_header,
+    probe_refused,
     read_header,
     special_root,
 )
-from cuda_llm_lsp.compile.tools import shell_inert
+from cuda_llm_lsp.compile.tools import inside, shell_inert, workspace_roots
 
 UNIT_NAME = "unit.cu"  # the name nvcc compiles the file under
 MAX_SCANNED_HEADERS = 4000  # headers followed to check what nvcc would read
@@ -44,6 +53,21 @@ _INCLUDE = re.compile(
 _STRING_DEFINE = re.compile(
     rb'^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(?:"([^"\n]+)"|<([^>\n]+)>)', re.M
 )
+# `#define CUDA_STD_HEADER(header) <cuda/std/header>` (CUTLASS): `#include CUDA_STD_HEADER(x)`
+_PATH_MACRO = re.compile(
+    rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\([ \t]*(\w+)[ \t]*\)[ \t]*<([\w./+-]*)>[ \t]*$", re.M
+)
+_CALL = re.compile(rb"(\w+)[ \t]*\([ \t]*([\w./+-]*)[ \t]*\)")
+
+
+class _Unchecked(Exception):
+    """An include whose file the pre-scan cannot name: nvcc must not run."""
+
+
+def nvcc_inert(path: str) -> bool:
+    """Whether nvcc may be given `path` as it is: shell-inert, and no comma (nvcc splits a list
+    option's value at commas: `-I /ws/a,/proc/self` searches `/proc/self`)."""
+    return shell_inert(path) and "," not in path
 
 
 def define_refusal(define: str) -> str | None:
@@ -95,7 +119,7 @@ def prepare(
             continue
         directories.append(directory)
     for directory in dict.fromkeys(directories):
-        if shell_inert(directory):
+        if nvcc_inert(directory):
             inputs.include_args += ["-I", directory]
             continue
         link = tmp / f"inc{len(inputs.links)}"
@@ -118,13 +142,27 @@ def prepare(
 def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -> str | None:
     """Why nvcc may not read what `text` includes (followed through headers), or None."""
     own = os.path.dirname(os.path.abspath(path)) if path is not None else None
-    search = [os.path.abspath(p) for p in include_paths]
+    # exactly the directories `prepare` gives nvcc, in its order: the file's own one first (a
+    # `<pipe>` FIFO beside the file held gcc to the timeout when only -I paths were scanned)
+    own_dirs = [own] if own is not None and special_root(own) is None else []
+    search = list(dict.fromkeys([*own_dirs, *(os.path.abspath(p) for p in include_paths)]))
     budget = IncludeBudget.fresh()
     seen: set[str] = set()
     pending: list[tuple[bytes, str | None, str]] = [(text.encode("utf-8", "replace"), own, "")]
+    calls: dict[bytes, tuple[bytes, bytes]] = {}  # CUTLASS's include macros, from any header
     while pending:
         data, here, where = pending.pop()
-        for quoted, bracketed in _includes(data):
+        problem = _unreadable_spelling(data, where) or _refused_probe(data, here, search, where)
+        if problem is not None:
+            return problem
+        for m in _PATH_MACRO.finditer(data):
+            calls[m.group(1)] = (m.group(2), m.group(3))
+        try:
+            found_includes = _includes(data, calls, strict=not where or _in_workspace(here))
+        except _Unchecked as exc:
+            via = f" (in {where})" if where else ""
+            return f"{exc}{via}: nvcc would open a file not checked first"
+        for quoted, bracketed in found_includes:
             dirs = ([here] if here and quoted else []) + search
             target = quoted or bracketed or ""
             found = _resolve(target, dirs)
@@ -149,9 +187,55 @@ def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -
     return None
 
 
-def _includes(data: bytes) -> list[tuple[str | None, str | None]]:
+def _in_workspace(directory: str | None) -> bool:
+    """Whether a header's directory lies in a workspace folder (the repository's own text)."""
+    return directory is not None and inside(directory, workspace_roots())
+
+
+def _refused_probe(data: bytes, here: str | None, search: list[str], where: str) -> str | None:
+    """Why nvcc may not run for a file the host compiler would open without including it
+    (`__has_include`, `#pragma GCC dependency`: a FIFO held gcc to the timeout), or None."""
+    text = data.decode("utf-8", "replace")
+    base = Path(here) if here else None
+    for probe in (*directives.has_include_probes(text), *directives.dependency_probes(text)):
+        if probe_refused(probe, base, search):
+            via = f" (in {where})" if where else ""
+            shown = text[probe.start : probe.end][:80]
+            if not shown or (probe.quoted is None and probe.bracketed is None):
+                return (
+                    f"a __has_include or #pragma GCC dependency{via} names its file through "
+                    "macros or _Pragma: nvcc would open a file not checked first"
+                )
+            return f"{shown!r}{via} names a file not read"
+    return None
+
+
+def _unreadable_spelling(data: bytes, where: str) -> str | None:
+    """Why nvcc may not run on `data` for an include directive the scan would not read, spelled
+    otherwise than plainly (`%:include`, a comment or splice in it), or None."""
+    plain: set[int] = set()
+    row, last = 0, 0
+    for m in _INCLUDE.finditer(data):
+        row += data.count(b"\n", last, m.start())
+        last = m.start()
+        plain.add(row)
+    odd = directives.unresolved(data.decode("utf-8", "replace"), plain)
+    if not odd:
+        return None
+    via = f" of {where}" if where else ""
+    return (
+        f"the #{odd[0].keyword} on line {odd[0].first_row + 1}{via} is spelled otherwise than "
+        '#include "file" on one line: nvcc would open a file not checked first'
+    )
+
+
+def _includes(
+    data: bytes, calls: dict[bytes, tuple[bytes, bytes]], *, strict: bool
+) -> list[tuple[str | None, str | None]]:
     """The `#include`s of `data`: (quoted, bracketed); one of a macro is read through a
-    `#define NAME "path"` of the same text when there is one."""
+    `#define NAME "path"` of the same text or an include macro `calls` knows (CUTLASS's
+    `CUDA_STD_HEADER(utility)`). `strict` (the file and the workspace's headers): any other
+    computed include raises `_Unchecked`; elsewhere (the toolkit's Thrust) it is not followed."""
     macros: dict[bytes, tuple[bytes | None, bytes | None]] = {}
     for m in _STRING_DEFINE.finditer(data):
         macros[m.group(1)] = (m.group(2), m.group(3))
@@ -161,7 +245,15 @@ def _includes(data: bytes) -> list[tuple[str | None, str | None]]:
         if macro is not None:
             quoted, bracketed = macros.get(macro, (None, None))
             if quoted is None and bracketed is None:
-                continue
+                call = _CALL.match(data, m.start(3))
+                if call is not None and call.group(1) in calls:
+                    param, path = calls[call.group(1)]
+                    bracketed = re.sub(rb"\b" + re.escape(param) + rb"\b", call.group(2), path)
+                elif strict:
+                    line = data.count(b"\n", 0, m.start()) + 1
+                    raise _Unchecked(f"the #include of a macro on line {line}")
+                else:
+                    continue
         found.append((_text(quoted), _text(bracketed)))
     return found
 
