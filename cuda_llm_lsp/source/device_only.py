@@ -278,6 +278,7 @@ def host_items(code: str) -> list[HostItem]:
     found.extend(_host_spellings(code))
     found.extend(_host_branches(code))
     found.extend(_section_directives(code))
+    found.extend(_joining_splices(code))
     unique = {(i.line, i.what, i.span): i for i in found}
     return sorted(unique.values(), key=lambda item: (item.line, item.what))
 
@@ -784,3 +785,28 @@ def _section_directives(code: str) -> list[HostItem]:
         )
         for m in _SECTION_DIRECTIVES.finditer(code)
     ]
+
+
+_SPLICE = re.compile(r"\\[ \t]*\r?\n")
+
+
+def _joining_splices(code: str) -> list[HostItem]:
+    """Line splices (backslash-newline, trailing blanks allowed as gcc allows them) with a
+    character other than a blank on both sides: the compiler joins the two into one token
+    (`__ho\\` + `st__` is `__host__`, `".pushsec\\` + `tion"` a section directive), which every
+    check here, reading lines, would not see. A splice after or before a blank (a multi-line
+    `#define`'s ` \\`) joins nothing."""
+    found = []
+    for match in _SPLICE.finditer(code):
+        before = code[match.start() - 1] if match.start() > 0 else " "
+        after = code[match.end()] if match.end() < len(code) else " "
+        if not before.isspace() and not after.isspace():
+            line = code.count("\n", 0, match.start()) + 1
+            found.append(
+                HostItem(
+                    line,
+                    f"joins `{before}` and `{after}` across a line splice (a backslash at the end "
+                    "of the line): put a blank before the backslash",
+                )
+            )
+    return found
