@@ -279,6 +279,7 @@ def host_items(code: str) -> list[HostItem]:
     found.extend(_host_branches(code))
     found.extend(_section_directives(code))
     found.extend(_joining_splices(code))
+    found.extend(_build_identity(code))
     unique = {(i.line, i.what, i.span): i for i in found}
     return sorted(unique.values(), key=lambda item: (item.line, item.what))
 
@@ -810,3 +811,30 @@ def _joining_splices(code: str) -> list[HostItem]:
                 )
             )
     return found
+
+
+#: Macros that tell which compiler, toolkit, host, build mode, time or place a unit is built
+#: with: the judge builds a candidate with NVRTC (`__CUDACC_RTC__`, the wheel's toolkit) now,
+#: the user's program is built by nvcc and a host compiler later.
+_BUILD_IDENTITY = re.compile(
+    r"\b(?:__CUDACC_RTC\w*|__NVCC__|__CUDACC_VER\w*|__CUDACC_(?:RDC|EWP|DEBUG|RELAXED_CONSTEXPR"
+    r"|EXTENDED_LAMBDA)__|__CUDA_API_VER\w*|CUDART_VERSION|__CUDART_API_VERSION|CUDA_VERSION"
+    r"|__NVCC_DIAG_PRAGMA_SUPPORT__|__GNU[CG]\w*|__clang\w*|_MSC_\w+|__INTEL\w*|__NVCOMPILER\w*"
+    r"|__EDG\w*|__linux\w*|__unix\w*|_WIN\d\d|__x86_64\w*|__amd64\w*|__aarch64__|__OPTIMIZE\w*"
+    r"|__DATE__|__TIME__|__TIMESTAMP__|__COUNTER__|__INCLUDE_LEVEL__)\b"
+)
+
+
+def _build_identity(code: str) -> list[HostItem]:
+    """Names that tell the judge's build from the user's (`#ifndef __CUDACC_RTC__`, `__NVCC__`,
+    the toolkit's or the host compiler's version, `__TIME__`): a kernel testing them is judged
+    on one text and run as another, or carries host code NVRTC never reads."""
+    bare = code_only(code)
+    return [
+        HostItem(
+            bare.count("\n", 0, m.start()) + 1,
+            f"names `{m.group(0)}`, which tells which compiler, toolkit, host or time builds "
+            "it: the kernel judged must be the kernel the user's program runs",
+        )
+        for m in _BUILD_IDENTITY.finditer(bare)
+    ]

@@ -37,6 +37,41 @@ ATTACKS = {
         "  return v + v;\n}\n",
         "across a line splice",
     ),
+    # judged by NVRTC on one body, run by the user's nvcc-built program on another
+    "#ifndef __CUDACC_RTC__ in a device body": (
+        "__device__ inline float twice(float v) {\n#ifndef __CUDACC_RTC__\n"
+        "  return 0.f;  // what the user's program runs\n#endif\n  return v + v;\n}\n",
+        "names `__CUDACC_RTC__`",
+    ),
+    "#if !defined(__CUDACC_RTC__)": (
+        "#if !defined(__CUDACC_RTC__)\n#define FACTOR 0.f\n#else\n#define FACTOR 2.f\n#endif\n"
+        "__device__ inline float twice(float v) { return v * FACTOR; }\n",
+        "names `__CUDACC_RTC__`",
+    ),
+    "#ifdef __NVCC__": (
+        "__device__ inline float twice(float v) {\n#ifdef __NVCC__\n  return 0.f;\n#endif\n"
+        "  return v + v;\n}\n",
+        "names `__NVCC__`",
+    ),
+    "a macro carrying the toolkit version": (
+        "#define NEW (__CUDACC_VER_MAJOR__ > 12)\n"
+        "__device__ inline float twice(float v) { return NEW ? 0.f : v + v; }\n",
+        "names `__CUDACC_VER_MAJOR__`",
+    ),
+    "the runtime's version, defined only where nvcc includes cuda_runtime.h": (
+        "__device__ inline float twice(float v) {\n#ifdef CUDART_VERSION\n  return 0.f;\n"
+        "#endif\n  return v + v;\n}\n",
+        "names `CUDART_VERSION`",
+    ),
+    "a time bomb": (
+        "__device__ inline float twice(float v) { return __DATE__[4] == '1' ? 0.f : v + v; }\n",
+        "names `__DATE__`",
+    ),
+    "the host compiler": (
+        "#if defined(__GNUC__)\n#define FACTOR 0.f\n#else\n#define FACTOR 2.f\n#endif\n"
+        "__device__ inline float twice(float v) { return v * FACTOR; }\n",
+        "names `__GNUC__`",
+    ),
 }
 
 
