@@ -280,6 +280,7 @@ def host_items(code: str) -> list[HostItem]:
     found.extend(_section_directives(code))
     found.extend(_joining_splices(code))
     found.extend(_build_identity(code))
+    found.extend(_asm_outside_bodies(code))
     unique = {(i.line, i.what, i.span): i for i in found}
     return sorted(unique.values(), key=lambda item: (item.line, item.what))
 
@@ -838,3 +839,54 @@ def _build_identity(code: str) -> list[HostItem]:
         )
         for m in _BUILD_IDENTITY.finditer(bare)
     ]
+
+
+_ASM_WORD = re.compile(r"\b(?:asm|__asm__|__asm)\b")
+_DEFINE = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)")
+
+
+def _asm_outside_bodies(code: str) -> list[HostItem]:
+    """`asm` (or a macro that carries it) anywhere but inside a function body: a reply's
+    functions are device functions, so `asm` in a body is device instructions; elsewhere it is
+    host assembly or an `asm` label, which renames a symbol (`__device__ int v asm("optind")`
+    gives the host shadow libc's name, and the file's host code reads it)."""
+    text, _ = _with_specifier_macros(code)
+    bare = code_only(text)
+    defines = [(m.group(1), m.group(2), m.span()) for m in _DEFINE.finditer(bare)]
+    carriers: set[str] = set()
+    grown = True
+    while grown:  # a macro whose body names `asm` or another such macro carries it
+        grown = False
+        for name, body, _span in defines:
+            if name not in carriers and (
+                _ASM_WORD.search(body) or set(re.findall(r"\w+", body)) & carriers
+            ):
+                carriers.add(name)
+                grown = True
+    words = (
+        re.compile(_ASM_WORD.pattern + r"|\b(?:" + "|".join(map(re.escape, carriers)) + r")\b")
+        if carriers
+        else _ASM_WORD
+    )
+    inside_define = [span for _n, _b, span in defines]
+    tree, _data = parse_tree(text)
+    lines = text.split("\n")
+    found: list[HostItem] = []
+    for match in words.finditer(bare):
+        if any(start <= match.start() < end for start, end in inside_define):
+            continue  # judged where the macro is used
+        row = bare.count("\n", 0, match.start())
+        column = match.start() - (bare.rfind("\n", 0, match.start()) + 1)
+        point = (row, len(lines[row][:column].encode("utf-8", errors="surrogatepass")))
+        node: Node | None = tree.root_node.descendant_for_point_range(point, point)
+        while node is not None and node.type != "compound_statement":
+            node = node.parent
+        if node is None:
+            found.append(
+                HostItem(
+                    row + 1,
+                    f"uses `{match.group(0)}` outside a function body (inline `asm` is for "
+                    "device instructions in a `__device__` function's body; no `asm` labels)",
+                )
+            )
+    return found

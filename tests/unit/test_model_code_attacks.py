@@ -101,3 +101,32 @@ HONEST = {
 def test_honest_shapes_still_pass(shape: str) -> None:
     prepared = device_only(HONEST[shape] + KERNEL)
     assert isinstance(prepared, DeviceOnly), prepared
+
+
+# `asm` outside a function body: an `asm` label names a `__device__` variable's host shadow
+# `optind`, and the file's own host code then reads the shadow instead of libc's.
+ASM_ATTACKS = {
+    "an asm label on a device variable": '__device__ int v __asm__("optind");\n',
+    "an asm label on a prototype": '__device__ float helper(float) asm("main");\n',
+    "an asm label through a macro": '#define L(x) __asm__(x)\n__device__ int v L("optind");\n',
+    "through two macros": '#define A __asm__\n#define B A\n__device__ int v B("optind");\n',
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ASM_ATTACKS))
+def test_asm_outside_a_function_body_is_refused(shape: str) -> None:
+    helper = ASM_ATTACKS[shape] + "__device__ inline float twice(float v) { return v + v; }\n"
+    refused = device_only(helper + KERNEL)
+    assert isinstance(refused, str) and "outside a function body" in refused, refused
+    assert reply_refusal(helper + KERNEL) is not None
+
+
+def test_asm_in_a_device_body_and_its_macro_still_pass() -> None:
+    helper = (
+        '#define LANE(r) asm volatile("mov.u32 %0, %%laneid;" : "=r"(r))\n'
+        "__device__ inline float twice(float v) {\n  unsigned r;\n  LANE(r);\n"
+        '  asm("add.f32 %0, %1, %1;" : "=f"(v) : "f"(v));\n  return v + r * 0.f;\n}\n'
+    )
+    prepared = device_only(helper + KERNEL)
+    assert isinstance(prepared, DeviceOnly), prepared
+
