@@ -6,8 +6,12 @@ the user's program runs. Each is a planted reply through `device_only` (the loop
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from cuda_llm_lsp.compile.host_object import build_host_object, new_host_code, tools_available
+from cuda_llm_lsp.compile.nvcc import find_nvcc
 from cuda_llm_lsp.source.device_only import DeviceOnly, device_only, reply_refusal
 
 KERNEL = """\
@@ -130,3 +134,25 @@ def test_asm_in_a_device_body_and_its_macro_still_pass() -> None:
     prepared = device_only(helper + KERNEL)
     assert isinstance(prepared, DeviceOnly), prepared
 
+
+@pytest.mark.skipif(
+    find_nvcc() is None or not tools_available(), reason="no nvcc (the `nvcc` extra) or binutils"
+)
+def test_the_proof_refuses_a_shadow_of_what_the_original_takes_from_libc(tmp_path: Path) -> None:
+    """The source check bypassed: nvcc gives the host shadow the label, as local data (which the
+    proof otherwise lets pass); the original used `optind` from libc, the edit defines it."""
+    host = (
+        "#include <cstdio>\nextern int optind;\n"
+        'int main() { std::printf("%d\\n", optind); return 0; }\n'
+    )
+    kernel = "__global__ void k(int* x) { x[0] = 1; }\n"
+    built = []
+    for name, text in (
+        ("a", kernel + host),
+        ("b", '__device__ int v __asm__("optind");\n' + kernel + host),
+    ):
+        result = build_host_object(text, tmp_path / f"{name}.cu")
+        assert result.host is not None, result.result.log
+        built.append(result.host)
+    found = new_host_code(built[0], built[1], frozenset({"k", "v"}))
+    assert any("`optind`" in f and "from elsewhere" in f for f in found), found
