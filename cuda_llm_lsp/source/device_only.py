@@ -500,6 +500,22 @@ def _type(node: Node, data: bytes, found: list[HostItem]) -> None:
         elif target.type in ("struct_specifier", "class_specifier", "union_specifier"):
             _type(target, data, found)
         elif target.type == "field_declaration":
+            marks = _marks(target, data)
+            if "static" in marks and "constexpr" not in marks and "inline" in marks:
+                # a static inline data member is a host variable defined here: its initialiser
+                # (`= printf(...)`) runs at start-up
+                member = next(
+                    (node_text(c, data) for c in target.children if c.type == "field_identifier"),
+                    "?",
+                )
+                found.append(
+                    HostItem(
+                        _line(target),
+                        f"defines a type `{name}` with the static data member `{member}` "
+                        "(a host variable)",
+                        _DROP,
+                    )
+                )
             for child in target.named_children:
                 if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
                     _type(child, data, found)

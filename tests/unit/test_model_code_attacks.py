@@ -156,3 +156,22 @@ def test_the_proof_refuses_a_shadow_of_what_the_original_takes_from_libc(tmp_pat
         built.append(result.host)
     found = new_host_code(built[0], built[1], frozenset({"k", "v"}))
     assert any("`optind`" in f and "from elsewhere" in f for f in found), found
+
+
+def test_a_static_inline_data_member_is_a_host_variable() -> None:
+    """`static inline int x = printf(...)` in a reply's type is a host variable whose initialiser
+    runs before `main` (an nvcc-built program printed it); NVRTC refuses it, but the `nvcc -cubin`
+    builder of last resort never compiles it: the type is dropped like any host object."""
+    helper = (
+        'struct Hook {\n  static inline int x = printf("PWNED\\n");\n'
+        "  static constexpr int k = 2;\n};\n"
+        "__device__ inline float twice(float v) { return v * Hook::k; }\n"
+    )
+    prepared = device_only(helper + KERNEL)
+    assert isinstance(prepared, DeviceOnly), prepared
+    assert "printf" not in prepared.text
+    assert any("static data member `x`" in i.what for i in prepared.dropped), prepared.dropped
+    assert reply_refusal(helper + KERNEL) is not None
+    honest = "struct Consts {\n  static constexpr int k = 2;\n};\n"
+    kept = device_only(honest + "__device__ inline float twice(float v) { return v; }\n" + KERNEL)
+    assert isinstance(kept, DeviceOnly) and not kept.dropped, kept
