@@ -281,6 +281,7 @@ def host_items(code: str) -> list[HostItem]:
     found.extend(_joining_splices(code))
     found.extend(_build_identity(code))
     found.extend(_asm_outside_bodies(code))
+    found.extend(_hidden_attributes(code))
     unique = {(i.line, i.what, i.span): i for i in found}
     return sorted(unique.values(), key=lambda item: (item.line, item.what))
 
@@ -660,7 +661,7 @@ def _attributes(code: str) -> list[HostItem]:
         found.append(HostItem(line, f"uses `{match.group(0)}` (a host start-up hook or pragma)"))
     for match in _ATTRIBUTE.finditer(bare):
         body = match.group("gnu") or match.group("std") or match.group("ms") or ""
-        for word in re.findall(r"(?:\w+::)?(\w+)\s*(?:\([^()]*\))?", body):
+        for word in re.findall(r"(?:\w+::)?\b([A-Za-z_]\w*)\s*(?:\([^()]*\))?", body):
             if word not in _ATTRIBUTES_OK:
                 line = bare.count("\n", 0, match.start()) + 1
                 found.append(
@@ -903,6 +904,34 @@ def _asm_outside_bodies(code: str) -> list[HostItem]:
                     row + 1,
                     f"uses `{match.group(0)}` outside a function body (inline `asm` is for "
                     "device instructions in a `__device__` function's body; no `asm` labels)",
+                )
+            )
+    return found
+
+
+_ATTRIBUTE_WORD = re.compile(r"\b(?:__attribute__|__attribute|__declspec)\b(?!\s*\()")
+
+
+def _hidden_attributes(code: str) -> list[HostItem]:
+    """An attribute the attribute check cannot read: `__attribute__` / `__declspec` without its
+    parentheses (`#define A __attribute__` then `A((section(...)))`), or a macro whose body
+    leaves a bracket open (`#define L [` then `L[gnu::section(...)]]`)."""
+    bare = code_only(code)
+    found = [
+        HostItem(
+            bare.count("\n", 0, m.start()) + 1,
+            f"uses `{m.group(0)}` without its parentheses (an attribute spelt through a macro)",
+        )
+        for m in _ATTRIBUTE_WORD.finditer(bare)
+    ]
+    for match in _DEFINE.finditer(bare):
+        body = match.group(2)
+        if body.count("[") != body.count("]"):
+            found.append(
+                HostItem(
+                    bare.count("\n", 0, match.start()) + 1,
+                    f"defines `{match.group(1)}` with an unbalanced `[` or `]` (an attribute "
+                    "spelt through a macro)",
                 )
             )
     return found

@@ -175,3 +175,34 @@ def test_a_static_inline_data_member_is_a_host_variable() -> None:
     honest = "struct Consts {\n  static constexpr int k = 2;\n};\n"
     kept = device_only(honest + "__device__ inline float twice(float v) { return v; }\n" + KERNEL)
     assert isinstance(kept, DeviceOnly) and not kept.dropped, kept
+
+
+# A start-up entry on a `__constant__` variable's host shadow, its attribute spelt through a macro
+# the attribute check could not read (and its section name split over string literals).
+ATTRIBUTE_ATTACKS = {
+    "__attribute__ through a macro": (
+        '#define A __attribute__\n__constant__ int hook A((section(".ini" "t_array"))) = 1;\n'
+    ),
+    "__declspec through a macro": "#define D __declspec\n__device__ D(selectany) int hook;\n",
+    "a bracket through a macro": (
+        '#define L [\n__constant__ L[gnu::section(".ini" "t_array")]] int hook = 1;\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ATTRIBUTE_ATTACKS))
+def test_an_attribute_spelt_through_a_macro_is_refused(shape: str) -> None:
+    helper = ATTRIBUTE_ATTACKS[shape] + "__device__ inline float twice(float v) { return v; }\n"
+    refused = device_only(helper + KERNEL)
+    assert isinstance(refused, str) and "through a macro" in refused, refused
+    assert reply_refusal(helper + KERNEL) is not None
+
+
+def test_plain_attributes_and_indexing_macros_still_pass() -> None:
+    helper = (
+        "#define AT(a, i) a[(i)]\n#define ALIGNED __attribute__((aligned(16)))\n"
+        "struct ALIGNED Pair { float a, b; };\n"
+        "__device__ inline float twice(float v) { float t[2] = {v, v}; return AT(t, 0) * 2; }\n"
+    )
+    prepared = device_only(helper + KERNEL)
+    assert isinstance(prepared, DeviceOnly), prepared
