@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cuda_llm_lsp.compile.candidate_policy import check_candidate
 from cuda_llm_lsp.compile.host_object import build_host_object, new_host_code, tools_available
 from cuda_llm_lsp.compile.nvcc import find_nvcc
 from cuda_llm_lsp.source.device_only import DeviceOnly, device_only, reply_refusal
@@ -206,3 +207,17 @@ def test_plain_attributes_and_indexing_macros_still_pass() -> None:
     )
     prepared = device_only(helper + KERNEL)
     assert isinstance(prepared, DeviceOnly), prepared
+
+
+@pytest.mark.parametrize("header", ["<vector>", "<iostream>", "<unistd.h>"])
+def test_has_include_of_a_host_only_header_is_refused(header: str) -> None:
+    """NVRTC answers `__has_include(<vector>)` false, nvcc (host preprocessor) true: a kernel
+    judged on one branch would be built on the other."""
+    helper = (
+        f"#if __has_include({header})\n#define FACTOR 0.f\n#else\n#define FACTOR 2.f\n#endif\n"
+        "__device__ inline float twice(float v) { return v * FACTOR; }\n"
+    )
+    refused = check_candidate(helper + KERNEL)
+    assert refused is not None and "__has_include" in refused, refused
+    honest = "#if __has_include(<cuda_bf16.h>)\n#include <cuda_bf16.h>\n#endif\n"
+    assert check_candidate(honest + KERNEL.replace("twice(y[i])", "y[i]")) is None
