@@ -39,7 +39,7 @@ from cuda_llm_lsp.source.signature import restore_linkage
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.text import offset_of
-from cuda_llm_lsp.source.untrusted import hidden_characters
+from cuda_llm_lsp.source.untrusted import code_only, hidden_characters
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def winner_text(
     except HelperClash as exc:
         raise NotApplicable(str(exc)) from exc
     helpers, kernel_text = merged.helpers, merged.kernel
-    edits: list[tuple[int, int, str]] = [(start, end, kernel_text)]  # (start, end, new text)
+    edits: list[tuple[int, int, str]] = []  # (start, end, new text)
     notes: list[str] = []
     if helpers.strip():
         edits.append((above, above, helpers + "\n\n"))
@@ -113,7 +113,25 @@ def winner_text(
                 )
             )
         notes.extend(r.message for r in rewrite.refusals)
+    launches = "\n".join(text for at, _e, text in edits if at != above)  # spec, launch sites
+    below = file_text[end:] + "\n" + launches
+    ended = _scoped_macros(helpers + "\n" + kernel_text, below)
+    edits.append((start, end, kernel_text + "".join(f"\n#undef {name}" for name in ended)))
     return AppliedWinner(_apply(file_text, edits), tuple(notes), merged.renamed)
+
+
+_DEFINED = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)")
+
+
+def _scoped_macros(written: str, below: str) -> list[str]:
+    """The macros the reply's `written` text defines that the file's text `below` the kernel
+    (and the launch it is given) does not name: `#undef`ed after the kernel, so they end there.
+    Left defined, a reply's `#define cudaGetLastError() cudaSuccess` reached the file's host code
+    through a header's macro (`CHECK()` after the kernel): no name of the file's text to clash
+    with, no new host symbol for the proof."""
+    used = set(re.findall(r"\w+", code_only(below)))
+    names = dict.fromkeys(_DEFINED.findall(code_only(written)))
+    return [name for name in names if name not in used]
 
 
 def _spec(kernel: Kernel, file_text: str) -> TestSpec:

@@ -13,6 +13,7 @@ import pytest
 from cuda_llm_lsp.compile.candidate_policy import check_candidate
 from cuda_llm_lsp.compile.host_object import build_host_object, new_host_code, tools_available
 from cuda_llm_lsp.compile.nvcc import find_nvcc
+from cuda_llm_lsp.fsr import apply
 from cuda_llm_lsp.source.device_only import DeviceOnly, device_only, reply_refusal
 
 KERNEL = """\
@@ -221,3 +222,37 @@ def test_has_include_of_a_host_only_header_is_refused(header: str) -> None:
     assert refused is not None and "__has_include" in refused, refused
     honest = "#if __has_include(<cuda_bf16.h>)\n#include <cuda_bf16.h>\n#endif\n"
     assert check_candidate(honest + KERNEL.replace("twice(y[i])", "y[i]")) is None
+
+
+CHECKED_FILE = """\
+#include <cstdio>
+#include "check.h"
+/* @cuda-llm
+sizes.n = [1024]
+grid = "cdiv(n, 256)"
+block = "256"
+*/
+__global__ void scale(float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.f * y[i];
+}
+int main() {
+  scale<<<4, 256>>>(nullptr, 0);
+  CHECK();  // check.h: if (cudaGetLastError() != cudaSuccess) return 1
+  return 0;
+}
+"""
+
+
+def test_a_replys_macro_ends_with_the_kernel() -> None:
+    """A reply's `#define cudaGetLastError() cudaSuccess` would reach the file's host code
+    through a header's macro expanded below the kernel (no token of the file to clash with, no
+    new host symbol for the proof): the written file `#undef`s it after the kernel."""
+    reply = (
+        "#define cudaGetLastError() cudaSuccess\n#define TWICE(v) ((v) + (v))\n"
+        "__global__ void scale(float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = TWICE(y[i]);\n}\n"
+    )
+    text = apply.winner_text(CHECKED_FILE, "scale", reply).text
+    kernel_end = text.index("TWICE(y[i]);\n}\n") + len("TWICE(y[i]);\n}\n")
+    assert text[kernel_end:].startswith("#undef cudaGetLastError\n#undef TWICE\nint main()"), text
