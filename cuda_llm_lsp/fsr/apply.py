@@ -285,12 +285,30 @@ def write_check(
     if built.host is None:
         return WriteCheck(f"the edited file does not build with nvcc:\n{built.result.message()}")
     found = new_host_code(before.host, built.host, *device_names(edited))
+    found.extend(_made_host(built.result.log, before.result.log))
     if found:
         return WriteCheck(
             "the edited file's host object has host code the original's has not: "
             + "; ".join(found[:5])
         )
     return WriteCheck()
+
+
+#: nvcc's word that a `__device__` function redeclares a host one (`getchar`, `getenv` of the
+#: file's host headers) and is built for the host too: its stub then takes the C library's name
+#: for the whole program.
+_REDECLARED_HOST = re.compile(r'function\("([^"]+)"\) redeclared with __device__')
+
+
+def _made_host(log: str, original_log: str) -> list[str]:
+    """The functions nvcc says the edit made `__host__ __device__` that the original had not."""
+    before = set(_REDECLARED_HOST.findall(original_log))
+    return [
+        f"it redeclares the host function `{name}` as `__device__`, which nvcc builds for the "
+        "host too (the program's calls to it would reach the edit's copy)"
+        for name in dict.fromkeys(_REDECLARED_HOST.findall(log))
+        if name not in before
+    ]
 
 
 def build_check(

@@ -256,3 +256,24 @@ def test_a_replys_macro_ends_with_the_kernel() -> None:
     text = apply.winner_text(CHECKED_FILE, "scale", reply).text
     kernel_end = text.index("TWICE(y[i]);\n}\n") + len("TWICE(y[i]);\n}\n")
     assert text[kernel_end:].startswith("#undef cudaGetLastError\n#undef TWICE\nint main()"), text
+
+
+@pytest.mark.skipif(
+    find_nvcc() is None or not tools_available(), reason="no nvcc (the `nvcc` extra) or binutils"
+)
+def test_a_device_function_redeclaring_a_host_one_is_not_written() -> None:
+    """`__device__ int getchar()` redeclares <cstdio>'s: nvcc treats it as `__host__ __device__`
+    and the host object defines `getchar` (global), which takes the C library's place for the
+    whole program. Its name is a device name of the edited file, so the symbol rule let it pass;
+    nvcc's own warning names it."""
+    original = CHECKED_FILE.replace('#include "check.h"\n', "").replace(
+        "  CHECK();  // check.h: if (cudaGetLastError() != cudaSuccess) return 1\n", ""
+    )
+    helper = "__device__ int getchar() { return 0; }\n"
+    edited = original.replace("/* @cuda-llm", helper + "/* @cuda-llm").replace(
+        "2.f * y[i]", "2.f * y[i] + getchar()"
+    )
+    checked = apply.write_check(edited, original, None)
+    assert checked.refused is not None and "`getchar`" in checked.refused, checked
+    honest = original.replace("/* @cuda-llm", "__device__ int one() { return 1; }\n/* @cuda-llm")
+    assert apply.write_check(honest, original, None).refused is None
