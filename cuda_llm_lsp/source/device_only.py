@@ -723,7 +723,7 @@ def _host_spellings(code: str) -> list[HostItem]:
 
 _DIRECTIVE_LINE = re.compile(r"[ \t]*#[ \t]*(\w+)(.*)", re.DOTALL)
 _ARCH = "__CUDA_ARCH__"
-_NOT_ARCH = re.compile(r"!\s*(?:defined\s*\(?\s*)?__CUDA_ARCH__\b")
+_NOT_ARCH = re.compile(r"!\s*[\s(]*(?:defined\s*\(?\s*)?__CUDA_ARCH__\b")
 _ARCH_BELOW = re.compile(
     r"__CUDA_ARCH__\s*(?:==|!=|<=?(?!<))|(?:==|!=|<=?|>=?)\s*__CUDA_ARCH__\b"
     r"|__CUDA_ARCH__\s*>=\s*0\b"

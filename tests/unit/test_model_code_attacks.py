@@ -277,3 +277,15 @@ def test_a_device_function_redeclaring_a_host_one_is_not_written() -> None:
     assert checked.refused is not None and "`getchar`" in checked.refused, checked
     honest = original.replace("/* @cuda-llm", "__device__ int one() { return 1; }\n/* @cuda-llm")
     assert apply.write_check(honest, original, None).refused is None
+
+
+@pytest.mark.parametrize(
+    "test", ["#if !(__CUDA_ARCH__)", "#if !(defined(__CUDA_ARCH__))", "#if ! ( __CUDA_ARCH__ )"]
+)
+def test_a_negated_arch_test_in_parentheses_is_a_host_only_branch(test: str) -> None:
+    helper = (
+        f"__device__ inline float twice(float v) {{\n{test}\n  return 0.f;\n#endif\n"
+        "  return v + v;\n}\n"
+    )
+    refused = device_only(helper + KERNEL)
+    assert isinstance(refused, str) and "host-only branch" in refused, refused
