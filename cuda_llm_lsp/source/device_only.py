@@ -505,14 +505,14 @@ def _type(node: Node, data: bytes, found: list[HostItem]) -> None:
             if "static" in marks and "constexpr" not in marks and "inline" in marks:
                 # a static inline data member is a host variable defined here: its initialiser
                 # (`= printf(...)`) runs at start-up
-                member = next(
+                field_name = next(
                     (node_text(c, data) for c in target.children if c.type == "field_identifier"),
                     "?",
                 )
                 found.append(
                     HostItem(
                         _line(target),
-                        f"defines a type `{name}` with the static data member `{member}` "
+                        f"defines a type `{name}` with the static data member `{field_name}` "
                         "(a host variable)",
                         _DROP,
                     )
