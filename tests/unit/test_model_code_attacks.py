@@ -289,3 +289,38 @@ def test_a_negated_arch_test_in_parentheses_is_a_host_only_branch(test: str) -> 
     )
     refused = device_only(helper + KERNEL)
     assert isinstance(refused, str) and "host-only branch" in refused, refused
+
+
+# Routes that held when tried (refused, or their host part dropped): kept as regressions. Each
+# carries `hook` in what must never reach the written text.
+HELD = {
+    "#pragma GCC poison": "#pragma GCC poison hook\n",
+    "[[gnu::constructor]]": "[[gnu::constructor]] __device__ void hook() {}\n",
+    "_Pragma through stringizing": '#define P(x) _Pragma(#x)\nP(GCC dependency "hook")\n',
+    "#define __device__": "#define __device__\nvoid hook() {}\n",
+    "#undef __CUDA_ARCH__": "#undef __CUDA_ARCH__\n__device__ int hook;\n",
+    "a section on a __constant__": (
+        '__constant__ int hook __attribute__((section(".init_array"))) = 1;\n'
+    ),
+    "a weak libc override": 'extern "C" __attribute__((weak)) int puts(const char* hook);\n',
+    "__managed__ with an initialiser": "__managed__ int hook = 5;\n",
+    "a host lambda": "__device__ auto hook = [] __host__ () { return 1; };\n",
+    "a host specialisation": (
+        "template <class T> __device__ int f(T) { return 0; }\n"
+        "template <> int f<int>(int) { return hook(); }\n"
+    ),
+    "#line": '#line 1 "hook.cu"\n',
+    "namespace-scope asm in a namespace": 'namespace n { asm(".quad hook"); }\n',
+    "#ifndef __CUDACC_RTC__ at namespace scope": (
+        "#ifndef __CUDACC_RTC__\nstatic int hook = 1;\n#endif\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HELD))
+def test_routes_that_held_still_hold(shape: str) -> None:
+    helper = HELD[shape] + "__device__ inline float twice(float v) { return v + v; }\n"
+    prepared = device_only(helper + KERNEL)
+    if isinstance(prepared, DeviceOnly):
+        assert "hook" not in prepared.text, prepared.text
+        assert prepared.dropped, prepared
