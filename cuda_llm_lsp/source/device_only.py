@@ -156,7 +156,7 @@ def reply_refusal(code: str, where: str = "") -> str | None:
     hidden = hidden_refusal(code, where)
     if hidden is not None:
         return hidden
-    items = host_items(code)
+    items = host_items(code) + _place_names(code)
     return _refusal(items, where) if items else None
 
 
@@ -190,7 +190,7 @@ def device_only(code: str, where: str = "") -> DeviceOnly | str:
     for first, last in reversed(rows):
         del lines[first : last + 1]
     text = "\n".join(lines)
-    left = host_items(text)
+    left = host_items(text) + _place_names(text)
     if left:  # what dropping left behind is still host code: refused as it stands
         return _refusal(left, where)
     return DeviceOnly(text, tuple(items), unhosted)
@@ -935,3 +935,40 @@ def _hidden_attributes(code: str) -> list[HostItem]:
                 )
             )
     return found
+
+
+_PLACE = re.compile(r"\b(?:__FILE__|__BASE_FILE__|__FILE_NAME__|__LINE__)\b")
+
+
+def _place_names(code: str) -> list[HostItem]:
+    """`__FILE__` / `__LINE__` (or a macro carrying them) used in what is left of a reply once
+    its host items are dropped: the judge's unit and the user's file differ in name and lines,
+    so a kernel testing them is judged on one path and run on another. A whole program's
+    `CUDA_CHECK` macro, used only by its dropped host code, passes."""
+    bare = code_only(code)
+    defines = [(m.group(1), m.group(2), m.span()) for m in _DEFINE.finditer(bare)]
+    carriers: set[str] = set()
+    grown = True
+    while grown:
+        grown = False
+        for name, body, _span in defines:
+            if name not in carriers and (
+                _PLACE.search(body) or set(re.findall(r"\w+", body)) & carriers
+            ):
+                carriers.add(name)
+                grown = True
+    words = (
+        re.compile(_PLACE.pattern + r"|\b(?:" + "|".join(map(re.escape, carriers)) + r")\b")
+        if carriers
+        else _PLACE
+    )
+    spans = [span for _n, _b, span in defines]
+    return [
+        HostItem(
+            bare.count("\n", 0, m.start()) + 1,
+            f"uses `{m.group(0)}`, whose value differs between the judge's unit and the "
+            "user's file (its name and lines)",
+        )
+        for m in words.finditer(bare)
+        if not any(start <= m.start() < end for start, end in spans)
+    ]

@@ -324,3 +324,24 @@ def test_routes_that_held_still_hold(shape: str) -> None:
     if isinstance(prepared, DeviceOnly):
         assert "hook" not in prepared.text, prepared.text
         assert prepared.dropped, prepared
+
+
+def test_file_and_line_in_the_kernel_are_refused_a_check_macro_for_main_is_not() -> None:
+    bomb = (
+        "#define WHERE __FILE__\n"
+        "__device__ inline float twice(float v) { return WHERE[1] == 't' ? v + v : 0.f; }\n"
+    )
+    refused = device_only(bomb + KERNEL)
+    assert isinstance(refused, str) and "`WHERE`" in refused, refused
+    program = (
+        "#include <cstdio>\n"
+        '#define CUDA_CHECK(x) do { if ((x) != cudaSuccess) printf("%s:%d\\n", __FILE__, '
+        "__LINE__); } while (0)\n"
+        "__device__ inline float twice(float v) { return v + v; }\n"
+        + KERNEL
+        + "int main() { CUDA_CHECK(cudaDeviceSynchronize()); return 0; }\n"
+    )
+    prepared = device_only(program)
+    assert isinstance(prepared, DeviceOnly), prepared
+    assert "int main" not in prepared.text
+    assert reply_refusal(prepared.text) is None
