@@ -250,6 +250,14 @@ def _token(
             or operand[2].text != ")"
         ):
             raise PolicyError(f"line {token.line}: __has_include must name a header literally")
+        name = operand[1].text[1:-1]
+        if std_headers.is_host_only(name):
+            # NVRTC (the judge) has no <vector>; the user's nvcc build has: the branch judged
+            # would not be the branch built
+            raise PolicyError(
+                f"line {token.line}: __has_include({operand[1].text}) of a host-only header "
+                "answers differently for the judge and for nvcc"
+            )
         _header(operand[1], allowed, file_dir, include_paths)
     elif token.text == "_Pragma":
         operand = tokens[i + 1 : i + 4]

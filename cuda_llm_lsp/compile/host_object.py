@@ -189,6 +189,21 @@ def new_host_code(
             continue
         what = _KINDS.get(symbol.kind.upper(), "a symbol")
         found.append(f"it defines the host symbol `{symbol.demangled}` ({what})")
+    # a name the original took from elsewhere (libc's `optind`, `stderr`) now defined in the
+    # object, local data included: the file's host code would read or call the edit's copy
+    # (an `asm` label on a `__device__` variable names its host shadow so)
+    taken = sorted(
+        name
+        for name in original.undefined
+        if name in edited.symbols
+        and not NVCC_GENERATED.search(name)
+        and _scoped_name(edited.symbols[name].demangled)[-1] not in device_names
+    )
+    for plain in demangle(taken) if taken else []:
+        found.append(
+            f"it defines `{plain}`, which the original uses from elsewhere (the file's host code "
+            "would use the edit's copy)"
+        )
     used = sorted(
         name
         for name in edited.undefined - original.undefined

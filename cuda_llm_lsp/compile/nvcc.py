@@ -227,8 +227,10 @@ def link_device_runtime(
     cubin: bytes, arch: str, *, timeout: float = DEFAULT_TIMEOUT_S, nvcc: Path | None = None
 ) -> tuple[bytes | None, str]:
     """A relocatable cubin (`-rdc=true`: device-side launches) linked with the device runtime
-    (`nvcc -dlink -cubin ... -lcudadevrt`: nvlink alone, no host compiler, nothing run), so
-    that the driver can load it; (None, nvlink's log) when that fails or times out."""
+    (`nvcc -dlink -cubin ... -lcudadevrt`: nothing run; besides nvlink, nvcc compiles its own
+    `crt/prelink.stub` with the host compiler, the cubin in it only as bytes of data, in an
+    empty temporary directory), so that the driver can load it; (None, nvlink's log) when that
+    fails or times out."""
     binary = nvcc or find_nvcc()
     if binary is None:
         raise NvccUnavailable(f"nvcc not found: set {NVCC_ENV}")

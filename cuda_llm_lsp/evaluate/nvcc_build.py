@@ -12,7 +12,9 @@ Safety: `nvcc -cubin` compiles device code only. nvcc runs the host compiler as 
 runs nothing from the file (`compile.nvcc.compile_file(cubin=True)`). A candidate's host code
 (model text) is parsed by nvcc's front end and dropped; it never reaches a host object. A
 relocatable cubin (device-side launches) is linked with `libcudadevrt` by `nvcc -dlink
--cubin` (nvlink, and nvcc's own registration stub: no text of ours or the model's).
+-cubin` (nvlink, and nvcc's own `crt/prelink.stub` built by the host compiler with the cubin
+embedded as bytes: no text of ours or the model's is compiled as host code; checked with
+`--dryrun`: `-cubin` runs `gcc -E`, cicc and ptxas only).
 
 The entry is the kernel's mangled symbol as ptxas names it (`-Xptxas -v`), read back with
 `compile.mangled`; a template instance the file never instantiates is instantiated by one

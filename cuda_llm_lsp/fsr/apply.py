@@ -39,7 +39,7 @@ from cuda_llm_lsp.source.signature import restore_linkage
 from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 from cuda_llm_lsp.source.text import offset_of
-from cuda_llm_lsp.source.untrusted import hidden_characters
+from cuda_llm_lsp.source.untrusted import code_only, hidden_characters
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def winner_text(
     except HelperClash as exc:
         raise NotApplicable(str(exc)) from exc
     helpers, kernel_text = merged.helpers, merged.kernel
-    edits: list[tuple[int, int, str]] = [(start, end, kernel_text)]  # (start, end, new text)
+    edits: list[tuple[int, int, str]] = []  # (start, end, new text)
     notes: list[str] = []
     if helpers.strip():
         edits.append((above, above, helpers + "\n\n"))
@@ -113,7 +113,25 @@ def winner_text(
                 )
             )
         notes.extend(r.message for r in rewrite.refusals)
+    launches = "\n".join(text for at, _e, text in edits if at != above)  # spec, launch sites
+    below = file_text[end:] + "\n" + launches
+    ended = _scoped_macros(helpers + "\n" + kernel_text, below)
+    edits.append((start, end, kernel_text + "".join(f"\n#undef {name}" for name in ended)))
     return AppliedWinner(_apply(file_text, edits), tuple(notes), merged.renamed)
+
+
+_DEFINED = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)")
+
+
+def _scoped_macros(written: str, below: str) -> list[str]:
+    """The macros the reply's `written` text defines that the file's text `below` the kernel
+    (and the launch it is given) does not name: `#undef`ed after the kernel, so they end there.
+    Left defined, a reply's `#define cudaGetLastError() cudaSuccess` reached the file's host code
+    through a header's macro (`CHECK()` after the kernel): no name of the file's text to clash
+    with, no new host symbol for the proof."""
+    used = set(re.findall(r"\w+", code_only(below)))
+    names = dict.fromkeys(_DEFINED.findall(code_only(written)))
+    return [name for name in names if name not in used]
 
 
 def _spec(kernel: Kernel, file_text: str) -> TestSpec:
@@ -267,12 +285,30 @@ def write_check(
     if built.host is None:
         return WriteCheck(f"the edited file does not build with nvcc:\n{built.result.message()}")
     found = new_host_code(before.host, built.host, *device_names(edited))
+    found.extend(_made_host(built.result.log, before.result.log))
     if found:
         return WriteCheck(
             "the edited file's host object has host code the original's has not: "
             + "; ".join(found[:5])
         )
     return WriteCheck()
+
+
+#: nvcc's word that a `__device__` function redeclares a host one (`getchar`, `getenv` of the
+#: file's host headers) and is built for the host too: its stub then takes the C library's name
+#: for the whole program.
+_REDECLARED_HOST = re.compile(r'function\("([^"]+)"\) redeclared with __device__')
+
+
+def _made_host(log: str, original_log: str) -> list[str]:
+    """The functions nvcc says the edit made `__host__ __device__` that the original had not."""
+    before = set(_REDECLARED_HOST.findall(original_log))
+    return [
+        f"it redeclares the host function `{name}` as `__device__`, which nvcc builds for the "
+        "host too (the program's calls to it would reach the edit's copy)"
+        for name in dict.fromkeys(_REDECLARED_HOST.findall(log))
+        if name not in before
+    ]
 
 
 def build_check(

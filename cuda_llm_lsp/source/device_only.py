@@ -156,7 +156,7 @@ def reply_refusal(code: str, where: str = "") -> str | None:
     hidden = hidden_refusal(code, where)
     if hidden is not None:
         return hidden
-    items = host_items(code)
+    items = host_items(code) + _place_names(code)
     return _refusal(items, where) if items else None
 
 
@@ -190,7 +190,7 @@ def device_only(code: str, where: str = "") -> DeviceOnly | str:
     for first, last in reversed(rows):
         del lines[first : last + 1]
     text = "\n".join(lines)
-    left = host_items(text)
+    left = host_items(text) + _place_names(text)
     if left:  # what dropping left behind is still host code: refused as it stands
         return _refusal(left, where)
     return DeviceOnly(text, tuple(items), unhosted)
@@ -278,6 +278,10 @@ def host_items(code: str) -> list[HostItem]:
     found.extend(_host_spellings(code))
     found.extend(_host_branches(code))
     found.extend(_section_directives(code))
+    found.extend(_joining_splices(code))
+    found.extend(_build_identity(code))
+    found.extend(_asm_outside_bodies(code))
+    found.extend(_hidden_attributes(code))
     unique = {(i.line, i.what, i.span): i for i in found}
     return sorted(unique.values(), key=lambda item: (item.line, item.what))
 
@@ -497,6 +501,22 @@ def _type(node: Node, data: bytes, found: list[HostItem]) -> None:
         elif target.type in ("struct_specifier", "class_specifier", "union_specifier"):
             _type(target, data, found)
         elif target.type == "field_declaration":
+            marks = _marks(target, data)
+            if "static" in marks and "constexpr" not in marks and "inline" in marks:
+                # a static inline data member is a host variable defined here: its initialiser
+                # (`= printf(...)`) runs at start-up
+                field_name = next(
+                    (node_text(c, data) for c in target.children if c.type == "field_identifier"),
+                    "?",
+                )
+                found.append(
+                    HostItem(
+                        _line(target),
+                        f"defines a type `{name}` with the static data member `{field_name}` "
+                        "(a host variable)",
+                        _DROP,
+                    )
+                )
             for child in target.named_children:
                 if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
                     _type(child, data, found)
@@ -641,7 +661,7 @@ def _attributes(code: str) -> list[HostItem]:
         found.append(HostItem(line, f"uses `{match.group(0)}` (a host start-up hook or pragma)"))
     for match in _ATTRIBUTE.finditer(bare):
         body = match.group("gnu") or match.group("std") or match.group("ms") or ""
-        for word in re.findall(r"(?:\w+::)?(\w+)\s*(?:\([^()]*\))?", body):
+        for word in re.findall(r"(?:\w+::)?\b([A-Za-z_]\w*)\s*(?:\([^()]*\))?", body):
             if word not in _ATTRIBUTES_OK:
                 line = bare.count("\n", 0, match.start()) + 1
                 found.append(
@@ -703,7 +723,7 @@ def _host_spellings(code: str) -> list[HostItem]:
 
 _DIRECTIVE_LINE = re.compile(r"[ \t]*#[ \t]*(\w+)(.*)", re.DOTALL)
 _ARCH = "__CUDA_ARCH__"
-_NOT_ARCH = re.compile(r"!\s*(?:defined\s*\(?\s*)?__CUDA_ARCH__\b")
+_NOT_ARCH = re.compile(r"!\s*[\s(]*(?:defined\s*\(?\s*)?__CUDA_ARCH__\b")
 _ARCH_BELOW = re.compile(
     r"__CUDA_ARCH__\s*(?:==|!=|<=?(?!<))|(?:==|!=|<=?|>=?)\s*__CUDA_ARCH__\b"
     r"|__CUDA_ARCH__\s*>=\s*0\b"
@@ -783,4 +803,172 @@ def _section_directives(code: str) -> list[HostItem]:
             "or data in a section)",
         )
         for m in _SECTION_DIRECTIVES.finditer(code)
+    ]
+
+
+_SPLICE = re.compile(r"\\[ \t]*\r?\n")
+
+
+def _joining_splices(code: str) -> list[HostItem]:
+    """Line splices (backslash-newline, trailing blanks allowed as gcc allows them) with a
+    character other than a blank on both sides: the compiler joins the two into one token
+    (`__ho\\` + `st__` is `__host__`, `".pushsec\\` + `tion"` a section directive), which every
+    check here, reading lines, would not see. A splice after or before a blank (a multi-line
+    `#define`'s ` \\`) joins nothing."""
+    found = []
+    for match in _SPLICE.finditer(code):
+        before = code[match.start() - 1] if match.start() > 0 else " "
+        after = code[match.end()] if match.end() < len(code) else " "
+        if not before.isspace() and not after.isspace():
+            line = code.count("\n", 0, match.start()) + 1
+            found.append(
+                HostItem(
+                    line,
+                    f"joins `{before}` and `{after}` across a line splice (a backslash at the end "
+                    "of the line): put a blank before the backslash",
+                )
+            )
+    return found
+
+
+#: Macros that tell which compiler, toolkit, host, build mode, time or place a unit is built
+#: with: the judge builds a candidate with NVRTC (`__CUDACC_RTC__`, the wheel's toolkit) now,
+#: the user's program is built by nvcc and a host compiler later.
+_BUILD_IDENTITY = re.compile(
+    r"\b(?:__CUDACC_RTC\w*|__NVCC__|__CUDACC_VER\w*|__CUDACC_(?:RDC|EWP|DEBUG|RELAXED_CONSTEXPR"
+    r"|EXTENDED_LAMBDA)__|__CUDA_API_VER\w*|CUDART_VERSION|__CUDART_API_VERSION|CUDA_VERSION"
+    r"|__NVCC_DIAG_PRAGMA_SUPPORT__|__GNU[CG]\w*|__clang\w*|_MSC_\w+|__INTEL\w*|__NVCOMPILER\w*"
+    r"|__EDG\w*|__linux\w*|__unix\w*|_WIN\d\d|__x86_64\w*|__amd64\w*|__aarch64__|__OPTIMIZE\w*"
+    r"|__DATE__|__TIME__|__TIMESTAMP__|__COUNTER__|__INCLUDE_LEVEL__)\b"
+)
+
+
+def _build_identity(code: str) -> list[HostItem]:
+    """Names that tell the judge's build from the user's (`#ifndef __CUDACC_RTC__`, `__NVCC__`,
+    the toolkit's or the host compiler's version, `__TIME__`): a kernel testing them is judged
+    on one text and run as another, or carries host code NVRTC never reads."""
+    bare = code_only(code)
+    return [
+        HostItem(
+            bare.count("\n", 0, m.start()) + 1,
+            f"names `{m.group(0)}`, which tells which compiler, toolkit, host or time builds "
+            "it: the kernel judged must be the kernel the user's program runs",
+        )
+        for m in _BUILD_IDENTITY.finditer(bare)
+    ]
+
+
+_ASM_WORD = re.compile(r"\b(?:asm|__asm__|__asm)\b")
+_DEFINE = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)")
+
+
+def _asm_outside_bodies(code: str) -> list[HostItem]:
+    """`asm` (or a macro that carries it) anywhere but inside a function body: a reply's
+    functions are device functions, so `asm` in a body is device instructions; elsewhere it is
+    host assembly or an `asm` label, which renames a symbol (`__device__ int v asm("optind")`
+    gives the host shadow libc's name, and the file's host code reads it)."""
+    text, _ = _with_specifier_macros(code)
+    bare = code_only(text)
+    defines = [(m.group(1), m.group(2), m.span()) for m in _DEFINE.finditer(bare)]
+    carriers: set[str] = set()
+    grown = True
+    while grown:  # a macro whose body names `asm` or another such macro carries it
+        grown = False
+        for name, body, _span in defines:
+            if name not in carriers and (
+                _ASM_WORD.search(body) or set(re.findall(r"\w+", body)) & carriers
+            ):
+                carriers.add(name)
+                grown = True
+    words = (
+        re.compile(_ASM_WORD.pattern + r"|\b(?:" + "|".join(map(re.escape, carriers)) + r")\b")
+        if carriers
+        else _ASM_WORD
+    )
+    inside_define = [span for _n, _b, span in defines]
+    tree, _data = parse_tree(text)
+    lines = text.split("\n")
+    found: list[HostItem] = []
+    for match in words.finditer(bare):
+        if any(start <= match.start() < end for start, end in inside_define):
+            continue  # judged where the macro is used
+        row = bare.count("\n", 0, match.start())
+        column = match.start() - (bare.rfind("\n", 0, match.start()) + 1)
+        point = (row, len(lines[row][:column].encode("utf-8", errors="surrogatepass")))
+        node: Node | None = tree.root_node.descendant_for_point_range(point, point)
+        while node is not None and node.type != "compound_statement":
+            node = node.parent
+        if node is None:
+            found.append(
+                HostItem(
+                    row + 1,
+                    f"uses `{match.group(0)}` outside a function body (inline `asm` is for "
+                    "device instructions in a `__device__` function's body; no `asm` labels)",
+                )
+            )
+    return found
+
+
+_ATTRIBUTE_WORD = re.compile(r"\b(?:__attribute__|__attribute|__declspec)\b(?!\s*\()")
+
+
+def _hidden_attributes(code: str) -> list[HostItem]:
+    """An attribute the attribute check cannot read: `__attribute__` / `__declspec` without its
+    parentheses (`#define A __attribute__` then `A((section(...)))`), or a macro whose body
+    leaves a bracket open (`#define L [` then `L[gnu::section(...)]]`)."""
+    bare = code_only(code)
+    found = [
+        HostItem(
+            bare.count("\n", 0, m.start()) + 1,
+            f"uses `{m.group(0)}` without its parentheses (an attribute spelt through a macro)",
+        )
+        for m in _ATTRIBUTE_WORD.finditer(bare)
+    ]
+    for match in _DEFINE.finditer(bare):
+        body = match.group(2)
+        if body.count("[") != body.count("]"):
+            found.append(
+                HostItem(
+                    bare.count("\n", 0, match.start()) + 1,
+                    f"defines `{match.group(1)}` with an unbalanced `[` or `]` (an attribute "
+                    "spelt through a macro)",
+                )
+            )
+    return found
+
+
+_PLACE = re.compile(r"\b(?:__FILE__|__BASE_FILE__|__FILE_NAME__|__LINE__)\b")
+
+
+def _place_names(code: str) -> list[HostItem]:
+    """`__FILE__` / `__LINE__` (or a macro carrying them) used in what is left of a reply once
+    its host items are dropped: the judge's unit and the user's file differ in name and lines,
+    so a kernel testing them is judged on one path and run on another. A whole program's
+    `CUDA_CHECK` macro, used only by its dropped host code, passes."""
+    bare = code_only(code)
+    defines = [(m.group(1), m.group(2), m.span()) for m in _DEFINE.finditer(bare)]
+    carriers: set[str] = set()
+    grown = True
+    while grown:
+        grown = False
+        for name, body, _span in defines:
+            if name not in carriers and (
+                _PLACE.search(body) or set(re.findall(r"\w+", body)) & carriers
+            ):
+                carriers.add(name)
+                grown = True
+    words = (
+        re.compile(_PLACE.pattern + r"|\b(?:" + "|".join(map(re.escape, carriers)) + r")\b")
+        if carriers
+        else _PLACE
+    )
+    spans = [span for _n, _b, span in defines]
+    return [
+        HostItem(
+            bare.count("\n", 0, m.start()) + 1,
+            f"uses `{m.group(0)}`, whose value differs between the judge's unit and the "
+            "user's file (its name and lines)",
+        )
+        for m in words.finditer(bare)
+        if not any(start <= m.start() < end for start, end in spans)
     ]

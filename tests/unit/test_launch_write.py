@@ -71,20 +71,19 @@ def test_write_applies_kernel_spec_and_launch_site_together(tmp_path: Path) -> N
 
 @pytest.mark.skipif(find_nvcc() is None, reason="no nvcc (the `nvcc` extra)")
 def test_a_winner_that_breaks_the_host_build_is_not_written(tmp_path: Path) -> None:
-    """A helper's `#ifndef __CUDACC_RTC__` branch is never compiled by NVRTC, nvcc compiles it:
-    an undeclared function."""
+    """A helper redeclares <cstdio>'s `getchar` with another type: NVRTC's device unit has no
+    <cstdio> and builds it, nvcc does not. (A `#ifndef __CUDACC_RTC__` branch, which this test
+    used, is now refused before it is judged.)"""
     helper = (
+        "__device__ inline float getchar() { return 0.f; }\n"
         "__device__ inline float axpy(float a, float x, float y) {\n"
-        "#ifndef __CUDACC_RTC__\n"
-        "  return host_only_axpy(a, x, y);\n"
-        "#endif\n"
-        "  return fmaf(a, x, y);\n"
+        "  return fmaf(a, x, y) + getchar();\n"
         "}"
     )
     setup(tmp_path, helper + FAST[FAST.index("\n\n/* @cuda-llm") :])
     done = cli(tmp_path, *args(tmp_path, "--write"))
     assert done.returncode == 1, done.stderr
-    assert "not written" in done.stderr and "host_only_axpy" in done.stderr
+    assert "not written" in done.stderr and "distinguished by return type" in done.stderr
     assert (tmp_path / "saxpy.cu").read_text() == SAXPY
 
 
