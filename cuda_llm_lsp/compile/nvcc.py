@@ -191,10 +191,12 @@ def compile_file(
                         )
         seconds = time.monotonic() - start
         log = unmap(stdout + stderr, Path(tmp), source, name, inputs.links)
+        # read with the fixed name: the user's may hold a line break or a `(1): error:` of its own
+        readable = unmap(stdout + stderr, Path(tmp), source, UNIT_NAME, inputs.links)
         if object_path is not None and out.is_file() and not cubin:
             shutil.copyfile(out, object_path)
         built = out.read_bytes() if cubin and process.returncode == 0 and out.is_file() else None
-    diagnostics = tuple(_diagnostics(log, name))
+    diagnostics = tuple(_diagnostics(readable, UNIT_NAME))
     ok = process.returncode == 0
     if not ok and not any(d.severity == "error" for d in diagnostics):
         first = next((line for line in log.splitlines() if line.strip()), "nvcc failed")

@@ -318,14 +318,20 @@ def build_check(
     return write_check(edited, original, path, settings).refused
 
 
+_COMMENT_OR_LITERAL = re.compile(
+    r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.DOTALL
+)
+
+
 def _outside_kernels(text: str) -> str:
-    """`text` without its kernels' definitions: what a change beyond kernel bodies changes."""
+    """`text` without its kernels' definitions and its comments: what a change beyond kernel
+    bodies changes in code (a tuned spec's reordered list, a comment, adds none)."""
     spans = [
         (offset_of(text, k.span.start), offset_of(text, k.span.end)) for k in find_kernels(text)
     ]
     for start, end in sorted(spans, reverse=True):
         text = text[:start] + text[end:]
-    return text
+    return _COMMENT_OR_LITERAL.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else " ", text)
 
 
 def _added(old: str, new: str) -> str:

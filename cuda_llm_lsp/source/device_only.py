@@ -279,6 +279,7 @@ def host_items(code: str) -> list[HostItem]:
     found.extend(_host_branches(code))
     found.extend(_section_directives(code))
     found.extend(_joining_splices(code))
+    found.extend(_alternative_directives(code))
     found.extend(_build_identity(code))
     found.extend(_asm_outside_bodies(code))
     found.extend(_hidden_attributes(code))
@@ -807,6 +808,20 @@ def _section_directives(code: str) -> list[HostItem]:
 
 
 _SPLICE = re.compile(r"\\[ \t]*\r?\n")
+_ALTERNATIVE_HASH = re.compile(r"^[ \t]*(%:|\?\?=)", re.MULTILINE)
+
+
+def _alternative_directives(code: str) -> list[HostItem]:
+    """A directive spelled with the digraph `%:` or the trigraph `??=`: the preprocessor reads
+    it as `#`, tree-sitter does not (it took `%:include` for a declaration spanning the kernel).
+    No honest reply needs the spelling; refused, never dropped."""
+    return [
+        HostItem(
+            code.count("\n", 0, m.start()) + 1,
+            f"spells a directive with `{m.group(1)}`: write `#`",
+        )
+        for m in _ALTERNATIVE_HASH.finditer(code)
+    ]
 
 
 def _joining_splices(code: str) -> list[HostItem]:

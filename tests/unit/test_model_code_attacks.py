@@ -73,6 +73,16 @@ ATTACKS = {
         "__device__ inline float twice(float v) { return __DATE__[4] == '1' ? 0.f : v + v; }\n",
         "names `__DATE__`",
     ),
+    # tree-sitter took `%:include` for a declaration reaching over the kernel, and dropping it
+    # dropped the kernel: the preprocessor reads the digraph as `#`
+    "a digraph directive": (
+        '%:include "../project/.env"\n__device__ inline float twice(float v) { return v + v; }\n',
+        "spells a directive with `%:`",
+    ),
+    "a trigraph directive": (
+        "??=define FACTOR 0.f\n__device__ inline float twice(float v) { return v * 2.f; }\n",
+        "spells a directive with `??=`",
+    ),
     "the host compiler": (
         "#if defined(__GNUC__)\n#define FACTOR 0.f\n#else\n#define FACTOR 2.f\n#endif\n"
         "__device__ inline float twice(float v) { return v * FACTOR; }\n",
