@@ -167,8 +167,7 @@ def test_check_reads_cublas_from_the_nvcc_toolkit_with_one_mismatch_warning(
     env.update(CUDA_LLM_NVCC=str(nvcc), CUDA_LLM_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run(
         # the fast tier's reading: the stand-in nvcc only says where the toolkit is
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", str(source), "--no-nvcc"]
-        + ["--format", "json"],
+        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", "--no-nvcc", "--format=json", source],
         capture_output=True,
         text=True,
         timeout=300,
