@@ -884,23 +884,7 @@ def _asm_outside_bodies(code: str) -> list[HostItem]:
     gives the host shadow libc's name, and the file's host code reads it)."""
     text, _ = _with_specifier_macros(code)
     bare = code_only(text)
-    defines = [(m.group(1), m.group(2), m.span()) for m in _DEFINE.finditer(bare)]
-    carriers: set[str] = set()
-    grown = True
-    while grown:  # a macro whose body names `asm` or another such macro carries it
-        grown = False
-        for name, body, _span in defines:
-            if name not in carriers and (
-                _ASM_WORD.search(body) or set(re.findall(r"\w+", body)) & carriers
-            ):
-                carriers.add(name)
-                grown = True
-    words = (
-        re.compile(_ASM_WORD.pattern + r"|\b(?:" + "|".join(map(re.escape, carriers)) + r")\b")
-        if carriers
-        else _ASM_WORD
-    )
-    inside_define = [span for _n, _b, span in defines]
+    words, inside_define = _carried(bare, _ASM_WORD)
     tree, _data = parse_tree(text)
     lines = text.split("\n")
     found: list[HostItem] = []
@@ -961,23 +945,7 @@ def _place_names(code: str) -> list[HostItem]:
     so a kernel testing them is judged on one path and run on another. A whole program's
     `CUDA_CHECK` macro, used only by its dropped host code, passes."""
     bare = code_only(code)
-    defines = [(m.group(1), m.group(2), m.span()) for m in _DEFINE.finditer(bare)]
-    carriers: set[str] = set()
-    grown = True
-    while grown:
-        grown = False
-        for name, body, _span in defines:
-            if name not in carriers and (
-                _PLACE.search(body) or set(re.findall(r"\w+", body)) & carriers
-            ):
-                carriers.add(name)
-                grown = True
-    words = (
-        re.compile(_PLACE.pattern + r"|\b(?:" + "|".join(map(re.escape, carriers)) + r")\b")
-        if carriers
-        else _PLACE
-    )
-    spans = [span for _n, _b, span in defines]
+    words, spans = _carried(bare, _PLACE)
     return [
         HostItem(
             bare.count("\n", 0, m.start()) + 1,
@@ -987,3 +955,23 @@ def _place_names(code: str) -> list[HostItem]:
         for m in words.finditer(bare)
         if not any(start <= m.start() < end for start, end in spans)
     ]
+
+
+def _carried(bare: str, word: re.Pattern[str]) -> tuple[re.Pattern[str], list[tuple[int, int]]]:
+    """`word`, or any macro of `bare` (code, comments and literals blanked) whose body names it
+    or another such macro (followed transitively), as one pattern; and every `#define`'s span."""
+    defines = [(m.group(1), m.group(2), m.span()) for m in _DEFINE.finditer(bare)]
+    carriers: set[str] = set()
+    grown = True
+    while grown:
+        grown = False
+        for name, body, _span in defines:
+            if name not in carriers and (
+                word.search(body) or set(re.findall(r"\w+", body)) & carriers
+            ):
+                carriers.add(name)
+                grown = True
+    if not carriers:
+        return word, [span for _n, _b, span in defines]
+    names = "|".join(map(re.escape, carriers))
+    return re.compile(word.pattern + r"|\b(?:" + names + r")\b"), [s for _n, _b, s in defines]
