@@ -1126,6 +1126,21 @@ def _blank_unresolved_includes(text: str, includes: list[tuple[int, str, bool, S
         line_end = text.find("\n", directive.start)
         column = directive.start - line_start
         end = len(text) if line_end < 0 else line_end
+        plain = _INCLUDE.match(text[line_start:end])
+        if plain is not None and directive.first_row == directive.last_row:
+            # a plain one the walker does not visit (in a function body, an initializer's
+            # braces): read through the same checks as any other include, never left out
+            quoted = plain.group("quoted") is not None
+            group = "quoted" if quoted else "system"
+            name = (plain.group(group) or "").strip()
+            where = Span.of(
+                directive.first_row,
+                plain.start(group) - 1,
+                directive.first_row,
+                plain.end(group) + 1,
+            )
+            includes.append((directive.first_row, name, quoted, where, False))
+            continue
         span = Span.of(directive.first_row, column, directive.first_row, end - line_start)
         text = directives.blank(text, directive)
         includes.append((directive.first_row, UNRESOLVED + directive.keyword, False, span, False))

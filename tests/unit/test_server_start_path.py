@@ -32,7 +32,8 @@ def test_python_m_in_a_repository_runs_none_of_its_modules(tmp_path: Path) -> No
     for name in ("argparse", "logging", "lsprotocol", "pygls"):
         (repo / f"{name}.py").write_text(f"open({str(mark)!r}, 'a').write({name!r})\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # no empty entry: one would be the start directory by the user's own PYTHONPATH
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", "cuda_llm_lsp", "--version"],
         cwd=repo,

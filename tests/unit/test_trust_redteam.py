@@ -353,3 +353,22 @@ def test_embed_reads_nothing_outside_an_untrusted_workspace(tmp_path: Path, outs
     )
     shown = _analyze_untrusted(workspace, text)
     assert not any(SECRET in m or "exists" in m for m in shown), shown
+
+
+def test_a_plain_include_in_a_body_or_an_initializer_is_read_not_left_out(
+    tmp_path: Path,
+) -> None:
+    """Leaving out every include the walker does not visit dropped a table included inside an
+    initializer's braces and a fragment inside a body (false errors); a plain one is read through
+    the same checks as any other include instead."""
+    from cuda_llm_lsp.compile.device_unit import build_device_unit
+
+    (tmp_path / "table.inc").write_text("1.0f, 2.0f, 3.0f\n")
+    (tmp_path / "body.inc").write_text("x[0] = 1.0f;\n")
+    text = (
+        '__device__ const float table[] = {\n#include "table.inc"\n};\n'
+        '__global__ void k(float* x) {\n#include "body.inc"\n  x[1] = table[2];\n}\n'
+    )
+    unit = build_device_unit(text, tmp_path / "k.cu")
+    assert unit.problems == ()
+    assert '#include "table.inc"' in unit.text and '#include "body.inc"' in unit.text
