@@ -83,7 +83,9 @@ def nvcc_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     def recording(command, *args, **kwargs):  # type: ignore[no-untyped-def]
         argv = [str(c) for c in command]
         # nvcc runs under `tools.guarded`'s watchdog: its own argv follows the "--"
-        seen.append(argv[argv.index("--") + 1 :] if "--" in argv[:6] else argv)
+        argv = argv[argv.index("--") + 1 :] if "--" in argv[:6] else argv
+        if Path(argv[0]).name == "nvcc":  # not the compile pool's processes started meanwhile
+            seen.append(argv)
         return real(command, *args, **kwargs)
 
     monkeypatch.setattr(nvcc_module.subprocess, "Popen", recording)
