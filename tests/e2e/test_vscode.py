@@ -19,7 +19,8 @@ notification center; then
 7. out of demo/test mode (the setting cleared: the server restarts on the GPU), where there is no
    GPU: the no-GPU warning is shown in full, not cut off after its first line;
 8. README's demo: "CUDA-LLM: Try the Demo" turns `cudaLlm.demo` on and opens the package's
-   example; Optimize answers from the recording (the endpoint is never asked), labelled DEMO;
+   example; Optimize answers from the recording (the endpoint is never asked), labelled DEMO
+   once, paced so that its two rounds and their candidates can be watched on screen for seconds;
    ✓ applies the winner and one Ctrl+Z restores it; then Optimize and ✗ leaves the file.
 
 `CUDA_LLM_E2E_SERVER` (a JSON list) replaces the server command. Screenshots of each step go
@@ -34,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -349,7 +351,12 @@ def _demo_example(session: Session) -> Path:
     return session.user_data.parent / "data" / "demo" / "softmax.cu"
 
 
-def _optimize_demo(session: Session) -> None:
+STEP = re.compile(r"round \d+/\d+|candidate \d+\.\d+")
+
+
+def _optimize_demo(session: Session) -> dict[str, float]:
+    """Optimize the demo's kernel and watch it run: {each round or candidate step shown on
+    screen (a toast, the status bar or the kernel's lens): seconds after the click it appeared}."""
     wb = session.wb
     wb.close_panel()
     wb.focus_editor("softmax.cu")
@@ -359,7 +366,18 @@ def _optimize_demo(session: Session) -> None:
         90,
     )
     wb.click_code_lens("softmax_rows", "Optimize")
-    wait_until("the demo's diff", wb.diff_editor_open, 180)
+    clicked = time.monotonic()
+    seen: dict[str, float] = {}
+
+    def watched() -> bool:
+        for text in [*wb.toasts(), wb.status_bar(), *wb.code_lenses()]:
+            for step in STEP.findall(text):
+                seen.setdefault(step, time.monotonic() - clicked)
+            assert text.count(DEMO_LABEL) <= 1, f"the demo label more than once: {text}"
+        return wb.diff_editor_open()
+
+    wait_until("the demo's diff", watched, 180)
+    return seen
 
 
 def test_try_the_demo_optimizes_the_example_and_accept_applies_in_one_undo(
@@ -376,13 +394,19 @@ def test_try_the_demo_optimizes_the_example_and_accept_applies_in_one_undo(
     original = example.read_text(encoding="utf-8")
     settings = json.loads((session.user_data / "User" / "settings.json").read_text("utf-8"))
     assert settings.get("cudaLlm.demo") is True, settings
-    _optimize_demo(session)
+    seen = _optimize_demo(session)
+    # paced from the recording's own timing: two rounds, watched step by step for seconds
+    rounds = sorted(step for step in seen if step.startswith("round "))
+    assert rounds == ["round 1/2", "round 2/2"], seen
+    assert max(seen.values()) - min(seen.values()) >= 4.0, seen
+    assert len(seen) >= 4, seen
     said = wait_until(
         "the demo's notification",
         lambda: [t for t in wb.toasts() if DEMO_LABEL in t and " faster " in t],
     )
     assert said[0].startswith(f"cuda-llm [{DEMO_LABEL}]: softmax_rows "), said
     session.shots.take("demo-diff")
+    assert not [t for t in wb.code_lenses() if "Candidates failed" in t], wb.code_lenses()
     wb.title_action("Accept Suggestion").click()
     wait_until("the diff to close", lambda: not wb.diff_editor_open(), 30)
     wb.focus_editor("softmax.cu")

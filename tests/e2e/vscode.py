@@ -380,6 +380,10 @@ class Workbench:
         except AssertionError as exc:
             raise AssertionError(f"{exc}; it shows {seen}") from None
 
+    def status_bar(self) -> str:
+        """The status bar's text (where server-started progress shows)."""
+        return " ".join(" ".join(self.page.locator(".statusbar").all_inner_texts()).split())
+
     def toasts(self) -> list[str]:
         """The text of every notification toast on screen."""
         toasts = self.page.locator(".notifications-toasts .notification-toast")
