@@ -48,10 +48,7 @@ from cuda_llm_lsp.engine import (
     CancelToken,
     GpuService,
     OptimizeOutcome,
-    RecordedEvaluator,
-    RecordingError,
     Refusal,
-    RunHistory,
     demo_pace,
     endpoint_key_missing,
     gpu_missing,
@@ -59,10 +56,9 @@ from cuda_llm_lsp.engine import (
     history_for_run,
     make_evaluator,
     optimize_in_file,
-    recorded_shape,
-    unified_diff,
-    write_check,
 )
+from cuda_llm_lsp.engine.accept import check_write, show_diff
+from cuda_llm_lsp.engine.build import RecordedEvaluator, RecordingError, RunHistory, recorded_shape
 from cuda_llm_lsp.evaluate.types import no_gpu_message
 from cuda_llm_lsp.fsr.types import (
     OptimizeConfig,
@@ -313,9 +309,9 @@ def _finish(
     if not as_json:
         if demo:
             print(f"# {DEMO_LABEL}: not checked on your GPU")
-        sys.stdout.write(unified_diff(text, new_text, str(path)))
+        sys.stdout.write(show_diff(text, new_text, str(path)))
     if args.write:
-        checked = write_check(new_text, text, path, settings)
+        checked = check_write(new_text, text, path, settings)
         if checked.refused is not None:
             print(f"cuda-llm optimize: not written: {checked.refused}", file=sys.stderr)
             return EXIT_ERROR

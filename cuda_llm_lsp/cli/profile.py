@@ -21,12 +21,12 @@ from cuda_llm_lsp.cli.progress import interrupt_cancels
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
     CancelToken,
-    LineProfile,
     Refusal,
     evaluator_problem,
     make_profiler,
     profile_in_file,
 )
+from cuda_llm_lsp.engine.outcomes import LineProfile
 from cuda_llm_lsp.source.kernels import find_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3

@@ -29,7 +29,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from cuda_llm_lsp.config import Settings, nvcc_check_mode
-from cuda_llm_lsp.engine import NvccResult, NvccUnavailable, Trust, carry_nvcc, run_nvcc
+from cuda_llm_lsp.engine.analysis import NvccResult, NvccUnavailable, Trust, carry_nvcc, check_nvcc
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class NvccChecker:
         def check() -> NvccResult | None:
             if not current():  # queued behind another document's check, and superseded
                 return None
-            return run_nvcc(text, path, settings, settings.nvcc_timeout_s, lambda: not current())
+            return check_nvcc(text, path, settings, settings.nvcc_timeout_s, lambda: not current())
 
         loop = asyncio.get_running_loop()
         try:

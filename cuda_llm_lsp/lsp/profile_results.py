@@ -17,7 +17,8 @@ from typing import Any
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from cuda_llm_lsp.engine import LineProfile, demo_label
+from cuda_llm_lsp.engine import demo_label
+from cuda_llm_lsp.engine.outcomes import LineProfile
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.source.text import Point, Span
 

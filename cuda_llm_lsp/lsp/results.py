@@ -18,8 +18,8 @@ from typing import Any, Literal
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from cuda_llm_lsp.engine import format_ms as engine_format_ms
-from cuda_llm_lsp.engine import peak_note
+from cuda_llm_lsp.engine.outcomes import format_ms as engine_format_ms
+from cuda_llm_lsp.engine.outcomes import peak_note
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.positions import point_at, split_lines, to_range
 from cuda_llm_lsp.source.kernels import Kernel

@@ -39,19 +39,21 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
     GpuService,
     LlmFactory,
-    Profiler,
-    Trust,
-    add_resources,
-    analyze_syntax,
-    close_shared_pool,
     demo_evaluator,
     demo_for,
     evaluator_for,
     job_label,
     make_llm,
     make_profiler,
-    shared_pool,
 )
+from cuda_llm_lsp.engine.analysis import (
+    Trust,
+    add_codegen,
+    analyse_fast,
+    close_analysis,
+    open_analysis,
+)
+from cuda_llm_lsp.engine.build import Profiler
 from cuda_llm_lsp.engine.capture import CaptureRunner, run_capture
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
@@ -117,9 +119,9 @@ class CudaLlmServer(LanguageServer):
         self.settings = Settings()
         # what the client says of the workspace (lsp.settings): trusted unless told otherwise
         self.trust = Trust()
-        self.analyzer: Analyzer = analyzer or analyze_syntax
+        self.analyzer: Analyzer = analyzer or analyse_fast
         # The background stage; an injected analyzer (tests) does the whole analysis itself.
-        self.codegen: Codegen | None = add_resources if analyzer is None else None
+        self.codegen: Codegen | None = add_codegen if analyzer is None else None
         self.evaluator_factory: EvaluatorFactory = evaluator_factory or evaluator_for
         self.llm_factory: LlmFactory = llm_factory or make_llm
         self.documents: dict[str, DocumentState] = {}
@@ -220,7 +222,7 @@ class CudaLlmServer(LanguageServer):
         if self.codegen is not None and not self._processes_started:
             self._processes_started = True
             try:  # the compile processes load NVRTC during the debounce of the first change
-                shared_pool().warm()
+                open_analysis()
             except OSError as exc:
                 log.warning("could not start the compile processes: %s", exc)
         self.spawn(self._analyze_later(uri, state.generation, delay_s), f"analysis of {uri}")
@@ -452,7 +454,7 @@ class CudaLlmServer(LanguageServer):
         self.nvcc.stop()
         self.compile_pool.shutdown(wait=False, cancel_futures=True)
         self.codegen_pool.shutdown(wait=False, cancel_futures=True)
-        close_shared_pool()
+        close_analysis()
 
     # --- messages and tasks ----------------------------------------------------------------
 
