@@ -149,6 +149,18 @@ def _tune_points(value: str) -> int:
 # Wiring
 
 
+def _no_usable_spec(refusal: Refusal) -> str:
+    """No spec, or one with errors: what to do about it, with the draft to start from."""
+    if refusal.kind == "spec_errors":
+        shown = refusal.problems[:5]
+        listed = "; ".join(f"line {p.span.start.line + 1}: {p.message}" for p in shown)
+        return f"the test spec of {refusal.kernel} has errors: {listed}"
+    return (
+        f"no test spec for {refusal.kernel}: add a /* @cuda-llm */ block above the kernel so "
+        f"candidates can be checked. A draft to review:\n{(refusal.draft or '').rstrip()}"
+    )
+
+
 def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
     print(f"cuda-llm optimize: {message}", file=sys.stderr)
     if as_json:
@@ -281,6 +293,8 @@ def _finish(
     if isinstance(outcome, Refusal):
         if outcome.kind == "no_gpu":
             return _fail(no_gpu_message(outcome.message), EXIT_NO_GPU, as_json, args.kernel)
+        if outcome.kind in ("no_spec", "spec_errors"):
+            return _fail(_no_usable_spec(outcome), EXIT_ERROR, as_json, args.kernel)
         return _fail(outcome.message, EXIT_USAGE, as_json, args.kernel)
     result = outcome.result
     if as_json:

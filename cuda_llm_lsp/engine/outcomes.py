@@ -44,7 +44,7 @@ RefusalKind = Literal[
     "no_gpu",  # no CUDA GPU or driver
     "unavailable",  # the GPUs asked for cannot be used (`cudaLlm.cluster` without Ray, ...)
     "no_profiler",  # profile: no GPU, no ncu, no counter permission or an unsupported GPU
-    "profile_failed",  # profile: `status` "usage" (no kernel, no or bad spec) or "failed"
+    "profile_failed",  # profile: the kernel does not build, or the profiled run failed
 ]
 
 
