@@ -12,6 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.evaluate.types import (
     DeviceFacts,
     EvalResult,
@@ -60,9 +61,11 @@ async def prepare(
     seeds: Seeds,
     *,
     profile: bool = False,
+    cancel: CancelToken | None = None,
 ) -> Baseline | Unprepared:
     """Kernel, spec, device, baseline binary and benchmark; `Unprepared` if any is missing.
-    With `profile`, the original's Nsight Compute profile where ncu runs (round 1's prompt).
+    With `profile`, the original's Nsight Compute profile where ncu runs (round 1's prompt),
+    stopped by `cancel`.
 
     Raises only EvaluationCancelled (and asyncio's cancel): a cancel is not a failure.
 
@@ -109,7 +112,9 @@ async def prepare(
     profile_text = None
     if profile:
         try:
-            profile_text = await lane.call(toolchain.profile, built, spec, spec_dir)
+            profile_text = await lane.call(
+                toolchain.profile, built, spec, spec_dir, cancel or CancelToken()
+            )
         except (EvaluationCancelled, asyncio.CancelledError):
             raise
         except Exception:  # the profile is an extra: the roofline stands in for it

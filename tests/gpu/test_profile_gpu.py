@@ -150,6 +150,7 @@ def test_the_loops_profile_names_the_planted_line_with_its_text() -> None:
     lines, the planted store first with its kernel-relative line and text."""
     import dataclasses
 
+    from cuda_llm_lsp.cancel import CancelToken
     from cuda_llm_lsp.evaluate.candidate import build_binary
     from cuda_llm_lsp.fsr.profile import ProfileText
     from cuda_llm_lsp.fsr.toolchain import DefaultToolchain
@@ -165,7 +166,7 @@ def test_the_loops_profile_names_the_planted_line_with_its_text() -> None:
     binary = dataclasses.replace(
         binary, kernel_source=kernel.span.slice(text), kernel_line=kernel.span.start.line
     )
-    note = DefaultToolchain().profile(binary, spec, PLANTED.parent)
+    note = DefaultToolchain().profile(binary, spec, PLANTED.parent, CancelToken())
     print(note)
     assert isinstance(note, ProfileText)
     assert note.lines[0]["kernel_line"] == 6 and "uncoalesced" in note.lines[0]["kinds"]

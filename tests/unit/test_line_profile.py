@@ -285,6 +285,39 @@ def test_cancel_ends_ncu_and_what_it_runs_at_once(
     assert not child.exists() or child.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
+def test_the_loops_profile_runs_ncu_once_and_a_cancel_ends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FSR loop profiles through the same cancellable runner as Profile: one ncu run per
+    profile (no second run for the kernel-level class), stopped by the run's token."""
+    from cuda_llm_lsp.cancel import CancelToken
+    from cuda_llm_lsp.fsr.toolchain import DefaultToolchain
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    runs = tmp_path / "runs"
+    script = bin_dir / "ncu"  # notes each run, then profiles "for a long time"
+    script.write_text(f"#!/bin/sh\necho run >> {runs}\nsleep 60 &\nwait\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    binary, spec = _binary()
+    token = CancelToken()
+    notes: list[str | None] = []
+    worker = threading.Thread(
+        target=lambda: notes.append(DefaultToolchain().profile(binary, spec, DATA, token))
+    )
+    started = time.monotonic()
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not runs.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    token.cancel()
+    worker.join(10)
+    assert not worker.is_alive() and time.monotonic() - started < 15
+    assert notes == [None]  # cancelled: no profile, and no fallback run
+    assert runs.read_text().splitlines() == ["run"]
+
+
 def test_without_ncu_the_profiler_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ProfileUnavailable, match="ncu"):
