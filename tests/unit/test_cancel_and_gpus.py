@@ -21,7 +21,7 @@ async def test_a_token_cancelled_from_another_thread_wakes_its_waiter_at_once() 
     await asyncio.sleep(0.01)
     threading.Timer(0.05, token.cancel).start()
     await asyncio.wait_for(waiting, 5)
-    assert token.cancelled and token.is_set()
+    assert token.cancelled
     await asyncio.wait_for(token.wait(), 1)  # already cancelled: returns at once
 
 
