@@ -2,7 +2,7 @@
 
 A front end (the server's job, Ctrl-C in the CLI) makes one token per use case and cancels it;
 everything below reads or awaits the same token: the FSR loop (`await token.wait()`), the tune
-search between configurations (`token.is_set()`), the GPU lease (`on_cancel` stops the job's
+search between configurations (`token.cancelled`), the GPU lease (`on_cancel` stops the job's
 call on the worker and refuses its later ones). It is thread-safe and loop-agnostic: `cancel`
 may come from any thread or a signal handler, and `wait` works on whichever event loop awaits
 it, so the engine can run on a thread of its own while the server's loop cancels.
@@ -32,10 +32,6 @@ class CancelToken:
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def is_set(self) -> bool:
-        """As `threading.Event.is_set`, so a search polling between steps reads it as one."""
-        return self._event.is_set()
-
     def cancel(self) -> None:
         """Cancel: the callbacks run now, in the order registered; a second cancel does nothing."""
         with self._lock:
@@ -45,9 +41,6 @@ class CancelToken:
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             _call(callback)
-
-    # `set` for code written against `threading.Event` (the FSR loop's tuning stop).
-    set = cancel
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run `callback` on cancel (now, when already cancelled); returns its removal."""
@@ -82,7 +75,7 @@ class CancelToken:
 
     def child(self) -> CancelToken:
         """A token cancelled with this one that can also be cancelled alone (a run's own stop
-        of one stage, e.g. the FSR loop's tuning of a candidate)."""
+        of one stage: the FSR loop's tuning and profiles, `fsr.loop._OptimizeRun.cancel`)."""
         token = CancelToken()
         forget = self.on_cancel(token.cancel)
         token.on_cancel(forget)

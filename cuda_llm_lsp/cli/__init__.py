@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from cuda_llm_lsp import __version__
-from cuda_llm_lsp.engine import normalize_arch
+from cuda_llm_lsp.engine.analysis import normalize_arch
 from cuda_llm_lsp.source.untrusted import NeutralStream
 
 SUBCOMMANDS = {

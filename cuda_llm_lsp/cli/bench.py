@@ -22,15 +22,14 @@ from typing import Any
 from cuda_llm_lsp.cli.common import error, no_kernel, read_source, spec_problems
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
-    ABOVE_PEAK_REASON,
     BenchmarkOutcome,
     GpuService,
     Refusal,
     benchmark_in_file,
     gpu_evaluator,
     gpu_missing,
-    summary_line,
 )
+from cuda_llm_lsp.engine.outcomes import ABOVE_PEAK_REASON, summary_line
 from cuda_llm_lsp.evaluate.types import Evaluator, NoGpuError, no_gpu_message
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 

@@ -26,15 +26,15 @@ from cuda_llm_lsp.cli import arch_argument
 from cuda_llm_lsp.cli.common import error, read_source
 from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable, Resources
 from cuda_llm_lsp.config import STDS, Settings
-from cuda_llm_lsp.engine import (
+from cuda_llm_lsp.engine.analysis import (
     DEFAULT_TIMEOUT_S,
     TIMEOUT_CODE,
     CompiledKernel,
     FileAnalysis,
     KernelInfo,
     NvccUnavailable,
-    analyze,
-    close_shared_pool,
+    analyse,
+    close_analysis,
     define_problem,
     include_dir_problem,
     nvcc_missing,
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     finally:
-        close_shared_pool()  # no compile process outlives the command
+        close_analysis()  # no compile process outlives the command
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -128,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"{_one_line(name)}:1:1: error: {problem}")
             continue
         try:
-            analysis = analyze(text, Path(name), settings)
+            analysis = analyse(text, Path(name), settings)
         except NvrtcUnavailable as exc:
             print(f"cuda-llm check: {exc}", file=sys.stderr)
             return 2

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from cuda_llm_lsp.config import BY_FIELD, Settings
-from cuda_llm_lsp.engine import DEFAULT_MAX_FILE_CHARS
+from cuda_llm_lsp.engine.analysis import DEFAULT_MAX_FILE_CHARS
 from cuda_llm_lsp.source.spec import SpecError
 
 #: Bytes of one source file read at most: UTF-8 needs at most 4 per character.

@@ -48,10 +48,7 @@ from cuda_llm_lsp.engine import (
     CancelToken,
     GpuService,
     OptimizeOutcome,
-    RecordedEvaluator,
-    RecordingError,
     Refusal,
-    RunHistory,
     demo_pace,
     endpoint_key_missing,
     gpu_missing,
@@ -59,10 +56,9 @@ from cuda_llm_lsp.engine import (
     history_for_run,
     make_evaluator,
     optimize_in_file,
-    recorded_shape,
-    unified_diff,
-    write_check,
 )
+from cuda_llm_lsp.engine.accept import check_write, show_diff
+from cuda_llm_lsp.engine.build import RecordedEvaluator, RecordingError, RunHistory, recorded_shape
 from cuda_llm_lsp.evaluate.types import no_gpu_message
 from cuda_llm_lsp.fsr.types import (
     OptimizeConfig,
@@ -151,6 +147,18 @@ def _tune_points(value: str) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Wiring
+
+
+def _no_usable_spec(refusal: Refusal) -> str:
+    """No spec, or one with errors: what to do about it, with the draft to start from."""
+    if refusal.kind == "spec_errors":
+        shown = refusal.problems[:5]
+        listed = "; ".join(f"line {p.span.start.line + 1}: {p.message}" for p in shown)
+        return f"the test spec of {refusal.kernel} has errors: {listed}"
+    return (
+        f"no test spec for {refusal.kernel}: add a /* @cuda-llm */ block above the kernel so "
+        f"candidates can be checked. A draft to review:\n{(refusal.draft or '').rstrip()}"
+    )
 
 
 def _fail(message: str, code: int, as_json: bool, kernel: str) -> int:
@@ -285,6 +293,8 @@ def _finish(
     if isinstance(outcome, Refusal):
         if outcome.kind == "no_gpu":
             return _fail(no_gpu_message(outcome.message), EXIT_NO_GPU, as_json, args.kernel)
+        if outcome.kind in ("no_spec", "spec_errors"):
+            return _fail(_no_usable_spec(outcome), EXIT_ERROR, as_json, args.kernel)
         return _fail(outcome.message, EXIT_USAGE, as_json, args.kernel)
     result = outcome.result
     if as_json:
@@ -313,9 +323,9 @@ def _finish(
     if not as_json:
         if demo:
             print(f"# {DEMO_LABEL}: not checked on your GPU")
-        sys.stdout.write(unified_diff(text, new_text, str(path)))
+        sys.stdout.write(show_diff(text, new_text, str(path)))
     if args.write:
-        checked = write_check(new_text, text, path, settings)
+        checked = check_write(new_text, text, path, settings)
         if checked.refused is not None:
             print(f"cuda-llm optimize: not written: {checked.refused}", file=sys.stderr)
             return EXIT_ERROR

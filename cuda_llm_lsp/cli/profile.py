@@ -21,12 +21,12 @@ from cuda_llm_lsp.cli.progress import interrupt_cancels
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
     CancelToken,
-    LineProfile,
     Refusal,
     evaluator_problem,
     make_profiler,
     profile_in_file,
 )
+from cuda_llm_lsp.engine.outcomes import LineProfile
 from cuda_llm_lsp.source.kernels import find_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -71,13 +71,28 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(result, Refusal) and result.kind == "no_profiler":
         return error("profile", f"cannot profile here: {result.message}", EXIT_UNAVAILABLE, as_json)
     if isinstance(result, Refusal):
-        code = EXIT_USAGE if result.status == "usage" else EXIT_FAIL
-        return error("profile", result.message, code, as_json)
+        usage = result.kind in ("no_kernel", "no_spec", "spec_errors")
+        return error("profile", _refused(result), EXIT_USAGE if usage else EXIT_FAIL, as_json)
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(render(result))
     return EXIT_OK
+
+
+def _refused(refusal: Refusal) -> str:
+    """The engine's refusal in this command's words."""
+    if refusal.kind == "no_spec":
+        return (
+            f"{refusal.kernel} has no test spec: add one (`cuda-llm bench` prints a draft) so "
+            "that the profiler knows how to launch it"
+        )
+    if refusal.kind == "spec_errors":
+        listed = "; ".join(
+            f"line {p.span.start.line + 1}: {p.message}" for p in refusal.problems[:3]
+        )
+        return f"{refusal.message}: {listed}"
+    return refusal.message
 
 
 def render(result: LineProfile) -> str:

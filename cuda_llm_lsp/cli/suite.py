@@ -19,7 +19,8 @@ from typing import TextIO
 
 from cuda_llm_lsp.cli.common import add_gpu_arguments, error, setting_help, setting_value
 from cuda_llm_lsp.config import LAUNCH_POLICIES, Settings
-from cuda_llm_lsp.engine import TimingPlan, make_evaluator
+from cuda_llm_lsp.engine import make_evaluator
+from cuda_llm_lsp.engine.build import TimingPlan
 from cuda_llm_lsp.evaluate.types import NoGpuError, no_gpu_message
 from cuda_llm_lsp.suite.report import FAST_P, fast_p, to_json, write_report
 from cuda_llm_lsp.suite.runner import Progress, SuiteOptions, SuiteRunner, discover

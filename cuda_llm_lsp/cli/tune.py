@@ -21,14 +21,8 @@ from typing import Any
 from cuda_llm_lsp.cli.common import error, no_kernel, read_source_bytes, spec_problems, write_back
 from cuda_llm_lsp.cli.progress import Display, interrupt_cancels
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine import (
-    CancelToken,
-    GpuService,
-    Refusal,
-    make_evaluator,
-    tune_in_file,
-    unified_diff,
-)
+from cuda_llm_lsp.engine import CancelToken, GpuService, Refusal, make_evaluator, tune_in_file
+from cuda_llm_lsp.engine.accept import show_diff
 from cuda_llm_lsp.evaluate.types import no_gpu_message
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec.tunables import describe
@@ -115,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         return _refused(outcome, path, as_json)
     result = outcome.result
     new_text = outcome.edit.text if outcome.edit is not None else text
-    diff = unified_diff(text, new_text, str(path)) if new_text != text else ""
+    diff = show_diff(text, new_text, str(path)) if new_text != text else ""
     if as_json:
         print(json.dumps(_json(result, diff, outcome.notes), indent=2))
     else:

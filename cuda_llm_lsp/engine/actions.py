@@ -73,18 +73,16 @@ def _emit(on_event: OnEvent | None, event: Event) -> None:
         on_event(event)
 
 
-async def _kernel(text: str, name: str) -> Kernel:
+async def _kernel_and_spec(text: str, name: str) -> tuple[Kernel, TestSpec]:
+    """The one gate of every action: the kernel named `name` and its test spec, else the refusal
+    (`no_kernel`; `spec_errors` with the problems; `no_spec` with a draft to start from)."""
     found = await asyncio.to_thread(find_kernels, text)  # a large file must not hold the loop
     kernel = next((k for k in found if k.name == name), None)
     if kernel is None:
         raise _Refused(Refusal("no_kernel", name, f"no kernel named {name} in the document"))
-    return kernel
-
-
-async def _spec(kernel: Kernel, text: str) -> TestSpec:
     spec, problems = await asyncio.to_thread(parse_spec, kernel, text)
     if spec is not None:
-        return spec
+        return kernel, spec
     if problems:
         message = f"the test spec of {kernel.name} has errors"
         raise _Refused(Refusal("spec_errors", kernel.name, message, problems=tuple(problems)))
@@ -165,8 +163,7 @@ async def _benchmark(
     cancel: CancelToken | None,
     on_event: OnEvent | None,
 ) -> BenchmarkOutcome:
-    kernel = await _kernel(text, name)
-    spec = await _spec(kernel, text)
+    kernel, spec = await _kernel_and_spec(text, name)
     with await _lease(gpus, cancel or CancelToken(), name) as lease:
         facts_ready = asyncio.ensure_future(_facts(lease, name))
         _emit(on_event, Step("compiling"))
@@ -218,8 +215,7 @@ async def _tune(
     cancel: CancelToken | None,
     on_event: OnEvent | None,
 ) -> TuneOutcome:
-    kernel = await _kernel(text, name)
-    spec = await _spec(kernel, text)
+    kernel, spec = await _kernel_and_spec(text, name)
     if spec.tunables is None:
         message = (
             f"{name}'s spec declares no tunables: add tune.NAME = [values] and use NAME in "
@@ -304,13 +300,18 @@ async def _optimize(
     cancel: CancelToken | None,
     on_event: OnEvent | None,
 ) -> OptimizeOutcome:
-    kernel = await _kernel(text, name)
+    kernel, spec = await _kernel_and_spec(text, name)
     original = kernel.span.slice(text)
     token = cancel or CancelToken()
     with await _lease(gpus, token, name) as lease:
         await _facts(lease, name)  # no GPU: said now, not as the first candidate's failure
         request = OptimizeRequest(
-            file_text=text, kernel=name, path=path, settings=settings, seed=seed
+            file_text=text,
+            kernel=name,
+            path=path,
+            settings=settings,
+            seed=seed,
+            found=(kernel, spec),
         )
         result = await run_fsr(
             request,
@@ -359,21 +360,33 @@ async def profile_in_file(
     """The kernel's timed case under Nsight Compute (`evaluate.line_profile.profile_lines`):
     findings per source line and a summary. With `gpus`, it runs while no other use case's call
     is on that GPU, so the counters see this kernel alone; a cancel stops the capture at once."""
+    return await _refusing(_profile(text, path, kernel, settings, profiler, gpus, cancel, on_event))
+
+
+async def _profile(
+    text: str,
+    path: Path | None,
+    name: str,
+    settings: Settings,
+    profiler: Profiler,
+    gpus: GpuService | None,
+    cancel: CancelToken | None,
+    on_event: OnEvent | None,
+) -> LineProfile:
+    kernel, spec = await _kernel_and_spec(text, name)
     token = cancel or CancelToken()
     token.on_cancel(lambda: in_thread(profiler.cancel, "cuda-llm-profile-cancel"))
     _emit(on_event, Step("compiling and running the timed case under ncu"))
 
     def profile() -> LineProfile:
-        return profile_lines(text, path, kernel, settings, profiler)
+        return profile_lines(text, path, kernel, spec, settings, profiler)
 
     try:
         if gpus is None:
             return await asyncio.to_thread(profile)
-        with await _lease(gpus, token, kernel) as lease:
+        with await _lease(gpus, token, name) as lease:
             return await asyncio.to_thread(lease.alone, profile)
-    except _Refused as refused:
-        return refused.refusal
     except ProfileUnavailable as exc:
-        return Refusal("no_profiler", kernel, str(exc))
+        raise _Refused(Refusal("no_profiler", name, str(exc))) from exc
     except ProfileError as exc:
-        return Refusal("profile_failed", kernel, str(exc), status=exc.kind)
+        raise _Refused(Refusal("profile_failed", name, str(exc))) from exc

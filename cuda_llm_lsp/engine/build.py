@@ -4,6 +4,10 @@ The evaluator (the local GPU, or recorded outcomes for tests and demos), the LLM
 endpoint, the endpoint recorded, or a replay of a recording) and the run history. Callers get
 these from here and hand them to `fsr.loop.optimize`, which takes them as protocols and never
 imports this module.
+
+Passed through as the types of what is built here: `Profiler`, `RecordedEvaluator` and its
+`RecordingError`, `RunHistory`, `TimingPlan` (the suite's time budget) and `recorded_shape` (a
+recording's rounds and candidates).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.demo import Demo, demos
 from cuda_llm_lsp.evaluate import devices, gpu
 from cuda_llm_lsp.evaluate.line_profile import NcuProfiler, Profiler, RecordedProfiler
-from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
+from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator, RecordingError
 from cuda_llm_lsp.evaluate.timing import Plan
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.evaluate.worker_driver import driver_missing
@@ -35,6 +39,39 @@ from cuda_llm_lsp.fsr.types import (
     ProgressEvent,
     config_from_settings,
 )
+
+TimingPlan = Plan
+__all__ = [  # what front ends use of this module
+    "DEMO_LABEL",
+    "DEMO_PACE_ENV",
+    "EVALUATOR_ENV",
+    "LlmFactory",
+    "Profiler",
+    "RecordedEvaluator",
+    "RecordingError",
+    "RunHistory",
+    "TimingPlan",
+    "demo_config",
+    "demo_evaluator",
+    "demo_example",
+    "demo_for",
+    "demo_label",
+    "demo_pace",
+    "endpoint_key_missing",
+    "evaluator_for",
+    "evaluator_problem",
+    "gpu_evaluator",
+    "gpu_missing",
+    "gpus_problem",
+    "history_for_run",
+    "job_label",
+    "make_evaluator",
+    "make_llm",
+    "make_profiler",
+    "open_history",
+    "recorded_shape",
+    "run_fsr",
+]
 
 if TYPE_CHECKING:  # imported by `run_fsr` on use: `bench` and `check` start without the loop
     from cuda_llm_lsp.fsr.loop import History

@@ -13,11 +13,19 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TypeVar
 
 from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.evaluate.devices import Device, GpuId, GpuPool
-from cuda_llm_lsp.evaluate.types import DeviceFacts, EvaluationCancelled, Evaluator
+from cuda_llm_lsp.evaluate.types import (
+    DeviceFacts,
+    EvalResult,
+    EvaluationCancelled,
+    Evaluator,
+    KernelBinary,
+)
+from cuda_llm_lsp.source.spec import TestSpec
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -78,8 +86,7 @@ class JobEvaluator:
 
     `cancel` is the evaluator protocol's: the FSR loop uses it to interrupt the candidate on
     the GPU when a budget runs out, then goes on (re-validating its winner), so it stops only
-    the call in flight. The job's cancel is its token (`cancel_job` cancels it): every later call
-    is refused too.
+    the call in flight. The job's cancel is its `token`: every later call is refused too.
     """
 
     def __init__(self, inner: Evaluator, gate: GpuGate, token: CancelToken | None = None) -> None:
@@ -90,7 +97,7 @@ class JobEvaluator:
         self._state = threading.Lock()
         self.token.on_cancel(self._stop)
 
-    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, method: Callable[[], T]) -> T:
         if not self.gate.enter(self.token):  # another job's GPU call runs: wait, cancellable
             raise EvaluationCancelled("cancelled")
         try:
@@ -100,7 +107,7 @@ class JobEvaluator:
                 self._calls += 1
                 self._running = self._calls
             try:
-                result = method(*args, **kwargs)
+                result = method()
             finally:
                 with self._state:
                     self._running = 0
@@ -110,14 +117,39 @@ class JobEvaluator:
             raise EvaluationCancelled("cancelled")
         return result
 
-    def device_facts(self) -> Any:
+    def device_facts(self) -> DeviceFacts:
         return self._call(self.inner.device_facts)
 
-    def benchmark(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(self.inner.benchmark, *args, **kwargs)
+    def benchmark(
+        self,
+        kernel: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> EvalResult:
+        return self._call(lambda: self.inner.benchmark(kernel, spec, spec_dir=spec_dir, seed=seed))
 
-    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(self.inner.evaluate, *args, **kwargs)
+    def evaluate(
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+        candidate_spec: TestSpec | None = None,
+    ) -> EvalResult:
+        return self._call(
+            lambda: self.inner.evaluate(
+                baseline,
+                candidate,
+                spec,
+                spec_dir=spec_dir,
+                seed=seed,
+                candidate_spec=candidate_spec,
+            )
+        )
 
     def cancel(self) -> None:
         """Interrupt this job's call in flight, if any; later calls run as usual."""
@@ -128,10 +160,6 @@ class JobEvaluator:
             # The worker clears a cancel when a call begins: repeat it once the call is under
             # way, but only if that same call is still the one running.
             threading.Timer(0.05, self._cancel_again, (call,)).start()
-
-    def cancel_job(self) -> None:
-        """The job is cancelled: interrupt the call in flight and refuse every later one."""
-        self.token.cancel()
 
     def _stop(self) -> None:  # the token's callback: off the cancelling thread
         in_thread(self._stop_now, "cuda-llm-cancel")
@@ -157,18 +185,18 @@ class JobPool(GpuPool):
 
     A cancel reaches only the GPUs this job's calls hold: it is delivered while the call still
     holds its device (under `_state`, which the call takes to give the device back), so it can
-    never hit another job's call on that GPU. `cancel_job` also stops the job's calls waiting
-    for a device and refuses later ones.
+    never hit another job's call on that GPU. Its `token`'s cancel also stops the job's calls
+    waiting for a device and refuses later ones.
     """
 
     def __init__(self, shared: GpuPool, token: CancelToken | None = None) -> None:
         super().__init__(lambda: shared.devices)
         self.shared = shared
-        self._stopped = token or CancelToken()
+        self.token = token or CancelToken()
         self._held: dict[int, Device] = {}  # this job's calls on a GPU: call id -> its device
         self._ids = itertools.count(1)
         self._state = threading.Lock()
-        self._stopped.on_cancel(lambda: in_thread(self._stop_now, "cuda-llm-cancel"))
+        self.token.on_cancel(lambda: in_thread(self._stop_now, "cuda-llm-cancel"))
 
     @property
     def devices(self) -> list[Device]:
@@ -182,13 +210,13 @@ class JobPool(GpuPool):
         job: Callable[[Device], T],
         on_device: Callable[[GpuId], None] | None = None,
         *,
-        stop: CancelToken | threading.Event | None = None,
+        stop: CancelToken | None = None,
     ) -> T:
         call = next(self._ids)
 
         def held(device: Device) -> T:
             with self._state:
-                if self._stopped.is_set():
+                if self.token.cancelled:
                     raise EvaluationCancelled("cancelled")
                 self._held[call] = device
             try:
@@ -197,10 +225,10 @@ class JobPool(GpuPool):
                 with self._state:
                     self._held.pop(call, None)
 
-        if self._stopped.is_set():
+        if self.token.cancelled:
             raise EvaluationCancelled("cancelled")
-        result = self.shared.run(held, on_device, stop=self._stopped)
-        if self._stopped.is_set():
+        result = self.shared.run(held, on_device, stop=self.token)
+        if self.token.cancelled:
             raise EvaluationCancelled("cancelled")
         return result
 
@@ -218,10 +246,6 @@ class JobPool(GpuPool):
             for call, device in self._held.items():
                 if call in calls:
                     device.evaluator.cancel()
-
-    def cancel_job(self) -> None:
-        """The job is cancelled: its calls in flight and waiting stop, later ones are refused."""
-        self._stopped.cancel()
 
     def _stop_now(self) -> None:
         self.shared.wake()

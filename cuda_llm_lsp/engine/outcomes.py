@@ -1,5 +1,9 @@
 """What an action returns: its outcome (with the edit to apply, when there is one), or a typed
 `Refusal` saying why it could not run. Front ends render these; none decides anything itself.
+
+Passed through from `evaluate`, so that every front end reads a result alike: `LineProfile`
+(profile's outcome, a plain dataclass) and the words for a measured time (`evaluate/format.py`:
+`format_ms`, `peak_note`, `summary_line`, `ABOVE_PEAK_REASON`).
 """
 
 from __future__ import annotations
@@ -7,10 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from cuda_llm_lsp.evaluate.format import ABOVE_PEAK_REASON, format_ms, peak_note, summary_line
+from cuda_llm_lsp.evaluate.line_profile import LineProfile
 from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult
 from cuda_llm_lsp.fsr.types import OptimizeResult
 from cuda_llm_lsp.source.spec import SpecError, TestSpec
 from cuda_llm_lsp.tune.types import TuneResult
+
+__all__ = [
+    "ABOVE_PEAK_REASON",
+    "BenchmarkOutcome",
+    "FileEdit",
+    "LineProfile",
+    "OptimizeOutcome",
+    "Refusal",
+    "RefusalKind",
+    "TuneOutcome",
+    "format_ms",
+    "peak_note",
+    "summary_line",
+]
 
 RefusalKind = Literal[
     "no_kernel",  # no kernel of that name in the text
@@ -24,7 +44,7 @@ RefusalKind = Literal[
     "no_gpu",  # no CUDA GPU or driver
     "unavailable",  # the GPUs asked for cannot be used (`cudaLlm.cluster` without Ray, ...)
     "no_profiler",  # profile: no GPU, no ncu, no counter permission or an unsupported GPU
-    "profile_failed",  # profile: `status` "usage" (no kernel, no or bad spec) or "failed"
+    "profile_failed",  # profile: the kernel does not build, or the profiled run failed
 ]
 
 

@@ -225,7 +225,7 @@ class GpuPool:
         job: Callable[[Device], T],
         on_device: Callable[[GpuId], None] | None = None,
         *,
-        stop: CancelToken | threading.Event | None = None,
+        stop: CancelToken | None = None,
     ) -> T:
         """`job` on one free device; re-run on another when that device is lost. `on_device`
         hears every device the job is given (progress: which GPU evaluates what). `stop` set
@@ -257,12 +257,10 @@ class GpuPool:
                 self._release(device)
         raise NoGpuError(f"every GPU worker was lost {attempts} times in a row")
 
-    def _lease(
-        self, generation: int, avoid: set[int], stop: CancelToken | threading.Event | None
-    ) -> Device:
+    def _lease(self, generation: int, avoid: set[int], stop: CancelToken | None) -> Device:
         with self._cond:
             while True:
-                if self._cancels != generation or (stop is not None and stop.is_set()):
+                if self._cancels != generation or (stop is not None and stop.cancelled):
                     raise EvaluationCancelled("cancelled")
                 if self._closed:
                     raise EvaluationCancelled("the GPU pool was closed")

@@ -1,13 +1,13 @@
 """`cuda-llm profile` and the editor's Profile K: a kernel's timed case under Nsight Compute,
 with the findings placed on the lines of the user's files.
 
-`profile_lines(file_text, path, kernel, settings, profiler)` is the whole use case on plain
-data: find the kernel and its spec, build it (NVRTC, `-lineinfo`, for the profiling GPU), have
-the profiler capture ncu's source and raw pages of the spec's timed case, read them
-(`evaluate.ncu_source`) and map each line back: the file NVRTC compiled is the device unit
-(host code blanked, line numbers kept), so its lines are the user's lines; a line in an
-included user header stays in that header and is shown in the editor on its `#include` line;
-template instances need nothing more (their code carries the template's lines).
+`profile_lines(file_text, path, kernel, spec, settings, profiler)` is the use case on plain
+data, once the kernel and its spec are found: build the kernel (NVRTC, `-lineinfo`, for the
+profiling GPU), have the profiler capture ncu's source and raw pages of the spec's timed
+case, read them (`evaluate.ncu_source`) and map each line back: the file NVRTC compiled is the
+device unit (host code blanked, line numbers kept), so its lines are the user's lines; a line
+in an included user header stays in that header and is shown in the editor on its `#include`
+line; template instances need nothing more (their code carries the template's lines).
 
 Profilers: `NcuProfiler` runs the evaluator's one-shot worker on the timed case (the same
 inputs, seed and process isolation as the sanitizer's run) under `ncu` in a child process with
@@ -37,7 +37,7 @@ from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.compile.tools import GPU_LIMITS, find_tool, spawn_options
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.evaluate.candidate import build_binary, find_kernel, splice
+from cuda_llm_lsp.evaluate.candidate import build_binary, splice
 from cuda_llm_lsp.evaluate.inputs import InputError, host_inputs
 from cuda_llm_lsp.evaluate.launch import case_launch
 from cuda_llm_lsp.evaluate.ncu_source import (
@@ -53,7 +53,8 @@ from cuda_llm_lsp.evaluate.ncu_source import (
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
 from cuda_llm_lsp.evaluate.protocol import LoadRequest, Request, RunRequest
 from cuda_llm_lsp.evaluate.types import KernelBinary
-from cuda_llm_lsp.source.spec import TestSpec, parse_spec
+from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.spec import TestSpec
 from cuda_llm_lsp.source.text import normalized
 
 SECTIONS = ("SourceCounters", "Occupancy", "SpeedOfLight", "LaunchStats", "WarpStateStats")
@@ -71,12 +72,7 @@ class ProfileUnavailable(Exception):
 
 
 class ProfileError(Exception):
-    """This kernel cannot be profiled as asked: `usage` (no kernel, no or bad spec) or `failed`
-    (it does not build, or the profiled run failed)."""
-
-    def __init__(self, message: str, kind: str = "failed") -> None:
-        super().__init__(message)
-        self.kind = kind
+    """This kernel cannot be profiled: it does not build, or the profiled run failed."""
 
 
 @dataclass(frozen=True)
@@ -145,30 +141,17 @@ class LineProfile:
 def profile_lines(
     file_text: str,
     path: Path | None,
-    kernel_name: str,
+    kernel: Kernel,
+    spec: TestSpec,
     settings: Settings,
     profiler: Profiler,
     *,
     kernel_source: str | None = None,
 ) -> LineProfile:
-    """Profile `kernel_name` of `file_text` (with `kernel_source` in place of the kernel: a
-    candidate) on the spec's timed case. Raises ProfileError or ProfileUnavailable."""
-    kernel = find_kernel(file_text, kernel_name)
-    if kernel is None:
-        raise ProfileError(f"no single kernel named {kernel_name!r} in the file", "usage")
-    spec, problems = parse_spec(kernel, file_text)
-    if spec is None:
-        if problems:
-            raise ProfileError(
-                f"the test spec of {kernel_name} has errors: "
-                + "; ".join(f"line {p.span.start.line + 1}: {p.message}" for p in problems[:3]),
-                "usage",
-            )
-        raise ProfileError(
-            f"{kernel_name} has no test spec: add one ('Add test spec' action, or `cuda-llm "
-            "bench` prints a draft) so that the profiler knows how to launch it",
-            "usage",
-        )
+    """Profile `kernel` of `file_text` (with `kernel_source` in place of the kernel: a
+    candidate) on `spec`'s timed case; the caller found both (`engine.actions`' gate). Raises
+    ProfileError or ProfileUnavailable."""
+    kernel_name = kernel.name
     arch = profiler.arch(settings)
     binary = build_binary(
         file_text,

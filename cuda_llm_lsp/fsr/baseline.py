@@ -12,6 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.evaluate.types import (
     DeviceFacts,
     EvalResult,
@@ -60,27 +61,19 @@ async def prepare(
     seeds: Seeds,
     *,
     profile: bool = False,
+    cancel: CancelToken | None = None,
 ) -> Baseline | Unprepared:
     """Kernel, spec, device, baseline binary and benchmark; `Unprepared` if any is missing.
-    With `profile`, the original's Nsight Compute profile where ncu runs (round 1's prompt).
+    With `profile`, the original's Nsight Compute profile where ncu runs (round 1's prompt),
+    stopped by `cancel`.
 
     Raises only EvaluationCancelled (and asyncio's cancel): a cancel is not a failure.
 
     Long because it is the baseline's steps in order, each returning `Unprepared` early."""
-    where = str(request.path) if request.path else "the file"
-    kernel = await asyncio.to_thread(toolchain.find_kernel, request.file_text, request.kernel)
-    if kernel is None:
-        return Unprepared(f"no kernel named {request.kernel!r} in {where}")
-    spec, problems = await asyncio.to_thread(toolchain.parse_spec, kernel, request.file_text)
-    if spec is None:
-        if problems:
-            listed = "; ".join(f"line {p.span.start.line + 1}: {p.message}" for p in problems[:5])
-            return Unprepared(f"the test spec of {request.kernel} has errors: {listed}")
-        draft = await asyncio.to_thread(toolchain.draft_spec, kernel, request.file_text)
-        return Unprepared(
-            f"no test spec for {request.kernel}: add a /* @cuda-llm */ block above the kernel "
-            f"so candidates can be checked. A draft to review:\n{draft.rstrip()}"
-        )
+    found = request.found or await _kernel_and_spec(request, toolchain)
+    if isinstance(found, Unprepared):
+        return found
+    kernel, spec = found
     try:  # candidates are built for the GPU that judges them, whatever is configured
         facts = await lane.call(lane.evaluator.device_facts)
     except NoGpuError as exc:
@@ -119,7 +112,9 @@ async def prepare(
     profile_text = None
     if profile:
         try:
-            profile_text = await lane.call(toolchain.profile, built, spec, spec_dir)
+            profile_text = await lane.call(
+                toolchain.profile, built, spec, spec_dir, cancel or CancelToken()
+            )
         except (EvaluationCancelled, asyncio.CancelledError):
             raise
         except Exception:  # the profile is an extra: the roofline stands in for it
@@ -143,3 +138,25 @@ async def prepare(
         baseline_profile=profile_text,
     )
     return Baseline(kernel, spec, spec_dir, facts, built, benchmark, task)
+
+
+async def _kernel_and_spec(
+    request: OptimizeRequest, toolchain: Toolchain
+) -> tuple[Kernel, TestSpec] | Unprepared:
+    """The kernel and its spec when no gate found them before the loop (the loop run by itself:
+    tests, scripts); the engine's actions refuse these cases with a `Refusal` first."""
+    where = str(request.path) if request.path else "the file"
+    kernel = await asyncio.to_thread(toolchain.find_kernel, request.file_text, request.kernel)
+    if kernel is None:
+        return Unprepared(f"no kernel named {request.kernel!r} in {where}")
+    spec, problems = await asyncio.to_thread(toolchain.parse_spec, kernel, request.file_text)
+    if spec is None:
+        if problems:
+            listed = "; ".join(f"line {p.span.start.line + 1}: {p.message}" for p in problems[:5])
+            return Unprepared(f"the test spec of {request.kernel} has errors: {listed}")
+        draft = await asyncio.to_thread(toolchain.draft_spec, kernel, request.file_text)
+        return Unprepared(
+            f"no test spec for {request.kernel}: add a /* @cuda-llm */ block above the kernel "
+            f"so candidates can be checked. A draft to review:\n{draft.rstrip()}"
+        )
+    return kernel, spec

@@ -108,6 +108,7 @@ class _OptimizeRun:
         toolchain: Toolchain,
         history: History | None,
         on_event: Callable[[ProgressEvent], None] | None,
+        cancel: CancelToken | None,
     ) -> None:
         self.request = request
         self.config = config
@@ -133,7 +134,9 @@ class _OptimizeRun:
         self.profile_lines: dict[str, Any] = {}
         self.plans: dict[int, list[prompts.Plan]] = {}  # plan strategy: the round's plans
         self.tried: list[prompts.TriedPlan] = []  # plan strategy: plans and their outcomes
-        self.tune_cancel = CancelToken()  # stops a tuning between configurations
+        # the run's own stop of its GPU extras (a candidate's tuning, an ncu profile): cancelled
+        # with the caller's token, or alone when the run drops its pending candidates
+        self.cancel = cancel.child() if cancel is not None else CancelToken()
         self.launch_rule: LaunchRule | None = None  # the run's, once the baseline is prepared
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -433,7 +436,7 @@ class _OptimizeRun:
             launch,
             options,
             source=source,
-            cancel=self.tune_cancel,
+            cancel=self.cancel,
             on_progress=on_progress,
             on_planned=on_planned,
         )
@@ -526,7 +529,7 @@ class _OptimizeRun:
                 await self.abort_pending()
 
     async def abort_pending(self) -> None:
-        self.tune_cancel.set()
+        self.cancel.cancel()
         self.lane.stop()
         for task in self.pending:
             task.cancel()
@@ -566,7 +569,7 @@ class _OptimizeRun:
         try:
             spec = best.launch.applied_to(baseline.spec) if best.launch else baseline.spec
             self.profile_text = await self.lane.call(
-                self.toolchain.profile, binary, spec, baseline.spec_dir
+                self.toolchain.profile, binary, spec, baseline.spec_dir, self.cancel
             )
         except Exception as exc:  # the profile is an extra: never let it end the run
             log.info("profiling skipped: %s", exc)
@@ -625,7 +628,12 @@ class _OptimizeRun:
             seed=self.seeds.seed,
         )
         baseline = await prepare(
-            self.request, self.toolchain, self.lane, self.seeds, profile=self.config.profile
+            self.request,
+            self.toolchain,
+            self.lane,
+            self.seeds,
+            profile=self.config.profile,
+            cancel=self.cancel,
         )
         self.benchmark = baseline.result  # an unprepared run may still have measured it
         if isinstance(baseline, Unprepared):
@@ -683,7 +691,7 @@ async def optimize(
     in flight at once; with `cancel` the result comes back with `cancelled=True`.
     """
     run = _OptimizeRun(
-        request, config, evaluator, llm, toolchain or DefaultToolchain(), history, on_event
+        request, config, evaluator, llm, toolchain or DefaultToolchain(), history, on_event, cancel
     )
     work = asyncio.ensure_future(run.execute())
     waiter = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
@@ -727,7 +735,7 @@ async def optimize(
 
 async def _stop(run: _OptimizeRun, work: asyncio.Future[Any]) -> None:
     """Cancel GPU work in flight and the run's LLM requests, and wait until they have let go."""
-    run.tune_cancel.set()
+    run.cancel.cancel()
     run.lane.stop()
     work.cancel()
     for task in list(run.pending):

@@ -1,35 +1,25 @@
 """Where `ncu` (Nsight Compute) is on PATH: what the next prompt says about a kernel's profile.
 
-First choice (issue [profile]): the kernel's top source lines with what ncu found on them
-(`line_profile_text`: the line's text, its kinds, the figures), after the kernel summary; the
-top lines also travel in the run's JSON and history (`ProfileText.lines`). Where ncu gives no
-line figures, the kernel-level class below stands in (`profile_summary`).
-
-Runs the evaluator's one-shot worker on the timed case under `ncu` in a child process, reads a
-handful of metrics, and classifies the kernel as compute-bound, memory-bandwidth-bound or
-memory-latency-bound (neither the SMs nor memory busy: too little in flight), in the spirit of
-CUDAMaster. The prompt gets the class and only the metrics that matter for it. Best effort:
-without ncu, without counter permissions or on any failure the profile is skipped (None).
+One capture per profile, by the profiler Profile uses (`evaluate.line_profile.NcuProfiler`: the
+evaluator's one-shot worker on the timed case under `ncu`, cancellable). First choice (issue
+[profile]): the kernel's top source lines with what ncu found on them (`line_profile_text`: the
+line's text, its kinds, the figures), after the kernel summary; the top lines also travel in the
+run's JSON and history (`ProfileText.lines`). Where ncu gives no line figures, the same capture's
+raw page gives the kernel-level class instead (`kernel_class`): compute-bound,
+memory-bandwidth-bound or memory-latency-bound (neither the SMs nor memory busy: too little in
+flight), in the spirit of CUDAMaster, with only the metrics that matter for it. Best effort:
+without ncu, without counter permissions, cancelled or on any failure the profile is skipped
+(None).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
-import re
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.compile.tools import GPU_LIMITS, find_tool, spawn_options
-from cuda_llm_lsp.evaluate.inputs import host_inputs
-from cuda_llm_lsp.evaluate.launch import case_launch
 from cuda_llm_lsp.evaluate.line_profile import (
-    NcuProfiler,
     ProfileError,
     Profiler,
     ProfileUnavailable,
@@ -42,8 +32,6 @@ from cuda_llm_lsp.evaluate.ncu_source import (
     parse_source_page,
     summary,
 )
-from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
-from cuda_llm_lsp.evaluate.protocol import LoadRequest, Request, RunRequest
 from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.source.spec import TestSpec
 
@@ -112,110 +100,26 @@ def classify(metrics: dict[str, float]) -> Bottleneck:
     return "memory-latency-bound"
 
 
-def parse_ncu_csv(text: str) -> dict[str, float]:
-    """Metric values of the first profiled kernel in `ncu --csv --page raw` output."""
-    rows = [row for row in csv.reader(io.StringIO(_csv_part(text))) if row]
-    if len(rows) < 2:
-        return {}
-    header = rows[0]
-    data = next((row for row in rows[1:] if row and not _is_units_row(row, header)), None)
-    if data is None:
-        return {}
+#: the DRAM figure as newer ncu versions name it in the SpeedOfLight section
+GPU_DRAM = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
+
+
+def kernel_metrics(raw: dict[str, str]) -> dict[str, float]:
+    """The class's metrics of a raw page (`evaluate.ncu_source.parse_raw_page`)."""
     values: dict[str, float] = {}
-    for name, value in zip(header, data, strict=False):
-        if name in METRICS:
-            try:
-                values[name] = float(value.replace(",", ""))
-            except ValueError:
-                continue
+    for name in METRICS:
+        found = raw.get(name) or (raw.get(GPU_DRAM) if name == DRAM else None)
+        try:
+            values[name] = float((found or "").replace(",", ""))
+        except ValueError:
+            continue
     return values
 
 
-def _csv_part(text: str) -> str:
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
-    return "\n".join(lines[start:]) if start is not None else ""
-
-
-def _is_units_row(row: list[str], header: list[str]) -> bool:
-    return bool(row) and row[0] == "" and len(row) == len(header)
-
-
-def ncu_path() -> str | None:
-    return find_tool("ncu")
-
-
-def profile_kernel(
-    binary: KernelBinary,
-    spec: TestSpec,
-    spec_dir: Path | None = None,
-    *,
-    timeout_s: float = 180.0,
-    device: int = 0,
-) -> Profile | None:
-    """The profile of `binary` on the spec's timed case, or None (no ncu, no permission...)."""
-    exe = ncu_path()
-    if exe is None:
-        return None
-    try:
-        case = spec.cases()[-1]
-        inputs = host_inputs(spec, case, seed=1, spec_dir=spec_dir)
-        launch = case_launch(spec, case, inputs, None)
-    except Exception as exc:
-        log.info("profile skipped: cannot prepare the timed case: %s", exc)
-        return None
-    requests: list[Request] = [
-        LoadRequest(binary.cubin, binary.entry),
-        RunRequest(launch, timeout_s=timeout_s, guards=False),
-    ]
-    with tempfile.TemporaryDirectory(prefix="cuda-llm-ncu-") as tmp:
-        path = Path(tmp) / "requests.bin"
-        write_requests(path, requests)
-        for metrics in (METRICS, CORE_METRICS):
-            cmd = [
-                exe,
-                "--csv",
-                "--page",
-                "raw",
-                "--print-units",
-                "base",
-                "--metrics",
-                ",".join(metrics),
-                "--kernel-name-base",
-                "mangled",
-                "--kernel-name",
-                f"regex:^{re.escape(binary.entry)}$",
-                "--launch-count",
-                "1",
-                *oneshot_command(path, device),
-            ]
-            try:
-                done = subprocess.run(
-                    cmd,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout_s,
-                    env=child_env({"PYTHONUNBUFFERED": "1"}),
-                    cwd=tmp,
-                    **spawn_options(GPU_LIMITS),
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                log.info("profile skipped: ncu failed: %s", exc)
-                return None
-            values = parse_ncu_csv(done.stdout)
-            if values:
-                return Profile(classify(values), values)
-            if "ERR_NVGPUCTRPERM" in done.stdout + done.stderr:
-                log.info("profile skipped: no permission for GPU performance counters")
-                return None
-    log.info("profile skipped: ncu gave no metrics")
-    return None
-
-
-def profile_summary(binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
-    """The prompt's profile section text for `binary`, or None."""
-    profile = profile_kernel(binary, spec, spec_dir)
-    return profile.summary() if profile else None
+def kernel_class(raw: dict[str, str]) -> Profile | None:
+    """The kernel-level profile of a raw page, None when it has none of the class's figures."""
+    values = kernel_metrics(raw)
+    return Profile(classify(values), values) if values else None
 
 
 PROMPT_LINES = 5  # the top lines a prompt shows
@@ -235,18 +139,24 @@ class ProfileText(str):
 
 
 def line_profile_text(
-    binary: KernelBinary, spec: TestSpec, spec_dir: Path | None, profiler: Profiler | None = None
-) -> ProfileText | None:
-    """The kernel summary and its top lines under ncu (`profiler`: default the local GPU's), or
-    None (no ncu, no permission, no line figures...)."""
+    binary: KernelBinary, spec: TestSpec, spec_dir: Path | None, profiler: Profiler
+) -> str | None:
+    """From one capture by `profiler`: the kernel summary and its top lines (`ProfileText`);
+    where ncu gave no line figures, the kernel-level class; else None (no ncu, no permission, a
+    cancel...)."""
     try:
-        captured = (profiler or NcuProfiler()).capture(binary, spec, spec_dir)
-        instructions = parse_source_page(captured.source_page)
-    except (ProfileUnavailable, ProfileError, NcuOutputError) as exc:
-        log.info("line profile skipped: %s", exc)
+        captured = profiler.capture(binary, spec, spec_dir)
+    except (ProfileUnavailable, ProfileError) as exc:
+        log.info("profile skipped: %s", exc)
         return None
-    figures = summary(parse_raw_page(captured.raw_page))
-    return line_profile_note(figures.line(), line_findings(instructions), binary)
+    raw = parse_raw_page(captured.raw_page)
+    try:
+        instructions = parse_source_page(captured.source_page)
+    except NcuOutputError as exc:
+        log.info("no line figures (%s): the kernel-level class stands in", exc)
+        found = kernel_class(raw)
+        return found.summary() if found else None
+    return line_profile_note(summary(raw).line(), line_findings(instructions), binary)
 
 
 def line_profile_note(

@@ -15,13 +15,15 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.compile.candidate_policy import strip_spec_comments
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import candidate
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected
+from cuda_llm_lsp.evaluate.line_profile import NcuProfiler
 from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer, sanitizer_path
 from cuda_llm_lsp.evaluate.types import EvalResult, KernelBinary
-from cuda_llm_lsp.fsr.profile import line_profile_text, profile_summary
+from cuda_llm_lsp.fsr.profile import line_profile_text
 from cuda_llm_lsp.fsr.types import OptimizeRequest
 from cuda_llm_lsp.source.draft import draft_spec
 from cuda_llm_lsp.source.kernels import Kernel
@@ -55,8 +57,8 @@ class Toolchain(Protocol):
     ) -> EvalResult | None: ...  # None: no sanitizer here
 
     def profile(
-        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None
-    ) -> str | None: ...  # None: no profiler here
+        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None, cancel: CancelToken
+    ) -> str | None: ...  # None: no profiler here, or cancelled
 
 
 class DefaultToolchain:
@@ -78,9 +80,17 @@ class DefaultToolchain:
             return None
         return run_sanitizer(binary, spec, spec_dir)
 
-    def profile(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
-        """Per-line findings where ncu gives them (`ProfileText`), else the kernel-level class."""
-        return line_profile_text(binary, spec, spec_dir) or profile_summary(binary, spec, spec_dir)
+    def profile(
+        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None, cancel: CancelToken
+    ) -> str | None:
+        """One ncu capture on GPU 0: per-line findings where ncu gives them (`ProfileText`), else
+        the kernel-level class. `cancel` ends ncu and the worker it profiles at once."""
+        profiler = NcuProfiler()
+        forget = cancel.on_cancel(profiler.cancel)
+        try:
+            return line_profile_text(binary, spec, spec_dir, profiler)
+        finally:
+            forget()
 
 
 async def build_original(

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from cuda_llm_lsp.config import DEFAULT_MAX_TOKENS, Settings
 from cuda_llm_lsp.evaluate.types import EvalResult, Status
+from cuda_llm_lsp.source.kernels import Kernel
+from cuda_llm_lsp.source.spec import TestSpec
 from cuda_llm_lsp.source.spec.launch import LaunchConfig
 
 
@@ -74,6 +76,9 @@ class OptimizeRequest:
     path: Path | None = None  # where the text lives; its directory resolves includes and inputs
     settings: Settings = field(default_factory=Settings)
     seed: int | None = None  # None: a fresh random seed (recorded in the result)
+    # the kernel and its spec as the caller's gate found them (`engine.actions`): `prepare`
+    # takes them; None (the loop run by itself: tests, scripts) has `prepare` find them
+    found: tuple[Kernel, TestSpec] | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from cuda_llm_lsp.engine import Refusal, benchmark_in_file, summary_line
+from cuda_llm_lsp.engine import Refusal, benchmark_in_file
+from cuda_llm_lsp.engine.outcomes import summary_line
 from cuda_llm_lsp.lsp import commands, results
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress
 from cuda_llm_lsp.lsp.render import JobRenderer, job_error, run_action

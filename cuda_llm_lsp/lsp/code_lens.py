@@ -14,10 +14,9 @@ and when a job starts or ends.
 
 from __future__ import annotations
 
-from typing import Any
-
 from lsprotocol import types
 
+from cuda_llm_lsp.engine.analysis import FileAnalysis
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.kernel_facts import info_line, library_list, plain_summary
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
@@ -62,7 +61,7 @@ def register(server: CudaLlmServer) -> None:
 LIBRARY = "(library kernels)"
 
 
-def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLens]:
+def lenses(server: CudaLlmServer, uri: str, analysis: FileAnalysis) -> list[types.CodeLens]:
     lines = split_lines(analysis.text)
     found = _compiled_elsewhere(uri, analysis)
     for info in analysis.kernels:
@@ -125,7 +124,7 @@ def lenses(server: CudaLlmServer, uri: str, analysis: Any) -> list[types.CodeLen
     return found
 
 
-def _compiled_elsewhere(uri: str, analysis: Any) -> list[types.CodeLens]:
+def _compiled_elsewhere(uri: str, analysis: FileAnalysis) -> list[types.CodeLens]:
     """Resources lenses for kernels defined outside the file: a header's kernel on the
     `#include` that brings it in; the library kernels nvcc compiled, summed up on line 1."""
     found: list[types.CodeLens] = []

@@ -9,10 +9,10 @@ resources lens.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from lsprotocol import types
 
+from cuda_llm_lsp.engine.analysis import FileAnalysis
 from cuda_llm_lsp.lsp import profile_results
 from cuda_llm_lsp.lsp.kernel_facts import describe
 from cuda_llm_lsp.lsp.positions import split_lines, to_point
@@ -48,7 +48,7 @@ def _markdown(value: str) -> types.Hover:
 
 
 def _current_profile(
-    ls: CudaLlmServer, uri: str, analysis: Any, kernel: str
+    ls: CudaLlmServer, uri: str, analysis: FileAnalysis, kernel: str
 ) -> profile_results.ProfileReport | None:
     """The kernel's profile while its text is still the one profiled."""
     report = ls.profiles.get((uri, kernel))
@@ -62,7 +62,7 @@ def _current_profile(
     return report
 
 
-def _profile_figures(ls: CudaLlmServer, uri: str, analysis: Any, row: int) -> str | None:
+def _profile_figures(ls: CudaLlmServer, uri: str, analysis: FileAnalysis, row: int) -> str | None:
     """The profile figures of the findings shown on line `row` (Profile K), or None."""
     for info in analysis.kernels:
         report = _current_profile(ls, uri, analysis, info.kernel.name)

@@ -8,10 +8,11 @@ analysis's `KernelInfo` and the kernel's report.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from cuda_llm_lsp.compile.types import Resources
+from cuda_llm_lsp.engine.analysis import CompiledKernel, KernelInfo
 from cuda_llm_lsp.lsp.results import KernelReport
 
 
@@ -40,19 +41,19 @@ def figures(resources: Resources) -> str:
     return text
 
 
-def info_line(info: Any) -> str:
+def info_line(info: KernelInfo) -> str:
     """A `KernelInfo`'s resources line: its first instance's figures, and how many there are."""
     return resources_line(info.kernel.name, info.resources, info.symbol_note, len(info.instances))
 
 
-def instance_lines(info: Any) -> tuple[tuple[str, str], ...]:
+def instance_lines(info: KernelInfo) -> tuple[tuple[str, str], ...]:
     """Each instance of a template and its figures (none for fewer than two instances)."""
     if len(info.instances) < 2:
         return ()
     return tuple((name, figures(r)) for name, r in info.instances.items())
 
 
-def library_list(kernels: Any) -> str:
+def library_list(kernels: Iterable[CompiledKernel]) -> str:
     """The kernels nvcc compiled from libraries (`FileAnalysis.library_kernels`), one a line."""
     return "\n".join(f"{k.name}: {figures(k.resources)}" for k in kernels)
 
@@ -70,7 +71,7 @@ class _Facts:
     instances: tuple[tuple[str, str], ...] = ()  # a template's instances and their figures
 
 
-def _facts(info: Any, report: KernelReport | None) -> _Facts:
+def _facts(info: KernelInfo, report: KernelReport | None) -> _Facts:
     kernel = info.kernel
     params = ", ".join(f"{p.c_type} {p.name}" for p in kernel.params)
     bounds = kernel.launch_bounds
@@ -85,7 +86,7 @@ def _facts(info: Any, report: KernelReport | None) -> _Facts:
     )
 
 
-def describe(info: Any, report: KernelReport | None) -> str:
+def describe(info: KernelInfo, report: KernelReport | None) -> str:
     """The hover, in Markdown."""
     facts = _facts(info, report)
     parts = [f"```cuda\n{facts.signature}\n```", facts.resources]
@@ -101,7 +102,7 @@ def describe(info: Any, report: KernelReport | None) -> str:
     return "\n\n".join(parts)
 
 
-def plain_summary(info: Any, report: KernelReport | None) -> str:
+def plain_summary(info: KernelInfo, report: KernelReport | None) -> str:
     """The hover's facts as one plain-text message (what the resources lens shows on a click)."""
     facts = _facts(info, report)
     parts = [facts.resources]
@@ -115,7 +116,7 @@ def plain_summary(info: Any, report: KernelReport | None) -> str:
     return "cuda-llm: " + "; ".join(parts)
 
 
-def spec_summary(info: Any) -> str:
+def spec_summary(info: KernelInfo) -> str:
     spec = info.spec
     if spec is None:
         if info.kernel.spec is not None:

@@ -29,7 +29,14 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from cuda_llm_lsp.config import Settings, nvcc_check_mode
-from cuda_llm_lsp.engine import NvccResult, NvccUnavailable, Trust, carry_nvcc, run_nvcc
+from cuda_llm_lsp.engine.analysis import (
+    FileAnalysis,
+    NvccResult,
+    NvccUnavailable,
+    Trust,
+    carry_nvcc,
+    check_nvcc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +125,7 @@ class NvccChecker:
         self.stopped = True
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def merged(self, uri: str, analysis: Any) -> Any:
+    def merged(self, uri: str, analysis: FileAnalysis) -> FileAnalysis:
         """`analysis` with the last nvcc verdict on the document merged in: the whole of it
         when nvcc checked this very text, else on the lines unchanged since (`carry_nvcc`);
         unchanged when there is no verdict under the current flags."""
@@ -159,7 +166,7 @@ class NvccChecker:
         def check() -> NvccResult | None:
             if not current():  # queued behind another document's check, and superseded
                 return None
-            return run_nvcc(text, path, settings, settings.nvcc_timeout_s, lambda: not current())
+            return check_nvcc(text, path, settings, settings.nvcc_timeout_s, lambda: not current())
 
         loop = asyncio.get_running_loop()
         try:

@@ -18,7 +18,6 @@ from cuda_llm_lsp.engine import (
     LlmFactory,
     OptimizeOutcome,
     Refusal,
-    RunHistory,
     demo_config,
     demo_for,
     endpoint_key_missing,
@@ -26,6 +25,7 @@ from cuda_llm_lsp.engine import (
     make_llm,
     optimize_in_file,
 )
+from cuda_llm_lsp.engine.build import RunHistory
 from cuda_llm_lsp.fsr.types import OptimizeResult, config_from_settings
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.jobs import Job, JobProgress

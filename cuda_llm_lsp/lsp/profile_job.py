@@ -14,7 +14,7 @@ from cuda_llm_lsp.engine import Refusal, detached, profile_in_file
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobProgress
 from cuda_llm_lsp.lsp.profile_results import ProfileReport
-from cuda_llm_lsp.lsp.render import JobRenderer
+from cuda_llm_lsp.lsp.render import JobRenderer, job_error
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 
 
@@ -51,9 +51,10 @@ async def run(server: CudaLlmServer, job: Job, progress: JobProgress) -> str:
         on_event=render.post,
     )
     result = await detached(work, f"cuda-llm-profile-{job.kernel}")
+    if isinstance(result, Refusal) and result.kind == "no_profiler":
+        raise JobError(f"cannot profile {job.kernel} here: {result.message}")
     if isinstance(result, Refusal):
-        here = " here" if result.kind == "no_profiler" else ""
-        raise JobError(f"cannot profile {job.kernel}{here}: {result.message}")
+        raise job_error(result, "profile")
     server.set_profile(job.uri, ProfileReport(job.kernel, original, result))
     problems = sum(1 for f in result.lines if f.kinds != ("stall_hotspot",))
     return f"{job.kernel}: {result.summary.line()} · {problems} line(s) with a problem"

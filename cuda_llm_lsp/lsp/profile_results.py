@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from cuda_llm_lsp.engine import LineProfile, demo_label
+from cuda_llm_lsp.engine import demo_label
+from cuda_llm_lsp.engine.analysis import FileAnalysis
+from cuda_llm_lsp.engine.outcomes import LineProfile
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.source.text import Point, Span
 
@@ -35,7 +36,7 @@ class ProfileReport:
 Profiles = dict[tuple[str, str], ProfileReport]  # (uri, kernel) -> its last profile
 
 
-def forget_changed(profiles: Profiles, uri: str, analysis: Any) -> None:
+def forget_changed(profiles: Profiles, uri: str, analysis: FileAnalysis) -> None:
     """Drop the profiles of kernels whose text differs from what was profiled (stale)."""
     current = {info.kernel.name: info.kernel.span.slice(analysis.text) for info in analysis.kernels}
     for key, report in list(profiles.items()):
@@ -44,7 +45,7 @@ def forget_changed(profiles: Profiles, uri: str, analysis: Any) -> None:
 
 
 def diagnostics(
-    profiles: Profiles, uri: str, analysis: Any, codec: PositionCodec
+    profiles: Profiles, uri: str, analysis: FileAnalysis, codec: PositionCodec
 ) -> list[types.Diagnostic]:
     """The profiles of `uri`'s kernels whose text is still the profiled one, as diagnostics."""
     lines = split_lines(analysis.text)

@@ -28,8 +28,8 @@ from cuda_llm_lsp.engine import (
     TuneStarted,
     detached,
 )
-from cuda_llm_lsp.evaluate.types import no_gpu_message
-from cuda_llm_lsp.fsr.types import OptimizeResult
+from cuda_llm_lsp.evaluate.types import EvalResult, no_gpu_message
+from cuda_llm_lsp.fsr.types import CandidateOutcome, OptimizeResult
 from cuda_llm_lsp.lsp import results
 from cuda_llm_lsp.lsp.jobs import Job, JobError, JobProgress
 from cuda_llm_lsp.lsp.state import CudaLlmServer
@@ -97,7 +97,7 @@ def job_error(refusal: Refusal, verb: str, *, key_missing: bool = False) -> JobE
     return JobError(said)
 
 
-def _cases(result: Any) -> tuple[int, int]:
+def _cases(result: EvalResult | None) -> tuple[int, int]:
     return (result.cases_passed, len(result.cases)) if result is not None else (0, 0)
 
 
@@ -135,11 +135,11 @@ class JobRenderer:
         self.server, self.job, self.progress, self.original = server, job, progress, original
         self.total = max(total, 1)
         self.strategy = strategy
-        self.outcomes: list[Any] = []
+        self.outcomes: list[CandidateOutcome] = []
         self.measured: list[Measured] = []  # tune: the configurations heard of so far
         self.default: dict[str, int] = {}  # tune: the default configuration
-        self.baseline: Any = None
-        self.best: Any = None
+        self.baseline: EvalResult | None = None  # the original's benchmark, once the run has one
+        self.best: CandidateOutcome | None = None
         self.rounds = 0
         self._loop = asyncio.get_running_loop()
 
@@ -213,7 +213,7 @@ class JobRenderer:
     # --- the FSR loop's report --------------------------------------------------------------
 
     def _baseline_ms(self) -> float | None:
-        timing = getattr(self.baseline, "timing", None)
+        timing = self.baseline.timing if self.baseline is not None else None
         return timing.median_ms if timing is not None else None
 
     def _publish(self, state: str) -> None:
@@ -226,7 +226,7 @@ class JobRenderer:
             speedup=best.speedup if best else None,
             cases_passed=total if best else passed,
             cases_total=total,
-            fraction_of_peak=getattr(self.baseline, "fraction_of_peak", None),
+            fraction_of_peak=self.baseline.fraction_of_peak if self.baseline else None,
             state=state,
         )
         hint = results.failure_hint(self.outcomes, won=best is not None and best.status == "ok")

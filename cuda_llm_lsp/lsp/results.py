@@ -18,8 +18,9 @@ from typing import Any, Literal
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from cuda_llm_lsp.engine import format_ms as engine_format_ms
-from cuda_llm_lsp.engine import peak_note
+from cuda_llm_lsp.engine.analysis import FileAnalysis
+from cuda_llm_lsp.engine.outcomes import format_ms as engine_format_ms
+from cuda_llm_lsp.engine.outcomes import peak_note
 from cuda_llm_lsp.fsr.types import CandidateOutcome
 from cuda_llm_lsp.lsp.positions import point_at, split_lines, to_range
 from cuda_llm_lsp.source.kernels import Kernel
@@ -101,7 +102,7 @@ def suggestion_span(suggestion: Suggestion, text: str, kernel: Kernel) -> Span |
 Reports = dict[tuple[str, str], KernelReport]  # (uri, kernel) -> its last report
 
 
-def forget_changed(reports: Reports, uri: str, analysis: Any) -> None:
+def forget_changed(reports: Reports, uri: str, analysis: FileAnalysis) -> None:
     """Drop the reports of kernels whose text differs from what was measured."""
     current = {info.kernel.name: info.kernel.span.slice(analysis.text) for info in analysis.kernels}
     for key, report in list(reports.items()):
@@ -110,7 +111,7 @@ def forget_changed(reports: Reports, uri: str, analysis: Any) -> None:
 
 
 def diagnostics(
-    reports: Reports, uri: str, analysis: Any, codec: PositionCodec
+    reports: Reports, uri: str, analysis: FileAnalysis, codec: PositionCodec
 ) -> list[types.Diagnostic]:
     """The reports of `uri` placed on the kernels' names in the analysed text."""
     lines = split_lines(analysis.text)

@@ -30,7 +30,7 @@ from lsprotocol import types
 from pygls import uris
 
 from cuda_llm_lsp.config import BY_FIELD, Settings, settings_from_mapping
-from cuda_llm_lsp.engine import Trust, allowed_flags, define_problem, set_workspace
+from cuda_llm_lsp.engine.analysis import Trust, allowed_flags, define_problem, set_workspace
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.redact import register_secret
 

@@ -39,19 +39,22 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
     GpuService,
     LlmFactory,
-    Profiler,
-    Trust,
-    add_resources,
-    analyze_syntax,
-    close_shared_pool,
     demo_evaluator,
     demo_for,
     evaluator_for,
     job_label,
     make_llm,
     make_profiler,
-    shared_pool,
 )
+from cuda_llm_lsp.engine.analysis import (
+    FileAnalysis,
+    Trust,
+    add_codegen,
+    analyse_fast,
+    close_analysis,
+    open_analysis,
+)
+from cuda_llm_lsp.engine.build import Profiler
 from cuda_llm_lsp.engine.capture import CaptureRunner, run_capture
 from cuda_llm_lsp.evaluate.types import Evaluator
 from cuda_llm_lsp.lsp import compile_diagnostics, profile_results, results
@@ -68,11 +71,8 @@ log = logging.getLogger(__name__)
 
 #: How long `window/showDocument` may go unanswered before the path is named in a message.
 SHOW_DOCUMENT_WAIT_S = 5.0
-#: What a queued analysis returns when its document was closed or changed before it started.
-_SKIPPED = object()
-
-Analyzer = Callable[[str, "Path | None", Settings], Any]  # analysis.analyze(text, path, settings)
-Codegen = Callable[[Any, Callable[[], bool]], Any]  # analysis.add_resources(front, cancelled)
+Analyzer = Callable[[str, "Path | None", Settings], FileAnalysis]  # `analyse_fast`
+Codegen = Callable[[FileAnalysis, Callable[[], bool]], FileAnalysis]  # `add_codegen`
 #: the evaluator for the settings (`engine.evaluator_for`: `cudaLlm.gpus`, `cudaLlm.cluster`)
 EvaluatorFactory = Callable[[Settings], Evaluator]
 
@@ -90,8 +90,8 @@ class DocumentState:
     """What the server knows about one open document."""
 
     uri: str
-    analysis: Any = None  # analysis.FileAnalysis of `version`'s text, the last one published
-    fast: Any = None  # the fast tier's own of the same text (`analysis` is it with nvcc's merged)
+    analysis: FileAnalysis | None = None  # of `version`'s text, the last one published
+    fast: FileAnalysis | None = None  # the fast tier's own (`analysis` is it with nvcc's merged)
     version: int | None = None
     diagnostics: list[types.Diagnostic] = field(default_factory=list)  # compile + spec
     generation: int = 0  # bumped by every change; a debounced analysis runs only if still current
@@ -117,9 +117,9 @@ class CudaLlmServer(LanguageServer):
         self.settings = Settings()
         # what the client says of the workspace (lsp.settings): trusted unless told otherwise
         self.trust = Trust()
-        self.analyzer: Analyzer = analyzer or analyze_syntax
+        self.analyzer: Analyzer = analyzer or analyse_fast
         # The background stage; an injected analyzer (tests) does the whole analysis itself.
-        self.codegen: Codegen | None = add_resources if analyzer is None else None
+        self.codegen: Codegen | None = add_codegen if analyzer is None else None
         self.evaluator_factory: EvaluatorFactory = evaluator_factory or evaluator_for
         self.llm_factory: LlmFactory = llm_factory or make_llm
         self.documents: dict[str, DocumentState] = {}
@@ -220,7 +220,7 @@ class CudaLlmServer(LanguageServer):
         if self.codegen is not None and not self._processes_started:
             self._processes_started = True
             try:  # the compile processes load NVRTC during the debounce of the first change
-                shared_pool().warm()
+                open_analysis()
             except OSError as exc:
                 log.warning("could not start the compile processes: %s", exc)
         self.spawn(self._analyze_later(uri, state.generation, delay_s), f"analysis of {uri}")
@@ -246,9 +246,9 @@ class CudaLlmServer(LanguageServer):
             version, text = doc.version, doc.source
             path, settings = self.path_of(uri), self.settings
 
-            def analyse() -> Any:  # in the pool: work queued for a closed document is dropped
+            def analyse() -> FileAnalysis | None:  # None: queued for a closed or changed document
                 if self.documents.get(uri) is not state or state.generation != generation:
-                    return _SKIPPED
+                    return None
                 return self.analyzer(text, path, settings)
 
             loop = asyncio.get_running_loop()
@@ -265,7 +265,7 @@ class CudaLlmServer(LanguageServer):
                 self.message(f"cuda-llm: could not analyse {uri}: {exc}", types.MessageType.Error)
                 return
         doc = self.document(uri)
-        if analysis is _SKIPPED or doc is None or self.documents.get(uri) is not state:
+        if analysis is None or doc is None or self.documents.get(uri) is not state:
             return
         if state.generation != generation:
             return  # settings changed (or an edit came) during the compile: a newer analysis runs
@@ -276,13 +276,13 @@ class CudaLlmServer(LanguageServer):
         results.forget_changed(self.reports, uri, analysis)
         profile_results.forget_changed(self.profiles, uri, analysis)
         self.show_analysis(uri)
-        if self.codegen is not None and getattr(analysis, "resources_pending", False):
+        if self.codegen is not None and analysis.resources_pending:
             self.spawn(
                 self._generate_code(uri, state, generation, analysis), f"code generation of {uri}"
             )
 
     async def _generate_code(
-        self, uri: str, state: DocumentState, generation: int, front: Any
+        self, uri: str, state: DocumentState, generation: int, front: FileAnalysis
     ) -> None:
         """The background stage: resources and ptxas's problems for the analysed version."""
         assert self.codegen is not None
@@ -452,7 +452,7 @@ class CudaLlmServer(LanguageServer):
         self.nvcc.stop()
         self.compile_pool.shutdown(wait=False, cancel_futures=True)
         self.codegen_pool.shutdown(wait=False, cancel_futures=True)
-        close_shared_pool()
+        close_analysis()
 
     # --- messages and tasks ----------------------------------------------------------------
 

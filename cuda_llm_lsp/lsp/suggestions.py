@@ -37,7 +37,7 @@ from typing import Any
 import platformdirs
 from lsprotocol import types
 
-from cuda_llm_lsp.engine import record_decision, write_check
+from cuda_llm_lsp.engine.accept import check_write, record_decision
 from cuda_llm_lsp.lsp import commands
 from cuda_llm_lsp.lsp.positions import split_lines, to_range
 from cuda_llm_lsp.lsp.results import Suggestion, suggestion_span
@@ -118,7 +118,7 @@ async def accept(
     path = server.path_of(uri)
     # proof the whole file (host code, launch sites) still builds, where nvcc is installed
     # and that it adds no host code (the host objects compared) and hides nothing
-    checked = await asyncio.to_thread(write_check, edited, text, path, server.settings)
+    checked = await asyncio.to_thread(check_write, edited, text, path, server.settings)
     if checked.refused is not None:
         return refused(
             f"the suggestion for {kernel} was not applied: {neutralize(checked.refused)}",

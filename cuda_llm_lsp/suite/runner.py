@@ -26,14 +26,12 @@ from cuda_llm_lsp.engine import (
     GpuService,
     Refusal,
     benchmark_in_file,
+    measures,
     optimize_in_file,
-    peaks,
-    recorded_shape,
-    roofline,
     tune_in_file,
-    vendor,
 )
-from cuda_llm_lsp.engine.peaks import Peaks
+from cuda_llm_lsp.engine.build import recorded_shape
+from cuda_llm_lsp.engine.measures import Peaks
 from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, Evaluator, NoGpuError
 from cuda_llm_lsp.fsr.types import config_from_settings
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
@@ -120,7 +118,7 @@ def replay_dir_for(replay: Path, kernel: str) -> tuple[Path, int, int] | None:
 
 def _base_row(item: SuiteKernel) -> KernelRow:
     spec = item.spec
-    dtype = roofline.dtype_label(spec) if spec else "-"
+    dtype = measures.dtype_label(spec) if spec else "-"
     return KernelRow(
         file=item.path.name,
         kernel=item.kernel.name,
@@ -382,7 +380,7 @@ class SuiteRunner:
         self.on_progress(Progress(0, 0, "device peaks", "peaks"))
         assert self.facts is not None
         try:
-            found = peaks.device_peaks(self.facts, self.evaluator)
+            found = measures.device_peaks(self.facts, self.evaluator)
         except NoGpuError:
             raise
         except Exception as exc:
@@ -396,38 +394,31 @@ class SuiteRunner:
         spec = item.spec
         if spec is None or self.facts is None:
             return row
-        cases = spec.cases()
-        if not cases:
+        f = measures.kernel_floor(spec, self.facts, peaks)
+        if f is None:
             return row
-        f = roofline.kernel_floor(
-            spec,
-            cases[-1],
-            self.facts.copy_bandwidth_gbs,
-            peaks.fp32_gflops if peaks else None,
-            peaks.bf16_gflops if peaks else None,
-        )
         return replace(
             row,
             bytes=f.bytes,
             flops=f.flops,
             floor_ms=f.ms,
             bound=f.bound,
-            pct_of_floor_baseline=roofline.percent_of_floor(f.ms, row.baseline_ms),
-            pct_of_floor_best=roofline.percent_of_floor(f.ms, row.best_ms),
+            pct_of_floor_baseline=measures.percent_of_floor(f.ms, row.baseline_ms),
+            pct_of_floor_best=measures.percent_of_floor(f.ms, row.best_ms),
         )
 
     def _with_vendor(
         self, rows: list[KernelRow], items: list[SuiteKernel], notes: list[str]
     ) -> list[KernelRow]:
         jobs = [
-            vendor.VendorJob(str(item.path), item.kernel.name, op)
+            job
             for item in items
-            if (op := vendor.VENDOR_OPS.get(item.kernel.name)) is not None and item.spec
+            if item.spec and (job := measures.vendor_job(str(item.path), item.kernel.name))
         ]
         if not jobs:
             return rows
         started = time.monotonic()
-        results, problem = vendor.measure(jobs, l2_bytes=self.facts.l2_bytes if self.facts else 0)
+        results, problem = measures.vendor_times(jobs, self.facts.l2_bytes if self.facts else 0)
         if problem:
             notes.append(f"vendor libraries: {problem}")
         notes.append(f"vendor timings took {time.monotonic() - started:.0f} s")

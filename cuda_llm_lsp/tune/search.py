@@ -20,7 +20,6 @@ returned, marked `stopped`.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -139,7 +138,7 @@ def tune_kernel(
     build: Builder | None = None,
     on_progress: Callable[[TuneProgress], None] | None = None,
     on_planned: Callable[[int], None] | None = None,
-    cancel: CancelToken | threading.Event | None = None,
+    cancel: CancelToken | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> TuneResult:
     """Search the request's tunables (see the module docstring). `on_planned` hears, once the
@@ -177,7 +176,7 @@ class _Run:
         build: Builder,
         facts: DeviceFacts,
         on_progress: Callable[[TuneProgress], None] | None,
-        cancel: CancelToken | threading.Event,
+        cancel: CancelToken,
         clock: Callable[[], float],
     ) -> None:
         self.request = request
@@ -329,7 +328,7 @@ class _Run:
         return Path(path).parent if path is not None else None
 
     def _should_stop(self) -> bool:
-        if self.cancel.is_set():
+        if self.cancel.cancelled:
             self.stopped = "cancelled"
         elif self.stopped is None and self.clock() - self.start > self.options.budget_s:
             self.stopped = "budget"

@@ -20,15 +20,26 @@ import pytest
 
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import find_kernel
-from cuda_llm_lsp.evaluate.line_profile import NcuCapture, NcuProfiler, profile_lines
+from cuda_llm_lsp.evaluate.line_profile import LineProfile, NcuCapture, NcuProfiler, profile_lines
 from cuda_llm_lsp.evaluate.types import KernelBinary
 from cuda_llm_lsp.source.kernels import find_kernels
-from cuda_llm_lsp.source.spec import TestSpec
+from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "data" / "ncu" / "planted.cu"
+
+
+def profile_named(text: str, path: Path, name: str, profiler: NcuProfiler) -> LineProfile:
+    """`profile_lines` on the kernel named `name` and its spec (the engine's gate finds them)."""
+    kernel = find_kernel(text, name)
+    assert kernel is not None
+    spec, problems = parse_spec(kernel, text)
+    assert spec is not None, problems
+    return profile_lines(text, path, kernel, spec, Settings(), profiler)
+
+
 HEADER = PLANTED.with_name("planted_helpers.cuh")
 SUITE = ROOT / "benchmarks" / "suite"
 LIMIT_S = 60.0
@@ -67,7 +78,7 @@ def markers(path: Path, first: int, last: int) -> dict[int, tuple[str, str]]:
 def test_planted_kernel_flags_exactly_its_lines(name: str) -> None:
     text = PLANTED.read_text()
     started = time.monotonic()
-    result = profile_lines(text, PLANTED, name, Settings(), KeepingProfiler())
+    result = profile_named(text, PLANTED, name, KeepingProfiler())
     took = time.monotonic() - started
     print(
         json.dumps(
@@ -115,7 +126,7 @@ SUITE_KERNELS = [
 def test_suite_kernel_profiles_within_a_minute(file: str, kernel: str) -> None:
     path = SUITE / file
     started = time.monotonic()
-    result = profile_lines(path.read_text(), path, kernel, Settings(), KeepingProfiler())
+    result = profile_named(path.read_text(), path, kernel, KeepingProfiler())
     took = time.monotonic() - started
     lines = [[f.line, f.kinds, f.stall_share] for f in result.lines]
     print(
@@ -139,6 +150,7 @@ def test_the_loops_profile_names_the_planted_line_with_its_text() -> None:
     lines, the planted store first with its kernel-relative line and text."""
     import dataclasses
 
+    from cuda_llm_lsp.cancel import CancelToken
     from cuda_llm_lsp.evaluate.candidate import build_binary
     from cuda_llm_lsp.fsr.profile import ProfileText
     from cuda_llm_lsp.fsr.toolchain import DefaultToolchain
@@ -154,7 +166,7 @@ def test_the_loops_profile_names_the_planted_line_with_its_text() -> None:
     binary = dataclasses.replace(
         binary, kernel_source=kernel.span.slice(text), kernel_line=kernel.span.start.line
     )
-    note = DefaultToolchain().profile(binary, spec, PLANTED.parent)
+    note = DefaultToolchain().profile(binary, spec, PLANTED.parent, CancelToken())
     print(note)
     assert isinstance(note, ProfileText)
     assert note.lines[0]["kernel_line"] == 6 and "uncoalesced" in note.lines[0]["kinds"]

@@ -152,7 +152,9 @@ class FakeToolchain:
                 return report
         return None
 
-    def profile(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
+    def profile(
+        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None, cancel: Any
+    ) -> str | None:
         return self.profile_text
 
 

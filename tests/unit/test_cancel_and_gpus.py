@@ -21,7 +21,7 @@ async def test_a_token_cancelled_from_another_thread_wakes_its_waiter_at_once() 
     await asyncio.sleep(0.01)
     threading.Timer(0.05, token.cancel).start()
     await asyncio.wait_for(waiting, 5)
-    assert token.cancelled and token.is_set()
+    assert token.cancelled
     await asyncio.wait_for(token.wait(), 1)  # already cancelled: returns at once
 
 
@@ -106,12 +106,26 @@ async def test_an_action_refuses_a_kernel_that_is_not_there() -> None:
     assert isinstance(outcome, Refusal) and outcome.kind == "no_kernel"
 
 
+@pytest.mark.parametrize("action", ["benchmark", "tune", "optimize", "profile"])
 @pytest.mark.parametrize("kind", ["no_spec", "spec_errors"])
-async def test_an_action_refuses_a_kernel_without_a_usable_spec(kind: str) -> None:
+async def test_every_action_refuses_a_kernel_without_a_usable_spec(kind: str, action: str) -> None:
+    """One gate for the four actions (docs/design.md "The engine"): the same typed refusal."""
     from cuda_llm_lsp.config import Settings
+    from cuda_llm_lsp.engine import optimize_in_file, profile_in_file, tune_in_file
+    from cuda_llm_lsp.evaluate.line_profile import RecordedProfiler
+    from cuda_llm_lsp.fsr.types import config_from_settings
 
     spec = "/* @cuda-llm\nsizes.n = [oops]\n*/\n" if kind == "spec_errors" else ""
     text = spec + "__global__ void k(float* x) { x[0] = 1.0f; }\n"
-    outcome = await benchmark_in_file(text, None, "k", Settings(), GpuService(_Gpu))  # type: ignore[arg-type]
+    settings, gpus = Settings(), GpuService(_Gpu)  # type: ignore[arg-type]
+    if action == "benchmark":
+        outcome: Any = await benchmark_in_file(text, None, "k", settings, gpus)
+    elif action == "tune":
+        outcome = await tune_in_file(text, None, "k", settings, gpus)
+    elif action == "optimize":
+        config = config_from_settings(settings)
+        outcome = await optimize_in_file(text, None, "k", settings, config, gpus)
+    else:
+        outcome = await profile_in_file(text, None, "k", settings, RecordedProfiler({}), gpus)
     assert isinstance(outcome, Refusal) and outcome.kind == kind
     assert (outcome.draft is not None) == (kind == "no_spec")  # a draft to start from

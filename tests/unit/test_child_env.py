@@ -16,9 +16,9 @@ import pytest
 from cuda_llm_lsp.compile.child_env import child_env, is_kept
 from cuda_llm_lsp.compile.isolated import _Worker
 from cuda_llm_lsp.compile.nvcc import compile_file
+from cuda_llm_lsp.evaluate.line_profile import NcuProfiler, ProfileError
 from cuda_llm_lsp.evaluate.process import WorkerProcess
 from cuda_llm_lsp.evaluate.sanitizer import run_sanitizer
-from cuda_llm_lsp.fsr.profile import profile_kernel
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
 from tests.unit.test_evaluator_rules import BASE, SOURCE
@@ -119,7 +119,8 @@ def test_sanitizer_and_profiler_lack_the_key(
     spec, _ = parse_spec(find_kernels(SOURCE)[0], SOURCE)
     assert spec is not None
     run_sanitizer(BASE, spec, tools=("memcheck",))
-    profile_kernel(BASE, spec)
+    with pytest.raises(ProfileError):  # the recording ncu leaves no report
+        NcuProfiler().capture(BASE, spec, None)
     for name in ("sanitizer.env", "ncu.env"):
         text = (tmp_path / name).read_text()
         assert "PATH=" in text

@@ -24,3 +24,30 @@ def test_make_evaluator_refuses_what_evaluator_problem_names(
     recording.write_text('{"baseline": {"ms": 1.0}}')
     monkeypatch.setenv("CUDA_LLM_EVALUATOR", f"recorded:{recording}")
     assert evaluator_problem() is None and isinstance(make_evaluator(), RecordedEvaluator)
+
+
+#: What `engine` passes through from the layers below, each for the reason docs/design.md gives
+#: ("The engine"): the one cancel token, and the FSR loop's events inside the `Event` union.
+FORWARDED = {
+    "CancelToken",
+    "CandidateEvaluated",
+    "CandidateStage",
+    "RoundStarted",
+    "RunFinished",
+    "RunStarted",
+}
+
+
+def test_the_engine_exports_its_own_names_and_a_handful_forwarded() -> None:
+    import inspect
+
+    import cuda_llm_lsp.engine as engine
+
+    below = set()
+    for name in engine.__all__:
+        value = getattr(engine, name)  # constants and type aliases are checked by lint-imports
+        own = not (inspect.isclass(value) or inspect.isfunction(value))
+        if not own and not value.__module__.startswith("cuda_llm_lsp.engine."):
+            below.add(name)
+    assert below == FORWARDED
+    assert not any(getattr(engine, n, None) for n in ("peaks", "vendor", "shared_pool"))

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.fsr.endpoint import OpenAiLlm
 from cuda_llm_lsp.fsr.history import RunHistory
@@ -159,12 +160,12 @@ async def test_cancel_during_a_repair_stops_at_once() -> None:
         {"text": kernel_reply(saxpy_candidate("late")), "match": "repair 1 of 3.", "delay_s": 60},
     ]
     events: list[ProgressEvent] = []
-    cancel = asyncio.Event()
+    cancel = CancelToken()
 
     def seen(event: ProgressEvent) -> None:
         events.append(event)
         if isinstance(event, CandidateStage) and event.role == "debugger":
-            asyncio.get_running_loop().call_later(0.2, cancel.set)  # the repair is in flight
+            asyncio.get_running_loop().call_later(0.2, cancel.cancel)  # the repair is in flight
 
     with ScriptedLlmServer(steps) as server:
         config = OptimizeConfig(

@@ -7,6 +7,7 @@ must not: the same markers the GPU test (tests/gpu/test_profile_gpu.py) checks o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,11 +21,14 @@ from pathlib import Path
 import pytest
 
 from cuda_llm_lsp.config import Settings
+from cuda_llm_lsp.engine import Refusal, profile_in_file
 from cuda_llm_lsp.evaluate import ncu_source
 from cuda_llm_lsp.evaluate.candidate import build_binary, find_kernel
 from cuda_llm_lsp.evaluate.line_profile import (
+    LineProfile,
     NcuProfiler,
     ProfileError,
+    Profiler,
     ProfileUnavailable,
     RecordedProfiler,
     profile_lines,
@@ -40,6 +44,17 @@ CAPTURED = (
     "pick_local", "pick_fixed", "lane_branch", "warp_branch", "strided_gather",
 )  # fmt: skip
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def profile_named(
+    text: str, path: Path | None, name: str, settings: Settings, profiler: Profiler
+) -> LineProfile:
+    """`profile_lines` on the kernel named `name` and its spec (the engine's gate finds them)."""
+    kernel = find_kernel(text, name)
+    assert kernel is not None
+    spec, problems = parse_spec(kernel, text)
+    assert spec is not None, problems
+    return profile_lines(text, path, kernel, spec, settings, profiler)
 
 
 def recorded() -> RecordedProfiler:
@@ -67,7 +82,7 @@ def kernel_lines(name: str) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def profiles() -> dict[str, object]:
     text = PLANTED.read_text()
-    return {k: profile_lines(text, PLANTED, k, Settings(), recorded()) for k in CAPTURED}
+    return {k: profile_named(text, PLANTED, k, Settings(), recorded()) for k in CAPTURED}
 
 
 @pytest.mark.parametrize("kernel", CAPTURED)
@@ -184,14 +199,14 @@ def test_a_source_page_without_line_info_is_refused() -> None:
     text = PLANTED.read_text()
     empty = RecordedProfiler({"transpose_naive": (DATA / "capture.json", DATA / "capture.json")})
     with pytest.raises(ProfileError, match="no per-line figures"):
-        profile_lines(text, PLANTED, "transpose_naive", Settings(), empty)
+        profile_named(text, PLANTED, "transpose_naive", Settings(), empty)
 
 
-def test_a_kernel_without_spec_is_a_usage_error() -> None:
+def test_a_kernel_without_spec_is_refused_by_the_one_gate() -> None:
     text = "__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"
-    with pytest.raises(ProfileError, match="no test spec") as caught:
-        profile_lines(text, None, "k", Settings(), recorded())
-    assert caught.value.kind == "usage"
+    refused = asyncio.run(profile_in_file(text, None, "k", Settings(), recorded()))
+    assert isinstance(refused, Refusal) and refused.kind == "no_spec"
+    assert refused.draft and "@cuda-llm" in refused.draft
 
 
 def _fake_ncu(tmp_path: Path, output: str) -> Path:
@@ -268,6 +283,39 @@ def test_cancel_ends_ncu_and_what_it_runs_at_once(
     child = Path(f"/proc/{int(pid_file.read_text())}/stat")
     time.sleep(0.2)  # killed: gone, or a zombie waiting for whoever inherited it to reap it
     assert not child.exists() or child.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_the_loops_profile_runs_ncu_once_and_a_cancel_ends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FSR loop profiles through the same cancellable runner as Profile: one ncu run per
+    profile (no second run for the kernel-level class), stopped by the run's token."""
+    from cuda_llm_lsp.cancel import CancelToken
+    from cuda_llm_lsp.fsr.toolchain import DefaultToolchain
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    runs = tmp_path / "runs"
+    script = bin_dir / "ncu"  # notes each run, then profiles "for a long time"
+    script.write_text(f"#!/bin/sh\necho run >> {runs}\nsleep 60 &\nwait\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    binary, spec = _binary()
+    token = CancelToken()
+    notes: list[str | None] = []
+    worker = threading.Thread(
+        target=lambda: notes.append(DefaultToolchain().profile(binary, spec, DATA, token))
+    )
+    started = time.monotonic()
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not runs.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    token.cancel()
+    worker.join(10)
+    assert not worker.is_alive() and time.monotonic() - started < 15
+    assert notes == [None]  # cancelled: no profile, and no fallback run
+    assert runs.read_text().splitlines() == ["run"]
 
 
 def test_without_ncu_the_profiler_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:

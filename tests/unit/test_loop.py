@@ -7,6 +7,7 @@ import dataclasses
 import time
 from typing import Any
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
 from cuda_llm_lsp.evaluate.types import STATUSES, EvalResult, KernelBinary
 from cuda_llm_lsp.fsr.client import LlmReply
@@ -316,13 +317,13 @@ async def test_time_budget_cancels_slow_requests() -> None:
 async def test_cancel_mid_round_stops_requests_at_once() -> None:
     llm = FakeLlm({(1, 1): saxpy_candidate("quick")}, default=(saxpy_candidate("slow"), 30.0))
     ev = evaluator({"contains": "variant: quick", "status": "ok", "ms": 0.5})
-    cancel = asyncio.Event()
+    cancel = CancelToken()
     events: list[ProgressEvent] = []
 
     async def press_cancel() -> None:
         while not any(isinstance(e, CandidateEvaluated) for e in events):
             await asyncio.sleep(0.01)
-        cancel.set()
+        cancel.cancel()
 
     started = time.monotonic()
     presser = asyncio.ensure_future(press_cancel())
@@ -338,8 +339,8 @@ async def test_cancel_mid_round_stops_requests_at_once() -> None:
 async def test_cancel_stops_gpu_work_in_flight() -> None:
     ev = evaluator({"contains": "variant: hang", "status": "ok", "ms": 0.5, "delay_s": 30})
     llm = FakeLlm(default=saxpy_candidate("hang"))
-    cancel = asyncio.Event()
-    asyncio.get_running_loop().call_later(0.3, cancel.set)
+    cancel = CancelToken()
+    asyncio.get_running_loop().call_later(0.3, cancel.cancel)
     started = time.monotonic()
     result = await run(llm, ev, candidates=1, cancel=cancel)
     assert time.monotonic() - started < 2.0 * slack()

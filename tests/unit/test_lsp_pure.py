@@ -148,7 +148,7 @@ class _SlowGpu:
         self.cancelled = threading.Event()
         self.started = threading.Event()
 
-    def benchmark(self, name: str) -> str:
+    def benchmark(self, name: str, spec: object, **options: object) -> str:
         self.cancelled.clear()
         self.started.set()
         while not self.release.wait(0.01):
@@ -165,10 +165,10 @@ def test_cancelling_one_job_leaves_the_other_jobs_gpu_run_alone() -> None:
     gate = GpuGate()
     running, waiting = JobEvaluator(gpu, gate), JobEvaluator(gpu, gate)  # type: ignore[arg-type]
     with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(running.benchmark, "b")
+        first = pool.submit(running.benchmark, "b", None)
         assert gpu.started.wait(5)
-        second = pool.submit(waiting.benchmark, "a")
-        waiting.cancel_job()  # a job whose call waits for the GPU: only that call ends
+        second = pool.submit(waiting.benchmark, "a", None)
+        waiting.token.cancel()  # a job whose call waits for the GPU: only that call ends
         with pytest.raises(EvaluationCancelled):
             second.result(5)
         assert not first.done()
@@ -177,26 +177,26 @@ def test_cancelling_one_job_leaves_the_other_jobs_gpu_run_alone() -> None:
     gpu.release.clear()
     with ThreadPoolExecutor(1) as pool:
         gpu.started.clear()
-        third = pool.submit(running.benchmark, "c")
+        third = pool.submit(running.benchmark, "c", None)
         assert gpu.started.wait(5)
-        running.cancel_job()  # the job whose call runs: the GPU run is killed at once
+        running.token.cancel()  # the job whose call runs: the GPU run is killed at once
         with pytest.raises(EvaluationCancelled):
             third.result(5)
         with pytest.raises(EvaluationCancelled):  # and the job's later calls are refused
-            pool.submit(running.benchmark, "d").result(5)
+            pool.submit(running.benchmark, "d", None).result(5)
 
 
 def test_the_loops_cancel_interrupts_one_call_and_later_calls_still_run() -> None:
     gpu = _SlowGpu()
     job = JobEvaluator(gpu, GpuGate())  # type: ignore[arg-type]
     with ThreadPoolExecutor(1) as pool:
-        first = pool.submit(job.benchmark, "slow")
+        first = pool.submit(job.benchmark, "slow", None)
         assert gpu.started.wait(5)
         job.cancel()  # what the FSR loop does when a budget runs out mid-candidate
         with pytest.raises(EvaluationCancelled):
             first.result(5)
         gpu.started.clear()
-        second = pool.submit(job.benchmark, "winner")  # re-validating the winner
+        second = pool.submit(job.benchmark, "winner", None)  # re-validating the winner
         assert gpu.started.wait(5)
         time.sleep(0.1)  # past the repeated cancel of the first call: it must not hit this one
         assert not second.done()
@@ -221,7 +221,7 @@ async def test_a_jobs_cancel_does_not_block_the_event_loop() -> None:
     server = CudaLlmServer(evaluator_factory=lambda settings: gpu)  # type: ignore[arg-type,return-value]
     job = Job("file:///k.cu", "k", "benchmark", "token")
     lease = await asyncio.to_thread(server.gpus.lease, job.cancel_token)
-    call = asyncio.ensure_future(asyncio.to_thread(lease.evaluator.benchmark, "b"))
+    call = asyncio.ensure_future(asyncio.to_thread(lease.evaluator.benchmark, "b", None))
     assert await asyncio.to_thread(gpu.started.wait, 5)
     start = time.perf_counter()
     job.cancel()
@@ -472,8 +472,10 @@ async def test_the_optimize_winner_is_placed_in_the_file_off_the_event_loop(
     monkeypatch.setattr(actions, "winner_text", winner)
     gpus = GpuService(Gpu)  # type: ignore[arg-type]
     settings = Settings()
+    from tests.support.fsr_fakes import SAXPY_FILE  # a kernel with a spec: the gate passes it
+
     outcome = await optimize_in_file(
-        SAXPY, None, "saxpy", settings, config_from_settings(settings), gpus
+        SAXPY_FILE, None, "saxpy", settings, config_from_settings(settings), gpus
     )
     assert outcome.not_applicable == "not in this test"  # type: ignore[union-attr]
     assert threads and threads[0] != threading.get_ident()

@@ -362,7 +362,7 @@ def test_an_editor_jobs_cancel_stops_only_its_own_calls_on_the_shared_pool() -> 
     for t in threads:
         t.start()
         time.sleep(0.1)
-    first.cancel_job()
+    first.token.cancel()
     for t in threads:
         t.join(5)
     assert outcomes == {"first": "cancelled", "second": "ok", "first, waiting": "cancelled"}

@@ -35,7 +35,9 @@ extern "C" __global__ void transpose_naive(const float* in, float* out, int rows
 class CapturedNcu(DefaultToolchain):
     """The real toolchain, with ncu's run replaced by its output captured on the H100."""
 
-    def profile(self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None) -> str | None:
+    def profile(
+        self, binary: KernelBinary, spec: TestSpec, spec_dir: Path | None, cancel: object
+    ) -> str | None:
         return line_profile_text(
             binary, spec, spec_dir, RecordedProfiler.from_recording(NCU / "recording.json")
         )

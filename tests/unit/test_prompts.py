@@ -226,9 +226,10 @@ NCU_CSV = (
 
 
 def test_ncu_csv_is_parsed_and_classified() -> None:
+    from cuda_llm_lsp.evaluate.ncu_source import parse_raw_page
     from cuda_llm_lsp.fsr import profile
 
-    metrics = profile.parse_ncu_csv(NCU_CSV)
+    metrics = profile.kernel_metrics(parse_raw_page(NCU_CSV))
     assert metrics[profile.DRAM] == 91.52 and metrics[profile.SM] == 12.75
     assert metrics[profile.DURATION] == 1234567.0
     result = profile.Profile(profile.classify(metrics), metrics)
@@ -250,21 +251,24 @@ def test_bottleneck_classes() -> None:
 
 
 def test_garbage_ncu_output_gives_no_metrics() -> None:
-    from cuda_llm_lsp.fsr.profile import parse_ncu_csv
+    from cuda_llm_lsp.evaluate.ncu_source import parse_raw_page
+    from cuda_llm_lsp.fsr.profile import kernel_class, kernel_metrics
 
-    assert parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM - no permission\n") == {}
-    assert parse_ncu_csv("") == {}
+    assert kernel_metrics(parse_raw_page("==ERROR== ERR_NVGPUCTRPERM - no permission\n")) == {}
+    assert kernel_metrics(parse_raw_page("")) == {}
+    assert kernel_class({}) is None
 
 
 def test_profile_is_skipped_cleanly_without_ncu(monkeypatch: pytest.MonkeyPatch) -> None:
-
+    from cuda_llm_lsp.evaluate import line_profile
     from cuda_llm_lsp.evaluate.types import KernelBinary
     from cuda_llm_lsp.fsr import profile
     from tests.support.fsr_fakes import saxpy_spec
 
-    monkeypatch.setattr(profile, "ncu_path", lambda: None)
+    monkeypatch.setattr(line_profile, "ncu_path", lambda: None)
     binary = KernelBinary("saxpy", "saxpy", b"", "sm_90")
-    assert profile.profile_summary(binary, saxpy_spec(), None) is None
+    note = profile.line_profile_text(binary, saxpy_spec(), None, line_profile.NcuProfiler())
+    assert note is None
 
 
 def test_template_helpers_keep_their_template_line() -> None:

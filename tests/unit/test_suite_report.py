@@ -149,7 +149,7 @@ def test_scenario_and_recording_lookup() -> None:
 
 
 def test_gemm_peak_is_timed_through_the_vendor_backend() -> None:
-    from cuda_llm_lsp.engine.peaks import gemm_gflops
+    from cuda_llm_lsp.evaluate.peaks import gemm_gflops
 
     class Clocked:  # vendor.Backend's timing contract: median ms of fn()
         def __init__(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cuda_llm_lsp.cancel import CancelToken
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import CandidateRejected
 from cuda_llm_lsp.evaluate.recorded import RecordedEvaluator
@@ -249,11 +250,11 @@ def test_cancel_stops_the_run_in_flight() -> None:
     _, spec = parsed()
     slow = [{"defines": {"ITEMS": 2}, "status": "ok", "ms": 0.5, "delay_s": 30}]
     evaluator = RecordedEvaluator(recording(small_times(), ("BLOCK", "ITEMS"), slow))
-    cancel = threading.Event()
+    cancel = CancelToken()
 
     def on_progress(progress: Any) -> None:
         if progress.done == 2:  # the run is under way: the user presses Ctrl-C
-            cancel.set()
+            cancel.cancel()
             threading.Timer(0.2, evaluator.cancel).start()
 
     result = tune_kernel(

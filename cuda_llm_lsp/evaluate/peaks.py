@@ -4,7 +4,7 @@ FP32: the FMA rate (cuBLAS SGEMM without TF32 through PyTorch or CuPy when insta
 FMA-chain kernel run through our own evaluator). BF16: the tensor-core rate (a BF16 GEMM through
 PyTorch, else a WMMA loop kernel through our own evaluator; WMMA does not reach Hopper's wgmma
 peak, which the report notes). The library measurement runs in a child process
-(`python -m cuda_llm_lsp.engine.peaks`) so its CUDA context never meets the evaluator's worker.
+(`python -m cuda_llm_lsp.evaluate.peaks`) so its CUDA context never meets the evaluator's worker.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.tools import GPU_LIMITS, neutral_cwd, python_command, spawn_options
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.engine.vendor import Backend
 from cuda_llm_lsp.evaluate.candidate import build_binary
 from cuda_llm_lsp.evaluate.types import DeviceFacts, Evaluator, KernelBinary
+from cuda_llm_lsp.evaluate.vendor import Backend
 from cuda_llm_lsp.source.kernels import find_kernels
 from cuda_llm_lsp.source.spec import parse_spec
 
@@ -97,7 +97,7 @@ def measure(facts: DeviceFacts, evaluator: Evaluator) -> Peaks:
 def _library_peaks(timeout_s: float = 180.0) -> tuple[float | None, float | None, str]:
     try:
         proc = subprocess.run(
-            python_command("cuda_llm_lsp.engine.peaks"),
+            python_command("cuda_llm_lsp.evaluate.peaks"),
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -1,7 +1,7 @@
 """Vendor-library timings for the suite's kernels that have one: cuBLAS (matmul, matvec, dot)
 and cuSPARSE (SpMV, SpMM), through CuPy or PyTorch, whichever is installed.
 
-Runs in its own process (`python -m cuda_llm_lsp.engine.vendor`, jobs as JSON on stdin, results
+Runs in its own process (`python -m cuda_llm_lsp.evaluate.vendor`, jobs as JSON on stdin, results
 as JSON on stdout) so a library crash or a second CUDA context can never take the suite down.
 Inputs are the kernel's own timed case (same sizes, same `inputs` hook), timed with CUDA events
 and an L2 flush (a memset over twice the L2) before every launch, like the evaluator does.
@@ -60,7 +60,7 @@ def measure(
     payload = json.dumps({"jobs": [asdict(j) for j in jobs], "l2_bytes": l2_bytes})
     try:
         proc = subprocess.run(
-            python_command("cuda_llm_lsp.engine.vendor"),
+            python_command("cuda_llm_lsp.evaluate.vendor"),
             input=payload,
             capture_output=True,
             text=True,

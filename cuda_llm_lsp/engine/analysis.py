@@ -1,0 +1,118 @@
+"""The analysis use case, for the server and `cuda-llm check`: open, analyse, close.
+
+`open_analysis` starts the compile processes (NVRTC loads while the first edit is debounced),
+`analyse_fast` and `add_codegen` are the server's two tiers (tree-sitter, the device unit and
+NVRTC's front end at once; resources and ptxas's problems in the background), `analyse` is both
+at once for the CLI, `close_analysis` ends the compile processes. The nvcc tier checks the whole
+file (`check_nvcc`, `carry_nvcc`, `with_nvcc`). What a workspace may set (`Trust` and the rules
+on flags) is the compile layer's own policy, passed through as it is: one set of rules for the
+editor's settings and the CLI's options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from cuda_llm_lsp.compile import analysis as _analysis
+from cuda_llm_lsp.compile import isolated as _isolated
+from cuda_llm_lsp.compile import nvcc_tier as _nvcc_tier
+from cuda_llm_lsp.compile.analysis import (
+    DEFAULT_MAX_FILE_CHARS,
+    CompiledKernel,
+    FileAnalysis,
+    KernelInfo,
+)
+from cuda_llm_lsp.compile.arch import normalize_arch
+from cuda_llm_lsp.compile.flags import (
+    Trust,
+    allowed_flags,
+    define_problem,
+    include_dir_problem,
+    set_workspace,
+)
+from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, TIMEOUT_CODE
+from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable, nvcc_missing
+from cuda_llm_lsp.config import Settings
+
+__all__ = [
+    # the data an analysis is (plain dataclasses) and its limits
+    "DEFAULT_MAX_FILE_CHARS",
+    "DEFAULT_TIMEOUT_S",
+    "TIMEOUT_CODE",
+    "CompiledKernel",
+    "FileAnalysis",
+    "KernelInfo",
+    "NvccResult",
+    "NvccUnavailable",
+    # what a workspace may set: the compile layer's rules, passed through
+    "Trust",
+    # the actions
+    "add_codegen",
+    "allowed_flags",
+    "analyse",
+    "analyse_fast",
+    "carry_nvcc",
+    "check_nvcc",
+    "close_analysis",
+    "define_problem",
+    "include_dir_problem",
+    "normalize_arch",
+    "nvcc_missing",
+    "open_analysis",
+    "set_workspace",
+    "with_nvcc",
+]
+
+
+def open_analysis() -> None:
+    """Start the compile processes now, so NVRTC has loaded by the first analysis. Raises
+    OSError when they cannot start (the first analysis then starts them, or says why)."""
+    _isolated.shared_pool().warm()
+
+
+def analyse_fast(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
+    """The fast tier: kernels, specs and NVRTC's front-end diagnostics, resources pending."""
+    return _analysis.analyze_syntax(text, path, settings)
+
+
+def add_codegen(front: FileAnalysis, cancelled: Callable[[], bool] | None = None) -> FileAnalysis:
+    """The background tier: `front` with each kernel's resources and ptxas's problems; stops
+    between kernels once `cancelled()` (a newer edit)."""
+    return _analysis.add_resources(front, cancelled)
+
+
+def analyse(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
+    """Both tiers at once (`cuda-llm check`)."""
+    return _analysis.analyze(text, path, settings)
+
+
+def close_analysis() -> None:
+    """End the compile processes: no compile outlives the command or the server."""
+    _isolated.close_shared_pool()
+
+
+def check_nvcc(
+    text: str,
+    path: Path | None,
+    settings: Settings,
+    timeout: float,
+    stop: Callable[[], bool] | None = None,
+) -> NvccResult:
+    """nvcc's verdict on the whole file (host code included); raises NvccUnavailable."""
+    return _nvcc_tier.run_nvcc(text, path, settings, timeout, stop)
+
+
+def carry_nvcc(
+    analysis: FileAnalysis, checked: str, result: NvccResult, timeout: float
+) -> FileAnalysis:
+    """The fast tier's `analysis` of a newer text with nvcc's verdict on `checked` kept on the
+    lines the two texts share (`compile.nvcc_tier.carry_nvcc`)."""
+    return _nvcc_tier.carry_nvcc(analysis, checked, result, timeout)
+
+
+def with_nvcc(
+    analysis: FileAnalysis, settings: Settings, timeout: float
+) -> tuple[FileAnalysis, NvccResult]:
+    """`analysis` with nvcc's verdict on the same text merged in; raises NvccUnavailable."""
+    return _nvcc_tier.with_nvcc(analysis, settings, timeout)
