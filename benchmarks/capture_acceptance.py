@@ -377,9 +377,10 @@ def _spec_block(source: Path, kernel: str) -> str:
 
 
 def _bench_doc(text: str) -> dict:
+    """The JSON object the CLI printed (stdout first; stderr's lines after it are ignored)."""
     start = text.find("{")
     try:
-        doc = json.loads(text[start:]) if start >= 0 else {}
+        doc = json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 else {}
     except ValueError:
         return {"output": _tail(text, 800)}
     return doc if isinstance(doc, dict) else {}
@@ -390,8 +391,8 @@ def _bench_line(doc: dict) -> str:
     if not kernels:
         return ""
     k = kernels[0]
-    fields = {key: k.get(key) for key in ("status", "latency_us", "median_us", "cases") if key in k}
-    return json.dumps(fields)[:300]
+    cases = [f"{c.get('sizes')}: {c.get('status')}" for c in k.get("cases") or []]
+    return f"{k.get('status')}, median {k.get('median_ms')} ms; cases: {'; '.join(cases)}"[:300]
 
 
 # ---------------------------------------------------------------------------------- optimize
@@ -407,7 +408,9 @@ def run_optimize(outcome: Outcome, source: Path, timeout: float) -> dict:
     if not kernels:
         return {"status": "error", "message": "kernel not found again"}
     k = kernels[0]
-    body = text[offset_of(text, k.span.start) : offset_of(text, k.span.end)]
+    start, brace = offset_of(text, k.span.start), offset_of(text, k.body_span.start) + 1
+    marked = "\n    // candidate: the original, unchanged"
+    body = text[start:brace] + marked + text[brace : offset_of(text, k.span.end)]
     with ScriptedLlmServer([{"text": kernel_reply(body), "repeat": -1}]) as server:
         env_key = {"OPENAI_API_KEY": "scripted"}
         argv = _cli(
@@ -485,8 +488,12 @@ def markdown(summary: dict, outcomes: list[Outcome]) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for o in outcomes:
-        message = (o.captured if o.status in (PASS, "library") else o.message).replace("\n", " ")
-        message = message.replace("|", "\\|")[:220]
+        shown = f"{o.captured} — {o.message}" if o.status == PASS else o.message
+        message = (o.captured + " — " + o.message if o.status == "library" else shown).replace(
+            "\n", " "
+        )
+        message = message.replace("|", "\\|")
+        message = message if len(message) <= 400 else "…" + message[-400:]  # the why is last
         secs = ", ".join(f"{k} {v}" for k, v in o.seconds.items())
         lines.append(f"| {o.program} | {o.kernel or '(any)'} | {o.status} | {secs} | {message} |")
     if summary["optimize"]:
