@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as futures
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -155,27 +157,35 @@ def _tail(text: str, n: int = 1500) -> str:
     return text if len(text) <= n else "…" + text[-n:]
 
 
-def _run(argv: list[str], timeout: float, cwd: Path | None = None) -> tuple[int | None, str, float]:
-    """(exit code or None on timeout, stdout+stderr, seconds): never raises for the program."""
+def _run(
+    argv: list[str], timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[int | None, str, float]:
+    """(exit code or None on timeout, stdout+stderr, seconds): never raises for the program.
+    Its own process group, killed whole on timeout: nvcc's cicc and ptxas, a program's children
+    would otherwise run on and slow every other program."""
     start = time.perf_counter()
     try:
-        done = subprocess.run(
+        child = subprocess.Popen(
             argv,
             cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             errors="replace",
-            timeout=timeout,
-            check=False,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        text = out.decode(errors="replace") if isinstance(out, bytes) else out
-        return None, f"{text}\ntimed out after {timeout:g} s", time.perf_counter() - start
     except OSError as exc:
         return 127, str(exc), time.perf_counter() - start
-    return done.returncode, done.stdout + done.stderr, time.perf_counter() - start
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        out, err = child.communicate()
+        return None, f"{out}{err}\ntimed out after {timeout:g} s", time.perf_counter() - start
+    return child.returncode, out + err, time.perf_counter() - start
 
 
 def _cli(*args: str) -> list[str]:
@@ -418,16 +428,7 @@ def run_optimize(outcome: Outcome, source: Path, timeout: float) -> dict:
             "--repairs", "0", "--format", "json", "--model", "scripted", "--seed", "1",
             "--base-url", server.base_url,
         )  # fmt: skip
-        start = time.perf_counter()
-        try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                stdin=subprocess.DEVNULL, env={**os.environ, **env_key}, check=False,
-            )  # fmt: skip
-            rc, out = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired:
-            rc, out = None, f"timed out after {timeout:g} s"
-        seconds = time.perf_counter() - start
+        rc, out, seconds = _run(argv, timeout, env={**os.environ, **env_key})
         requests = len(server.requests)
     doc = _bench_doc(out)
     statuses = [c.get("status") for c in doc.get("candidates", [])] if doc else []
@@ -522,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-logs")))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="parallel builds")
     parser.add_argument("--gpu-jobs", type=int, default=6, help="programs captured at once")
-    parser.add_argument("--build-timeout", type=float, default=240.0)
+    parser.add_argument("--build-timeout", type=float, default=280.0)
     parser.add_argument(
         "--budget", type=float, default=360.0, help="seconds after which no kernel starts"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,13 @@ def test_a_program_that_cannot_be_captured_is_that_kernels_outcome(
     assert "capture: " in outcome.message and not outcome.spec, outcome
     late = bench.run_kernel(program, source, kernel, bench.Limits(deadline=0.0))
     assert late.status == "skipped" and "deadline" in late.message
+
+
+def test_a_timeout_ends_the_whole_process_group(bench: Any, tmp_path: Path) -> None:
+    """nvcc's cicc outlived nvcc killed on timeout and slowed every other build."""
+    mark = tmp_path / "child-ran-on"
+    script = f"(sleep 3; touch {mark}) & sleep 30"
+    rc, text, seconds = bench._run(["sh", "-c", script], timeout=0.5)
+    assert rc is None and "timed out" in text and seconds < 10
+    time.sleep(4)
+    assert not mark.exists()
