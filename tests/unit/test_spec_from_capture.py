@@ -323,6 +323,8 @@ def test_leading_dimensions_follow_the_sizes_in_the_smaller_cases(m: int, n: int
     assert spec is not None
     cases = spec.cases()
     assert cases[-1].scalars["lda"] == m and cases[-1].scalars["K"] == k
+    shapes = [tuple(sorted(c.sizes.items())) for c in cases]
+    assert len(shapes) == len(set(shapes)), block  # no case twice (32 and 32 at M = 128)
     assert cases[0].sizes["M"] < m  # the smaller cases are smaller
     for case in cases:  # every index the kernel computes lies inside its buffer
         s, counts = case.scalars, case.counts

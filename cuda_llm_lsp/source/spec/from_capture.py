@@ -303,10 +303,13 @@ def spec_from_capture(
 
     sizes = {name: value for name, value in ints.items() if name in used}
     tied = tie_to_sizes(ints, sizes)
-    size_lists: dict[str, list[int]] = {}
     factors = (16, 4)[-(cases - 1) :] if cases > 1 else ()
-    for name, value in sizes.items():
-        size_lists[name] = [smaller(value, f) for f in factors] + [value]
+    rows: list[dict[str, int]] = []  # the smaller cases, each once (128 / 16 and 128 / 4 are
+    for f in factors:  # both 32 at an alignment of 32) and never the captured case again
+        row = {name: smaller(value, f) for name, value in sizes.items()}
+        if row != sizes and row not in rows:
+            rows.append(row)
+    size_lists = {name: [r[name] for r in rows] + [value] for name, value in sizes.items()}
 
     instance = template_instance(capture.demangled) if kernel.is_template else None
     if kernel.is_template and instance is None:
