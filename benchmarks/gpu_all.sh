@@ -17,6 +17,10 @@
 #                                      # also judged by the checkout in DIR (e.g. main's compare)
 #   bash benchmarks/gpu_all.sh tune    # tuned examples and tuning in the loop (test_tune_gpu.py, -s),
 #                                      # then the suite's tunables (suite --tune 32): tuned vs untuned
+#   bash benchmarks/gpu_all.sh capture # [capture] acceptance on other people's programs: Thrust's
+#                                      # and CUTLASS's examples built, captured, specced, benched
+#                                      # (capture_acceptance.py; the archives carried in .corpus/,
+#                                      # made here by `capture_acceptance.py --fetch .corpus`)
 # Run it in the project root with the package and its test extras installed
 # (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
 # `bash benchmarks/gpu_wheels.sh .whl` and carry `.whl`: they are installed from there if present.
@@ -104,6 +108,12 @@ tune)
   echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/tune-tests.log"
   OUT="$work" SUITE_OPTIMIZE=0 SUITE_TUNE=${SUITE_TUNE:-32} SUITE_TUNE_DEADLINE=${SUITE_TUNE_DEADLINE:-240} \
     timeout 330 bash benchmarks/run_suite.sh 2>&1 | tee "$work/suite-tune-run.log"
+  ;;
+capture)
+  # [capture] acceptance: per-kernel outcomes and the rate (capture_acceptance.json / .md)
+  timeout 570 python3 benchmarks/capture_acceptance.py --corpus .corpus --out "$work" \
+    --budget "${CAPTURE_BUDGET:-360}" 2>&1 | tee "$work/capture.log"
+  echo "capture_acceptance exit: ${PIPESTATUS[0]}" | tee -a "$work/capture.log"
   ;;
 esac
 tar -C "$work" -czf "$out/gpu-$part.tar.gz" . && ls -l "$out"

@@ -182,6 +182,40 @@ elseif scenario == 'no_spec' then
   local body = line_of('m[r * cols + c] *= 0.5f;')
   vim.wait(60000, function() return #code_actions(body) > 0 end, 200)
   out.actions = code_actions(body)
+elseif scenario == 'capture' then
+  -- "Capture test spec for K from program…" from the menu (cudaLlm.captureCommand set in
+  -- vim.g.cuda_llm_settings): the spec arrives as one edit; saved, "Verify K" then runs.
+  local body = line_of('out[i] = a * in[i];')
+  out.original = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  vim.wait(60000, function() return #code_actions(body) > 0 end, 200)
+  out.actions = code_actions(body)
+  local before = vim.fn.undotree()
+  out.capture = choose(body, 'Capture test spec for ')
+  vim.wait(60000, function() return line_of('capture = ') ~= nil end, 100)
+  out.after_capture = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  out.capture_undo_states = vim.fn.undotree().seq_last - before.seq_last
+  body = line_of('out[i] = a * in[i];')
+  vim.wait(30000, function()
+    for _, title in ipairs(code_actions(body)) do
+      if title:sub(1, 7) == 'Verify ' then return true end
+    end
+    return false
+  end, 200)
+  out.after_actions = code_actions(body)
+  vim.cmd('silent write')
+  out.verify = choose(body, 'Verify ')
+  local function verified()
+    local items = {}
+    for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+      if d.source == 'cuda-llm verify' then
+        table.insert(items, { lnum = d.lnum, severity = d.severity, message = d.message })
+      end
+    end
+    return items
+  end
+  vim.wait(60000, function() return #verified() > 0 end, 100)
+  out.verify_diagnostics = verified()
+  out.kernel_line = line_of('void scale')
 elseif scenario == 'demo' or scenario == 'demo_reject' then
   demo(scenario == 'demo' and 'accept' or 'reject')
 elseif scenario == 'hover' then

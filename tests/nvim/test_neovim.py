@@ -22,8 +22,11 @@ from typing import Any
 
 import pytest
 
+from cuda_llm_lsp.source.kernels import find_kernels
+from cuda_llm_lsp.source.spec import parse_spec
 from tests.lsp.conftest import DATA, ROOT, SERVERS, server_env
 from tests.lsp.test_editor_flow import FAST
+from tests.support.fake_capture import SCALE
 from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
 
 NVIM = shutil.which("nvim")
@@ -398,3 +401,40 @@ def test_a_kernel_without_a_spec_is_offered_only_add_test_spec(tmp_path: Path) -
         "Add test spec for scale_rows",
         "Capture test spec for scale_rows from program…",
     ], result["actions"]
+
+
+def test_capture_from_the_menu_brings_the_spec_and_verify_runs(tmp_path: Path) -> None:
+    """Issue 39 in Neovim: "Capture test spec for K from program…" with `captureCommand` in
+    vim.g.cuda_llm_settings runs the program (the server's capture runner: the library's files
+    written as on the GPU) and the spec arrives in the buffer as one edit that parses; saved,
+    "Verify K" runs and its figures come back as a message and a diagnostic on K."""
+    source = tmp_path / "src" / "scale.cu"
+    source.parent.mkdir()
+    source.write_text(SCALE, encoding="utf-8")
+    result = run_scenario(
+        tmp_path,
+        "capture",
+        source,
+        [sys.executable, str(SERVERS / "capture_server.py")],
+        {"debounceMs": 50, "captureCommand": ["./build/app", "--steps", "1"]},
+    )
+    assert result["attached"] is True
+    assert "Capture test spec for scale from program…" in result["actions"], result["actions"]
+    assert result["capture"] == "Capture test spec for scale from program…"
+    after = "\n".join(result["after_capture"]) + "\n"
+    assert after.endswith(SCALE.split("#include <cuda_runtime.h>\n", 1)[1])  # the code unchanged
+    assert 'capture = ".cuda-llm/captures/scale"' in after, after
+    assert result["capture_undo_states"] == 1  # one edit: one `u` takes it back
+    (kernel,) = find_kernels(after)
+    spec, problems = parse_spec(kernel, after)
+    assert spec is not None and not problems, problems
+    assert (tmp_path / ".cuda-llm" / "captures" / "scale" / "manifest.json").is_file()
+    said = [m for m in result["messages"] if "captured scale(float*" in m]
+    assert said, result["messages"]
+    titles = result["after_actions"]
+    assert "Benchmark scale" in titles and result["verify"], titles
+    assert result["verify"].startswith("Verify scale in program"), result
+    verified = [m for m in result["messages"] if "verify scale" in m]
+    assert verified and "the outputs match the capture's" in verified[0], result["messages"]
+    (diagnostic,) = result["verify_diagnostics"]
+    assert diagnostic["lnum"] == result["kernel_line"] and "1.25x" in diagnostic["message"]

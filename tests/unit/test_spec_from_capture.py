@@ -264,3 +264,71 @@ def test_a_template_kernel_gets_its_captured_instance(tmp_path: Path) -> None:
     assert spec is not None, (block, errors)
     assert spec.cases()[-1].sizes == {"n": 1000} and spec.cases()[-1].grid == (8, 1, 1)
     assert spec.arg("y").role == "inout" and spec.arg("a").value == "2.0"
+
+
+GEMM = """\
+__global__ void gemm_ref(int M, int N, int K, float alpha, const float* A, int lda,
+                         const float* B, int ldb, float beta, float* C, int ldc) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i < M && j < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; ++k) acc += A[i + k * lda] * B[k + j * ldb];
+        C[i + j * ldc] = alpha * acc + beta * C[i + j * ldc];
+    }
+}
+"""
+
+
+def _gemm_capture(m: int, n: int, k: int) -> Capture:
+    """A column-major reference GEMM's launch as a program makes it (lda = M, ldb = K, ldc = M),
+    parameters interleaved: ints, floats and pointers in signature order."""
+    params: list[CapturedParam] = []
+    offset = 0
+    layout: list[tuple[str, object]] = [
+        ("i", m), ("i", n), ("i", k), ("f", 1.0), ("p", (m * k, False)), ("i", m),
+        ("p", (k * n, False)), ("i", k), ("f", 0.5), ("p", (m * n, True)), ("i", m),
+    ]  # fmt: skip
+    for index, (kind, value) in enumerate(layout):
+        if kind == "p":
+            count, changed = value  # type: ignore[misc]
+            base = 0x7F0000000000 + index * 0x10000000
+            pointer = CapturedPointer(
+                base, 0, 4 * count, 4 * count, f"p{index}.before.bin", f"p{index}.after.bin",
+                changed,
+            )  # fmt: skip
+            params.append(CapturedParam(index, offset, 8, struct.pack("<Q", base), pointer))
+            offset += 8
+        else:
+            raw = struct.pack("<i" if kind == "i" else "<f", value)
+            params.append(CapturedParam(index, offset, 4, raw))
+            offset += 4
+    return Capture(
+        1, "_Z8gemm_refiiifPKfiS0_ifPfi", "gemm_ref(int, int, int, float, float const*, int, "
+        "float const*, int, float, float*, int)", 1, (-(-m // 16), -(-n // 16), 1), (16, 16, 1),
+        0, "NVIDIA H200", "sm_90", 0.1, tuple(params),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(128, 128, 128), (256, 128, 64)])
+def test_leading_dimensions_follow_the_sizes_in_the_smaller_cases(m: int, n: int, k: int) -> None:
+    """A leading dimension or loop bound equal to a size is that size's expression: a literal
+    kept the captured 128 while the smaller cases shrank M, so `A[i + k * lda]` read past
+    `A[M * N]` there (CUTLASS's basic_gemm, M = N = K = 128)."""
+    kernel = find_kernels(GEMM)[0]
+    block = spec_from_capture(kernel, GEMM, _gemm_capture(m, n, k), "captures/gemm")
+    text = block + GEMM
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert [e for e in errors if e.severity == "error"] == [], (block, errors)
+    assert spec is not None
+    cases = spec.cases()
+    assert cases[-1].scalars["lda"] == m and cases[-1].scalars["K"] == k
+    shapes = [tuple(sorted(c.sizes.items())) for c in cases]
+    assert len(shapes) == len(set(shapes)), block  # no case twice (32 and 32 at M = 128)
+    assert cases[0].sizes["M"] < m  # the smaller cases are smaller
+    for case in cases:  # every index the kernel computes lies inside its buffer
+        s, counts = case.scalars, case.counts
+        big_m, big_n, big_k = s["M"], s["N"], s["K"]
+        assert (big_m - 1) + (big_k - 1) * s["lda"] < counts["A"], (block, case)
+        assert (big_k - 1) + (big_n - 1) * s["ldb"] < counts["B"], (block, case)
+        assert (big_m - 1) + (big_n - 1) * s["ldc"] < counts["C"], (block, case)

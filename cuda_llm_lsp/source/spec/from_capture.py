@@ -176,6 +176,31 @@ def match_grid(value: int, ints: dict[str, int], block: tuple[int, int, int]) ->
     )
 
 
+def tie_to_sizes(ints: dict[str, int], sizes: dict[str, int]) -> dict[str, str]:
+    """Integer parameters that are no size but equal one (or a product of two) in the captured
+    launch, as that size's expression: a leading dimension `lda == M`, a loop bound `K == M`.
+    A literal would keep the captured value while the smaller cases shrink the sizes, and the
+    kernel would index `A[i + k * lda]` past `A[M * K]` there."""
+    tied: dict[str, str] = {}
+    names = list(sizes)
+    for name, value in ints.items():
+        if name in sizes:
+            continue
+        for k in (1, 2):
+            combo = next(
+                (
+                    c
+                    for c in itertools.combinations(names, k)
+                    if math.prod(sizes[n] for n in c) == value
+                ),
+                None,
+            )
+            if combo:
+                tied[name] = " * ".join(combo)
+                break
+    return tied
+
+
 def smaller(value: int, factor: int) -> int:
     """`value / factor`, keeping `value`'s power-of-two alignment (up to 32), at least 1."""
     align = min(value & -value, 32) if value > 0 else 1
@@ -277,10 +302,14 @@ def spec_from_capture(
         block_parts.pop()
 
     sizes = {name: value for name, value in ints.items() if name in used}
-    size_lists: dict[str, list[int]] = {}
+    tied = tie_to_sizes(ints, sizes)
     factors = (16, 4)[-(cases - 1) :] if cases > 1 else ()
-    for name, value in sizes.items():
-        size_lists[name] = [smaller(value, f) for f in factors] + [value]
+    rows: list[dict[str, int]] = []  # the smaller cases, each once (128 / 16 and 128 / 4 are
+    for f in factors:  # both 32 at an alignment of 32) and never the captured case again
+        row = {name: smaller(value, f) for name, value in sizes.items()}
+        if row != sizes and row not in rows:
+            rows.append(row)
+    size_lists = {name: [r[name] for r in rows] + [value] for name, value in sizes.items()}
 
     instance = template_instance(capture.demangled) if kernel.is_template else None
     if kernel.is_template and instance is None:
@@ -305,6 +334,10 @@ def spec_from_capture(
             f"smem: {capture.smem} bytes as captured; if it depends on the sizes, write it as an "
             "expression"
         )
+    if tied:
+        lines.append(
+            f"# {', '.join(tied)}: equal to a size in the captured launch, so in every case."
+        )
     lines.append("# Roles: in = unchanged by the launch; inout = changed (or possibly written).")
     for p in kernel.params:
         pad = " " * (width - len(p.name))
@@ -312,6 +345,8 @@ def spec_from_capture(
             lines_args.append(f"args.{p.name}{pad} = {_quote(pointer_lines[p.name])}")
         elif p.name in sizes:
             lines_args.append(f"args.{p.name}{pad} = {_quote(p.name)}")
+        elif p.name in tied:
+            lines_args.append(f"args.{p.name}{pad} = {_quote(tied[p.name])}")
         else:
             lines_args.append(f"args.{p.name}{pad} = {scalars[p.name]}")
     lines.extend(lines_args)

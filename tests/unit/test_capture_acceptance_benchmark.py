@@ -1,0 +1,114 @@
+"""benchmarks/capture_acceptance.py on the CPU: which kernels are a program's own and how the
+capture CLI is told to pick exactly one, the rate's denominator, and a program that cannot be
+captured (no GPU here) ending as that kernel's outcome, never a crash."""
+
+from __future__ import annotations
+
+import importlib.util
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuda_llm_lsp.source.kernels import find_kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    name = "capture_acceptance"
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+SOURCE = """\
+#include <cuda_runtime.h>
+namespace demo {
+__global__ void kernel(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.0f; }
+}
+template <typename T>
+__global__ void fill(T* y, T v, int n) { if (threadIdx.x < n) y[threadIdx.x] = v; }
+__global__ void kernel(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 2.0f; }
+int main() { return 0; }
+"""
+
+
+def test_the_kernel_filter_names_exactly_the_programs_kernel(bench: Any) -> None:
+    kernels = {k.qualified_name: k for k in find_kernels(SOURCE)}
+    assert bench.mangled_prefix(kernels["kernel"]) == "_Z6kernel"
+    assert bench.mangled_prefix(kernels["demo::kernel"]) == "_ZN4demo6kernel"
+    assert bench.mangled_prefix(kernels["fill"]) == "_Z4fill"
+    # nvcc's names: the program's own kernel, a template's instance, and CUTLASS's reference
+    # GEMM (namespace `kernel`), which the short name `kernel` alone would also match
+    assert "_Z6kernelPfi".startswith(bench.mangled_prefix(kernels["kernel"]))
+    assert "_Z4fillIfEvPT_S0_i".startswith(bench.mangled_prefix(kernels["fill"]))
+    library = "_ZN7cutlass9reference6device6kernel4GemmIfNS_6layout11ColumnMajorEEEvv"
+    assert bench.mangled_prefix(kernels["kernel"]) not in library
+
+
+def test_every_program_is_pinned_and_unique(bench: Any) -> None:
+    names = [p.name for p in bench.PROGRAMS]
+    assert len(names) == len(set(names)) >= 20
+    sources = {s.name for s in bench.realworld_fetch.load_sources()[0]}
+    assert set(bench.SOURCES) <= sources  # every archive carried is pinned by sha256
+    for p in bench.PROGRAMS:
+        assert p.source.split("/", 1)[0] in bench.SOURCES
+        assert all(i.split("/", 1)[0] in bench.SOURCES for i in p.includes)
+
+
+def test_the_rate_counts_own_kernels_the_program_launched(bench: Any) -> None:
+    o = bench.Outcome
+    outcomes = [
+        o("a", "k1", True, "pass"),
+        o("a", "k2", True, "reproduce_failed"),
+        o("b", "k3", True, "not_launched"),  # defined, never launched: not counted
+        o("c", "", False, "library"),  # Thrust's kernels: apart
+        o("d", "k4", True, "capture_failed"),
+    ]
+    summary = bench.summarize(outcomes, [], 1.0)
+    assert (summary["own_kernels_launched"], summary["own_kernels_passed"]) == (3, 1)
+    assert summary["rate"] == round(1 / 3, 3)
+    assert summary["not_launched"] == ["b:k3"]
+    assert summary["library_programs"] == 1 and summary["library_programs_captured"] == 1
+    assert "rate 33%" in bench.markdown(summary, outcomes)
+
+
+def test_a_program_that_cannot_be_captured_is_that_kernels_outcome(
+    bench: Any, tmp_path: Path
+) -> None:
+    """No GPU (or a program making no CUDA call): the capture's own message, per kernel."""
+    program = bench.Program("demo", "x/demo.cu", ())
+    home = tmp_path / "demo"
+    home.mkdir()
+    source = home / "demo.cu"
+    source.write_text(SOURCE)
+    binary = home / "demo"
+    binary.write_text("#!/bin/sh\necho no cuda here\nexit 0\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    kernel = next(k for k in bench.own_kernels(source) if k.name == "fill")
+    limits = bench.Limits(capture_s=30, deadline=float("inf"))
+    outcome = bench.run_kernel(program, source, kernel, limits)
+    assert outcome.status == "capture_failed", outcome
+    # the CLI's own one-line reason (here: the library never started; or, without CUPTI to
+    # build it with, why not), after what the program printed
+    assert "capture: " in outcome.message and not outcome.spec, outcome
+    late = bench.run_kernel(program, source, kernel, bench.Limits(deadline=0.0))
+    assert late.status == "skipped" and "deadline" in late.message
+
+
+def test_a_timeout_ends_the_whole_process_group(bench: Any, tmp_path: Path) -> None:
+    """nvcc's cicc outlived nvcc killed on timeout and slowed every other build."""
+    mark = tmp_path / "child-ran-on"
+    script = f"(sleep 3; touch {mark}) & sleep 30"
+    rc, text, seconds = bench._run(["sh", "-c", script], timeout=0.5)
+    assert rc is None and "timed out" in text and seconds < 10
+    time.sleep(4)
+    assert not mark.exists()
