@@ -29,17 +29,17 @@ import tree_sitter
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import include_reads, std_names
 from cuda_llm_lsp.compile.types import Diagnostic
-from cuda_llm_lsp.compile.unit.blanking import _blank_host_code
-from cuda_llm_lsp.compile.unit.common import _ATTRIBUTE_KINDS
+from cuda_llm_lsp.compile.unit.blanking import blank_host_code
+from cuda_llm_lsp.compile.unit.common import ATTRIBUTE_KINDS
 from cuda_llm_lsp.compile.unit.includes import (
-    _answer_refused_probes,
-    _drop_unused_constants,
-    _include,
-    _IncludeState,
-    _note_include_macros,
-    _respell_includes,
+    IncludeState,
+    answer_refused_probes,
+    drop_unused_constants,
+    note_include_macros,
+    resolve_include,
+    respell_includes,
 )
-from cuda_llm_lsp.compile.unit.masks import _blank_line_directives, _for_tree_sitter, _parse
+from cuda_llm_lsp.compile.unit.masks import blank_line_directives, for_tree_sitter, parse_masked
 from cuda_llm_lsp.source.text import Span, normalized
 
 
@@ -86,8 +86,8 @@ def build_device_unit(
     `parsed`: `kernels.parse_tree(text)` when the caller already has it (one parse per edit).
     """
     text = normalized(text)
-    if parsed is None or "\0" in text or _for_tree_sitter(text) != text:
-        parsed = _parse(text)  # masks for tree-sitter that the editor's own parse lacks
+    if parsed is None or "\0" in text or for_tree_sitter(text) != text:
+        parsed = parse_masked(text)  # masks for tree-sitter that the editor's own parse lacks
     include_dirs: list[str] = []
     if path is not None:
         include_dirs.append(str(Path(path).resolve().parent))
@@ -95,18 +95,18 @@ def build_device_unit(
     include_dirs.extend(p for p in project if p not in include_dirs)
     # what NVRTC searches on disk itself: no untrusted workspace folder (`include_reads`)
     include_dirs = list(include_reads.disk_search_dirs(include_dirs))
-    state = _IncludeState(configured=(*project, *toolkits), toolkits=toolkits)
+    state = IncludeState(configured=(*project, *toolkits), toolkits=toolkits)
     own = Path(path).resolve() if path is not None else None
     if own is not None:
         state.seen.add(own)
-    main = _blank_host_code(text, {}, parsed, {})
-    if any(k in _ATTRIBUTE_KINDS for k in main.defined.values()):
+    main = blank_host_code(text, {}, parsed, {})
+    if any(k in ATTRIBUTE_KINDS for k in main.defined.values()):
         # the file's own `#define API extern` read before its prototypes: parsed again
-        parsed = _parse(text, dict(main.defined))
-        main = _blank_host_code(text, dict(main.defined), parsed, {})
+        parsed = parse_masked(text, dict(main.defined))
+        main = blank_host_code(text, dict(main.defined), parsed, {})
     body, includes, own_macros = main.text, main.includes, main.defined
     state.note_decltype(main)
-    _note_include_macros(text, state)
+    note_include_macros(text, state)
     dropped: set[int] = set()  # rows of #include lines left out of the unit
     problems: list[IncludeProblem] = []
     include_lines: dict[str, int] = {}
@@ -114,7 +114,7 @@ def build_device_unit(
     for line_no, name, quoted, span, conditional in includes:
         base = own.parent if own else None
         state.conditional = conditional
-        kept, nested, spelled = _include(name, quoted, base, state, depth=1, where="")
+        kept, nested, spelled = resolve_include(name, quoted, base, state, depth=1, where="")
         if spelled != name:
             respelled.append((line_no, name, spelled))
         if kept:
@@ -135,10 +135,10 @@ def build_device_unit(
         or main.invoked & set(state.bodies)
         or main.instantiated & state.host_templates
     ):
-        if any(k in _ATTRIBUTE_KINDS and n in text for n, k in state.macros.items()):
-            parsed = _parse(text, state.macros)  # `GGML_API void f();` in the file itself
+        if any(k in ATTRIBUTE_KINDS and n in text for n, k in state.macros.items()):
+            parsed = parse_masked(text, state.macros)  # `GGML_API void f();` in the file itself
         hosts = frozenset(state.host_templates)
-        main = _blank_host_code(text, state.macros, parsed, state.bodies, hosts)
+        main = blank_host_code(text, state.macros, parsed, state.bodies, hosts)
         body = main.text
     for span, named, library in main.skipped:
         uses = library if named == library else f"{named}, which needs {library}"
@@ -147,12 +147,12 @@ def build_device_unit(
             "headers; the nvcc check, on open and save, covers it)"
         )
         problems.append(IncludeProblem(span, message, "information"))
-    lines = _respell_includes(body.split("\n"), respelled)
+    lines = respell_includes(body.split("\n"), respelled)
     for row in dropped:
         lines[row] = " " * len(lines[row])
-    unit_text = _blank_line_directives("\n".join(lines))
-    unit_text = _answer_refused_probes(unit_text, own.parent if own else None, state.configured)
-    unit_text = _drop_unused_constants(unit_text, text, main.constants, state)
+    unit_text = blank_line_directives("\n".join(lines))
+    unit_text = answer_refused_probes(unit_text, own.parent if own else None, state.configured)
+    unit_text = drop_unused_constants(unit_text, text, main.constants, state)
     state.register_aliases()
     own_texts = [unit_text, *state.headers.values()]
     wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]

@@ -13,8 +13,8 @@ import tree_sitter
 
 from cuda_llm_lsp.compile import directives
 from cuda_llm_lsp.compile.unit.common import COMPUTED, UNRESOLVED
-from cuda_llm_lsp.compile.unit.ranges import _apply_blanks, _Constant, _constant_ranges
-from cuda_llm_lsp.compile.unit.walker import _Walker
+from cuda_llm_lsp.compile.unit.ranges import Constant, apply_blanks, constant_ranges
+from cuda_llm_lsp.compile.unit.walker import Walker
 from cuda_llm_lsp.source.text import Span
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"(?P<quoted>[^"\n]*)"|<(?P<system>[^>\n]*)>)')
@@ -26,14 +26,14 @@ _CALLED = re.compile(rb"([A-Za-z_]\w*)\s*[<(]")
 
 
 @dataclass(frozen=True)
-class _Blanked:
+class Blanked:
     """One file with its host-only code blanked, and what the rest of the unit needs from it."""
 
     text: str
     includes: list[tuple[int, str, bool, Span, bool]]  # line, name, quoted, span, conditional
     defined: dict[str, str]  # execution-space macros it defines: name -> "device" | "host"...
     bodies: dict[str, str]  # the macros it defines: name -> replacement text
-    constants: list[_Constant]  # kept for now; dropped once the whole unit shows them unused
+    constants: list[Constant]  # kept for now; dropped once the whole unit shows them unused
     invoked: frozenset[str]  # namespace-scope invocations of macros it could not judge
     skipped: list[tuple[Span, str, str]]  # items left out: span, the name, its library
     host_templates: frozenset[str] = frozenset()  # host function templates it blanked
@@ -41,24 +41,24 @@ class _Blanked:
     instantiated: frozenset[str] = frozenset()  # explicit instantiations kept: `template f<int>`
 
 
-def _blank_host_code(
+def blank_host_code(
     text: str,
     macros: dict[str, str],
     parsed: tuple[tree_sitter.Tree, bytes],
     bodies: dict[str, str],
     host_templates: frozenset[str] = frozenset(),
-) -> _Blanked:
+) -> Blanked:
     """`text` with host-only code blanked; `macros` are the execution-space macros and `bodies`
-    the replacement texts known from headers; `parsed` is `_parse(text)`; `host_templates`:
+    the replacement texts known from headers; `parsed` is `parse_masked(text)`; `host_templates`:
     host function templates the headers define (their explicit instantiations here go too)."""
     text = text.replace("\0", " ")
     tree, data = parsed
-    walker = _Walker(data, macros, bodies)
+    walker = Walker(data, macros, bodies)
     walker.host_functions |= host_templates
     walker.walk(tree.root_node)
     walker.blank_instantiation_macros()
     ranges = walker.ranges
-    blanked = _unannotated_lambdas(_apply_blanks(text, data, ranges))
+    blanked = _unannotated_lambdas(apply_blanks(text, data, ranges))
     includes: list[tuple[int, str, bool, Span, bool]] = []
     lines = blanked.split("\n")
     for row in walker.include_rows:
@@ -67,7 +67,7 @@ def _blank_host_code(
         match = _INCLUDE.match(lines[row])
         if match is None:
             computed = _COMPUTED_INCLUDE.match(lines[row])
-            if computed is not None:  # `#include MACRO`: `_include` reports and drops it
+            if computed is not None:  # `#include MACRO`: `resolve_include` reports and drops it
                 span = Span.of(row, computed.start("what"), row, len(lines[row].rstrip()))
                 what = COMPUTED + computed.group("what").strip()
                 includes.append((row, what, False, span, row in walker.conditional_rows))
@@ -78,8 +78,8 @@ def _blank_host_code(
         span = Span.of(row, match.start(group) - 1, row, match.end(group) + 1)
         includes.append((row, name.strip(), quoted, span, row in walker.conditional_rows))
     blanked = _blank_unresolved_includes(blanked, includes)
-    constants = _constant_ranges(walker.constants, text, data)
-    return _Blanked(
+    constants = constant_ranges(walker.constants, text, data)
+    return Blanked(
         blanked,
         includes,
         walker.defined,

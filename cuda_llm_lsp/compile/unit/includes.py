@@ -18,19 +18,19 @@ from typing import Literal
 from cuda_llm_lsp.compile import directives, include_reads, static_overloads, std_redeclarations
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile.nvcc_path import find_nvcc
-from cuda_llm_lsp.compile.unit.blanking import _blank_host_code, _Blanked
+from cuda_llm_lsp.compile.unit.blanking import Blanked, blank_host_code
 from cuda_llm_lsp.compile.unit.common import (
-    _ATTRIBUTE_KINDS,
-    _WORD,
+    ATTRIBUTE_KINDS,
     COMPUTED,
     DROPPED,
     EXTENDS,
     READ_IN_DECLTYPE,
     UNRESOLVED,
+    WORD,
 )
 from cuda_llm_lsp.compile.unit.known import DROPPED_LIBRARIES
-from cuda_llm_lsp.compile.unit.masks import _blank_line_directives, _parse
-from cuda_llm_lsp.compile.unit.ranges import _blank_chars, _Constant, _rebased
+from cuda_llm_lsp.compile.unit.masks import blank_line_directives, parse_masked
+from cuda_llm_lsp.compile.unit.ranges import Constant, blank_chars, rebased
 from cuda_llm_lsp.source.text import normalized
 
 MAX_INCLUDE_DEPTH = 16
@@ -46,7 +46,7 @@ _MACRO_CALL = re.compile(r"(?P<name>[A-Za-z_]\w*)[ \t]*\([ \t]*(?P<arg>[\w./+-]+
 
 
 @dataclass
-class _IncludeState:
+class IncludeState:
     configured: tuple[str, ...]  # a project's include directories, then toolkits'
     toolkits: tuple[str, ...] = ()  # CUDA toolkits' own among them (`split_include_dirs`)
     headers: dict[str, str] = field(default_factory=dict)
@@ -54,7 +54,7 @@ class _IncludeState:
     pending: list[tuple[str, Literal["error", "warning"]]] = field(default_factory=list)
     # execution-space macros: name -> "device" | "host" | "constexpr" (a macro standing for
     # `constexpr`, such as CUTLASS_CONSTEXPR_IF_CXX17: its functions are judged as constexpr ones)
-    # or HIDDEN_FROM_NVRTC: not a macro, a class only nvcc sees (`_Walker._note_hidden_class`)
+    # or HIDDEN_FROM_NVRTC: not a macro, a class only nvcc sees (`Walker._note_hidden_class`)
     macros: dict[str, str] = field(default_factory=dict)
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
@@ -72,7 +72,7 @@ class _IncludeState:
     # header name -> its `#include "x.h"` lines respelled (row, spelling, unit name)
     respelled: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)  # user macros: name -> replacement
-    constants: dict[str, list[_Constant]] = field(default_factory=dict)  # header -> its own
+    constants: dict[str, list[Constant]] = field(default_factory=dict)  # header -> its own
     host_templates: set[str] = field(default_factory=set)  # host function templates blanked
     # directories of host-library headers read (cuBLAS's): their `#include "driver_types.h"`
     # is NVRTC's own toolkit header, not the library directory's copy (`_library_header`)
@@ -80,7 +80,7 @@ class _IncludeState:
     mismatches: set[str] = field(default_factory=set)  # libraries whose mismatch was said
     decltype_calls: set[str] = field(default_factory=set)  # names called in `decltype(...)`
 
-    def note_decltype(self, blanked: _Blanked) -> None:
+    def note_decltype(self, blanked: Blanked) -> None:
         """A host function template that a `decltype(...)` anywhere in the unit calls becomes
         a READ_IN_DECLTYPE name: the headers that blanked it are walked again, keeping it."""
         self.host_templates |= blanked.host_templates
@@ -124,17 +124,17 @@ class _IncludeState:
             later = [m for m in self.macros if m not in known and m in text]
             if not any(re.search(rf"\b{re.escape(m)}\b", text) for m in later):
                 continue
-            parsed = _parse(text, self.macros)
-            blanked = _blank_host_code(text, self.macros, parsed, self.bodies)
+            parsed = parse_masked(text, self.macros)
+            blanked = blank_host_code(text, self.macros, parsed, self.bodies)
             for defined, kind in blanked.defined.items():  # items it left out, for later files
                 if kind.startswith((DROPPED, EXTENDS)):
                     self.macros.setdefault(defined, kind)
             if blanked.constants:  # the same text: its constants where they were, or more
                 self.constants[name] = blanked.constants
-            lines = _respell_includes(blanked.text.split("\n"), self.respelled.get(name, []))
+            lines = respell_includes(blanked.text.split("\n"), self.respelled.get(name, []))
             for row in dropped:
                 lines[row] = " " * len(lines[row])
-            self.headers[name] = _blank_line_directives("\n".join(lines))
+            self.headers[name] = blank_line_directives("\n".join(lines))
 
 
 def _resolve_quoted(name: str, base: Path | None, configured: Iterable[str]) -> Path | None:
@@ -175,7 +175,7 @@ def _unit_name(name: str, base: Path | None, configured: Iterable[str]) -> str:
     return name
 
 
-def _respell_includes(lines: list[str], respelled: list[tuple[int, str, str]]) -> list[str]:
+def respell_includes(lines: list[str], respelled: list[tuple[int, str, str]]) -> list[str]:
     """`lines` with each `#include "name"` of `respelled` naming its header's unit name."""
     for row, name, spelled in respelled:
         if f'"{name}"' in lines[row]:
@@ -185,7 +185,7 @@ def _respell_includes(lines: list[str], respelled: list[tuple[int, str, str]]) -
     return lines
 
 
-def _distinct_name(name: str, found: Path, state: _IncludeState) -> str:
+def _distinct_name(name: str, found: Path, state: IncludeState) -> str:
     """`name`, or, where another file is registered under it, a name only `found` has.
 
     ThunderKittens has `include/common/common.cuh` and `prototype/common/common.cuh`, each
@@ -205,7 +205,7 @@ def _distinct_name(name: str, found: Path, state: _IncludeState) -> str:
     return found.as_posix()
 
 
-def _system_include(name: str, state: _IncludeState) -> bool | None:
+def _system_include(name: str, state: IncludeState) -> bool | None:
     """`#include <name>` (or a quoted name found nowhere near the file, as nvcc searches it).
 
     True: keep (a stand-in or a header NVRTC can find); False: host-only, drop; None: not found.
@@ -238,8 +238,8 @@ def _system_include(name: str, state: _IncludeState) -> bool | None:
     return True
 
 
-def _include(
-    name: str, quoted: bool, base: Path | None, state: _IncludeState, depth: int, where: str
+def resolve_include(
+    name: str, quoted: bool, base: Path | None, state: IncludeState, depth: int, where: str
 ) -> tuple[bool, list[str], str]:
     """Resolve one `#include` line: whether it stays, the user headers it loads, and the name
     the line must spell (`_unit_name`).
@@ -260,7 +260,7 @@ def _include(
     if name.startswith(COMPUTED):
         expanded = _expand_include_macro(name[len(COMPUTED) :], state)
         if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
-            stays, nested, _spelled = _include(expanded, False, base, state, depth, where)
+            stays, nested, _spelled = resolve_include(expanded, False, base, state, depth, where)
             return stays, nested, name
         message = (
             f"#include of a macro is not followed{where}: cuda-llm checks what an include "
@@ -335,7 +335,7 @@ def _include(
 
 
 def _library_header(
-    name: str, library: str, found: Path, state: _IncludeState, depth: int
+    name: str, library: str, found: Path, state: IncludeState, depth: int
 ) -> tuple[bool, list[str], str]:
     """A host library's header (`headers.host_library`): blanked like a project header (only
     host-API declarations: names a newer library takes from a newer runtime never reach NVRTC),
@@ -358,7 +358,7 @@ def _nvcc_include_dirs() -> tuple[str, ...]:
     return std_headers.nvcc_include_dirs(find_nvcc())
 
 
-def _read_by_nvrtc(name: str, found: Path, state: _IncludeState) -> bool:
+def _read_by_nvrtc(name: str, found: Path, state: IncludeState) -> bool:
     """Whether `<name>`, found at `found` in a configured directory, is NVRTC's to read as it
     is rather than a project header to blank: a CCCL header written for NVRTC, or a header of
     another toolkit's include directory that ours has too (NVRTC reads ours: it comes first)."""
@@ -368,7 +368,7 @@ def _read_by_nvrtc(name: str, found: Path, state: _IncludeState) -> bool:
     return in_other_toolkit and std_headers.in_toolkit(name)
 
 
-def _expand_include_macro(what: str, state: _IncludeState) -> str | None:
+def _expand_include_macro(what: str, state: IncludeState) -> str | None:
     """The `<...>` header `MACRO(arg)` names, for a macro of `state.include_macros`; None for
     any other computed include (it names its file through macros we do not expand)."""
     call = _MACRO_CALL.fullmatch(what.split("//")[0].split("/*")[0].strip())
@@ -378,7 +378,7 @@ def _expand_include_macro(what: str, state: _IncludeState) -> str | None:
     return re.sub(rf"\b{re.escape(param)}\b", call.group("arg"), path)
 
 
-def _note_include_macros(text: str, state: _IncludeState) -> None:
+def note_include_macros(text: str, state: IncludeState) -> None:
     if "define" in text:
         for m in _INCLUDE_MACRO.finditer(text):
             state.include_macros[m.group("name")] = (m.group("param"), m.group("path"))
@@ -407,7 +407,7 @@ def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
     )
 
 
-def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) -> list[str] | None:
+def _load_header(name: str, resolved: Path, state: IncludeState, depth: int) -> list[str] | None:
     """Blank the host code of a user header and register it (and its includes) in memory.
 
     A header is one file whatever spelling reaches it (`"sub/h.h"`, `"../x/sub/h.h"`, `<h.h>`
@@ -441,14 +441,14 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
     text = static_overloads.separate(text)
     outer_conditional = state.conditional
     known = frozenset(state.macros)
-    _note_include_macros(text, state)
-    blanked = _blank_host_code(text, state.macros, _parse(text, state.macros), state.bodies)
+    note_include_macros(text, state)
+    blanked = blank_host_code(text, state.macros, parse_masked(text, state.macros), state.bodies)
     own_attributes = {
-        n: k for n, k in blanked.defined.items() if k in _ATTRIBUTE_KINDS and n not in known
+        n: k for n, k in blanked.defined.items() if k in ATTRIBUTE_KINDS and n not in known
     }
     if own_attributes:  # `#define GGML_API extern` read before ggml.h's own prototypes
         macros = {**state.macros, **own_attributes}
-        blanked = _blank_host_code(text, macros, _parse(text, macros), state.bodies)
+        blanked = blank_host_code(text, macros, parse_masked(text, macros), state.bodies)
     body, includes = blanked.text, blanked.includes
     state.macros.update(blanked.defined)
     state.note_decltype(blanked)
@@ -463,24 +463,26 @@ def _load_header(name: str, resolved: Path, state: _IncludeState, depth: int) ->
         where = f' (included from "{name}" line {line_no + 1})'
         # a header read under `#if defined(GGML_USE_HIP)`: what it includes is as conditional
         state.conditional = conditional or outer_conditional
-        kept, nested, spelled = _include(inner, quoted, resolved.parent, state, depth + 1, where)
+        kept, nested, spelled = resolve_include(
+            inner, quoted, resolved.parent, state, depth + 1, where
+        )
         if spelled != inner:
             respelled.append((line_no, inner, spelled))
         names.extend(nested)
         if not kept:
             lines[line_no] = " " * len(lines[line_no])
             dropped.add(line_no)
-    lines = _respell_includes(lines, respelled)
+    lines = respell_includes(lines, respelled)
     state.respelled[name] = respelled
-    state.headers[name] = _answer_refused_probes(
-        _blank_line_directives("\n".join(lines)), resolved.parent, state.configured
+    state.headers[name] = answer_refused_probes(
+        blank_line_directives("\n".join(lines)), resolved.parent, state.configured
     )
     state.blanked[name] = (text, frozenset(dropped), known | frozenset(blanked.defined))
     state.names[resolved] = name
     return names
 
 
-def _answer_refused_probes(text: str, base: Path | None, configured: Sequence[str]) -> str:
+def answer_refused_probes(text: str, base: Path | None, configured: Sequence[str]) -> str:
     """`text` with each `__has_include(...)` naming a file the server would not read (a FIFO,
     a special file, one outside an untrusted workspace), or named through macros, read as `0`:
     NVRTC opens what it names (a FIFO held it to its time limit)."""
@@ -490,8 +492,8 @@ def _answer_refused_probes(text: str, base: Path | None, configured: Sequence[st
     return text
 
 
-def _drop_unused_constants(
-    main: str, main_read: str, own: list[_Constant], state: _IncludeState
+def drop_unused_constants(
+    main: str, main_read: str, own: list[Constant], state: IncludeState
 ) -> str:
     """Blank namespace-scope constants that no kept code of the unit mentions; returns `main`
     (the main file's text) with its own dropped, and drops the headers' in `state.headers`.
@@ -508,21 +510,21 @@ def _drop_unused_constants(
     # the walker's ranges are of the text as read; a respelled `#include` line since then
     # (`"../../common/x.cuh"` -> `"common/x.cuh"`) moved what follows it on (ThunderKittens)
     read = {"": main_read, **{name: state.blanked[name][0] for name in state.constants}}
-    declared = {key: _rebased(c, read[key], texts[key]) for key, c in declared.items()}
+    declared = {key: rebased(c, read[key], texts[key]) for key, c in declared.items()}
     total: dict[str, int] = {}
     for text in (main, *state.headers.values()):
-        for word in _WORD.findall(text):
+        for word in WORD.findall(text):
             if word in wanted:
                 total[word] = total.get(word, 0) + 1
     for key, constants in declared.items():
         unused: list[tuple[int, int]] = []
         text = texts[key]
         for constant in constants:
-            mine = _WORD.findall(text[constant.start : constant.end])
+            mine = WORD.findall(text[constant.start : constant.end])
             if not any(total.get(n, 0) > mine.count(n) for n in constant.names):
                 unused.append((constant.start, constant.end))
         if unused:
-            texts[key] = _blank_chars(text, unused)
+            texts[key] = blank_chars(text, unused)
     for name in state.constants:
         state.headers[name] = texts[name]
     return texts[""]

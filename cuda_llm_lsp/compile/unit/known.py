@@ -9,19 +9,19 @@ from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import std_names
 
 # macros that open and close a library's namespace: what tree-sitter reads in their place
-_NAMESPACE_MACROS = {"THRUST_NAMESPACE_BEGIN": "namespace thrust {", "THRUST_NAMESPACE_END": "}"}
+NAMESPACE_MACROS = {"THRUST_NAMESPACE_BEGIN": "namespace thrust {", "THRUST_NAMESPACE_END": "}"}
 # Header prefix -> namespace of a host-only library NVRTC cannot compile (Thrust needs host
 # std:: headers): user items naming that namespace are left out of the unit with a note, since
 # NVRTC could only report that the namespace is unknown; the nvcc check on save covers them.
 DROPPED_LIBRARIES = {"thrust/": "thrust"}
 # Host calling-convention macros (empty on Linux): a function head holding one is host code.
-_CALLING_CONVENTIONS = frozenset(
+CALLING_CONVENTIONS = frozenset(
     {"CUDART_CB", "CUDARTAPI", "CUDAAPI", "CUBLASAPI", "CUSPARSEAPI", "CUFFTAPI", "CURANDAPI",
      "NVTX_API", "WINAPI", "APIENTRY", "CALLBACK", "__stdcall", "__cdecl"}
 )  # fmt: skip
 # C types that only host headers declare (dropped from the unit): a struct member of one of
 # them is host-only (a logger's `glob_t`, a timer's `struct timeval`); the struct stays.
-_HOST_TYPES = std_headers.names(
+HOST_TYPES = std_headers.names(
     """
     glob_t DIR dirent pthread_t pthread_mutex_t pthread_cond_t pthread_attr_t pthread_once_t
     pthread_rwlock_t pthread_barrier_t pthread_spinlock_t sem_t timeval timespec timezone tm
@@ -29,7 +29,7 @@ _HOST_TYPES = std_headers.names(
     """
 )
 # std:: names the prelude and stand-ins provide; any other std:: name marks host-only code.
-_STD_PROVIDED = std_headers.names(
+STD_PROVIDED = std_headers.names(
     """
     int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t
     intmax_t uintmax_t size_t ptrdiff_t nullptr_t abs acos acosh asin asinh atan atan2 atanh
@@ -50,9 +50,9 @@ _STD_PROVIDED = std_headers.names(
 # the unit gives from libcu++ (`std_names`) and NVRTC's built-in std::initializer_list (mamba's
 # `constexpr size_t custom_max(std::initializer_list<size_t> l) { return std::max(l); }`).
 # Not for aliases and members: a host `using pair = std::tuple<...>;` would cost a libcu++ header
-_STD_FOR_CONSTEXPR = _STD_PROVIDED | frozenset([*std_names.NAMES, "numbers", "initializer_list"])
+STD_FOR_CONSTEXPR = STD_PROVIDED | frozenset([*std_names.NAMES, "numbers", "initializer_list"])
 #: Macros that define a host function around the body that follows them.
-_HOST_DEFINITION_MACROS = frozenset(
+HOST_DEFINITION_MACROS = frozenset(
     {"PYBIND11_MODULE", "TORCH_LIBRARY", "TORCH_LIBRARY_IMPL", "TORCH_LIBRARY_FRAGMENT",
      "TEST", "TEST_F", "TEST_P", "TYPED_TEST", "TEST_CASE", "BENCHMARK"}
 )  # fmt: skip

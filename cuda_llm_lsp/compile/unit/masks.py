@@ -12,14 +12,14 @@ import re
 import tree_sitter
 
 from cuda_llm_lsp.compile.unit.common import (
-    _ATTRIBUTE_KINDS,
-    _WORD,
     ATTRIBUTE,
     ATTRIBUTE_CALL,
+    ATTRIBUTE_KINDS,
     ATTRIBUTE_WRAPPER,
+    WORD,
 )
-from cuda_llm_lsp.compile.unit.known import _NAMESPACE_MACROS
-from cuda_llm_lsp.compile.unit.ranges import _spaces
+from cuda_llm_lsp.compile.unit.known import NAMESPACE_MACROS
+from cuda_llm_lsp.compile.unit.ranges import spaces
 from cuda_llm_lsp.source.kernels import parse_tree
 
 # `#line 12 "f.cu"` and its GNU form `# 12 "f.cu"` (one line; a continuation is rare enough)
@@ -55,27 +55,27 @@ _SPLIT_DECLARATOR = re.compile(
 )
 
 
-def _blank_line_directives(text: str) -> str:
+def blank_line_directives(text: str) -> str:
     """`text` with its `#line` directives made spaces (lines and columns stay)."""
     if "#" not in text:
         return text
     return _LINE_DIRECTIVE.sub(lambda m: " " * len(m.group(0)), text)
 
 
-def _for_tree_sitter(text: str, macros: dict[str, str] | None = None) -> str:
+def for_tree_sitter(text: str, macros: dict[str, str] | None = None) -> str:
     """`text` as tree-sitter reads it (same length): the masks below applied; `macros`: see
     `_mask_device_macros`."""
-    masked = _mask_split_declarators(
-        _mask_attribute_macros(_mask_device_macros(text, macros or {}), macros or {})
+    masked = mask_split_declarators(
+        mask_attribute_macros(_mask_device_macros(text, macros or {}), macros or {})
     )
     return _mask_split_parameters(_mask_namespace_macros(masked))
 
 
-def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter.Tree, bytes]:
+def parse_masked(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter.Tree, bytes]:
     """The tree of `text` (normalized) and its bytes; `macros`: see `_mask_device_macros`."""
     # NVRTC reads a C string: a NUL would end the file (same length, so offsets hold)
     text = text.replace("\0", " ")
-    masked = _for_tree_sitter(text, macros)
+    masked = for_tree_sitter(text, macros)
     if masked == text:
         return parse_tree(text)
     tree, _masked_data = parse_tree(masked)
@@ -83,10 +83,10 @@ def _parse(text: str, macros: dict[str, str] | None = None) -> tuple[tree_sitter
 
 
 @functools.lru_cache(maxsize=8)
-def _split_parameter_tails(data: bytes) -> tuple[tuple[int, int, int], ...]:
+def split_parameter_tails(data: bytes) -> tuple[tuple[int, int, int], ...]:
     """Each `_SPLIT_PARAMETERS` match that continues a parameter list (the code before its `#if`
     ends in `,` or `(`): (its start, the end of its `#if` branch, its end), in bytes. Cached:
-    `_parse` masks them and the walker of the same text extends blanks over them."""
+    `parse_masked` masks them and the walker of the same text extends blanks over them."""
     if b"#else" not in data:
         return ()
     found: list[tuple[int, int, int]] = []
@@ -103,11 +103,11 @@ def _split_parameter_tails(data: bytes) -> tuple[tuple[int, int, int], ...]:
 
 
 def _mask_split_parameters(text: str) -> str:
-    """`text` with the `#if` lines and the `#else` branch of each `_split_parameter_tails` made
+    """`text` with the `#if` lines and the `#else` branch of each `split_parameter_tails` made
     spaces, for tree-sitter only: one parameter list, ending in the first branch (the walker
-    blanks the rest with the function, `_Walker.blank`)."""
+    blanks the rest with the function, `Walker.blank`)."""
     data = text.encode("utf-8", errors="surrogatepass")
-    tails = _split_parameter_tails(data)
+    tails = split_parameter_tails(data)
     if not tails:
         return text
     out = bytearray(data)
@@ -126,13 +126,13 @@ def _mask_namespace_macros(text: str) -> str:
     (CuPy's complex.h, whose `thrust::complex` must then be known as user code's)."""
     if "THRUST_NAMESPACE_BEGIN" not in text:
         return text
-    for name, spelled in _NAMESPACE_MACROS.items():
+    for name, spelled in NAMESPACE_MACROS.items():
         same_length = spelled.ljust(len(name))
         text = re.sub(rf"^([ \t]*){name}\b", rf"\g<1>{same_length}", text, flags=re.MULTILINE)
     return text
 
 
-def _mask_split_declarators(text: str) -> str:
+def mask_split_declarators(text: str) -> str:
     """`text` with `#if` / `#else <declarator>` / `#endif` around a function's declarator
     made spaces, for tree-sitter only: the first declarator stands alone before the body.
 
@@ -143,11 +143,11 @@ def _mask_split_declarators(text: str) -> str:
     if "#" not in text:
         return text
     first = _SPLIT_DECLARATOR.sub(
-        lambda m: _spaces(m.group(1)) + m.group(2) + _spaces(m.group(3)), text
+        lambda m: spaces(m.group(1)) + m.group(2) + spaces(m.group(3)), text
     )
     if "#else" not in first:
         return first
-    return _SPLIT_HEAD.sub(lambda m: _spaces(m.group(1)) + m.group(2) + _spaces(m.group(3)), first)
+    return _SPLIT_HEAD.sub(lambda m: spaces(m.group(1)) + m.group(2) + spaces(m.group(3)), first)
 
 
 # The words a declaration-attribute macro's body may hold besides attributes (GGML_API):
@@ -155,7 +155,7 @@ def _mask_split_declarators(text: str) -> str:
 _ATTRIBUTE_WORDS = ("extern", "static", "inline", "_Noreturn", "__inline__", "__extension__")
 
 
-def _attribute_kind(node_type: str, body: str, parameters: list[str]) -> str | None:
+def attribute_kind(node_type: str, body: str, parameters: list[str]) -> str | None:
     """The kind of a macro that stands for declaration attributes only, or None.
 
     tree-sitter knows none of them: `GGML_NORETURN GGML_ATTRIBUTE_FORMAT(3, 4) GGML_API void
@@ -187,7 +187,7 @@ def _only_attributes(body: str) -> bool:
         if body[at].isspace() or body.startswith("\\\n", at):
             at += 1
             continue
-        word = _WORD.match(body, at)
+        word = WORD.match(body, at)
         if word is not None and word.group(0) in _ATTRIBUTE_WORDS:
             at = word.end()
         elif word is not None and word.group(0) in ("__attribute__", "__declspec"):
@@ -210,10 +210,10 @@ def _only_attributes(body: str) -> bool:
     return True
 
 
-def _mask_attribute_macros(text: str, macros: dict[str, str]) -> str:
-    """`text` with each use of a declaration-attribute macro (`_attribute_kind`) made spaces,
+def mask_attribute_macros(text: str, macros: dict[str, str]) -> str:
+    """`text` with each use of a declaration-attribute macro (`attribute_kind`) made spaces,
     arguments and all (a wrapper keeps its first argument, the declaration), for tree-sitter."""
-    names = {n: k for n, k in macros.items() if k in _ATTRIBUTE_KINDS and n in text}
+    names = {n: k for n, k in macros.items() if k in ATTRIBUTE_KINDS and n in text}
     if not names:
         return text
     pattern = re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\b")
@@ -240,11 +240,11 @@ def _mask_attribute_macros(text: str, macros: dict[str, str]) -> str:
         out.append(text[cursor : match.start()])
         if kind == ATTRIBUTE_WRAPPER and first_end is not None:
             open_paren = text.index("(", match.end())
-            out.append(_spaces(text[match.start() : open_paren + 1]))
+            out.append(spaces(text[match.start() : open_paren + 1]))
             out.append(text[open_paren + 1 : first_end])
-            out.append(_spaces(text[first_end:end]))
+            out.append(spaces(text[first_end:end]))
         else:
-            out.append(_spaces(text[match.start() : end]))
+            out.append(spaces(text[match.start() : end]))
         cursor = end
     out.append(text[cursor:])
     return "".join(out)

@@ -12,21 +12,21 @@ _NOT_RTC = re.compile(
     r"#\s*(?:if\s*!\s*defined\s*(?:\(\s*__CUDACC_RTC__\s*\)|\s__CUDACC_RTC__)"
     r"|ifndef\s+__CUDACC_RTC__)"
 )
-_CLASS_TYPES = ("struct_specifier", "class_specifier", "union_specifier")
+CLASS_TYPES = ("struct_specifier", "class_specifier", "union_specifier")
 
 
-def _defines_class(node: tree_sitter.Node) -> bool:
+def defines_class(node: tree_sitter.Node) -> bool:
     """Whether the member `node` defines a class (`struct tma { ... };`), with or without a
     declarator (`struct { ... } fields;`)."""
     kind = node.child_by_field_name("type")
     return (
         kind is not None
-        and kind.type in _CLASS_TYPES
+        and kind.type in CLASS_TYPES
         and kind.child_by_field_name("body") is not None
     )
 
 
-def _matching_brace(data: bytes, start: int, end: int) -> int | None:
+def matching_brace(data: bytes, start: int, end: int) -> int | None:
     """The byte just past the `}` that closes the `{` at `start`, if it comes before `end`
     (comments and string or character literals skipped)."""
     depth, index = 0, start
@@ -55,7 +55,7 @@ def _matching_brace(data: bytes, start: int, end: int) -> int | None:
     return None
 
 
-def _in_error(node: tree_sitter.Node) -> bool:
+def in_error(node: tree_sitter.Node) -> bool:
     """Whether `node` lies inside an ERROR node (tree-sitter misread what surrounds it)."""
     parent = node.parent
     while parent is not None:
@@ -65,12 +65,12 @@ def _in_error(node: tree_sitter.Node) -> bool:
     return False
 
 
-def _hides_from_nvrtc(directive: str) -> bool:
+def hides_from_nvrtc(directive: str) -> bool:
     """Whether `#if !defined(__CUDACC_RTC__)` (or `#ifndef __CUDACC_RTC__`) is `directive`."""
     return _NOT_RTC.fullmatch(directive.split("//")[0].split("/*")[0].strip()) is not None
 
 
-def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
+def inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
     """The declarator inside `node`: its `declarator` field, or a reference declarator's
     (`std::ostream& operator<<(...)`: tree-sitter gives `&` declarators no field)."""
     inner = node.child_by_field_name("declarator")
@@ -79,12 +79,12 @@ def _inner_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
     return inner
 
 
-def _ends_cut(node: tree_sitter.Node) -> bool:
+def ends_cut(node: tree_sitter.Node) -> bool:
     """Whether `node` ends with a `;` tree-sitter supplied (the text has none there)."""
     return bool(node.children) and node.children[-1].is_missing
 
 
-def _errors_only_in_parameters(declarator: tree_sitter.Node) -> bool:
+def errors_only_in_parameters(declarator: tree_sitter.Node) -> bool:
     """Whether a function declarator's parse errors all lie in its parameter list, its name
     and the head before it well read."""
     node: tree_sitter.Node | None = declarator
@@ -112,13 +112,13 @@ def _outside_has_error(outer: tree_sitter.Node, inner: tree_sitter.Node) -> bool
     )
 
 
-def _members(body: tree_sitter.Node) -> list[tree_sitter.Node]:
+def class_members(body: tree_sitter.Node) -> list[tree_sitter.Node]:
     """A class body's members, those under `#if`/`#ifndef` (every branch) included: a
     `__host__` constructor under `#ifndef LIB_NO_HOST` (ThunderKittens) is a member too."""
     members: list[tree_sitter.Node] = []
     for child in body.named_children:
         if child.type in ("preproc_if", "preproc_ifdef"):
-            members.extend(_members_of(_branch_items(child)))
+            members.extend(_members_of(branch_items(child)))
         else:
             members.append(child)
     return members
@@ -128,13 +128,13 @@ def _members_of(items: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
     out: list[tree_sitter.Node] = []
     for item in items:
         if item.type in ("preproc_if", "preproc_ifdef"):
-            out.extend(_members_of(_branch_items(item)))
+            out.extend(_members_of(branch_items(item)))
         else:
             out.append(item)
     return out
 
 
-def _branch_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+def branch_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
     """The items of every branch of a conditional (`#if`, `#else`, `#elif`), in order."""
     items: list[tree_sitter.Node] = []
     condition = node.child_by_field_name("condition")
@@ -142,7 +142,7 @@ def _branch_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
         if condition is not None and child.id == condition.id:
             continue
         if child.type in ("preproc_else", "preproc_elif", "preproc_elifdef"):
-            items.extend(_branch_items(child))
+            items.extend(branch_items(child))
         elif child.type not in ("identifier", "comment"):
             items.append(child)
     return items

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class _Constant:
+class Constant:
     """An unannotated namespace-scope constant declaration: its names, its character range."""
 
     names: tuple[str, ...]
@@ -17,7 +17,7 @@ class _Constant:
     end: int
 
 
-def _apply_blanks(text: str, data: bytes, ranges: list[tuple[int, int]]) -> str:
+def apply_blanks(text: str, data: bytes, ranges: list[tuple[int, int]]) -> str:
     """Replace every character in the byte `ranges` except newlines by a space."""
     if not ranges:
         return text
@@ -28,7 +28,7 @@ def _apply_blanks(text: str, data: bytes, ranges: list[tuple[int, int]]) -> str:
         if e <= s:
             continue
         pieces.append(text[cursor:s])
-        pieces.append(_spaces(text[s:e]))
+        pieces.append(spaces(text[s:e]))
         cursor = e
     pieces.append(text[cursor:])
     return "".join(pieces)
@@ -59,25 +59,25 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _spaces(chunk: str) -> str:
+def spaces(chunk: str) -> str:
     return "\n".join(" " * len(line) for line in chunk.split("\n"))
 
 
-def _constant_ranges(
+def constant_ranges(
     constants: list[tuple[str, int, int]], text: str, data: bytes
-) -> list[_Constant]:
+) -> list[Constant]:
     """The walker's constants (name, byte range) as declarations with character ranges."""
     by_decl: dict[tuple[int, int], list[str]] = {}
     for name, start, end in constants:
         by_decl.setdefault((start, end), []).append(name)
     decls = sorted(by_decl)
     return [
-        _Constant(tuple(by_decl[decl]), s, e)
+        Constant(tuple(by_decl[decl]), s, e)
         for (s, e), decl in zip(_char_ranges(text, data, decls), decls, strict=True)
     ]
 
 
-def _rebased(constants: list[_Constant], read: str, now: str) -> list[_Constant]:
+def rebased(constants: list[Constant], read: str, now: str) -> list[Constant]:
     """`constants`' ranges in `read` as ranges in `now`: the same lines and columns (blanking
     keeps both; only `#include` lines, which hold no constant, were respelled)."""
     if read == now or len(read) == len(now) or not constants:
@@ -89,7 +89,7 @@ def _rebased(constants: list[_Constant], read: str, now: str) -> list[_Constant]
         row = bisect.bisect_right(read_starts, offset) - 1
         return now_starts[row] + offset - read_starts[row]
 
-    return [_Constant(c.names, moved(c.start), moved(c.end)) for c in constants]
+    return [Constant(c.names, moved(c.start), moved(c.end)) for c in constants]
 
 
 def _line_starts(text: str) -> list[int]:
@@ -98,7 +98,7 @@ def _line_starts(text: str) -> list[int]:
     return starts
 
 
-def _blank_chars(text: str, ranges: list[tuple[int, int]]) -> str:
+def blank_chars(text: str, ranges: list[tuple[int, int]]) -> str:
     """`text` with the sorted character `ranges` made spaces (newlines stay)."""
     pieces: list[str] = []
     cursor = 0
@@ -106,7 +106,7 @@ def _blank_chars(text: str, ranges: list[tuple[int, int]]) -> str:
         if s < cursor:
             continue
         pieces.append(text[cursor:s])
-        pieces.append(_spaces(text[s:e]))
+        pieces.append(spaces(text[s:e]))
         cursor = e
     pieces.append(text[cursor:])
     return "".join(pieces)

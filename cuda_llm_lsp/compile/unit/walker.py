@@ -11,36 +11,36 @@ import re
 import tree_sitter
 
 from cuda_llm_lsp.compile.unit.common import (
-    _WORD,
     DROPPED,
     EXTENDS,
     HIDDEN_FROM_NVRTC,
     READ_IN_DECLTYPE,
+    WORD,
 )
 from cuda_llm_lsp.compile.unit.known import (
-    _CALLING_CONVENTIONS,
-    _HOST_DEFINITION_MACROS,
-    _HOST_TYPES,
-    _STD_FOR_CONSTEXPR,
-    _STD_PROVIDED,
+    CALLING_CONVENTIONS,
+    HOST_DEFINITION_MACROS,
+    HOST_TYPES,
+    STD_FOR_CONSTEXPR,
+    STD_PROVIDED,
 )
 from cuda_llm_lsp.compile.unit.masks import (
-    _attribute_kind,
-    _mask_attribute_macros,
-    _mask_split_declarators,
-    _split_parameter_tails,
+    attribute_kind,
+    mask_attribute_macros,
+    mask_split_declarators,
+    split_parameter_tails,
 )
 from cuda_llm_lsp.compile.unit.nodes import (
-    _CLASS_TYPES,
-    _branch_items,
-    _defines_class,
-    _ends_cut,
-    _errors_only_in_parameters,
-    _hides_from_nvrtc,
-    _in_error,
-    _inner_declarator,
-    _matching_brace,
-    _members,
+    CLASS_TYPES,
+    branch_items,
+    class_members,
+    defines_class,
+    ends_cut,
+    errors_only_in_parameters,
+    hides_from_nvrtc,
+    in_error,
+    inner_declarator,
+    matching_brace,
 )
 from cuda_llm_lsp.source.text import Span
 
@@ -56,14 +56,14 @@ _HEAD_TYPES = frozenset(
 )  # fmt: skip
 # `struct __align__(8) complex {`: a class head, read from the text
 _CLASS_HEAD = re.compile(rb"\b(?:struct|class|union)\s+(?:__align__\s*\([^)\n]*\)\s*)?(\w+)\s*[:{]")
-# nodes that name something (a namespace, a type, a function): `_Walker._dropped_name`
+# nodes that name something (a namespace, a type, a function): `Walker._dropped_name`
 _NAME_TYPES = frozenset({"namespace_identifier", "type_identifier", "identifier"})
 # items complete in themselves even where tree-sitter misread what surrounds them
 _WHOLE_ITEM_TYPES = frozenset(
     {"function_definition", "struct_specifier", "class_specifier", "union_specifier",
      "alias_declaration", "using_declaration"}
 )  # fmt: skip
-# namespace-scope items that `_Walker._skip_dropped` may leave out whole
+# namespace-scope items that `Walker._skip_dropped` may leave out whole
 _ITEM_TYPES = frozenset(
     {"function_definition", "declaration", "struct_specifier", "class_specifier",
      "union_specifier", "using_declaration", "alias_declaration", "type_definition",
@@ -80,20 +80,20 @@ _USABLE_WORDS = frozenset(
 )  # fmt: skip
 
 
-class _Walker:
+class Walker:
     """Collects byte ranges of host-only code and the rows of `#include` directives."""
 
     def __init__(self, data: bytes, macros: dict[str, str], bodies: dict[str, str]) -> None:
         self.data = data
-        # the bytes tree-sitter read, where attribute macros were masked (`_parse`): a blanked
+        # the bytes tree-sitter read, where attribute macros were masked (`parse_masked`): a blanked
         # declaration takes the `GGML_API`-style macros just before it along
         # (and where a function head's `#if` line was: the blank takes it along too)
-        masked = _mask_split_declarators(
-            _mask_attribute_macros(data.decode("utf-8", "surrogatepass"), macros)
+        masked = mask_split_declarators(
+            mask_attribute_macros(data.decode("utf-8", "surrogatepass"), macros)
         ).encode("utf-8", "surrogatepass")
         self.masked = masked if masked != data and len(masked) == len(data) else None
         # the end of a split parameter list's `#if` branch -> the end of its `#endif`
-        self.split_tails = {branch_end: end for _, branch_end, end in _split_parameter_tails(data)}
+        self.split_tails = {branch_end: end for _, branch_end, end in split_parameter_tails(data)}
         self.ranges: list[tuple[int, int]] = []
         self.include_rows: list[int] = []
         # unannotated namespace-scope constants: (name, start byte, end byte)
@@ -214,8 +214,8 @@ class _Walker:
         if children[end + 1].type != "{":
             return None
         head = self.data[child.start_byte : children[end].start_byte].decode("utf-8", "replace")
-        words = set(_WORD.findall(head))
-        close = _matching_brace(self.data, children[end + 1].start_byte, error.end_byte)
+        words = set(WORD.findall(head))
+        close = matching_brace(self.data, children[end + 1].start_byte, error.end_byte)
         taken = close or error.end_byte
         if not (words & _DEVICE_WORDS or words & self.device_macros or "constexpr" in words):
             start = child.start_byte
@@ -319,7 +319,7 @@ class _Walker:
         body = node.child_by_field_name("body")
         if body is None or body.type != "compound_statement":
             return
-        closed = _matching_brace(self.data, body.start_byte, body.end_byte)
+        closed = matching_brace(self.data, body.start_byte, body.end_byte)
         if closed is None or closed >= body.end_byte:
             return
         stack = list(reversed(body.children))
@@ -341,7 +341,7 @@ class _Walker:
         if name is None or value is None:
             return
         self.bodies[self.text(name)] = self.own_bodies[self.text(name)] = self.text(value)
-        words = set(_WORD.findall(self.text(value)))
+        words = set(WORD.findall(self.text(value)))
         if words & _DEVICE_WORDS:
             self.device_macros.add(self.text(name))
             self.defined[self.text(name)] = "device"
@@ -352,7 +352,7 @@ class _Walker:
             self.constexpr_macros.add(self.text(name))
             self.defined[self.text(name)] = "constexpr"
         else:
-            kind = _attribute_kind(node.type, self.text(value), self._parameters(node))
+            kind = attribute_kind(node.type, self.text(value), self._parameters(node))
             if kind is not None:
                 self.defined[self.text(name)] = kind
 
@@ -379,12 +379,12 @@ class _Walker:
             self.invoked.add(name)
             return
         words: set[str] = set()
-        todo = [name, *_WORD.findall(self.text(call.child_by_field_name("arguments") or call))]
+        todo = [name, *WORD.findall(self.text(call.child_by_field_name("arguments") or call))]
         while todo and len(words) < 4096:
             word = todo.pop()
             if word not in words:
                 words.add(word)
-                todo.extend(_WORD.findall(self.bodies.get(word, "")))
+                todo.extend(WORD.findall(self.bodies.get(word, "")))
         usable = _DEVICE_WORDS | _MEMORY_SPACE_WORDS | self.device_macros | _USABLE_WORDS
         if not words & usable:
             self.blank(outer)
@@ -395,7 +395,7 @@ class _Walker:
         (DeepSpeed's inference kernels; tree-sitter reads a run of such lines as anything)."""
         for macro, body in self.bodies.items():
             instantiated = _EXPLICIT_INSTANTIATION.search(body)
-            if instantiated is None or set(_WORD.findall(body)) & (
+            if instantiated is None or set(WORD.findall(body)) & (
                 _DEVICE_WORDS | self.device_macros
             ):
                 continue
@@ -411,7 +411,7 @@ class _Walker:
         declarator = node.child_by_field_name("declarator")
         end = declarator.start_byte if declarator is not None else node.end_byte
         head = self.data[node.start_byte : end].decode("utf-8", errors="replace")
-        return set(_WORD.findall(head))
+        return set(WORD.findall(head))
 
     def _is_surely_host(self, node: tree_sitter.Node) -> bool:
         """Only a well-formed head is judged; a head tree-sitter misread is left to NVRTC.
@@ -426,7 +426,7 @@ class _Walker:
         for child in node.children:
             if child.start_byte >= body.start_byte:
                 break
-            if child.id == declarator.id and _errors_only_in_parameters(declarator):
+            if child.id == declarator.id and errors_only_in_parameters(declarator):
                 continue  # `std::initializer_list<int> outputs = {}`: tree-sitter's gap, not
                 # the head's (ggml's ggml_can_fuse_subgraph was kept for NVRTC)
             if child.type == "ERROR" or child.is_missing or child.has_error:
@@ -435,7 +435,7 @@ class _Walker:
                 words = self._head_words(node)
                 if words & (_DEVICE_WORDS | self.device_macros):
                     return False
-                return bool(words & self.host_macros or words & _CALLING_CONVENTIONS)
+                return bool(words & self.host_macros or words & CALLING_CONVENTIONS)
         if declarator.start_byte == node.start_byte:  # no return type: ctor or misparse
             head = self.data[declarator.start_byte : declarator.end_byte]
             return b"::" in head or self._host_definition_macro(declarator)
@@ -449,24 +449,24 @@ class _Walker:
         if inner is None or inner.type != "identifier":
             return False
         name = self.text(inner)
-        if name in _HOST_DEFINITION_MACROS:
+        if name in HOST_DEFINITION_MACROS:
             return True
         body = self.bodies.get(name)
-        return body is not None and not (set(_WORD.findall(body)) & _DEVICE_WORDS)
+        return body is not None and not (set(WORD.findall(body)) & _DEVICE_WORDS)
 
     def _is_device_function(self, node: tree_sitter.Node) -> bool:
         words = self._head_words(node)
         head = self._cut_short_head(node)
         if head is not None:
-            words |= set(_WORD.findall(self.text(head)))
+            words |= set(WORD.findall(self.text(head)))
         if words & _DEVICE_WORDS or words & self.device_macros:
             return True
         # a constexpr function is judged by NVRTC exactly as nvcc would (relaxed-constexpr rules)
         constexpr = "constexpr" in words or bool(words & self.constexpr_macros)
-        return constexpr and not self._needs_host_std(node, _STD_FOR_CONSTEXPR)
+        return constexpr and not self._needs_host_std(node, STD_FOR_CONSTEXPR)
 
     def _visit_declaration(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
-        if _ends_cut(node):
+        if ends_cut(node):
             return  # misread: `struct CUTE_ALIGNAS(16) array_aligned : ...` (CuTe), for NVRTC
         words = self._head_words(node)
         if words & _MEMORY_SPACE_WORDS or words & _DEVICE_WORDS or words & self.device_macros:
@@ -506,7 +506,7 @@ class _Walker:
         body = node.child_by_field_name("body")
         if body is None:
             return
-        for member in _members(body):
+        for member in class_members(body):
             if member.type in ("preproc_def", "preproc_function_def"):
                 self._note_macro(member)
                 continue
@@ -535,11 +535,11 @@ class _Walker:
                 if not self._is_device_function(target) and not self._is_defaulted(target):
                     self.blank(member)
                     self._blank_cut_short_head(member)
-            elif target.type == "field_declaration" and _defines_class(target):
+            elif target.type == "field_declaration" and defines_class(target):
                 # `struct Arguments { ... };` (CUTLASS 2.x): a nested class is walked member by
                 # member; its host methods go, the class stays for the device code naming it
                 for child in target.named_children:
-                    if child.type in _CLASS_TYPES and child.child_by_field_name("body"):
+                    if child.type in CLASS_TYPES and child.child_by_field_name("body"):
                         self._visit_class(child)
             elif target.type in ("field_declaration", "declaration") and (
                 self._needs_host_std(target) or self._names_host_type(target)
@@ -562,10 +562,10 @@ class _Walker:
             return None
         if before.type in ("preproc_if", "preproc_ifdef"):
             # `#if ... __device__ __noinline__ #else HD #endif` then the function (half_t)
-            heads = _branch_items(before)
-            cut = all(h.type == "field_declaration" and _ends_cut(h) for h in heads)
+            heads = branch_items(before)
+            cut = all(h.type == "field_declaration" and ends_cut(h) for h in heads)
             return before if heads and cut else None
-        return before if before.type == "field_declaration" and _ends_cut(before) else None
+        return before if before.type == "field_declaration" and ends_cut(before) else None
 
     def _blank_cut_short_head(self, node: tree_sitter.Node) -> None:
         head = self._cut_short_head(node)
@@ -578,8 +578,8 @@ class _Walker:
         kind = node.child_by_field_name("type")
         if kind is None:
             return False
-        words = set(_WORD.findall(self.text(kind)))
-        return bool(words & _HOST_TYPES or words & self.hidden or words & self.host_aliases)
+        words = set(WORD.findall(self.text(kind)))
+        return bool(words & HOST_TYPES or words & self.hidden or words & self.host_aliases)
 
     def _note_hidden_class(self, node: tree_sitter.Node) -> None:
         """A class defined under `#if !defined(__CUDACC_RTC__)` exists for nvcc, not NVRTC.
@@ -594,7 +594,7 @@ class _Walker:
             return
         child, parent = node, node.parent
         while parent is not None:
-            if parent.type in ("preproc_if", "preproc_ifdef") and _hides_from_nvrtc(
+            if parent.type in ("preproc_if", "preproc_ifdef") and hides_from_nvrtc(
                 self.text(parent).split("\n", 1)[0]
             ):
                 alternative = parent.child_by_field_name("alternative")
@@ -608,7 +608,7 @@ class _Walker:
         note it, unless it is host code the walker blanks anyway (no note then)."""
         if not self.dropped or outer.has_error:
             return False  # a misread item: blanking part of it would leave the rest stranded
-        if _in_error(outer) and not (
+        if in_error(outer) and not (
             node.type in _WHOLE_ITEM_TYPES
             and self.data[outer.end_byte - 1 : outer.end_byte] in (b"}", b";")
         ):
@@ -661,7 +661,7 @@ class _Walker:
         name = parent.child_by_field_name("name")
         if name is None:
             return False
-        word = _WORD.match(self.text(name))
+        word = WORD.match(self.text(name))
         return word is not None and word.group(0) in self.extended
 
     def _item_names(self, node: tree_sitter.Node) -> list[str]:
@@ -693,7 +693,7 @@ class _Walker:
                 return True
             if node.type in ("init_declarator", "array_declarator"):
                 return False
-            node = _inner_declarator(node)
+            node = inner_declarator(node)
         return False
 
     def _instantiated_name(self, node: tree_sitter.Node) -> str | None:
@@ -712,11 +712,11 @@ class _Walker:
         while node is not None:
             if node.type == "identifier":
                 return self.text(node)
-            node = _inner_declarator(node)
+            node = inner_declarator(node)
         return None
 
     def _needs_host_std(
-        self, node: tree_sitter.Node, provided: frozenset[str] = _STD_PROVIDED
+        self, node: tree_sitter.Node, provided: frozenset[str] = STD_PROVIDED
     ) -> bool:
         """Whether `node` names something in `std::` that only host headers declare (not one
         of `provided`)."""
@@ -730,7 +730,7 @@ class _Walker:
                 scope = current.child_by_field_name("scope")
                 name = current.child_by_field_name("name")
                 if scope is not None and self.text(scope) == "std" and name is not None:
-                    word = _WORD.match(self.text(name))
+                    word = WORD.match(self.text(name))
                     if not nested and (word is None or word.group(0) not in provided):
                         return True
                 elif scope is not None and self.text(scope) not in ("", "::"):
