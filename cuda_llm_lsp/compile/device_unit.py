@@ -29,7 +29,7 @@ import tree_sitter
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import include_reads, std_names
 from cuda_llm_lsp.compile.types import Diagnostic
-from cuda_llm_lsp.compile.unit.blanking import blank_host_code
+from cuda_llm_lsp.compile.unit.blanking import Blanked, blank_host_code
 from cuda_llm_lsp.compile.unit.common import ATTRIBUTE_KINDS
 from cuda_llm_lsp.compile.unit.includes import (
     IncludeState,
@@ -41,6 +41,8 @@ from cuda_llm_lsp.compile.unit.includes import (
 )
 from cuda_llm_lsp.compile.unit.masks import blank_line_directives, for_tree_sitter, parse_masked
 from cuda_llm_lsp.source.text import Span, normalized
+
+_Parsed = tuple[tree_sitter.Tree, bytes]  # a tree and the bytes it was read from
 
 
 @dataclass(frozen=True)
@@ -84,96 +86,150 @@ def build_device_unit(
     """The device-only unit for `text` (the contents of `path`, which may not exist on disk).
 
     `parsed`: `kernels.parse_tree(text)` when the caller already has it (one parse per edit).
+    The pipeline, in order: the file blanked (`unit.blanking`, `unit.walker`), its includes
+    read and their headers blanked (`unit.includes`), the file blanked again where the headers
+    taught it macros, then the text finished for NVRTC.
     """
     text = normalized(text)
     if parsed is None or "\0" in text or for_tree_sitter(text) != text:
         parsed = parse_masked(text)  # masks for tree-sitter that the editor's own parse lacks
-    include_dirs: list[str] = []
-    if path is not None:
-        include_dirs.append(str(Path(path).resolve().parent))
     project, toolkits = std_headers.split_include_dirs(include_paths)
-    include_dirs.extend(p for p in project if p not in include_dirs)
-    # what NVRTC searches on disk itself: no untrusted workspace folder (`include_reads`)
-    include_dirs = list(include_reads.disk_search_dirs(include_dirs))
     state = IncludeState(configured=(*project, *toolkits), toolkits=toolkits)
     own = Path(path).resolve() if path is not None else None
     if own is not None:
         state.seen.add(own)
+    first, parsed = _blank_main(text, parsed)
+    read = _read_includes(first, text, own, state)
+    state.reblank_headers()
+    main = _blank_main_again(text, parsed, first, state)
+    unit_text = _finish_text(text, main, read, own, state)
+    state.register_aliases()
+    _add_std_names(unit_text, state)
+    return DeviceUnit(
+        text=unit_text,
+        name=_nvrtc_name(path, state),
+        include_dirs=_include_dirs(path, project),
+        toolkit_dirs=include_reads.disk_search_dirs(toolkits),
+        headers=dict(state.headers),
+        include_lines=read.include_lines,
+        problems=(*read.problems, *_skipped_notes(main)),
+        external_headers=dict(state.external_headers),
+    )
+
+
+@dataclass
+class _Includes:
+    """What reading the main file's `#include` lines gave, for the lines and the problems."""
+
+    dropped: set[int] = field(default_factory=set)  # rows of #include lines left out of the unit
+    problems: list[IncludeProblem] = field(default_factory=list)
+    include_lines: dict[str, int] = field(default_factory=dict)  # header name -> its row
+    respelled: list[tuple[int, str, str]] = field(default_factory=list)  # `respell_includes`
+
+
+def _blank_main(text: str, parsed: _Parsed) -> tuple[Blanked, _Parsed]:
+    """The main file blanked with no macro known yet, and the tree it was blanked from."""
     main = blank_host_code(text, {}, parsed, {})
     if any(k in ATTRIBUTE_KINDS for k in main.defined.values()):
         # the file's own `#define API extern` read before its prototypes: parsed again
         parsed = parse_masked(text, dict(main.defined))
         main = blank_host_code(text, dict(main.defined), parsed, {})
-    body, includes, own_macros = main.text, main.includes, main.defined
+    return main, parsed
+
+
+def _read_includes(main: Blanked, text: str, own: Path | None, state: IncludeState) -> _Includes:
+    """Each `#include` of the main file resolved, its headers read and blanked into `state`."""
     state.note_decltype(main)
     note_include_macros(text, state)
-    dropped: set[int] = set()  # rows of #include lines left out of the unit
-    problems: list[IncludeProblem] = []
-    include_lines: dict[str, int] = {}
-    respelled: list[tuple[int, str, str]] = []
-    for line_no, name, quoted, span, conditional in includes:
+    read = _Includes()
+    for line_no, name, quoted, span, conditional in main.includes:
         base = own.parent if own else None
         state.conditional = conditional
         kept, nested, spelled = resolve_include(name, quoted, base, state, depth=1, where="")
         if spelled != name:
-            respelled.append((line_no, name, spelled))
+            read.respelled.append((line_no, name, spelled))
         if kept:
-            include_lines.setdefault(name, line_no)
+            read.include_lines.setdefault(name, line_no)
             for header_name in nested:
-                include_lines.setdefault(header_name, line_no)
+                read.include_lines.setdefault(header_name, line_no)
         else:
-            dropped.add(line_no)
+            read.dropped.add(line_no)
         for message, severity in state.take_problems():
-            problems.append(IncludeProblem(span, message, severity))
-    state.reblank_headers()
+            read.problems.append(IncludeProblem(span, message, severity))
+    return read
+
+
+def _blank_main_again(text: str, parsed: _Parsed, first: Blanked, state: IncludeState) -> Blanked:
+    """The main file blanked again with what its headers taught, where that can matter."""
     # HOST_DEVICE-style macros from user headers, or a namespace-scope invocation of a macro
     # that a header defines: the same tree, walked again with what the headers taught
     # (or an explicit instantiation of a host template a header defines: mamba's
     # `template void selective_scan_fwd_cuda<float, float>(...);`)
-    if (
-        set(state.macros) - set(own_macros)
-        or main.invoked & set(state.bodies)
-        or main.instantiated & state.host_templates
+    if not (
+        set(state.macros) - set(first.defined)
+        or first.invoked & set(state.bodies)
+        or first.instantiated & state.host_templates
     ):
-        if any(k in ATTRIBUTE_KINDS and n in text for n, k in state.macros.items()):
-            parsed = parse_masked(text, state.macros)  # `GGML_API void f();` in the file itself
-        hosts = frozenset(state.host_templates)
-        main = blank_host_code(text, state.macros, parsed, state.bodies, hosts)
-        body = main.text
+        return first
+    if any(k in ATTRIBUTE_KINDS and n in text for n, k in state.macros.items()):
+        parsed = parse_masked(text, state.macros)  # `GGML_API void f();` in the file itself
+    hosts = frozenset(state.host_templates)
+    return blank_host_code(text, state.macros, parsed, state.bodies, hosts)
+
+
+def _finish_text(
+    text: str, main: Blanked, read: _Includes, own: Path | None, state: IncludeState
+) -> str:
+    """The main file's unit text: includes respelled or left out, `#line` directives and
+    refused `__has_include` probes blanked, constants no kept code uses dropped."""
+    lines = respell_includes(main.text.split("\n"), read.respelled)
+    for row in read.dropped:
+        lines[row] = " " * len(lines[row])
+    unit_text = blank_line_directives("\n".join(lines))
+    unit_text = answer_refused_probes(unit_text, own.parent if own else None, state.configured)
+    return drop_unused_constants(unit_text, text, main.constants, state)
+
+
+def _add_std_names(unit_text: str, state: IncludeState) -> None:
+    """The header of the `std::` names device code uses (`std_names`), where any is used."""
+    own_texts = [unit_text, *state.headers.values()]
+    wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]
+    libcuxx = std_names.used_from_libcuxx(own_texts)  # a no-op where already included
+    if wanted or libcuxx:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's
+        state.headers[std_names.HEADER] = std_names.header_text(wanted, libcuxx)
+
+
+def _skipped_notes(main: Blanked) -> list[IncludeProblem]:
+    """A note on each item left out for naming a dropped library (`known.DROPPED_LIBRARIES`)."""
+    notes: list[IncludeProblem] = []
     for span, named, library in main.skipped:
         uses = library if named == library else f"{named}, which needs {library}"
         message = (
             f"not checked as you type: it uses {uses} (NVRTC cannot compile {library}'s "
             "headers; the nvcc check, on open and save, covers it)"
         )
-        problems.append(IncludeProblem(span, message, "information"))
-    lines = respell_includes(body.split("\n"), respelled)
-    for row in dropped:
-        lines[row] = " " * len(lines[row])
-    unit_text = blank_line_directives("\n".join(lines))
-    unit_text = answer_refused_probes(unit_text, own.parent if own else None, state.configured)
-    unit_text = drop_unused_constants(unit_text, text, main.constants, state)
-    state.register_aliases()
-    own_texts = [unit_text, *state.headers.values()]
-    wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]
-    libcuxx = std_names.used_from_libcuxx(own_texts)  # a no-op where already included
-    if wanted or libcuxx:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's
-        state.headers[std_names.HEADER] = std_names.header_text(wanted, libcuxx)
+        notes.append(IncludeProblem(span, message, "information"))
+    return notes
+
+
+def _nvrtc_name(path: Path | None, state: IncludeState) -> str:
+    """The file name NVRTC is given (`_UNSAFE_UNIT_NAME`), distinct from every header's."""
     name = Path(path).name if path is not None else "input.cu"
     if _UNSAFE_UNIT_NAME.search(name):  # its log lines would not parse back where they belong
         name = "input.cu"
     if name in state.headers:
         name = f"cuda_llm_main_{name}"
-    return DeviceUnit(
-        text=unit_text,
-        name=name,
-        include_dirs=tuple(include_dirs),
-        toolkit_dirs=include_reads.disk_search_dirs(toolkits),
-        headers=dict(state.headers),
-        include_lines=include_lines,
-        problems=tuple(problems),
-        external_headers=dict(state.external_headers),
-    )
+    return name
+
+
+def _include_dirs(path: Path | None, project: Sequence[str]) -> tuple[str, ...]:
+    """The -I directories NVRTC searches on disk itself: the file's own directory, then the
+    project's, without any untrusted workspace folder (`include_reads`)."""
+    include_dirs: list[str] = []
+    if path is not None:
+        include_dirs.append(str(Path(path).resolve().parent))
+    include_dirs.extend(p for p in project if p not in include_dirs)
+    return tuple(include_reads.disk_search_dirs(include_dirs))
 
 
 _CANNOT_FIND = re.compile(r"^cannot find <(?P<name>[^>\n]+)>")

@@ -248,26 +248,8 @@ def resolve_include(
     A computed include (`#include MACRO`) is left out with a warning: NVRTC would open
     whatever path the macros spell, unchecked (`include_reads`).
     """
-    if name.startswith(UNRESOLVED):
-        keyword = name[len(UNRESOLVED) :]
-        message = (
-            f"#{keyword} left out{where}: cuda-llm checks what an include reads and follows "
-            '#include "file" and #include <file> written on one line; this one is spelled '
-            "otherwise (a splice, a comment, a digraph, #include_next or #import)"
-        )
-        state.pending.append((message, "warning"))
-        return True, [], name  # already blanked: its row keeps what else it holds
-    if name.startswith(COMPUTED):
-        expanded = _expand_include_macro(name[len(COMPUTED) :], state)
-        if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
-            stays, nested, _spelled = resolve_include(expanded, False, base, state, depth, where)
-            return stays, nested, name
-        message = (
-            f"#include of a macro is not followed{where}: cuda-llm checks what an include "
-            "reads, and this one names its file only after expansion (include the header by name)"
-        )
-        state.pending.append((message, "warning"))
-        return False, [], name
+    if name.startswith((UNRESOLVED, COMPUTED)):
+        return _spelled_otherwise(name, base, state, depth, where)
     if std_headers.is_torch(name) and (not quoted or _resolve_quoted(name, base, ()) is None):
         state.headers.setdefault(name, std_headers.TORCH_STAND_IN)  # not a project's own file
         return True, [], name
@@ -309,6 +291,42 @@ def resolve_include(
             spelled = _distinct_name(name, found, state)
             loaded = _load_header(spelled, found, state, depth)
             return loaded is not None, loaded or [], spelled
+    return _system_or_missing(name, quoted, state, where)
+
+
+def _spelled_otherwise(
+    name: str, base: Path | None, state: IncludeState, depth: int, where: str
+) -> tuple[bool, list[str], str]:
+    """An include the walker could not read as `#include "file"` or `<file>` on one line
+    (`UNRESOLVED`), or one of a macro (`COMPUTED`): followed only where a known include macro
+    names the file, else reported (`resolve_include`)."""
+    if name.startswith(UNRESOLVED):
+        keyword = name[len(UNRESOLVED) :]
+        message = (
+            f"#{keyword} left out{where}: cuda-llm checks what an include reads and follows "
+            '#include "file" and #include <file> written on one line; this one is spelled '
+            "otherwise (a splice, a comment, a digraph, #include_next or #import)"
+        )
+        state.pending.append((message, "warning"))
+        return True, [], name  # already blanked: its row keeps what else it holds
+    # COMPUTED: `#include MACRO`
+    expanded = _expand_include_macro(name[len(COMPUTED) :], state)
+    if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
+        stays, nested, _spelled = resolve_include(expanded, False, base, state, depth, where)
+        return stays, nested, name
+    message = (
+        f"#include of a macro is not followed{where}: cuda-llm checks what an include "
+        "reads, and this one names its file only after expansion (include the header by name)"
+    )
+    state.pending.append((message, "warning"))
+    return False, [], name
+
+
+def _system_or_missing(
+    name: str, quoted: bool, state: IncludeState, where: str
+) -> tuple[bool, list[str], str]:
+    """An include no project file answers: a system header (`_system_include`), a missing
+    device library's stand-in, or left out with the problem that says why."""
     kept = _system_include(name, state)
     if kept is None and quoted and state.conditional:
         # `#if defined(USE_HIP)` / `#include "vendors/hip.h"`: nvcc may never read it

@@ -266,27 +266,9 @@ class Walker:
             if inner is not None:
                 self.visit(inner, outer)
         elif kind == "function_definition":
-            if self._is_surely_host(node) and not self._is_device_function(node):
-                name = self._declared_name(node.child_by_field_name("declarator"))
-                template = node.parent is not None and node.parent.type == "template_declaration"
-                if template and name in self.read_in_decltype and not self._needs_host_std(node):
-                    return  # its type is deduced in device code's `decltype` (CUTLASS 3)
-                self.blank(outer)
-                self._blank_cut_short_head(node)
-                if name:
-                    self.host_functions.add(name)
-                    if template:
-                        self.host_templates.add(name)
-            elif node.has_error:
-                self._visit_swallowed(node)
+            self._visit_function(node, outer)
         elif kind == "template_instantiation":
-            # `template void reduce<int>(...);` of a host template blanked above
-            words = self._head_words(node)
-            name = self._instantiated_name(node)
-            if name in self.host_functions and not words & (_DEVICE_WORDS | self.device_macros):
-                self.blank(outer)
-            elif name:
-                self.instantiated.add(name)
+            self._visit_instantiation(node, outer)
         elif kind == "declaration":
             self._visit_declaration(node, outer)
         elif kind in ("struct_specifier", "class_specifier", "union_specifier"):
@@ -308,6 +290,32 @@ class Walker:
             for child in node.named_children:
                 if child.type in ("struct_specifier", "class_specifier", "union_specifier"):
                     self._visit_class(child)
+
+    def _visit_function(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        """A function definition: blanked when surely host code, its name noted for the
+        explicit instantiations of it; a misread device one's swallowed items walked."""
+        if self._is_surely_host(node) and not self._is_device_function(node):
+            name = self._declared_name(node.child_by_field_name("declarator"))
+            template = node.parent is not None and node.parent.type == "template_declaration"
+            if template and name in self.read_in_decltype and not self._needs_host_std(node):
+                return  # its type is deduced in device code's `decltype` (CUTLASS 3)
+            self.blank(outer)
+            self._blank_cut_short_head(node)
+            if name:
+                self.host_functions.add(name)
+                if template:
+                    self.host_templates.add(name)
+        elif node.has_error:
+            self._visit_swallowed(node)
+
+    def _visit_instantiation(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        """`template void reduce<int>(...);`: blanked with the host template blanked above."""
+        words = self._head_words(node)
+        name = self._instantiated_name(node)
+        if name in self.host_functions and not words & (_DEVICE_WORDS | self.device_macros):
+            self.blank(outer)
+        elif name:
+            self.instantiated.add(name)
 
     def _visit_swallowed(self, node: tree_sitter.Node) -> None:
         """Items a misread function body swallowed, walked as the namespace-scope items they are.
