@@ -13,7 +13,9 @@ tree-sitter-cuda; regexes only read single `#include` lines and words.
 The unit is built from `normalized(text)` (lone-CR line breaks as `\n`, a BOM as a space) so
 NVRTC counts lines as the editor does, and the user's `#line` directives are blanked: NVRTC
 would otherwise report errors at the numbers they set, not at the lines the user sees.
-The walker keeps its own stack: a file of 10,000 nested `#if` must not exhaust Python's.
+
+This module is the door and reads as the pipeline, in order; the stages live in `compile.unit`
+(`includes`, `blanking`, `walker`, `nodes`, `masks`, `ranges`, `known`, `common`).
 """
 
 from __future__ import annotations
