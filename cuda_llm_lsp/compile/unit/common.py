@@ -1,5 +1,7 @@
 """What two stages of the device unit share: the kinds of macro in `IncludeState.macros`
-(written by the walker, read by the includes and the masks) and the few patterns both read.
+(written by the walker, read by the includes, the masks and the door), the marks that start
+the name of an include no one can read as written (`COMPUTED`, `UNRESOLVED`: written by
+`blanking`, read by `includes`) and `WORD`.
 
 Nothing here decides anything; it exists so that no stage imports another only for a word."""
 

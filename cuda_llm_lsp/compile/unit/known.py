@@ -1,7 +1,8 @@
 """The names of known libraries and platforms the device unit judges by: tables only, no logic.
 
 A "this library's macro is host-only" fix is a row here (with its test), not a change to the
-walker. Each table says where it is read."""
+walker. Read by the walker (most), the masks (`NAMESPACE_MACROS`) and the includes
+(`DROPPED_LIBRARIES`)."""
 
 from __future__ import annotations
 
