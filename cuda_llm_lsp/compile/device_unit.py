@@ -96,6 +96,7 @@ def build_device_unit(
     if parsed is None or "\0" in text or for_tree_sitter(text) != text:
         parsed = parse_masked(text)  # masks for tree-sitter that the editor's own parse lacks
     project, toolkits = std_headers.split_include_dirs(include_paths)
+    include_dirs = _include_dirs(path, project)
     state = IncludeState(configured=(*project, *toolkits), toolkits=toolkits)
     own = Path(path).resolve() if path is not None else None
     if own is not None:
@@ -110,7 +111,7 @@ def build_device_unit(
     return DeviceUnit(
         text=unit_text,
         name=_nvrtc_name(path, state),
-        include_dirs=_include_dirs(path, project),
+        include_dirs=include_dirs,
         toolkit_dirs=include_reads.disk_search_dirs(toolkits),
         headers=dict(state.headers),
         include_lines=read.include_lines,
