@@ -262,20 +262,20 @@ def test_kernels_with_attributes_tree_sitter_lacks_are_kept() -> None:
 def test_one_parse_serves_the_kernels_and_the_unit_even_with_header_macros(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cuda_llm_lsp.compile import device_unit
+    from cuda_llm_lsp.compile.unit import masks
     from cuda_llm_lsp.source import kernels
 
     (tmp_path / "macros.h").write_text("#define DEV_FN __device__\n")
     source = '#include "macros.h"\nDEV_FN float f(float x) { return x; }\nint h() { return 1; }\n'
     parsed = kernels.parse_tree(source)
     calls: list[str] = []
-    real = device_unit.parse_tree
+    real = masks.parse_tree
 
     def counting(text: str):  # type: ignore[no-untyped-def]
         calls.append(text)
         return real(text)
 
-    monkeypatch.setattr(device_unit, "parse_tree", counting)
+    monkeypatch.setattr(masks, "parse_tree", counting)
     unit = build_device_unit(source, tmp_path / "k.cu", (), parsed)
     assert calls == ["#define DEV_FN __device__\n"]  # only the header is parsed again
     lines = unit.text.split("\n")

@@ -23,6 +23,7 @@ import pytest
 
 from cuda_llm_lsp.compile import device_unit, headers, nvrtc
 from cuda_llm_lsp.compile.types import CompileOptions
+from cuda_llm_lsp.compile.unit import includes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,9 +74,7 @@ def toolkit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no
     def use(extra: tuple[Path, ...] = (), nvcc: tuple[Path, ...] = ()) -> None:
         dirs = (*real, *map(str, extra))
         monkeypatch.setattr(headers, "toolkit_include_dirs", lambda: dirs)
-        monkeypatch.setattr(
-            device_unit, "_nvcc_include_dirs", lambda: tuple(map(str, nvcc)), raising=False
-        )
+        monkeypatch.setattr(includes, "_nvcc_include_dirs", lambda: tuple(map(str, nvcc)))
 
     return use
 

@@ -64,3 +64,18 @@ def test_no_module_imports_itself_back_through_others() -> None:
     modules = {m for m in graph.modules if m != "cuda_llm_lsp"}
     cycles = _cycles(graph, modules)
     assert cycles == [], "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_only_the_device_unit_door_imports_its_stages() -> None:
+    """`compile.unit` is private to `compile.device_unit` (docs/design.md, Layout): the rest
+    of the package asks the door, so the stages can be moved and renamed freely."""
+    graph = grimp.build_graph("cuda_llm_lsp", include_external_packages=False)
+    stages = {m for m in graph.modules if m.startswith("cuda_llm_lsp.compile.unit.")}
+    assert stages, "compile.unit has no modules"
+    importers = {
+        importer
+        for stage in stages
+        for importer in graph.find_modules_that_directly_import(stage)
+        if not importer.startswith("cuda_llm_lsp.compile.unit")
+    }
+    assert importers == {"cuda_llm_lsp.compile.device_unit"}, sorted(importers)
