@@ -14,24 +14,37 @@ dies is reported as a compiler crash; either way the next compile gets a fresh p
 caps its address space (RLIMIT_AS) and dies with its parent (PR_SET_PDEATHSIG).
 
 The cache (`compile.cache`) stays in the caller: a hit never pays the round trip.
+
+Precompiled headers (issue 38): front-end checks (`syntax_only`) of a unit whose header prefix a
+process has compiled before use NVRTC's automatic PCH there (`-pch`: the headers parsed once,
+kept in the process's private temporary folder), so typing in a file that includes
+`<cooperative_groups.h>` (1-3 s of headers) does not parse them again at every edit. The pool
+keeps a warm process per header prefix: the first check of a prefix runs plain (creating a PCH
+costs half as much again, and the first diagnostics must not wait for it), then the same unit is
+compiled once more in the background with `-pch` to create it (`_prime`), and later checks of that
+prefix go to that process. A PCH changes no diagnostic of the user's file; each process keeps one
+PCH at most (its folder pruned after each compile) in a heap of `PCH_HEAP_MB`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import hashlib
 import logging
 import os
 import pickle
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -58,6 +71,10 @@ INTERRUPTED_CODE = "compile-interrupted"
 _HEADER = struct.Struct(">Q")
 _PTXAS_ENTRY = "Compiling entry function"  # one line of `-Xptxas -v` per kernel generated
 _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
+# NVRTC's PCH heap in a compile process (reserved when it first uses a PCH): the headers of
+# `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB; a larger set is compiled plainly
+PCH_HEAP_MB = 512
+PCH_ENV = "CUDA_LLM_PCH"  # "0": no precompiled headers (compare, or a toolkit whose PCH fails)
 
 
 @dataclass(frozen=True)
@@ -66,6 +83,7 @@ class Request:
     options: CompileOptions
     name_expressions: tuple[str, ...]
     syntax_only: bool = False
+    pch: bool = False  # create or use an automatic precompiled header (front-end checks only)
 
 
 class _Gone(Exception):
@@ -93,6 +111,11 @@ class _Worker:
         env = child_env()  # no API key: the child reads model-written code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
+        # its own empty folder, ours alone (0700), as its TMPDIR: where NVRTC keeps the automatic
+        # PCH (never a shared /tmp name another user could plant); removed with the process
+        self.home = tempfile.mkdtemp(prefix="cuda-llm-compile-")
+        env["TMPDIR"] = self.home
+        self.prefixes: set[str] = set()  # header prefixes it holds a PCH of (`pch_key`)
         # started from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
         # forked the child ends, and a compile may come from a short-lived thread (a tuning
         # run's pool), whose end would kill the processes it happened to start
@@ -166,6 +189,7 @@ class _Worker:
             with contextlib.suppress(Exception):
                 if pipe is not None:
                     pipe.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class _Deadline:
@@ -241,6 +265,10 @@ class CompilePool:
         self.compiles = 0  # requests answered by a child
         self.generations = 0  # of which not syntax-only
         self.kernels_generated = 0  # entry functions ptxas compiled (tests count them)
+        self.pch = os.environ.get(PCH_ENV, "1") != "0"
+        self._priming: set[str] = set()  # header prefixes whose PCH a process is creating
+        self.primed = 0  # PCHs created (tests count them)
+        self.pch_compiles = 0  # front-end checks that used a process holding the prefix's PCH
 
     def warm(self) -> None:
         """Start the processes now (they load NVRTC), so the first compile does not wait."""
@@ -258,9 +286,11 @@ class CompilePool:
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> CompileResult:
         """`nvrtc.compile_unit` in a child; raises only NvrtcUnavailable."""
-        request = Request(unit, options, tuple(name_expressions), syntax_only)
+        key = pch_key(unit, options) if syntax_only and self.pch else None
         with self._slots:
-            worker = self._take()
+            worker = self._take(key, syntax_only)
+            warm = key is not None and key in worker.prefixes
+            request = Request(unit, options, tuple(name_expressions), syntax_only, pch=warm)
             try:
                 kind, value = worker.call(request, timeout_s)
             except _Gone as gone:
@@ -289,8 +319,15 @@ class CompilePool:
         with self._lock:
             self.compiles += 1
             self.generations += 0 if syntax_only else 1
+            self.pch_compiles += 1 if warm else 0
             if isinstance(value, CompileResult):
                 self.kernels_generated += value.log.count(_PTXAS_ENTRY)
+            prime = key is not None and kind == "ok" and self._wants_prime(key)
+        if prime:
+            assert key is not None
+            threading.Thread(
+                target=self._prime, args=(key, request, timeout_s), daemon=True, name="pch-prime"
+            ).start()
         if kind == "unavailable":
             raise NvrtcUnavailable(str(value))
         if kind == "error":
@@ -307,17 +344,65 @@ class CompilePool:
         for worker in workers:
             worker.kill()
 
-    def _take(self) -> _Worker:
+    def _wants_prime(self, key: str) -> bool:
+        """Under the lock: no process holds or is creating a PCH of `key`."""
+        if key in self._priming or self._closed:
+            return False
+        return not any(key in w.prefixes for w in (*self._idle, *self._busy))
+
+    def _prime(self, key: str, request: Request, timeout_s: float) -> None:
+        """Create the PCH of `key`'s headers in an idle process, in the background: only with
+        a free slot (never making a user's compile wait for one), at most one per prefix."""
+        if not self._slots.acquire(blocking=False):
+            return
+        try:
+            with self._lock:
+                if not self._wants_prime(key):
+                    return
+                self._priming.add(key)
+            worker = self._take(None, syntax_only=True)
+            try:
+                # creating costs ~1.5 x a plain check: the same limit, with that room
+                kind, _ = worker.call(replace(request, pch=True), timeout_s * 2)
+            except _Gone:
+                self._drop(worker)
+                return
+            except BaseException:
+                self._drop(worker)
+                raise
+            if kind == "ok":
+                worker.prefixes = {key}  # the child keeps the newest PCH alone
+                with self._lock:
+                    self.primed += 1
+            self._give_back(worker)
+        except NvrtcUnavailable:  # the pool was closed meanwhile
+            pass
+        finally:
+            with self._lock:
+                self._priming.discard(key)
+            self._slots.release()
+
+    def _take(self, key: str | None = None, syntax_only: bool = False) -> _Worker:
+        """An idle process (a new one if none): for a front-end check of `key`, the one holding
+        its PCH; for code generation, preferably one holding none (warm ones stay free)."""
         with self._lock:
             if self._closed:
                 raise _closed_error()
-            while self._idle:
-                worker = self._idle.pop()
-                if worker.proc.poll() is None:
-                    break
-                worker.kill()
-            else:
+            alive = [w for w in self._idle if w.proc.poll() is None]
+            for dead in [w for w in self._idle if w.proc.poll() is not None]:
+                dead.kill()
+            self._idle = alive
+            worker: _Worker | None = None
+            if key is not None:
+                worker = next((w for w in reversed(alive) if key in w.prefixes), None)
+            if worker is None and not syntax_only:
+                worker = next((w for w in reversed(alive) if not w.prefixes), None)
+            if worker is None and alive:
+                worker = alive[-1]
+            if worker is None:
                 worker = _Worker(self.memory_mb)
+            else:
+                self._idle.remove(worker)
             self._busy.add(worker)
             return worker
 
@@ -333,6 +418,26 @@ class CompilePool:
         worker.kill()
         with self._lock:
             self._busy.discard(worker)
+
+
+def pch_key(unit: DeviceUnit, options: CompileOptions) -> str:
+    """What a front-end check's PCH depends on: the unit's lines before its first declaration
+    (includes, macros, comments) and the options. Equal keys: the PCH of one serves the other
+    (NVRTC checks the prefix itself: a key is only where a process is warm)."""
+    digest = hashlib.sha256(repr(options).encode())
+    digest.update(repr(sorted(unit.headers.items())).encode("utf-8", errors="surrogatepass"))
+    digest.update(repr((unit.include_dirs, unit.toolkit_dirs)).encode())
+    in_comment = False
+    for line in unit.text.split("\n"):
+        stripped = line.strip()
+        if in_comment:
+            in_comment = "*/" not in stripped
+        elif stripped.startswith("/*"):
+            in_comment = "*/" not in stripped[2:]
+        elif stripped and not stripped.startswith(("#", "//")):
+            break
+        digest.update(line.encode("utf-8", errors="surrogatepass") + b"\n")
+    return digest.hexdigest()
 
 
 def _closed_error() -> NvrtcUnavailable:
@@ -405,11 +510,14 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         request: Request = pickle.loads(frame)
         reply: tuple[str, Any]
         try:
+            if request.pch:
+                _pch_heap()
             result = compile_unit(
                 request.unit,
                 request.options,
                 request.name_expressions,
                 syntax_only=request.syntax_only,
+                pch=request.pch,
             )
             reply = ("ok", result)
         except NvrtcUnavailable as exc:
@@ -421,6 +529,33 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.write(_HEADER.pack(len(payload)) + payload)
         stdout.flush()
+        if request.pch:
+            _prune_pch()
+
+
+_heap_set = False
+
+
+def _pch_heap() -> None:
+    """Reserve NVRTC's PCH heap once (the default is too small for libcu++'s headers)."""
+    global _heap_set
+    if not _heap_set:
+        from cuda_llm_lsp.compile.nvrtc import nvrtc_module
+
+        nvrtc_module().nvrtcSetPCHHeapSize(PCH_HEAP_MB << 20)
+        _heap_set = True
+
+
+def _prune_pch() -> None:
+    """Keep the newest PCH file alone in this process's temporary folder (disk bounded)."""
+    folder = Path(os.environ.get("TMPDIR") or "/nonexistent")
+    try:
+        found = sorted(folder.glob("__nvrtc_auto_pch_*/*.pch"), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return
+    for old in found[:-1]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def main() -> None:

@@ -1,0 +1,128 @@
+"""Precompiled headers in the compile processes (issue 38): the headers of a file being typed in
+are parsed once per process, and what the user sees does not change.
+
+Real NVRTC in real compile processes, with a small header (`<cuda_fp16.h>`) so that creating
+a PCH is quick; the benchmark (`benchmarks/lsp_heavy_headers.py`) measures the heavy ones.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.compile.isolated import CompilePool, pch_key
+from cuda_llm_lsp.compile.types import CompileOptions
+
+OPTIONS = CompileOptions(arch="sm_90")
+HEAD = "#include <cuda_fp16.h>\n// a comment\n#define N 4\n"
+BODY = "__global__ void k(__half* x) {{ x[threadIdx.x] = __float2half({value}); }}\n"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUDA_LLM_PCH", raising=False)
+
+
+def unit(text: str):
+    return build_device_unit(text, Path("/tmp/k.cu"), ())
+
+
+def wait_primed(pool: CompilePool, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while pool.primed < count:
+        assert time.monotonic() < deadline, "no PCH was created"
+        time.sleep(0.02)
+    while pool._priming:  # the process is given back just after `primed` counts
+        time.sleep(0.01)
+
+
+def pch_files(pool: CompilePool) -> list[Path]:
+    workers = [*pool._idle, *pool._busy]
+    return [p for w in workers for p in Path(w.home).glob("__nvrtc_auto_pch_*/*.pch")]
+
+
+def test_the_headers_are_precompiled_once_and_the_next_checks_use_them() -> None:
+    pool = CompilePool(size=2)
+    try:
+        first = pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
+        assert first.ok and pool.pch_compiles == 0  # the first check does not wait for a PCH
+        wait_primed(pool, 1)
+        assert len(pch_files(pool)) == 1
+        for value in ("2.0f", "3.0f"):
+            again = pool.compile(
+                unit(HEAD + BODY.format(value=value)), OPTIONS, [], syntax_only=True
+            )
+            assert again.ok
+        assert pool.pch_compiles == 2
+        assert pool.primed == 1
+    finally:
+        pool.close()
+
+
+def test_an_error_typed_with_the_pch_in_use_is_found_at_its_line() -> None:
+    pool = CompilePool(size=1)
+    try:
+        pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
+        wait_primed(pool, 1)
+        broken = HEAD + BODY.format(value="undeclared_name")
+        result = pool.compile(unit(broken), OPTIONS, [], syntax_only=True)
+        assert pool.pch_compiles == 1
+        plain = CompilePool(size=1)
+        plain.pch = False
+        try:
+            expected = plain.compile(unit(broken), OPTIONS, [], syntax_only=True)
+        finally:
+            plain.close()
+        assert not result.ok
+        assert [(d.line, d.severity) for d in result.errors] == [(4, "error")]
+        assert result.diagnostics == expected.diagnostics  # the same with or without the PCH
+    finally:
+        pool.close()
+
+
+def test_a_changed_include_gets_a_new_pch_and_one_per_process_is_kept() -> None:
+    pool = CompilePool(size=1)
+    try:
+        pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
+        wait_primed(pool, 1)
+        other = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+        text = other + BODY.format(value="1.0f")
+        assert pch_key(unit(text), OPTIONS) != pch_key(unit(HEAD + BODY), OPTIONS)
+        assert pool.compile(unit(text), OPTIONS, [], syntax_only=True).ok
+        assert pool.pch_compiles == 0  # a new prefix: plain, then its PCH
+        wait_primed(pool, 2)
+        assert len(pch_files(pool)) == 1
+        homes = [Path(w.home) for w in pool._idle]
+    finally:
+        pool.close()
+    assert homes and not any(h.exists() for h in homes)  # the process's folder goes with it
+
+
+def test_code_generation_keeps_off_the_warm_process() -> None:
+    pool = CompilePool(size=2)
+    try:
+        pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
+        wait_primed(pool, 1)
+        pool.warm()
+        warm = next(w for w in pool._idle if w.prefixes)
+        taken = pool._take(None, syntax_only=False)
+        assert taken is not warm
+        pool._give_back(taken)
+    finally:
+        pool.close()
+
+
+def test_no_pch_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_LLM_PCH", "0")
+    pool = CompilePool(size=1)
+    try:
+        for value in ("1.0f", "2.0f"):
+            pool.compile(unit(HEAD + BODY.format(value=value)), OPTIONS, [], syntax_only=True)
+        time.sleep(0.3)
+        assert pool.primed == 0 and pool.pch_compiles == 0 and not pch_files(pool)
+    finally:
+        pool.close()
