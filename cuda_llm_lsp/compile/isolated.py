@@ -107,10 +107,11 @@ _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="compile-
 class _Worker:
     """One child process and its two pipes."""
 
-    def __init__(self, memory_mb: int) -> None:
+    def __init__(self, memory_mb: int, nice: int = 0) -> None:
         env = child_env()  # no API key: the child reads model-written code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
+        self.nice = nice
         # its own empty folder, ours alone (0700), as its TMPDIR: where NVRTC keeps the automatic
         # PCH (never a shared /tmp name another user could plant); removed with the process
         self.home = tempfile.mkdtemp(prefix="cuda-llm-compile-")
@@ -129,6 +130,10 @@ class _Worker:
             cwd=neutral_cwd(),  # never the workspace: `-P` and this keep it off sys.path
         ).result()
         self.fd = self.proc.stdout.fileno() if self.proc.stdout else -1
+        if nice > 0:  # raising a child's niceness needs no privilege
+            with contextlib.suppress(AttributeError, OSError):
+                own = os.getpriority(os.PRIO_PROCESS, 0)
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, own + nice)
 
     def call(self, request: Request, timeout_s: float) -> tuple[str, Any]:
         payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
@@ -254,6 +259,8 @@ def _queued_seconds(pid: int) -> float | None:
 class CompilePool:
     """Up to `size` compile processes, started on demand, replaced after a crash or a timeout."""
 
+    BACKGROUND_NICE = 10  # the server's code generation processes (`background_nice`)
+
     def __init__(self, size: int = DEFAULT_WORKERS, memory_mb: int = DEFAULT_MEMORY_MB) -> None:
         self.size = size
         self.memory_mb = memory_mb
@@ -266,7 +273,12 @@ class CompilePool:
         self.generations = 0  # of which not syntax-only
         self.kernels_generated = 0  # entry functions ptxas compiled (tests count them)
         self.pch = os.environ.get(PCH_ENV, "1") != "0"
+        # niceness of the processes that generate code (the server's: `BACKGROUND_NICE`), so
+        # that on a busy machine the front-end checks the user waits for get the cores first;
+        # 0: one kind of process for both (the CLI)
+        self.background_nice = 0
         self._priming: set[str] = set()  # header prefixes whose PCH a process is creating
+        self._primed_or_failed = threading.Condition(self._lock)
         self.primed = 0  # PCHs created (tests count them)
         self.pch_compiles = 0  # front-end checks that used a process holding the prefix's PCH
 
@@ -274,7 +286,12 @@ class CompilePool:
         """Start the processes now (they load NVRTC), so the first compile does not wait."""
         with self._lock:
             while not self._closed and len(self._idle) + len(self._busy) < self.size:
-                self._idle.append(_Worker(self.memory_mb))
+                background = self.background_nice and not any(
+                    w.nice for w in (*self._idle, *self._busy)
+                )
+                self._idle.append(
+                    _Worker(self.memory_mb, self.background_nice if background else 0)
+                )
 
     def compile(
         self,
@@ -287,6 +304,11 @@ class CompilePool:
     ) -> CompileResult:
         """`nvrtc.compile_unit` in a child; raises only NvrtcUnavailable."""
         key = pch_key(unit, options) if syntax_only and self.pch else None
+        if key is not None:
+            with self._lock:  # its PCH is being created: ready sooner than a plain check
+                self._primed_or_failed.wait_for(
+                    lambda: key not in self._priming or self._closed, timeout=timeout_s
+                )
         with self._slots:
             worker = self._take(key, syntax_only)
             warm = key is not None and key in worker.prefixes
@@ -341,6 +363,7 @@ class CompilePool:
             self._closed = True
             workers = [*self._idle, *self._busy]
             self._idle.clear()
+            self._primed_or_failed.notify_all()
         for worker in workers:
             worker.kill()
 
@@ -380,6 +403,7 @@ class CompilePool:
         finally:
             with self._lock:
                 self._priming.discard(key)
+                self._primed_or_failed.notify_all()
             self._slots.release()
 
     def _take(self, key: str | None = None, syntax_only: bool = False) -> _Worker:
@@ -388,10 +412,14 @@ class CompilePool:
         with self._lock:
             if self._closed:
                 raise _closed_error()
-            alive = [w for w in self._idle if w.proc.poll() is None]
-            for dead in [w for w in self._idle if w.proc.poll() is not None]:
-                dead.kill()
-            self._idle = alive
+            nice = 0 if syntax_only else self.background_nice
+            others = [w for w in self._idle if w.proc.poll() is not None or w.nice != nice]
+            for other in sorted(others, key=lambda w: bool(w.prefixes)):  # warm ones last
+                # dead; or of the other kind, where one more process would pass `size`
+                if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= self.size:
+                    other.kill()
+                    self._idle.remove(other)
+            alive = [w for w in self._idle if w.nice == nice]
             worker: _Worker | None = None
             if key is not None:
                 worker = next((w for w in reversed(alive) if key in w.prefixes), None)
@@ -400,7 +428,7 @@ class CompilePool:
             if worker is None and alive:
                 worker = alive[-1]
             if worker is None:
-                worker = _Worker(self.memory_mb)
+                worker = _Worker(self.memory_mb, nice)
             else:
                 self._idle.remove(worker)
             self._busy.add(worker)

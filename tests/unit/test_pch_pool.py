@@ -7,6 +7,7 @@ a PCH is quick; the benchmark (`benchmarks/lsp_heavy_headers.py`) measures the h
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -124,5 +125,23 @@ def test_no_pch_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
             pool.compile(unit(HEAD + BODY.format(value=value)), OPTIONS, [], syntax_only=True)
         time.sleep(0.3)
         assert pool.primed == 0 and pool.pch_compiles == 0 and not pch_files(pool)
+    finally:
+        pool.close()
+
+
+def test_the_servers_code_generation_runs_niced_and_its_checks_do_not() -> None:
+    pool = CompilePool(size=2)
+    pool.background_nice = CompilePool.BACKGROUND_NICE
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        pool.warm()
+        niceness = sorted(os.getpriority(os.PRIO_PROCESS, w.proc.pid) - own for w in pool._idle)
+        assert niceness == [0, CompilePool.BACKGROUND_NICE]
+        assert pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, ["k"]).ok
+        check = pool._take(None, syntax_only=True)
+        generate = pool._take(None, syntax_only=False)
+        assert os.getpriority(os.PRIO_PROCESS, check.proc.pid) == own
+        assert os.getpriority(os.PRIO_PROCESS, generate.proc.pid) == own + 10
+        assert len(pool._idle) + len(pool._busy) == 2  # no process past the size
     finally:
         pool.close()
