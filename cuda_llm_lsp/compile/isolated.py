@@ -279,6 +279,8 @@ class CompilePool:
         self.background_nice = 0
         self._priming: set[str] = set()  # header prefixes whose PCH a process is creating
         self._primed_or_failed = threading.Condition(self._lock)
+        # prefixes primed once already (a PCH NVRTC would not create is not tried at each edit)
+        self._tried: set[str] = set()
         self.primed = 0  # PCHs created (tests count them)
         self.pch_compiles = 0  # front-end checks that used a process holding the prefix's PCH
 
@@ -369,7 +371,7 @@ class CompilePool:
 
     def _wants_prime(self, key: str) -> bool:
         """Under the lock: no process holds or is creating a PCH of `key`."""
-        if key in self._priming or self._closed:
+        if key in self._priming or key in self._tried or self._closed:
             return False
         return not any(key in w.prefixes for w in (*self._idle, *self._busy))
 
@@ -383,6 +385,9 @@ class CompilePool:
                 if not self._wants_prime(key):
                     return
                 self._priming.add(key)
+                if len(self._tried) > 1024:
+                    self._tried.clear()
+                self._tried.add(key)
             worker = self._take(None, syntax_only=True)
             try:
                 # creating costs ~1.5 x a plain check: the same limit, with that room
@@ -393,9 +398,10 @@ class CompilePool:
             except BaseException:
                 self._drop(worker)
                 raise
-            if kind == "ok":
-                worker.prefixes = {key}  # the child keeps the newest PCH alone
+            if kind == "ok" and any(Path(worker.home).glob("__nvrtc_auto_pch_*/*.pch")):
                 with self._lock:
+                    self._tried.difference_update(worker.prefixes)  # its older PCH is gone
+                    worker.prefixes = {key}  # the child keeps the newest PCH alone
                     self.primed += 1
             self._give_back(worker)
         except NvrtcUnavailable:  # the pool was closed meanwhile
@@ -419,6 +425,7 @@ class CompilePool:
                 if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= self.size:
                     other.kill()
                     self._idle.remove(other)
+                    self._tried.difference_update(other.prefixes)
             alive = [w for w in self._idle if w.nice == nice]
             worker: _Worker | None = None
             if key is not None:
@@ -446,6 +453,7 @@ class CompilePool:
         worker.kill()
         with self._lock:
             self._busy.discard(worker)
+            self._tried.difference_update(worker.prefixes)  # its PCH may be created again
 
 
 def pch_key(unit: DeviceUnit, options: CompileOptions) -> str:
@@ -554,11 +562,11 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             reply = ("error", "out of memory (the compile process's limit)")
         except Exception as exc:  # a bug of ours must still answer
             reply = ("error", f"{type(exc).__name__}: {exc}")
+        if request.pch:
+            _prune_pch()  # before the answer: the caller sees the folder as it stays
         payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.write(_HEADER.pack(len(payload)) + payload)
         stdout.flush()
-        if request.pch:
-            _prune_pch()
 
 
 _heap_set = False

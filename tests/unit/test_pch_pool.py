@@ -145,3 +145,23 @@ def test_the_servers_code_generation_runs_niced_and_its_checks_do_not() -> None:
         assert len(pool._idle) + len(pool._busy) == 2  # no process past the size
     finally:
         pool.close()
+
+
+def test_a_prefix_is_primed_once_and_again_after_its_process_is_gone() -> None:
+    pool = CompilePool(size=1)
+    try:
+        text = HEAD + BODY.format(value="1.0f")
+        pool.compile(unit(text), OPTIONS, [], syntax_only=True)
+        wait_primed(pool, 1)
+        (worker,) = pool._idle
+        worker.prefixes = set()  # as if NVRTC had made no PCH: not tried at every check
+        pool.compile(unit(text.replace("1.0f", "2.0f")), OPTIONS, [], syntax_only=True)
+        time.sleep(0.3)
+        assert pool.primed == 1 and not pool._priming
+        worker.prefixes = {pch_key(unit(text), OPTIONS)}
+        pool._take(None, syntax_only=True)
+        pool._drop(worker)  # a crash or a time limit: the PCH went with the process
+        pool.compile(unit(text.replace("1.0f", "3.0f")), OPTIONS, [], syntax_only=True)
+        wait_primed(pool, 2)
+    finally:
+        pool.close()
