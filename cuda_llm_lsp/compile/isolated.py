@@ -70,6 +70,7 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 INTERRUPTED_CODE = "compile-interrupted"
 _HEADER = struct.Struct(">Q")
 _PTXAS_ENTRY = "Compiling entry function"  # one line of `-Xptxas -v` per kernel generated
+_IN_HEADER = "in included file "  # what `nvrtc.parse_log` says of a header's message
 _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
 # NVRTC's PCH heap in a compile process (reserved when it first uses a PCH): the headers of
 # `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB; a larger set is compiled plainly
@@ -346,7 +347,14 @@ class CompilePool:
             self.pch_compiles += 1 if warm else 0
             if isinstance(value, CompileResult):
                 self.kernels_generated += value.log.count(_PTXAS_ENTRY)
-            prime = key is not None and kind == "ok" and self._wants_prime(key)
+            # a PCH would not repeat what its headers say (warnings, notes on an #include line)
+            prime = (
+                key is not None
+                and kind == "ok"
+                and isinstance(value, CompileResult)
+                and not any(d.message.startswith(_IN_HEADER) for d in value.diagnostics)
+                and self._wants_prime(key)
+            )
         if prime:
             assert key is not None
             threading.Thread(
@@ -463,6 +471,7 @@ def pch_key(unit: DeviceUnit, options: CompileOptions) -> str:
     digest = hashlib.sha256(repr(options).encode())
     digest.update(repr(sorted(unit.headers.items())).encode("utf-8", errors="surrogatepass"))
     digest.update(repr((unit.include_dirs, unit.toolkit_dirs)).encode())
+    digest.update(repr(sorted(unit.external_headers.items())).encode())  # edited: a new PCH
     in_comment = False
     for line in unit.text.split("\n"):
         stripped = line.strip()

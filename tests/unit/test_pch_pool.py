@@ -165,3 +165,20 @@ def test_a_prefix_is_primed_once_and_again_after_its_process_is_gone() -> None:
         wait_primed(pool, 2)
     finally:
         pool.close()
+
+
+def test_headers_that_say_something_are_never_precompiled(tmp_path: Path) -> None:
+    """A PCH would not repeat its headers' warnings: the file's next check would lose them."""
+    (tmp_path / "noisy.cuh").write_text("__device__ int noisy() { int unused; return 1; }\n")
+    text = '#include "noisy.cuh"\n' + BODY.format(value="1.0f")
+    pool = CompilePool(size=1)
+    try:
+        noisy = build_device_unit(text, tmp_path / "k.cu", ())
+        first = pool.compile(noisy, OPTIONS, [], syntax_only=True)
+        assert any(d.message.startswith("in included file") for d in first.diagnostics)
+        time.sleep(0.5)
+        assert pool.primed == 0 and not pool._priming
+        again = pool.compile(noisy, OPTIONS, [], syntax_only=True)
+        assert again.diagnostics == first.diagnostics
+    finally:
+        pool.close()
