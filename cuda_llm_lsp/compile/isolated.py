@@ -273,7 +273,9 @@ class CompilePool:
         self.compiles = 0  # requests answered by a child
         self.generations = 0  # of which not syntax-only
         self.kernels_generated = 0  # entry functions ptxas compiled (tests count them)
-        self.pch = os.environ.get(PCH_ENV, "1") != "0"
+        # precompiled headers for front-end checks: the server's (`use_pch`); a CLI run checks
+        # each file once, where creating a PCH would only cost
+        self.pch = False
         # niceness of the processes that generate code (the server's: `BACKGROUND_NICE`), so
         # that on a busy machine the front-end checks the user waits for get the cores first;
         # 0: one kind of process for both (the CLI)
@@ -284,6 +286,11 @@ class CompilePool:
         self._tried: set[str] = set()
         self.primed = 0  # PCHs created (tests count them)
         self.pch_compiles = 0  # front-end checks that used a process holding the prefix's PCH
+
+    def use_pch(self) -> None:
+        """Precompile the headers of the files checked again and again (the editor's), unless
+        `CUDA_LLM_PCH=0`."""
+        self.pch = os.environ.get(PCH_ENV, "1") != "0"
 
     def warm(self) -> None:
         """Start the processes now (they load NVRTC), so the first compile does not wait."""

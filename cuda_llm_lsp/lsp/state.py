@@ -228,6 +228,7 @@ class CudaLlmServer(LanguageServer):
             pool = shared_pool()
             # code generation runs in the background: it yields the cores to the checks
             pool.background_nice = pool.BACKGROUND_NICE
+            pool.use_pch()  # a document is checked at every edit: its headers parsed once
             try:
                 pool.warm()
             except OSError as exc:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from cuda_llm_lsp.compile import isolated
 from cuda_llm_lsp.compile.device_unit import build_device_unit
-from cuda_llm_lsp.compile.isolated import CompilePool, pch_key
+from cuda_llm_lsp.compile.isolated import pch_key
 from cuda_llm_lsp.compile.types import CompileOptions
 
 OPTIONS = CompileOptions(arch="sm_90")
@@ -32,7 +33,14 @@ def unit(text: str):
     return build_device_unit(text, Path("/tmp/k.cu"), ())
 
 
-def wait_primed(pool: CompilePool, count: int) -> None:
+def server_pool(size: int) -> isolated.CompilePool:
+    """A pool as the server sets it up: PCHs for front-end checks."""
+    pool = isolated.CompilePool(size=size)
+    pool.use_pch()
+    return pool
+
+
+def wait_primed(pool: isolated.CompilePool, count: int) -> None:
     deadline = time.monotonic() + 60
     while pool.primed < count:
         assert time.monotonic() < deadline, "no PCH was created"
@@ -41,13 +49,13 @@ def wait_primed(pool: CompilePool, count: int) -> None:
         time.sleep(0.01)
 
 
-def pch_files(pool: CompilePool) -> list[Path]:
+def pch_files(pool: isolated.CompilePool) -> list[Path]:
     workers = [*pool._idle, *pool._busy]
     return [p for w in workers for p in Path(w.home).glob("__nvrtc_auto_pch_*/*.pch")]
 
 
 def test_the_headers_are_precompiled_once_and_the_next_checks_use_them() -> None:
-    pool = CompilePool(size=2)
+    pool = server_pool(size=2)
     try:
         first = pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
         assert first.ok and pool.pch_compiles == 0  # the first check does not wait for a PCH
@@ -65,15 +73,14 @@ def test_the_headers_are_precompiled_once_and_the_next_checks_use_them() -> None
 
 
 def test_an_error_typed_with_the_pch_in_use_is_found_at_its_line() -> None:
-    pool = CompilePool(size=1)
+    pool = server_pool(size=1)
     try:
         pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
         wait_primed(pool, 1)
         broken = HEAD + BODY.format(value="undeclared_name")
         result = pool.compile(unit(broken), OPTIONS, [], syntax_only=True)
         assert pool.pch_compiles == 1
-        plain = CompilePool(size=1)
-        plain.pch = False
+        plain = isolated.CompilePool(size=1)  # the CLI's: no PCH
         try:
             expected = plain.compile(unit(broken), OPTIONS, [], syntax_only=True)
         finally:
@@ -86,7 +93,7 @@ def test_an_error_typed_with_the_pch_in_use_is_found_at_its_line() -> None:
 
 
 def test_a_changed_include_gets_a_new_pch_and_one_per_process_is_kept() -> None:
-    pool = CompilePool(size=1)
+    pool = server_pool(size=1)
     try:
         pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
         wait_primed(pool, 1)
@@ -104,7 +111,7 @@ def test_a_changed_include_gets_a_new_pch_and_one_per_process_is_kept() -> None:
 
 
 def test_code_generation_keeps_off_the_warm_process() -> None:
-    pool = CompilePool(size=2)
+    pool = server_pool(size=2)
     try:
         pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
         wait_primed(pool, 1)
@@ -119,7 +126,7 @@ def test_code_generation_keeps_off_the_warm_process() -> None:
 
 def test_no_pch_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_LLM_PCH", "0")
-    pool = CompilePool(size=1)
+    pool = server_pool(size=1)
     try:
         for value in ("1.0f", "2.0f"):
             pool.compile(unit(HEAD + BODY.format(value=value)), OPTIONS, [], syntax_only=True)
@@ -130,13 +137,13 @@ def test_no_pch_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_servers_code_generation_runs_niced_and_its_checks_do_not() -> None:
-    pool = CompilePool(size=2)
-    pool.background_nice = CompilePool.BACKGROUND_NICE
+    pool = server_pool(size=2)
+    pool.background_nice = isolated.CompilePool.BACKGROUND_NICE
     own = os.getpriority(os.PRIO_PROCESS, 0)
     try:
         pool.warm()
         niceness = sorted(os.getpriority(os.PRIO_PROCESS, w.proc.pid) - own for w in pool._idle)
-        assert niceness == [0, CompilePool.BACKGROUND_NICE]
+        assert niceness == [0, isolated.CompilePool.BACKGROUND_NICE]
         assert pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, ["k"]).ok
         check = pool._take(None, syntax_only=True)
         generate = pool._take(None, syntax_only=False)
@@ -148,7 +155,7 @@ def test_the_servers_code_generation_runs_niced_and_its_checks_do_not() -> None:
 
 
 def test_a_prefix_is_primed_once_and_again_after_its_process_is_gone() -> None:
-    pool = CompilePool(size=1)
+    pool = server_pool(size=1)
     try:
         text = HEAD + BODY.format(value="1.0f")
         pool.compile(unit(text), OPTIONS, [], syntax_only=True)
@@ -171,7 +178,7 @@ def test_headers_that_say_something_are_never_precompiled(tmp_path: Path) -> Non
     """A PCH would not repeat its headers' warnings: the file's next check would lose them."""
     (tmp_path / "noisy.cuh").write_text("__device__ int noisy() { int unused; return 1; }\n")
     text = '#include "noisy.cuh"\n' + BODY.format(value="1.0f")
-    pool = CompilePool(size=1)
+    pool = server_pool(size=1)
     try:
         noisy = build_device_unit(text, tmp_path / "k.cu", ())
         first = pool.compile(noisy, OPTIONS, [], syntax_only=True)
@@ -180,5 +187,17 @@ def test_headers_that_say_something_are_never_precompiled(tmp_path: Path) -> Non
         assert pool.primed == 0 and not pool._priming
         again = pool.compile(noisy, OPTIONS, [], syntax_only=True)
         assert again.diagnostics == first.diagnostics
+    finally:
+        pool.close()
+
+
+def test_a_cli_run_creates_no_pch() -> None:
+    """`check` compiles each file once: a PCH would cost half a check more and serve nothing."""
+    pool = isolated.CompilePool(size=1)
+    try:
+        for value in ("1.0f", "2.0f"):
+            pool.compile(unit(HEAD + BODY.format(value=value)), OPTIONS, [], syntax_only=True)
+        time.sleep(0.3)
+        assert pool.primed == 0 and pool.pch_compiles == 0
     finally:
         pool.close()
