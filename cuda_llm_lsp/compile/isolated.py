@@ -22,8 +22,11 @@ kept in the process's private temporary folder), so typing in a file that includ
 keeps a warm process per header prefix: the first check of a prefix runs plain (creating a PCH
 costs half as much again, and the first diagnostics must not wait for it), then the same unit is
 compiled once more in the background with `-pch` to create it (`_prime`), and later checks of that
-prefix go to that process. A PCH changes no diagnostic of the user's file; each process keeps one
-PCH at most (its folder pruned after each compile) in a heap of `PCH_HEAP_MB`.
+prefix go to that process (one arriving while the PCH is being created runs plainly beside
+it: waiting could take longer than a plain check). A PCH changes no diagnostic of the user's
+file (headers that warn are never precompiled: a PCH would not repeat them); each process keeps
+one PCH at most (its folder pruned after each compile) in a heap of `PCH_HEAP_MB`. The server
+turns PCHs on (`use_pch`); a CLI run checks each file once, where creating one would only cost.
 """
 
 from __future__ import annotations
@@ -281,7 +284,6 @@ class CompilePool:
         # 0: one kind of process for both (the CLI)
         self.background_nice = 0
         self._priming: set[str] = set()  # header prefixes whose PCH a process is creating
-        self._primed_or_failed = threading.Condition(self._lock)
         # prefixes primed once already (a PCH NVRTC would not create is not tried at each edit)
         self._tried: set[str] = set()
         self.primed = 0  # PCHs created (tests count them)
@@ -314,11 +316,6 @@ class CompilePool:
     ) -> CompileResult:
         """`nvrtc.compile_unit` in a child; raises only NvrtcUnavailable."""
         key = pch_key(unit, options) if syntax_only and self.pch else None
-        if key is not None:
-            with self._lock:  # its PCH is being created: ready sooner than a plain check
-                self._primed_or_failed.wait_for(
-                    lambda: key not in self._priming or self._closed, timeout=timeout_s
-                )
         with self._slots:
             worker = self._take(key, syntax_only)
             warm = key is not None and key in worker.prefixes
@@ -380,7 +377,6 @@ class CompilePool:
             self._closed = True
             workers = [*self._idle, *self._busy]
             self._idle.clear()
-            self._primed_or_failed.notify_all()
         for worker in workers:
             worker.kill()
 
@@ -424,7 +420,6 @@ class CompilePool:
         finally:
             with self._lock:
                 self._priming.discard(key)
-                self._primed_or_failed.notify_all()
             self._slots.release()
 
     def _take(self, key: str | None = None, syntax_only: bool = False) -> _Worker:
