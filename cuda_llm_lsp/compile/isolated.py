@@ -78,6 +78,8 @@ _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
 # NVRTC's PCH heap in a compile process (reserved when it first uses a PCH): the headers of
 # `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB; a larger set is compiled plainly
 PCH_HEAP_MB = 512
+PRIME_MIN_CPU_S = 0.5  # headers parsed faster than this get no PCH (loading one costs ~0.1 s)
+_PCH_STOP = "\nstruct cuda_llm_pch_stop_;\n"  # ends a header prefix compiled alone to make a PCH
 PCH_ENV = "CUDA_LLM_PCH"  # "0": no precompiled headers (compare, or a toolkit whose PCH fails)
 
 
@@ -284,6 +286,7 @@ class CompilePool:
         # 0: one kind of process for both (the CLI)
         self.background_nice = 0
         self._priming: set[str] = set()  # header prefixes whose PCH a process is creating
+        self._prime_slot = threading.BoundedSemaphore(1)
         # prefixes primed once already (a PCH NVRTC would not create is not tried at each edit)
         self._tried: set[str] = set()
         self.primed = 0  # PCHs created (tests count them)
@@ -387,9 +390,11 @@ class CompilePool:
         return not any(key in w.prefixes for w in (*self._idle, *self._busy))
 
     def _prime(self, key: str, request: Request, timeout_s: float) -> None:
-        """Create the PCH of `key`'s headers in an idle process, in the background: only with
-        a free slot (never making a user's compile wait for one), at most one per prefix."""
-        if not self._slots.acquire(blocking=False):
+        """Create the PCH of `key`'s headers in the background, from the header prefix alone
+        (the headers' cost, not the file's), at most one per prefix and one at a time, in a
+        process beyond `size` (a user's compile never waits for a slot it took). Headers that
+        parse in less than `PRIME_MIN_CPU_S` get none: loading a PCH would cost more."""
+        if not self._prime_slot.acquire(blocking=False):
             return
         try:
             with self._lock:
@@ -399,17 +404,23 @@ class CompilePool:
                 if len(self._tried) > 1024:
                     self._tried.clear()
                 self._tried.add(key)
-            worker = self._take(None, syntax_only=True)
+            worker = self._take(None, syntax_only=True, room=self.size + 1)
+            text = request.unit.text
+            prefix = replace(request.unit, text=text[: prefix_end(text)] + _PCH_STOP)
+            started = _cpu_seconds(worker.proc.pid)
             try:
                 # creating costs ~1.5 x a plain check: the same limit, with that room
-                kind, _ = worker.call(replace(request, pch=True), timeout_s * 2)
+                kind, _ = worker.call(replace(request, unit=prefix, pch=True), timeout_s * 2)
             except _Gone:
                 self._drop(worker)
                 return
             except BaseException:
                 self._drop(worker)
                 raise
-            if kind == "ok" and any(Path(worker.home).glob("__nvrtc_auto_pch_*/*.pch")):
+            ended = _cpu_seconds(worker.proc.pid)
+            heavy = started is None or ended is None or ended - started >= PRIME_MIN_CPU_S
+            made = any(Path(worker.home).glob("__nvrtc_auto_pch_*/*.pch"))
+            if kind == "ok" and heavy and made:
                 with self._lock:
                     self._tried.difference_update(worker.prefixes)  # its older PCH is gone
                     worker.prefixes = {key}  # the child keeps the newest PCH alone
@@ -420,11 +431,15 @@ class CompilePool:
         finally:
             with self._lock:
                 self._priming.discard(key)
-            self._slots.release()
+            self._prime_slot.release()
 
-    def _take(self, key: str | None = None, syntax_only: bool = False) -> _Worker:
+    def _take(
+        self, key: str | None = None, syntax_only: bool = False, room: int | None = None
+    ) -> _Worker:
         """An idle process (a new one if none): for a front-end check of `key`, the one holding
-        its PCH; for code generation, preferably one holding none (warm ones stay free)."""
+        its PCH; for code generation, preferably one holding none (warm ones stay free).
+        `room`: how many processes there may be (`size`)."""
+        room = self.size if room is None else room
         with self._lock:
             if self._closed:
                 raise _closed_error()
@@ -432,7 +447,7 @@ class CompilePool:
             others = [w for w in self._idle if w.proc.poll() is not None or w.nice != nice]
             for other in sorted(others, key=lambda w: bool(w.prefixes)):  # warm ones last
                 # dead; or of the other kind, where one more process would pass `size`
-                if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= self.size:
+                if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= room:
                     other.kill()
                     self._idle.remove(other)
                     self._tried.difference_update(other.prefixes)
@@ -474,17 +489,26 @@ def pch_key(unit: DeviceUnit, options: CompileOptions) -> str:
     digest.update(repr(sorted(unit.headers.items())).encode("utf-8", errors="surrogatepass"))
     digest.update(repr((unit.include_dirs, unit.toolkit_dirs)).encode())
     digest.update(repr(sorted(unit.external_headers.items())).encode())  # edited: a new PCH
-    in_comment = False
-    for line in unit.text.split("\n"):
-        stripped = line.strip()
+    digest.update(unit.text[: prefix_end(unit.text)].encode("utf-8", errors="surrogatepass"))
+    return digest.hexdigest()
+
+
+def prefix_end(text: str) -> int:
+    """Where `text`'s header prefix ends: the start of its first line that is not blank, a
+    comment or a preprocessor line (NVRTC's PCH covers what comes before)."""
+    at, in_comment = 0, False
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end + 1
+        stripped = text[at:end].strip()
         if in_comment:
             in_comment = "*/" not in stripped
         elif stripped.startswith("/*"):
             in_comment = "*/" not in stripped[2:]
         elif stripped and not stripped.startswith(("#", "//")):
-            break
-        digest.update(line.encode("utf-8", errors="surrogatepass") + b"\n")
-    return digest.hexdigest()
+            return at
+        at = end
+    return at
 
 
 def _closed_error() -> NvrtcUnavailable:

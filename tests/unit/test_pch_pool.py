@@ -27,6 +27,8 @@ BODY = "__global__ void k(__half* x) {{ x[threadIdx.x] = __float2half({value}); 
 def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_LLM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("CUDA_LLM_PCH", raising=False)
+    # <cuda_fp16.h> parses in ~0.1 s: too light to be worth a PCH but for these tests
+    monkeypatch.setattr(isolated, "PRIME_MIN_CPU_S", 0.0)
 
 
 def unit(text: str):
@@ -200,4 +202,45 @@ def test_a_cli_run_creates_no_pch() -> None:
         time.sleep(0.3)
         assert pool.primed == 0 and pool.pch_compiles == 0
     finally:
+        pool.close()
+
+
+def test_light_headers_get_no_pch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a PCH costs ~0.1 s: headers that parse faster are compiled plainly."""
+    monkeypatch.setattr(isolated, "PRIME_MIN_CPU_S", isolated.PRIME_MIN_CPU_S)
+    monkeypatch.setattr(isolated, "PRIME_MIN_CPU_S", 0.5)
+    pool = server_pool(size=1)
+    try:
+        pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
+        deadline = time.monotonic() + 60
+        while not pool._tried or pool._priming:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        pool.compile(unit(HEAD + BODY.format(value="2.0f")), OPTIONS, [], syntax_only=True)
+        assert pool.primed == 0 and pool.pch_compiles == 0
+    finally:
+        pool.close()
+
+
+def test_the_pch_is_made_from_the_header_prefix_alone() -> None:
+    """Creating it costs the headers, not the file: a large file is not compiled twice."""
+    assert isolated.prefix_end(HEAD + BODY) == len(HEAD)
+    assert isolated.prefix_end("/* a\n b */\n#include <x>\n\nint y;\n") == len(
+        "/* a\n b */\n#include <x>\n\n"
+    )
+    pool = server_pool(size=1)
+    seen: list[str] = []
+    real = isolated._Worker.call
+
+    def spy(worker: isolated._Worker, request: isolated.Request, timeout_s: float):
+        seen.append(request.unit.text if request.pch else "")
+        return real(worker, request, timeout_s)
+
+    try:
+        isolated._Worker.call = spy  # type: ignore[method-assign]
+        pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
+        wait_primed(pool, 1)
+        assert seen[-1].startswith(HEAD) and "__global__" not in seen[-1]
+    finally:
+        isolated._Worker.call = real  # type: ignore[method-assign]
         pool.close()
