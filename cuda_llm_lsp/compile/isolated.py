@@ -391,20 +391,26 @@ class CompilePool:
 
     def _prime(self, key: str, request: Request, timeout_s: float) -> None:
         """Create the PCH of `key`'s headers in the background, from the header prefix alone
-        (the headers' cost, not the file's), at most one per prefix and one at a time, in a
-        process beyond `size` (a user's compile never waits for a slot it took). Headers that
-        parse in less than `PRIME_MIN_CPU_S` get none: loading a PCH would cost more."""
+        (the headers' cost, not the file's), at most one per prefix and one at a time, in an
+        idle process but outside the slots (a user's compile never waits for one: it starts a
+        process beyond `size` if it must). Headers that parse in less than `PRIME_MIN_CPU_S`
+        of CPU get none: loading a PCH would cost more."""
         if not self._prime_slot.acquire(blocking=False):
             return
         try:
             with self._lock:
-                if not self._wants_prime(key):
+                # an idle process with NVRTC loaded (a new one's start would count as the
+                # headers' CPU time); none idle: the next check tries again
+                idle = [w for w in self._idle if w.nice == 0 and w.proc.poll() is None]
+                if not idle or not self._wants_prime(key):
                     return
+                worker = idle[-1]
+                self._idle.remove(worker)
+                self._busy.add(worker)
                 self._priming.add(key)
                 if len(self._tried) > 1024:
                     self._tried.clear()
                 self._tried.add(key)
-            worker = self._take(None, syntax_only=True, room=self.size + 1)
             text = request.unit.text
             prefix = replace(request.unit, text=text[: prefix_end(text)] + _PCH_STOP)
             started = _cpu_seconds(worker.proc.pid)
@@ -433,13 +439,9 @@ class CompilePool:
                 self._priming.discard(key)
             self._prime_slot.release()
 
-    def _take(
-        self, key: str | None = None, syntax_only: bool = False, room: int | None = None
-    ) -> _Worker:
+    def _take(self, key: str | None = None, syntax_only: bool = False) -> _Worker:
         """An idle process (a new one if none): for a front-end check of `key`, the one holding
-        its PCH; for code generation, preferably one holding none (warm ones stay free).
-        `room`: how many processes there may be (`size`)."""
-        room = self.size if room is None else room
+        its PCH; for code generation, preferably one holding none (warm ones stay free)."""
         with self._lock:
             if self._closed:
                 raise _closed_error()
@@ -447,7 +449,7 @@ class CompilePool:
             others = [w for w in self._idle if w.proc.poll() is not None or w.nice != nice]
             for other in sorted(others, key=lambda w: bool(w.prefixes)):  # warm ones last
                 # dead; or of the other kind, where one more process would pass `size`
-                if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= room:
+                if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= self.size:
                     other.kill()
                     self._idle.remove(other)
                     self._tried.difference_update(other.prefixes)
