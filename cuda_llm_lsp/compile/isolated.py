@@ -20,10 +20,11 @@ process has compiled before use NVRTC's automatic PCH there (`-pch`: the headers
 kept in the process's private temporary folder), so typing in a file that includes
 `<cooperative_groups.h>` (1-3 s of headers) does not parse them again at every edit. The pool
 keeps a warm process per header prefix: the first check of a prefix runs plain (creating a PCH
-costs half as much again, and the first diagnostics must not wait for it), then the same unit is
-compiled once more in the background with `-pch` to create it (`_prime`), and later checks of that
-prefix go to that process (one arriving while the PCH is being created runs plainly beside
-it: waiting could take longer than a plain check). A PCH changes no diagnostic of the user's
+costs half as much again, and the first diagnostics must not wait for it), then its header prefix
+alone is compiled in the background with `-pch` to create it (`_prime`), and later checks of that
+prefix, in any file, go to that process (one arriving while the PCH is being created runs
+plainly beside it: waiting could take longer than a plain check). Headers parsed in under
+`PRIME_MIN_CPU_S` get none (loading a PCH costs more). A PCH changes no diagnostic of the user's
 file (headers that warn are never precompiled: a PCH would not repeat them); each process keeps
 one PCH at most (its folder pruned after each compile) in a heap of `PCH_HEAP_MB`. The server
 turns PCHs on (`use_pch`); a CLI run checks each file once, where creating one would only cost.
@@ -416,7 +417,8 @@ class CompilePool:
             started = _cpu_seconds(worker.proc.pid)
             try:
                 # creating costs ~1.5 x a plain check: the same limit, with that room
-                kind, _ = worker.call(replace(request, unit=prefix, pch=True), timeout_s * 2)
+                alone = replace(request, unit=prefix, name_expressions=(), pch=True)
+                kind, _ = worker.call(alone, timeout_s * 2)
             except _Gone:
                 self._drop(worker)
                 return
