@@ -84,9 +84,7 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 SYNTAX_ONLY = "-fdevice-syntax-only"
-# `--instantiate-templates-in-pch`: the headers' own template instantiations are done once, in
-# the PCH, not at the end of every check (a clean check of benchmarks/heavy_headers: 2 s -> 0.9 s)
-PCH_FLAGS = ("-pch", "--pch-messages=false", "--instantiate-templates-in-pch=true")
+PCH_FLAGS = ("-pch", "--pch-messages=false")
 
 
 def build_flags(
