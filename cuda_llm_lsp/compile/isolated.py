@@ -109,6 +109,26 @@ def failed_result(options: CompileOptions, message: str, code: str) -> CompileRe
 
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="compile-spawner")
+_HOME_PREFIX = "cuda-llm-compile-"  # + the pool's process id: its processes' TMPDIRs
+
+
+def sweep_homes() -> None:
+    """Remove the compile processes' folders that a pool which died without closing left (a
+    PCH is ~300 MB): ours, named after a process that no longer runs."""
+    try:
+        found = list(Path(tempfile.gettempdir()).glob(f"{_HOME_PREFIX}*-*"))
+    except OSError:
+        return
+    for home in found:
+        try:
+            pid = int(home.name[len(_HOME_PREFIX) :].split("-", 1)[0])
+            if home.stat().st_uid != os.getuid() or pid == os.getpid():
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(home, ignore_errors=True)
+        except (ValueError, OSError, AttributeError):
+            continue
 
 
 class _Worker:
@@ -121,7 +141,7 @@ class _Worker:
         self.nice = nice
         # its own empty folder, ours alone (0700), as its TMPDIR: where NVRTC keeps the automatic
         # PCH (never a shared /tmp name another user could plant); removed with the process
-        self.home = tempfile.mkdtemp(prefix="cuda-llm-compile-")
+        self.home = tempfile.mkdtemp(prefix=f"{_HOME_PREFIX}{os.getpid()}-")
         env["TMPDIR"] = self.home
         self.prefixes: set[str] = set()  # header prefixes it holds a PCH of (`pch_key`)
         # started from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
@@ -295,8 +315,10 @@ class CompilePool:
 
     def use_pch(self) -> None:
         """Precompile the headers of the files checked again and again (the editor's), unless
-        `CUDA_LLM_PCH=0`."""
+        `CUDA_LLM_PCH=0`; first remove what dead pools left."""
         self.pch = os.environ.get(PCH_ENV, "1") != "0"
+        if self.pch:
+            sweep_homes()
 
     def warm(self) -> None:
         """Start the processes now (they load NVRTC), so the first compile does not wait."""

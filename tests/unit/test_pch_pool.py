@@ -8,6 +8,10 @@ a PCH is quick; the benchmark (`benchmarks/lsp_heavy_headers.py`) measures the h
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -244,3 +248,20 @@ def test_the_pch_is_made_from_the_header_prefix_alone() -> None:
     finally:
         isolated._Worker.call = real  # type: ignore[method-assign]
         pool.close()
+
+
+def test_the_folders_a_dead_pool_left_are_removed(tmp_path: Path) -> None:
+    """A server killed outright leaves its processes' folders (a PCH is ~300 MB each)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = Path(tempfile.mkdtemp(prefix=f"cuda-llm-compile-{dead.pid}-"))
+    (left / "__nvrtc_auto_pch_1_0").mkdir()
+    (left / "__nvrtc_auto_pch_1_0" / "k_0.pch").write_bytes(b"x")
+    alive = Path(tempfile.mkdtemp(prefix=f"cuda-llm-compile-{os.getppid()}-"))
+    try:
+        server_pool(size=1).close()
+        assert not left.exists()
+        assert alive.exists()  # a running process's: kept
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+        shutil.rmtree(alive, ignore_errors=True)
