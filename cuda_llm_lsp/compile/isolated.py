@@ -14,24 +14,41 @@ dies is reported as a compiler crash; either way the next compile gets a fresh p
 caps its address space (RLIMIT_AS) and dies with its parent (PR_SET_PDEATHSIG).
 
 The cache (`compile.cache`) stays in the caller: a hit never pays the round trip.
+
+Precompiled headers (issue 38): front-end checks (`syntax_only`) of a unit whose header prefix a
+process has compiled before use NVRTC's automatic PCH there (`-pch`: the headers parsed once,
+kept in the process's private temporary folder), so typing in a file that includes
+`<cooperative_groups.h>` (1-3 s of headers) does not parse them again at every edit. The pool
+keeps a warm process per header prefix: the first check of a prefix runs plain (creating a PCH
+costs half as much again, and the first diagnostics must not wait for it), then its header prefix
+alone is compiled in the background with `-pch` to create it (`_prime`), and later checks of that
+prefix, in any file, go to that process (one arriving while the PCH is being created runs
+plainly beside it: waiting could take longer than a plain check). Headers parsed in under
+`PRIME_MIN_CPU_S` get none (loading a PCH costs more). A PCH changes no diagnostic of the user's
+file (headers that warn are never precompiled: a PCH would not repeat them); each process keeps
+one PCH at most (its folder pruned after each compile) in a heap of `PCH_HEAP_MB`. The server
+turns PCHs on (`use_pch`); a CLI run checks each file once, where creating one would only cost.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import hashlib
 import logging
 import os
 import pickle
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -57,7 +74,14 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 INTERRUPTED_CODE = "compile-interrupted"
 _HEADER = struct.Struct(">Q")
 _PTXAS_ENTRY = "Compiling entry function"  # one line of `-Xptxas -v` per kernel generated
+_IN_HEADER = "in included file "  # what `nvrtc.parse_log` says of a header's message
 _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
+# NVRTC's PCH heap in a compile process (reserved when it first uses a PCH): the headers of
+# `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB; a larger set is compiled plainly
+PCH_HEAP_MB = 512
+PRIME_MIN_CPU_S = 0.5  # headers parsed faster than this get no PCH (loading one costs ~0.1 s)
+_PCH_STOP = "\nstruct cuda_llm_pch_stop_;\n"  # ends a header prefix compiled alone to make a PCH
+PCH_ENV = "CUDA_LLM_PCH"  # "0": no precompiled headers (compare, or a toolkit whose PCH fails)
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,7 @@ class Request:
     options: CompileOptions
     name_expressions: tuple[str, ...]
     syntax_only: bool = False
+    pch: bool = False  # create or use an automatic precompiled header (front-end checks only)
 
 
 class _Gone(Exception):
@@ -84,15 +109,41 @@ def failed_result(options: CompileOptions, message: str, code: str) -> CompileRe
 
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="compile-spawner")
+_HOME_PREFIX = "cuda-llm-compile-"  # + the pool's process id: its processes' TMPDIRs
+
+
+def sweep_homes() -> None:
+    """Remove the compile processes' folders that a pool which died without closing left (a
+    PCH is ~300 MB): ours, named after a process that no longer runs."""
+    try:
+        found = list(Path(tempfile.gettempdir()).glob(f"{_HOME_PREFIX}*-*"))
+    except OSError:
+        return
+    for home in found:
+        try:
+            pid = int(home.name[len(_HOME_PREFIX) :].split("-", 1)[0])
+            if home.stat().st_uid != os.getuid() or pid == os.getpid():
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(home, ignore_errors=True)
+        except (ValueError, OSError, AttributeError):
+            continue
 
 
 class _Worker:
     """One child process and its two pipes."""
 
-    def __init__(self, memory_mb: int) -> None:
+    def __init__(self, memory_mb: int, nice: int = 0) -> None:
         env = child_env()  # no API key: the child reads model-written code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
+        self.nice = nice
+        # its own empty folder, ours alone (0700), as its TMPDIR: where NVRTC keeps the automatic
+        # PCH (never a shared /tmp name another user could plant); removed with the process
+        self.home = tempfile.mkdtemp(prefix=f"{_HOME_PREFIX}{os.getpid()}-")
+        env["TMPDIR"] = self.home
+        self.prefixes: set[str] = set()  # header prefixes it holds a PCH of (`pch_key`)
         # started from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
         # forked the child ends, and a compile may come from a short-lived thread (a tuning
         # run's pool), whose end would kill the processes it happened to start
@@ -106,6 +157,10 @@ class _Worker:
             cwd=neutral_cwd(),  # never the workspace: `-P` and this keep it off sys.path
         ).result()
         self.fd = self.proc.stdout.fileno() if self.proc.stdout else -1
+        if nice > 0:  # raising a child's niceness needs no privilege
+            with contextlib.suppress(AttributeError, OSError):
+                own = os.getpriority(os.PRIO_PROCESS, 0)
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, own + nice)
 
     def call(self, request: Request, timeout_s: float) -> tuple[str, Any]:
         payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
@@ -166,6 +221,7 @@ class _Worker:
             with contextlib.suppress(Exception):
                 if pipe is not None:
                     pipe.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class _Deadline:
@@ -230,6 +286,8 @@ def _queued_seconds(pid: int) -> float | None:
 class CompilePool:
     """Up to `size` compile processes, started on demand, replaced after a crash or a timeout."""
 
+    BACKGROUND_NICE = 10  # the server's code generation processes (`background_nice`)
+
     def __init__(self, size: int = DEFAULT_WORKERS, memory_mb: int = DEFAULT_MEMORY_MB) -> None:
         self.size = size
         self.memory_mb = memory_mb
@@ -241,12 +299,37 @@ class CompilePool:
         self.compiles = 0  # requests answered by a child
         self.generations = 0  # of which not syntax-only
         self.kernels_generated = 0  # entry functions ptxas compiled (tests count them)
+        # precompiled headers for front-end checks: the server's (`use_pch`); a CLI run checks
+        # each file once, where creating a PCH would only cost
+        self.pch = False
+        # niceness of the processes that generate code (the server's: `BACKGROUND_NICE`), so
+        # that on a busy machine the front-end checks the user waits for get the cores first;
+        # 0: one kind of process for both (the CLI)
+        self.background_nice = 0
+        self._priming: set[str] = set()  # header prefixes whose PCH a process is creating
+        self._prime_slot = threading.BoundedSemaphore(1)
+        # prefixes primed once already (a PCH NVRTC would not create is not tried at each edit)
+        self._tried: set[str] = set()
+        self.primed = 0  # PCHs created (tests count them)
+        self.pch_compiles = 0  # front-end checks that used a process holding the prefix's PCH
+
+    def use_pch(self) -> None:
+        """Precompile the headers of the files checked again and again (the editor's), unless
+        `CUDA_LLM_PCH=0`; first remove what dead pools left."""
+        self.pch = os.environ.get(PCH_ENV, "1") != "0"
+        if self.pch:
+            sweep_homes()
 
     def warm(self) -> None:
         """Start the processes now (they load NVRTC), so the first compile does not wait."""
         with self._lock:
             while not self._closed and len(self._idle) + len(self._busy) < self.size:
-                self._idle.append(_Worker(self.memory_mb))
+                background = self.background_nice and not any(
+                    w.nice for w in (*self._idle, *self._busy)
+                )
+                self._idle.append(
+                    _Worker(self.memory_mb, self.background_nice if background else 0)
+                )
 
     def compile(
         self,
@@ -258,9 +341,11 @@ class CompilePool:
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> CompileResult:
         """`nvrtc.compile_unit` in a child; raises only NvrtcUnavailable."""
-        request = Request(unit, options, tuple(name_expressions), syntax_only)
+        key = pch_key(unit, options) if syntax_only and self.pch else None
         with self._slots:
-            worker = self._take()
+            worker = self._take(key, syntax_only)
+            warm = key is not None and key in worker.prefixes
+            request = Request(unit, options, tuple(name_expressions), syntax_only, pch=warm)
             try:
                 kind, value = worker.call(request, timeout_s)
             except _Gone as gone:
@@ -289,8 +374,22 @@ class CompilePool:
         with self._lock:
             self.compiles += 1
             self.generations += 0 if syntax_only else 1
+            self.pch_compiles += 1 if warm else 0
             if isinstance(value, CompileResult):
                 self.kernels_generated += value.log.count(_PTXAS_ENTRY)
+            # a PCH would not repeat what its headers say (warnings, notes on an #include line)
+            prime = (
+                key is not None
+                and kind == "ok"
+                and isinstance(value, CompileResult)
+                and not any(d.message.startswith(_IN_HEADER) for d in value.diagnostics)
+                and self._wants_prime(key)
+            )
+        if prime:
+            assert key is not None
+            threading.Thread(
+                target=self._prime, args=(key, request, timeout_s), daemon=True, name="pch-prime"
+            ).start()
         if kind == "unavailable":
             raise NvrtcUnavailable(str(value))
         if kind == "error":
@@ -307,17 +406,89 @@ class CompilePool:
         for worker in workers:
             worker.kill()
 
-    def _take(self) -> _Worker:
+    def _wants_prime(self, key: str) -> bool:
+        """Under the lock: no process holds or is creating a PCH of `key`."""
+        if key in self._priming or key in self._tried or self._closed:
+            return False
+        return not any(key in w.prefixes for w in (*self._idle, *self._busy))
+
+    def _prime(self, key: str, request: Request, timeout_s: float) -> None:
+        """Create the PCH of `key`'s headers in the background, from the header prefix alone
+        (the headers' cost, not the file's), at most one per prefix and one at a time, in an
+        idle process but outside the slots (a user's compile never waits for one: it starts a
+        process beyond `size` if it must). Headers that parse in less than `PRIME_MIN_CPU_S`
+        of CPU get none: loading a PCH would cost more."""
+        if not self._prime_slot.acquire(blocking=False):
+            return
+        try:
+            with self._lock:
+                # an idle process with NVRTC loaded (a new one's start would count as the
+                # headers' CPU time); none idle: the next check tries again
+                idle = [w for w in self._idle if w.nice == 0 and w.proc.poll() is None]
+                if not idle or not self._wants_prime(key):
+                    return
+                worker = idle[-1]
+                self._idle.remove(worker)
+                self._busy.add(worker)
+                self._priming.add(key)
+                if len(self._tried) > 1024:
+                    self._tried.clear()
+                self._tried.add(key)
+            text = request.unit.text
+            prefix = replace(request.unit, text=text[: prefix_end(text)] + _PCH_STOP)
+            started = _cpu_seconds(worker.proc.pid)
+            try:
+                # creating costs ~1.5 x a plain check: the same limit, with that room
+                alone = replace(request, unit=prefix, name_expressions=(), pch=True)
+                kind, _ = worker.call(alone, timeout_s * 2)
+            except _Gone:
+                self._drop(worker)
+                return
+            except BaseException:
+                self._drop(worker)
+                raise
+            ended = _cpu_seconds(worker.proc.pid)
+            heavy = started is None or ended is None or ended - started >= PRIME_MIN_CPU_S
+            made = any(Path(worker.home).glob("__nvrtc_auto_pch_*/*.pch"))
+            if kind == "ok" and heavy and made:
+                with self._lock:
+                    self._tried.difference_update(worker.prefixes)  # its older PCH is gone
+                    worker.prefixes = {key}  # the child keeps the newest PCH alone
+                    self.primed += 1
+            self._give_back(worker)
+        except NvrtcUnavailable:  # the pool was closed meanwhile
+            pass
+        finally:
+            with self._lock:
+                self._priming.discard(key)
+            self._prime_slot.release()
+
+    def _take(self, key: str | None = None, syntax_only: bool = False) -> _Worker:
+        """An idle process (a new one if none): for a front-end check of `key`, the one holding
+        its PCH; for code generation, preferably one holding none (warm ones stay free)."""
         with self._lock:
             if self._closed:
                 raise _closed_error()
-            while self._idle:
-                worker = self._idle.pop()
-                if worker.proc.poll() is None:
-                    break
-                worker.kill()
+            nice = 0 if syntax_only else self.background_nice
+            others = [w for w in self._idle if w.proc.poll() is not None or w.nice != nice]
+            for other in sorted(others, key=lambda w: bool(w.prefixes)):  # warm ones last
+                # dead; or of the other kind, where one more process would pass `size`
+                if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= self.size:
+                    other.kill()
+                    self._idle.remove(other)
+                    self._tried.difference_update(other.prefixes)
+            alive = [w for w in self._idle if w.nice == nice]
+            worker: _Worker | None = None
+            if key is not None:
+                worker = next((w for w in reversed(alive) if key in w.prefixes), None)
+            if worker is None and not syntax_only:
+                worker = next((w for w in reversed(alive) if not w.prefixes), None)
+            if worker is None and alive:
+                worker = alive[-1]
+            if worker is None:
+                worker = _Worker(self.memory_mb, nice)
             else:
-                worker = _Worker(self.memory_mb)
+                self._idle.remove(worker)
             self._busy.add(worker)
             return worker
 
@@ -333,6 +504,37 @@ class CompilePool:
         worker.kill()
         with self._lock:
             self._busy.discard(worker)
+            self._tried.difference_update(worker.prefixes)  # its PCH may be created again
+
+
+def pch_key(unit: DeviceUnit, options: CompileOptions) -> str:
+    """What a front-end check's PCH depends on: the unit's lines before its first declaration
+    (includes, macros, comments) and the options. Equal keys: the PCH of one serves the other
+    (NVRTC checks the prefix itself: a key is only where a process is warm)."""
+    digest = hashlib.sha256(repr(options).encode())
+    digest.update(repr(sorted(unit.headers.items())).encode("utf-8", errors="surrogatepass"))
+    digest.update(repr((unit.include_dirs, unit.toolkit_dirs)).encode())
+    digest.update(repr(sorted(unit.external_headers.items())).encode())  # edited: a new PCH
+    digest.update(unit.text[: prefix_end(unit.text)].encode("utf-8", errors="surrogatepass"))
+    return digest.hexdigest()
+
+
+def prefix_end(text: str) -> int:
+    """Where `text`'s header prefix ends: the start of its first line that is not blank, a
+    comment or a preprocessor line (NVRTC's PCH covers what comes before)."""
+    at, in_comment = 0, False
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end + 1
+        stripped = text[at:end].strip()
+        if in_comment:
+            in_comment = "*/" not in stripped
+        elif stripped.startswith("/*"):
+            in_comment = "*/" not in stripped[2:]
+        elif stripped and not stripped.startswith(("#", "//")):
+            return at
+        at = end
+    return at
 
 
 def _closed_error() -> NvrtcUnavailable:
@@ -405,11 +607,14 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         request: Request = pickle.loads(frame)
         reply: tuple[str, Any]
         try:
+            if request.pch:
+                _pch_heap()
             result = compile_unit(
                 request.unit,
                 request.options,
                 request.name_expressions,
                 syntax_only=request.syntax_only,
+                pch=request.pch,
             )
             reply = ("ok", result)
         except NvrtcUnavailable as exc:
@@ -418,9 +623,36 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             reply = ("error", "out of memory (the compile process's limit)")
         except Exception as exc:  # a bug of ours must still answer
             reply = ("error", f"{type(exc).__name__}: {exc}")
+        if request.pch:
+            _prune_pch()  # before the answer: the caller sees the folder as it stays
         payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.write(_HEADER.pack(len(payload)) + payload)
         stdout.flush()
+
+
+_heap_set = False
+
+
+def _pch_heap() -> None:
+    """Reserve NVRTC's PCH heap once (the default is too small for libcu++'s headers)."""
+    global _heap_set
+    if not _heap_set:
+        from cuda_llm_lsp.compile.nvrtc import nvrtc_module
+
+        nvrtc_module().nvrtcSetPCHHeapSize(PCH_HEAP_MB << 20)
+        _heap_set = True
+
+
+def _prune_pch() -> None:
+    """Keep the newest PCH file alone in this process's temporary folder (disk bounded)."""
+    folder = Path(os.environ.get("TMPDIR") or "/nonexistent")
+    try:
+        found = sorted(folder.glob("__nvrtc_auto_pch_*/*.pch"), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return
+    for old in found[:-1]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def main() -> None:

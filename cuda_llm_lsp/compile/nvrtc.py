@@ -84,6 +84,7 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 SYNTAX_ONLY = "-fdevice-syntax-only"
+PCH_FLAGS = ("-pch", "--pch-messages=false")
 
 
 def build_flags(
@@ -130,12 +131,16 @@ def compile_unit(
     name_expressions: Sequence[str],
     *,
     syntax_only: bool = False,
+    pch: bool = False,
 ) -> CompileResult:
-    """Compile `unit` for `options.arch`; never raises on bad source, only NvrtcUnavailable."""
+    """Compile `unit` for `options.arch`; never raises on bad source, only NvrtcUnavailable.
+    `pch`: NVRTC's automatic precompiled header, in the process's TMPDIR (`compile.isolated`)."""
     nvrtc = nvrtc_module()
     expressions = list(dict.fromkeys(e.strip() for e in name_expressions if e.strip()))
     headers = dict(unit.headers)
     flags = build_flags(unit, options, syntax_only=syntax_only)
+    if pch:  # ours, after the allow-list (which refuses every PCH option from settings)
+        flags.extend(PCH_FLAGS)
     run = _run(nvrtc, unit, headers, flags, expressions)
     bad = _bad_name_expressions(run.log, expressions)
     if bad:  # an unusable instantiation must not hide the file's own diagnostics

@@ -65,10 +65,18 @@ __all__ = [
 ]
 
 
-def open_analysis() -> None:
+def open_analysis(*, editor: bool = False) -> None:
     """Start the compile processes now, so NVRTC has loaded by the first analysis. Raises
-    OSError when they cannot start (the first analysis then starts them, or says why)."""
-    _isolated.shared_pool().warm()
+    OSError when they cannot start (the first analysis then starts them, or says why).
+
+    `editor`: a document is checked at every edit, so its headers are precompiled once per
+    prefix, and code generation runs niced: it yields the cores to the checks the user waits
+    for. A CLI run checks each file once and gets neither."""
+    pool = _isolated.shared_pool()
+    if editor:
+        pool.background_nice = pool.BACKGROUND_NICE
+        pool.use_pch()
+    pool.warm()
 
 
 def analyse_fast(text: str, path: Path | None, settings: Settings) -> FileAnalysis:

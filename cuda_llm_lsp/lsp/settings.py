@@ -67,6 +67,7 @@ def register(server: CudaLlmServer) -> None:
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: CudaLlmServer, params: types.InitializedParams) -> None:
+        ls.start_compile_processes()  # NVRTC loads while the client opens its first file
         await pull(ls)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)

@@ -217,13 +217,18 @@ class CudaLlmServer(LanguageServer):
         """Analyse `uri` after `delay_s`, unless another change comes first."""
         state = self.state(uri)
         state.generation += 1
+        self.start_compile_processes()
+        self.spawn(self._analyze_later(uri, state.generation, delay_s), f"analysis of {uri}")
+
+    def start_compile_processes(self) -> None:
+        """Start the compile processes (they load NVRTC) once: at `initialized`, so that the
+        first document's check does not wait for them, or at the first analysis."""
         if self.codegen is not None and not self._processes_started:
             self._processes_started = True
             try:  # the compile processes load NVRTC during the debounce of the first change
-                open_analysis()
+                open_analysis(editor=True)
             except OSError as exc:
                 log.warning("could not start the compile processes: %s", exc)
-        self.spawn(self._analyze_later(uri, state.generation, delay_s), f"analysis of {uri}")
 
     def reanalyze_all(self) -> None:
         """After a settings change: every open document again, at once."""
