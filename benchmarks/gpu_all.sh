@@ -17,6 +17,13 @@
 #                                      # also judged by the checkout in DIR (e.g. main's compare)
 #   bash benchmarks/gpu_all.sh tune    # tuned examples and tuning in the loop (test_tune_gpu.py, -s),
 #                                      # then the suite's tunables (suite --tune 32): tuned vs untuned
+#   bash benchmarks/gpu_all.sh corpus  # the real-world corpora in this machine's own environment,
+#                                      # no network (benchmarks/gpu_corpus.sh): nvcc's verdicts
+#                                      # recorded here, the fast tier's false errors and figures, a
+#                                      # file including cuBLAS checked and benched; carry .corpus
+#                                      # (python benchmarks/realworld_fetch.py --pack
+#                                      # .corpus/realworld.tar.gz)
+#   bash benchmarks/gpu_all.sh corpus-nvcc # the same files with the nvcc tier (after `corpus`)
 # Run it in the project root with the package and its test extras installed
 # (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
 # `bash benchmarks/gpu_wheels.sh .whl` and carry `.whl`: they are installed from there if present.
@@ -104,6 +111,12 @@ tune)
   echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$work/tune-tests.log"
   OUT="$work" SUITE_OPTIMIZE=0 SUITE_TUNE=${SUITE_TUNE:-32} SUITE_TUNE_DEADLINE=${SUITE_TUNE_DEADLINE:-240} \
     timeout 330 bash benchmarks/run_suite.sh 2>&1 | tee "$work/suite-tune-run.log"
+  ;;
+corpus)
+  bash benchmarks/gpu_corpus.sh "$work" fast 2>&1 | tee "$work/corpus-run.log"
+  ;;
+corpus-nvcc)
+  bash benchmarks/gpu_corpus.sh "$work" nvcc 2>&1 | tee "$work/corpus-nvcc-run.log"
   ;;
 esac
 tar -C "$work" -czf "$out/gpu-$part.tar.gz" . && ls -l "$out"
