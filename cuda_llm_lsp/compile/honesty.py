@@ -9,7 +9,10 @@ user's. Three cases, each a *warning* that says so instead of an error:
 - the error names something the rewriting removed from the file (a declaration in blanked
   host code: `identifier "f" is undefined` where `f` was declared in a blanked region);
 - the error lies in a library's header (the toolkit's, a stand-in, or one NVRTC read from a
-  configured include directory): those are compiled by nvcc with the host compiler's headers.
+  configured include directory): those are compiled by nvcc with the host compiler's headers;
+- the error says `std` lacks a name (`namespace "std" has no member "ostream"`), in the file or
+  in any header: NVRTC has no C++ standard library, the unit drops the host's standard headers
+  and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing.
 
 When the file's first error is such a one and errors are many (`UNAVAILABLE_AT`), what follows
 it is most likely its consequence: the file gets one warning, "fast check unavailable", and the
@@ -44,6 +47,9 @@ _MISSING = re.compile(
     r'|"(?P<d>[^"\n]+)" is not a (?:template|type name|class or struct)'
 )
 _HEADER = re.compile(r'^in included file "(?P<file>[^"]*)" line \d+: ')
+_NO_STD_MEMBER = re.compile(
+    r'namespace "std" has no member (?:class |function )?"(?P<name>[^"\n]+)"'
+)
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,11 @@ def be_honest(diagnostics: list[Diagnostic], changes: Rewrites) -> list[Diagnost
 
 def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
     """Why the fast tier cannot be sure of error `d`, or None when it can."""
+    if (std := _NO_STD_MEMBER.search(d.message)) is not None:
+        return (
+            f'"std::{std.group("name")}" is not in the part of the C++ library the fast check '
+            "gives NVRTC (nvcc compiles with the host's)"
+        )
     header = _HEADER.match(d.message)
     if header is not None:
         file = header.group("file")
