@@ -9,7 +9,9 @@
 # (`realworld_corpus.py --record`; the CPU machine's manifest is kept beside them), check every
 # nvcc-clean file with the fast tier (`check --no-nvcc`), then `check` and `bench` a kernel file
 # including cuBLAS. `nvcc`: the same files with the nvcc tier merged (`check`'s default where
-# nvcc is found), from the verdicts `fast` recorded if this machine still has them.
+# nvcc is found), from the verdicts `fast` recorded if this machine still has them (run it
+# right after `corpus`, while the machine is warm; on a fresh one it records first, and the nvcc
+# tier then gets what is left of the 10 minutes).
 # Writes into WORK: manifest-cpu.toml, manifest-gpu.toml, verdicts.log, corpus-fast.{json,log},
 # corpus-nvcc.{json,log}, cublas-*.{json,log}.
 set -u
@@ -51,7 +53,8 @@ record() {
   fi
   rm -rf "$dir"; mkdir -p "$dir"; tar -xzf "$tarball" -C "$dir"
   cp "$dir/manifest.toml" "$work/manifest-cpu.toml"
-  timeout 420 python3 benchmarks/realworld_corpus.py "$dir" --record --jobs "$jobs" "${include[@]}" \
+  # (each verdict is written as it comes: a stop at the time limit keeps those it has)
+  timeout 330 python3 benchmarks/realworld_corpus.py "$dir" --record --jobs "$jobs" "${include[@]}" \
     > "$work/verdicts.log" 2>&1
   echo "record exit: $?" | tee -a "$work/verdicts.log"
   cp "$dir/manifest.toml" "$work/manifest-gpu.toml"
@@ -72,12 +75,8 @@ PY
 
 case "$stage" in
 fast)
-  record
-  timeout 150 python3 benchmarks/realworld_corpus.py "$dir" --jobs "$jobs" "${include[@]}" \
-    --json "$work/corpus-fast.json" > "$work/corpus-fast.log" 2>&1
-  echo "corpus fast tier exit: $?" | tee -a "$work/corpus-fast.log"
-  tail -n 60 "$work/corpus-fast.log"
-  # a kernel file including cuBLAS: check (nvcc and the fast tier), check --no-nvcc, bench
+  # first a kernel file including cuBLAS: check (nvcc's verdict and the fast tier's), the fast
+  # tier alone, bench
   cublas=tests/data/realworld/cublas_twice.cu
   for mode in check check-no-nvcc bench; do
     case $mode in
@@ -85,15 +84,23 @@ fast)
       check-no-nvcc) args=(check --no-nvcc "$cublas") ;;
       bench) args=(bench "$cublas") ;;
     esac
-    timeout 120 python3 -m cuda_llm_lsp.cli "${args[@]}" > "$work/cublas-$mode.log" 2>&1
+    timeout 60 python3 -m cuda_llm_lsp.cli "${args[@]}" > "$work/cublas-$mode.log" 2>&1
     echo "cublas $mode exit: $?" | tee -a "$work/cublas-$mode.log"
-    timeout 120 python3 -m cuda_llm_lsp.cli "${args[@]}" --format json > "$work/cublas-$mode.json" 2>/dev/null
+    timeout 60 python3 -m cuda_llm_lsp.cli "${args[@]}" --format json > "$work/cublas-$mode.json" 2>/dev/null
     tail -n 15 "$work/cublas-$mode.log"
   done
+  record
+  timeout 180 python3 benchmarks/realworld_corpus.py "$dir" --jobs "$jobs" "${include[@]}" \
+    --json "$work/corpus-fast.json" > "$work/corpus-fast.log" 2>&1
+  echo "corpus fast tier exit: $?" | tee -a "$work/corpus-fast.log"
+  tail -n 60 "$work/corpus-fast.log"
   ;;
 nvcc)
-  [ -f "$dir/.recorded-here" ] || { echo "no verdicts recorded here yet: recording first"; record; }
-  timeout 500 python3 benchmarks/realworld_corpus.py "$dir" --nvcc --jobs "$jobs" "${include[@]}" \
+  limit=540
+  if [ ! -f "$dir/.recorded-here" ]; then
+    echo "no verdicts recorded here yet (a fresh machine): recording first"; record; limit=220
+  fi
+  timeout "$limit" python3 benchmarks/realworld_corpus.py "$dir" --nvcc --jobs "$jobs" "${include[@]}" \
     --json "$work/corpus-nvcc.json" > "$work/corpus-nvcc.log" 2>&1
   echo "corpus nvcc tier exit: $?" | tee -a "$work/corpus-nvcc.log"
   tail -n 60 "$work/corpus-nvcc.log"

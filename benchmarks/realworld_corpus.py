@@ -251,13 +251,18 @@ def main(argv: list[str] | None = None) -> int:
         max_workers=max(1, args.jobs), initializer=_init_worker, mp_context=spawn
     ) as pool:
         if args.record:
+            # written after each verdict, the files still waiting marked pending (""): a run
+            # stopped at its time limit leaves the verdicts it has, none stale
             by_path = {e.path: e for e in entries}
+            for e in chosen:
+                by_path[e.path] = Entry(**{**asdict(e), "nvcc": "", "ptxas_kernels": 0,
+                                           "ptxas_registers": {}})  # fmt: skip
             jobs = [pool.submit(record_one, corpus, e, args.arch, extra) for e in chosen]
             for job in jobs:
                 done = job.result()
                 by_path[done.path] = done
                 print(f"{done.nvcc:5} {done.ptxas_kernels:3} {done.path}", flush=True)
-            write_manifest(corpus, [by_path[e.path] for e in entries])
+                write_manifest(corpus, [by_path[e.path] for e in entries])
             return 0
         clean = [e for e in chosen if e.nvcc == "clean"]
         futures = [
