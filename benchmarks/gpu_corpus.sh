@@ -23,8 +23,11 @@ jobs=${CORPUS_JOBS:-$(nproc)}
 
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 { echo "python3: $(command -v python3)"
-  python3 -c "from cuda_llm_lsp.compile.nvcc import find_nvcc; print('nvcc found:', find_nvcc())"
-  nvcc --version | tail -n 2
+  found=$(python3 -c "from cuda_llm_lsp.compile.nvcc import find_nvcc; print(find_nvcc() or '')")
+  echo "nvcc cuda-llm finds: ${found:-none}"
+  [ -n "$found" ] && "$found" --version | tail -n 2
+  python3 -c "from cuda_llm_lsp.compile import headers; from cuda_llm_lsp.compile.nvcc import find_nvcc
+print('cublas_v2.h for that nvcc:', headers.find_library_header('cublas_v2.h', headers.nvcc_include_dirs(find_nvcc())))"
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
   python3 -m pip list 2>/dev/null | grep -iE "^nvidia-(cublas|nccl|cuda-runtime|cuda-nvrtc)"
 } 2>&1 | tee "$work/corpus-env.log"
