@@ -13,7 +13,8 @@
 # right after `corpus`, while the machine is warm; on a fresh one it records first, and the nvcc
 # tier then gets what is left of the 10 minutes).
 # Writes into WORK: manifest-cpu.toml, manifest-gpu.toml, verdicts.log, corpus-fast.{json,log},
-# corpus-nvcc.{json,log}, cublas-*.{json,log}.
+# corpus-nvcc.{json,log}, cublas-*.{json,log}. CORPUS_TARBALL, CORPUS_DIR (/tmp/corpus) and
+# CORPUS_JOBS (all cores) change where it reads, unpacks and how many files at once.
 set -u
 work=${1:?WORK}
 stage=${2:-fast}
