@@ -311,6 +311,7 @@ def test_pack_carries_sources_headers_and_licences_not_binaries(tmp_path: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 141 files on 2 cores beside other slow tests: past the 300 s default
 def test_no_false_errors_on_the_downloaded_corpus(tmp_path: Path) -> None:
     """Every nvcc-clean file of tests/data/realworld/sources.toml (downloaded from its pinned
     packages) checked by the fast tier with its own build's flags: not one error that nvcc
