@@ -21,6 +21,13 @@
 #                                      # and CUTLASS's examples built, captured, specced, benched
 #                                      # (capture_acceptance.py; the archives carried in .corpus/,
 #                                      # made here by `capture_acceptance.py --fetch .corpus`)
+#   bash benchmarks/gpu_all.sh corpus  # the real-world corpora in this machine's own environment,
+#                                      # no network (benchmarks/gpu_corpus.sh): nvcc's verdicts
+#                                      # recorded here, the fast tier's false errors and figures, a
+#                                      # file including cuBLAS checked and benched; carry .corpus
+#                                      # (python benchmarks/realworld_fetch.py --pack
+#                                      # .corpus/realworld.tar.gz)
+#   bash benchmarks/gpu_all.sh corpus-nvcc # the same files with the nvcc tier (after `corpus`)
 # Run it in the project root with the package and its test extras installed
 # (`pip install -e ".[test]"`). On a machine without a package index, make wheels elsewhere with
 # `bash benchmarks/gpu_wheels.sh .whl` and carry `.whl`: they are installed from there if present.
@@ -114,6 +121,12 @@ capture)
   timeout 570 python3 benchmarks/capture_acceptance.py --corpus .corpus --out "$work" \
     --budget "${CAPTURE_BUDGET:-360}" 2>&1 | tee "$work/capture.log"
   echo "capture_acceptance exit: ${PIPESTATUS[0]}" | tee -a "$work/capture.log"
+  ;;
+corpus)
+  bash benchmarks/gpu_corpus.sh "$work" fast 2>&1 | tee "$work/corpus-run.log"
+  ;;
+corpus-nvcc)
+  bash benchmarks/gpu_corpus.sh "$work" nvcc 2>&1 | tee "$work/corpus-nvcc-run.log"
   ;;
 esac
 tar -C "$work" -czf "$out/gpu-$part.tar.gz" . && ls -l "$out"

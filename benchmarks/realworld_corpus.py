@@ -20,12 +20,15 @@ with the fast tier (`analysis.analyze`, the engine `cuda-llm check` runs, the co
 off) and reports false errors (any error on an nvcc-clean file), kernels with resources
 against ptxas's kernel count, and seconds per file: `syntax_*` up to NVRTC's front end (what
 the editor's diagnostics wait for), `median_s`/`worst_s` with code generation too (the
-resources, which follow in the background). `--timeout` is each compile's limit (the
+resources, which follow in the background). `--include DIR` adds a directory of this machine's
+environment to every file's flags, for recording and checking alike (headers a user's toolkit or
+venv holds: NCCL from PyTorch's wheels), never written into the manifest. `--timeout` is each
+compile's limit (the
 setting's default, 10 s, shows what a busy machine does: a compile past it must be a warning,
 `timeouts`, never a false error); `--jobs` checks files in parallel.
 
     python benchmarks/realworld_corpus.py CORPUS_DIR [--record] [--nvcc] [--jobs N]
-        [--json OUT] [--only TEXT] [--timeout S]
+        [--json OUT] [--only TEXT] [--timeout S] [--include DIR ...]
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ def _q(text: str) -> str:
     return json.dumps(text)  # a JSON string is a valid TOML basic string
 
 
-def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
+def record_one(corpus: Path, entry: Entry, arch: str, extra: tuple[str, ...] = ()) -> Entry:
     """nvcc's verdict on one file: clean or error, and the kernels ptxas compiled."""
     from cuda_llm_lsp.compile.child_env import child_env
     from cuda_llm_lsp.compile.nvcc import find_nvcc, gencode
@@ -125,6 +128,7 @@ def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
         command = [str(nvcc), "-c", "-x", "cu", str(source), "-o", str(Path(tmp) / "o.o")]
         command += [gencode(arch), f"-std={entry.std}", "-Xptxas", "-v"]
         command += [f"-I{corpus / d}" for d in entry.include_dirs]
+        command += [f"-I{d}" for d in extra]
         command += [f"-D{d}" for d in entry.defines]
         command += entry.flags
         try:
@@ -149,7 +153,12 @@ def record_one(corpus: Path, entry: Entry, arch: str) -> Entry:
 
 
 def check_one(
-    corpus: Path, entry: Entry, arch: str, timeout_s: int = 120, nvcc: bool = False
+    corpus: Path,
+    entry: Entry,
+    arch: str,
+    timeout_s: int = 120,
+    nvcc: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> Outcome:
     """The fast tier on one file, with the file's own flags (as `cuda-llm check` gives them);
     with `nvcc`, the nvcc tier merged over it (as `cuda-llm check --nvcc` gives it)."""
@@ -162,7 +171,7 @@ def check_one(
     text = source.read_text(encoding="utf-8", errors="replace")
     options: dict[str, Any] = {
         "arch": arch,
-        "include_paths": tuple(str(corpus / d) for d in entry.include_dirs),
+        "include_paths": (*(str(corpus / d) for d in entry.include_dirs), *extra),
         "defines": tuple(entry.defines),
         "compile_timeout_s": timeout_s,
         "nvrtc_flags": tuple(entry.flags),  # nvcc-only ones reach the nvcc tier alone
@@ -217,10 +226,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="write per-file outcomes here")
     parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an include directory of this machine for every file (not written to the manifest)",
+    )
+    parser.add_argument(
         "--nvcc", action="store_true", help="merge the nvcc tier in (`cuda-llm check --nvcc`)"
     )
     args = parser.parse_args(argv)
     corpus = args.corpus.resolve()
+    extra = tuple(str(Path(d).resolve()) for d in args.include)
     entries = load_manifest(corpus)
     chosen = [e for e in entries if args.only in e.path]
     if args.errors_only:
@@ -234,17 +251,23 @@ def main(argv: list[str] | None = None) -> int:
         max_workers=max(1, args.jobs), initializer=_init_worker, mp_context=spawn
     ) as pool:
         if args.record:
+            # written after each verdict, the files still waiting marked pending (""): a run
+            # stopped at its time limit leaves the verdicts it has, none stale
             by_path = {e.path: e for e in entries}
-            jobs = [pool.submit(record_one, corpus, e, args.arch) for e in chosen]
+            for e in chosen:
+                by_path[e.path] = Entry(**{**asdict(e), "nvcc": "", "ptxas_kernels": 0,
+                                           "ptxas_registers": {}})  # fmt: skip
+            jobs = [pool.submit(record_one, corpus, e, args.arch, extra) for e in chosen]
             for job in jobs:
                 done = job.result()
                 by_path[done.path] = done
                 print(f"{done.nvcc:5} {done.ptxas_kernels:3} {done.path}", flush=True)
-            write_manifest(corpus, [by_path[e.path] for e in entries])
+                write_manifest(corpus, [by_path[e.path] for e in entries])
             return 0
         clean = [e for e in chosen if e.nvcc == "clean"]
         futures = [
-            pool.submit(check_one, corpus, e, args.arch, args.timeout, args.nvcc) for e in clean
+            pool.submit(check_one, corpus, e, args.arch, args.timeout, args.nvcc, extra)
+            for e in clean
         ]
         outcomes = [f.result() for f in futures]
     report = summarize(clean, outcomes)
@@ -255,6 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 1 if report["summary"]["false_errors"] else 0
+
+
+_PROJECT_KEYS = (
+    "files",
+    "files_with_false_errors",
+    "false_errors",
+    "ptxas_kernels",
+    "kernels_with_resources",
+)
 
 
 def summarize(entries: list[Entry], outcomes: list[Outcome]) -> dict[str, Any]:
@@ -269,6 +301,14 @@ def summarize(entries: list[Entry], outcomes: list[Outcome]) -> dict[str, Any]:
         if nvcc_registers and len(ours) == len(nvcc_registers):
             compared += 1
             equal += ours == nvcc_registers
+    projects: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        row = projects.setdefault(o.project, dict.fromkeys(_PROJECT_KEYS, 0))
+        row["files"] += 1
+        row["files_with_false_errors"] += bool(o.errors)
+        row["false_errors"] += len(o.errors)
+        row["ptxas_kernels"] += by_path[o.path].ptxas_kernels
+        row["kernels_with_resources"] += o.with_resources
     summary = {
         "files": len(outcomes),
         "files_with_false_errors": sum(1 for o in outcomes if o.errors),
@@ -286,6 +326,7 @@ def summarize(entries: list[Entry], outcomes: list[Outcome]) -> dict[str, Any]:
         "nvcc_median_s": round(statistics.median(o.nvcc_seconds for o in outcomes), 2)
         if outcomes
         else 0.0,
+        "projects": dict(sorted(projects.items())),
     }
     return {"summary": summary, "files": [asdict(o) for o in outcomes]}
 

@@ -11,9 +11,12 @@ fields of `realworld_corpus.Entry`, paths starting with the source's name).
 `CACHE/<source name>/` and writes the runner's `manifest.toml` into CACHE, so that
 `realworld_corpus.py CACHE` checks it. An archive already there with the right sha256 is not
 downloaded again. With `--record`, nvcc's verdicts (realworld_corpus.py --record) are written
-back into sources.toml.
+back into sources.toml. With `--pack FILE.tar.gz`, the corpus ready to check (the manifest and
+every source's C, C++ and CUDA files and licences, nothing of the archives' binaries) is written
+into one tarball: what a machine without network (the GPU machine) is carried, to be unpacked and
+checked there with `realworld_corpus.py` (`benchmarks/gpu_all.sh corpus`).
 
-    python benchmarks/realworld_fetch.py [--cache DIR] [--record] [--jobs N]
+    python benchmarks/realworld_fetch.py [--cache DIR] [--record] [--jobs N] [--pack FILE]
 
 The cache defaults to $CUDA_LLM_CORPUS_CACHE, else ~/.cache/cuda-llm-lsp/realworld.
 """
@@ -134,6 +137,49 @@ def fetch(cache: Path, sources_path: Path = SOURCES) -> list[realworld_corpus.En
     return entries
 
 
+# what a compile of the corpus reads: sources and headers (libcu++'s have no suffix)
+_PACKED_SUFFIXES = frozenset(
+    [
+        ".cu",
+        ".cuh",
+        ".h",
+        ".hpp",
+        ".hxx",
+        ".hh",
+        ".hu",
+        ".inl",
+        ".ipp",
+        ".tcc",
+        ".inc",
+        ".def",
+        ".c",
+        ".cc",
+        ".cpp",
+        ".cxx",
+    ]
+)
+
+
+def pack(cache: Path, out: Path, sources_path: Path = SOURCES) -> int:
+    """The fetched corpus as one tarball (manifest, sources, headers, licences): its size."""
+    sources, _ = load_sources(sources_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".part")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(cache / "manifest.toml", arcname="manifest.toml")
+        for source in sources:
+            tree = cache / source.name
+            for path in sorted(tree.rglob("*")):
+                if path.is_symlink() or not path.is_file():
+                    continue
+                inside = path.relative_to(tree)
+                wanted = path.suffix in _PACKED_SUFFIXES or not path.suffix
+                if wanted or inside == Path(source.licence_file):
+                    tar.add(path, arcname=f"{source.name}/{inside}")
+    partial.replace(out)
+    return out.stat().st_size
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as stream:
@@ -246,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sources", type=Path, default=SOURCES)
     parser.add_argument("--record", action="store_true", help="record nvcc's verdicts")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--pack", type=Path, help="write the corpus into this .tar.gz too")
     args = parser.parse_args(argv)
     cache = (args.cache or default_cache()).resolve()
     try:
@@ -258,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         realworld_corpus.main([str(cache), "--record", "--jobs", str(args.jobs)])
         sources, _ = load_sources(args.sources)
         write_sources(args.sources, sources, realworld_corpus.load_manifest(cache))
+    if args.pack:
+        size = pack(cache, args.pack.resolve(), args.sources)
+        print(f"corpus packed: {args.pack} ({size / 2**20:.1f} MiB)")
     return 0
 
 

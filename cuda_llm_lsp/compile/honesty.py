@@ -9,7 +9,13 @@ user's. Three cases, each a *warning* that says so instead of an error:
 - the error names something the rewriting removed from the file (a declaration in blanked
   host code: `identifier "f" is undefined` where `f` was declared in a blanked region);
 - the error lies in a library's header (the toolkit's, a stand-in, or one NVRTC read from a
-  configured include directory): those are compiled by nvcc with the host compiler's headers.
+  configured include directory): those are compiled by nvcc with the host compiler's headers;
+- the error lies in a header of the project that the unit rewrote (its text differs from the
+  file's: host code blanked), where the error's cause may be what was blanked (a class
+  deriving from a blanked one: dlib's `fatal_error : public error`);
+- the error says `std` lacks a name (`namespace "std" has no member "ostream"`), in the file or
+  in any header: NVRTC has no C++ standard library, the unit drops the host's standard headers
+  and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing.
 
 When the file's first error is such a one and errors are many (`UNAVAILABLE_AT`), what follows
 it is most likely its consequence: the file gets one warning, "fast check unavailable", and the
@@ -26,6 +32,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.nvcc import NVCC_ENV, nvcc_missing
@@ -44,6 +51,9 @@ _MISSING = re.compile(
     r'|"(?P<d>[^"\n]+)" is not a (?:template|type name|class or struct)'
 )
 _HEADER = re.compile(r'^in included file "(?P<file>[^"]*)" line \d+: ')
+_NO_STD_MEMBER = re.compile(
+    r'namespace "std" has no member (?:class |function )?"(?P<name>[^"\n]+)"'
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ class Rewrites:
     lines: frozenset[int]  # 1-based lines whose text the unit changed
     removed: frozenset[str]  # words the unit removed from the file (blanked host code's)
     own_headers: frozenset[str]  # names of the headers the unit rewrote (the project's)
+    rewritten: frozenset[str] = frozenset()  # of those, the ones whose text the unit changed
 
 
 def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
@@ -66,7 +77,28 @@ def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
             continue
         lines.add(n)
         removed.update(set(_WORD.findall(before)) - set(_WORD.findall(after)))
-    return Rewrites(frozenset(lines), frozenset(removed), frozenset(unit.headers))
+    changed = frozenset(
+        name for name, body in unit.headers.items() if _changed(name, body, unit.include_dirs)
+    )
+    return Rewrites(frozenset(lines), frozenset(removed), frozenset(unit.headers), changed)
+
+
+_MAX_HEADER_BYTES = 8 << 20
+
+
+def _changed(name: str, body: str, dirs: tuple[str, ...]) -> bool:
+    """Whether the unit's text of header `name` differs from the file it was read from (the
+    first of `dirs` holding it, as NVRTC searches); False for one not on disk (a stand-in)."""
+    for directory in dirs:
+        path = Path(directory) / name
+        try:
+            if not path.is_file() or path.stat().st_size > _MAX_HEADER_BYTES:
+                continue
+            original = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        return normalized(original).rstrip("\n") != body.rstrip("\n")
+    return False
 
 
 def be_honest(diagnostics: list[Diagnostic], changes: Rewrites) -> list[Diagnostic]:
@@ -106,12 +138,19 @@ def be_honest(diagnostics: list[Diagnostic], changes: Rewrites) -> list[Diagnost
 
 def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
     """Why the fast tier cannot be sure of error `d`, or None when it can."""
+    if (std := _NO_STD_MEMBER.search(d.message)) is not None:
+        return (
+            f'"std::{std.group("name")}" is not in the part of the C++ library the fast check '
+            "gives NVRTC (nvcc compiles with the host's)"
+        )
     header = _HEADER.match(d.message)
     if header is not None:
         file = header.group("file")
         if file.startswith("<") or file not in changes.own_headers:
             return f"in a library header ({file}), which nvcc compiles with the host's headers"
-        return None  # a project header: its lines are not the file's
+        if file in changes.rewritten:
+            return f"in {file}, which the fast check rewrote for NVRTC (host code removed)"
+        return None  # a project header as it is on disk: its error is the project's
     if d.line in changes.lines:
         return "the fast check rewrote this line for NVRTC (host code removed)"
     missing = _MISSING.search(d.message)

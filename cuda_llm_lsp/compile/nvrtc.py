@@ -85,6 +85,7 @@ def nvrtc_version() -> tuple[int, int]:
 
 SYNTAX_ONLY = "-fdevice-syntax-only"
 PCH_FLAGS = ("-pch", "--pch-messages=false")
+_BEFORE_CXX17 = frozenset({"c++03", "c++11", "c++14"})
 
 
 def build_flags(
@@ -92,8 +93,13 @@ def build_flags(
 ) -> list[str]:
     """The NVRTC command line for `unit`; the order of -I matters (stand-ins first). Every
     option past our own passes `flags.check_flag`'s allow-list (refused ones are logged)."""
-    # -std: the project's dialect (nvcc's default, c++17, unless configured)
-    flags = [f"--gpu-architecture={options.arch}", f"-std={options.std}", *BASE_FLAGS]
+    # -std: the project's dialect (nvcc's default, c++17, unless configured); at least C++17
+    # where the unit takes std's names from libcu++, which refuses anything older (`#error`):
+    # a C++11/14 project's file is then read as C++17 by NVRTC; nvcc keeps the project's dialect
+    std = options.std
+    if std in _BEFORE_CXX17 and std_names.HEADER in unit.headers:
+        std = "c++17"
+    flags = [f"--gpu-architecture={options.arch}", f"-std={std}", *BASE_FLAGS]
     if syntax_only:
         flags.append(SYNTAX_ONLY)
     if sys.platform.startswith("linux"):  # the prelude's platform macros (as nvcc's host's)

@@ -94,3 +94,57 @@ def test_rewrites_knows_the_lines_and_names_the_unit_changed(tmp_path: Path) -> 
     assert 3 in changes.lines and 10 not in changes.lines and 7 not in changes.lines
     assert "host_only" in changes.removed and "push_back" in changes.removed
     assert "twice" not in changes.removed
+
+
+# XGBoost's base.h: a host `friend operator<<` on std::ostream kept in a class with device
+# members, <ostream> (a host header) dropped: NVRTC's `std` lacks it, nvcc's libstdc++ has it
+FRIEND_OSTREAM = (
+    "#include <ostream>\n"
+    "template <typename T> struct G {\n"
+    "  T g;\n"
+    "  __host__ __device__ T get() const { return g; }\n"
+    "  friend std::ostream& operator<<(std::ostream& os, const G& x) { os << x.g; return os; }\n"
+    "};\n"
+    "__global__ void k(float* o) { G<float> a{1}; o[0] = a.get(); }\n"
+)
+
+
+def test_a_std_name_the_fast_check_lacks_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    found = check(tmp_path, FRIEND_OSTREAM)
+    assert found and all(d.severity == "warning" for d in found), found
+    assert all(d.line == 5 and '"std::ostream" is not in the part' in d.message for d in found)
+
+
+def test_a_std_name_missing_in_a_project_header_is_a_warning_too(tmp_path: Path) -> None:
+    """In a header of the project (the unit rewrites it): the same doubt, then a planted error
+    in the file's own kernel is still an error at its line."""
+    (tmp_path / "inc.h").write_text(FRIEND_OSTREAM.rsplit("__global__", 1)[0])
+    text = (
+        '#include "inc.h"\n__global__ void k(float* o) { G<float> a{1}; o[0] = a.get() + nope; }\n'
+    )
+    found = check(tmp_path, text)
+    errors = [d for d in found if d.severity == "error"]
+    assert [(d.line, d.message) for d in errors] == [(2, 'identifier "nope" is undefined')]
+    assert any(d.severity == "warning" and "std::ostream" in d.message for d in found), found
+
+
+def test_an_error_in_a_project_header_the_unit_rewrote_is_a_warning(tmp_path: Path) -> None:
+    """dlib's error.h: a host class (std::exception, std::string) blanked, a class deriving
+    from it kept: "not a class or struct name" in a header the fast check rewrote. The same
+    kind of error in a header the unit kept as it is stays an error."""
+    (tmp_path / "err.h").write_text(
+        "#pragma once\n#include <exception>\n#include <string>\n"
+        "class error : public std::exception { std::string info; public:\n"
+        "  const char* what() const noexcept { return info.c_str(); } };\n"
+        "class fatal_error : public error { };\n"
+        "__device__ inline int twice(int x) { return 2 * x; }\n"
+    )
+    text = '#include "err.h"\n__global__ void k(int* o) { o[0] = twice(o[0]); }\n'
+    found = check(tmp_path, text)
+    assert not [d for d in found if d.severity == "error"], found
+    assert any("err.h, which the fast check rewrote" in d.message for d in found), found
+    (tmp_path / "pure.h").write_text(
+        "#pragma once\n__device__ inline int dev(int x) { return x + undefined_thing; }\n"
+    )
+    found = check(tmp_path, '#include "pure.h"\n__global__ void k(int* o) { o[0] = dev(1); }\n')
+    assert [d.severity for d in found if "undefined_thing" in d.message] == ["error"], found

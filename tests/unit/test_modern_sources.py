@@ -90,6 +90,22 @@ def test_std_names_are_given_only_where_device_code_uses_them() -> None:
     assert "using ::cuda::std::min;" in header and "numeric_limits" not in header
 
 
+def test_a_cxx14_project_using_std_names_in_device_code_compiles(tmp_path: Path) -> None:
+    """dlib builds with C++14; libcu++, which gives device code `std::min`, requires C++17
+    (`#error`): NVRTC reads such a unit as C++17 (nvcc, the arbiter, keeps C++14)."""
+    text = (
+        "#include <algorithm>\n"
+        "__device__ float f(float a) { return std::min(a, 3.0f); }\n"
+        "__global__ void k(float* o) { o[0] = f(o[0]); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text, Settings(std="c++14"))
+    assert errors == [] and with_resources == ["k"]
+    unit = build_device_unit(text, tmp_path / "k.cu")
+    assert "-std=c++17" in build_flags(unit, CompileOptions(arch="sm_90", std="c++14"))
+    plain = build_device_unit("__global__ void k(float* o) { o[0] = 1; }\n")
+    assert "-std=c++14" in build_flags(plain, CompileOptions(arch="sm_90", std="c++14"))
+
+
 def test_a_project_declaring_a_std_name_itself_is_left_alone(tmp_path: Path) -> None:
     text = (
         "namespace std { template <class T> struct numeric_limits { "

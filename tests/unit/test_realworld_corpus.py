@@ -102,6 +102,24 @@ def test_runner_reports_a_false_error(tmp_path: Path) -> None:
     assert corpus_runner.main([str(tmp_path)]) == 1
 
 
+def test_runner_adds_this_machines_include_dirs_without_writing_them(tmp_path: Path) -> None:
+    """`--include DIR`: a header of this machine's environment (NCCL from a venv) reaches every
+    file's compile; the manifest keeps the project's own flags only. Per-project totals."""
+    make_corpus(tmp_path)
+    entries = corpus_runner.load_manifest(tmp_path)
+    entries[0].include_dirs = []  # helper.h now comes from "the environment"
+    corpus_runner.write_manifest(tmp_path, entries)
+    before = (tmp_path / "manifest.toml").read_text()
+    out = tmp_path / "report.json"
+    extra = str(tmp_path / "proj" / "Common")
+    status = corpus_runner.main([str(tmp_path), "--include", extra, "--json", str(out)])
+    summary = json.loads(out.read_text())["summary"]
+    assert status == 0 and summary["false_errors"] == 0, summary
+    assert summary["projects"]["proj"]["files"] == 1
+    assert summary["projects"]["proj"]["kernels_with_resources"] == 2
+    assert (tmp_path / "manifest.toml").read_text() == before
+
+
 CORPUS = os.environ.get("CUDA_LLM_REALWORLD_CORPUS")
 
 
@@ -259,7 +277,41 @@ def test_fetch_reads_a_debian_package_without_dpkg(tmp_path: Path) -> None:
     assert (tmp_path / "tree/usr/share/doc/p/k.cu").read_bytes() == text
 
 
+def test_pack_carries_sources_headers_and_licences_not_binaries(tmp_path: Path) -> None:
+    """The tarball a machine without network is given: the manifest, the C/C++/CUDA files and
+    extensionless headers (libcu++'s) of each source, its licence; no binaries, no archives."""
+    import tarfile
+
+    archive = _wheel({"LICENSE.txt": "MIT\n"})
+    sources = _sources_file(tmp_path / "sources.toml", archive)
+    cache = tmp_path / "cache"
+    tree = cache / "proj"
+    files = {
+        "k.cu": "__global__ void k(float* o) { o[0] = N; }\n",
+        "inc/a.hpp": "#pragma once\n",
+        "inc/cuda/std/atomic": "#pragma once\n",
+        "LICENSE": "MIT\n",
+        "lib/libproj.so": "\x7fELF",
+        "proj/__init__.py": "",
+    }
+    for name, text in files.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text)
+    (cache / "archives").mkdir()
+    (cache / "archives" / "proj-1.0-py3-none-any.whl").write_bytes(archive)
+    _, entries = corpus_fetch.load_sources(sources)
+    corpus_runner.write_manifest(cache, entries)
+    out = tmp_path / "carry" / "corpus.tar.gz"
+    assert corpus_fetch.pack(cache, out, sources) == out.stat().st_size > 0
+    with tarfile.open(out) as tar:
+        names = set(tar.getnames())
+    assert names == {
+        "manifest.toml", "proj/k.cu", "proj/inc/a.hpp", "proj/inc/cuda/std/atomic", "proj/LICENSE"
+    }  # fmt: skip
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 141 files on 2 cores beside other slow tests: past the 300 s default
 def test_no_false_errors_on_the_downloaded_corpus(tmp_path: Path) -> None:
     """Every nvcc-clean file of tests/data/realworld/sources.toml (downloaded from its pinned
     packages) checked by the fast tier with its own build's flags: not one error that nvcc
