@@ -442,7 +442,11 @@ _kernel_cache = CompileCache(memory_entries=4096, use_disk=False)
 
 
 def _generate(plan: CodegenPlan, cancelled: Callable[[], bool]) -> list[CompileResult] | None:
-    """One code generation result per kernel of `plan` (None when cancelled)."""
+    """One code generation result per kernel of `plan` (None when cancelled).
+
+    Long because it is the code generation's order of events (the skeleton's check, the cache,
+    kernels by groups, units shared by kernels that cannot be cut, the time limit), each step
+    narrowing the kernels the next one compiles; they share the plan and the results."""
     if cancelled():
         return None
     nothing = CompileResult(ok=True, arch=plan.options.arch, diagnostics=(), log="")

@@ -141,6 +141,10 @@ def compile_file(
     headers the fast tier would read (else it does not run: `skipped`).
     Raises `NvccUnavailable` when no nvcc is found; a compile that fails, outlives `timeout` or
     is stopped is a result, not an exception.
+
+    Long because it is one guarded tool run in order (inputs proved inert, headers checked,
+    the private directory written, nvcc run and its messages mapped back), each step able to
+    end the compile with its own result.
     """
     binary = nvcc or find_nvcc()
     if binary is None:

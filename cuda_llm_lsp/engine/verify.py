@@ -54,7 +54,11 @@ def verify(
     quiet: bool = False,
 ) -> VerifyOutcome:
     """Run `command` again with capture and compare with the spec's capture (`runner`:
-    `run_capture`, or a test's fake; `quiet`: the program's output kept, not printed)."""
+    `run_capture`, or a test's fake; `quiet`: the program's output kept, not printed).
+
+    Long because it is the verification's steps in order (the spec's capture read, the program
+    run again, outputs, inputs and times compared, the report written); each failure returns
+    early with what it found."""
     source = path.read_text(encoding="utf-8")
     kernels = [k for k in find_kernels(source) if k.spec is not None]
     if kernel:

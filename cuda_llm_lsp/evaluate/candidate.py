@@ -83,6 +83,10 @@ def build_binary(
     machine's GPU (`compile.arch.resolve_arch`). `instance`
     (a templated kernel's instantiation) defaults to the spec's, else the first launch site's.
     Raises only `NvrtcUnavailable`; every problem of the candidate is a `CandidateRejected`.
+
+    Long because it is the build's steps in order (the candidate's code checked, spliced, the
+    instance and flags chosen, NVRTC or nvcc, the kernel found in the cubin), each rejection
+    returned where it is found.
     """
     original = find_kernel(file_text, kernel_name)
     if original is None:

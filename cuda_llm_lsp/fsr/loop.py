@@ -310,7 +310,10 @@ class _OptimizeRun:
         source: str,
         stage: Callable[..., CandidateStage],
     ) -> CandidateOutcome:
-        """A device-only candidate (`source`, from `reply`) built, evaluated and tuned."""
+        """A device-only candidate (`source`, from `reply`) built, evaluated and tuned.
+
+        Long because it is one candidate's judgement in order (its launch block, the build,
+        the evaluation, tuning when it won), each stage ending in the outcome it reached."""
         assert reply.code is not None
         round_, index = slot
         launch = None  # its own launch block, read from the reply before it was cleaned

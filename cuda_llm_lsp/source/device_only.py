@@ -359,6 +359,10 @@ def _each(items: list[Node], data: bytes, found: list[HostItem], macros: frozens
 
 
 def _item(node: Node, data: bytes, found: list[HostItem], macros: frozenset[str]) -> None:
+    """The host items of one top-level `node` of a reply, added to `found`.
+
+    Long because it is one branch per kind of top-level item a reply may hold, in the order
+    they are checked; each branch is a few lines and returns."""
     kind = node.type
 
     def host(what: str, droppable: bool = True) -> None:
