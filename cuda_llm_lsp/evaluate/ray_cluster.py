@@ -16,12 +16,15 @@ node needs cuda-llm-lsp installed (the actors import it).
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cuda_llm_lsp.cancel import CancelToken, relayed
 from cuda_llm_lsp.evaluate.devices import Device, DeviceLost, GpuId, GpuPool
 from cuda_llm_lsp.evaluate.types import DeviceFacts, EvalResult, KernelBinary, NoGpuError
 
@@ -35,6 +38,8 @@ T = TypeVar("T")
 RAY_MISSING = 'a cluster needs Ray: pip install "cuda-llm-lsp[ray]"'
 RESTART_TIMEOUT_S = 120.0  # a restarted actor (its node lost: on another one) must answer by then
 CONNECT_TIMEOUT_S = 120.0
+RESTART_POLL_S = 0.5  # between asks while an actor restarts
+_CALL_IDS = itertools.count(1)  # the client's calls, each cancellable alone on its actor
 
 
 def _ray() -> Any:
@@ -60,6 +65,8 @@ class GpuActor:
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.evaluator = GpuEvaluator(0, plan=plan, launch_timeout_s=launch_timeout_s)
+        self._stops: dict[int, CancelToken] = {}  # the client's call ids -> their tokens
+        self._stops_lock = threading.Lock()
 
     def identity(self) -> tuple[int, str, int]:
         return self.index, self.host, self.pid
@@ -67,8 +74,21 @@ class GpuActor:
     def device_facts(self) -> DeviceFacts:
         return self.evaluator.device_facts()
 
-    def benchmark(self, kernel: KernelBinary, spec: TestSpec, kwargs: dict[str, Any]) -> EvalResult:
-        return self.evaluator.benchmark(kernel, spec, **kwargs)
+    def _stop(self, call: int) -> CancelToken:
+        with self._stops_lock:
+            return self._stops.setdefault(call, CancelToken())
+
+    def _done(self, call: int) -> None:
+        with self._stops_lock:
+            self._stops.pop(call, None)
+
+    def benchmark(
+        self, kernel: KernelBinary, spec: TestSpec, kwargs: dict[str, Any], call: int = 0
+    ) -> EvalResult:
+        try:
+            return self.evaluator.benchmark(kernel, spec, stop=self._stop(call), **kwargs)
+        finally:
+            self._done(call)
 
     def evaluate(
         self,
@@ -76,11 +96,21 @@ class GpuActor:
         candidate: KernelBinary,
         spec: TestSpec,
         kwargs: dict[str, Any],
+        call: int = 0,
     ) -> EvalResult:
-        return self.evaluator.evaluate(baseline, candidate, spec, **kwargs)
+        try:
+            stop = self._stop(call)
+            return self.evaluator.evaluate(baseline, candidate, spec, stop=stop, **kwargs)
+        finally:
+            self._done(call)
 
-    def cancel(self) -> None:
-        self.evaluator.cancel()
+    def cancel(self, call: int | None = None) -> None:
+        """The call in flight; with `call`, that call only, even one that has not begun here
+        yet (the client's cancel can overtake its request)."""
+        if call is None:
+            self.evaluator.cancel()
+        else:
+            self._stop(call).cancel()
 
     def close(self) -> None:
         self.evaluator.close()
@@ -110,10 +140,23 @@ class RayEvaluator:
             raise DeviceLost(f"{self.gpu.label}: {type(exc).__name__}") from exc
 
     def _await_restart(self, ray: Any) -> None:
-        try:
-            index, host, _pid = ray.get(self.actor.identity.remote(), timeout=RESTART_TIMEOUT_S)
-        except (*_lost_errors(ray), ray.exceptions.GetTimeoutError) as exc:
-            raise DeviceLost(f"{self.gpu.label} did not come back: {type(exc).__name__}") from exc
+        """Wait for the restarted actor, up to RESTART_TIMEOUT_S. A call made while it restarts
+        is refused at once with `ActorUnavailableError` (as Ray 2.60 does), not queued: ask
+        again."""
+        restarting = getattr(ray.exceptions, "ActorUnavailableError", ())
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while True:
+            try:
+                left = max(deadline - time.monotonic(), 0.1)
+                index, host, _pid = ray.get(self.actor.identity.remote(), timeout=left)
+                break
+            except restarting as exc:
+                if time.monotonic() >= deadline:
+                    raise DeviceLost(f"{self.gpu.label} did not come back: {exc}") from exc
+                time.sleep(RESTART_POLL_S)
+            except (*_lost_errors(ray), ray.exceptions.GetTimeoutError) as exc:
+                name = type(exc).__name__
+                raise DeviceLost(f"{self.gpu.label} did not come back: {name}") from exc
         self._suspect = False
         name = self.device.gpu.name if self.device is not None else self.gpu.name
         self.gpu = GpuId(index, name, host)
@@ -124,6 +167,13 @@ class RayEvaluator:
         facts: DeviceFacts = self._call("device_facts")
         return facts
 
+    def _stoppable(self, method: str, stop: CancelToken | None, *args: Any) -> EvalResult:
+        """`method` on the actor; `stop`'s cancel reaches that call only, by its id."""
+        call = next(_CALL_IDS)
+        with relayed(stop, lambda: self.actor.cancel.remote(call)):
+            result: EvalResult = self._call(method, *args, call)
+        return result
+
     def benchmark(
         self,
         kernel: KernelBinary,
@@ -131,11 +181,11 @@ class RayEvaluator:
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
-        result: EvalResult = self._call(
-            "benchmark", kernel, spec, {"spec_dir": spec_dir, "seed": seed}
+        return self._stoppable(
+            "benchmark", stop, kernel, spec, {"spec_dir": spec_dir, "seed": seed}
         )
-        return result
 
     def evaluate(
         self,
@@ -146,10 +196,10 @@ class RayEvaluator:
         spec_dir: Path | None = None,
         seed: int | None = None,
         candidate_spec: TestSpec | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         kwargs = {"spec_dir": spec_dir, "seed": seed, "candidate_spec": candidate_spec}
-        result: EvalResult = self._call("evaluate", baseline, candidate, spec, kwargs)
-        return result
+        return self._stoppable("evaluate", stop, baseline, candidate, spec, kwargs)
 
     def cancel(self) -> None:
         self.actor.cancel.remote()  # a threaded actor: it runs beside the call it cancels
