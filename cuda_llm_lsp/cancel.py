@@ -13,9 +13,10 @@ It sits below every layer (beside `config`): `fsr`, `tune` and `engine` all take
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,18 @@ class CancelToken:
         forget = self.on_cancel(token.cancel)
         token.on_cancel(forget)
         return token
+
+
+@contextlib.contextmanager
+def relayed(stop: CancelToken | None, callback: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, `stop`'s cancel runs `callback` (at once if `stop` is cancelled
+    already: a cancel that came before the block began is not lost); after it, never."""
+    forget = stop.on_cancel(callback) if stop is not None else None
+    try:
+        yield
+    finally:
+        if forget is not None:
+            forget()
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from cuda_llm_lsp.cancel import CancelToken
+from cuda_llm_lsp.cancel import CancelToken, relayed
 from cuda_llm_lsp.evaluate.devices import Device, GpuId, GpuPool
 from cuda_llm_lsp.evaluate.types import (
     DeviceFacts,
@@ -78,11 +78,9 @@ class JobEvaluator:
 
     The evaluator has one worker per GPU and its `cancel` kills whatever runs on it; with
     several kernels optimizing at once, cancelling one job must not cost another its run.
-    Calls pass one at a time through `gate`, so a cancel reaches the worker only while this
-    job's call is the one running.
-
-    The worker clears a cancel when a call begins, so a cancel that lands just as a call starts
-    is sent once more 50 ms later, only if that same call still runs.
+    Calls pass one at a time through `gate`, and each carries a token of its own: the evaluator
+    relays it to its worker for that call only, so a cancel is never lost as a call begins and
+    never reaches a later call.
 
     `cancel` is the evaluator protocol's: the FSR loop uses it to interrupt the candidate on
     the GPU when a budget runs out, then goes on (re-validating its winner), so it stops only
@@ -92,33 +90,19 @@ class JobEvaluator:
     def __init__(self, inner: Evaluator, gate: GpuGate, token: CancelToken | None = None) -> None:
         self.inner, self.gate = inner, gate
         self.token = token or CancelToken()
-        self._running = 0  # the id of the call on the GPU, 0 when none
-        self._calls = 0
-        self._state = threading.Lock()
-        self.token.on_cancel(self._stop)
+        self._calls = _OwnCalls(self.token)
+        self.token.on_cancel(lambda: in_thread(self._stop_now, "cuda-llm-cancel"))
 
-    def _call(self, method: Callable[[], T]) -> T:
+    def _call(self, method: Callable[[CancelToken], T], given: CancelToken | None = None) -> T:
         if not self.gate.enter(self.token):  # another job's GPU call runs: wait, cancellable
             raise EvaluationCancelled("cancelled")
         try:
-            with self._state:
-                if self.token.cancelled:
-                    raise EvaluationCancelled("cancelled")
-                self._calls += 1
-                self._running = self._calls
-            try:
-                result = method()
-            finally:
-                with self._state:
-                    self._running = 0
+            return self._calls.run(method, given)
         finally:
             self.gate.leave()
-        if self.token.cancelled:
-            raise EvaluationCancelled("cancelled")
-        return result
 
     def device_facts(self) -> DeviceFacts:
-        return self._call(self.inner.device_facts)
+        return self._call(lambda own: self.inner.device_facts())
 
     def benchmark(
         self,
@@ -127,8 +111,12 @@ class JobEvaluator:
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
-        return self._call(lambda: self.inner.benchmark(kernel, spec, spec_dir=spec_dir, seed=seed))
+        return self._call(
+            lambda own: self.inner.benchmark(kernel, spec, spec_dir=spec_dir, seed=seed, stop=own),
+            stop,
+        )
 
     def evaluate(
         self,
@@ -139,43 +127,67 @@ class JobEvaluator:
         spec_dir: Path | None = None,
         seed: int | None = None,
         candidate_spec: TestSpec | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         return self._call(
-            lambda: self.inner.evaluate(
+            lambda own: self.inner.evaluate(
                 baseline,
                 candidate,
                 spec,
                 spec_dir=spec_dir,
                 seed=seed,
                 candidate_spec=candidate_spec,
-            )
+                stop=own,
+            ),
+            stop,
         )
 
     def cancel(self) -> None:
         """Interrupt this job's call in flight, if any; later calls run as usual."""
-        with self._state:
-            call = self._running
-        if call:
-            self.inner.cancel()
-            # The worker clears a cancel when a call begins: repeat it once the call is under
-            # way, but only if that same call is still the one running.
-            threading.Timer(0.05, self._cancel_again, (call,)).start()
+        self._calls.cancel()
 
-    def _stop(self) -> None:  # the token's callback: off the cancelling thread
-        in_thread(self._stop_now, "cuda-llm-cancel")
-
-    def _stop_now(self) -> None:
+    def _stop_now(self) -> None:  # the token's cancel, off the cancelling thread
         self.gate.wake()
-        self.cancel()
-
-    def _cancel_again(self, call: int) -> None:
-        with self._state:
-            running = self._running == call
-        if running:
-            self.inner.cancel()
+        self._calls.cancel()
 
     def close(self) -> None:
         """The shared evaluator outlives jobs: the server closes it at shutdown."""
+
+
+class _OwnCalls:
+    """A job's calls in flight, each with a token of its own that the evaluator relays to the
+    worker for that call only. The job's cancel (`cancel`, run off the cancelling thread) and
+    a call's start are ordered by one lock: a call either sees the job cancelled and does not
+    start, or is registered before the cancel looks, and is stopped."""
+
+    def __init__(self, job: CancelToken) -> None:
+        self.job = job
+        self._own: dict[int, CancelToken] = {}
+        self._ids = itertools.count(1)
+        self._state = threading.Lock()
+
+    def run(self, method: Callable[[CancelToken], T], given: CancelToken | None) -> T:
+        call, own = next(self._ids), CancelToken()
+        with self._state:
+            if self.job.cancelled:
+                raise EvaluationCancelled("cancelled")
+            self._own[call] = own
+        try:
+            with relayed(given, own.cancel):  # the caller's own token for this call, if any
+                result = method(own)
+        finally:
+            with self._state:
+                self._own.pop(call, None)
+        if self.job.cancelled:
+            raise EvaluationCancelled("cancelled")
+        return result
+
+    def cancel(self) -> None:
+        """Every call in flight (a call yet to reach its worker included); none after."""
+        with self._state:
+            own = list(self._own.values())
+        for token in own:
+            token.cancel()
 
 
 class JobPool(GpuPool):
@@ -183,19 +195,17 @@ class JobPool(GpuPool):
     the job's candidates in parallel and says which GPU judges each; its devices are the shared
     pool's, leased call by call, so jobs share the GPUs.
 
-    A cancel reaches only the GPUs this job's calls hold: it is delivered while the call still
-    holds its device (under `_state`, which the call takes to give the device back), so it can
-    never hit another job's call on that GPU. Its `token`'s cancel also stops the job's calls
-    waiting for a device and refuses later ones.
+    Each call carries a token of its own, relayed by the device's evaluator to its worker for
+    that call only: a cancel reaches only the GPUs this job's calls hold and can never hit
+    another job's call on that GPU. Its `token`'s cancel also stops the job's calls waiting
+    for a device and refuses later ones.
     """
 
     def __init__(self, shared: GpuPool, token: CancelToken | None = None) -> None:
         super().__init__(lambda: shared.devices)
         self.shared = shared
         self.token = token or CancelToken()
-        self._held: dict[int, Device] = {}  # this job's calls on a GPU: call id -> its device
-        self._ids = itertools.count(1)
-        self._state = threading.Lock()
+        self._calls = _OwnCalls(self.token)
         self.token.on_cancel(lambda: in_thread(self._stop_now, "cuda-llm-cancel"))
 
     @property
@@ -205,6 +215,48 @@ class JobPool(GpuPool):
     def device_facts(self) -> DeviceFacts:
         return self.shared.device_facts()  # read when the shared pool started
 
+    def benchmark(
+        self,
+        kernel: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+        stop: CancelToken | None = None,
+    ) -> EvalResult:
+        return self._calls.run(
+            lambda own: super(JobPool, self).benchmark(
+                kernel, spec, spec_dir=spec_dir, seed=seed, stop=own
+            ),
+            stop,
+        )
+
+    def evaluate(
+        self,
+        baseline: KernelBinary,
+        candidate: KernelBinary,
+        spec: TestSpec,
+        *,
+        spec_dir: Path | None = None,
+        seed: int | None = None,
+        candidate_spec: TestSpec | None = None,
+        on_device: Callable[[GpuId], None] | None = None,
+        stop: CancelToken | None = None,
+    ) -> EvalResult:
+        return self._calls.run(
+            lambda own: super(JobPool, self).evaluate(
+                baseline,
+                candidate,
+                spec,
+                spec_dir=spec_dir,
+                seed=seed,
+                candidate_spec=candidate_spec,
+                on_device=on_device,
+                stop=own,
+            ),
+            stop,
+        )
+
     def run(
         self,
         job: Callable[[Device], T],
@@ -212,44 +264,23 @@ class JobPool(GpuPool):
         *,
         stop: CancelToken | None = None,
     ) -> T:
-        call = next(self._ids)
-
-        def held(device: Device) -> T:
-            with self._state:
-                if self.token.cancelled:
-                    raise EvaluationCancelled("cancelled")
-                self._held[call] = device
-            try:
-                return job(device)
-            finally:
-                with self._state:
-                    self._held.pop(call, None)
-
+        """`job` on a device leased from the shared pool; waiting for one ends with `stop` (a
+        call's own token) or the job's token."""
         if self.token.cancelled:
             raise EvaluationCancelled("cancelled")
-        result = self.shared.run(held, on_device, stop=self.token)
+        result = self.shared.run(job, on_device, stop=stop or self.token)
         if self.token.cancelled:
             raise EvaluationCancelled("cancelled")
         return result
 
     def cancel(self) -> None:
         """Interrupt this job's calls in flight, if any; later calls run as usual."""
-        with self._state:
-            calls = set(self._held)
-            for device in self._held.values():
-                device.evaluator.cancel()
-        if calls:  # the worker clears a cancel when a call begins: repeat it once under way
-            threading.Timer(0.05, self._cancel_again, (calls,)).start()
+        self._calls.cancel()
+        self.shared.wake()  # those waiting for a device look at their tokens again
 
-    def _cancel_again(self, calls: set[int]) -> None:
-        with self._state:
-            for call, device in self._held.items():
-                if call in calls:
-                    device.evaluator.cancel()
-
-    def _stop_now(self) -> None:
+    def _stop_now(self) -> None:  # the token's cancel, off the cancelling thread
+        self._calls.cancel()
         self.shared.wake()
-        self.cancel()
 
     def close(self) -> None:
         """The shared pool outlives jobs: the server closes it."""

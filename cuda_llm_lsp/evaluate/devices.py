@@ -312,11 +312,13 @@ class GpuPool:
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         return self.run(
             lambda d: _labelled(
-                d, d.evaluator.benchmark(kernel, spec, spec_dir=spec_dir, seed=seed)
-            )
+                d, d.evaluator.benchmark(kernel, spec, spec_dir=spec_dir, seed=seed, stop=stop)
+            ),
+            stop=stop,
         )
 
     def evaluate(
@@ -329,6 +331,7 @@ class GpuPool:
         seed: int | None = None,
         candidate_spec: TestSpec | None = None,
         on_device: Callable[[GpuId], None] | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         """One candidate on one free GPU, timed against the baseline on that GPU."""
         return self.run(
@@ -341,9 +344,11 @@ class GpuPool:
                     spec_dir=spec_dir,
                     seed=seed,
                     candidate_spec=candidate_spec,
+                    stop=stop,
                 ),
             ),
             on_device,
+            stop=stop,
         )
 
     def evaluate_many(

@@ -41,11 +41,12 @@ Timing holes, and why each is closed (or what remains):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -54,6 +55,7 @@ import numpy as np
 import platformdirs
 
 from cuda_llm_lsp.cachefiles import write_json_atomic
+from cuda_llm_lsp.cancel import CancelToken, relayed
 from cuda_llm_lsp.evaluate import judge, timing
 from cuda_llm_lsp.evaluate.captured import captured_outputs, is_captured_case
 from cuda_llm_lsp.evaluate.compare import OK, Finding
@@ -126,6 +128,7 @@ class GpuEvaluator:
         self.plan = plan or timing.Plan()
         self._cache_dir = cache_dir
         self._lock = threading.RLock()
+        self._depth = 0  # calls of this thread in `_one_call` (they nest)
         self._worker = Worker(device)
         self._facts: DeviceFacts | None = None
         # seconds per phase of the last `evaluate` / `benchmark` (the worker's "inputs", "run",
@@ -138,9 +141,23 @@ class GpuEvaluator:
         return self._worker.restarts
 
     # --- device facts ------------------------------------------------------------------------
-    def device_facts(self) -> DeviceFacts:
+    @contextlib.contextmanager
+    def _one_call(self, stop: CancelToken | None) -> Iterator[None]:
+        """A call holds the worker: a cancel of an earlier call is forgotten as it begins (not
+        inside a call: `device_facts` within `evaluate`), and `stop`'s reaches this call only,
+        even one that came before it began."""
         with self._lock:
-            self._worker.cancelled.clear()
+            if self._depth == 0:
+                self._worker.cancelled.clear()
+            self._depth += 1
+            try:
+                with relayed(stop, self.cancel):
+                    yield
+            finally:
+                self._depth -= 1
+
+    def device_facts(self) -> DeviceFacts:
+        with self._one_call(None):
             if self._facts is None:
                 self._facts = self._query_facts()
             return self._facts
@@ -312,13 +329,13 @@ class GpuEvaluator:
         spec_dir: Path | None = None,
         seed: int | None = None,
         candidate_spec: TestSpec | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         """The candidate against the baseline: every case on both, the oracle, then the timing.
 
         Long because it is the judge's order of events, each step an early return with its
         status (docs/design.md "Evaluation rules"); the rules themselves live in `judge`."""
-        with self._lock:
-            self._worker.cancelled.clear()
+        with self._one_call(stop):
             self.phases = {}
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
@@ -514,11 +531,11 @@ class GpuEvaluator:
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         """The kernel alone: every case run twice (determinism, unwritten, guards, inputs
         unchanged), then the timed case's latency and bandwidth. Every case is reported."""
-        with self._lock:
-            self._worker.cancelled.clear()
+        with self._one_call(stop):
             self.phases = {}
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()

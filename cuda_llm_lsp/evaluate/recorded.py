@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.cancel import CancelToken, relayed
 from cuda_llm_lsp.evaluate.types import (
     STATUSES,
     CaseOutcome,
@@ -124,10 +125,11 @@ class RecordedEvaluator:
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         self.calls.append(("benchmark", kernel.kernel_source))
         entry = self._match(kernel.kernel_source, kernel.defines) or self._baseline()
-        self._wait(entry)
+        self._wait(entry, stop)
         timing = self._timing(entry)
         status = entry.get("status", "ok")
         return EvalResult(
@@ -147,6 +149,7 @@ class RecordedEvaluator:
         spec_dir: Path | None = None,
         seed: int | None = None,
         candidate_spec: TestSpec | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult:
         self.calls.append(("evaluate", candidate.kernel_source))
         self.launched.append(candidate_spec or spec)
@@ -160,7 +163,7 @@ class RecordedEvaluator:
         self._seen[key] = self._seen.get(key, 0) + 1
         if self._seen[key] > 1 and isinstance(entry.get("later"), dict):
             entry = {**entry, **entry["later"]}
-        self._wait(entry)
+        self._wait(entry, stop)
         status = entry.get("status", "ok")
         base = self._timing(self._baseline())
         if status != "ok":
@@ -211,12 +214,15 @@ class RecordedEvaluator:
                 return dict(entry)
         return None
 
-    def _wait(self, entry: Mapping[str, Any]) -> None:
+    def _wait(self, entry: Mapping[str, Any], stop: CancelToken | None) -> None:
+        """The recorded call's `delay_s`, cut short by `cancel` or by `stop` (the call's own
+        token: relayed only after the earlier call's cancel is forgotten, so it is never lost)."""
         self._cancel.clear()
         delay = float(entry.get("delay_s", 0.0) or 0.0)
-        if delay > 0 and self._cancel.wait(delay):
-            self._cancel.clear()
-            raise EvaluationCancelled("evaluation cancelled")
+        with relayed(stop, self._cancel.set):
+            if (delay > 0 and self._cancel.wait(delay)) or (stop is not None and stop.cancelled):
+                self._cancel.clear()
+                raise EvaluationCancelled("evaluation cancelled")
 
     @staticmethod
     def _timing(entry: Mapping[str, Any]) -> Timing:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from cuda_llm_lsp.compile.types import Resources
 
 if TYPE_CHECKING:  # annotations only: the GPU worker imports this module without the source
-    from cuda_llm_lsp.source.spec import TestSpec  # model (tree-sitter) and starts faster
+    from cuda_llm_lsp.cancel import CancelToken  # model (tree-sitter) and starts faster
+    from cuda_llm_lsp.source.spec import TestSpec
 
 # The candidate statuses of the CLI contract (docs/design.md).
 Status = Literal[
@@ -122,6 +123,8 @@ class Evaluator(Protocol):
 
     Methods block; call them from a thread. `cancel` may be called from any thread and makes the
     call in flight raise `EvaluationCancelled` promptly (the worker is killed and restarted).
+    `stop` (one call's token): its cancel does the same for that call only, whenever it comes,
+    even before the call has reached the worker; it never reaches a later call.
     """
 
     def device_facts(self) -> DeviceFacts: ...
@@ -133,6 +136,7 @@ class Evaluator(Protocol):
         *,
         spec_dir: Path | None = None,
         seed: int | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult: ...
 
     def evaluate(
@@ -144,6 +148,7 @@ class Evaluator(Protocol):
         spec_dir: Path | None = None,
         seed: int | None = None,
         candidate_spec: TestSpec | None = None,
+        stop: CancelToken | None = None,
     ) -> EvalResult: ...
 
     # `candidate_spec`: the candidate's own launch (the same sizes and arguments, its grid, block

@@ -16,6 +16,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
+from cuda_llm_lsp.cancel import CancelToken, relayed
 from cuda_llm_lsp.compile.types import Resources
 from cuda_llm_lsp.engine.job_view import GpuGate, JobEvaluator
 from cuda_llm_lsp.evaluate.types import EvaluationCancelled
@@ -148,12 +149,15 @@ class _SlowGpu:
         self.cancelled = threading.Event()
         self.started = threading.Event()
 
-    def benchmark(self, name: str, spec: object, **options: object) -> str:
-        self.cancelled.clear()
-        self.started.set()
-        while not self.release.wait(0.01):
-            if self.cancelled.is_set():
-                raise EvaluationCancelled("killed")
+    def benchmark(
+        self, name: str, spec: object, *, stop: CancelToken | None = None, **options: object
+    ) -> str:
+        self.cancelled.clear()  # as the worker forgets an earlier call's cancel, then relays
+        with relayed(stop, self.cancel):  # this call's own token (the protocol's `stop`)
+            self.started.set()
+            while not self.release.wait(0.01):
+                if self.cancelled.is_set():
+                    raise EvaluationCancelled("killed")
         return name
 
     def cancel(self) -> None:
@@ -198,7 +202,44 @@ def test_the_loops_cancel_interrupts_one_call_and_later_calls_still_run() -> Non
         gpu.started.clear()
         second = pool.submit(job.benchmark, "winner", None)  # re-validating the winner
         assert gpu.started.wait(5)
-        time.sleep(0.1)  # past the repeated cancel of the first call: it must not hit this one
+        time.sleep(0.1)  # the first call's cancel is spent: it must not hit this one
+        assert not second.done()
+        gpu.release.set()
+        assert second.result(5) == "winner"
+
+
+class _LateStartGpu(_SlowGpu):
+    """A call that has left the job but not yet reached the worker: it pauses before the worker
+    forgets an earlier call's cancel, as the real one does when a call begins."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.go = threading.Event(), threading.Event()
+
+    def benchmark(
+        self, name: str, spec: object, *, stop: CancelToken | None = None, **options: object
+    ) -> str:
+        self.entered.set()
+        assert self.go.wait(5)
+        return super().benchmark(name, spec, stop=stop)
+
+
+def test_a_cancel_landing_before_the_call_reaches_the_worker_still_stops_it() -> None:
+    """The race the 50 ms re-send covered: the cancel comes after the job let the call go and
+    before the worker began it (and cleared its cancel). The call's own token carries it."""
+    gpu = _LateStartGpu()
+    job = JobEvaluator(gpu, GpuGate())  # type: ignore[arg-type]
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(job.benchmark, "slow", None)
+        assert gpu.entered.wait(5)
+        job.cancel()  # the worker has not begun: a plain cancel would be cleared and lost
+        gpu.go.set()
+        with pytest.raises(EvaluationCancelled):
+            first.result(2)  # well before `release`: nothing else would end it
+        gpu.entered.clear()
+        second = pool.submit(job.benchmark, "winner", None)
+        assert gpu.entered.wait(5) and gpu.started.wait(5)
+        time.sleep(0.2)  # the first call's cancel is spent: it never reaches this one
         assert not second.done()
         gpu.release.set()
         assert second.result(5) == "winner"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from cuda_llm_lsp.cancel import relayed
 from cuda_llm_lsp.config import settings_from_mapping
 from cuda_llm_lsp.evaluate import timing
 from cuda_llm_lsp.evaluate.devices import (
@@ -188,8 +189,9 @@ class StandIn:
         if self.lose > 0:
             self.lose -= 1
             raise DeviceLost("the actor died")
-        if self.cancelled.wait(self.delay_s):
-            raise EvaluationCancelled("cancelled")
+        with relayed(kwargs.get("stop"), self.cancel):  # this call's own token
+            if self.cancelled.wait(self.delay_s):
+                raise EvaluationCancelled("cancelled")
         return EvalResult("ok", "fine", seed=kwargs.get("seed") or 0, speedup=2.0)
 
     benchmark = evaluate

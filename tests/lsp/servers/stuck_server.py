@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+from cuda_llm_lsp.cancel import CancelToken, relayed
 from cuda_llm_lsp.evaluate.recorded import DEFAULT_DEVICE
 from cuda_llm_lsp.evaluate.types import DeviceFacts
 from cuda_llm_lsp.lsp.app import create_server, serve_stdio
@@ -27,9 +28,10 @@ class StuckGpu:
     def device_facts(self) -> DeviceFacts:
         return DEFAULT_DEVICE
 
-    def benchmark(self, *args: object, **kwargs: object) -> object:
-        self.marker.write_text("started")
-        threading.Event().wait()  # never returns: the worker is stuck
+    def benchmark(self, *args: object, stop: CancelToken | None = None, **kwargs: object) -> object:
+        with relayed(stop, self.cancel):  # the call's own token reaches the stuck worker
+            self.marker.write_text("started")
+            threading.Event().wait()  # never returns: the worker is stuck
         raise AssertionError("unreachable")
 
     evaluate = benchmark
