@@ -582,7 +582,10 @@ def test_trait_no_header_brings_is_still_an_error(tmp_path: Path) -> None:
     analysis = analyze(text, source, Settings())
     errors = [d for d in analysis.diagnostics if d.severity == "error"]
     assert errors and {d.line for d in errors} == {2}, errors
-    assert "is_nothing_v" in errors[0].message
+    # the missing name itself is a warning that names it (NVRTC's `std` is only part of the
+    # host's: nvcc decides), and what follows from it on the line stays an error
+    named = [d for d in analysis.diagnostics if "is_nothing_v" in d.message]
+    assert [(d.line, d.severity) for d in named] == [(2, "warning")], named
 
 
 # CUTLASS's relatively_equal.h: `cuda::std::abs` for NVRTC, from a <cuda/std/cmath> that an
