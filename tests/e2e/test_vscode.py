@@ -20,7 +20,8 @@ notification center; then
    GPU: the no-GPU warning is shown in full, not cut off after its first line;
 8. README's demo: "CUDA-LLM: Try the Demo" turns `cudaLlm.demo` on and opens the package's
    example; Optimize answers from the recording (the endpoint is never asked), labelled DEMO
-   once on every line while it runs;
+   once on every line, at the recording's pace: both rounds and their candidates watched on
+   screen over seconds;
    ✓ applies the winner and one Ctrl+Z restores it; then Optimize and ✗ leaves the file.
 
 `CUDA_LLM_E2E_SERVER` (a JSON list) replaces the server command. Screenshots of each step go
@@ -165,6 +166,7 @@ def session() -> Iterator[Session]:
         OPENAI_API_KEY="sk-test-not-a-real-key",
         CUDA_LLM_DATA_DIR=str(home / "data"),
         XDG_CACHE_HOME=str(home / "cache"),
+        CUDA_LLM_DEMO_PACE="1",  # the demo at its recording's pace, as a user watches it
     )
     try:
         with workbench_in_browser(TOOLS, home, folder, settings, env, shots) as workbench:
@@ -395,9 +397,14 @@ def test_try_the_demo_optimizes_the_example_and_accept_applies_in_one_undo(
     settings = json.loads((session.user_data / "User" / "settings.json").read_text("utf-8"))
     assert settings.get("cudaLlm.demo") is True, settings
     seen = _optimize_demo(session)
-    # the DEMO label once per line is checked while watching; which rounds and candidates
-    # were on screen, and when, is printed (the watcher sees them only some of the time)
+    # at the recording's pace (about 6 s) both rounds and their candidates can be followed on
+    # screen; the DEMO label once per line is checked while watching
     print(f"demo steps seen on screen (s after the click): {seen}")
+    assert sorted(step for step in seen if step.startswith("round ")) == [
+        "round 1/2",
+        "round 2/2",
+    ], seen
+    assert len(seen) >= 3 and max(seen.values()) - min(seen.values()) >= 4.0, seen
     said = wait_until(
         "the demo's notification",
         lambda: [t for t in wb.toasts() if DEMO_LABEL in t and " faster " in t],
