@@ -4,18 +4,30 @@ its expected outputs the bytes they held after it (the original must reproduce t
 
 The directory is the spec's own (relative to the `.cu` file, inside its tree, as an `inputs`
 hook is); each buffer takes the first `count` elements of what was captured from its pointer.
+
+A `"@captured"` argument (a struct, an enum, a `cutlass::half_t` passed by value) is passed as the
+bytes the program passed; every device address the capture found inside them becomes a buffer of
+its own (`with_captured_arguments`: named `ARG@BYTE`, its captured bytes as data, `inout` when the
+launch changed them, else `in`), whose address the worker writes into those bytes at BYTE.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from cuda_llm_lsp.evaluate.compare import storage_dtype
-from cuda_llm_lsp.source.capture_manifest import Capture, CaptureError, read_capture
-from cuda_llm_lsp.source.spec import Case, TestSpec
+from cuda_llm_lsp.source.capture_manifest import (
+    Capture,
+    CapturedPointer,
+    CaptureError,
+    EmbeddedPointer,
+    read_capture,
+)
+from cuda_llm_lsp.source.spec import ArgSpec, Case, InitSpec, TestSpec
 from cuda_llm_lsp.source.spec.hook import hook_path_problem
 
 
@@ -71,7 +83,7 @@ def read_buffer(
     assert arg is not None and arg.is_pointer
     if arg.index >= len(capture.params):
         raise CapturedDataError(f"the capture has no parameter {arg.index} ({name})")
-    pointer = capture.params[arg.index].pointer
+    pointer = _region(capture, arg)
     if pointer is None:
         raise CapturedDataError(
             f"{name}: the captured launch passed no device address for it (null or host memory)"
@@ -108,3 +120,76 @@ def captured_outputs(
 ) -> dict[str, np.ndarray]:
     """The bytes `names` held after the captured launch (raw uint8, as the worker keeps runs)."""
     return {n: _buffer(spec, case, spec_dir, n, "after").view(np.uint8) for n in names}
+
+
+def _region(capture: Capture, arg: ArgSpec) -> CapturedPointer | None:
+    """The captured allocation behind pointer `arg`: the parameter itself, or the address at
+    byte `arg.within` of a by-value parameter."""
+    param = capture.params[arg.index]
+    if arg.within is None:
+        return param.pointer
+    return next((r.pointer for r in param.embedded if r.at == arg.within), None)
+
+
+def with_captured_arguments(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
+    """`spec` with each `"@captured"` argument's bytes and a pointer argument for every device
+    allocation addressed inside them (compared as the `"@captured DTYPE"` element type, else
+    byte for byte). Addresses into one allocation share one buffer, from the lowest of them,
+    so a struct's two views of one array (`lo`, `hi = lo + n/2`) still alias as they did.
+    The same spec when it has none, or has them already."""
+    wanted = [a for a in spec.args if a.is_captured and a.raw is None]
+    if not wanted:
+        return spec
+    _, capture = load_capture(spec, spec_dir)
+    for arg in wanted:
+        if arg.index >= len(capture.params):
+            raise CapturedDataError(
+                f"args.{arg.name}: the captured launch passed {len(capture.params)} parameters"
+            )
+    # every address inside the captured arguments, grouped by the allocation it points into
+    groups: dict[int, list[tuple[ArgSpec, EmbeddedPointer]]] = {}
+    for arg in wanted:
+        for region in capture.params[arg.index].regions:
+            groups.setdefault(region.pointer.base, []).append((arg, region))
+    buffers: list[ArgSpec] = []
+    moves: dict[str, list[tuple[int, str, int]]] = {a.name: [] for a in wanted}
+    for members in groups.values():
+        owner, first = min(members, key=lambda m: m[1].pointer.offset)
+        dtypes = {a.captured_dtype for a, _ in members}
+        dtype = dtypes.pop() if len(dtypes) == 1 else None
+        dtype = dtype or "uint8"
+        itemsize = storage_dtype(dtype).itemsize
+        if first.pointer.captured % itemsize:
+            dtype, itemsize = "uint8", 1
+        name = f"{owner.name}@{first.at}"
+        changed = any(r.pointer.changed for _, r in members)
+        buffers.append(
+            ArgSpec(
+                name,
+                owner.index,
+                "",
+                True,
+                role="inout" if changed else "in",
+                dtype=dtype,
+                count=str(first.pointer.captured // itemsize),
+                init=InitSpec("zeros"),
+                within=first.at,
+            )
+        )
+        for arg, region in members:
+            moves[arg.name].append((region.at, name, region.pointer.offset - first.pointer.offset))
+    args = [
+        replace(a, raw=capture.params[a.index].raw, moves=tuple(sorted(moves[a.name])))
+        if a.is_captured and a.raw is None
+        else a
+        for a in spec.args
+    ]
+    written = tuple(b.name for b in buffers if b.role == "inout")
+    outputs = (*spec.outputs, *written) if spec.outputs else ()  # () compares by role
+    expanded = replace(spec, args=(*args, *buffers), outputs=outputs)
+    if not any(a.is_pointer and a.role in ("out", "inout") for a in expanded.args):
+        raise CapturedDataError(
+            "nothing to compare: the captured launch changed no buffer its arguments point to"
+        )
+    expanded.cases()  # the literal counts evaluate (a ValueError names a bad one)
+    return expanded

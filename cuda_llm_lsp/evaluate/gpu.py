@@ -57,10 +57,15 @@ import platformdirs
 from cuda_llm_lsp.cachefiles import write_json_atomic
 from cuda_llm_lsp.cancel import CancelToken, relayed
 from cuda_llm_lsp.evaluate import judge, timing
-from cuda_llm_lsp.evaluate.captured import captured_outputs, is_captured_case
+from cuda_llm_lsp.evaluate.captured import (
+    CapturedDataError,
+    captured_outputs,
+    is_captured_case,
+    with_captured_arguments,
+)
 from cuda_llm_lsp.evaluate.compare import OK, Finding
 from cuda_llm_lsp.evaluate.counter import KIND_CODES, Generated
-from cuda_llm_lsp.evaluate.inputs import case_sources
+from cuda_llm_lsp.evaluate.inputs import InputError, case_sources
 from cuda_llm_lsp.evaluate.judge import LaunchOutcome
 from cuda_llm_lsp.evaluate.launch import bad_launch, bytes_moved, case_launch
 from cuda_llm_lsp.evaluate.process import START_TIMEOUT_S, Worker
@@ -339,6 +344,9 @@ class GpuEvaluator:
             self.phases = {}
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
+            spec = _with_captured(spec, spec_dir)
+            if candidate_spec is not None:
+                candidate_spec = _with_captured(candidate_spec, spec_dir)
             cases = spec.cases()
             if candidate_spec is not None:  # its own launch, checked before anything runs
                 static = candidate.resources.shared_bytes if candidate.resources else 0
@@ -539,6 +547,7 @@ class GpuEvaluator:
             self.phases = {}
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
+            spec = _with_captured(spec, spec_dir)
             cases = spec.cases()
             key = self._load(kernel)
             if isinstance(key, Failure):
@@ -623,3 +632,12 @@ def _status(failure: Failure) -> Status:
 def _final(status: Status | None) -> Status:
     assert status is not None  # the judge's problems carry their status
     return status
+
+
+def _with_captured(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
+    """The spec with its `"@captured"` arguments' bytes and buffers (an unreadable capture is
+    the inputs' problem, as for any captured case)."""
+    try:
+        return with_captured_arguments(spec, spec_dir)
+    except CapturedDataError as exc:
+        raise InputError(str(exc)) from exc

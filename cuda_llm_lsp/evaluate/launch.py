@@ -16,7 +16,15 @@ from cuda_llm_lsp.evaluate.compare import (
     storage_dtype,
 )
 from cuda_llm_lsp.evaluate.counter import Generated
-from cuda_llm_lsp.evaluate.protocol import Buffer, BufferArg, Launch, Param, ScalarArg
+from cuda_llm_lsp.evaluate.inputs import InputError
+from cuda_llm_lsp.evaluate.protocol import (
+    Buffer,
+    BufferArg,
+    BytesArg,
+    Launch,
+    Param,
+    ScalarArg,
+)
 from cuda_llm_lsp.evaluate.types import DeviceFacts
 from cuda_llm_lsp.source.c_types import c_type_dtype
 from cuda_llm_lsp.source.spec import ArgSpec, Case, TestSpec
@@ -69,10 +77,24 @@ def case_launch(
             else:
                 pattern = poison_pattern(dtype) if poison is None else random_poison(dtype, poison)
                 buffers.append(Buffer(arg.name, nbytes, dtype, poison=pattern, offset=offset))
-            params.append(BufferArg(arg.name))
+            if arg.within is None:  # else its address is written into a captured struct
+                params.append(BufferArg(arg.name))
+        elif arg.is_captured:
+            params.append(_captured(arg))
         else:
             params.append(_scalar(arg, case))
     return Launch(key, case.grid, case.block, case.smem, tuple(params), tuple(buffers))
+
+
+def _captured(arg: ArgSpec) -> BytesArg:
+    """A `"@captured"` argument's bytes, with the addresses inside them relocated to the
+    buffers `evaluate.captured.with_captured_arguments` made for them."""
+    if arg.raw is None:
+        raise InputError(
+            f'args.{arg.name} = "@captured": the capture was not read (this tool does not pass '
+            "captured bytes; bench and optimize do)"
+        )
+    return BytesArg(arg.raw, arg.moves)
 
 
 def _scalar(arg: ArgSpec, case: Case) -> ScalarArg:

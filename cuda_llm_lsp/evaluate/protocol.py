@@ -71,7 +71,16 @@ class ScalarArg:
     value: int | float
 
 
-Param = BufferArg | ScalarArg
+@dataclass(frozen=True)
+class BytesArg:
+    """A kernel parameter passed as raw bytes (a captured struct), with the device address of
+    buffer `name` plus `delta` written over the 8 bytes at each `(at, name, delta)`."""
+
+    raw: bytes
+    relocations: tuple[tuple[int, str, int], ...] = ()
+
+
+Param = BufferArg | ScalarArg | BytesArg
 
 
 @dataclass(frozen=True)

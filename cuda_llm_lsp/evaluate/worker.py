@@ -50,6 +50,7 @@ from cuda_llm_lsp.evaluate.protocol import (
     BandwidthRequest,
     Buffer,
     BufferArg,
+    BytesArg,
     Checks,
     FactsReply,
     FactsRequest,
@@ -110,6 +111,17 @@ def helper_cubin(arch: str) -> bytes:
         tmp.write_bytes(build.cubin)
         os.replace(tmp, path)
     return build.cubin
+
+
+def relocated(param: BytesArg, ptrs: Mapping[str, int]) -> np.ndarray:
+    """A captured struct's bytes with this run's buffer addresses written where the program's
+    were (8-byte aligned copies, so the driver reads them as the kernel's parameter)."""
+    words = np.zeros((len(param.raw) + 7) // 8, dtype=np.uint64)
+    data = words.view(np.uint8)
+    data[: len(param.raw)] = np.frombuffer(param.raw, dtype=np.uint8)
+    for at, name, delta in param.relocations:
+        data[at : at + 8] = np.array([ptrs[name] + delta], dtype=np.uint64).view(np.uint8)
+    return words
 
 
 class CudaBackend(DeviceChecks):
@@ -422,6 +434,8 @@ class CudaBackend(DeviceChecks):
         for p in params:
             if isinstance(p, BufferArg):
                 keep.append(np.array([ptrs[p.name]], dtype=np.uint64))
+            elif isinstance(p, BytesArg):
+                keep.append(relocated(p, ptrs))
             else:
                 keep.append(np.array([p.value], dtype=np.dtype(p.dtype)))
         addresses = np.array([a.ctypes.data for a in keep], dtype=np.uint64)

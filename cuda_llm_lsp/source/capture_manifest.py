@@ -3,7 +3,9 @@ the user's program by the capture library (`compile/capture/inject.cpp`), read h
 
 The library writes `manifest.json` and, per captured pointer, two raw files (`pN.before.bin`,
 `pN.after.bin`: the bytes from the pointer to the end of its allocation, before and after the
-launch). This module is the one decoder of that JSON (the C++ side is its one encoder): typed,
+launch); a struct passed by value lists the device addresses found inside it as `embedded`
+(`pN_AT.*` for the address at byte AT), which a spec's `"@captured"` argument relocates. This
+module is the one decoder of that JSON (the C++ side is its one encoder): typed,
 frozen, versioned, and strict, so a damaged or foreign directory is a clear `CaptureError`.
 Pure: no numpy, no file other than the manifest is opened here.
 """
@@ -40,18 +42,35 @@ class CapturedPointer:
 
 
 @dataclass(frozen=True)
+class EmbeddedPointer:
+    """A device address inside a struct passed by value (an iterator's, a tensor view's, a
+    Params block's pointer): the 8 bytes at `at` of the parameter."""
+
+    at: int
+    pointer: CapturedPointer
+
+
+@dataclass(frozen=True)
 class CapturedParam:
     """One kernel parameter as passed: its raw bytes; `pointer` when they are an address into
-    an allocation."""
+    an allocation; `embedded`, the addresses inside a larger by-value parameter."""
 
     index: int
     offset: int  # in the kernel's parameter buffer
     size: int
     raw: bytes
     pointer: CapturedPointer | None = None
+    embedded: tuple[EmbeddedPointer, ...] = ()
 
     def as_int(self, signed: bool = True) -> int:
         return int.from_bytes(self.raw, "little", signed=signed)
+
+    @property
+    def regions(self) -> tuple[EmbeddedPointer, ...]:
+        """Every device address the parameter's bytes hold, by byte offset (a pointer: at 0)."""
+        if self.pointer is not None:
+            return (EmbeddedPointer(0, self.pointer),)
+        return self.embedded
 
 
 @dataclass(frozen=True)
@@ -167,24 +186,31 @@ def encode_capture(capture: Capture) -> dict[str, Any]:
                 "offset": p.offset,
                 "size": p.size,
                 "bytes": p.raw.hex(),
+                **({"pointer": _encode_pointer(p.pointer)} if p.pointer else {}),
                 **(
                     {
-                        "pointer": {
-                            "base": p.pointer.base,
-                            "offset": p.pointer.offset,
-                            "size": p.pointer.size,
-                            "captured": p.pointer.captured,
-                            "before": p.pointer.before,
-                            "after": p.pointer.after,
-                            "changed": p.pointer.changed,
-                        }
+                        "embedded": [
+                            {"at": e.at, "pointer": _encode_pointer(e.pointer)} for e in p.embedded
+                        ]
                     }
-                    if p.pointer
+                    if p.embedded
                     else {}
                 ),
             }
             for p in capture.params
         ],
+    }
+
+
+def _encode_pointer(p: CapturedPointer) -> dict[str, Any]:
+    return {
+        "base": p.base,
+        "offset": p.offset,
+        "size": p.size,
+        "captured": p.captured,
+        "before": p.before,
+        "after": p.after,
+        "changed": p.changed,
     }
 
 
@@ -196,22 +222,44 @@ def _param(doc: Any, directory: Path | None) -> CapturedParam:
         raw = bytes.fromhex(raw_hex)
     except ValueError as exc:
         raise CaptureError(f"parameter bytes are not hex: {raw_hex[:40]!r}") from exc
-    pointer = None
     p = doc.get("pointer")
-    if p is not None:
-        if not isinstance(p, dict):
-            raise CaptureError("a parameter's pointer is not an object")
-        before, after = _file(p, "before", directory), _file(p, "after", directory)
-        pointer = CapturedPointer(
-            base=_int(p, "base"),
-            offset=_int(p, "offset"),
-            size=_int(p, "size"),
-            captured=_int(p, "captured"),
-            before=before,
-            after=after,
-            changed=bool(p.get("changed", False)),
-        )
-    return CapturedParam(_int(doc, "index"), _int(doc, "offset"), _int(doc, "size"), raw, pointer)
+    pointer = None if p is None else _pointer(p, directory)
+    embedded_docs = doc.get("embedded", [])
+    if not isinstance(embedded_docs, list):
+        raise CaptureError("a parameter's embedded list is not a list")
+    embedded: list[EmbeddedPointer] = []
+    for e in embedded_docs:
+        if not isinstance(e, dict):
+            raise CaptureError("an embedded pointer is not an object")
+        at = _int(e, "at")
+        if at % 8 or at + 8 > len(raw):
+            raise CaptureError(f"an embedded pointer at byte {at} is not inside the parameter")
+        embedded.append(EmbeddedPointer(at, _pointer(e.get("pointer"), directory)))
+    if len({e.at for e in embedded}) != len(embedded):
+        raise CaptureError("two embedded pointers at the same byte")
+    return CapturedParam(
+        _int(doc, "index"),
+        _int(doc, "offset"),
+        _int(doc, "size"),
+        raw,
+        pointer,
+        tuple(embedded),
+    )
+
+
+def _pointer(p: Any, directory: Path | None) -> CapturedPointer:
+    if not isinstance(p, dict):
+        raise CaptureError("a parameter's pointer is not an object")
+    before, after = _file(p, "before", directory), _file(p, "after", directory)
+    return CapturedPointer(
+        base=_int(p, "base"),
+        offset=_int(p, "offset"),
+        size=_int(p, "size"),
+        captured=_int(p, "captured"),
+        before=before,
+        after=after,
+        changed=bool(p.get("changed", False)),
+    )
 
 
 def _file(doc: dict[str, Any], key: str, directory: Path | None) -> str:

@@ -356,6 +356,9 @@ def k_trap(x: int, y: int, n: int) -> None:
 
 
 # name -> (function, cost in ms, launch error code or 0)
+# kernels whose first parameter is a struct passed by value: `View {const float* x; int n;}`
+BY_VALUE = {"accumulate_view", "accumulate_view_fast", "accumulate_view_wrong"}
+
 KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "twice": (k_twice, 0.040, 0),
     "fast": (k_twice, 0.010, 0),
@@ -371,6 +374,9 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "twice64": (k_twice64, 0.040, 0),
     "pointer_cache64": (k_pointer_cache64, 0.010, 0),
     "accumulate": (k_accumulate, 0.040, 0),
+    "accumulate_view": (k_accumulate, 0.040, 0),
+    "accumulate_view_fast": (k_accumulate, 0.010, 0),
+    "accumulate_view_wrong": (k_twice, 0.010, 0),
     "accumulate_fast": (k_accumulate, 0.010, 0),
     "accumulate_past_end_late": (k_accumulate_past_end_late, 0.010, 0),
     "modifies_input": (k_modifies_input, 0.010, 0),
@@ -807,6 +813,12 @@ def cuLaunchKernel(
                 k_illegal(0, 0, 0)
             elif variant != "nothing":
                 typed(*[t.from_address(addrs[i]).value for i, t in enumerate(types)])
+        elif fn in BY_VALUE:  # (View v, float* y): View = {const float* x; int n;}, 16 bytes
+            addrs = (ctypes.c_uint64 * 2).from_address(params)
+            x = ctypes.c_uint64.from_address(addrs[0]).value
+            n = ctypes.c_int32.from_address(addrs[0] + 8).value
+            y = ctypes.c_uint64.from_address(addrs[1]).value
+            func(x, y, n)
         else:
             addrs = (ctypes.c_uint64 * 3).from_address(params)
             x = ctypes.c_uint64.from_address(addrs[0]).value

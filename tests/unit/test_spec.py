@@ -754,7 +754,8 @@ def test_draft_for_an_untestable_parameter_says_so_and_parse_explains() -> None:
     assert spec is None
     assert [e.message for e in errors] == [
         "missing args.p, and a P cannot be given in a spec (only integer, floating-point and "
-        "bool scalars can)"
+        'bool scalars can; with a capture, args.p = "@captured" passes the bytes the program '
+        "passed)"
     ]
 
 

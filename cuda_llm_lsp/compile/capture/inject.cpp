@@ -5,8 +5,9 @@
 // subscribes CUPTI driver-API callbacks for kernel launches and, for the one launch chosen by
 // the environment below, records: the kernel's name, grid, block, dynamic shared memory, every
 // parameter's bytes, and for each parameter that is an address inside a device (or managed)
-// allocation, the bytes from that address to the end of the allocation before and after the
-// launch; the device, its arch and the launch's duration. Nothing else is read: no environment
+// allocation (or, for a struct passed by value, each 8-byte-aligned word inside it that is
+// such an address), the bytes from that address to the end of the allocation before and after
+// the launch; the device, its arch and the launch's duration. Nothing else is read: no environment
 // variable but its own, no other launch's data, no host memory of the program.
 //
 //   CUDA_LLM_CAPTURE_OUT        the directory to write (made 0700 by cuda-llm; files 0600)
@@ -16,7 +17,8 @@
 //                               duration into times.json, nothing captured: --slowest)
 //   CUDA_LLM_CAPTURE_MAX_BYTES  bytes before + after that may be recorded (default 2 GiB)
 //
-// Writes manifest.json (or {"version":1,"error":...}), pN.before.bin / pN.after.bin, and
+// Writes manifest.json (or {"version":1,"error":...}), pN.before.bin / pN.after.bin
+// (pN_AT.* for the address at byte AT of a by-value struct), and
 // seen.json (every kernel launched, with counts; graph launches) at exit and as it goes.
 // The driver is reached through dlsym on the already loaded libcuda: no link-time libcuda.
 
@@ -77,18 +79,23 @@ struct Pending {  // the chosen launch between its API enter and exit
   CUstream stream = nullptr;
   CUevent start = nullptr, end = nullptr;
   std::chrono::steady_clock::time_point t0;
-  struct Param {
-    size_t offset = 0, size = 0;
-    std::vector<unsigned char> raw;
-    bool pointer = false;
+  struct Region {  // an address into a device allocation: the parameter or a word inside it
+    size_t at = 0;  // byte offset in the parameter's bytes (0 for a pointer parameter)
     CUdeviceptr base = 0, addr = 0;
     size_t alloc = 0, captured = 0;
     std::vector<unsigned char> before;
+  };
+  struct Param {
+    size_t offset = 0, size = 0;
+    std::vector<unsigned char> raw;
+    bool pointer = false;  // the parameter is one 8-byte address: regions[0], at 0
+    std::vector<Region> regions;  // else the addresses inside a by-value struct (at 8k)
   };
   std::vector<Param> params;
 };
 
 Settings g_settings;
+constexpr size_t kMaxEmbedded = 64;  // device addresses inside by-value parameters, per launch
 std::mutex g_mutex;
 std::map<std::string, long> g_seen;  // demangled (or mangled) name -> launches
 long g_graph_launches = 0;
@@ -329,24 +336,39 @@ void capture_enter(const LaunchView& v, const std::string& mangled, const std::s
     return;
   }
   unsigned long long total = 0;
+  size_t embedded = 0;
   for (auto& param : p.params) {
-    if (param.size != 8) continue;
-    CUdeviceptr addr = 0;
-    std::memcpy(&addr, param.raw.data(), 8);
-    if (!addr) continue;
-    CUdeviceptr start = 0;
-    size_t range = 0;
-    if (p_cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, addr) !=
-            CUDA_SUCCESS ||
-        p_cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, addr) != CUDA_SUCCESS)
-      continue;  // not an address CUDA knows: a scalar, or host memory
-    if (addr < start || addr >= start + range) continue;
-    param.pointer = true;
-    param.base = start;
-    param.addr = addr;
-    param.alloc = range;
-    param.captured = static_cast<size_t>(start + range - addr);
-    total += 2ULL * param.captured;
+    // A pointer parameter is 8 bytes; a struct passed by value (an iterator, a tensor view, a
+    // Params block) holds its pointers at 8-byte-aligned offsets: each word CUDA knows as a
+    // device address is recorded like a pointer parameter, for the spec to relocate.
+    for (size_t at = 0; at + 8 <= param.size && at + 8 <= param.raw.size(); at += 8) {
+      CUdeviceptr addr = 0;
+      std::memcpy(&addr, param.raw.data() + at, 8);
+      if (!addr) continue;
+      CUdeviceptr start = 0;
+      size_t range = 0;
+      if (p_cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, addr) !=
+              CUDA_SUCCESS ||
+          p_cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, addr) != CUDA_SUCCESS)
+        continue;  // not an address CUDA knows: a scalar, or host memory
+      if (addr < start || addr >= start + range) continue;
+      if (param.size != 8 && ++embedded > kMaxEmbedded) continue;
+      Pending::Region region;
+      region.at = at;
+      region.base = start;
+      region.addr = addr;
+      region.alloc = range;
+      region.captured = static_cast<size_t>(start + range - addr);
+      total += 2ULL * region.captured;
+      param.pointer = param.size == 8;
+      param.regions.push_back(std::move(region));
+    }
+  }
+  if (embedded > kMaxEmbedded) {
+    fail("the launch's by-value parameters hold " + std::to_string(embedded) +
+         " device addresses, more than the " + std::to_string(kMaxEmbedded) +
+         " a capture records");
+    return;
   }
   if (total > g_settings.max_bytes) {
     fail("the launch's buffers need " + std::to_string(total) +
@@ -355,12 +377,13 @@ void capture_enter(const LaunchView& v, const std::string& mangled, const std::s
     return;
   }
   for (auto& param : p.params) {
-    if (!param.pointer) continue;
-    param.before.resize(param.captured);
-    r = copy_out(param.before.data(), param.addr, param.captured);
-    if (r != CUDA_SUCCESS) {
-      fail(cu_error("copying a buffer before the launch", r));
-      return;
+    for (auto& region : param.regions) {
+      region.before.resize(region.captured);
+      r = copy_out(region.before.data(), region.addr, region.captured);
+      if (r != CUDA_SUCCESS) {
+        fail(cu_error("copying a buffer before the launch", r));
+        return;
+      }
     }
   }
   p.start = p.end = nullptr;
@@ -415,29 +438,39 @@ void capture_exit() {
                         ", \"offset\": " + std::to_string(param.offset) +
                         ", \"size\": " + std::to_string(param.size) + ", \"bytes\": \"" + hex +
                         "\"";
-    if (param.pointer) {
-      after.resize(param.captured);
-      CUresult r = copy_out(after.data(), param.addr, param.captured);
+    std::string embedded_json;
+    for (auto& region : param.regions) {
+      after.resize(region.captured);
+      CUresult r = copy_out(after.data(), region.addr, region.captured);
       if (r != CUDA_SUCCESS) {
         fail(cu_error("copying a buffer after the launch", r));
         return;
       }
-      std::string b = "p" + std::to_string(i) + ".before.bin";
-      std::string a = "p" + std::to_string(i) + ".after.bin";
-      if (!write_file(b, param.before.data(), param.before.size()) ||
+      std::string stem = "p" + std::to_string(i);
+      if (!param.pointer) stem += "_" + std::to_string(region.at);
+      std::string b = stem + ".before.bin";
+      std::string a = stem + ".after.bin";
+      if (!write_file(b, region.before.data(), region.before.size()) ||
           !write_file(a, after.data(), after.size())) {
         fail("cannot write the buffers into " + g_settings.out);
         return;
       }
-      bool changed = std::memcmp(param.before.data(), after.data(), param.captured) != 0;
-      std::vector<unsigned char>().swap(param.before);
-      entry += ", \"pointer\": {\"base\": " + std::to_string(param.base) +
-               ", \"offset\": " + std::to_string(param.addr - param.base) +
-               ", \"size\": " + std::to_string(param.alloc) +
-               ", \"captured\": " + std::to_string(param.captured) + ", \"before\": \"" + b +
-               "\", \"after\": \"" + a + "\", \"changed\": " + (changed ? "true" : "false") +
-               "}";
+      bool changed = std::memcmp(region.before.data(), after.data(), region.captured) != 0;
+      std::vector<unsigned char>().swap(region.before);
+      std::string pointer = "{\"base\": " + std::to_string(region.base) +
+                            ", \"offset\": " + std::to_string(region.addr - region.base) +
+                            ", \"size\": " + std::to_string(region.alloc) +
+                            ", \"captured\": " + std::to_string(region.captured) +
+                            ", \"before\": \"" + b + "\", \"after\": \"" + a +
+                            "\", \"changed\": " + (changed ? "true" : "false") + "}";
+      if (param.pointer) {
+        entry += ", \"pointer\": " + pointer;
+      } else {
+        if (!embedded_json.empty()) embedded_json += ", ";
+        embedded_json += "{\"at\": " + std::to_string(region.at) + ", \"pointer\": " + pointer + "}";
+      }
     }
+    if (!embedded_json.empty()) entry += ", \"embedded\": [" + embedded_json + "]";
     entry += "}";
     if (i) params_json += ",\n    ";
     params_json += entry;

@@ -199,6 +199,8 @@ def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
                 else:
                     counts[arg.name] = count
                 continue
+            if arg.value is not None and arg.value.startswith("@"):
+                continue  # "@captured": bytes from the capture, no value to evaluate
             scalar = _scalar_value(arg, env, where, fail, value)
             if scalar is None:
                 ok = False

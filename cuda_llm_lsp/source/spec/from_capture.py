@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cuda_llm_lsp.source.c_types import (
     DTYPES,
@@ -45,6 +46,7 @@ from cuda_llm_lsp.source.capture_manifest import (
 )
 from cuda_llm_lsp.source.kernels import Kernel
 from cuda_llm_lsp.source.roles import infer_roles
+from cuda_llm_lsp.source.spec.model import CAPTURED
 
 ITEMSIZE: dict[str, int] = {
     "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2,
@@ -223,13 +225,27 @@ def spec_from_capture(
     reviews: list[str] = []
     ints: dict[str, int] = {}
     scalars: dict[str, str] = {}
-    for p, cp in zip(kernel.params, capture.params, strict=True):
+    # an unnamed parameter is keyed by its position (`args.3`), as the spec parser reads it
+    params = [replace(p, name=p.name or str(p.index)) for p in kernel.params]
+    demangled_types = parameter_types(capture.demangled)
+    for p, cp in zip(params, capture.params, strict=True):
         if p.is_pointer:
             continue
         dtype = c_type_dtype(resolve_alias(normalize_c_type(p.base_type), aliases))
-        if dtype is None:
-            scalars[p.name] = "0"
-            reviews.append(f"args.{p.name}: a {p.c_type.strip()} cannot be given in a spec")
+        if dtype is None or cp.regions:
+            # a struct, enum or class type (or one holding device addresses): its bytes as
+            # passed, the buffers they point to relocated (evaluate/captured.py)
+            shown = demangled_types[p.index] if p.index < len(demangled_types) else p.c_type
+            hint = None
+            if cp.regions:
+                hint = element_type(shown) or element_type(struct_body(source, shown))
+            scalars[p.name] = f"{CAPTURED} {hint}" if hint else CAPTURED
+            if cp.regions and not hint:
+                reviews.append(
+                    f"args.{p.name}: the {len(cp.regions)} buffer(s) it points to are compared "
+                    f'byte for byte; "{CAPTURED} float32" (their element type) compares with '
+                    "that type's tolerance"
+                )
             continue
         value = scalar_value(cp, dtype)
         if isinstance(value, float):
@@ -241,9 +257,9 @@ def spec_from_capture(
 
     lines_args: list[str] = []
     used: set[str] = set()
-    width = max((len(p.name) for p in kernel.params), default=1)
+    width = max((len(p.name) for p in params), default=1)
     pointer_lines: dict[str, str] = {}
-    for p, cp in zip(kernel.params, capture.params, strict=True):
+    for p, cp in zip(params, capture.params, strict=True):
         if not p.is_pointer:
             continue
         base = resolve_alias(normalize_c_type(p.base_type), aliases)
@@ -303,6 +319,9 @@ def spec_from_capture(
 
     sizes = {name: value for name, value in ints.items() if name in used}
     tied = tie_to_sizes(ints, sizes)
+    has_captured = any(v.startswith(CAPTURED) for v in scalars.values())
+    if has_captured:  # the captured bytes fit the captured launch alone
+        cases = 1
     factors = (16, 4)[-(cases - 1) :] if cases > 1 else ()
     rows: list[dict[str, int]] = []  # the smaller cases, each once (128 / 16 and 128 / 4 are
     for f in factors:  # both 32 at an alignment of 32) and never the captured case again
@@ -318,7 +337,9 @@ def spec_from_capture(
         "/* @cuda-llm",
         f"# From a capture of {capture.demangled or capture.mangled}, launch {capture.launch}, on "
         f"{capture.device or 'the GPU'} ({capture.arch or '?'}): {capture.duration_ms:.4g} ms.",
-        "# The last case is the captured one (its data: the capture); the others are smaller.",
+        "# The last case is the captured one (its data: the capture); the others are smaller."
+        if not has_captured
+        else '# The captured case alone: "@captured" arguments pass the bytes the program did.',
         f"capture = {_quote(capture_path)}",
     ]
     if instance:
@@ -339,7 +360,7 @@ def spec_from_capture(
             f"# {', '.join(tied)}: equal to a size in the captured launch, so in every case."
         )
     lines.append("# Roles: in = unchanged by the launch; inout = changed (or possibly written).")
-    for p in kernel.params:
+    for p in params:
         pad = " " * (width - len(p.name))
         if p.is_pointer:
             lines_args.append(f"args.{p.name}{pad} = {_quote(pointer_lines[p.name])}")
@@ -347,12 +368,79 @@ def spec_from_capture(
             lines_args.append(f"args.{p.name}{pad} = {_quote(p.name)}")
         elif p.name in tied:
             lines_args.append(f"args.{p.name}{pad} = {_quote(tied[p.name])}")
+        elif scalars[p.name].startswith(CAPTURED):
+            lines_args.append(f"args.{p.name}{pad} = {_quote(scalars[p.name])}")
         else:
             lines_args.append(f"args.{p.name}{pad} = {scalars[p.name]}")
     lines.extend(lines_args)
     lines.extend(f"# review: {r}" for r in reviews)
     lines.append("*/")
     return "\n".join(lines) + "\n"
+
+
+def parameter_types(demangled: str) -> list[str]:
+    """The parameter types of a demangled signature, split at its top-level commas."""
+    depth, start, open_at = 0, -1, -1
+    for i, ch in enumerate(demangled):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and open_at < 0:
+            open_at = start = i + 1
+            break
+    if open_at < 0:
+        return []
+    types: list[str] = []
+    depth = 0
+    for i in range(open_at, len(demangled)):
+        ch = demangled[i]
+        if ch in "<([":
+            depth += 1
+        elif ch in ">])":
+            if depth == 0:  # the parameter list's ')'
+                types.append(demangled[start:i].strip())
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            types.append(demangled[start:i].strip())
+            start = i + 1
+    return [t for t in types if t]
+
+
+_POINTEE = re.compile(r"([A-Za-z_][\w:]*(?:\s+(?:int|char|short|long))*)\s*\*")
+_WRAPPED = re.compile(r"device_ptr<\s*([A-Za-z_][\w:\s]*?)\s*>")
+
+
+def element_type(type_text: str) -> str | None:
+    """The element type a by-value struct's pointers hold, where its type names one: the
+    first `T*` inside it (`cute::gmem_ptr<float*>`) or `device_ptr<T>`; None otherwise."""
+    for pattern in (_POINTEE, _WRAPPED):
+        for m in pattern.finditer(type_text):
+            dtype = c_type_dtype(normalize_c_type(m.group(1).replace("const", "").strip()))
+            if dtype in DTYPES:
+                return dtype
+    return None
+
+
+def struct_body(source: str, type_name: str) -> str:
+    """The member declarations of the file's `struct` / `class` named like `type_name`'s last
+    component (`ns::View` -> `View`), for its pointers' element type; "" when the file has none."""
+    name = re.sub(r"<.*", "", type_name).rsplit("::", 1)[-1].strip()
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return ""
+    m = re.search(rf"\b(?:struct|class)\s+{name}\b[^{{;]*\{{", source)
+    if not m:
+        return ""
+    depth, start = 1, m.end()
+    for i in range(start, min(len(source), start + 20_000)):
+        if source[i] == "{":
+            depth += 1
+        elif source[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return source[start:i]
+    return ""
 
 
 def _dims(parts: list[str]) -> str:

@@ -83,7 +83,11 @@ def hidden_cases(
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
     max_size_cases: int = MAX_SIZE_CASES,
 ) -> list[HiddenCase]:
-    """The hidden cases of `spec` for `seed` (the same seed gives the same cases)."""
+    """The hidden cases of `spec` for `seed` (the same seed gives the same cases). None for
+    `"@captured"` arguments: their bytes (sizes, strides, addresses) fit the captured launch
+    alone, so no other sizes, values or offsets can be made for them."""
+    if any(a.is_captured for a in spec.args):
+        return []
     rng = random.Random(f"hidden-cases:{seed}")
     cases = spec.cases()
     fitting = [c for c in cases if buffer_bytes(spec, c) <= budget_bytes]

@@ -12,6 +12,8 @@ from cuda_llm_lsp.source.spec.cases import Case, evaluate_cases
 from cuda_llm_lsp.source.spec.tunables import Configuration, Tunables
 from cuda_llm_lsp.source.text import Span
 
+CAPTURED = "@captured"  # a by-value argument's value: its bytes from the spec's capture
+
 
 @dataclass(frozen=True)
 class SpecError:
@@ -36,8 +38,28 @@ class ArgSpec:
     role: Role | None = None  # pointers only
     dtype: str | None = None  # pointers: element type; scalars: numpy-style type of the C type
     count: str | None = None  # pointers: element count expression (source text)
-    value: str | None = None  # scalars: literal or expression (source text)
+    value: str | None = None  # scalars: literal or expression (source text), or CAPTURED
     init: InitSpec | None = None
+    # `"@captured"` by-value arguments (any C type: a struct, an enum, a cutlass::half_t): their
+    # bytes as the program passed them, filled in from the spec's capture (evaluate/captured.py)
+    raw: bytes | None = None
+    # ...and where this run's buffer addresses go in them: (byte, buffer name, bytes past the
+    # buffer's start), one per device address the capture found inside them
+    moves: tuple[tuple[int, str, int], ...] = ()
+    # a buffer the capture found inside by-value argument `index`: its address is written into
+    # that argument's bytes at this byte offset (evaluate/captured.py; never written in a spec)
+    within: int | None = None
+
+    @property
+    def is_captured(self) -> bool:
+        """A by-value argument whose bytes come from the capture (`args.X = "@captured"`)."""
+        return not self.is_pointer and (self.value or "").split()[:1] == [CAPTURED]
+
+    @property
+    def captured_dtype(self) -> str | None:
+        """`"@captured float32"`: the element type of the buffers the struct points to."""
+        words = (self.value or "").split()
+        return words[1] if self.is_captured and len(words) > 1 else None
 
 
 @dataclass(frozen=True)

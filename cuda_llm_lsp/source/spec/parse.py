@@ -30,7 +30,7 @@ from cuda_llm_lsp.source.roles import ROLES, Role, infer_roles
 from cuda_llm_lsp.source.spec.cases import evaluate_cases
 from cuda_llm_lsp.source.spec.hook import hook_path_problem
 from cuda_llm_lsp.source.spec.locate import Locator, Problem
-from cuda_llm_lsp.source.spec.model import ArgSpec, InitSpec, SpecError, TestSpec
+from cuda_llm_lsp.source.spec.model import CAPTURED, ArgSpec, InitSpec, SpecError, TestSpec
 from cuda_llm_lsp.source.spec.tunables import Tunables, parse_tunables
 from cuda_llm_lsp.source.templates import (
     split_template_args,
@@ -258,6 +258,7 @@ class _SpecParser:
             else:
                 capture = value.strip()
         generalize, align = self.parse_hidden_case_keys(doc)
+        self.check_captured(args, capture, len(next(iter(sizes.values()), [0])) if sizes else 1)
 
         flops = None
         if "flops" in doc:
@@ -450,8 +451,10 @@ class _SpecParser:
         if not isinstance(value, dict):
             self.error(("args",), 'args must be a table: args.NAME = "..."')
             return []
-        params = {p.name: p for p in kernel.params}
-        signature = ", ".join(p.name for p in kernel.params) or "none"
+        # an unnamed parameter (`int`, `L` alone) is keyed by its position: `args.3`
+        named = [replace(p, name=p.name or str(p.index)) for p in kernel.params]
+        params = {p.name: p for p in named}
+        signature = ", ".join(p.name for p in named) or "none"
         for name in value:
             if name not in params:
                 self.error(
@@ -459,19 +462,20 @@ class _SpecParser:
                     f"args.{name}: {kernel.name} has no parameter {name!r} "
                     f"(parameters: {signature})",
                 )
-        missing = [p for p in kernel.params if p.name not in value]
+        missing = [p for p in named if p.name not in value]
         for p in missing:
             if not p.is_pointer and c_type_dtype(resolved_base(p, template_args)) is None:
                 self.error(
                     ("args",),
                     f"missing args.{p.name}, and a {p.c_type.strip()} cannot be given in a spec "
-                    "(only integer, floating-point and bool scalars can)",
+                    "(only integer, floating-point and bool scalars can; with a capture, "
+                    f'args.{p.name} = "{CAPTURED}" passes the bytes the program passed)',
                 )
                 continue
             example = f'"{roles.get(p.name, "in")} float32[n]"' if p.is_pointer else f'"{p.name}"'
             self.error(("args",), f"missing args.{p.name} (e.g. args.{p.name} = {example})")
         args: list[ArgSpec] = []
-        for p in kernel.params:
+        for p in named:
             if p.name not in value:
                 continue
             if p.is_pointer:
@@ -560,6 +564,8 @@ class _SpecParser:
         where = f"args.{param.name}"
         base = resolved_base(param, template_args)
         dtype = c_type_dtype(base)
+        if isinstance(value, str) and value.strip().startswith("@"):
+            return self.parse_captured(param, value.strip())
         if dtype is None:
             self.error(
                 path,
@@ -586,6 +592,49 @@ class _SpecParser:
         if self.expression(path, text, where) is None:
             return None
         return ArgSpec(param.name, param.index, param.c_type, False, dtype=dtype, value=text)
+
+    def parse_captured(self, param: Param, text: str) -> ArgSpec | None:
+        """`"@captured"` or `"@captured float32"` (the element type of the buffers the struct
+        points to, compared with that type's tolerance; without it byte for byte)."""
+        path = ("args", param.name)
+        words = text.split()
+        if words[0] != CAPTURED or len(words) > 2:
+            self.error(
+                path,
+                f'args.{param.name}: "{text}" is not "{CAPTURED}" or "{CAPTURED} float32" '
+                "(the bytes the captured launch passed)",
+                text,
+            )
+            return None
+        if len(words) == 2 and words[1] not in DTYPES:
+            self.error(
+                path,
+                f"args.{param.name}: unknown element type {words[1]!r}; use one of "
+                f"{', '.join(DTYPES)}",
+                words[1],
+            )
+            return None
+        return ArgSpec(param.name, param.index, param.c_type, False, value=" ".join(words))
+
+    def check_captured(self, args: list[ArgSpec], capture: str | None, cases: int) -> None:
+        """`"@captured"` bytes exist only in the captured launch: the spec needs its `capture`
+        and has that case alone (the bytes may hold sizes, strides and addresses)."""
+        captured = [a.name for a in args if a.is_captured]
+        if not captured:
+            return
+        names = ", ".join(f"args.{n}" for n in captured)
+        if capture is None:
+            self.error(
+                ("args", captured[0]),
+                f'{names}: "{CAPTURED}" needs the spec\'s capture = "DIR" (the launch whose '
+                "bytes it passes)",
+            )
+        elif cases > 1:
+            self.error(
+                ("sizes",),
+                f'{names}: "{CAPTURED}" passes the captured launch\'s bytes, which fit that '
+                "launch only: give every size one value (the captured case)",
+            )
 
     def parse_inits(self, value: object, args: list[ArgSpec]) -> dict[str, InitSpec]:
         if value is None:
@@ -680,7 +729,10 @@ class _SpecParser:
         if value is None:
             outputs = tuple(a.name for a in args if a.is_pointer and a.role in ("out", "inout"))
             known_pointers = {p.name for p in self.kernel.params if p.is_pointer}
+            captured = any(a.is_captured for a in args)  # its buffers may be the outputs
             if not outputs and set(pointers) == known_pointers and not self.has_errors():
+                if captured:
+                    return outputs
                 self.error(
                     (), "nothing to compare: no pointer is 'out' or 'inout' (set roles or outputs)"
                 )
