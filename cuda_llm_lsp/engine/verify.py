@@ -15,7 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from cuda_llm_lsp.engine.capture import RUN, CaptureRequest, CaptureRunner, run_capture
-from cuda_llm_lsp.evaluate.captured import CapturedDataError, capture_dir, read_buffer
+from cuda_llm_lsp.evaluate.captured import (
+    CapturedDataError,
+    capture_dir,
+    read_buffer,
+    with_captured_arguments,
+)
 from cuda_llm_lsp.evaluate.compare import as_float64, is_float
 from cuda_llm_lsp.evaluate.judge import output_args
 from cuda_llm_lsp.source.capture_manifest import CaptureError, read_capture
@@ -75,7 +80,9 @@ def verify(
     try:
         old_dir = capture_dir(spec, path.resolve().parent)
         old = read_capture(old_dir)
-    except (CapturedDataError, CaptureError) as exc:
+        # "@captured" structs: the buffers they point to are compared too
+        spec = with_captured_arguments(spec, path.resolve().parent)
+    except (CapturedDataError, CaptureError, ValueError) as exc:
         return VerifyOutcome(False, str(exc))
     with tempfile.TemporaryDirectory(prefix="cuda-llm-verify-") as tmp:
         new_dir = Path(tmp) / "capture"

@@ -38,6 +38,7 @@ from cuda_llm_lsp.compile.device_unit import DeviceUnit, build_device_unit
 from cuda_llm_lsp.compile.tools import GPU_LIMITS, find_tool, spawn_options
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate.candidate import build_binary, splice
+from cuda_llm_lsp.evaluate.captured import with_captured_arguments
 from cuda_llm_lsp.evaluate.inputs import InputError, host_inputs
 from cuda_llm_lsp.evaluate.launch import case_launch
 from cuda_llm_lsp.evaluate.ncu_source import (
@@ -290,6 +291,7 @@ class NcuProfiler:
         if exe is None:
             raise ProfileUnavailable("ncu is not on PATH: install Nsight Compute")
         try:
+            spec = with_captured_arguments(spec, spec_dir)  # "@captured" structs' buffers
             case = spec.cases()[-1]
             inputs = host_inputs(spec, case, seed=1, spec_dir=spec_dir)
             launch = case_launch(spec, case, inputs, None)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.tools import GPU_LIMITS, find_tool, neutral_cwd, spawn_options
+from cuda_llm_lsp.evaluate.captured import with_captured_arguments
 from cuda_llm_lsp.evaluate.inputs import host_inputs
 from cuda_llm_lsp.evaluate.launch import case_bytes, case_launch
 from cuda_llm_lsp.evaluate.process import oneshot_command, write_requests
@@ -45,6 +46,7 @@ def _requests(
     binary: KernelBinary, spec: TestSpec, cases: Sequence[Case], seed: int, spec_dir: Path | None
 ) -> list[Request]:
     reqs: list[Request] = [LoadRequest(binary.cubin, binary.entry)]
+    spec = with_captured_arguments(spec, spec_dir)  # "@captured" structs and their buffers
     for case in cases:
         inputs = host_inputs(spec, case, seed, spec_dir=spec_dir)  # the evaluator's values
         launch = case_launch(spec, case, inputs, None)

@@ -457,3 +457,7 @@ def test_structs_passed_by_value_are_captured_relocated_and_benched(
     printed = capsys.readouterr()
     assert code == 0, printed.out + printed.err
     assert ": ok" in printed.out, printed.out
+    # verify compares the buffers inside the structs too
+    assert main(["verify", str(source), "--", str(binary)]) == 0
+    same = capsys.readouterr().out
+    assert "the outputs match the capture's" in same, same
