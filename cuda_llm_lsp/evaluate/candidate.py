@@ -136,7 +136,7 @@ def build_binary(
         # built the way the original is: nvcc's verdict, not NVRTC's, judges it
         return _nvcc_binary(text, path, settings, arch, kernel, expr, first_line, candidate_lines)
     result = _compile(text, path, settings, arch, expr)
-    if not result.ok or result.cubin is None:
+    if not _built(result, kernel, expr):  # (a kernel NVRTC's unit left out is not lowered)
         if kernel_source is None and nvcc_build.available():
             built = _nvcc_binary(text, path, settings, arch, kernel, expr, None, 0)
             if isinstance(built, KernelBinary):
@@ -175,7 +175,15 @@ def _needs_nvcc(
         return False
     expr = name_expression(original, instance)
     result = _compile(file_text, path, settings, arch, expr)
-    return not result.ok or result.cubin is None
+    return not _built(result, original, expr)
+
+
+def _built(result: CompileResult, kernel: Kernel, expr: str) -> bool:
+    """NVRTC built the kernel: compiled, and its instance lowered (a kernel the device unit had
+    to leave out, say one calling Thrust's algorithms, compiles to nothing and lowers to none)."""
+    if not result.ok or result.cubin is None:
+        return False
+    return kernel.is_extern_c or expr in result.lowered_names
 
 
 def _nvcc_binary(

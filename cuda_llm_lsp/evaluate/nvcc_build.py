@@ -128,6 +128,8 @@ def entry_symbol(symbols: list[str], kernel: Kernel, expression: str) -> str | N
         if (base := base_name(s)) is not None
         and (base == kernel.qualified_name or base.rpartition("::")[2] == kernel.name)
     ]
+    if not ours:  # names the demangler cannot read back (CuTe's, thousands of characters)
+        ours = [s for s in symbols if _source_name(kernel.name) in s]
     if not kernel.is_template:
         return ours[0] if len(ours) == 1 else None
     wanted = _spaceless(expression).removeprefix("::")
@@ -136,6 +138,12 @@ def entry_symbol(symbols: list[str], kernel: Kernel, expression: str) -> str | N
         if _spaceless(shown[symbol]).removeprefix("::") in (wanted, wanted.rpartition("::")[2]):
             return symbol
     return ours[0] if len(ours) == 1 else None
+
+
+def _source_name(name: str) -> str:
+    """`name` as the Itanium ABI spells it inside a mangled symbol (`11gemm_device`), after
+    the scope that precedes it (`_Z`, `N...`, or another name's last character)."""
+    return f"{len(name)}{name}"
 
 
 def _spaceless(text: str) -> str:

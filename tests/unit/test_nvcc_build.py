@@ -189,3 +189,36 @@ def test_bench_on_the_driver_double_says_nvcc_built_the_file(tmp_path: Path) -> 
     )
     (report,) = json.loads(js.stdout)["kernels"]
     assert report["status"] == "ok" and report["builder"] == "nvcc"
+
+
+# Thrust's algorithms called inside a kernel: NVRTC's unit leaves the kernel out (Thrust's
+# headers are not NVRTC's), so it compiles to nothing and lowers no instance; nvcc builds it.
+THRUST_IN_KERNEL = """
+#include <thrust/reduce.h>
+#include <thrust/execution_policy.h>
+
+template <typename T>
+__global__ void total(const T* first, int n, T* result) {
+    *result = thrust::reduce(thrust::device, first, first + n, T(0));
+}
+"""
+
+
+def test_a_kernel_nvrtc_compiles_to_nothing_is_built_by_nvcc(tmp_path: Path) -> None:
+    source = tmp_path / "total.cu"
+    source.write_text(THRUST_IN_KERNEL)
+    built = build_binary(
+        THRUST_IN_KERNEL, source, "total", Settings(), instance="total<float>", arch="sm_90"
+    )
+    assert isinstance(built, KernelBinary), built
+    assert built.builder == "nvcc" and built.entry == "_Z5totalIfEvPKT_iPS0_", built.entry
+
+
+def test_an_entry_the_demangler_cannot_read_is_found_by_its_source_name() -> None:
+    from cuda_llm_lsp.evaluate.nvcc_build import entry_symbol
+    from cuda_llm_lsp.source.kernels import find_kernels
+
+    kernel = find_kernels("template <class T> __global__ void gemm_device(T t) {}")[0]
+    unreadable = "_Z11gemm_deviceIN4cute5tupleIJiiiEEEEvT_" + "X" * 40  # not a valid mangling
+    other = "_ZN3cub17CUB_300001_SM_9006detail11EmptyKernelIvEEvv"
+    assert entry_symbol([unreadable, other], kernel, "gemm_device<int>") == unreadable
