@@ -21,6 +21,7 @@ from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable
 from cuda_llm_lsp.compile.types import CompileResult
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.evaluate import nvcc_build
+from cuda_llm_lsp.evaluate.captured import CapturedDataError, load_capture
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.signature import restore_linkage, signature_problem
@@ -130,15 +131,18 @@ def build_binary(
         spec, _ = parse_spec(original, file_text)  # the spec names the instance to test
         instance = spec.instance if spec is not None else None
     expr = name_expression(kernel, instance)
+    known = _captured_entry(original, file_text, path)
     if kernel_source is not None and _needs_nvcc(
         file_text, path, settings, arch, original, instance
     ):
         # built the way the original is: nvcc's verdict, not NVRTC's, judges it
-        return _nvcc_binary(text, path, settings, arch, kernel, expr, first_line, candidate_lines)
+        return _nvcc_binary(
+            text, path, settings, arch, kernel, expr, first_line, candidate_lines, known
+        )
     result = _compile(text, path, settings, arch, expr)
     if not _built(result, kernel, expr):  # (a kernel NVRTC's unit left out is not lowered)
         if kernel_source is None and nvcc_build.available():
-            built = _nvcc_binary(text, path, settings, arch, kernel, expr, None, 0)
+            built = _nvcc_binary(text, path, settings, arch, kernel, expr, None, 0, known)
             if isinstance(built, KernelBinary):
                 return built
             return CandidateRejected(
@@ -186,6 +190,21 @@ def _built(result: CompileResult, kernel: Kernel, expr: str) -> bool:
     return kernel.is_extern_c or expr in result.lowered_names
 
 
+def _captured_entry(kernel: Kernel, file_text: str, path: Path | None) -> str | None:
+    """The mangled name the user's program launched, where the kernel's spec has a capture:
+    the entry to take from nvcc's cubin when it holds several instances of a template (CuTe's
+    names are not read back reliably)."""
+    if path is None or kernel.spec is None:
+        return None
+    spec, _ = parse_spec(kernel, file_text)
+    if spec is None or spec.capture is None:
+        return None
+    try:
+        return load_capture(spec, Path(path).resolve().parent)[1].mangled
+    except CapturedDataError:
+        return None
+
+
 def _nvcc_binary(
     text: str,
     path: Path | None,
@@ -195,9 +214,10 @@ def _nvcc_binary(
     expr: str,
     first_line: int | None,
     candidate_lines: int,
+    known_entry: str | None = None,
 ) -> KernelBinary | CandidateRejected:
     try:
-        built = nvcc_build.build_with_nvcc(text, path, settings, arch, kernel, expr)
+        built = nvcc_build.build_with_nvcc(text, path, settings, arch, kernel, expr, known_entry)
     except NvccUnavailable as exc:
         return CandidateRejected("compile_error", str(exc))
     if built.cubin is None or built.entry is None:

@@ -128,7 +128,7 @@ def _region(capture: Capture, arg: ArgSpec) -> CapturedPointer | None:
     param = capture.params[arg.index]
     if arg.within is None:
         return param.pointer
-    return next((r.pointer for r in param.embedded if r.at == arg.within), None)
+    return next((r.pointer for r in param.regions if r.at == arg.within), None)
 
 
 def with_captured_arguments(spec: TestSpec, spec_dir: Path | None) -> TestSpec:

@@ -72,10 +72,12 @@ def build_with_nvcc(
     arch: str | None,
     kernel: Kernel,
     expression: str,
+    known_entry: str | None = None,
 ) -> NvccBuild:
     """`kernel` (lowered as `expression`, NVRTC's name expression) built from `text` by
     `nvcc -cubin` for `arch` (else the settings'); with `-rdc=true` and the device runtime
-    when the file launches kernels from device code. Raises `NvccUnavailable`."""
+    when the file launches kernels from device code; `known_entry`: the symbol the user's
+    program launched (a capture's), preferred where the cubin has it. Raises `NvccUnavailable`."""
     settings = with_project_flags(settings, path)
     options = compile_options(replace(settings, arch=arch) if arch else settings)
     unit = text
@@ -102,7 +104,7 @@ def build_with_nvcc(
         result, rdc = run(["-rdc=true"]), True
     if not result.ok or result.cubin is None:
         return NvccBuild(result, arch=options.arch)
-    entry = entry_symbol(list(result.resources), kernel, expression)
+    entry = entry_symbol(list(result.resources), kernel, expression, known_entry)
     if entry is None:
         found = ", ".join(sorted(result.resources)) or "none"
         problem = f"nvcc built no entry for {expression!r} (entries: {found})"
@@ -116,10 +118,15 @@ def build_with_nvcc(
     return NvccBuild(result, cubin, entry, options.arch, result.resources.get(entry), rdc=rdc)
 
 
-def entry_symbol(symbols: list[str], kernel: Kernel, expression: str) -> str | None:
-    """The symbol of `kernel`'s instance `expression` among the cubin's entries: its own name
-    when `extern "C"`, else the mangled one whose qualified name is the kernel's (for a template,
-    the one read back as `expression`)."""
+def entry_symbol(
+    symbols: list[str], kernel: Kernel, expression: str, known: str | None = None
+) -> str | None:
+    """The symbol of `kernel`'s instance `expression` among the cubin's entries: `known` (the
+    mangled name a capture recorded) when the cubin has it; its own name when `extern "C"`, else
+    the mangled one whose qualified name is the kernel's (for a template, the one read back as
+    `expression`)."""
+    if known is not None and known in symbols:
+        return known
     if kernel.is_extern_c:
         return kernel.name if kernel.name in symbols else None
     ours = [

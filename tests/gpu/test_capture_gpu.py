@@ -403,10 +403,11 @@ struct View { const float* x; int n; };          // a pointer inside a struct (1
 struct Pair { float* lo; float* hi; int half; };  // two pointers into one allocation
 enum class Mode : int { add = 1, sub = 2 };
 struct Scale { float a; };                        // a struct of no pointer
+struct Range { const float* begin; const float* end; };  // `end` one past the allocation
 
-__global__ void axpy_view(View v, Pair out, Mode mode, Scale s) {
+__global__ void axpy_view(View v, Pair out, Mode mode, Scale s, Range r) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= v.n) return;
+    if (i >= v.n || i >= r.end - r.begin) return;
     float* dst = i < out.half ? out.lo + i : out.hi + (i - out.half);
     *dst = mode == Mode::add ? *dst + s.a * v.x[i] : *dst - s.a * v.x[i];
 }
@@ -423,7 +424,7 @@ int main() {
     cudaMemcpy(y, h, n * sizeof(float), cudaMemcpyHostToDevice);
     View v{x, n};
     Pair p{y, y + n / 2, n / 2};
-    axpy_view<<<(n + 255) / 256, 256>>>(v, p, Mode::add, Scale{3.0f});
+    axpy_view<<<(n + 255) / 256, 256>>>(v, p, Mode::add, Scale{3.0f}, Range{x, x + n});
     if (cudaDeviceSynchronize() != cudaSuccess) return 3;
     printf("done\n");
     return 0;
@@ -435,8 +436,9 @@ def test_structs_passed_by_value_are_captured_relocated_and_benched(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A struct holding a device pointer, one holding two pointers into one allocation, an
-    enum and a pointer-free struct: the spec passes their captured bytes (`"@captured"`),
-    the pointers relocated to buffers of their own, and the original reproduces the outputs."""
+    enum, a pointer-free struct and a range whose end is one past its allocation: the spec
+    passes their captured bytes (`"@captured"`), the pointers relocated to buffers of their
+    own, and the original reproduces the outputs."""
     binary = _build(tmp_path, BY_VALUE_PROGRAM)
     out = tmp_path / "cap"
     outcome = _capture(binary, out, kernel="axpy_view")
@@ -446,12 +448,15 @@ def test_structs_passed_by_value_are_captured_relocated_and_benched(
     assert [r.at for r in params[1].embedded] == [0, 8]
     assert all(r.pointer.changed for r in params[1].embedded)
     assert not params[2].regions and not params[3].regions
+    end = params[4].embedded
+    assert [r.at for r in end] == [0, 8] and end[1].pointer.captured == 0, end
     source = tmp_path / "prog.cu"
     assert main(["spec", str(source), "--from-capture", str(out), "--write"]) == 0
     text = source.read_text()
     assert 'args.v    = "@captured float32"' in text, text
     assert 'args.out  = "@captured float32"' in text, text
     assert 'args.mode = "@captured"' in text and 'args.s    = "@captured"' in text, text
+    assert 'args.r    = "@captured float32"' in text, text
     capsys.readouterr()
     code = main(["bench", str(source), "--kernel", "axpy_view"])
     printed = capsys.readouterr()

@@ -256,3 +256,51 @@ extern "C" __global__ void zero(Pair p) { p.hi[threadIdx.x % 8] = 0.0f; }
     assert packed.relocations == ((0, "p@0", 0), (8, "p@0", 32))
     words = relocated(packed, {"p@0": 0x5000})
     assert struct.unpack("<QQi", words.tobytes()[:20]) == (0x5000, 0x5020, 8)
+
+
+def test_an_end_pointer_keeps_its_distance_from_its_begin(tmp_path: Path) -> None:
+    """`Range {begin, end}` with `end` one past the allocation (no bytes captured from it): one
+    buffer from `begin`, `end` written as its address + the allocation's length."""
+    data = np.arange(16, dtype=np.float32).tobytes()
+    (tmp_path / "p0_0.before.bin").write_bytes(data)
+    (tmp_path / "p0_0.after.bin").write_bytes(data)
+    (tmp_path / "p0_8.before.bin").write_bytes(b"")
+    (tmp_path / "p0_8.after.bin").write_bytes(b"")
+    (tmp_path / "p1.before.bin").write_bytes(bytes(4))
+    (tmp_path / "p1.after.bin").write_bytes(struct.pack("<f", 120.0))
+    begin = CapturedPointer(X_BASE, 0, 64, 64, "p0_0.before.bin", "p0_0.after.bin", False)
+    end = CapturedPointer(X_BASE, 64, 64, 0, "p0_8.before.bin", "p0_8.after.bin", False)
+    out = CapturedPointer(Y_BASE, 0, 4, 4, "p1.before.bin", "p1.after.bin", True)
+    raw = struct.pack("<QQ", X_BASE, X_BASE + 64)
+    capture = Capture(
+        1, "_Z3sum5RangePf", "sum(Range, float*)", 1, (1, 1, 1), (1, 1, 1), 0, "H200", "sm_90",
+        0.01,
+        (
+            CapturedParam(
+                0, 0, 16, raw, embedded=(EmbeddedPointer(0, begin), EmbeddedPointer(8, end))
+            ),
+            CapturedParam(1, 16, 8, struct.pack("<Q", Y_BASE), out),
+        ),
+    )  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(encode_capture(capture)))
+    text = """struct Range { const float* begin; const float* end; };
+/* @cuda-llm
+capture = "."
+grid = 1
+block = 1
+args.r = "@captured float32"
+args.out = "inout float32[1]"
+*/
+extern "C" __global__ void sum(Range r, float* out) {
+    for (const float* p = r.begin; p != r.end; ++p) *out += *p;
+}
+"""
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert spec is not None, errors
+    expanded = with_captured_arguments(spec, tmp_path)
+    assert [(a.name, a.count, a.role) for a in expanded.args if a.within is not None] == [
+        ("r@0", "16", "in")
+    ]
+    packed = case_launch(expanded, expanded.cases()[-1], {}, None).params[0]
+    assert isinstance(packed, BytesArg)
+    assert packed.relocations == ((0, "r@0", 0), (8, "r@0", 64))

@@ -283,6 +283,14 @@ bool param_bytes(const LaunchView& v, size_t i, size_t offset, size_t size,
   return true;
 }
 
+// The device (or managed) allocation holding `addr`; false for anything else (a scalar that
+// is no address, host memory CUDA does not know).
+bool allocation_of(CUdeviceptr addr, CUdeviceptr* start, size_t* range) {
+  return p_cuPointerGetAttribute(start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, addr) ==
+             CUDA_SUCCESS &&
+         p_cuPointerGetAttribute(range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, addr) == CUDA_SUCCESS;
+}
+
 void capture_enter(const LaunchView& v, const std::string& mangled, const std::string& demangled) {
   Pending& p = g_pending;
   p = Pending();
@@ -347,11 +355,13 @@ void capture_enter(const LaunchView& v, const std::string& mangled, const std::s
       if (!addr) continue;
       CUdeviceptr start = 0;
       size_t range = 0;
-      if (p_cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, addr) !=
-              CUDA_SUCCESS ||
-          p_cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, addr) != CUDA_SUCCESS)
-        continue;  // not an address CUDA knows: a scalar, or host memory
-      if (addr < start || addr >= start + range) continue;
+      if (!allocation_of(addr, &start, &range)) {
+        // one past the end of an allocation (an `end()` iterator, `hi = lo + n`): recorded with
+        // no bytes, so the spec can place it at the same distance from the allocation's start
+        if (!allocation_of(addr - 1, &start, &range) || addr != start + range) continue;
+      } else if (addr < start || addr >= start + range) {
+        continue;
+      }
       if (param.size != 8 && ++embedded > kMaxEmbedded) continue;
       Pending::Region region;
       region.at = at;
@@ -379,6 +389,7 @@ void capture_enter(const LaunchView& v, const std::string& mangled, const std::s
   for (auto& param : p.params) {
     for (auto& region : param.regions) {
       region.before.resize(region.captured);
+      if (!region.captured) continue;  // one past the end: no bytes
       r = copy_out(region.before.data(), region.addr, region.captured);
       if (r != CUDA_SUCCESS) {
         fail(cu_error("copying a buffer before the launch", r));
@@ -441,7 +452,8 @@ void capture_exit() {
     std::string embedded_json;
     for (auto& region : param.regions) {
       after.resize(region.captured);
-      CUresult r = copy_out(after.data(), region.addr, region.captured);
+      CUresult r = region.captured ? copy_out(after.data(), region.addr, region.captured)
+                                   : CUDA_SUCCESS;
       if (r != CUDA_SUCCESS) {
         fail(cu_error("copying a buffer after the launch", r));
         return;
@@ -455,7 +467,8 @@ void capture_exit() {
         fail("cannot write the buffers into " + g_settings.out);
         return;
       }
-      bool changed = std::memcmp(region.before.data(), after.data(), region.captured) != 0;
+      bool changed = region.captured &&
+                     std::memcmp(region.before.data(), after.data(), region.captured) != 0;
       std::vector<unsigned char>().swap(region.before);
       std::string pointer = "{\"base\": " + std::to_string(region.base) +
                             ", \"offset\": " + std::to_string(region.addr - region.base) +
