@@ -88,21 +88,36 @@ def read_buffer(
         raise CapturedDataError(
             f"{name}: the captured launch passed no device address for it (null or host memory)"
         )
+    # a buffer over adjacent allocations: each one's bytes in address order
+    parts = [pointer]
+    for index, at in arg.joined:
+        more = _region(capture, replace(arg, index=index, within=at))
+        if more is None:
+            raise CapturedDataError(f"{name}: the capture has no address at byte {at} of {index}")
+        parts.append(more)
+    captured = sum(part.captured for part in parts)
     dtype = storage_dtype(arg.dtype or "float32")
     count = int(case.counts.get(name, 0))
     need = count * dtype.itemsize
-    if need > pointer.captured:
+    if need > captured:
         raise CapturedDataError(
-            f"{name}: the case needs {count} {arg.dtype} ({need} bytes) but {pointer.captured} "
+            f"{name}: the case needs {count} {arg.dtype} ({need} bytes) but {captured} "
             f"bytes were captured from its pointer (case {case.index}: {case.describe()})"
         )
-    file = path / (pointer.before if which == "before" else pointer.after)
-    try:
-        raw = np.fromfile(file, dtype=np.uint8, count=need)
-    except OSError as exc:
-        raise CapturedDataError(f"{name}: {file} cannot be read: {exc}") from exc
-    if raw.size != need:
-        raise CapturedDataError(f"{name}: {file} holds {raw.size} bytes, {need} needed")
+    chunks: list[np.ndarray] = []
+    left = need
+    for part in parts:
+        file = path / (part.before if which == "before" else part.after)
+        take = min(left, part.captured)
+        try:
+            raw = np.fromfile(file, dtype=np.uint8, count=take)
+        except OSError as exc:
+            raise CapturedDataError(f"{name}: {file} cannot be read: {exc}") from exc
+        if raw.size != take:
+            raise CapturedDataError(f"{name}: {file} holds {raw.size} bytes, {take} needed")
+        chunks.append(raw)
+        left -= take
+    raw = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
     return raw.view(dtype).copy()
 
 
@@ -153,13 +168,17 @@ def with_captured_arguments(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
             groups.setdefault(region.pointer.base, []).append((arg, region))
     buffers: list[ArgSpec] = []
     moves: dict[str, list[tuple[int, str, int]]] = {a.name: [] for a in wanted}
-    for members in groups.values():
-        owner, first = min(members, key=lambda m: m[1].pointer.offset)
+    for chain in _adjacent(groups):
+        owner, first = min(chain[0], key=lambda m: m[1].pointer.offset)
+        start = first.pointer.base + first.pointer.offset
+        members = [m for group in chain for m in group]
+        heads = [min(group, key=lambda m: m[1].pointer.offset) for group in chain[1:]]
         dtypes = {a.captured_dtype for a, _ in members}
         dtype = dtypes.pop() if len(dtypes) == 1 else None
         dtype = dtype or "uint8"
         itemsize = storage_dtype(dtype).itemsize
-        if first.pointer.captured % itemsize:
+        total = first.pointer.captured + sum(r.pointer.captured for _, r in heads)
+        if total % itemsize:
             dtype, itemsize = "uint8", 1
         name = f"{owner.name}@{first.at}"
         changed = any(r.pointer.changed for _, r in members)
@@ -171,13 +190,15 @@ def with_captured_arguments(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
                 True,
                 role="inout" if changed else "in",
                 dtype=dtype,
-                count=str(first.pointer.captured // itemsize),
+                count=str(total // itemsize),
                 init=InitSpec("zeros"),
                 within=first.at,
+                joined=tuple((a.index, r.at) for a, r in heads),
             )
         )
         for arg, region in members:
-            moves[arg.name].append((region.at, name, region.pointer.offset - first.pointer.offset))
+            address = region.pointer.base + region.pointer.offset
+            moves[arg.name].append((region.at, name, address - start))
     args = [
         replace(a, raw=capture.params[a.index].raw, moves=tuple(sorted(moves[a.name])))
         if a.is_captured and a.raw is None
@@ -193,3 +214,24 @@ def with_captured_arguments(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
         )
     expanded.cases()  # the literal counts evaluate (a ValueError names a bad one)
     return expanded
+
+
+Member = tuple[ArgSpec, EmbeddedPointer]
+
+
+def _adjacent(groups: dict[int, list[Member]]) -> list[list[list[Member]]]:
+    """The allocations in address order, those that touch (one's end the next one's start, as
+    a caching allocator or back-to-back `cudaMalloc`s place them) chained into one buffer: an
+    `end()` iterator of the first is then the second's start, as in the program. A chain breaks
+    where the next allocation's bytes were not captured from its start."""
+    chains: list[list[list[Member]]] = []
+    end = -1
+    for base in sorted(groups):
+        group = groups[base]
+        lowest = min(r.pointer.offset for _, r in group)
+        if chains and base == end and lowest == 0:
+            chains[-1].append(group)
+        else:
+            chains.append([group])
+        end = base + group[0][1].pointer.size
+    return chains

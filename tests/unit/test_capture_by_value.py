@@ -304,3 +304,52 @@ extern "C" __global__ void sum(Range r, float* out) {
     packed = case_launch(expanded, expanded.cases()[-1], {}, None).params[0]
     assert isinstance(packed, BytesArg)
     assert packed.relocations == ((0, "r@0", 0), (8, "r@0", 64))
+
+
+def test_an_end_iterator_at_the_next_allocation_s_start_spans_both(tmp_path: Path) -> None:
+    """Thrust's `reduce_kernel(first, last, init, op, result)`: `data` fills its allocation
+    exactly and `result`'s comes right after it, so `last == result`. Both allocations become
+    one buffer in address order: the range first..last is `data`, and `result` lies after it."""
+    data = np.arange(16, dtype=np.uint32).tobytes()
+    files = {"p0": (data, data), "p1": (bytes(4), struct.pack("<I", 120))}
+    files["p2"] = files["p1"]
+    for stem, (before, after) in files.items():
+        (tmp_path / f"{stem}.before.bin").write_bytes(before)
+        (tmp_path / f"{stem}.after.bin").write_bytes(after)
+    r_base = X_BASE + 64
+    first = CapturedPointer(X_BASE, 0, 64, 64, "p0.before.bin", "p0.after.bin", False)
+    last = CapturedPointer(r_base, 0, 4, 4, "p1.before.bin", "p1.after.bin", True)
+    result = CapturedPointer(r_base, 0, 4, 4, "p2.before.bin", "p2.after.bin", True)
+    capture = Capture(
+        1, "_Z6reduce", "reduce(It, It, Ptr)", 1, (1, 1, 1), (1, 1, 1), 0, "H200", "sm_90", 0.01,
+        (
+            CapturedParam(0, 0, 8, struct.pack("<Q", X_BASE), first),
+            CapturedParam(1, 8, 8, struct.pack("<Q", r_base), last),
+            CapturedParam(2, 16, 8, struct.pack("<Q", r_base), result),
+        ),
+    )  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(encode_capture(capture)))
+    text = """struct It { unsigned* p; };
+/* @cuda-llm
+capture = "."
+grid = 1
+block = 1
+args.first = "@captured uint32"
+args.last = "@captured uint32"
+args.result = "@captured uint32"
+*/
+extern "C" __global__ void reduce(It first, It last, It result) { }
+"""
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert spec is not None, errors
+    expanded = with_captured_arguments(spec, tmp_path)
+    buffers = [a for a in expanded.args if a.is_pointer]
+    assert [(a.name, a.count, a.role) for a in buffers] == [("first@0", "17", "inout")]
+    moves = [a.moves for a in expanded.args if a.is_captured]
+    assert moves == [((0, "first@0", 0),), ((0, "first@0", 64),), ((0, "first@0", 64),)]
+    from cuda_llm_lsp.evaluate.captured import read_buffer
+
+    case = expanded.cases()[-1]
+    before = read_buffer(tmp_path, capture, expanded, case, "first@0", "before")
+    after = read_buffer(tmp_path, capture, expanded, case, "first@0", "after")
+    assert list(before) == [*range(16), 0] and list(after) == [*range(16), 120]

@@ -49,6 +49,8 @@ class ArgSpec:
     # a buffer the capture found inside by-value argument `index`: its address is written into
     # that argument's bytes at this byte offset (evaluate/captured.py; never written in a spec)
     within: int | None = None
+    # ...and the allocations right after its own that it spans too, each as (parameter, byte)
+    joined: tuple[tuple[int, int], ...] = ()
 
     @property
     def is_captured(self) -> bool:
