@@ -142,7 +142,8 @@ class Outcome:
     program: str
     kernel: str  # the source's name ("" for a library capture)
     own: bool  # defined in the program's own source
-    status: str  # pass / build_failed / capture_failed / not_launched / spec_failed /
+    status: str  # pass / build_failed / capture_failed / not_launched / program_failed /
+    #             spec_failed /
     #             reproduce_failed / bench_failed / library / skipped / optimize_*
     message: str = ""
     captured: str = ""  # the capture's line (kernel, grid, block, duration)
@@ -305,7 +306,13 @@ def run_kernel(program: Program, source: Path, kernel: Kernel, limits: Limits) -
     rc, text, seconds = _run(capture_argv, limits.capture_s * 2 + 30, cwd=source.parent)
     outcome.seconds["capture"] = round(seconds, 2)
     if rc != 0:
-        outcome.status = "not_launched" if "never launched" in text else "capture_failed"
+        outcome.status = "capture_failed"
+        if "never launched" in text:
+            outcome.status = "not_launched"
+        elif "crashed" in text and "never started" in text:
+            # the program failed on its own before any CUDA call (on this GPU): it never
+            # launched the kernel, for any tool to capture
+            outcome.status = "program_failed"
         outcome.message = _tail(text)
         return outcome
     outcome.captured = _captured_line(text)
@@ -451,7 +458,8 @@ def run_optimize(outcome: Outcome, source: Path, timeout: float) -> dict:
 
 def summarize(outcomes: list[Outcome], build_failed: list[str], wall: float) -> dict:
     own = [o for o in outcomes if o.own]
-    launched = [o for o in own if o.status not in ("not_launched", "skipped", "build_failed")]
+    unlaunched = ("not_launched", "program_failed", "skipped", "build_failed")
+    launched = [o for o in own if o.status not in unlaunched]
     passed = [o for o in launched if o.status == PASS]
     optimized = [o for o in own if o.optimize]
     return {
@@ -463,6 +471,7 @@ def summarize(outcomes: list[Outcome], build_failed: list[str], wall: float) -> 
         "own_kernels_passed": len(passed),
         "rate": round(len(passed) / len(launched), 3) if launched else None,
         "not_launched": [f"{o.program}:{o.kernel}" for o in own if o.status == "not_launched"],
+        "program_failed": [f"{o.program}:{o.kernel}" for o in own if o.status == "program_failed"],
         "skipped": [f"{o.program}:{o.kernel}" for o in outcomes if o.status == "skipped"],
         "library_programs_captured": sum(1 for o in outcomes if o.status == "library"),
         "library_programs": sum(1 for o in outcomes if not o.own),
@@ -481,6 +490,9 @@ def markdown(summary: dict, outcomes: list[Outcome]) -> str:
         f"{summary['own_kernels_launched']}, capture -> spec -> bench as is passed: "
         f"**{summary['own_kernels_passed']}** "
         f"(rate {'n/a' if rate is None else f'{rate:.0%}'}; target >= 90 %)",
+        f"- not launched: {', '.join(summary['not_launched']) or 'none'}; the program failed "
+        "on its own before any CUDA call: "
+        f"{', '.join(summary.get('program_failed', [])) or 'none'}",
         f"- library-only programs (Thrust/CUB kernels, not the program's own): "
         f"{summary['library_programs']}, captured: {summary['library_programs_captured']}",
         f"- wall: {summary['wall_s']} s",

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from cuda_llm_lsp.source.kernels import find_kernels
+
 
 @dataclass(frozen=True)
 class Prompt:
@@ -143,7 +145,10 @@ def split_reasoning(text: str) -> tuple[str, str, bool]:
 
 def _defines_kernel(code: str, kernel: str) -> bool:
     pattern = rf"__global__[^;{{}}]*?\b{re.escape(kernel)}\s*(<[^;{{}}]*>)?\s*\("
-    return re.search(pattern, code, re.DOTALL) is not None
+    if re.search(pattern, code, re.DOTALL) is not None:
+        return True
+    # braces inside the declaration (CuTe's `__launch_bounds__(size(Layout{}))`): the parser's
+    return "__global__" in code and any(k.name == kernel for k in find_kernels(code))
 
 
 def _kernels_defined(code: str) -> list[str]:

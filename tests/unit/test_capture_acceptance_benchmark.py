@@ -72,11 +72,12 @@ def test_the_rate_counts_own_kernels_the_program_launched(bench: Any) -> None:
         o("b", "k3", True, "not_launched"),  # defined, never launched: not counted
         o("c", "", False, "library"),  # Thrust's kernels: apart
         o("d", "k4", True, "capture_failed"),
+        o("e", "k5", True, "program_failed"),  # aborted before any CUDA call: not launched
     ]
     summary = bench.summarize(outcomes, [], 1.0)
     assert (summary["own_kernels_launched"], summary["own_kernels_passed"]) == (3, 1)
     assert summary["rate"] == round(1 / 3, 3)
-    assert summary["not_launched"] == ["b:k3"]
+    assert summary["not_launched"] == ["b:k3"] and summary["program_failed"] == ["e:k5"]
     assert summary["library_programs"] == 1 and summary["library_programs_captured"] == 1
     assert "rate 33%" in bench.markdown(summary, outcomes)
 

@@ -346,3 +346,23 @@ async def test_refusal_and_reasoning_fields_reach_the_reply(
     assert refused.code is None and refused.refusal == "I can't help with that."
     assert refused.error == "the model refused: I can't help with that."
     assert answered.code is not None and answered.reasoning == "thinking about coalescing"
+
+
+def test_a_kernel_declared_with_braces_in_its_launch_bounds_is_read() -> None:
+    """CuTe's kernels: `__global__ static __launch_bounds__(size(CThreadLayout{}))` puts braces
+    between `__global__` and the name; the reply's kernel is still the one taken."""
+    from cuda_llm_lsp.fsr.client import extract_kernel
+
+    reply = """Here it is:
+```cuda
+template <class CtaTiler, class CThreadLayout>
+__global__ static
+__launch_bounds__(decltype(size(CThreadLayout{}))::value)
+void
+gemm_device(CtaTiler cta_tiler, float const* A, float* C)
+{
+    C[threadIdx.x] = 2.0f * A[threadIdx.x];
+}
+```"""
+    code, why = extract_kernel(reply, "gemm_device")
+    assert why is None and code is not None and "gemm_device(CtaTiler" in code
