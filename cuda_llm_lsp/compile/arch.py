@@ -67,3 +67,15 @@ def local_gpu_arch() -> str | None:
         return f"sm_{major}{minor}"
     except Exception:  # libcuda absent (DynamicLibNotFoundError) or unusable
         return None
+
+
+# architectures with an arch-specific variant (wgmma, setmaxnreg, tcgen05...): `sm_90a` code runs
+# on sm_90 devices only, which is where the evaluator runs what it builds
+_ARCH_SPECIFIC = frozenset({"sm_90", "sm_100", "sm_103", "sm_120"})
+
+
+def with_arch_features(arch: str) -> str:
+    """`sm_90` -> `sm_90a`: the evaluator builds for the one GPU that runs the kernel, so its
+    architecture-specific instructions are on, as the kernel's own build has them (CUTLASS's
+    Hopper kernels stop on a device assert without them); others unchanged."""
+    return f"{arch}a" if arch in _ARCH_SPECIFIC else arch

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile import candidate_policy
 from cuda_llm_lsp.compile.analysis import compile_options
+from cuda_llm_lsp.compile.arch import with_arch_features
 from cuda_llm_lsp.compile.cache import compile_cached
 from cuda_llm_lsp.compile.device_unit import build_device_unit
 from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable
@@ -160,7 +161,7 @@ def build_binary(
         source_name=kernel_name,
         entry=entry,
         cubin=result.cubin,
-        arch=result.arch,
+        arch=arch or result.arch,  # the GPU's (built with its `a` features: `_compile`)
         resources=result.resources.get(expr),
     )
 
@@ -230,7 +231,7 @@ def _nvcc_binary(
         source_name=kernel.name,
         entry=built.entry,
         cubin=built.cubin,
-        arch=built.arch,
+        arch=arch or built.arch,
         resources=built.resources,
         builder="nvcc",
     )
@@ -240,8 +241,11 @@ def _compile(
     text: str, path: Path | None, settings: Settings, arch: str | None, expr: str
 ) -> CompileResult:
     unit = build_device_unit(text, path, settings.include_paths)
-    # a given arch is not resolved: resolving asks the local driver (cuInit, ~0.3 s on an H100)
-    options = compile_options(replace(settings, arch=arch) if arch else settings)
+    # a given arch is not resolved: resolving asks the local driver (cuInit, ~0.3 s on an H100);
+    # it is the evaluating GPU's, so its architecture-specific features are on (`sm_90a`)
+    options = compile_options(
+        replace(settings, arch=with_arch_features(arch)) if arch else settings
+    )
     return compile_cached(unit, options, (expr,), timeout_s=settings.compile_timeout_s)
 
 

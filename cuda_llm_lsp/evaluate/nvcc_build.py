@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cuda_llm_lsp.compile.analysis import compile_options, with_project_flags
+from cuda_llm_lsp.compile.arch import with_arch_features
 from cuda_llm_lsp.compile.flags import NVCC_ONLY
 from cuda_llm_lsp.compile.mangled import base_name, display_names
 from cuda_llm_lsp.compile.nvcc import (
@@ -79,7 +80,9 @@ def build_with_nvcc(
     when the file launches kernels from device code; `known_entry`: the symbol the user's
     program launched (a capture's), preferred where the cubin has it. Raises `NvccUnavailable`."""
     settings = with_project_flags(settings, path)
-    options = compile_options(replace(settings, arch=arch) if arch else settings)
+    options = compile_options(
+        replace(settings, arch=with_arch_features(arch)) if arch else settings
+    )
     unit = text
     if kernel.is_template:  # the instance evaluated, whatever the host code launches
         unit += f"\nstatic void* const {INSTANCE_VARIABLE} = (void*)&{expression};\n"

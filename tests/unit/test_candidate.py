@@ -93,3 +93,16 @@ def test_the_evaluating_gpus_arch_wins_over_the_configured_one() -> None:
     assert isinstance(built, KernelBinary) and built.arch == "sm_90"
     configured = build_binary(TWICE, None, "twice", settings)
     assert isinstance(configured, KernelBinary) and configured.arch == "sm_80"
+
+
+def test_the_evaluator_builds_with_the_gpus_arch_specific_features() -> None:
+    """A Hopper kernel using wgmma (sm_90a only, as CUTLASS's are) builds for an sm_90 GPU:
+    the evaluator builds for the GPU that runs it, its `a` features on; the binary says sm_90."""
+    text = """extern "C" __global__ void __launch_bounds__(128) grow(float* x) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\\n" ::: "memory");
+    x[threadIdx.x] = 1.0f;
+}
+"""
+    built = build_binary(text, None, "grow", Settings(), arch="sm_90")
+    assert isinstance(built, KernelBinary), built
+    assert built.arch == "sm_90"
