@@ -146,12 +146,16 @@ def _region(capture: Capture, arg: ArgSpec) -> CapturedPointer | None:
     return next((r.pointer for r in param.regions if r.at == arg.within), None)
 
 
-def with_captured_arguments(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
+def with_captured_arguments(
+    spec: TestSpec, spec_dir: Path | None, *, outputs_needed: bool = True
+) -> TestSpec:
     """`spec` with each `"@captured"` argument's bytes and a pointer argument for every device
     allocation addressed inside them (compared as the `"@captured DTYPE"` element type, else
     byte for byte). Addresses into one allocation share one buffer, from the lowest of them,
     so a struct's two views of one array (`lo`, `hi = lo + n/2`) still alias as they did.
-    The same spec when it has none, or has them already."""
+    The same spec when it has none, or has them already. A launch that changed nothing (a
+    kernel that only prints) can be measured (`outputs_needed=False`: `bench`), never judged
+    against a candidate: every candidate would pass."""
     wanted = [a for a in spec.args if a.is_captured and a.raw is None]
     if not wanted:
         return spec
@@ -208,7 +212,8 @@ def with_captured_arguments(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
     written = tuple(b.name for b in buffers if b.role == "inout")
     outputs = (*spec.outputs, *written) if spec.outputs else ()  # () compares by role
     expanded = replace(spec, args=(*args, *buffers), outputs=outputs)
-    if not any(a.is_pointer and a.role in ("out", "inout") for a in expanded.args):
+    changed = any(a.is_pointer and a.role in ("out", "inout") for a in expanded.args)
+    if outputs_needed and not changed:
         raise CapturedDataError(
             "nothing to compare: the captured launch changed no buffer its arguments point to"
         )

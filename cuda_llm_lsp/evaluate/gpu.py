@@ -547,7 +547,7 @@ class GpuEvaluator:
             self.phases = {}
             seed = secrets.randbits(63) if seed is None else seed
             facts = self.device_facts()
-            spec = _with_captured(spec, spec_dir)
+            spec = _with_captured(spec, spec_dir, outputs_needed=False)  # measured only
             cases = spec.cases()
             key = self._load(kernel)
             if isinstance(key, Failure):
@@ -634,10 +634,12 @@ def _final(status: Status | None) -> Status:
     return status
 
 
-def _with_captured(spec: TestSpec, spec_dir: Path | None) -> TestSpec:
+def _with_captured(
+    spec: TestSpec, spec_dir: Path | None, *, outputs_needed: bool = True
+) -> TestSpec:
     """The spec with its `"@captured"` arguments' bytes and buffers (an unreadable capture is
     the inputs' problem, as for any captured case)."""
     try:
-        return with_captured_arguments(spec, spec_dir)
+        return with_captured_arguments(spec, spec_dir, outputs_needed=outputs_needed)
     except CapturedDataError as exc:
         raise InputError(str(exc)) from exc

@@ -357,7 +357,7 @@ def k_trap(x: int, y: int, n: int) -> None:
 
 # name -> (function, cost in ms, launch error code or 0)
 # kernels whose first parameter is a struct passed by value: `View {const float* x; int n;}`
-BY_VALUE = {"accumulate_view", "accumulate_view_fast", "accumulate_view_wrong"}
+BY_VALUE = {"accumulate_view", "accumulate_view_fast", "accumulate_view_wrong", "view_nothing"}
 
 KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "twice": (k_twice, 0.040, 0),
@@ -377,6 +377,7 @@ KERNELS: dict[str, tuple[Callable[[int, int, int], None], float, int]] = {
     "accumulate_view": (k_accumulate, 0.040, 0),
     "accumulate_view_fast": (k_accumulate, 0.010, 0),
     "accumulate_view_wrong": (k_twice, 0.010, 0),
+    "view_nothing": (k_nothing, 0.010, 0),  # (View v, const float* y): reads, writes nothing
     "accumulate_fast": (k_accumulate, 0.010, 0),
     "accumulate_past_end_late": (k_accumulate_past_end_late, 0.010, 0),
     "modifies_input": (k_modifies_input, 0.010, 0),

@@ -353,3 +353,42 @@ extern "C" __global__ void reduce(It first, It last, It result) { }
     before = read_buffer(tmp_path, capture, expanded, case, "first@0", "before")
     after = read_buffer(tmp_path, capture, expanded, case, "first@0", "after")
     assert list(before) == [*range(16), 0] and list(after) == [*range(16), 120]
+
+
+def test_a_launch_that_changed_nothing_is_measured_never_judged(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """CUTLASS's `kernel_dump` only prints: bench measures it; optimize refuses it, since
+    with nothing to compare every candidate would pass."""
+    from cuda_llm_lsp.evaluate import timing
+    from cuda_llm_lsp.evaluate.inputs import InputError
+    from cuda_llm_lsp.evaluate.types import KernelBinary
+    from tests.unit.fake_cuda_driver import cubin
+    from tests.unit.test_evaluator_rules import fake_gpu
+
+    root = tmp_path_factory.mktemp("nothing")
+    capture = _view_capture(root / "cap", 256)
+    y = capture.params[1].pointer
+    assert y is not None
+    (root / "cap" / y.after).write_bytes((root / "cap" / y.before).read_bytes())  # unchanged
+    text = """struct View { const float* x; int n; };
+/* @cuda-llm
+capture = "cap"
+grid = 1
+block = 256
+args.v = "@captured float32"
+args.y = "in float32[256]"
+*/
+extern "C" __global__ void view_nothing(View v, const float* y) { }
+"""
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert spec is not None, errors
+
+    def binary(name: str) -> KernelBinary:
+        return KernelBinary(source_name="v", entry=name, cubin=cubin(name), arch="sm_90")
+
+    for ev in fake_gpu(tmp_path_factory, timing.Plan(budget_s=0.3, batch=5)):
+        measured = ev.benchmark(binary("view_nothing"), spec, spec_dir=root, seed=1)
+        assert measured.status == "ok", measured.message
+        with pytest.raises(InputError, match="nothing to compare"):
+            ev.evaluate(binary("view_nothing"), binary("view_nothing"), spec, spec_dir=root, seed=1)
