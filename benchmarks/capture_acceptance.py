@@ -149,6 +149,7 @@ class Outcome:
     captured: str = ""  # the capture's line (kernel, grid, block, duration)
     spec: str = ""  # the spec block written
     bench: dict = field(default_factory=dict)  # bench --format json, trimmed
+    draft: dict = field(default_factory=dict)  # the static draft against the capture
     seconds: dict = field(default_factory=dict)
     optimize: dict = field(default_factory=dict)
 
@@ -316,6 +317,7 @@ def run_kernel(program: Program, source: Path, kernel: Kernel, limits: Limits) -
         outcome.message = _tail(text)
         return outcome
     outcome.captured = _captured_line(text)
+    outcome.draft = draft_check(source.read_text(encoding="utf-8"), kernel.name, out)
     rc, text, seconds = _run(
         _cli("spec", str(source), "--from-capture", str(out), "--kernel", kernel.name, "--write"),
         limits.spec_s,
@@ -340,6 +342,63 @@ def run_kernel(program: Program, source: Path, kernel: Kernel, limits: Limits) -
         outcome.status = "bench_failed"
         outcome.message = _tail(f"exit {rc}: {text}")
     return outcome
+
+
+def draft_check(text: str, name: str, capture_dir: Path) -> dict:
+    """The static draft (no capture: from the file's launch site) against the captured launch:
+    the draft's grid, block and smem evaluated with the captured integer parameters as its sizes
+    must be the captured ones, each buffer's extent must fit what the allocation holds, and a
+    buffer the launch changed must not be `in`. Only for kernels the file launches itself."""
+    from dataclasses import replace
+
+    from cuda_llm_lsp.source.c_types import c_type_dtype, normalize_c_type
+    from cuda_llm_lsp.source.capture_manifest import read_capture
+    from cuda_llm_lsp.source.draft import draft_spec
+    from cuda_llm_lsp.source.launch_sites import find_launch_sites
+    from cuda_llm_lsp.source.spec import parse_spec
+    from cuda_llm_lsp.source.spec.from_capture import ITEMSIZE, scalar_value
+
+    kernel = next(k for k in find_kernels(text) if k.name == name)
+    if not [s for s in find_launch_sites(text, name) if s.config is not None]:
+        return {"launch_site": False}
+    problems: list[str] = []
+    try:
+        capture = read_capture(capture_dir)
+        start = offset_of(text, kernel.span.start)
+        start = text.rfind("\n", 0, start) + 1
+        drafted = text[:start] + draft_spec(kernel, text) + text[start:]
+        again = next(k for k in find_kernels(drafted) if k.name == name)
+        spec, errors = parse_spec(again, drafted)
+        if spec is None:
+            return {"launch_site": True, "right": False,
+                    "problems": [f"does not parse: {e.message}" for e in errors][:3]}  # fmt: skip
+        ints = {}
+        for param, captured in zip(again.params, capture.params, strict=False):
+            dtype = c_type_dtype(normalize_c_type(param.base_type))
+            if not param.is_pointer and dtype and dtype.startswith(("int", "uint")):
+                ints[param.name] = scalar_value(captured, dtype)
+        sizes = {n: [int(ints.get(n, v[-1]))] for n, v in spec.sizes.items()}
+        case = replace(spec, sizes=sizes).cases()[-1]
+        if case.grid != capture.grid:
+            problems.append(f"grid {case.grid}, the program launched {capture.grid}")
+        if case.block != capture.block:
+            problems.append(f"block {case.block}, the program launched {capture.block}")
+        if case.smem != capture.smem:
+            problems.append(f"smem {case.smem}, the program launched {capture.smem}")
+        for arg in spec.args:
+            pointer = capture.params[arg.index].pointer if arg.is_pointer else None
+            if pointer is None:
+                continue
+            need = int(case.counts.get(arg.name, 0)) * ITEMSIZE.get(arg.dtype or "", 1)
+            if need > pointer.captured:
+                problems.append(
+                    f"{arg.name}: {need} bytes, the allocation holds {pointer.captured}"
+                )
+            if pointer.changed and arg.role == "in":
+                problems.append(f"{arg.name}: 'in', yet the launch changed it")
+    except Exception as exc:  # the check reports; it never stops the run
+        problems.append(f"check failed: {type(exc).__name__}: {exc}")
+    return {"launch_site": True, "right": not problems, "problems": problems}
 
 
 def run_library(program: Program, source: Path, limits: Limits) -> Outcome:
@@ -473,6 +532,8 @@ def summarize(outcomes: list[Outcome], build_failed: list[str], wall: float) -> 
         "not_launched": [f"{o.program}:{o.kernel}" for o in own if o.status == "not_launched"],
         "program_failed": [f"{o.program}:{o.kernel}" for o in own if o.status == "program_failed"],
         "skipped": [f"{o.program}:{o.kernel}" for o in outcomes if o.status == "skipped"],
+        "drafts_with_launch_site": sum(1 for o in own if o.draft.get("launch_site")),
+        "drafts_right": sum(1 for o in own if o.draft.get("right")),
         "library_programs_captured": sum(1 for o in outcomes if o.status == "library"),
         "library_programs": sum(1 for o in outcomes if not o.own),
         "optimize": {f"{o.program}:{o.kernel}": o.optimize for o in optimized},
@@ -493,6 +554,9 @@ def markdown(summary: dict, outcomes: list[Outcome]) -> str:
         f"- not launched: {', '.join(summary['not_launched']) or 'none'}; the program failed "
         "on its own before any CUDA call: "
         f"{', '.join(summary.get('program_failed', [])) or 'none'}",
+        f"- static drafts (no capture) of kernels the file launches itself, right as printed "
+        f"(grid, block, smem, extents, roles at the captured sizes): "
+        f"**{summary.get('drafts_right', 0)} of {summary.get('drafts_with_launch_site', 0)}**",
         f"- library-only programs (Thrust/CUB kernels, not the program's own): "
         f"{summary['library_programs']}, captured: {summary['library_programs_captured']}",
         f"- wall: {summary['wall_s']} s",

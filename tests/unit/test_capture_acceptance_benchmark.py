@@ -113,3 +113,51 @@ def test_a_timeout_ends_the_whole_process_group(bench: Any, tmp_path: Path) -> N
     assert rc is None and "timed out" in text and seconds < 10
     time.sleep(4)
     assert not mark.exists()
+
+
+SAXPY_PROGRAM = """#include <cuda_runtime.h>
+__global__ void saxpy(float* y, const float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+int main() {
+    int n = 10000;
+    float *x, *y;
+    cudaMalloc(&x, n * sizeof(float));
+    cudaMalloc(&y, n * sizeof(float));
+    saxpy<<<(n + 255) / 256, 256>>>(y, x, 2.0f, n);
+    return 0;
+}
+"""
+
+
+def test_the_static_draft_is_checked_against_the_captured_launch(
+    bench: Any, tmp_path: Path
+) -> None:
+    """The draft made from the file's own launch site, its sizes set to the captured integers,
+    gives the captured grid and block; a launch site that disagrees is named."""
+    import struct
+
+    import numpy as np
+
+    from tests.unit.test_spec_from_capture import _write_capture
+
+    n = 10000
+    y, x = np.ones(n, np.float32), np.arange(n, dtype=np.float32)
+    _write_capture(
+        tmp_path,
+        {"n": n},
+        [("y", y.tobytes(), (y + 2 * x).tobytes()), ("x", x.tobytes(), None)],
+        grid=(40, 1, 1),
+        block=(256, 1, 1),
+        scalars_before=[struct.pack("<f", 2.0)],
+        demangled="saxpy(float*, float const*, float, int)",
+    )
+    assert bench.draft_check(SAXPY_PROGRAM, "saxpy", tmp_path) == {
+        "launch_site": True, "right": True, "problems": []
+    }  # fmt: skip
+    other = SAXPY_PROGRAM.replace("256>>>", "128>>>")
+    found = bench.draft_check(other, "saxpy", tmp_path)
+    assert found["problems"] == ["block (128, 1, 1), the program launched (256, 1, 1)"], found
+    no_site = SAXPY_PROGRAM.split("int main")[0]
+    assert bench.draft_check(no_site, "saxpy", tmp_path) == {"launch_site": False}
