@@ -361,6 +361,15 @@ def draft_check(text: str, name: str, capture_dir: Path) -> dict:
     kernel = next(k for k in find_kernels(text) if k.name == name)
     if not [s for s in find_launch_sites(text, name) if s.config is not None]:
         return {"launch_site": False}
+    opaque = [
+        p.name or str(p.index)
+        for p in kernel.params
+        if not p.is_pointer
+        and p.base_type not in kernel.template_params  # the draft guesses those
+        and c_type_dtype(normalize_c_type(p.base_type)) is None
+    ]
+    if opaque:  # a struct, enum or template-typed value: only a capture can give its bytes
+        return {"launch_site": True, "expressible": False, "why": f"by-value {', '.join(opaque)}"}
     problems: list[str] = []
     try:
         capture = read_capture(capture_dir)
@@ -532,7 +541,12 @@ def summarize(outcomes: list[Outcome], build_failed: list[str], wall: float) -> 
         "not_launched": [f"{o.program}:{o.kernel}" for o in own if o.status == "not_launched"],
         "program_failed": [f"{o.program}:{o.kernel}" for o in own if o.status == "program_failed"],
         "skipped": [f"{o.program}:{o.kernel}" for o in outcomes if o.status == "skipped"],
-        "drafts_with_launch_site": sum(1 for o in own if o.draft.get("launch_site")),
+        "drafts_with_launch_site": sum(
+            1 for o in own if o.draft.get("launch_site") and o.draft.get("expressible", True)
+        ),
+        "drafts_needing_a_capture": [
+            f"{o.program}:{o.kernel}" for o in own if o.draft.get("expressible") is False
+        ],
         "drafts_right": sum(1 for o in own if o.draft.get("right")),
         "library_programs_captured": sum(1 for o in outcomes if o.status == "library"),
         "library_programs": sum(1 for o in outcomes if not o.own),
@@ -556,7 +570,9 @@ def markdown(summary: dict, outcomes: list[Outcome]) -> str:
         f"{', '.join(summary.get('program_failed', [])) or 'none'}",
         f"- static drafts (no capture) of kernels the file launches itself, right as printed "
         f"(grid, block, smem, extents, roles at the captured sizes): "
-        f"**{summary.get('drafts_right', 0)} of {summary.get('drafts_with_launch_site', 0)}**",
+        f"**{summary.get('drafts_right', 0)} of {summary.get('drafts_with_launch_site', 0)}**; "
+        "structs, enums or template-typed values only a capture can give: "
+        f"{len(summary.get('drafts_needing_a_capture', []))}",
         f"- library-only programs (Thrust/CUB kernels, not the program's own): "
         f"{summary['library_programs']}, captured: {summary['library_programs_captured']}",
         f"- wall: {summary['wall_s']} s",

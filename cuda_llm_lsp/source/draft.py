@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from cuda_llm_lsp.source.c_types import (
     DTYPES,
@@ -56,6 +57,9 @@ def draft_spec(kernel: Kernel, source: str) -> str:
     """A reviewable `/* @cuda-llm ... */` block for a kernel without one; it must parse.
 
     Long because it writes the draft's lines in the order they appear, one block per spec key."""
+    # an unnamed parameter is keyed by its position (`args.3`), as the spec parser reads it
+    named = tuple(replace(p, name=p.name or str(p.index)) for p in kernel.params)
+    kernel = replace(kernel, params=named)
     roles = infer_roles(kernel, source)
     aliases = type_aliases(source)
     lines = [
@@ -80,7 +84,12 @@ def draft_spec(kernel: Kernel, source: str) -> str:
             floats.append(p)
         elif dtype is not None:
             ints.append(p)
-    sizable = [p for p in ints if c_type_dtype(resolved_base(p, template_args)) in _SIZE_DTYPES]
+    sizable = [
+        p
+        for p in ints
+        if c_type_dtype(resolved_base(p, template_args)) in _SIZE_DTYPES
+        and not p.name.isdigit()  # an unnamed parameter (`args.3`) is no name to size by
+    ]
     by_lower = {p.name.lower(): p.name for p in sizable}
     block_size = _draft_block_size(kernel, constants)
 
@@ -168,6 +177,16 @@ def draft_spec(kernel: Kernel, source: str) -> str:
                 lines = [ln for ln in lines if not ln.startswith(_LAUNCH_NOTES)]
                 grid = _dims_text(facts.grid or ())
                 block = _dims_text(facts.block or ())
+                # the launch's own sizes: one thread per element of them, the other integers
+                # (a seed, a flag) plain values
+                in_launch = set().union(*(_names(t) for t in [*facts.grid, *facts.block]))
+                in_counts = set().union(*(_names(t) for t in counts.values()))
+                launched = [n for n in sizes if n in in_launch]
+                kept = [n for n in sizes if n in in_launch | in_counts]
+                if launched:
+                    sizes = {n: v for n, v in sizes.items() if n in kept}
+                    default_count = " * ".join(launched)
+                    lines = [ln for ln in lines if not ln.lower().startswith(_COUNT_NOTES)]
                 lines.append(f"# Launch as the file launches it (line {facts.line + 1}).")
                 if facts.smem is None:
                     lines.append(

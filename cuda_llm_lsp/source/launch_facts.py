@@ -145,6 +145,7 @@ class _Resolver:
         ceiling-division macros replaced."""
         text = _cast_free(text)
         text = _SIZEOF.sub(self._sizeof, text)
+        text = _MEMBER.sub(self._member, text)
         for macro in _CDIV_MACROS:
             text = re.sub(rf"\b{macro}\s*\(", "cdiv(", text)
         if depth > 6:
@@ -158,6 +159,14 @@ class _Resolver:
             return self.defines.get(name, name)
 
         return _IDENT.sub(one, text)
+
+    def _member(self, m: re.Match[str]) -> str:
+        """`block.x` of a local `dim3 block(16, 16)`: its component (`16`; an unset one is 1)."""
+        parts = self.locals.get(m.group(1))
+        if parts is None:
+            return m.group(0)
+        index = "xyz".index(m.group(2))
+        return f"({parts[index]})" if index < len(parts) else "1"
 
     def _sizeof(self, m: re.Match[str]) -> str:
         base = resolve_alias(normalize_c_type(m.group(1)), self.aliases)
@@ -189,6 +198,9 @@ class _Resolver:
             return tuple(p for p in parts if p is not None) if all(parts) else None
         one = self.kernel_terms(text)
         return (one,) if one is not None else None
+
+
+_MEMBER = re.compile(r"\b([A-Za-z_]\w*)\s*\.\s*([xyz])\b")
 
 
 def _strip_parens(text: str) -> str:

@@ -161,3 +161,12 @@ def test_the_static_draft_is_checked_against_the_captured_launch(
     assert found["problems"] == ["block (128, 1, 1), the program launched (256, 1, 1)"], found
     no_site = SAXPY_PROGRAM.split("int main")[0]
     assert bench.draft_check(no_site, "saxpy", tmp_path) == {"launch_site": False}
+
+
+def test_a_draft_of_a_kernel_taking_a_struct_needs_a_capture(bench: Any, tmp_path: Path) -> None:
+    source = """struct View { const float* x; int n; };
+__global__ void k(View v, float* y) { y[threadIdx.x] = v.x[threadIdx.x]; }
+void run(View v, float* y) { k<<<1, 32>>>(v, y); }
+"""
+    found = bench.draft_check(source, "k", tmp_path)
+    assert found == {"launch_site": True, "expressible": False, "why": "by-value v"}, found

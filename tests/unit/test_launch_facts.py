@@ -142,3 +142,54 @@ def test_check_warns_when_a_spec_is_not_the_files_launch(tmp_path: Path) -> None
     )
     assert f"{f}:{spec_line + 4}:1: warning: grid (16, 1, 1)" in out.stdout, out.stdout
     assert "__launch_bounds__(512)" in out.stdout
+
+
+# CUTLASS's basic_gemm example: the launch reads its block's components (`block.x`) and passes a
+# seed that sizes nothing.
+INITIALIZE = """
+__global__ void InitializeMatrix_kernel(float *matrix, int rows, int columns, int seed = 0) {
+  int i = threadIdx.x + blockIdx.x * blockDim.x;
+  int j = threadIdx.y + blockIdx.y * blockDim.y;
+  if (i < rows && j < columns) matrix[i + j * rows] = float(seed);
+}
+
+cudaError_t InitializeMatrix(float *matrix, int rows, int columns, int seed = 0) {
+  dim3 block(16, 16);
+  dim3 grid(
+    (rows + block.x - 1) / block.x,
+    (columns + block.y - 1) / block.y
+  );
+  InitializeMatrix_kernel<<< grid, block >>>(matrix, rows, columns, seed);
+  return cudaGetLastError();
+}
+"""
+
+
+def test_a_grid_over_the_blocks_components_is_the_files_launch() -> None:
+    from cuda_llm_lsp.source.spec import parse_spec
+
+    (kernel,) = find_kernels(INITIALIZE)
+    draft = draft_spec(kernel, INITIALIZE)
+    assert 'grid = ["(rows + (16) - 1) / (16)", "(columns + (16) - 1) / (16)"]' in draft, draft
+    assert "block = [16, 16]" in draft, draft
+    # the seed is no size: one thread per (rows, columns) element, and the seed a value
+    assert 'args.matrix  = "out float32[rows * columns]"' in draft, draft
+    assert 'args.seed    = "1"' in draft and "sizes.seed" not in draft, draft
+    text = draft + INITIALIZE
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert spec is not None, errors
+    case = spec.cases()[-1]
+    rows, columns = case.sizes["rows"], case.sizes["columns"]
+    assert case.grid == (-(-rows // 16), -(-columns // 16), 1) and case.block == (16, 16, 1)
+
+
+def test_a_draft_keys_an_unnamed_parameter_by_its_position() -> None:
+    from cuda_llm_lsp.source.spec import parse_spec
+
+    source = "__global__ void k(float* y, int n, int) { if (threadIdx.x < n) y[0] = 1; }\n"
+    (kernel,) = find_kernels(source)
+    draft = draft_spec(kernel, source)
+    assert 'args.2 = "1"' in draft and "sizes.2" not in draft, draft
+    text = draft + source
+    spec, errors = parse_spec(find_kernels(text)[0], text)
+    assert spec is not None, errors
