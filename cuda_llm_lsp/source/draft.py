@@ -177,15 +177,12 @@ def draft_spec(kernel: Kernel, source: str) -> str:
                 lines = [ln for ln in lines if not ln.startswith(_LAUNCH_NOTES)]
                 grid = _dims_text(facts.grid or ())
                 block = _dims_text(facts.block or ())
-                # the launch's own sizes: one thread per element of them, the other integers
-                # (a seed, a flag) plain values
-                in_launch = set().union(*(_names(t) for t in [*facts.grid, *facts.block]))
-                in_counts = set().union(*(_names(t) for t in counts.values()))
-                launched = [n for n in sizes if n in in_launch]
-                kept = [n for n in sizes if n in in_launch | in_counts]
-                if launched:
-                    sizes = {n: v for n, v in sizes.items() if n in kept}
-                    default_count = " * ".join(launched)
+                # one element per launched point: each grid dimension's sizes, multiplied (a
+                # square launch over (N, N) is N * N; an integer it does not use, no factor)
+                per_dim = [sorted(_names(t) & set(sizes)) for t in facts.grid or ()]
+                factors = [" * ".join(names) for names in per_dim if names]
+                if factors:
+                    default_count = " * ".join(factors)
                     lines = [ln for ln in lines if not ln.lower().startswith(_COUNT_NOTES)]
                 lines.append(f"# Launch as the file launches it (line {facts.line + 1}).")
                 if facts.smem is None:

@@ -146,6 +146,20 @@ def test_check_warns_when_a_spec_is_not_the_files_launch(tmp_path: Path) -> None
 
 # CUTLASS's basic_gemm example: the launch reads its block's components (`block.x`) and passes a
 # seed that sizes nothing.
+SQUARE = """
+__global__ void syrk(int N, int K, const float* A, float* C) {
+  int i = threadIdx.x + blockIdx.x * blockDim.x, j = threadIdx.y + blockIdx.y * blockDim.y;
+  if (i >= N || j >= N) return;
+  float s = 0;
+  for (int k = 0; k < K; ++k) s += A[i + k * N];
+  C[i + j * N] = s;
+}
+void run(int N, int K, const float* A, float* C) {
+  dim3 block(16, 16);
+  dim3 grid((N + block.x - 1) / block.x, (N + block.y - 1) / block.y);
+  syrk<<<grid, block>>>(N, K, A, C);
+}
+"""
 INITIALIZE = """
 __global__ void InitializeMatrix_kernel(float *matrix, int rows, int columns, int seed = 0) {
   int i = threadIdx.x + blockIdx.x * blockDim.x;
@@ -172,9 +186,9 @@ def test_a_grid_over_the_blocks_components_is_the_files_launch() -> None:
     draft = draft_spec(kernel, INITIALIZE)
     assert 'grid = ["(rows + (16) - 1) / (16)", "(columns + (16) - 1) / (16)"]' in draft, draft
     assert "block = [16, 16]" in draft, draft
-    # the seed is no size: one thread per (rows, columns) element, and the seed a value
+    # one element per launched (rows, columns) point: the seed, launching nothing, no factor
     assert 'args.matrix  = "out float32[rows * columns]"' in draft, draft
-    assert 'args.seed    = "1"' in draft and "sizes.seed" not in draft, draft
+    assert "counts assume" not in draft, draft
     text = draft + INITIALIZE
     spec, errors = parse_spec(find_kernels(text)[0], text)
     assert spec is not None, errors
@@ -193,3 +207,10 @@ def test_a_draft_keys_an_unnamed_parameter_by_its_position() -> None:
     text = draft + source
     spec, errors = parse_spec(find_kernels(text)[0], text)
     assert spec is not None, errors
+
+
+def test_a_square_launch_counts_a_point_per_element_of_both_dimensions() -> None:
+    (kernel,) = find_kernels(SQUARE)
+    draft = draft_spec(kernel, SQUARE)
+    assert 'args.C = "out float32[N * N]"' in draft, draft
+    assert 'args.K = "K"' in draft, draft  # a loop bound stays a size
