@@ -359,16 +359,20 @@ def draft_check(text: str, name: str, capture_dir: Path) -> dict:
     from cuda_llm_lsp.source.spec.from_capture import ITEMSIZE, scalar_value
 
     kernel = next(k for k in find_kernels(text) if k.name == name)
-    if not [s for s in find_launch_sites(text, name) if s.config is not None]:
+    sites = [s for s in find_launch_sites(text, name) if s.config is not None]
+    if not sites:
         return {"launch_site": False}
+    # template arguments the launch deduces from host values (CuTe's shapes, Thrust's
+    # iterators) are not in the file's text: a value of such a type is as opaque as a struct
+    deduced = kernel.is_template and not any("<" in s.callee for s in sites)
     opaque = [
         p.name or str(p.index)
         for p in kernel.params
         if not p.is_pointer
-        and p.base_type not in kernel.template_params  # the draft guesses those
+        and (deduced or p.base_type not in kernel.template_params)
         and c_type_dtype(normalize_c_type(p.base_type)) is None
     ]
-    if opaque:  # a struct, enum or template-typed value: only a capture can give its bytes
+    if opaque:  # a struct, an enum, a deduced type's value: only a capture can give its bytes
         return {"launch_site": True, "expressible": False, "why": f"by-value {', '.join(opaque)}"}
     problems: list[str] = []
     try:
