@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,11 +107,12 @@ def prepare(
     `define_sources`: where a define came from ("compile_flags.txt", "cudaLlm.defines"), named
     in its refusal."""
     inputs = NvccInputs()
-    directories: list[str] = []
+    own: str | None = None
     if path is not None:
         own = os.path.dirname(os.path.abspath(path))
-        if special_root(own) is None:
-            directories.append(own)
+        if special_root(own) is not None:
+            own = None
+    directories: list[str] = []
     for include in include_paths:
         directory = os.path.abspath(include)
         root = special_root(directory)
@@ -118,14 +120,17 @@ def prepare(
             inputs.refused.append(f"include directory {include!r} left out: {root} is never read")
             continue
         directories.append(directory)
+    if own is not None:
+        # the file's directory answers its `#include "..."` only, as where it lies: as `-I` it
+        # also answered `<math.h>` with XGBoost's `src/common/math.h` (false errors nvcc run
+        # on the file itself has not); nvcc has no -iquote, its host preprocessor has
+        inputs.include_args += (
+            ["-I", _reachable(own, tmp, inputs)]
+            if sys.platform == "win32"
+            else ["-Xcompiler", f"-iquote,{_reachable(own, tmp, inputs)}"]
+        )
     for directory in dict.fromkeys(directories):
-        if nvcc_inert(directory):
-            inputs.include_args += ["-I", directory]
-            continue
-        link = tmp / f"inc{len(inputs.links)}"
-        os.symlink(directory, link, target_is_directory=True)
-        inputs.links[str(link)] = directory
-        inputs.include_args += ["-I", str(link)]
+        inputs.include_args += ["-I", _reachable(directory, tmp, inputs)]
     sources = define_sources or {}
     for define in defines:
         if not define.strip():
@@ -137,6 +142,17 @@ def prepare(
             where = f" (from {sources[define]})" if define in sources else ""
             inputs.refused.append(f"define {define[:80]!r}{where} left out: {problem}")
     return inputs
+
+
+def _reachable(directory: str, tmp: Path, inputs: NvccInputs) -> str:
+    """`directory` as nvcc may be given it: itself where `nvcc_inert`, else a symlink of ours
+    in `tmp` (noted in `inputs.links`)."""
+    if nvcc_inert(directory):
+        return directory
+    link = tmp / f"inc{len(inputs.links)}"
+    os.symlink(directory, link, target_is_directory=True)
+    inputs.links[str(link)] = directory
+    return str(link)
 
 
 def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -> str | None:
