@@ -192,6 +192,7 @@ def _from_nvcc_toolkit(lib: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
 def borrowed_mismatch() -> str | None:
     """One sentence naming both versions when headers NVRTC's environment lacks come from an
     nvcc's toolkit of another CUDA version than NVRTC's (`toolkit_include_dirs`), else None."""

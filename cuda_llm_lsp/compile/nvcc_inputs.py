@@ -8,7 +8,8 @@ with arguments in double quotes, so `$(...)` or a backquote in a file name, a `-
   include directory whose path is not `tools.shell_inert` or holds a comma (nvcc splits a list
   option's value at commas: a repository's `a,/proc/self/k.cu` made nvcc search `/proc/self`),
   is reached through a symlink of ours in that directory (`inc0`, `inc1`...), and messages are
-  mapped back to the real names;
+  mapped back to the real names; the file's own directory answers its `#include "..."` only
+  (`-Xcompiler -iquote,DIR`), as where the file lies;
 - a define is `NAME` or `NAME=VALUE` with `VALUE` shell-inert; any other is refused (`refused`
   says which and where it came from);
 - include directories under `/proc`, `/sys` or `/dev` are refused, as the fast tier refuses them;

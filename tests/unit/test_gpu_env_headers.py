@@ -86,7 +86,13 @@ def test_cccl_missing_from_nvrtcs_wheels_comes_from_the_nvcc_toolkit(
     found = {"cudart": str(wheel)}
     monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", found.get)
     monkeypatch.setenv("CUDA_LLM_NVCC", str(tmp_path / "cuda-13.0" / "bin" / "nvcc"))
-    for cached in (headers.toolkit_include_dirs, headers.borrowed_include_dirs):
+    caches = (
+        headers.toolkit_include_dirs,
+        headers.borrowed_include_dirs,
+        headers.borrowed_mismatch,
+        headers.toolkit_version,
+    )
+    for cached in caches:
         cached.cache_clear()
     try:
         dirs = headers.toolkit_include_dirs()
@@ -94,14 +100,14 @@ def test_cccl_missing_from_nvrtcs_wheels_comes_from_the_nvcc_toolkit(
         assert headers.borrowed_include_dirs() == (str(include / "cccl"),)
         assert headers.borrowed_mismatch() is None  # both CUDA 13.0
         headers.toolkit_version.cache_clear()
+        headers.borrowed_mismatch.cache_clear()
         (wheel / "cuda_runtime_api.h").write_text("#define CUDART_VERSION 13020\n")
         mismatch = headers.borrowed_mismatch()
         assert mismatch is not None and "CUDA 13.0 toolkit of nvcc" in mismatch
         assert "NVRTC's CUDA 13.2" in mismatch and str(include / "cccl") in mismatch
     finally:
-        headers.toolkit_include_dirs.cache_clear()
-        headers.borrowed_include_dirs.cache_clear()
-        headers.toolkit_version.cache_clear()
+        for cached in caches:
+            cached.cache_clear()
 
 
 # --- CUTLASS's `<cccl/cuda/std/...>` (CUDA 13) with CCCL outside the runtime's directory -------

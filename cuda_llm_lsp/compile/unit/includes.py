@@ -232,11 +232,10 @@ def _system_include(name: str, state: IncludeState) -> bool | None:
             return True
     if found is None:
         return None
-    if "CCCL" not in state.mismatches:
+    borrowed = std_headers.borrowed_include_dirs()  # (none where NVRTC's wheels have all)
+    if borrowed and "CCCL" not in state.mismatches and any(map(found.is_relative_to, borrowed)):
         mismatch = std_headers.borrowed_mismatch()
-        if mismatch is not None and any(
-            found.is_relative_to(d) for d in std_headers.borrowed_include_dirs()
-        ):
+        if mismatch is not None:
             state.mismatches.add("CCCL")
             state.pending.append((mismatch, "warning"))
     try:  # NVRTC reads it itself: the same rules as for the headers we read
