@@ -14,8 +14,9 @@ user's. Three cases, each a *warning* that says so instead of an error:
   file's: host code blanked), where the error's cause may be what was blanked (a class
   deriving from a blanked one: dlib's `fatal_error : public error`);
 - the error lies in a header cuda-llm wrote for the unit (the std names it gives device code
-  from libcu++, a forwarding stand-in), or names a `cuda::std` name that header gave to `std`
-  (CCCL 3.0's `cuda::std::move` beside NVRTC's own `std::move`): our rewriting's, not the user's;
+  from libcu++, a forwarding stand-in), or is an ambiguity naming a `cuda::std` name that header
+  gave to `std` (CCCL 3.0's `cuda::std::move` beside NVRTC's own `std::move`): ours, not the
+  user's;
 - the error says `std` lacks a name (`namespace "std" has no member "ostream"`), in the file or
   in any header: NVRTC has no C++ standard library, the unit drops the host's standard headers
   and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing.
@@ -57,6 +58,9 @@ _MISSING = re.compile(
 _HEADER = re.compile(r'^in included file "(?P<file>[^"]*)" line \d+: ')
 # `cuda::std::__4::move` in EDG's messages: a libcu++ name, its versioned namespace skipped
 _CUDA_STD_NAME = re.compile(r"\bcuda::std::(?:__\w+::)*(?P<name>\w+)")
+# what a using-declaration of ours beside another declaration of the name causes (a wrong call
+# of `std::min` says "no instance ...": the user's, still an error)
+_AMBIGUOUS = re.compile(r"more than one instance of|is ambiguous")
 # a header of ours that only includes another (`<cccl/cuda/std/cstdint>` -> `<cuda/std/cstdint>`)
 _FORWARDER = re.compile(r'(?:#pragma once\n)?#include [<"][^>"\n]+[>"]\n?')
 _NO_STD_MEMBER = re.compile(
@@ -164,7 +168,7 @@ def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
     header = _HEADER.match(d.message)
     if header is not None and header.group("file") in changes.ours:
         return f"in {header.group('file')}, which cuda-llm wrote for NVRTC (not the project's)"
-    for used in _CUDA_STD_NAME.finditer(d.message):
+    for used in _CUDA_STD_NAME.finditer(d.message if _AMBIGUOUS.search(d.message) else ""):
         if used.group("name") in changes.std_given:
             return (
                 f'"std::{used.group("name")}" is libcu++\'s here, given by cuda-llm for NVRTC '

@@ -197,8 +197,12 @@ def test_errors_of_our_own_headers_are_warnings_that_say_so() -> None:
         'function template "cuda::std::__4::remove_reference_t<_Tp> &&cuda::std::__4::move()"',
     )  # fmt: skip
     planted = Diagnostic(9, 3, 9, 4, "error", 'identifier "y" is undefined')
-    out = be_honest([ours, ambiguous, planted], changes)
-    assert [d.severity for d in out] == ["warning", "warning", "error"]
+    wrong_call = Diagnostic(
+        11, 3, 11, 4, "error",
+        'no instance of function template "cuda::std::__4::move" matches the argument list',
+    )  # fmt: skip
+    out = be_honest([ours, ambiguous, planted, wrong_call], changes)
+    assert [d.severity for d in out] == ["warning", "warning", "error", "error"]
     assert "cuda-llm wrote for NVRTC" in out[0].message
     assert "libcu++'s here, given by cuda-llm" in out[1].message
 
