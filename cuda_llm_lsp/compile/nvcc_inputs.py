@@ -159,8 +159,9 @@ def _reachable(directory: str, tmp: Path, inputs: NvccInputs) -> str:
 def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -> str | None:
     """Why nvcc may not read what `text` includes (followed through headers), or None."""
     own = os.path.dirname(os.path.abspath(path)) if path is not None else None
-    # exactly the directories `prepare` gives nvcc, in its order: the file's own one first (a
-    # `<pipe>` FIFO beside the file held gcc to the timeout when only -I paths were scanned)
+    # the directories `prepare` gives nvcc, the file's own one first, for `<...>` too (more than
+    # nvcc searches for those since it is -iquote: a scan that errs on the side of refusing; a
+    # `<pipe>` FIFO beside the file held gcc to the timeout when it was -I and not scanned)
     own_dirs = [own] if own is not None and special_root(own) is None else []
     search = list(dict.fromkeys([*own_dirs, *(os.path.abspath(p) for p in include_paths)]))
     budget = IncludeBudget.fresh()
