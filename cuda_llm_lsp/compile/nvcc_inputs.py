@@ -70,6 +70,9 @@ _PROBE_MACRO = re.compile(
     r"[ \t]*__has_include(?:_next)?[ \t]*\([ \t]*(?P=param)[ \t]*\)[ \t]*$",
     re.M,
 )
+# a line splice as gcc takes it: a backslash (or the `??/` trigraph, which strict -std modes
+# read), blanks gcc tolerates, the line break
+_SPLICE = re.compile(r"(?:\\|\?\?/)[ \t]*\r?\n")
 
 
 class _Unchecked(Exception):
@@ -269,7 +272,8 @@ def _forwarded_probe_problem(
     call = re.compile(
         r"[ \t]*\([ \t]*(?:\"(?P<quoted>[^\"\n]*)\"|<(?P<bracketed>[^>\n]*)>)[ \t]*\)"
     )
-    for text, here, where in scanned:
+    for raw, here, where in scanned:
+        text = _SPLICE.sub("", raw)  # as gcc reads it: `FMT_HAS_\\<newline>INCLUDE` is one name
         if not any(name in text for name in forwarders):
             continue
         base = Path(here) if here else None

@@ -416,6 +416,8 @@ def test_a_probe_macro_called_with_literal_names_lets_nvcc_run(tmp_path: Path) -
         '#define Q FMT_HAS_INCLUDE\n#if Q("pipe.h")\n#endif\n',  # the name passed on
         '#define R "\\"//" FMT_HAS_INCLUDE\n#if R("pipe.h")\n#endif\n',  # a fake comment
         '#if FMT_HAS_INCLUDE(\\\n"pipe.h")\n#endif\n',  # a call split over lines
+        '#if FMT_HAS_\\\nINCLUDE("pipe.h")\n#endif\n',  # the name split over lines
+        '#if FMT_HAS_INCLUDE(\n"pipe.h")\n#endif\n',  # a call over two lines, unspliced
     ],
 )
 def test_a_probe_macro_naming_a_file_otherwise_stops_nvcc(tmp_path: Path, body: str) -> None:
