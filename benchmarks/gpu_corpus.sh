@@ -28,9 +28,11 @@ command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   echo "nvcc cuda-llm finds: ${found:-none}"
   [ -n "$found" ] && "$found" --version | tail -n 2
   python3 -c "from cuda_llm_lsp.compile import headers; from cuda_llm_lsp.compile.nvcc import find_nvcc
-print('cublas_v2.h for that nvcc:', headers.find_library_header('cublas_v2.h', headers.nvcc_include_dirs(find_nvcc())))"
+print('cublas_v2.h for that nvcc:', headers.find_library_header('cublas_v2.h', headers.nvcc_include_dirs(find_nvcc())))
+print('NVRTC include directories:', *headers.toolkit_include_dirs())
+print('of them from that nvcc toolkit:', *headers.borrowed_include_dirs() or ['(none)'])"
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-  python3 -m pip list 2>/dev/null | grep -iE "^nvidia-(cublas|nccl|cuda-runtime|cuda-nvrtc)"
+  python3 -m pip list 2>/dev/null | grep -iE "^(nvidia-(cublas|nccl|cuda-runtime|cuda-nvrtc|cuda-cccl)|cuda-pathfinder) "
 } 2>&1 | tee "$work/corpus-env.log"
 
 # headers of this environment a project's build is pointed at (LightGBM's <nccl.h>: PyTorch's

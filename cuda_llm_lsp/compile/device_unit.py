@@ -199,7 +199,11 @@ def _add_std_names(unit_text: str, state: IncludeState) -> None:
     wanted = [n for n in std_names.used(own_texts) if not std_names.declared_in_std(n, own_texts)]
     libcuxx = std_names.used_from_libcuxx(own_texts)  # a no-op where already included
     if wanted or libcuxx:  # `std::min` in device code: nvcc --expt-relaxed-constexpr's
-        state.headers[std_names.HEADER] = std_names.header_text(wanted, libcuxx)
+        state.headers[std_names.HEADER] = std_names.header_text(
+            wanted,
+            libcuxx,
+            lambda h: std_headers.find_system_header(h, state.configured) is not None,
+        )
 
 
 def _skipped_notes(main: Blanked) -> list[IncludeProblem]:

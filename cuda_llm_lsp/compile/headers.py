@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from cuda_llm_lsp.compile.nvcc_path import find_nvcc
+
 STUB_DIR = Path(__file__).with_name("stub_headers")
 PRELUDE = "cuda_llm_prelude.h"
 # Stand-ins for device libraries that are not installed, used in their place (never via -I).
@@ -136,22 +138,75 @@ CUB_HOST_ALGORITHM_STAND_IN = "#pragma once\n#include <cub/cub.cuh>\n"
 DEVICE_SAFE_PREFIXES = ("thrust/detail/config/", "thrust/detail/config.h", "thrust/version.h")
 
 
+# The toolkit libraries NVRTC reads headers of, and where each sits in a toolkit's include
+# directory: (subdirectory, a header that shows it is there).
+_TOOLKIT_LIBRARIES: dict[str, tuple[str, str]] = {
+    "cudart": ("", "cuda_runtime_api.h"),
+    "cccl": ("cccl", "cuda/std/version"),
+    "curand": ("", "curand_kernel.h"),
+}
+
+
 @functools.lru_cache(maxsize=1)
 def toolkit_include_dirs() -> tuple[str, ...]:
-    """Toolkit header directories cuda.pathfinder finds: cudart (with crt/), CCCL, cuRAND."""
+    """Toolkit header directories: cudart (with crt/), CCCL, cuRAND, as cuda.pathfinder finds
+    them in NVRTC's own environment; one it lacks (a PyTorch venv's wheels have no CCCL) from
+    the toolkit of the nvcc in use, where nvcc reads it (`borrowed_include_dirs`)."""
     dirs: list[str] = []
     try:
         from cuda import pathfinder
     except ImportError:  # pragma: no cover - cuda-python is a dependency
-        return ()
-    for lib in ("cudart", "cccl", "curand"):
-        try:
-            found = pathfinder.find_nvidia_header_directory(lib)
-        except Exception:  # a missing wheel only loses those headers
-            found = None
+        pathfinder = None
+    for lib in _TOOLKIT_LIBRARIES:
+        found = None
+        if pathfinder is not None:
+            try:
+                found = pathfinder.find_nvidia_header_directory(lib)
+            except Exception:  # a missing wheel only loses those headers
+                found = None
+        found = str(found) if found else _from_nvcc_toolkit(lib)
         if found and found not in dirs:
-            dirs.append(str(found))
+            dirs.append(found)
     return tuple(dirs)
+
+
+@functools.lru_cache(maxsize=1)
+def borrowed_include_dirs() -> tuple[str, ...]:
+    """The directories of `toolkit_include_dirs` taken from the nvcc's toolkit."""
+    nvcc_dirs = nvcc_include_dirs(find_nvcc())
+    return tuple(
+        d for d in toolkit_include_dirs() if any(Path(d).is_relative_to(n) for n in nvcc_dirs)
+    )
+
+
+def _from_nvcc_toolkit(lib: str) -> str | None:
+    """`lib`'s header directory in the toolkit of the nvcc in use, if it has one."""
+    subdir, marker = _TOOLKIT_LIBRARIES[lib]
+    for directory in nvcc_include_dirs(find_nvcc()):
+        candidate = Path(directory) / subdir if subdir else Path(directory)
+        try:
+            if (candidate / marker).is_file():
+                return str(candidate)
+        except OSError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def borrowed_mismatch() -> str | None:
+    """One sentence naming both versions when headers NVRTC's environment lacks come from an
+    nvcc's toolkit of another CUDA version than NVRTC's (`toolkit_include_dirs`), else None."""
+    borrowed = borrowed_include_dirs()
+    ours = nvrtc_toolkit_version()
+    nvcc_dirs = nvcc_include_dirs(find_nvcc())
+    theirs = next((v for v in map(toolkit_version, nvcc_dirs) if v), None)
+    if not borrowed or ours is None or theirs is None or theirs == ours[0]:
+        return None
+    return (
+        f"headers NVRTC's toolkit lacks ({', '.join(borrowed)}) are read from the CUDA "
+        f"{theirs} toolkit of nvcc, beside NVRTC's CUDA {ours[0]} headers ({ours[1]}): "
+        f"install matching versions if nvcc or the build disagree"
+    )
 
 
 def is_toolkit_include_dir(directory: str) -> bool:

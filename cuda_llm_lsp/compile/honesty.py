@@ -13,6 +13,10 @@ user's. Three cases, each a *warning* that says so instead of an error:
 - the error lies in a header of the project that the unit rewrote (its text differs from the
   file's: host code blanked), where the error's cause may be what was blanked (a class
   deriving from a blanked one: dlib's `fatal_error : public error`);
+- the error lies in a header cuda-llm wrote for the unit (the std names it gives device code
+  from libcu++, a forwarding stand-in), or is an ambiguity naming a `cuda::std` name that header
+  gave to `std` (CCCL 3.0's `cuda::std::move` beside NVRTC's own `std::move`): ours, not the
+  user's;
 - the error says `std` lacks a name (`namespace "std" has no member "ostream"`), in the file or
   in any header: NVRTC has no C++ standard library, the unit drops the host's standard headers
   and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing.
@@ -34,6 +38,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cuda_llm_lsp.compile import std_names
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.nvcc import NVCC_ENV, nvcc_missing
 from cuda_llm_lsp.compile.types import Diagnostic
@@ -51,6 +56,13 @@ _MISSING = re.compile(
     r'|"(?P<d>[^"\n]+)" is not a (?:template|type name|class or struct)'
 )
 _HEADER = re.compile(r'^in included file "(?P<file>[^"]*)" line \d+: ')
+# `cuda::std::__4::move` in EDG's messages: a libcu++ name, its versioned namespace skipped
+_CUDA_STD_NAME = re.compile(r"\bcuda::std::(?:__\w+::)*(?P<name>\w+)")
+# what a using-declaration of ours beside another declaration of the name causes (a wrong call
+# of `std::min` says "no instance ...": the user's, still an error)
+_AMBIGUOUS = re.compile(r"more than one instance of|is ambiguous")
+# a header of ours that only includes another (`<cccl/cuda/std/cstdint>` -> `<cuda/std/cstdint>`)
+_FORWARDER = re.compile(r'(?:#pragma once\n)?#include [<"][^>"\n]+[>"]\n?')
 _NO_STD_MEMBER = re.compile(
     r'namespace "std" has no member (?:class |function )?"(?P<name>[^"\n]+)"'
 )
@@ -64,6 +76,8 @@ class Rewrites:
     removed: frozenset[str]  # words the unit removed from the file (blanked host code's)
     own_headers: frozenset[str]  # names of the headers the unit rewrote (the project's)
     rewritten: frozenset[str] = frozenset()  # of those, the ones whose text the unit changed
+    ours: frozenset[str] = frozenset()  # headers cuda-llm wrote (`std_names.HEADER`, forwarders)
+    std_given: frozenset[str] = frozenset()  # names `std_names.HEADER` gives from libcu++
 
 
 def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
@@ -80,7 +94,15 @@ def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
     changed = frozenset(
         name for name, body in unit.headers.items() if _changed(name, body, unit.include_dirs)
     )
-    return Rewrites(frozenset(lines), frozenset(removed), frozenset(unit.headers), changed)
+    ours = frozenset(
+        name
+        for name, body in unit.headers.items()
+        if name == std_names.HEADER or _FORWARDER.fullmatch(body.strip() + "\n")
+    )
+    given = std_names.given(unit.headers.get(std_names.HEADER, ""))
+    return Rewrites(
+        frozenset(lines), frozenset(removed), frozenset(unit.headers), changed, ours, given
+    )
 
 
 _MAX_HEADER_BYTES = 8 << 20
@@ -144,6 +166,14 @@ def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
             "gives NVRTC (nvcc compiles with the host's)"
         )
     header = _HEADER.match(d.message)
+    if header is not None and header.group("file") in changes.ours:
+        return f"in {header.group('file')}, which cuda-llm wrote for NVRTC (not the project's)"
+    for used in _CUDA_STD_NAME.finditer(d.message if _AMBIGUOUS.search(d.message) else ""):
+        if used.group("name") in changes.std_given:
+            return (
+                f'"std::{used.group("name")}" is libcu++\'s here, given by cuda-llm for NVRTC '
+                "(nvcc compiles with the host's C++ library)"
+            )
     if header is not None:
         file = header.group("file")
         if file.startswith("<") or file not in changes.own_headers:

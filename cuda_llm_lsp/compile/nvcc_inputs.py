@@ -8,7 +8,8 @@ with arguments in double quotes, so `$(...)` or a backquote in a file name, a `-
   include directory whose path is not `tools.shell_inert` or holds a comma (nvcc splits a list
   option's value at commas: a repository's `a,/proc/self/k.cu` made nvcc search `/proc/self`),
   is reached through a symlink of ours in that directory (`inc0`, `inc1`...), and messages are
-  mapped back to the real names;
+  mapped back to the real names; the file's own directory answers its `#include "..."` only
+  (`-Xcompiler -iquote,DIR`), as where the file lies;
 - a define is `NAME` or `NAME=VALUE` with `VALUE` shell-inert; any other is refused (`refused`
   says which and where it came from);
 - include directories under `/proc`, `/sys` or `/dev` are refused, as the fast tier refuses them;
@@ -21,12 +22,16 @@ with arguments in double quotes, so `$(...)` or a backquote in a file name, a `-
   the file or a header inside a workspace folder, an `#include MACRO` other than `#define NAME
   "path"` or CUTLASS's `CUDA_STD_HEADER(x)` (`#include S(/dev/zero)` with `#define S(x) #x`
   grew gcc to gigabytes). The toolkit's own computed includes (Thrust's) are not followed.
+  A probe macro (`#define FMT_HAS_INCLUDE(x) __has_include(x)`: fmt, CCCL) is followed: every
+  use of it in a scanned file must be a call naming its file literally, which is checked like
+  a probe (`_forwarded_probe_problem`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +63,16 @@ _PATH_MACRO = re.compile(
     rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\([ \t]*(\w+)[ \t]*\)[ \t]*<([\w./+-]*)>[ \t]*$", re.M
 )
 _CALL = re.compile(rb"(\w+)[ \t]*\([ \t]*([\w./+-]*)[ \t]*\)")
+# `#define FMT_HAS_INCLUDE(x) __has_include(x)` (fmt, CCCL's `_CCCL_HAS_INCLUDE`): a probe whose
+# file each call names; the calls are checked as probes (`_forwarded_probe_problem`)
+_PROBE_MACRO = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)\([ \t]*(?P<param>[A-Za-z_]\w*)[ \t]*\)"
+    r"[ \t]*__has_include(?:_next)?[ \t]*\([ \t]*(?P=param)[ \t]*\)[ \t]*$",
+    re.M,
+)
+# a line splice as gcc takes it: a backslash (or the `??/` trigraph, which strict -std modes
+# read), blanks gcc tolerates, the line break
+_SPLICE = re.compile(r"(?:\\|\?\?/)[ \t]*\r?\n")
 
 
 class _Unchecked(Exception):
@@ -106,11 +121,12 @@ def prepare(
     `define_sources`: where a define came from ("compile_flags.txt", "cudaLlm.defines"), named
     in its refusal."""
     inputs = NvccInputs()
-    directories: list[str] = []
+    own: str | None = None
     if path is not None:
         own = os.path.dirname(os.path.abspath(path))
-        if special_root(own) is None:
-            directories.append(own)
+        if special_root(own) is not None:
+            own = None
+    directories: list[str] = []
     for include in include_paths:
         directory = os.path.abspath(include)
         root = special_root(directory)
@@ -118,14 +134,17 @@ def prepare(
             inputs.refused.append(f"include directory {include!r} left out: {root} is never read")
             continue
         directories.append(directory)
+    if own is not None:
+        # the file's directory answers its `#include "..."` only, as where it lies: as `-I` it
+        # also answered `<math.h>` with XGBoost's `src/common/math.h` (false errors nvcc run
+        # on the file itself has not); nvcc has no -iquote, its host preprocessor has
+        inputs.include_args += (
+            ["-I", _reachable(own, tmp, inputs)]
+            if sys.platform == "win32"
+            else ["-Xcompiler", f"-iquote,{_reachable(own, tmp, inputs)}"]
+        )
     for directory in dict.fromkeys(directories):
-        if nvcc_inert(directory):
-            inputs.include_args += ["-I", directory]
-            continue
-        link = tmp / f"inc{len(inputs.links)}"
-        os.symlink(directory, link, target_is_directory=True)
-        inputs.links[str(link)] = directory
-        inputs.include_args += ["-I", str(link)]
+        inputs.include_args += ["-I", _reachable(directory, tmp, inputs)]
     sources = define_sources or {}
     for define in defines:
         if not define.strip():
@@ -139,22 +158,39 @@ def prepare(
     return inputs
 
 
+def _reachable(directory: str, tmp: Path, inputs: NvccInputs) -> str:
+    """`directory` as nvcc may be given it: itself where `nvcc_inert`, else a symlink of ours
+    in `tmp` (noted in `inputs.links`)."""
+    if nvcc_inert(directory):
+        return directory
+    link = tmp / f"inc{len(inputs.links)}"
+    os.symlink(directory, link, target_is_directory=True)
+    inputs.links[str(link)] = directory
+    return str(link)
+
+
 def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -> str | None:
     """Why nvcc may not read what `text` includes (followed through headers), or None."""
     own = os.path.dirname(os.path.abspath(path)) if path is not None else None
-    # exactly the directories `prepare` gives nvcc, in its order: the file's own one first (a
-    # `<pipe>` FIFO beside the file held gcc to the timeout when only -I paths were scanned)
+    # the directories `prepare` gives nvcc, the file's own one first, for `<...>` too (more than
+    # nvcc searches for those since it is -iquote: a scan that errs on the side of refusing; a
+    # `<pipe>` FIFO beside the file held gcc to the timeout when it was -I and not scanned)
     own_dirs = [own] if own is not None and special_root(own) is None else []
     search = list(dict.fromkeys([*own_dirs, *(os.path.abspath(p) for p in include_paths)]))
     budget = IncludeBudget.fresh()
     seen: set[str] = set()
     pending: list[tuple[bytes, str | None, str]] = [(text.encode("utf-8", "replace"), own, "")]
     calls: dict[bytes, tuple[bytes, bytes]] = {}  # CUTLASS's include macros, from any header
+    forwarders: set[str] = set()  # probe macros (`_PROBE_MACRO`), from any header
+    scanned: list[tuple[str, str | None, str]] = []  # every text, for their calls
     while pending:
         data, here, where = pending.pop()
-        problem = _unreadable_spelling(data, where) or _refused_probe(data, here, search, where)
+        problem = _unreadable_spelling(data, where) or _refused_probe(
+            data, here, search, where, forwarders
+        )
         if problem is not None:
             return problem
+        scanned.append((data.decode("utf-8", "replace"), here, where))
         for m in _PATH_MACRO.finditer(data):
             calls[m.group(1)] = (m.group(2), m.group(3))
         try:
@@ -184,7 +220,8 @@ def check_includes(text: str, path: Path | None, include_paths: Sequence[str]) -
             except IncludeRefused as exc:
                 return f'#include "{target}": {exc}'
             pending.append((header, os.path.dirname(found), target))
-    return None
+    # after every header: a call may come before the definition is scanned
+    return _forwarded_probe_problem(scanned, forwarders, search)
 
 
 def _in_workspace(directory: str | None) -> bool:
@@ -192,12 +229,22 @@ def _in_workspace(directory: str | None) -> bool:
     return directory is not None and inside(directory, workspace_roots())
 
 
-def _refused_probe(data: bytes, here: str | None, search: list[str], where: str) -> str | None:
+def _refused_probe(
+    data: bytes, here: str | None, search: list[str], where: str, forwarders: set[str]
+) -> str | None:
     """Why nvcc may not run for a file the host compiler would open without including it
-    (`__has_include`, `#pragma GCC dependency`: a FIFO held gcc to the timeout), or None."""
+    (`__has_include`, `#pragma GCC dependency`: a FIFO held gcc to the timeout), or None.
+    A probe macro's own `__has_include(param)` is not one: its name goes to `forwarders`."""
     text = data.decode("utf-8", "replace")
     base = Path(here) if here else None
+    spans = []
+    if "__has_include" in text:
+        for m in _PROBE_MACRO.finditer(text):
+            forwarders.add(m.group("name"))
+            spans.append((m.start(), m.end()))
     for probe in (*directives.has_include_probes(text), *directives.dependency_probes(text)):
+        if any(start <= probe.start and probe.end <= end for start, end in spans):
+            continue
         if probe_refused(probe, base, search):
             via = f" (in {where})" if where else ""
             shown = text[probe.start : probe.end][:80]
@@ -208,6 +255,68 @@ def _refused_probe(data: bytes, here: str | None, search: list[str], where: str)
                 )
             return f"{shown!r}{via} names a file not read"
     return None
+
+
+def _forwarded_probe_problem(
+    scanned: list[tuple[str, str | None, str]], forwarders: set[str], search: list[str]
+) -> str | None:
+    """Why nvcc may not run for a call of a probe macro (`_PROBE_MACRO`), or None: each call
+    must name its file literally (`FMT_HAS_INCLUDE(<variant>)`) and that file pass the probe
+    rules; any other use of the name (an argument of macros, the name passed on without
+    parentheses, a call split over lines) is refused. Its definitions (as a probe or a number),
+    `#ifdef`/`defined`/`#undef` tests and `//` comments are not uses."""
+    if not forwarders:
+        return None
+    names = "|".join(sorted(map(re.escape, forwarders)))
+    use = re.compile(rf"(?<![\w])(?P<name>{names})(?![\w])")
+    call = re.compile(
+        r"[ \t]*\([ \t]*(?:\"(?P<quoted>[^\"\n]*)\"|<(?P<bracketed>[^>\n]*)>)[ \t]*\)"
+    )
+    for raw, here, where in scanned:
+        text = _SPLICE.sub("", raw)  # as gcc reads it: `FMT_HAS_\\<newline>INCLUDE` is one name
+        if not any(name in text for name in forwarders):
+            continue
+        base = Path(here) if here else None
+        for m in use.finditer(text):
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            before = text[line_start : m.start()]
+            name = m.group("name")
+            if _not_a_use(before, text, m.end(), name):
+                continue
+            literal = call.match(text, m.end())
+            probe = (
+                directives.Probe(m.start(), literal.end(), literal["quoted"], literal["bracketed"])
+                if literal is not None
+                else None
+            )
+            if probe is None or probe_refused(probe, base, search):
+                via = f" (in {where})" if where else ""
+                shown = text[m.start() : (literal.end() if literal else m.end())][:80]
+                return (
+                    f"{shown!r}{via}: a probe macro ({name}) that names its file otherwise than "
+                    "literally, or a file not read: nvcc would open a file not checked first"
+                )
+    return None
+
+
+def _not_a_use(before: str, text: str, end: int, name: str) -> bool:
+    """Whether the occurrence of probe macro `name` ending at `end`, after `before` on its
+    line, is no call: its definition as a probe or a number, a `defined`/`#ifdef`/`#ifndef`/
+    `#undef` test, or inside a `//` comment (no string literal open before it; a quote in a
+    character literal counts as one open: a use, which errs on the side of refusing)."""
+    line_end = text.find("\n", end)
+    rest = text[end : len(text) if line_end < 0 else line_end]
+    if re.fullmatch(r"[ \t]*#[ \t]*define[ \t]+", before):
+        return bool(
+            _PROBE_MACRO.fullmatch(before + name + rest)
+            or re.fullmatch(r"\([ \t]*\w+[ \t]*\)[ \t]*\d+[ \t]*", rest)
+        )
+    if re.fullmatch(r"[ \t]*#[ \t]*(?:ifdef|ifndef|undef)[ \t]+", before):
+        return re.fullmatch(r"[ \t]*(?://.*)?", rest) is not None
+    if re.search(r"\bdefined[ \t]*\(?[ \t]*$", before):
+        return True
+    comment = before.find("//")  # not inside a string: an even count of unescaped quotes
+    return comment >= 0 and len(re.findall(r'(?<!\\)"', before[:comment])) % 2 == 0
 
 
 def _unreadable_spelling(data: bytes, where: str) -> str | None:

@@ -15,7 +15,7 @@ about a second), never one our stand-ins or the unit's own headers declare in `s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 HEADER = "cuda_llm_std_names.h"
 
@@ -54,6 +54,13 @@ NAMES: dict[str, str] = {
 _CUDA_STD_USE = re.compile(r"(?<![\w:])(?:::)?cuda::std::(\w+)")
 _USE = re.compile(r"(?<![\w:])(?:::)?std::(\w+)")
 _NUMBERS = "numbers"  # `std::numbers::pi`: a namespace, given as an alias
+# Names NVRTC's builtin header declares in `std` itself, under the macro it defines when it does:
+# a using-declaration of libcu++'s beside it makes each call ambiguous (CCCL 3.0's `cuda::std::
+# move` is its own function; later CCCLs take NVRTC's)
+_NVRTC_BUILTIN: dict[str, str] = {
+    "move": "__NV_BUILTIN_MOVE_FORWARD",
+    "forward": "__NV_BUILTIN_MOVE_FORWARD",
+}
 
 
 def used(texts: Iterable[str]) -> list[str]:
@@ -101,33 +108,67 @@ def declared_in_std(name: str, texts: Iterable[str]) -> bool:
 _STAND_INS: dict[str, str] = {"numeric_limits": "cuda_llm_limits.h"}
 
 
-def header_text(names: Iterable[str], libcuxx: Iterable[str] = ()) -> str:
+def header_text(
+    names: Iterable[str],
+    libcuxx: Iterable[str] = (),
+    exists: Callable[[str], bool] = lambda header: True,
+) -> str:
     """The pre-included header giving `names` in `std`, from libcu++ or our stand-ins
-    (`_STAND_INS`), and including the libcu++ headers of `libcuxx` (`used_from_libcuxx`)."""
-    names = list(names)
-    includes: dict[str, None] = {f"cuda/std/{NAMES[n]}": None for n in libcuxx if n in NAMES}
+    (`_STAND_INS`), and including the libcu++ headers of `libcuxx` (`used_from_libcuxx`).
+
+    `exists(header)`: whether the toolkit's libcu++ has `header`. One it lacks (CCCL 3.0 has no
+    `<cuda/std/algorithm>`) is replaced by the name's own internal header where there is one
+    (`<cuda/std/__algorithm/min.h>`), else the name is not given: never an include NVRTC
+    cannot open."""
+
+    def header_of(name: str, public: str) -> str | None:
+        if exists(f"cuda/std/{public}"):
+            return f"cuda/std/{public}"
+        own = f"cuda/std/__{public}/{name}.h"
+        return own if exists(own) else None
+
+    includes: dict[str, None] = {}
+    for name in libcuxx:
+        if name in NAMES and (found := header_of(name, NAMES[name])) is not None:
+            includes.setdefault(found)
+    given: list[str] = []
     for name in names:
         if name == _NUMBERS:
+            if not exists("cuda/std/numbers"):
+                continue
             includes.setdefault("cuda/std/numbers")
         elif name in _STAND_INS:
             includes.setdefault(_STAND_INS[name])
         else:
-            includes.setdefault(f"cuda/std/{NAMES[name]}")
+            found = header_of(name, NAMES[name])
+            if found is None:
+                continue
+            includes.setdefault(found)
             for extra in _ALSO.get(name, ()):
-                includes.setdefault(f"cuda/std/{extra}")
+                if exists(f"cuda/std/{extra}"):
+                    includes.setdefault(f"cuda/std/{extra}")
+        given.append(name)
     lines = [
         "/* cuda-llm-lsp: the std names this file's device code uses, from libcu++ (NVRTC has",
         " * no libstdc++; nvcc --expt-relaxed-constexpr lets device code use these). */",
         "#pragma once",
         *(f"#include <{header}>" for header in includes),
         "namespace std {",
-        *(
-            "namespace numbers = ::cuda::std::numbers;"
-            if name == _NUMBERS
-            else f"using ::cuda::std::{name};"
-            for name in names
-            if name not in _STAND_INS
-        ),
+        *(_declaration(name) for name in given if name not in _STAND_INS),
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _declaration(name: str) -> str:
+    """The line giving `name` in `std` (none where NVRTC's builtin header declares it)."""
+    if name == _NUMBERS:
+        return "namespace numbers = ::cuda::std::numbers;"
+    if name in _NVRTC_BUILTIN:
+        return f"#ifndef {_NVRTC_BUILTIN[name]}\nusing ::cuda::std::{name};\n#endif"
+    return f"using ::cuda::std::{name};"
+
+
+def given(header: str) -> frozenset[str]:
+    """The names the std-names header `header` (`header_text`) gives from libcu++."""
+    return frozenset(re.findall(r"using ::cuda::std::(\w+);", header))

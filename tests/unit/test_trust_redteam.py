@@ -12,7 +12,7 @@ import pytest
 
 from cuda_llm_lsp.compile import flags
 from cuda_llm_lsp.compile.nvcc import compile_file, find_nvcc
-from cuda_llm_lsp.compile.nvcc_inputs import prepare
+from cuda_llm_lsp.compile.nvcc_inputs import check_includes, prepare
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc (the nvcc extra)")
 
@@ -33,7 +33,9 @@ def test_a_comma_in_an_include_directory_never_reaches_nvcc(tmp_path: Path) -> N
     project = tmp_path / "inc,"
     (project / "dev").mkdir(parents=True)
     inputs = prepare(tmp_path, own / "k.cu", [str(project / "dev")], [])
-    directories = inputs.include_args[1::2]
+    # `-I DIR` for the project's, `-Xcompiler -iquote,DIR` for the file's own (nvcc splits the
+    # latter at its one comma, ours)
+    directories = [a.removeprefix("-iquote,") for a in inputs.include_args[1::2]]
     assert len(directories) == 2, inputs.include_args
     assert all("," not in d for d in directories), inputs.include_args
 
@@ -284,8 +286,9 @@ def test_nvcc_never_opens_a_fifo_it_only_probes(tmp_path: Path, probe: str) -> N
 def test_nvcc_scans_the_files_own_directory_for_bracketed_includes(
     tmp_path: Path, name: str
 ) -> None:
-    """nvcc gets the file's directory as -I: `<pipe>` (a FIFO) or `<status>` (a link to
-    /proc/self/status) beside the file was opened by gcc, unchecked."""
+    """nvcc got the file's directory as -I (now -iquote; the pre-scan still checks `<...>`
+    there): `<pipe>` (a FIFO) or `<status>` (a link to /proc/self/status) beside the file was
+    opened by gcc, unchecked."""
     import os
 
     os.mkfifo(tmp_path / "pipe")
@@ -372,3 +375,51 @@ def test_a_plain_include_in_a_body_or_an_initializer_is_read_not_left_out(
     unit = build_device_unit(text, tmp_path / "k.cu")
     assert unit.problems == ()
     assert '#include "table.inc"' in unit.text and '#include "body.inc"' in unit.text
+
+
+# --- probe macros: `#define FMT_HAS_INCLUDE(x) __has_include(x)` (fmt, CCCL) -----------------
+
+FMT_BASE = """\
+#pragma once
+#ifdef __has_include
+#  define FMT_HAS_INCLUDE(x) __has_include(x)
+#else
+#  define FMT_HAS_INCLUDE(x) 0
+#endif
+// GCC 4 does not support FMT_HAS_INCLUDE.
+#if defined(FMT_HAS_INCLUDE) && FMT_HAS_INCLUDE(<version>) && FMT_HAS_INCLUDE("other.h")
+#endif
+"""
+
+
+def _probe_macro_scan(tmp_path: Path, body: str) -> str | None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe.h")
+    (tmp_path / "other.h").write_text("#pragma once\n")
+    (tmp_path / "base.h").write_text(FMT_BASE)
+    # the calls come before the definition is read (the main file is scanned first)
+    text = body + '#include "base.h"\n__global__ void k(float* x) { x[0] = 1.0f; }\n'
+    return check_includes(text, tmp_path / "k.cu", [])
+
+
+def test_a_probe_macro_called_with_literal_names_lets_nvcc_run(tmp_path: Path) -> None:
+    """LightGBM (fmt) and CuPy (its CCCL's `_CCCL_HAS_INCLUDE`): nvcc never ran for them."""
+    assert _probe_macro_scan(tmp_path, "#if FMT_HAS_INCLUDE(<cuda_fp16.h>)\n#endif\n") is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '#if FMT_HAS_INCLUDE("pipe.h")\n#endif\n',  # a FIFO, before the definition is read
+        '#define P(y) FMT_HAS_INCLUDE(y)\n#if P("pipe.h")\n#endif\n',  # through a macro
+        '#define Q FMT_HAS_INCLUDE\n#if Q("pipe.h")\n#endif\n',  # the name passed on
+        '#define R "\\"//" FMT_HAS_INCLUDE\n#if R("pipe.h")\n#endif\n',  # a fake comment
+        '#if FMT_HAS_INCLUDE(\\\n"pipe.h")\n#endif\n',  # a call split over lines
+        '#if FMT_HAS_\\\nINCLUDE("pipe.h")\n#endif\n',  # the name split over lines
+        '#if FMT_HAS_INCLUDE(\n"pipe.h")\n#endif\n',  # a call over two lines, unspliced
+    ],
+)
+def test_a_probe_macro_naming_a_file_otherwise_stops_nvcc(tmp_path: Path, body: str) -> None:
+    problem = _probe_macro_scan(tmp_path, body)
+    assert problem is not None and "FMT_HAS_INCLUDE" in problem, problem

@@ -34,6 +34,7 @@ from cuda_llm_lsp.compile.unit.ranges import Constant, blank_chars, rebased
 from cuda_llm_lsp.source.text import normalized
 
 MAX_INCLUDE_DEPTH = 16
+CCCL_PREFIX = "cccl/"  # CCCL's directory in a CUDA 13 toolkit's include directory
 TYPE_TRAITS = "type_traits"  # the stand-in that a host header bringing <type_traits> reads
 # `#define CUDA_STD_HEADER(header) <cuda/std/header>` (CUTLASS): a function-like macro that
 # names a system header from its argument; `#include CUDA_STD_HEADER(utility)` is expanded with it
@@ -58,9 +59,9 @@ class IncludeState:
     macros: dict[str, str] = field(default_factory=dict)
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)  # refused headers -> why
-    include_macros: dict[str, tuple[str, str]] = field(
-        default_factory=dict
-    )  # name -> (param, path)
+    # name -> its definitions' (param, path), the last one last (`#if` alternatives: CUTLASS's
+    # `<cccl/cuda/std/header>` for CUDA 13, `<cuda/std/header>` before)
+    include_macros: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     budget: include_reads.IncludeBudget = field(default_factory=include_reads.IncludeBudget.fresh)
     conditional: bool = False  # the #include being resolved is under a platform test
     names: dict[Path, str] = field(default_factory=dict)  # resolved header -> first spelling
@@ -222,8 +223,21 @@ def _system_include(name: str, state: IncludeState) -> bool | None:
                 state.macros[namespace] = DROPPED + namespace
         return False
     found = std_headers.find_system_header(name, state.configured)
+    if found is None and name.startswith(CCCL_PREFIX):
+        # `<cccl/cuda/std/cstdint>` (CUTLASS for CUDA 13): where a CUDA 13 toolkit's include
+        # directory holds CCCL; NVRTC's CCCL may sit elsewhere (a wheel's, the nvcc's toolkit's)
+        inner = name[len(CCCL_PREFIX) :]
+        if std_headers.find_system_header(inner, state.configured) is not None:
+            state.headers.setdefault(name, f"#include <{inner}>\n")
+            return True
     if found is None:
         return None
+    borrowed = std_headers.borrowed_include_dirs()  # (none where NVRTC's wheels have all)
+    if borrowed and "CCCL" not in state.mismatches and any(map(found.is_relative_to, borrowed)):
+        mismatch = std_headers.borrowed_mismatch()
+        if mismatch is not None:
+            state.mismatches.add("CCCL")
+            state.pending.append((mismatch, "warning"))
     try:  # NVRTC reads it itself: the same rules as for the headers we read
         include_reads.check_header(found)
     except include_reads.IncludeRefused as refused:
@@ -311,8 +325,11 @@ def _spelled_otherwise(
         return True, [], name  # already blanked: its row keeps what else it holds
     # COMPUTED: `#include MACRO`
     expanded = _expand_include_macro(name[len(COMPUTED) :], state)
-    if expanded is not None:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
-        stays, nested, _spelled = resolve_include(expanded, False, base, state, depth, where)
+    if expanded:  # `#include CUDA_STD_HEADER(utility)`: <cuda/std/utility>
+        *others, last = expanded
+        stays, nested, _spelled = resolve_include(last, False, base, state, depth, where)
+        for other in others:  # the spelling NVRTC's macros pick may be another definition's:
+            _system_include(other, state)  # where it is a system header, it is found too
         return stays, nested, name
     message = (
         f"#include of a macro is not followed{where}: cuda-llm checks what an include "
@@ -386,20 +403,26 @@ def _read_by_nvrtc(name: str, found: Path, state: IncludeState) -> bool:
     return in_other_toolkit and std_headers.in_toolkit(name)
 
 
-def _expand_include_macro(what: str, state: IncludeState) -> str | None:
-    """The `<...>` header `MACRO(arg)` names, for a macro of `state.include_macros`; None for
-    any other computed include (it names its file through macros we do not expand)."""
+def _expand_include_macro(what: str, state: IncludeState) -> list[str]:
+    """The `<...>` headers `MACRO(arg)` names, one per definition of a macro of
+    `state.include_macros` (the last one last); none for any other computed include (it names
+    its file through macros we do not expand)."""
     call = _MACRO_CALL.fullmatch(what.split("//")[0].split("/*")[0].strip())
     if call is None or call.group("name") not in state.include_macros:
-        return None
-    param, path = state.include_macros[call.group("name")]
-    return re.sub(rf"\b{re.escape(param)}\b", call.group("arg"), path)
+        return []
+    definitions = state.include_macros[call.group("name")]
+    expanded = [re.sub(rf"\b{re.escape(p)}\b", call.group("arg"), path) for p, path in definitions]
+    return list(dict.fromkeys(reversed(expanded)))[::-1]
 
 
 def note_include_macros(text: str, state: IncludeState) -> None:
     if "define" in text:
         for m in _INCLUDE_MACRO.finditer(text):
-            state.include_macros[m.group("name")] = (m.group("param"), m.group("path"))
+            definitions = state.include_macros.setdefault(m.group("name"), [])
+            definition = (m.group("param"), m.group("path"))
+            if definition in definitions:
+                definitions.remove(definition)
+            definitions.append(definition)
 
 
 def _not_found(name: str, where: str, configured: Sequence[str]) -> str:
