@@ -151,11 +151,17 @@ def build_binary(
                 _compile_message(result, None, 0)
                 + f"\n(nvcc could not build it either: {built.message.splitlines()[0]})",
             )
+        if result.ok and result.cubin is not None:  # compiled, the kernel left out
+            return CandidateRejected(
+                "compile_error",
+                f"NVRTC did not lower {expr!r}: its device unit leaves the kernel out (install "
+                "the nvcc extra, `pip install 'cuda-llm-lsp[nvcc]'`, to build it with nvcc)",
+            )
         return CandidateRejected(
             "compile_error", _compile_message(result, first_line, candidate_lines)
         )
     entry = result.lowered_names.get(expr) or (kernel.name if kernel.is_extern_c else None)
-    if entry is None:
+    if entry is None or result.cubin is None:
         return CandidateRejected("compile_error", f"NVRTC did not lower {expr!r}")
     return KernelBinary(
         source_name=kernel_name,
