@@ -14,6 +14,10 @@ buffer extents, roles and data the user's program really used.
 - The grid per dimension is `cdiv(P, b)` (P a product of up to two sizes, maybe times 32; b a
   block dimension or the block's thread count) where that equals the captured value, else the
   literal; the block and `smem` are the captured values.
+- A parameter no spec value can give (a struct, an enum, `cutlass::half_t`) or whose bytes hold
+  device addresses is `"@captured"` (with the element type of what it points to where its type
+  names one): its bytes as passed, the addresses relocated by the evaluator
+  (`evaluate/captured.with_captured_arguments`); the spec then has the captured case alone.
 - `capture = "DIR"` makes the evaluator use the captured bytes as the timed case's inputs and
   first check that the original reproduces the captured outputs (`evaluate/inputs.py`,
   `evaluate/gpu.py`).
