@@ -13,6 +13,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +55,8 @@ def once(label: str, plan_text: str = "") -> dict[str, float]:
         result = evaluator.benchmark(binary, spec)  # type: ignore[arg-type]
     t = result.baseline
     assert result.status == "ok" and t is not None, result.message
-    return {"median_ms": t.median_ms, "spread_pct": t.spread_pct, "samples": t.samples}
+    return {"median_ms": t.median_ms, "spread_pct": t.spread_pct, "samples": t.samples,
+            "at": time.time()}  # fmt: skip
 
 
 def main() -> int:
@@ -82,6 +84,7 @@ def main() -> int:
                 print(out.stdout, out.stderr)
                 return 1
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"{label}: {json.dumps(runs[-1])}", file=sys.stderr)  # when, for GPU logs
         a, b = runs[0]["median_ms"], runs[1]["median_ms"]
         diff = abs(a - b) / min(a, b) * 100
         worst = max(worst, diff)

@@ -92,6 +92,11 @@ __all__ = ["DRIVER_ENV", "CudaBackend", "CudaError", "main"]
 
 POOL_BYTES = 8 << 30  # free allocations kept for reuse (at most 1/8 of the device's memory)
 OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY: the pool is freed and the allocation retried
+# While timing, the stream is polled at least this often: the GPU idles from a batch's end until
+# the next batch is queued, and a long idle lets its clocks fall, which moved a short kernel's
+# median between two runs by more than 1 % (issue 41; benchmarks/RESULTS.md). Queuing more work
+# instead (bigger or overlapping batches) was measured too and made it worse.
+TIMING_POLL_S = 2e-4
 
 
 def helper_cubin(arch: str) -> bytes:
@@ -166,7 +171,7 @@ class CudaBackend(DeviceChecks):
         a = getattr(self.d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
         return int(self.check(self.d.cuDeviceGetAttribute(a, self.dev), name))
 
-    def sync(self, timeout_s: float) -> None:
+    def sync(self, timeout_s: float, longest_sleep: float = 2e-3) -> None:
         """Wait for the stream, polling, until `timeout_s`: the per-launch watchdog."""
         deadline = time.monotonic() + timeout_s
         sleep = 1e-5
@@ -181,7 +186,7 @@ class CudaBackend(DeviceChecks):
             if time.monotonic() > deadline:
                 raise Timeout(f"the kernel did not finish within {timeout_s:g} s")
             time.sleep(sleep)
-            sleep = min(sleep * 2, 2e-3)
+            sleep = min(sleep * 2, longest_sleep)
 
     # --- ops ------------------------------------------------------------------------------
     def facts(self) -> FactsReply:
@@ -554,7 +559,7 @@ class CudaBackend(DeviceChecks):
                 self.stream,
                 [r.launch for r in rotations],
                 flush,
-                lambda: self.sync(batch_timeout),
+                lambda: self.sync(batch_timeout, longest_sleep=TIMING_POLL_S),
                 plan,
                 check=self.check,
                 prepare=[r.prepare for r in rotations],
