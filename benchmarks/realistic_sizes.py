@@ -110,7 +110,7 @@ def main() -> int:
             path.write_text(source)
             spec, problems = parse_spec(find_kernels(source)[0], source)
             assert spec is not None, problems
-            base = build_binary(source, path, name, Settings(), arch=facts.arch)
+            base = build_binary(source, path, name, Settings(), spec=spec, arch=facts.arch)
             assert isinstance(base, KernelBinary), base
             for i in range(args.candidates):
                 c0 = time.perf_counter()
@@ -119,6 +119,7 @@ def main() -> int:
                     path,
                     name,
                     Settings(),
+                    spec=spec,
                     arch=facts.arch,
                     kernel_source=candidate_text(source),
                 )

@@ -109,14 +109,14 @@ def main() -> int:
         kernel = find_kernels(source)[0]
         spec, problems = parse_spec(kernel, source)
         assert spec is not None, problems
-        base = build_binary(source, path, kernel.name, Settings(), arch=arch)
+        base = build_binary(source, path, kernel.name, Settings(), spec=spec, arch=arch)
         assert isinstance(base, KernelBinary), base
         for cand in sorted((HERE / family).glob("*.cu")):
             text = cand.read_text()
             expect, why = header(text, "expect"), header(text, "why")
             start = time.perf_counter()
             built = build_binary(
-                source, path, kernel.name, Settings(), arch=arch, kernel_source=text
+                source, path, kernel.name, Settings(), spec=spec, arch=arch, kernel_source=text
             )
             if isinstance(built, CandidateRejected):
                 status, message = built.status, built.message

@@ -167,7 +167,7 @@ async def _benchmark(
     with await _lease(gpus, cancel or CancelToken(), name) as lease:
         facts_ready = asyncio.ensure_future(_facts(lease, name))
         _emit(on_event, Step("compiling"))
-        build = functools.partial(build_binary, text, path, name, settings, instance=spec.instance)
+        build = functools.partial(build_binary, text, path, name, settings, spec=spec)
         expected = await asyncio.to_thread(resolve_arch, settings)
         built = await asyncio.to_thread(build, arch=expected)
         facts = await facts_ready

@@ -26,7 +26,7 @@ from cuda_llm_lsp.evaluate.captured import CapturedDataError, load_capture
 from cuda_llm_lsp.evaluate.types import KernelBinary, Status
 from cuda_llm_lsp.source.kernels import Kernel, find_kernels
 from cuda_llm_lsp.source.signature import restore_linkage, signature_problem
-from cuda_llm_lsp.source.spec import parse_spec
+from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from cuda_llm_lsp.source.text import replace_span
 
 LOG_LINES = 40
@@ -77,6 +77,7 @@ def build_binary(
     *,
     kernel_source: str | None = None,
     instance: str | None = None,
+    spec: TestSpec | None = None,
     arch: str | None = None,
 ) -> KernelBinary | CandidateRejected:
     """Compile `kernel_name` from `file_text` (with `kernel_source` spliced in, if given).
@@ -84,6 +85,8 @@ def build_binary(
     `arch` is the evaluating GPU's (`DeviceFacts.arch`); without it the configured one, else this
     machine's GPU (`compile.arch.resolve_arch`). `instance`
     (a templated kernel's instantiation) defaults to the spec's, else the first launch site's.
+    `spec` is the kernel's parsed spec where the caller holds it (its instance and capture are
+    read from it); without it the file's spec is parsed here, once, if the kernel has one.
     Raises only `NvrtcUnavailable`; every problem of the candidate is a `CandidateRejected`.
 
     Long because it is the build's steps in order (the candidate's code checked, spliced, the
@@ -128,11 +131,12 @@ def build_binary(
     else:
         kernel = original
         first_line = None
-    if instance is None and original.is_template and original.spec is not None:
-        spec, _ = parse_spec(original, file_text)  # the spec names the instance to test
-        instance = spec.instance if spec is not None else None
+    if spec is None and original.spec is not None:
+        spec, _ = parse_spec(original, file_text)  # it names the instance and the capture
+    if instance is None and original.is_template and spec is not None:
+        instance = spec.instance
     expr = name_expression(kernel, instance)
-    known = _captured_entry(original, file_text, path)
+    known = _captured_entry(spec, path)
     if kernel_source is not None and _needs_nvcc(
         file_text, path, settings, arch, original, instance
     ):
@@ -197,14 +201,11 @@ def _built(result: CompileResult, kernel: Kernel, expr: str) -> bool:
     return kernel.is_extern_c or expr in result.lowered_names
 
 
-def _captured_entry(kernel: Kernel, file_text: str, path: Path | None) -> str | None:
+def _captured_entry(spec: TestSpec | None, path: Path | None) -> str | None:
     """The mangled name the user's program launched, where the kernel's spec has a capture:
     the entry to take from nvcc's cubin when it holds several instances of a template (CuTe's
     names are not read back reliably)."""
-    if path is None or kernel.spec is None:
-        return None
-    spec, _ = parse_spec(kernel, file_text)
-    if spec is None or spec.capture is None:
+    if path is None or spec is None or spec.capture is None:
         return None
     try:
         return load_capture(spec, Path(path).resolve().parent)[1].mangled

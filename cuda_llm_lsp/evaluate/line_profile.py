@@ -160,7 +160,7 @@ def profile_lines(
         kernel_name,
         settings,
         kernel_source=kernel_source,
-        instance=spec.instance,
+        spec=spec,
         arch=arch,
     )
     if not isinstance(binary, KernelBinary):

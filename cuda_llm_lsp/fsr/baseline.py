@@ -83,9 +83,7 @@ async def prepare(
     except Exception as exc:
         return Unprepared(f"cannot read the GPU's properties: {exc}")
     try:
-        built = await build_original(
-            toolchain, request, kernel, instance=spec.instance, arch=facts.arch
-        )
+        built = await build_original(toolchain, request, kernel, spec=spec, arch=facts.arch)
     except Exception as exc:  # NVRTC missing, a broken toolkit...
         return Unprepared(f"cannot build the original {request.kernel}: {exc}")
     if not isinstance(built, KernelBinary):

@@ -340,7 +340,7 @@ class _OptimizeRun:
                     self.toolchain,
                     self.request,
                     source,
-                    instance=baseline.spec.instance,
+                    spec=baseline.spec,
                     arch=baseline.arch,
                 )
             else:

@@ -49,6 +49,7 @@ class Toolchain(Protocol):
         *,
         kernel_source: str | None = None,
         instance: str | None = None,
+        spec: TestSpec | None = None,
         arch: str | None = None,
     ) -> KernelBinary | CandidateRejected: ...  # arch: the evaluating device's
 
@@ -98,11 +99,11 @@ async def build_original(
     request: OptimizeRequest,
     kernel: Kernel,
     *,
-    instance: str | None,
+    spec: TestSpec,
     arch: str,
 ) -> KernelBinary | CandidateRejected:
     """The file as it is, built for `arch`; the binary carries the kernel's own text."""
-    built = await _build(toolchain, request, None, instance, arch)
+    built = await _build(toolchain, request, None, spec, arch)
     if not isinstance(built, KernelBinary):
         return built
     return dataclasses.replace(
@@ -117,11 +118,11 @@ async def build_candidate(
     request: OptimizeRequest,
     source: str,
     *,
-    instance: str | None,
+    spec: TestSpec,
     arch: str,
 ) -> KernelBinary | CandidateRejected:
     """The file with `source` in place of the kernel, built for `arch`; the binary carries it."""
-    built = await _build(toolchain, request, source, instance, arch)
+    built = await _build(toolchain, request, source, spec, arch)
     if not isinstance(built, KernelBinary):
         return built
     line = _kernel_line(request.file_text, request.kernel)  # spliced where the original was
@@ -138,7 +139,7 @@ async def _build(
     toolchain: Toolchain,
     request: OptimizeRequest,
     source: str | None,
-    instance: str | None,
+    spec: TestSpec,
     arch: str,
 ) -> KernelBinary | CandidateRejected:
     return await asyncio.to_thread(
@@ -149,7 +150,7 @@ async def _build(
             request.kernel,
             request.settings,
             kernel_source=source,
-            instance=instance,
+            spec=spec,
             arch=arch,
         )
     )

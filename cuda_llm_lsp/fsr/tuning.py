@@ -195,7 +195,7 @@ async def tune_candidate(
     own = resolved_launch(launch, config)
     tuning = summary(result) if result is not None else None
     binary = await build_candidate(
-        toolchain, request, pinned, instance=baseline.spec.instance, arch=baseline.arch
+        toolchain, request, pinned, spec=baseline.spec, arch=baseline.arch
     )
     if not isinstance(binary, KernelBinary):
         message = (

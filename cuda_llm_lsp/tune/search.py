@@ -78,6 +78,7 @@ class Compile(Protocol):
         *,
         kernel_source: str | None = None,
         instance: str | None = None,
+        spec: TestSpec | None = None,
         arch: str | None = None,
     ) -> KernelBinary | CandidateRejected: ...
 
@@ -99,7 +100,7 @@ def binary_builder(
             request.kernel,
             settings,
             kernel_source=request.kernel_source,
-            instance=request.spec.instance,
+            spec=request.spec,
             arch=arch,
         )
         if isinstance(built, CandidateRejected):

@@ -37,9 +37,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,25 +45,20 @@ import pytest
 
 from tests.e2e.vscode import (
     Screenshots,
-    Tools,
     Workbench,
     copy_file,
-    find_tools,
+    flow_home,
+    flow_marks,
+    flow_window,
+    server_command,
     wait_until,
-    workbench_in_browser,
 )
 from tests.gpu.conftest import no_gpu_reason
-from tests.lsp.conftest import DATA, server_env
+from tests.lsp.conftest import DATA
 from tests.lsp.test_editor_flow import FAST
 from tests.support.scripted_llm import ScriptedLlmServer, kernel_reply
 
-TOOLS = find_tools()
-pytestmark = [
-    pytest.mark.vscode,
-    pytest.mark.skipif(isinstance(TOOLS, str), reason=str(TOOLS)),
-    pytest.mark.timeout(600),
-]
-SCREENSHOTS: Screenshots | None = None  # made by the session fixture; conftest reads it
+pytestmark = flow_marks()
 # the notification, once; labelled first (a one-line toast cuts the end): recorded figures
 SUGGESTION = (
     "cuda-llm [DEMO: recorded, not measured]: saxpy 2.00× faster (1.00 ms → 500 µs), 3/3 cases"
@@ -131,30 +123,14 @@ class Session:
         return self.original[:start] + text + self.original[end:]
 
 
-@pytest.fixture(autouse=True)
-def _one_flow(request: pytest.FixtureRequest) -> None:
-    """The steps are one user's session: after a failed step the rest would only time out."""
-    failed = getattr(request.module, "FAILED_STEP", None)
-    if failed is not None:
-        pytest.skip(f"an earlier step failed: {failed}")
-
-
 @pytest.fixture(scope="module")
-def session() -> Iterator[Session]:
-    global SCREENSHOTS
-    assert isinstance(TOOLS, Tools)
-    SCREENSHOTS = shots = Screenshots()
-    home = Path(tempfile.mkdtemp(prefix="cuda-llm-code-server-"))
-    folder = home / "workspace"
-    folder.mkdir()
-    copy_file(DATA / "broken.cu", folder)
-    copy_file(DATA / "saxpy.cu", folder)
+def session(request: pytest.FixtureRequest) -> Iterator[Session]:
+    home = flow_home()
+    copy_file(DATA / "broken.cu", home / "workspace")
+    copy_file(DATA / "saxpy.cu", home / "workspace")
     llm = ScriptedLlmServer([{"text": kernel_reply(FAST), "repeat": -1}]).start()
-    server = [sys.executable, "-m", "cuda_llm_lsp"]
-    if os.environ.get("CUDA_LLM_E2E_SERVER"):  # another server command, a JSON list
-        server = json.loads(os.environ["CUDA_LLM_E2E_SERVER"])
     settings = {
-        "cudaLlm.server.command": server,
+        "cudaLlm.server.command": server_command(),
         # Demo/test mode: recorded GPU outcomes (the server's CUDA_LLM_EVALUATOR).
         "cudaLlm.server.evaluator": f"recorded:{DATA / 'recording.json'}",
         "cudaLlm.baseUrl": llm.base_url,
@@ -162,26 +138,17 @@ def session() -> Iterator[Session]:
         "cudaLlm.rounds": 1,
         "cudaLlm.candidates": 1,
     }
-    env = server_env(
-        OPENAI_API_KEY="sk-test-not-a-real-key",
-        CUDA_LLM_DATA_DIR=str(home / "data"),
-        XDG_CACHE_HOME=str(home / "cache"),
-        CUDA_LLM_DEMO_PACE="1",  # the demo at its recording's pace, as a user watches it
-    )
     try:
-        with workbench_in_browser(TOOLS, home, folder, settings, env, shots) as workbench:
-            yield Session(workbench, folder, shots, home / "user-data", llm)
+        with flow_window(
+            request,
+            home,
+            settings,
+            OPENAI_API_KEY="sk-test-not-a-real-key",
+            CUDA_LLM_DEMO_PACE="1",  # the demo at its recording's pace, as a user watches it
+        ) as window:
+            yield Session(window.wb, window.folder, window.shots, home / "user-data", llm)
     finally:
         llm.stop()
-        keep = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or getattr(shots, "failed", False)
-        if not keep:
-            shutil.rmtree(shots.directory, ignore_errors=True)
-        else:
-            print(f"screenshots: {shots.directory}")
-        if getattr(shots, "failed", False):
-            print(f"code-server log: {home / 'code-server.log'}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
 
 
 def test_a_device_error_shows_its_squiggle_and_problems_entry(session: Session) -> None:

@@ -17,10 +17,7 @@ once installed.
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,22 +26,15 @@ import pytest
 
 from tests.e2e.vscode import (
     Screenshots,
-    Tools,
     Workbench,
-    find_tools,
+    flow_home,
+    flow_marks,
+    flow_window,
     wait_until,
-    workbench_in_browser,
 )
-from tests.lsp.conftest import server_env
 from tests.support.fake_capture import LOG_ENV, SCALE
 
-TOOLS = find_tools()
-pytestmark = [
-    pytest.mark.vscode,
-    pytest.mark.skipif(isinstance(TOOLS, str), reason=str(TOOLS)),
-    pytest.mark.timeout(600),
-]
-SCREENSHOTS: Screenshots | None = None  # made by the fixture; conftest reads it
+pytestmark = flow_marks()
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, str(ROOT / "tests" / "lsp" / "servers" / "capture_server.py")]
 PROGRAM = ["./build/app", "--steps", "1"]
@@ -63,43 +53,14 @@ class Session:
         return self.folder / "scale.cu"
 
 
-@pytest.fixture(autouse=True)
-def _one_flow(request: pytest.FixtureRequest) -> None:
-    """The steps are one user's session: after a failed step the rest would only time out."""
-    failed = getattr(request.module, "FAILED_STEP", None)
-    if failed is not None:
-        pytest.skip(f"an earlier step failed: {failed}")
-
-
 @pytest.fixture(scope="module")
-def session() -> Iterator[Session]:
-    global SCREENSHOTS
-    assert isinstance(TOOLS, Tools)
-    SCREENSHOTS = shots = Screenshots()
-    home = Path(tempfile.mkdtemp(prefix="cuda-llm-code-server-"))
-    folder = home / "workspace"
-    folder.mkdir()
-    (folder / "scale.cu").write_text(SCALE, encoding="utf-8")
+def session(request: pytest.FixtureRequest) -> Iterator[Session]:
+    home = flow_home()
+    (home / "workspace" / "scale.cu").write_text(SCALE, encoding="utf-8")
     log = home / "capture-requests.jsonl"
     settings = {"cudaLlm.server.command": SERVER, "cudaLlm.captureCommand": PROGRAM}
-    env = server_env(
-        CUDA_LLM_DATA_DIR=str(home / "data"),
-        XDG_CACHE_HOME=str(home / "cache"),
-        **{LOG_ENV: str(log)},
-    )
-    try:
-        with workbench_in_browser(TOOLS, home, folder, settings, env, shots) as workbench:
-            yield Session(workbench, folder, shots, log)
-    finally:
-        keep = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or getattr(shots, "failed", False)
-        if not keep:
-            shutil.rmtree(shots.directory, ignore_errors=True)
-        else:
-            print(f"screenshots: {shots.directory}")
-        if getattr(shots, "failed", False):
-            print(f"code-server log: {home / 'code-server.log'}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
+    with flow_window(request, home, settings, **{LOG_ENV: str(log)}) as window:
+        yield Session(window.wb, window.folder, window.shots, log)
 
 
 def _saved_text(session: Session) -> str:

@@ -24,11 +24,8 @@ Its own code-server window (test_vscode.py's runs on another recording); run wit
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,22 +36,17 @@ import pytest
 from tests.e2e.vscode import (
     Hover,
     Screenshots,
-    Tools,
     Workbench,
     copy_file,
-    find_tools,
+    flow_home,
+    flow_marks,
+    flow_window,
+    server_command,
     wait_until,
-    workbench_in_browser,
 )
 from tests.lsp.conftest import server_env
 
-TOOLS = find_tools()
-pytestmark = [
-    pytest.mark.vscode,
-    pytest.mark.skipif(isinstance(TOOLS, str), reason=str(TOOLS)),
-    pytest.mark.timeout(600),
-]
-SCREENSHOTS: Screenshots | None = None  # made by the session fixture; conftest reads it
+pytestmark = flow_marks()
 NCU = Path(__file__).resolve().parents[1] / "data" / "ncu"
 RECORDED = f"recorded:{NCU / 'recording.json'}"
 LABEL = "[DEMO: recorded, not measured] "  # recorded ncu output: every finding says so
@@ -88,42 +80,14 @@ class Session:
         return [r for r in rows if SOURCE in r]
 
 
-@pytest.fixture(autouse=True)
-def _one_flow(request: pytest.FixtureRequest) -> None:
-    """The steps are one user's session: after a failed step the rest would only time out."""
-    failed = getattr(request.module, "FAILED_STEP", None)
-    if failed is not None:
-        pytest.skip(f"an earlier step failed: {failed}")
-
-
 @pytest.fixture(scope="module")
-def session() -> Iterator[Session]:
-    global SCREENSHOTS
-    assert isinstance(TOOLS, Tools)
-    SCREENSHOTS = shots = Screenshots()
-    home = Path(tempfile.mkdtemp(prefix="cuda-llm-code-server-"))
-    folder = home / "workspace"
-    folder.mkdir()
-    copy_file(NCU / "planted.cu", folder)
-    copy_file(NCU / "planted_helpers.cuh", folder)
-    server = [sys.executable, "-m", "cuda_llm_lsp"]
-    if os.environ.get("CUDA_LLM_E2E_SERVER"):  # another server command, a JSON list
-        server = json.loads(os.environ["CUDA_LLM_E2E_SERVER"])
-    settings = {"cudaLlm.server.command": server, "cudaLlm.server.evaluator": RECORDED}
-    env = server_env(CUDA_LLM_DATA_DIR=str(home / "data"), XDG_CACHE_HOME=str(home / "cache"))
-    try:
-        with workbench_in_browser(TOOLS, home, folder, settings, env, shots) as workbench:
-            yield Session(workbench, folder, shots)
-    finally:
-        keep = os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or getattr(shots, "failed", False)
-        if not keep:
-            shutil.rmtree(shots.directory, ignore_errors=True)
-        else:
-            print(f"screenshots: {shots.directory}")
-        if getattr(shots, "failed", False):
-            print(f"code-server log: {home / 'code-server.log'}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
+def session(request: pytest.FixtureRequest) -> Iterator[Session]:
+    home = flow_home()
+    copy_file(NCU / "planted.cu", home / "workspace")
+    copy_file(NCU / "planted_helpers.cuh", home / "workspace")
+    settings = {"cudaLlm.server.command": server_command(), "cudaLlm.server.evaluator": RECORDED}
+    with flow_window(request, home, settings) as window:
+        yield Session(window.wb, window.folder, window.shots)
 
 
 def cli_profile(file: Path, kernel: str) -> dict[str, Any]:

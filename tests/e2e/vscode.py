@@ -13,6 +13,10 @@ default, so a machine set up by that script once needs none of them:
 code-server listens on 127.0.0.1 only, without authentication, with its own config, user data and
 extensions directories in a temp directory; no telemetry, update check or workspace trust prompt.
 The browser is launched headless with no network service of its own (no sync, updates, QUIC).
+
+Each test module is one user's flow in its own window: `flow_marks` is its `pytestmark`, its
+module-scoped fixture puts files in `flow_home()`'s workspace and opens `flow_window`, and
+conftest.py skips the steps after a failed one.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -31,6 +36,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tests.lsp.conftest import server_env
 
 ROOT = Path(__file__).resolve().parents[2]
 E2E_HOME = Path(os.environ.get("CUDA_LLM_E2E_HOME") or Path.home() / ".cache" / "cuda-llm-lsp-e2e")
@@ -102,6 +111,25 @@ def find_tools() -> Tools | str:
     if vsix is None or not vsix.is_file():
         return f"needs the packaged extension (cd vscode-extension && npm run package; {how})"
     return Tools(code_server, node_bin, chromium, vsix)
+
+
+def flow_marks() -> list[pytest.MarkDecorator]:
+    """A flow module's `pytestmark`: the `vscode` marker, a skip saying how to get the tools
+    where they are missing, and each step's time limit."""
+    tools = find_tools()
+    return [
+        pytest.mark.vscode,
+        pytest.mark.skipif(isinstance(tools, str), reason=str(tools)),
+        pytest.mark.timeout(600),
+    ]
+
+
+def server_command() -> list[str]:
+    """The real language server, or the JSON list in `CUDA_LLM_E2E_SERVER`."""
+    if os.environ.get("CUDA_LLM_E2E_SERVER"):
+        command: list[str] = json.loads(os.environ["CUDA_LLM_E2E_SERVER"])
+        return command
+    return [sys.executable, "-m", "cuda_llm_lsp"]
 
 
 class Screenshots:
@@ -435,3 +463,49 @@ def copy_file(source: Path, folder: Path) -> Path:
     target = folder / source.name
     shutil.copy(source, target)
     return target
+
+
+def flow_home() -> Path:
+    """A new temp directory for one flow's code-server: its files go in `workspace/` (the folder
+    the window opens), its data, cache and log beside it."""
+    home = Path(tempfile.mkdtemp(prefix="cuda-llm-code-server-"))
+    (home / "workspace").mkdir()
+    return home
+
+
+@dataclass(frozen=True)
+class Window:
+    wb: Workbench
+    folder: Path  # the workspace the window opened
+    shots: Screenshots
+
+
+@contextlib.contextmanager
+def flow_window(
+    request: pytest.FixtureRequest, home: Path, settings: dict[str, Any], **env: str
+) -> Iterator[Window]:
+    """A flow module's window: code-server on `home`'s workspace with `settings`, the server's
+    environment `tests.lsp.conftest.server_env` with its data and cache under `home` and `env`.
+    The module's `SCREENSHOTS` (conftest shoots a failing step) are removed after a pass and kept
+    after a failure, with `home` (the code-server log)."""
+    tools = find_tools()
+    assert isinstance(tools, Tools), tools
+    shots = Screenshots()
+    request.module.SCREENSHOTS = shots
+    environment = server_env(
+        CUDA_LLM_DATA_DIR=str(home / "data"), XDG_CACHE_HOME=str(home / "cache"), **env
+    )
+    folder = home / "workspace"
+    try:
+        with workbench_in_browser(tools, home, folder, settings, environment, shots) as workbench:
+            yield Window(workbench, folder, shots)
+    finally:
+        failed = getattr(shots, "failed", False)
+        if not (os.environ.get("CUDA_LLM_E2E_SCREENSHOTS") or failed):
+            shutil.rmtree(shots.directory, ignore_errors=True)
+        else:
+            print(f"screenshots: {shots.directory}")
+        if failed:
+            print(f"code-server log: {home / 'code-server.log'}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)

@@ -19,7 +19,7 @@ from cuda_llm_lsp.evaluate.worker import DRIVER_ENV
 from cuda_llm_lsp.fsr.loop import optimize
 from cuda_llm_lsp.fsr.types import OptimizeConfig, OptimizeRequest, OptimizeResult, ProgressEvent
 from cuda_llm_lsp.source.kernels import find_kernels
-from cuda_llm_lsp.source.spec import parse_spec
+from cuda_llm_lsp.source.spec import TestSpec, parse_spec
 from tests.support.fsr_fakes import FakeLlm, FakeToolchain
 from tests.unit.fake_cuda_driver import cubin
 
@@ -91,6 +91,7 @@ class DoubleToolchain(FakeToolchain):
         *,
         kernel_source: str | None = None,
         instance: str | None = None,
+        spec: TestSpec | None = None,
         arch: str | None = None,
     ) -> KernelBinary | CandidateRejected:
         marker = re.search(r"variant: (\S+)", kernel_source or "")

@@ -121,6 +121,7 @@ class FakeToolchain:
         *,
         kernel_source: str | None = None,
         instance: str | None = None,
+        spec: TestSpec | None = None,
         arch: str | None = None,
     ) -> KernelBinary | CandidateRejected:
         with self.lock:

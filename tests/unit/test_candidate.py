@@ -106,3 +106,26 @@ def test_the_evaluator_builds_with_the_gpus_arch_specific_features() -> None:
     built = build_binary(text, None, "grow", Settings(), arch="sm_90")
     assert isinstance(built, KernelBinary), built
     assert built.arch == "sm_90"
+
+
+def test_a_spec_the_caller_holds_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec names a template's instance (and a capture's entry): a caller that parsed it
+    passes it in; without it the file's spec is parsed here once, for both."""
+    from cuda_llm_lsp.evaluate import candidate
+    from cuda_llm_lsp.source.spec import parse_spec
+
+    kernel = find_kernels(TEMPLATE)[0]
+    spec, problems = parse_spec(kernel, TEMPLATE)
+    assert spec is not None, problems
+    calls: list[str] = []
+
+    def counted(*args: object) -> object:
+        calls.append(kernel.name)
+        return parse_spec(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(candidate, "parse_spec", counted)
+    given = build_binary(TEMPLATE, None, "scale", Settings(), spec=spec, arch="sm_90")
+    assert isinstance(given, KernelBinary) and calls == []
+    parsed = build_binary(TEMPLATE, None, "scale", Settings(), arch="sm_90")
+    assert isinstance(parsed, KernelBinary) and calls == ["scale"]
+    assert given.entry == parsed.entry and "scaleIfLi128E" in given.entry

@@ -57,6 +57,8 @@ class CaseArg(Protocol):
     def count(self) -> str | None: ...
     @property
     def value(self) -> str | None: ...
+    @property
+    def is_captured(self) -> bool: ...  # `"@captured"`: bytes from the capture, no value
 
 
 class CaseSource(Protocol):
@@ -199,8 +201,8 @@ def evaluate_cases(spec: CaseSource) -> tuple[list[Case], list[Problem]]:
                 else:
                     counts[arg.name] = count
                 continue
-            if arg.value is not None and arg.value.startswith("@"):
-                continue  # "@captured": bytes from the capture, no value to evaluate
+            if arg.is_captured:
+                continue  # bytes from the capture, no value to evaluate
             scalar = _scalar_value(arg, env, where, fail, value)
             if scalar is None:
                 ok = False

@@ -565,6 +565,7 @@ class _SpecParser:
         base = resolved_base(param, template_args)
         dtype = c_type_dtype(base)
         if isinstance(value, str) and value.strip().startswith("@"):
+            # wider than `ArgSpec.is_captured` on purpose: "@capture" is told what the marker is
             return self.parse_captured(param, value.strip())
         if dtype is None:
             self.error(
