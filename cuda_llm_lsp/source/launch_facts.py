@@ -19,6 +19,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cuda_llm_lsp.source.brackets import close_index, split_top
 from cuda_llm_lsp.source.c_types import (
     DTYPES,
     VECTOR_TYPES,
@@ -74,48 +75,20 @@ class StaticLaunch:
 
 def _balanced(text: str, start: int) -> str:
     """The text from `start` up to the first `,` or `)` at depth 0."""
-    depth = 0
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            if depth == 0:
-                return text[start:i]
-            depth -= 1
-        elif ch == "," and depth == 0:
-            return text[start:i]
-    return text[start:]
+    end = close_index(text, start, comma=True)
+    return text[start:end] if end >= 0 else text[start:]
 
 
 def _until_close(text: str, start: int) -> str:
     """The text from `start` up to the `)` closing the parenthesis just before it."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] in "([{":
-            depth += 1
-        elif text[i] in ")]}":
-            if depth == 0:
-                return text[start:i]
-            depth -= 1
-    return text[start:]
+    end = close_index(text, start)
+    return text[start:end] if end >= 0 else text[start:]
 
 
 def _split_top(text: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current.strip())
-    return parts
+    """The arguments of an argument list's text (a trailing comma adds no empty one)."""
+    parts = split_top(text)
+    return parts[:-1] if parts and not parts[-1] else parts
 
 
 def _definition(m: re.Match[str]) -> list[str]:
