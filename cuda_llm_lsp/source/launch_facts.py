@@ -376,6 +376,13 @@ def _containers(source: str) -> dict[str, _Container]:
     return found
 
 
+def _is_zero(text: str) -> bool:
+    try:
+        return evaluate(text, {}) == 0
+    except (ExprError, ValueError, TypeError, ZeroDivisionError):
+        return False
+
+
 def _itemsize(base: str) -> int | None:
     """Bytes of one element of a C type (a CUDA vector type's too), else None."""
     if base in VECTOR_TYPES:
@@ -457,7 +464,7 @@ def static_launch(kernel: Kernel, source: str) -> StaticLaunch | None:
         if found is None or text is None:
             continue
         count = resolver.kernel_terms(text)
-        if count is None:
+        if count is None or _is_zero(count):  # an empty allocation sizes nothing
             continue
         held = resolve_alias(normalize_c_type(found[1]), aliases) if found[1] else ""
         base = resolve_alias(normalize_c_type(p.c_type), aliases)

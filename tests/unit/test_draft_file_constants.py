@@ -221,11 +221,16 @@ void run(int rows, int cols) {
   thrust::device_vector<float> out(rows * cols);
   k<<<rows, cols / 4>>>((float4*)thrust::raw_pointer_cast(out.data()), in.data_ptr<float>(),
                         rows, cols);
+  lib::Matrix<float> m{{rows, cols / 4}};
+  k<<<rows, cols / 4>>>(reinterpret_cast<float4*>(m.data()), in.data_ptr<float>(), rows, cols);
 }
 """
     facts = static_launch(_kernel(source), source)
     assert facts is not None
     assert facts.counts == {"out": "(rows * cols) / 4", "in": "rows * cols"}, facts
+    second = source.replace("k<<<rows, cols / 4>>>((float4*)", "other((float4*)")
+    facts = static_launch(_kernel(second), second)  # the second site: {{rows, cols / 4}}
+    assert facts is not None and facts.counts["out"] == "(rows * (cols / 4)) / 4", facts
 
 
 def test_a_container_in_the_launchers_caller() -> None:
@@ -258,3 +263,6 @@ void run(int rows, int cols, bool big) {
 """
     facts = static_launch(_kernel(source), source)
     assert facts is not None and facts.counts == {} and facts.grid is None, facts
+    fixed = source.replace("if (big) total = rows * cols;", "")
+    facts = static_launch(_kernel(fixed), fixed)
+    assert facts is not None and facts.counts == {}, facts  # 0 elements: no extent
