@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_llm_lsp.source.brackets import outside_angles
+
 MANIFEST = "manifest.json"
 SEEN = "seen.json"  # every kernel the program launched, with counts (written at exit)
 TIMES = "times.json"  # `--slowest`'s first pass: every matching launch's duration
@@ -98,17 +100,8 @@ class Capture:
 def function_name(demangled: str) -> str:
     """The unqualified function name of a demangled signature (templates and scope removed)."""
     text = demangled
-    depth = 0
-    cut = len(text)
-    for i, ch in enumerate(text):  # the parameter list: the first '(' outside template args
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0:
-            cut = i
-            break
-    head = text[:cut].strip()
+    cut = outside_angles(text, "(")  # the parameter list: the first '(' outside template args
+    head = (text[:cut] if cut >= 0 else text).strip()
     # drop template arguments of the last component
     while head.endswith(">"):
         depth = 0

@@ -95,6 +95,7 @@ def draft_spec(kernel: Kernel, source: str) -> str:
 
     sizes: dict[str, list[int]] = {}
     counts: dict[str, str] = {}
+    invented: str | None = None  # a size no parameter carries: the guessed buffer length
     pointers = [p for p in kernel.params if p.is_pointer]
     triple = next((t for t in _TRIPLES if all(n in by_lower for n in t)), None)
     pair = None if triple else next((t for t in _PAIRS if all(n in by_lower for n in t)), None)
@@ -128,7 +129,7 @@ def draft_spec(kernel: Kernel, source: str) -> str:
         if main is None and sizable:
             main = sizable[0].name
         if main is None:
-            main = _fresh_name("n", {p.name for p in kernel.params})
+            main = invented = _fresh_name("n", {p.name for p in kernel.params})
             sizes[main] = [256, 1024, 65536, 1048576]
             lines.append(
                 f"# {kernel.name} takes no size, so {main} is only the buffer length: these are "
@@ -166,13 +167,11 @@ def draft_spec(kernel: Kernel, source: str) -> str:
         if used <= int_names:
             for name in sorted(used - set(sizes), key=[p.name for p in ints].index):
                 sizes[name] = [32, 64, 96, 768]
-            counts.update(facts.counts)
+            counts.update({k: _folded(v) for k, v in facts.counts.items()})
             if all(p.name in facts.counts for p in pointers):  # the guesses' notes are moot
                 lines = [ln for ln in lines if not ln.lower().startswith(_COUNT_NOTES)]
             if facts.counts:
-                lines.append(
-                    f"# Counts of {', '.join(facts.counts)}: from the file's cudaMalloc sizes."
-                )
+                lines.append(f"# Counts of {', '.join(facts.counts)}: from the file's allocations.")
             if launch_known:
                 lines = [ln for ln in lines if not ln.startswith(_LAUNCH_NOTES)]
                 grid = _dims_text(facts.grid or ())
@@ -192,6 +191,19 @@ def draft_spec(kernel: Kernel, source: str) -> str:
                     )
                 elif facts.smem != "0":
                     smem_line = f"smem = {_quote(facts.smem)}"
+            if invented is not None and launch_known and all(p.name in counts for p in pointers):
+                # the launch and every extent are the file's: the guessed length is no size
+                launch = (*(facts.grid or ()), *(facts.block or ()), facts.smem or "0")
+                used = set().union(*(_names(t) for t in (*counts.values(), *launch)))
+                if invented not in used:
+                    del sizes[invented]
+                    lines = [ln for ln in lines if "takes no size" not in ln]
+        if not sizes:
+            lines = [ln for ln in lines if not ln.startswith("# Case i takes")]
+            lines.append(
+                "# No sizes: the file launches it and sizes its buffers with fixed numbers, "
+                "so there is one case."
+            )
 
     for name, values in sizes.items():
         lines.append(f"sizes.{name} = [{', '.join(str(v) for v in values)}]")
@@ -209,6 +221,11 @@ def draft_spec(kernel: Kernel, source: str) -> str:
             dtype = c_type_dtype(base)
             count = counts.get(p.name, default_count)
             note = ""
+            if facts is not None and dtype not in DTYPES and p.name in facts.dtypes:
+                dtype = facts.dtypes[p.name]  # a `void*` parameter: the allocation's type
+            file_text = facts.written.get(p.name, "") if facts is not None else ""
+            if count.isdigit() and file_text and file_text != count:
+                note = f"  # {file_text} in the file"
             if base in VECTOR_TYPES:
                 dtype, lanes = VECTOR_TYPES[base]
                 count = f"({count}) * {lanes}" if " " in count else f"{count} * {lanes}"
@@ -239,6 +256,18 @@ def _names(text: str) -> set[str]:
         return parse_expr(text).names()
     except ExprError:
         return {"?"}
+
+
+def _folded(text: str) -> str:
+    """An expression of literals only as its value (`14 * 27` -> `378`); others unchanged."""
+    try:
+        expr = parse_expr(text)
+        if expr.names():
+            return text
+        value = expr.evaluate({})
+    except (ExprError, ZeroDivisionError):
+        return text
+    return str(value) if isinstance(value, int) and value >= 0 else text
 
 
 def _dims_text(parts: tuple[str, ...]) -> str:

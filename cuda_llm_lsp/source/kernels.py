@@ -152,7 +152,8 @@ def find_kernels(text: str, parsed: tuple[Tree, bytes] | None = None) -> list[Ke
     points = Offsets(text, data)
     instantiations = _instantiations(tree.root_node, data)
     kernels: list[Kernel] = []
-    for node in QueryCursor(_FUNCTIONS).captures(tree.root_node).get("function", []):
+    functions = QueryCursor(_FUNCTIONS).captures(tree.root_node).get("function", [])
+    for node in sorted(functions, key=lambda node: node.start_byte):  # source order
         kernel = _kernel(node, data, points, instantiations)
         if kernel is not None:
             kernels.append(kernel)
@@ -421,7 +422,10 @@ def _instantiations(root: Node, data: bytes) -> dict[str, list[str]]:
     """Template kernel instantiations named at `<<<>>>` launch sites and explicit instantiations."""
     found: dict[str, list[str]] = {}
     for query in (_LAUNCHES, _INSTANTIATIONS):
-        for callee in QueryCursor(query).captures(root).get("callee", []):
+        # tree-sitter gives captures out of document order on some large files (and not the
+        # same order in every process): "the first instantiation launched" must be the first
+        callees = QueryCursor(query).captures(root).get("callee", [])
+        for callee in sorted(callees, key=lambda node: node.start_byte):
             name_node = callee.child_by_field_name("name")
             if name_node is None:
                 continue

@@ -15,9 +15,19 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cuda_llm_lsp.source.c_types import c_type_dtype, normalize_c_type, resolve_alias, type_aliases
+from cuda_llm_lsp.source.brackets import close_index, split_top
+from cuda_llm_lsp.source.c_types import (
+    DTYPES,
+    VECTOR_TYPES,
+    c_type_dtype,
+    normalize_c_type,
+    resolve_alias,
+    type_aliases,
+)
 from cuda_llm_lsp.source.expr import ExprError, evaluate, parse_expr
 from cuda_llm_lsp.source.kernels import Kernel
 from cuda_llm_lsp.source.launch_sites import SiteContext, sites_in_context
@@ -28,10 +38,14 @@ from cuda_llm_lsp.source.templates import int_literal, split_template_args
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CDIV_MACROS = ("CEIL_DIV", "ceil_div", "CEILDIV", "DIV_UP", "div_up", "DIVUP", "CDIV", "cdiv",
                 "ceildiv", "DIV_ROUND_UP", "CUDA_CEIL_DIV")  # fmt: skip
+_INT_TYPE = (
+    r"(?:std::)?(?:(?:unsigned|signed)\s+)?"
+    r"(?:long\s+long|long|short|int|size_t|unsigned|auto|u?int(?:32|64)_t|dim3)(?:\s+int)?"
+)
+# `int x = ...;`, `const int x(...)`, `int const x = 14;`, `static constexpr size_t x{...};`
 _LOCAL = re.compile(
-    r"\b(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+|signed\s+)?"
-    r"(?:int|long|long\s+long|size_t|unsigned|auto|int32_t|int64_t|uint32_t|uint64_t|dim3)\s+"
-    r"([A-Za-z_]\w*)\s*(?:=\s*([^;{]+?)|\(([^;]*)\)|\{([^;]*)\})\s*;"
+    rf"(?<![\w:])((?:(?:const|constexpr|static|inline)\s+)*){_INT_TYPE}"
+    r"((?:\s+(?:const|constexpr))*)\s+([A-Za-z_]\w*)\s*(?:=\s*([^;{]+?)|\(([^;]*)\)|\{([^;]*)\})\s*;"
 )
 _DEFINE = re.compile(
     r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?\s*(\d+)\s*\)?[ \t]*$", re.M
@@ -39,6 +53,7 @@ _DEFINE = re.compile(
 _MALLOC = re.compile(
     r"\bcudaMalloc(?:Managed|Async)?\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*([A-Za-z_]\w*)\s*,"
 )
+_KEYWORDS = frozenset({"const", "constexpr", "static", "inline", "return", "int", "long", "auto"})
 _SIZEOF = re.compile(r"sizeof\s*\(\s*([^()]*?)\s*\)")
 _ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
              "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8}  # fmt: skip
@@ -53,63 +68,103 @@ class StaticLaunch:
     block: tuple[str, ...] | None = None
     smem: str | None = None
     counts: dict[str, str] = field(default_factory=dict)  # pointer parameter -> element count
+    # a pointer parameter with no element type of its own (`void*`) -> the allocation's dtype
+    dtypes: dict[str, str] = field(default_factory=dict)
+    written: dict[str, str] = field(default_factory=dict)  # its count as the file writes it
 
 
 def _balanced(text: str, start: int) -> str:
     """The text from `start` up to the first `,` or `)` at depth 0."""
-    depth = 0
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            if depth == 0:
-                return text[start:i]
-            depth -= 1
-        elif ch == "," and depth == 0:
-            return text[start:i]
-    return text[start:]
+    end = close_index(text, start, comma=True)
+    return text[start:end] if end >= 0 else text[start:]
 
 
 def _until_close(text: str, start: int) -> str:
     """The text from `start` up to the `)` closing the parenthesis just before it."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] in "([{":
-            depth += 1
-        elif text[i] in ")]}":
-            if depth == 0:
-                return text[start:i]
-            depth -= 1
-    return text[start:]
+    end = close_index(text, start)
+    return text[start:end] if end >= 0 else text[start:]
 
 
 def _split_top(text: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current.strip())
-    return parts
+    """The arguments of an argument list's text (a trailing comma adds no empty one)."""
+    parts = split_top(text)
+    return parts[:-1] if parts and not parts[-1] else parts
+
+
+def _definition(m: re.Match[str]) -> list[str]:
+    value = m.group(4) if m.group(4) is not None else (m.group(5) or m.group(6) or "")
+    return _split_top(value)
 
 
 def _locals(before: str) -> dict[str, list[str]]:
     """name -> its definition's expression(s) (a dim3's components); the last definition wins."""
     found: dict[str, list[str]] = {}
+    ends: dict[str, int] = {}
     for m in _LOCAL.finditer(before):
-        value = m.group(2) if m.group(2) is not None else (m.group(3) or m.group(4) or "")
-        parts = _split_top(value)
-        if parts:
-            found[m.group(1)] = parts
+        parts = _definition(m)
+        if parts and m.group(3) not in _KEYWORDS:
+            found[m.group(3)] = parts
+            ends[m.group(3)] = m.end()
+    # a variable assigned again after its definition (`n = 0; ... n = a * b;`): value unknown
+    for name, end in ends.items():
+        n = re.escape(name)
+        assigned = rf"(?<![\w.>]){n}\s*(?:(?:[-+*/%|&^]|<<|>>)?=(?!=)|\+\+|--)|(?:\+\+|--)\s*{n}\b"
+        if re.search(assigned, before[end:]):
+            del found[name]
     return found
+
+
+def _file_constants(source: str) -> dict[str, str]:
+    """name -> value of the integer constants defined at file (or namespace) scope: `const` or
+    `constexpr` ones only (a plain global may change before the launch); a name defined twice
+    with different values is left out."""
+    blank = _without_comments(source)
+    scope = _file_scope(blank)
+    found: dict[str, str | None] = {}
+    for m in _LOCAL.finditer(blank):
+        quals = (m.group(1) + m.group(2)).split()
+        if not scope(m.start()) or not {"const", "constexpr"} & set(quals):
+            continue
+        parts = _definition(m)
+        if len(parts) != 1 or m.group(3) in _KEYWORDS:
+            continue
+        value = " ".join(parts[0].split())
+        name = m.group(3)
+        found[name] = value if found.get(name, value) == value else None
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _without_comments(source: str) -> str:
+    """`source` with comments blanked to spaces (offsets kept)."""
+    return re.sub(
+        r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), source, flags=re.S
+    )
+
+
+def _file_scope(source: str) -> Callable[[int], bool]:
+    """Whether an offset lies outside every brace but a `namespace`'s or `extern "C"`'s."""
+    spans: list[tuple[int, int]] = []  # the outermost braces that are no namespace: disjoint
+    stack: list[bool] = []  # each open brace: a namespace's?
+    start = 0
+    for m in re.finditer(r"[{}]", source):
+        inner = not all(stack)  # inside a function, class or initializer already
+        if m.group(0) == "{":
+            head = source[max(0, m.start() - 200) : m.start()]
+            scope = re.search(r'(?:\bnamespace\b[\w:\s]*|\bextern\s*"C\+*"\s*)$', head)
+            stack.append(bool(scope) and not inner)
+            if not inner and not stack[-1]:
+                start = m.start()
+        elif stack:
+            stack.pop()
+            if inner and all(stack):
+                spans.append((start, m.end()))
+    starts = [s for s, _ in spans]
+
+    def at_file_scope(offset: int) -> bool:
+        i = bisect_right(starts, offset) - 1
+        return i < 0 or not spans[i][0] < offset < spans[i][1]
+
+    return at_file_scope
 
 
 def _defines(source: str) -> dict[str, str]:
@@ -119,7 +174,7 @@ def _defines(source: str) -> dict[str, str]:
 def _cast_free(text: str) -> str:
     text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|long|size_t|unsigned)\s*\)", "", text)
     text = re.sub(r"static_cast\s*<[^<>]*>", "", text)
-    return text
+    return re.sub(r"\b(\d+)[uUlL]+\b", r"\1", text)  # 64u, 1024UL
 
 
 def _substitute(text: str, table: dict[str, str]) -> str:
@@ -131,6 +186,9 @@ class _Resolver:
         self.kernel = kernel
         self.locals = _locals(ctx.before)
         self.defines = _defines(source)
+        # a file-scope constant, unless the launcher's own parameter or local shadows it
+        shadowed = set(ctx.params) | set(self.locals)
+        self.constants = {k: v for k, v in _file_constants(source).items() if k not in shadowed}
         self.aliases = type_aliases(source)
         ints = {p.name for p in kernel.params if not p.is_pointer}
         # what the site passes for each integer parameter -> the parameter's name
@@ -155,6 +213,9 @@ class _Resolver:
             name = m.group(0)
             if name in self.locals and len(self.locals[name]) == 1:
                 value = self.expand(self.locals[name][0], depth + 1).strip()
+                return value if re.fullmatch(r"\w+", value) else f"({value})"
+            if name in self.constants:
+                value = self.expand(self.constants[name], depth + 1).strip()
                 return value if re.fullmatch(r"\w+", value) else f"({value})"
             return self.defines.get(name, name)
 
@@ -236,6 +297,100 @@ def _malloc_counts(source: str) -> dict[str, str]:
     return counts
 
 
+_WRAPPERS = re.compile(
+    r"(?:(?:thrust::)?raw_pointer_cast|(?:static|reinterpret|const)_cast\s*<[^<>]*>)\s*\(\s*(.*)\)"
+    r"|\(\s*[\w:\s]+\*\s*\)\s*(.*)",
+    re.S,
+)
+_ACCESSOR = re.compile(
+    r"([A-Za-z_]\w*)\s*(?:\.|->)\s*(?:data|device_data|data_ptr|get|device_ptr)\s*"
+    r"(?:<[^<>()]*>)?\s*\(\s*\)"
+    r"|&\s*([A-Za-z_]\w*)\s*\[\s*0\s*\]"
+)
+_TYPE = r"(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*\s*(?:<(?:[^<>;{}]|<(?:[^<>;{}]|<[^<>;{}]*>)*>)*>)?"
+_NOT_TYPES = frozenset({
+    "return", "new", "delete", "throw", "case", "goto", "else", "do", "typename", "sizeof",
+    "void", "float", "double", "int", "char", "bool", "unsigned", "long", "short", "auto",
+    "const", "constexpr", "static", "using", "typedef", "struct", "class", "operator",
+})  # fmt: skip
+_VECTOR_LIKE = re.compile(r"(?:vector|buffer|allocation)", re.I)  # `T x(n)`: n elements
+
+
+@dataclass(frozen=True)
+class _Container:
+    """A buffer an object owns: `HostTensor<float, L> x({m, n})`, `device_vector<float> x(n)`."""
+
+    count: str  # element count, in the declaring scope's terms
+    c_type: str  # the element type: the container's first template argument ("" if none)
+
+
+def _buffer_name(arg: str) -> tuple[str, bool] | None:
+    """The variable a pointer argument names: (`x`, False) for `x`, (`x`, True) for an accessor
+    of an object (`x.data()`, `x.device_data()`, `raw_pointer_cast(x.data())`, `&x[0]`, ...)."""
+    text = _strip_parens(arg)
+    for _ in range(4):
+        m = _WRAPPERS.fullmatch(text)
+        if m is None:
+            break
+        text = _strip_parens(m.group(1) if m.group(1) is not None else m.group(2))
+    if _IDENT.fullmatch(text):
+        return text, False
+    m = _ACCESSOR.fullmatch(text)
+    if m is None:
+        return None
+    return m.group(1) or m.group(2), True
+
+
+def _containers(source: str) -> dict[str, _Container]:
+    """variable -> what its declaration says it holds, where it is constructed with a shape:
+    `T x({a, b})` / `T x{{a, b}}` / `auto x = f({a, b}, ...)` hold a * b elements; a vector-like
+    `T x(n)` / `T x(n, value)` holds n. The last declaration of a name wins."""
+    found: dict[str, _Container] = {}
+    blank = _without_comments(source)
+    pattern = rf"(?<![\w:.>])({_TYPE})\s+([A-Za-z_]\w*)\s*(?:([({{])|=\s*({_TYPE})\s*\()"
+    for m in re.finditer(pattern, blank):
+        type_text, name = m.group(1), m.group(2)
+        factory = m.group(4)
+        head = type_text.split("<")[0].strip()
+        if (head in _NOT_TYPES and not (factory and head == "auto")) or name in _NOT_TYPES:
+            continue
+        args = _split_top(_until_close(blank, m.end()))
+        kind = factory if factory is not None else type_text
+        vector_like = bool(_VECTOR_LIKE.search(kind.split("<")[0].split("::")[-1]))
+        shape = None
+        if m.group(3) == "{" and len(args) == 1 and args[0].startswith("{"):
+            shape = args[0]  # T x{{a, b}}
+        elif m.group(3) != "{" and args and args[0].startswith("{"):
+            shape = args[0]  # T x({a, b}, ...) or auto x = f({a, b}, ...)
+        count = None
+        if shape is not None and not vector_like:  # a vector's braces are its values
+            dims = _split_top(shape[1:-1]) if shape.endswith("}") else []
+            count = " * ".join(d if _IDENT.fullmatch(d) else f"({d})" for d in dims) or None
+        elif m.group(3) == "(" and vector_like and args and 1 <= len(args) <= 2:
+            count = args[0]
+        if count is None:
+            continue
+        template = re.search(r"<(.*)>", type_text if factory is None else factory, re.S)
+        c_type = split_template_args(template.group(1))[0] if template else ""
+        found[name] = _Container(count, c_type)
+    return found
+
+
+def _is_zero(text: str) -> bool:
+    try:
+        return evaluate(text, {}) == 0
+    except (ExprError, ValueError, TypeError, ZeroDivisionError):
+        return False
+
+
+def _itemsize(base: str) -> int | None:
+    """Bytes of one element of a C type (a CUDA vector type's too), else None."""
+    if base in VECTOR_TYPES:
+        dtype, lanes = VECTOR_TYPES[base]
+        return _ITEMSIZE[dtype] * lanes
+    return _ITEMSIZE.get(c_type_dtype(base) or "")
+
+
 def _callers(source: str, function: str, params: tuple[str, ...]) -> list[dict[str, str]]:
     """For each call of `function` in the file: its parameter -> the argument's text."""
     calls = []
@@ -265,35 +420,67 @@ def static_launch(kernel: Kernel, source: str) -> StaticLaunch | None:
     block = resolver.dims(config[1]) if len(config) > 1 else None
     smem = resolver.kernel_terms(config[2]) if len(config) > 2 else "0"
     counts: dict[str, str] = {}
+    dtypes: dict[str, str] = {}
+    written: dict[str, str] = {}
     mallocs = _malloc_counts(source)
+    containers = _containers(source)
+    aliases = resolver.aliases
     callers = _callers(source, ctx.function, ctx.params) if ctx.function else []
+
+    def allocation(arg: str) -> tuple[str, str] | None:
+        """(element count, element C type or "") of what `arg` points to, in its scope."""
+        named = _buffer_name(arg)
+        if named is None:
+            return None
+        name, accessor = named
+        if accessor and name in containers:
+            return containers[name].count, containers[name].c_type
+        if name in mallocs:
+            return mallocs[name], ""
+        return None
+
     for p, arg in zip(kernel.params, ctx.site.args, strict=True):
         if not p.is_pointer:
             continue
-        name = arg.strip().lstrip("(").rstrip(")").strip()
-        if not _IDENT.fullmatch(name):
-            continue
-        if name in mallocs:
-            count = resolver.kernel_terms(mallocs[name])
-            if count is not None:
-                counts[p.name] = count
-                continue
-        if name in ctx.params:  # a launcher parameter: its callers' allocations
+        found = allocation(arg)
+        text = found[0] if found else None
+        if text is not None and resolver.kernel_terms(text) is None:
+            found = text = None  # e.g. the caller's allocation of a launcher parameter's name
+        if found is None and (named := _buffer_name(arg)) and named[0] in ctx.params:
+            # a launcher parameter: its callers' allocations, in the launcher's names
             for call in callers:
-                outer = call[name].strip()
-                if outer in mallocs:
-                    # the caller's names -> the launcher's parameter names -> the kernel's
-                    back = {v.strip(): k for k, v in call.items() if _IDENT.fullmatch(v.strip())}
-                    text = _substitute(mallocs[outer], back)
-                    for k, v in call.items():
-                        plain = _strip_parens(" ".join(v.split()))
-                        if not _IDENT.fullmatch(plain) and plain in " ".join(text.split()):
-                            text = " ".join(text.split()).replace(plain, k)
-                    count = resolver.kernel_terms(text)
-                    if count is not None:
-                        counts[p.name] = count
-                        break
-    return StaticLaunch(ctx.site.line, grid, block, smem, counts)
+                outer = allocation(call[named[0]])
+                if outer is None:
+                    continue
+                back = {v.strip(): k for k, v in call.items() if _IDENT.fullmatch(v.strip())}
+                text = _substitute(outer[0], back)
+                for k, v in call.items():
+                    plain = _strip_parens(" ".join(v.split()))
+                    if not _IDENT.fullmatch(plain) and plain in " ".join(text.split()):
+                        text = " ".join(text.split()).replace(plain, k)
+                if resolver.kernel_terms(text) is not None:
+                    found = outer
+                    break
+        if found is None or text is None:
+            continue
+        count = resolver.kernel_terms(text)
+        if count is None or _is_zero(count):  # an empty allocation sizes nothing
+            continue
+        held = resolve_alias(normalize_c_type(found[1]), aliases) if found[1] else ""
+        base = resolve_alias(normalize_c_type(p.c_type), aliases)
+        held_size, base_size = _itemsize(held), _itemsize(base)
+        if held_size and base_size and held_size != base_size:  # `(float4*)v.data()`
+            if held_size % base_size == 0:
+                count = f"({count}) * {held_size // base_size}"
+            elif base_size % held_size == 0:
+                count = f"({count}) / {base_size // held_size}"
+            else:
+                continue
+        elif held and base_size is None and (c_type_dtype(held) or "") in DTYPES:
+            dtypes[p.name] = c_type_dtype(held) or ""  # a `void*` parameter: the object's type
+        counts[p.name] = _strip_parens(count)
+        written[p.name] = " ".join(text.split())
+    return StaticLaunch(ctx.site.line, grid, block, smem, counts, dtypes, written)
 
 
 def launch_disagreements(kernel: Kernel, spec: TestSpec, source: str) -> list[SpecError]:

@@ -12,27 +12,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cuda_llm_lsp.source.brackets import ANGLES, split_top
 from cuda_llm_lsp.source.kernels import Kernel
 
 
 def split_template_args(text: str) -> list[str]:
     """Top-level comma split of a template argument list (nested <>, (), [] kept)."""
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for ch in text:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip() or parts:
-        parts.append(current.strip())
-    return parts
+    return split_top(text, *ANGLES)
 
 
 def int_literal(text: str) -> int | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from tree_sitter import Node, Query
+
 from cuda_llm_lsp.source.kernels import find_kernels, kernel_at
 from cuda_llm_lsp.source.text import Point, Span
 
@@ -130,3 +133,34 @@ def test_template_parameter_names_with_defaults() -> None:
     )
     (kernel,) = find_kernels(source)
     assert kernel.template_params == ("T", "U", "N", "W")
+
+
+def test_kernels_and_instantiations_in_source_order_whatever_order_tree_sitter_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tree-sitter's captures came out of document order on a large real file (LightGBM's
+    regression objective), and not the same order in every process: the draft's "first
+    instantiation launched in this file" was the second. Reversed captures stand in for that."""
+    import cuda_llm_lsp.source.kernels as kernels
+
+    real = kernels.QueryCursor
+
+    class Reversed:
+        def __init__(self, query: Query) -> None:
+            self.cursor = real(query)
+
+        def captures(self, node: Node) -> dict[str, list[Node]]:
+            return {k: list(reversed(v)) for k, v in self.cursor.captures(node).items()}
+
+    monkeypatch.setattr(kernels, "QueryCursor", Reversed)
+    source = """
+template <bool W> __global__ void k(float* y) { y[0] = W; }
+__global__ void other(float* y) { y[0] = 1; }
+void launch(float* y, bool w) {
+  if (w) k<false><<<1, 32>>>(y);
+  else k<true><<<1, 64>>>(y);
+}
+"""
+    found = find_kernels(source)
+    assert [k.name for k in found] == ["k", "other"]
+    assert found[0].instantiations == ("k<false>", "k<true>")

@@ -32,6 +32,7 @@ import re
 import struct
 from dataclasses import dataclass, replace
 
+from cuda_llm_lsp.source.brackets import close_index, outside_angles, split_top
 from cuda_llm_lsp.source.c_types import (
     DTYPES,
     FLOAT_DTYPES,
@@ -384,31 +385,15 @@ def spec_from_capture(
 
 def parameter_types(demangled: str) -> list[str]:
     """The parameter types of a demangled signature, split at its top-level commas."""
-    depth, start, open_at = 0, -1, -1
-    for i, ch in enumerate(demangled):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0 and open_at < 0:
-            open_at = start = i + 1
-            break
+    open_at = outside_angles(demangled, "(")
     if open_at < 0:
         return []
-    types: list[str] = []
-    depth = 0
-    for i in range(open_at, len(demangled)):
-        ch = demangled[i]
-        if ch in "<([":
-            depth += 1
-        elif ch in ">])":
-            if depth == 0:  # the parameter list's ')'
-                types.append(demangled[start:i].strip())
-                break
-            depth -= 1
-        elif ch == "," and depth == 0:
-            types.append(demangled[start:i].strip())
-            start = i + 1
+    brackets = ("<([", ">])")
+    end = close_index(demangled, open_at + 1, *brackets)
+    if end < 0:  # no closing ')': the last type is not known to be whole
+        types = split_top(demangled[open_at + 1 :], *brackets)[:-1]
+    else:
+        types = split_top(demangled[open_at + 1 : end], *brackets)
     return [t for t in types if t]
 
 
@@ -436,15 +421,8 @@ def struct_body(source: str, type_name: str) -> str:
     m = re.search(rf"\b(?:struct|class)\s+{name}\b[^{{;]*\{{", source)
     if not m:
         return ""
-    depth, start = 1, m.end()
-    for i in range(start, min(len(source), start + 20_000)):
-        if source[i] == "{":
-            depth += 1
-        elif source[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return source[start:i]
-    return ""
+    end = close_index(source, m.end(), "{", "}", limit=20_000)
+    return source[m.end() : end] if end >= 0 else ""
 
 
 def _dims(parts: list[str]) -> str:
