@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.tools import find_tool, run_tool, usable_program
+from cuda_llm_lsp.source.brackets import outside_angles
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +135,5 @@ def _without_signature(text: str) -> str:
 
 def before_parameters(demangled: str) -> str:
     """A demangled function's text up to its parameter list (template arguments kept)."""
-    depth = 0
-    for i, char in enumerate(demangled):
-        if char == "<":
-            depth += 1
-        elif char == ">":
-            depth -= 1
-        elif char == "(" and depth == 0:
-            return demangled[:i]
-    return demangled
+    end = outside_angles(demangled, "(")
+    return demangled if end < 0 else demangled[:end]
