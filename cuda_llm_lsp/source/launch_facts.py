@@ -1,13 +1,15 @@
 """What the file itself says about a kernel's launch (issue 39, item 3): the grid, block and
 shared memory of its first `<<<...>>>` launch site and the extents of the buffers it passes,
-from `cudaMalloc(&p, n * sizeof(T))`, all written over the kernel's own integer parameters so
-that a draft spec can use them and `check` can compare a spec with them.
+from `cudaMalloc(&p, n * sizeof(T))`, and the value passed for each scalar, all written over
+the kernel's own integer parameters so that a draft spec can use them and `check` can compare a
+spec with them.
 
 Text-level and conservative: a launch expression is resolved through the enclosing function's
 `int x = ...;` / `dim3 x(...);` definitions and the file's numeric `#define`s, a ceiling-division
 macro (`CEIL_DIV`, `ceil_div`, `DIV_UP`, ...) becomes `cdiv`, and the launcher's names become the
-kernel's parameter names through what the site passes for them (one call level up for buffers:
-the launcher's callers' `cudaMalloc`s). Whatever does not end as an expression over the kernel's
+kernel's parameter names through what the site passes for them (one call level up for buffers
+and scalars: the launcher's callers' `cudaMalloc`s, and their arguments in their own locals'
+terms). Whatever does not end as an expression over the kernel's
 integer parameters (`source/expr.py` parses it) is left out: the draft keeps its guess.
 """
 
@@ -558,6 +560,7 @@ def _scalars(
     went up)."""
     values: dict[str, str] = {}
     texts: dict[str, str] = {}
+    outers: dict[int, _Resolver] = {}  # each call's scope, made when a scalar first needs it
     for p, arg in site_args:
         if p.is_pointer:
             continue
@@ -566,9 +569,11 @@ def _scalars(
         texts[p.name] = plain
         if value is None and plain in launcher_params:
             for i, call in enumerate(callers):
-                outer = _Resolver(
-                    source, call.before, call.params, list(call.args.items()), set(call.args)
-                )
+                if i not in outers:
+                    outers[i] = _Resolver(
+                        source, call.before, call.params, list(call.args.items()), set(call.args)
+                    )
+                outer = outers[i]
                 if i == 0:
                     texts[p.name] = _strip_parens(" ".join(outer.expand(call.args[plain]).split()))
                 terms = outer.kernel_terms(call.args[plain], exclude=plain)
