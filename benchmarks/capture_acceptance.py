@@ -346,9 +346,10 @@ def run_kernel(program: Program, source: Path, kernel: Kernel, limits: Limits) -
 
 def draft_check(text: str, name: str, capture_dir: Path) -> dict:
     """The static draft (no capture: from the file's launch site) against the captured launch:
-    the draft's grid, block and smem evaluated with the captured integer parameters as its sizes
-    must be the captured ones, each buffer's extent must fit what the allocation holds, and a
-    buffer the launch changed must not be `in`. Only for kernels the file launches itself."""
+    the draft's grid, block, smem and integer scalars evaluated with the captured integer
+    parameters as its sizes must be the captured ones, each buffer's extent must fit what the
+    allocation holds, and a buffer the launch changed must not be `in`. Only for kernels the file
+    launches itself."""
     from dataclasses import replace
 
     from cuda_llm_lsp.source.c_types import c_type_dtype, normalize_c_type
@@ -399,6 +400,11 @@ def draft_check(text: str, name: str, capture_dir: Path) -> dict:
         if case.smem != capture.smem:
             problems.append(f"smem {case.smem}, the program launched {capture.smem}")
         for arg in spec.args:
+            # an integer scalar (a size is the captured value itself): what the program passed
+            passed = case.scalars.get(arg.name)
+            if arg.name in ints and passed is not None and passed != ints[arg.name]:
+                shown = arg.value if arg.value == str(passed) else f"{arg.value} = {passed}"
+                problems.append(f"args.{arg.name} = {shown}, the program passed {ints[arg.name]}")
             pointer = capture.params[arg.index].pointer if arg.is_pointer else None
             if pointer is None:
                 continue

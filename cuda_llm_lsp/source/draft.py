@@ -21,7 +21,7 @@ from cuda_llm_lsp.source.c_types import (
 )
 from cuda_llm_lsp.source.expr import ExprError, parse_expr
 from cuda_llm_lsp.source.kernels import Kernel, Param
-from cuda_llm_lsp.source.launch_facts import static_launch
+from cuda_llm_lsp.source.launch_facts import StaticLaunch, static_launch
 from cuda_llm_lsp.source.roles import infer_roles
 from cuda_llm_lsp.source.spec.cases import MAX_THREADS_PER_BLOCK
 from cuda_llm_lsp.source.templates import (
@@ -237,8 +237,8 @@ def draft_spec(kernel: Kernel, source: str) -> str:
                 f"args.{p.name}{pad} = {_quote(f'{roles[p.name]} {dtype}[{count}]')}{note}"
             )
         elif p in ints:
-            value = p.name if p.name in sizes else "1"
-            lines.append(f"args.{p.name}{pad} = {_quote(value)}")
+            value, note = _int_value(p.name, sizes, facts)
+            lines.append(f"args.{p.name}{pad} = {_quote(value)}{note}")
         elif p in floats:
             lines.append(f"args.{p.name}{pad} = 0.5  # review: a representative value")
         else:
@@ -249,6 +249,25 @@ def draft_spec(kernel: Kernel, source: str) -> str:
         lines.append(f"# {kernel.name} has no pointer parameters: there is no output to compare.")
     lines.append("*/")
     return "\n".join(lines) + "\n"
+
+
+def _int_value(
+    name: str, sizes: Mapping[str, list[int]], facts: StaticLaunch | None
+) -> tuple[str, str]:
+    """An integer scalar's value and its line's comment: a size is its own name; else what the
+    file passes for it, where that is a number or over the sizes; else 1, with what the file
+    passes in a review comment (never a silent guess where the file says otherwise)."""
+    if name in sizes:
+        return name, ""
+    if facts is None:
+        return "1", ""
+    value = facts.scalars.get(name)
+    if value is not None and _names(value) <= set(sizes):
+        return _folded(value), ""
+    text = facts.passed.get(name)
+    if text is None or text == "1":
+        return "1", ""
+    return "1", f"  # review: the file passes {text}, which this draft cannot express"
 
 
 def _names(text: str) -> set[str]:

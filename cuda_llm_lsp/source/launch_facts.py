@@ -1,13 +1,15 @@
 """What the file itself says about a kernel's launch (issue 39, item 3): the grid, block and
 shared memory of its first `<<<...>>>` launch site and the extents of the buffers it passes,
-from `cudaMalloc(&p, n * sizeof(T))`, all written over the kernel's own integer parameters so
-that a draft spec can use them and `check` can compare a spec with them.
+from `cudaMalloc(&p, n * sizeof(T))`, and the value passed for each scalar, all written over
+the kernel's own integer parameters so that a draft spec can use them and `check` can compare a
+spec with them.
 
 Text-level and conservative: a launch expression is resolved through the enclosing function's
 `int x = ...;` / `dim3 x(...);` definitions and the file's numeric `#define`s, a ceiling-division
 macro (`CEIL_DIV`, `ceil_div`, `DIV_UP`, ...) becomes `cdiv`, and the launcher's names become the
-kernel's parameter names through what the site passes for them (one call level up for buffers:
-the launcher's callers' `cudaMalloc`s). Whatever does not end as an expression over the kernel's
+kernel's parameter names through what the site passes for them (one call level up for buffers
+and scalars: the launcher's callers' `cudaMalloc`s, and their arguments in their own locals'
+terms). Whatever does not end as an expression over the kernel's
 integer parameters (`source/expr.py` parses it) is left out: the draft keeps its guess.
 """
 
@@ -29,8 +31,8 @@ from cuda_llm_lsp.source.c_types import (
     type_aliases,
 )
 from cuda_llm_lsp.source.expr import ExprError, evaluate, parse_expr
-from cuda_llm_lsp.source.kernels import Kernel
-from cuda_llm_lsp.source.launch_sites import SiteContext, sites_in_context
+from cuda_llm_lsp.source.kernels import Kernel, Param
+from cuda_llm_lsp.source.launch_sites import sites_in_context
 from cuda_llm_lsp.source.spec.locate import Locator
 from cuda_llm_lsp.source.spec.model import SpecError, TestSpec
 from cuda_llm_lsp.source.templates import int_literal, split_template_args
@@ -71,6 +73,11 @@ class StaticLaunch:
     # a pointer parameter with no element type of its own (`void*`) -> the allocation's dtype
     dtypes: dict[str, str] = field(default_factory=dict)
     written: dict[str, str] = field(default_factory=dict)  # its count as the file writes it
+    # a scalar parameter -> what the file passes for it, over the other integer parameters or
+    # a number (through the launcher to its callers, one level)
+    scalars: dict[str, str] = field(default_factory=dict)
+    # a scalar parameter -> the text the file passes for it (where a caller's, that one)
+    passed: dict[str, str] = field(default_factory=dict)
 
 
 def _balanced(text: str, start: int) -> str:
@@ -141,9 +148,10 @@ def _without_comments(source: str) -> str:
     )
 
 
-def _file_scope(source: str) -> Callable[[int], bool]:
-    """Whether an offset lies outside every brace but a `namespace`'s or `extern "C"`'s."""
-    spans: list[tuple[int, int]] = []  # the outermost braces that are no namespace: disjoint
+def _bodies(source: str) -> list[tuple[int, int]]:
+    """The outermost braces that are no `namespace`'s or `extern "C"`'s (function bodies,
+    classes, initializers), in order: disjoint spans of offsets."""
+    spans: list[tuple[int, int]] = []
     stack: list[bool] = []  # each open brace: a namespace's?
     start = 0
     for m in re.finditer(r"[{}]", source):
@@ -158,6 +166,12 @@ def _file_scope(source: str) -> Callable[[int], bool]:
             stack.pop()
             if inner and all(stack):
                 spans.append((start, m.end()))
+    return spans
+
+
+def _file_scope(source: str) -> Callable[[int], bool]:
+    """Whether an offset lies outside every brace but a `namespace`'s or `extern "C"`'s."""
+    spans = _bodies(source)
     starts = [s for s, _ in spans]
 
     def at_file_scope(offset: int) -> bool:
@@ -182,20 +196,27 @@ def _substitute(text: str, table: dict[str, str]) -> str:
 
 
 class _Resolver:
-    def __init__(self, kernel: Kernel, ctx: SiteContext, source: str) -> None:
-        self.kernel = kernel
-        self.locals = _locals(ctx.before)
+    """Resolves a scope's expressions (the launcher's at the site, or a caller's at its call of
+    the launcher) into the terms of the parameters `passed` names: what each argument's text
+    expands to there -> the parameter it is passed for (the first one, where two get the same)."""
+
+    def __init__(
+        self,
+        source: str,
+        before: str,
+        scope_params: tuple[str, ...],
+        passed: list[tuple[str, str]],
+        ints: set[str],
+    ) -> None:
+        self.locals = _locals(before)
         self.defines = _defines(source)
-        # a file-scope constant, unless the launcher's own parameter or local shadows it
-        shadowed = set(ctx.params) | set(self.locals)
+        # a file-scope constant, unless the scope's own parameter or local shadows it
+        shadowed = set(scope_params) | set(self.locals)
         self.constants = {k: v for k, v in _file_constants(source).items() if k not in shadowed}
         self.aliases = type_aliases(source)
-        ints = {p.name for p in kernel.params if not p.is_pointer}
-        # what the site passes for each integer parameter -> the parameter's name
-        self.passed: dict[str, str] = {}
-        for p, arg in zip(kernel.params, ctx.site.args, strict=False):
-            if p.name in ints:
-                self.passed[_strip_parens(" ".join(self.expand(arg).split()))] = p.name
+        self.passed = [
+            (_strip_parens(" ".join(self.expand(arg).split())), name) for name, arg in passed
+        ]
         self.ints = ints
 
     def expand(self, text: str, depth: int = 0) -> str:
@@ -235,18 +256,23 @@ class _Resolver:
         size = _ITEMSIZE.get(dtype or "")
         return str(size) if size else m.group(0)
 
-    def kernel_terms(self, text: str) -> str | None:
-        """`text` over the kernel's integer parameters, else None."""
+    def kernel_terms(self, text: str, exclude: str = "") -> str | None:
+        """`text` over the integer parameters (but `exclude`: a scalar's value is not itself),
+        else None."""
         expanded = " ".join(self.expand(text).split())
-        for passed, name in sorted(self.passed.items(), key=lambda kv: -len(kv[0])):
+        table: dict[str, str] = {}
+        for passed, name in self.passed:
+            if name != exclude:
+                table.setdefault(passed, name)
+        for passed, name in sorted(table.items(), key=lambda kv: -len(kv[0])):
             if passed and not _IDENT.fullmatch(passed):
                 expanded = expanded.replace(f"({passed})", name)
                 expanded = re.sub(
                     rf"(?<![/%\w]\s)(?<![/%\w]){re.escape(passed)}(?!\w)", name, expanded
                 )
-        idents = {p: n for p, n in self.passed.items() if _IDENT.fullmatch(p)}
+        idents = {p: n for p, n in table.items() if _IDENT.fullmatch(p)}
         expanded = _substitute(expanded, idents)
-        return _checked(expanded, self.ints)
+        return _checked(expanded, self.ints - {exclude})
 
     def dims(self, text: str) -> tuple[str, ...] | None:
         name = text.strip()
@@ -391,17 +417,50 @@ def _itemsize(base: str) -> int | None:
     return _ITEMSIZE.get(c_type_dtype(base) or "")
 
 
-def _callers(source: str, function: str, params: tuple[str, ...]) -> list[dict[str, str]]:
-    """For each call of `function` in the file: its parameter -> the argument's text."""
+@dataclass(frozen=True)
+class _Call:
+    """A call of the launcher: its parameter -> the argument's text, and the calling function's
+    parameter names and text up to the call (where the arguments' locals are defined)."""
+
+    args: dict[str, str]
+    params: tuple[str, ...]
+    before: str
+
+
+def _callers(source: str, function: str, params: tuple[str, ...]) -> list[_Call]:
+    """Each call of `function` in the file."""
     calls = []
+    blank = _without_comments(source)
+    bodies = _bodies(blank)
+    starts = [s for s, _ in bodies]
     for m in re.finditer(rf"(?<![\w.>:]){re.escape(function)}\s*\(", source):
         # a definition or declaration has a type before the name: skip those
         head = source[max(0, m.start() - 40) : m.start()].rstrip()
         if re.search(r"(?:void|int|float|static|inline|\*|>)\s*$", head):
             continue
+        inside = _until_close(blank, m.end())
+        after = blank[m.end() + len(inside) + 1 :].lstrip()
+        if re.match(r"(?:(?:const|noexcept|override)\b\s*)*\{", after):
+            continue  # a definition, not a call
         args = _split_top(_until_close(source, m.end()))
-        if len(args) == len(params):
-            calls.append(dict(zip(params, args, strict=True)))
+        if len(args) != len(params):
+            continue
+        i = bisect_right(starts, m.start()) - 1
+        scope: tuple[str, ...] = ()
+        before = ""
+        if i >= 0 and bodies[i][0] < m.start() < bodies[i][1]:
+            before = source[bodies[i][0] : m.start()]
+            # the calling function's parameters: the last parenthesis before its body
+            header = re.search(
+                r"\(([^()]*)\)[\s\w]*$", blank[max(0, bodies[i][0] - 2000) : bodies[i][0]]
+            )
+            if header is not None:
+                scope = tuple(
+                    ids[-1]
+                    for part in _split_top(header.group(1))
+                    if (ids := _IDENT.findall(part.split("=")[0]))
+                )
+        calls.append(_Call(dict(zip(params, args, strict=True)), scope, before))
     return calls
 
 
@@ -414,7 +473,10 @@ def static_launch(kernel: Kernel, source: str) -> StaticLaunch | None:
     ctx = next((c for c in contexts if len(c.site.args) == len(kernel.params)), None)
     if ctx is None:
         return None
-    resolver = _Resolver(kernel, ctx, source)
+    ints = {p.name for p in kernel.params if not p.is_pointer}
+    site_args = list(zip(kernel.params, ctx.site.args, strict=True))
+    pairs = [(p.name, arg) for p, arg in site_args if p.name in ints]
+    resolver = _Resolver(source, ctx.before, ctx.params, pairs, ints)
     config = ctx.site.config
     grid = resolver.dims(config[0]) if config else None
     block = resolver.dims(config[1]) if len(config) > 1 else None
@@ -448,7 +510,8 @@ def static_launch(kernel: Kernel, source: str) -> StaticLaunch | None:
             found = text = None  # e.g. the caller's allocation of a launcher parameter's name
         if found is None and (named := _buffer_name(arg)) and named[0] in ctx.params:
             # a launcher parameter: its callers' allocations, in the launcher's names
-            for call in callers:
+            for called in callers:
+                call = called.args
                 outer = allocation(call[named[0]])
                 if outer is None:
                     continue
@@ -480,7 +543,47 @@ def static_launch(kernel: Kernel, source: str) -> StaticLaunch | None:
             dtypes[p.name] = c_type_dtype(held) or ""  # a `void*` parameter: the object's type
         counts[p.name] = _strip_parens(count)
         written[p.name] = " ".join(text.split())
-    return StaticLaunch(ctx.site.line, grid, block, smem, counts, dtypes, written)
+    scalars, passed = _scalars(resolver, site_args, ctx.params, callers, source)
+    return StaticLaunch(ctx.site.line, grid, block, smem, counts, dtypes, written, scalars, passed)
+
+
+def _scalars(
+    resolver: _Resolver,
+    site_args: list[tuple[Param, str]],
+    launcher_params: tuple[str, ...],
+    callers: list[_Call],
+    source: str,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """What the file passes for each scalar parameter, over the kernel's other integer
+    parameters where it resolves (a launcher's parameter through its callers' arguments, in
+    their scope), and the text it passes, its locals expanded (the first caller's, where it
+    went up)."""
+    values: dict[str, str] = {}
+    texts: dict[str, str] = {}
+    outers: dict[int, _Resolver] = {}  # each call's scope, made when a scalar first needs it
+    for p, arg in site_args:
+        if p.is_pointer:
+            continue
+        value = resolver.kernel_terms(arg, exclude=p.name)
+        plain = _strip_parens(" ".join(resolver.expand(arg).split()))
+        texts[p.name] = plain
+        if value is None and plain in launcher_params:
+            for i, call in enumerate(callers):
+                if i not in outers:
+                    outers[i] = _Resolver(
+                        source, call.before, call.params, list(call.args.items()), set(call.args)
+                    )
+                outer = outers[i]
+                if i == 0:
+                    texts[p.name] = _strip_parens(" ".join(outer.expand(call.args[plain]).split()))
+                terms = outer.kernel_terms(call.args[plain], exclude=plain)
+                if terms is not None:
+                    value = resolver.kernel_terms(terms, exclude=p.name)
+                if value is not None:
+                    break
+        if value is not None:
+            values[p.name] = _strip_parens(value)
+    return values, texts
 
 
 def launch_disagreements(kernel: Kernel, spec: TestSpec, source: str) -> list[SpecError]:

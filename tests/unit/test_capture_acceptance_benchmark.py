@@ -170,3 +170,53 @@ void run(View v, float* y) { k<<<1, 32>>>(v, y); }
 """
     found = bench.draft_check(source, "k", tmp_path)
     assert found == {"launch_site": True, "expressible": False, "why": "by-value v"}, found
+
+
+# A 2-D kernel with a row pitch the launcher passes: the width, or a helper's result the draft
+# cannot evaluate (so it keeps its guess, 1).
+PITCHED_PROGRAM = """#include <cuda_runtime.h>
+#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+__global__ void copy_rows(float* out, const float* in, int rows, int cols, int pitch) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < cols && y < rows) out[y * pitch + x] = in[y * pitch + x];
+}
+int row_pitch(int cols);
+int main() {
+    int rows = 32, cols = 128;
+    float *out, *in;
+    cudaMalloc(&out, rows * cols * sizeof(float));
+    cudaMalloc(&in, rows * cols * sizeof(float));
+    dim3 block(16, 16);
+    dim3 grid(CEIL_DIV(cols, 16), CEIL_DIV(rows, 16));
+    copy_rows<<<grid, block>>>(out, in, rows, cols, PITCH);
+    return 0;
+}
+"""
+
+
+def test_the_static_drafts_integer_scalars_are_checked_against_the_capture(
+    bench: Any, tmp_path: Path
+) -> None:
+    """A draft's integer scalar that is not what the program passed is named as a problem."""
+    import numpy as np
+
+    from tests.unit.test_spec_from_capture import _write_capture
+
+    rows, cols = 32, 128
+    data = np.arange(rows * cols, dtype=np.float32)
+    _write_capture(
+        tmp_path,
+        {"rows": rows, "cols": cols, "pitch": cols},
+        [("out", np.zeros_like(data).tobytes(), data.tobytes()), ("in", data.tobytes(), None)],
+        grid=(8, 2, 1),
+        block=(16, 16, 1),
+        demangled="copy_rows(float*, float const*, int, int, int)",
+    )
+    right = PITCHED_PROGRAM.replace("PITCH", "cols")
+    assert bench.draft_check(right, "copy_rows", tmp_path) == {
+        "launch_site": True, "right": True, "problems": []
+    }  # fmt: skip
+    guessed = PITCHED_PROGRAM.replace("PITCH", "row_pitch(cols)")
+    found = bench.draft_check(guessed, "copy_rows", tmp_path)
+    assert found["problems"] == ["args.pitch = 1, the program passed 128"], found

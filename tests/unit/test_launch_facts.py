@@ -214,3 +214,115 @@ def test_a_square_launch_counts_a_point_per_element_of_both_dimensions() -> None
     draft = draft_spec(kernel, SQUARE)
     assert 'args.C = "out float32[N * N]"' in draft, draft
     assert 'args.K = "K"' in draft, draft  # a loop bound stays a size
+
+
+# A reference GEMM in the style of a library's basic example: a host launcher that launches the
+# kernel with its own parameters, called by a test function whose leading dimensions are
+# locals over the problem size (one padded, one from a helper the draft cannot evaluate).
+LEADING = """
+__global__ void naive_gemm_kernel(int M, int N, int K, float alpha, float const *A, int lda,
+                                  float const *B, int ldb, float *C, int ldc, int ldd) {
+  int i = threadIdx.x + blockIdx.x * blockDim.x;
+  int j = threadIdx.y + blockIdx.y * blockDim.y;
+  if (i < M && j < N) {
+    float acc = 0;
+    for (int k = 0; k < K; ++k) acc += A[i + k * lda] * B[k + j * ldb];
+    C[i + j * ldc] = alpha * acc + C[i + j * ldd] * 0;
+  }
+}
+
+cudaError_t NaiveGemm(int M, int N, int K, float alpha, float const *A, int lda,
+                      float const *B, int ldb, float *C, int ldc, int ldd) {
+  dim3 block(16, 16);
+  dim3 grid((M + block.x - 1) / block.x, (N + block.y - 1) / block.y);
+  naive_gemm_kernel<<< grid, block >>>(M, N, K, alpha, A, lda, B, ldb, C, ldc, ldd);
+  return cudaGetLastError();
+}
+
+int padded_ld(int rows);
+
+cudaError_t RunGemm(int M, int N, int K) {
+  int lda = M;
+  int ldb = K;
+  int ldc = M + 8;
+  int ldd = padded_ld(M);
+  float *A, *B, *C;
+  cudaMalloc(&A, sizeof(float) * M * K);
+  cudaMalloc(&B, sizeof(float) * K * N);
+  cudaMalloc(&C, sizeof(float) * (M + 8) * N);
+  return NaiveGemm(M, N, K, 1.0f, A, lda, B, ldb, C, ldc, ldd);
+}
+"""
+
+# A 2-D kernel whose row pitch the site passes directly: once the width, once a literal, once
+# a call's result.
+PITCHED = """
+#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+
+__global__ void blur_rows(float *out, const float *in, int rows, int cols, int pitch) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < cols && y < rows) out[y * pitch + x] = in[y * pitch + x];
+}
+
+void launch(float *out, const float *in, int rows, int cols) {
+  dim3 block(16, 16);
+  dim3 grid(CEIL_DIV(cols, 16), CEIL_DIV(rows, 16));
+  blur_rows<<<grid, block>>>(out, in, rows, cols, PITCH_ARG);
+}
+"""
+
+
+def _drafted_from(source: str, name: str) -> str:
+    """The kernel's draft, checked to parse without errors where it is written."""
+    kernel = _kernel(name, source)
+    block = draft_spec(kernel, source)
+    lines = source.splitlines(keepends=True)
+    at = sum(len(line) for line in lines[: kernel.span.start.line])
+    text = source[:at] + block + source[at:]
+    spec, errors = parse_spec(_kernel(name, text), text)
+    assert spec is not None, (block, errors)
+    assert not [e for e in errors if e.severity == "error"], (block, errors)
+    return block
+
+
+def test_leading_dimensions_are_what_the_launchers_caller_passes() -> None:
+    facts = static_launch(_kernel("naive_gemm_kernel", LEADING), LEADING)
+    assert facts is not None
+    assert facts.scalars["lda"] == "M" and facts.scalars["ldb"] == "K"
+    assert facts.scalars["ldc"] == "M + 8"
+    assert "ldd" not in facts.scalars and facts.passed["ldd"] == "padded_ld(M)"
+    block = _drafted_from(LEADING, "naive_gemm_kernel")
+    assert 'args.lda   = "M"\n' in block and 'args.ldb   = "K"\n' in block
+    assert 'args.ldc   = "M + 8"\n' in block
+    # what does not resolve keeps the guess, but says what the program passes
+    assert (
+        'args.ldd   = "1"  # review: the file passes padded_ld(M), which this draft cannot '
+        "express\n" in block
+    ), block
+
+
+@pytest.mark.parametrize(
+    ("passed", "line"),
+    [
+        ("cols", 'args.pitch = "cols"\n'),
+        ("64", 'args.pitch = "64"\n'),
+        ("(2 * 32)", 'args.pitch = "64"\n'),
+        (
+            "stride_of(cols)",
+            'args.pitch = "1"  # review: the file passes stride_of(cols), which this draft '
+            "cannot express\n",
+        ),
+    ],
+)
+def test_a_scalar_the_site_passes(passed: str, line: str) -> None:
+    source = PITCHED.replace("PITCH_ARG", passed)
+    block = _drafted_from(source, "blur_rows")
+    assert line in block, block
+    # the width passed twice is still the grid's `cols`, not the pitch's name
+    assert 'grid = ["cdiv(cols, 16)", "cdiv(rows, 16)"]' in block, block
+
+
+def test_a_scalar_passed_one_as_the_file_says_one_has_no_comment() -> None:
+    block = _drafted_from(PITCHED.replace("PITCH_ARG", "1"), "blur_rows")
+    assert 'args.pitch = "1"\n' in block, block
