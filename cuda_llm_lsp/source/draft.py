@@ -242,8 +242,11 @@ def draft_spec(kernel: Kernel, source: str) -> str:
         elif p in floats:
             lines.append(f"args.{p.name}{pad} = 0.5  # review: a representative value")
         else:
+            declared = p.base_type if "=" in p.c_type else p.c_type.strip()  # no default value
             lines.append(
-                f"# TODO args.{p.name}: a {p.c_type.strip()} cannot be given a value in a spec"
+                f"# TODO args.{p.name}: a {declared} cannot be given a value in a spec; a capture"
+                " of your program can (`cuda-llm capture`, then `spec --from-capture` writes it"
+                ' as "@captured")'
             )
     if not pointers:
         lines.append(f"# {kernel.name} has no pointer parameters: there is no output to compare.")

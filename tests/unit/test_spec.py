@@ -747,7 +747,8 @@ def test_draft_for_an_untestable_parameter_says_so_and_parse_explains() -> None:
     source = "struct P { int a; };\n__global__ void k(float* x, P p, int n) { x[0] = p.a; }\n"
     kernel = kernel_in(source)
     draft = draft_spec(kernel, source)
-    assert "# TODO args.p" in draft
+    assert "# TODO args.p: a P cannot be given a value in a spec" in draft
+    assert '"@captured"' in draft and "cuda-llm capture" in draft  # what would give it
     lines = source.split("\n")
     with_draft = lines[0] + "\n" + draft + "\n".join(lines[1:])
     spec, errors = parse_spec(kernel_in(with_draft), with_draft)
@@ -862,3 +863,13 @@ def test_a_tolerance_or_tunable_beyond_any_number_is_an_error_at_its_key() -> No
     spec, errors = parse_spec(kernel_in(source), source)
     assert spec is None and len(errors) == 1 and "64-bit" in errors[0].message, errors
     assert errors[0].span.start.line == line_of(source, "tune.BLOCK")
+
+
+def test_draft_names_an_enum_parameter_without_its_default_value() -> None:
+    source = (
+        "enum class Fill { lower, upper };\n"
+        "__global__ void k(float* x, int n, Fill fill = Fill::lower) { x[0] = n; }\n"
+    )
+    draft = draft_spec(kernel_in(source), source)
+    assert "# TODO args.fill: a Fill cannot be given a value in a spec;" in draft
+    assert "Fill::lower" not in draft
