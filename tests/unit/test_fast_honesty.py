@@ -161,3 +161,20 @@ def test_a_class_deriving_from_a_blanked_host_class_is_blanked_too(tmp_path: Pat
     )
     text = '#include "err.h"\n__global__ void k(int* o) { o[0] = twice(o[0]); }\n'
     assert check(tmp_path, text) == (), check(tmp_path, text)
+
+
+def test_a_class_deriving_from_a_host_class_of_another_header_is_blanked(tmp_path: Path) -> None:
+    """The host base blanked in one header, the class deriving from it in another that the
+    unit kept as it was: "not a class or struct name" there was a false error."""
+    (tmp_path / "base.h").write_text(
+        "#pragma once\n#include <stdexcept>\n#include <string>\n"
+        "struct failure : std::runtime_error {\n"
+        "  explicit failure(const std::string& m) : std::runtime_error(m) {}\n};\n"
+    )
+    (tmp_path / "io_failure.h").write_text(
+        '#pragma once\n#include "base.h"\n'
+        'struct io_failure : failure { io_failure() : failure("io") {} int code = 0; };\n'
+        "__device__ inline int twice(int x) { return 2 * x; }\n"
+    )
+    text = '#include "io_failure.h"\n__global__ void k(int* o) { o[0] = twice(o[0]); }\n'
+    assert check(tmp_path, text) == (), check(tmp_path, text)

@@ -622,14 +622,19 @@ class Walker:
         return bool(words & HOST_TYPES or words & self.hidden or words & self.host_aliases)
 
     def _names_host(self, node: tree_sitter.Node) -> bool:
-        """Whether `node` names a host-only alias or class blanked before it in this text."""
-        return bool(set(WORD.findall(self.text(node))) & self.host_aliases)
+        """Whether `node` names a host-only alias or class blanked before it (in this text, or
+        in a header: `_note_host_name`), or one NVRTC never sees."""
+        words = set(WORD.findall(self.text(node)))
+        return bool(words & self.host_aliases or words & self.hidden)
 
     def _note_host_name(self, name: tree_sitter.Node | None) -> None:
         """A namespace-scope alias or class blanked as host code: classes deriving from it
-        and members of its type are host code too (NVRTC would not know the name)."""
+        and members of its type are host code too (NVRTC would not know the name). Noted as
+        a class NVRTC never sees, so that other files (a header deriving from dlib's `error`
+        in another) are walked again knowing it."""
         if name is not None and name.type == "type_identifier":
             self.host_aliases.add(self.text(name))
+            self.defined.setdefault(self.text(name), HIDDEN_FROM_NVRTC)
 
     def _note_hidden_class(self, node: tree_sitter.Node) -> None:
         """A class defined under `#if !defined(__CUDACC_RTC__)` exists for nvcc, not NVRTC.
