@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from cuda_llm_lsp.compile.analysis import analyze
 from cuda_llm_lsp.compile.device_unit import build_device_unit
+from cuda_llm_lsp.config import Settings
 
 HOST_FILE = """\
 #include <vector>
@@ -324,3 +326,83 @@ def test_errors_naming_a_missing_librarys_types_point_at_its_include(tmp_path: P
     assert cublas and all(said[m] == "warning" for m in cublas), said
     assert all("a name of <cublas_v2.h>, which was not found: see line 1" in m for m in cublas)
     assert any('"undeclared_here"' in m and s == "error" for m, s in said.items()), said
+
+
+def test_class_deriving_from_a_blanked_host_alias_is_blanked(tmp_path: Path) -> None:
+    """An owning pointer's alias of `std::unique_ptr` is host code, blanked; a class deriving
+    from it was kept, and NVRTC's "not a template" stopped the file's kernels' figures."""
+    (tmp_path / "owners.h").write_text(
+        "#pragma once\n#include <functional>\n#include <memory>\n"
+        "template <typename T>\n"
+        "using owner_base = std::unique_ptr<T, std::function<void(T*)>>;\n"
+        "template <typename T>\n"
+        "class dev_owner : public owner_base<T> {\n"
+        " public:\n"
+        "  explicit dev_owner(T* p) : owner_base<T>(p, [](T* q) { cudaFree(q); }) {}\n"
+        "};\n"
+        "class counted : public dev_owner<int> { public: int uses = 0; };\n"
+        "struct plain { int n; };\n"
+    )
+    text = '#include "owners.h"\n__global__ void k(int* x) { x[0] = sizeof(plain); }\n'
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    header = build_device_unit(text, source).headers["owners.h"]
+    assert "dev_owner" not in header and "counted" not in header, header
+    assert "struct plain { int n; };" in header
+    analysis = analyze(text, source, Settings(arch="sm_90"))
+    assert analysis.diagnostics == (), analysis.diagnostics
+    assert analysis.kernels[0].resources is not None
+
+
+# A host launcher whose per-device macro's argument holds an `if` block of launches through
+# a macro (nvcc compiles it): tree-sitter ends the function's body at the `}` inside it
+EARLY_CLOSED_BODY = """\
+#define EACH_DEV(...) do { for (int dev = 0; dev < 2; dev++) { __VA_ARGS__; } } while (false)
+#define PICK(f, ...) do { if (wide) { f<true>__VA_ARGS__; } else { f<false>__VA_ARGS__; } } \\
+  while (false)
+#define CHECKED(call, code) do { if ((call) != cudaSuccess) return code; } while (false)
+__device__ int d_launched;
+template <bool W> __global__ void fill(int* x, int n) { x[threadIdx.x] = W + n; }
+__global__ void shift(int* x, int n) { x[threadIdx.x] += n; }
+int parts_of(int n, int size) { return n / size; }
+extern "C" {
+int launch_all(int* x, const int* sizes, int n, bool wide) {
+  const int blocks = n / 32, threads = 32;
+  EACH_DEV(
+    int first, count;
+    if (parts_of(n, sizes[dev]) > 1) {
+      PICK(fill, <<<blocks, threads>>>(
+          x + dev * n, n));
+      shift<<<blocks, threads>>>(
+          x, n);
+      shift<<<blocks, threads>>>(
+          x, 2 * n);
+      PICK(
+          fill, <<<blocks, threads, 64 * sizeof(int)>>>(
+              x + dev * n, n));
+    }
+  );
+  int launched = 0;
+  EACH_DEV(
+    CHECKED(cudaMemcpyFromSymbol(&launched, d_launched, sizeof(launched)),
+            -1);
+  );
+  return launched;
+}
+}  // extern "C"
+__global__ void after(float* y) { y[threadIdx.x] *= 2.0f; }
+"""
+
+
+def test_rest_of_a_host_body_tree_sitter_closed_early_is_blanked(tmp_path: Path) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text(EARLY_CLOSED_BODY)
+    unit = lines_of(build_device_unit(EARLY_CLOSED_BODY, source).text)
+    rest = ("int launched = 0;", "CHECKED(cudaMemcpyFromSymbol", "return launched;")
+    assert not any(part in line for line in unit for part in rest), unit
+    after = EARLY_CLOSED_BODY.split("\n").index(EARLY_CLOSED_BODY.split("\n")[-2])
+    assert unit[after].startswith("__global__ void after"), unit  # line numbers kept
+    analysis = analyze(EARLY_CLOSED_BODY, source, Settings(arch="sm_90"))
+    assert analysis.errors == (), analysis.errors
+    with_figures = [k.kernel.name for k in analysis.kernels if k.resources is not None]
+    assert with_figures == ["shift", "after"], analysis.kernels

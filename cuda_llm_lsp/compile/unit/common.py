@@ -14,7 +14,8 @@ COMPUTED = "\0"  # what starts the name of a computed include in the walker's li
 # what starts the name of an include directive the preprocessor sees but the walker did not
 # resolve (`%:include`, `#/**/include`, a splice, `#include_next`): already blanked
 UNRESOLVED = "\1"
-# a macro kind (`IncludeState.macros`): a class NVRTC never sees (`_note_hidden_class`)
+# a macro kind (`IncludeState.macros`): a class NVRTC never sees (`_note_hidden_class`), or a
+# class or alias the unit blanked as host code (`_note_host_name`)
 HIDDEN_FROM_NVRTC = "nvrtc-hidden"
 # a macro kind: a host function template that some code reads in `decltype(...)` (CUTLASS 3's
 # `get_problem_shape_MNKL_helper`): nvcc deduces its type whatever its space, so it stays

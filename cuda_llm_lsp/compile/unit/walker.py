@@ -112,7 +112,8 @@ class Walker:
         self.opens_dropped = bool(self.dropped) and (
             re.search(opens, data) is not None or b"THRUST_NAMESPACE_BEGIN" in data
         )
-        self.host_aliases: set[str] = set()  # class-scope aliases of host-only std types
+        self.host_aliases: set[str] = set()  # aliases and classes blanked as host-only
+        self.swallowed_until = 0  # the end of a blanked host body tree-sitter closed early
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
         self.own_bodies: dict[str, str] = {}  # those this text defines
@@ -227,6 +228,8 @@ class Walker:
     def _visit_one(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         """Decide about one namespace-scope item; `outer` is what gets blanked (with prefixes)."""
         kind = node.type
+        if outer.start_byte < self.swallowed_until:
+            return  # the rest of a host function's body, blanked with it
         if kind in _ITEM_TYPES and self._skip_dropped(node, outer):
             return
         if kind in _ITEM_TYPES and self.opens_dropped:  # its names are user code's (CuPy)
@@ -273,15 +276,19 @@ class Walker:
             self._visit_declaration(node, outer)
         elif kind in ("struct_specifier", "class_specifier", "union_specifier"):
             bases = next((c for c in node.children if c.type == "base_class_clause"), None)
-            if bases is not None and self._needs_host_std(bases):
-                self.blank(outer)  # `class cuda_exception : public std::exception {...};`
+            if bases is not None and (self._needs_host_std(bases) or self._names_host(bases)):
+                # `class cuda_exception : public std::exception {...};`, and a class deriving
+                # from one blanked so (`class fatal : public error`): host classes both
+                self.blank(outer)
+                self._note_host_name(node.child_by_field_name("name"))
             else:
                 self._visit_class(node)
             self._note_hidden_class(node)
         elif kind in ("using_declaration", "alias_declaration", "type_definition") and (
             self._needs_host_std(node)
         ):
-            self.blank(outer)
+            self.blank(outer)  # `template <class T> using owner = std::unique_ptr<T, ...>;`
+            self._note_host_name(node.child_by_field_name("name"))
         elif kind == "type_definition" and self._names_host_type(node):
             self.blank(outer)  # `typedef pthread_t CUTThread;`: a host-only name
         elif kind == "expression_statement":
@@ -301,12 +308,37 @@ class Walker:
                 return  # its type is deduced in device code's `decltype` (CUTLASS 3)
             self.blank(outer)
             self._blank_cut_short_head(node)
+            self._blank_cut_short_body(node, outer)
             if name:
                 self.host_functions.add(name)
                 if template:
                     self.host_templates.add(name)
         elif node.has_error:
             self._visit_swallowed(node)
+
+    def _blank_cut_short_body(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
+        """A host function whose body tree-sitter closed early: the items it left after it, up
+        to the `}` matching the body's `{`, are the body's rest (blanked, not walked).
+
+        A macro argument holding `if (...) {...} else {...}` (kmcuda's `FOR_EACH_DEVI(...)`)
+        ends the body at the `}` inside it; what followed (`uint64_t n = 0; ... return r; }`)
+        read as namespace-scope items, was kept, and NVRTC rejected it. Not past a definition:
+        a brace count thrown off by `#if` branches must not take a kernel along.
+        """
+        body = node.child_by_field_name("body")
+        container = outer.parent
+        if body is None or not body.has_error or container is None:
+            return
+        close = matching_brace(self.data, body.start_byte, container.end_byte)
+        if close is None or close <= outer.end_byte:
+            return
+        sibling = outer.next_sibling
+        while sibling is not None and sibling.start_byte < close:
+            if sibling.type in _DEFINITION_TYPES:
+                return
+            sibling = sibling.next_sibling
+        self.ranges.append((outer.end_byte, close))
+        self.swallowed_until = close
 
     def _visit_instantiation(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         """`template void reduce<int>(...);`: blanked with the host template blanked above."""
@@ -589,6 +621,21 @@ class Walker:
         words = set(WORD.findall(self.text(kind)))
         return bool(words & HOST_TYPES or words & self.hidden or words & self.host_aliases)
 
+    def _names_host(self, node: tree_sitter.Node) -> bool:
+        """Whether `node` names a host-only alias or class blanked before it (in this text, or
+        in a header: `_note_host_name`), or one NVRTC never sees."""
+        words = set(WORD.findall(self.text(node)))
+        return bool(words & self.host_aliases or words & self.hidden)
+
+    def _note_host_name(self, name: tree_sitter.Node | None) -> None:
+        """A namespace-scope alias or class blanked as host code: classes deriving from it
+        and members of its type are host code too (NVRTC would not know the name). Noted as
+        a class NVRTC never sees, so that other files (a header deriving from dlib's `error`
+        in another) are walked again knowing it."""
+        if name is not None and name.type == "type_identifier":
+            self.host_aliases.add(self.text(name))
+            self.defined.setdefault(self.text(name), HIDDEN_FROM_NVRTC)
+
     def _note_hidden_class(self, node: tree_sitter.Node) -> None:
         """A class defined under `#if !defined(__CUDACC_RTC__)` exists for nvcc, not NVRTC.
 
@@ -752,6 +799,19 @@ class Walker:
             stack.extend((c, inner is not None and c.id == inner.id) for c in current.children)
         return False
 
+
+# items that are surely not the rest of a misread function body
+_DEFINITION_TYPES = frozenset(
+    {
+        "function_definition",
+        "template_declaration",
+        "namespace_definition",
+        "linkage_specification",
+        "struct_specifier",
+        "class_specifier",
+        "union_specifier",
+    }
+)
 
 # `template void launch<T>(...)` in a macro's body: an explicit instantiation, and its name
 _EXPLICIT_INSTANTIATION = re.compile(r"\btemplate\b(?!\s*<)[^;{}<(]*?\b(\w+)\s*[<(]")
