@@ -32,9 +32,10 @@ Timing holes, and why each is closed (or what remains):
   (above); the end event is recorded on the same stream right after the launch, so it completes
   only after every block of the kernel has finished.
 - L2 flush before every timed launch: `timing.time_interleaved` enqueues flush -> start event ->
-  launch -> end event for every sample (warm-up included), with a memset over >= 2x the L2
-  (min 64 MiB) whose value changes each time; the CPU test double fails any launch recorded
-  between events without a flush since the previous launch.
+  launch -> end event for every sample (warm-up included), the flush a read of a zeroed buffer
+  of >= 2x the L2 (min 64 MiB; `device_checks`' `cl_flush`), which leaves L2 with clean lines
+  (a memset left dirty ones, whose write-back the timed kernel paid); the CPU test double fails
+  any launch recorded between events without a flush since the previous launch.
 - Baseline and candidate interleaved: A B A B ... in the same process, stream and batch, the same
   flush and re-poison before each, until both medians are stable or the budget is spent.
 """

@@ -4,7 +4,7 @@ and cuSPARSE (SpMV, SpMM), through CuPy or PyTorch, whichever is installed.
 Runs in its own process (`python -m cuda_llm_lsp.evaluate.vendor`, jobs as JSON on stdin, results
 as JSON on stdout) so a library crash or a second CUDA context can never take the suite down.
 Inputs are the kernel's own timed case (same sizes, same `inputs` hook), timed with CUDA events
-and an L2 flush (a memset over twice the L2) before every launch, like the evaluator does.
+and an L2 flush (a read over twice the L2) before every launch, like the evaluator does.
 """
 
 from __future__ import annotations
@@ -99,12 +99,12 @@ class Backend:
 
             torch.backends.cuda.matmul.allow_tf32 = False  # our kernels are full FP32
             self.lib = torch
-            self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+            self.flush = torch.zeros(flush_bytes // 8, dtype=torch.int64, device="cuda")
         else:
             import cupy
 
             self.lib = cupy
-            self.flush = cupy.empty(flush_bytes, dtype=cupy.uint8)
+            self.flush = cupy.zeros(flush_bytes // 8, dtype=cupy.int64)
 
     def array(self, host: Any, dtype: str) -> Any:
         import numpy as np
@@ -139,7 +139,7 @@ class Backend:
         while len(samples) < MAX_REPS and (
             len(samples) < 10 or time.monotonic() - started < BUDGET_S
         ):
-            self.flush.fill_(0) if self.name == "torch" else self.flush.fill(0)
+            self.flush.sum()  # the flush: a read leaves L2 clean, as the evaluator's does
             start, end = make(), make()
             start.record()
             fn()

@@ -147,7 +147,7 @@ class CudaBackend(DeviceChecks):
         self.stream = self.check(driver.cuStreamCreate(0), "cuStreamCreate")
         self.modules: dict[str, tuple[Any, Any]] = {}  # key -> (module, function)
         self.flush_buf: Any = None
-        self.flush_words = 0
+        self.flush_vectors = 0  # 16-byte elements of flush_buf
         self.helpers: dict[str, Any] | None = None  # device_checks' kernels, loaded on first use
         self.pool: dict[int, list[int]] = {}  # free allocations by size
         total = int(self.check(driver.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem"))
@@ -501,11 +501,27 @@ class CudaBackend(DeviceChecks):
             self._release(placed)
 
     def _ensure_flush(self) -> None:
+        """The buffer `_flush` reads: twice the L2 (at least 64 MiB), zeroed once."""
         if self.flush_buf is None:
             l2 = self.attr("L2_CACHE_SIZE")
             nbytes = max(2 * l2, 64 << 20)
-            self.flush_words = nbytes // 4
-            self.flush_buf = self._alloc(self.flush_words * 4)
+            self.flush_vectors = nbytes // 16
+            self.flush_buf = self._alloc(self.flush_vectors * 16)
+            memset = self.d.cuMemsetD32Async(self.flush_buf, 0, self.flush_vectors * 4, self.stream)
+            self.check(memset, "L2 flush buffer")
+
+    def _flush(self) -> None:
+        """Enqueue the L2 flush: `cl_flush` reads the whole flush buffer (docs/design.md,
+        "Timing": a read leaves clean lines; a memset left dirty ones for the timed kernel)."""
+        self._call(
+            "cl_flush",
+            self.flush_vectors,
+            [
+                ("uint64", self.flush_buf),
+                ("uint64", self.flush_vectors),
+                ("uint32", device_checks.FLUSH_NEVER),
+            ],
+        )
 
     def time(self, req: TimeRequest) -> TimeReply:
         """Interleaved timing of several launches, each on its own copy of the buffers.
@@ -543,22 +559,13 @@ class CudaBackend(DeviceChecks):
                         extra,
                     )
                 )
-            counter = [0]
-
-            def flush() -> None:
-                counter[0] = (counter[0] + 1) & 0xFFFF
-                result = self.d.cuMemsetD32Async(
-                    self.flush_buf, counter[0], self.flush_words, self.stream
-                )
-                self.check(result, "L2 flush")
-
             # the watchdog scales with the batch: every launch in it may take up to timeout_s
             batch_timeout = timeout_s * max(plan.batch, plan.warmup) * len(rotations)
             samples = timing.time_interleaved(
                 self.d,
                 self.stream,
                 [r.launch for r in rotations],
-                flush,
+                self._flush,
                 lambda: self.sync(batch_timeout, longest_sleep=TIMING_POLL_S),
                 plan,
                 check=self.check,

@@ -92,7 +92,7 @@ class _State:
         self.device_globals: dict[str, Any] = {}
         self.module_globals: dict[str, Any] = {}  # a module's __device__ state: gone on unload
         self.dyn_smem: dict[str, int] = {}
-        self.flushed = False  # an L2 flush (a memset of >= 16 MiB) since the last launch
+        self.flushed = False  # an L2 flush (cl_flush over >= 16 MiB) since the last launch
         self.launch_timed = False  # the launch in progress sits between two event records
         self.timed = False  # an event was recorded since the last launch
         self.threads = 0  # grid x block threads along x of the launch in progress
@@ -516,6 +516,17 @@ def h_check_changed(before: int, after: int, n: int, size: int, slots_at: int) -
     _found(_slots(slots_at, 2), 0, np.flatnonzero(a != b), last=False)
 
 
+def h_flush(p: int, n: int, never: int) -> None:
+    """The worker's L2 flush: reads `n` 16-byte elements, writes `p[0]` only if their XOR is
+    `never` (it is not: the buffer is zeroed)."""
+    words = _view(p, 4 * n, np.uint32)
+    if int(np.bitwise_xor.reduce(words)) == never:
+        words[0] = never
+    S.clock_ms += 0.02
+    if 16 * n >= 1 << 24:
+        S.flushed = True
+
+
 # name -> (function, parameter types as packed in kernelParams)
 HELPERS: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
     "cl_generate": (h_generate, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
@@ -533,6 +544,7 @@ HELPERS: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
                        ctypes.c_uint64)),
     "cl_check_changed": (h_check_changed, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                          ctypes.c_int32, ctypes.c_uint64)),
+    "cl_flush": (h_flush, (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32)),
 }  # fmt: skip
 HELPER_CALLS: dict[str, int] = {}  # launches per helper (tests read them in-process)
 
@@ -747,8 +759,6 @@ def cuMemsetD16Async(addr: int, value: int, n: int, stream: Any) -> tuple[Any, .
 def cuMemsetD32Async(addr: int, value: int, n: int, stream: Any) -> tuple[Any, ...]:
     _view(int(addr), int(n), np.uint32)[:] = value
     S.clock_ms += 0.02
-    if n >= 1 << 22:
-        S.flushed = True
     return OK
 
 
