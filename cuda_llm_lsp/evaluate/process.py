@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.compile.tools import WORKER_LIMITS, neutral_cwd, python_command, spawn_options
+from cuda_llm_lsp.compile.tools import python_command
 from cuda_llm_lsp.evaluate.protocol import (
     Failure,
     FrameReader,
@@ -42,11 +41,11 @@ from cuda_llm_lsp.evaluate.protocol import (
     write_message,
 )
 from cuda_llm_lsp.evaluate.types import EvaluationCancelled, KernelBinary, NoGpuError
+from cuda_llm_lsp.evaluate.worker_start import WORKER_MODULE, adopt_early, spawn_worker
 from cuda_llm_lsp.source.untrusted import neutralize
 
 START_TIMEOUT_S = 120.0
 QUIT_TIMEOUT_S = 5.0  # a worker asked to quit exits at once; this bounds a stuck one
-WORKER_MODULE = "cuda_llm_lsp.evaluate.worker"
 
 R = TypeVar("R")
 
@@ -58,15 +57,8 @@ class WorkerProcess:
         self.device = device
         self.killed = False  # set by `signal_kill`: the process is on its way out
         self.stderr_tail: deque[str] = deque(maxlen=40)
-        env = child_env({"PYTHONUNBUFFERED": "1"})  # no API key: it runs model-written code
-        self.proc = subprocess.Popen(
-            python_command(WORKER_MODULE, "--device", str(device)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=neutral_cwd(),  # never the workspace: it is not on the worker's sys.path
-            **spawn_options(WORKER_LIMITS, stdin=subprocess.PIPE),
-        )
+        # one `start_early` spawned (`cuda-llm bench`), else a new one
+        self.proc = adopt_early(device) or spawn_worker(device)
         threading.Thread(target=self._drain, daemon=True).start()
         self._frames = FrameReader()
 
