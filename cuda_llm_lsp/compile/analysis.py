@@ -5,7 +5,9 @@ kernel of the file):
 
 - `analyze_syntax`: kernels, specs, includes and NVRTC's front end alone (`-fdevice-syntax-only`,
   the same device unit, so the same messages at the same positions). Resources are not known
-  yet (`FileAnalysis.resources_pending`).
+  yet (`FileAnalysis.resources_pending`). The editor asks for its `first` answer: the front end
+  stopped before the end of the unit (`compile.first_answer`), a quarter of the time on heavy
+  headers; `complete_front_end` adds what only the end of the unit reports, once typing pauses.
 - `add_resources`: code generation per kernel, for registers, spills, shared memory, stack and
   the problems only ptxas finds (placed on the kernel's name). Each kernel is generated from its
   own unit: the device unit with every other kernel's body cut (`KernelCuts`), so its key is
@@ -49,6 +51,7 @@ from cuda_llm_lsp.compile.device_unit import (
     build_device_unit,
     fold_missing_library_errors,
 )
+from cuda_llm_lsp.compile.first_answer import first_answer
 from cuda_llm_lsp.compile.honesty import be_honest, rewrites
 from cuda_llm_lsp.compile.isolated import (
     CRASH_CODE,
@@ -126,6 +129,12 @@ class FileAnalysis:
     library_kernels: tuple[CompiledKernel, ...] = ()
     # the nvcc tier's verdict merged in: "" (not run), else what it said (`nvcc_tier.merge`)
     nvcc_note: str = ""
+    # False: the front end's first answer (`analyze_syntax(first=True)`), which lacks what only
+    # the end of the unit reports; `complete_front_end` gives the rest
+    front_end_complete: bool = True
+    # the diagnostics that are not the compile's (specs, includes, limits): kept when the
+    # complete front end replaces the first answer's
+    source_diagnostics: tuple[Diagnostic, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def resources_pending(self) -> bool:
@@ -210,9 +219,12 @@ def analyze(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
     return add_resources(analyze_syntax(text, path, settings))
 
 
-def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
+def analyze_syntax(
+    text: str, path: Path | None, settings: Settings, *, first: bool = False
+) -> FileAnalysis:
     """Analyse `text` (the contents of `path`, possibly unsaved) up to NVRTC's front end: every
-    diagnostic but ptxas's; resources pending. Raises only NvrtcUnavailable.
+    diagnostic but ptxas's; resources pending. Raises only NvrtcUnavailable. `first`: the
+    editor's first answer (`compile.first_answer`); `front_end_complete` says whether it is all.
 
     Long because it is one pass in order (tree-sitter, specs, the device unit, NVRTC,
     the problems mapped back) whose steps share their locals; it reads top to bottom."""
@@ -271,17 +283,16 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
         diagnostics.append(too_many_warning)
     options = compile_options(settings)
     timeout_s = float(settings.compile_timeout_s)
-    result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
-    shown = fold_missing_library_errors(result.diagnostics, unit)  # <cublas_v2.h>'s cascade
-    compiled = [_place(_soften_timeout(d), kernels) for d in shown]
-    if any(d.severity == "error" for d in compiled):  # what it cannot be sure of says so
-        compiled = be_honest(compiled, rewrites(text, unit))
-    diagnostics.extend(compiled)
+    complete = True
+    if first and not too_many:  # too many kernels: no codegen stage to complete it later
+        answer = first_answer(unit, options, flat, timeout_s=timeout_s)
+        result, complete = answer.result, answer.complete
+    else:
+        result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
+    source_diagnostics = tuple(diagnostics)
+    diagnostics.extend(_compile_diagnostics(result, unit, text, kernels))
     plan = None
-    stopped = any(
-        d.code in (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE) for d in result.diagnostics
-    )
-    if not too_many and not stopped:
+    if not too_many and not _stopped(result):
         # with front-end errors too: each kernel is generated from its own unit (the other
         # kernels' bodies cut), so an error in one kernel costs no other kernel its figures
         error_rows = frozenset(d.line - 1 for d in result.errors)
@@ -292,7 +303,54 @@ def analyze_syntax(text: str, path: Path | None, settings: Settings) -> FileAnal
         for k, s, e in zip(kernels, specs, wanted, strict=True)
     )
     ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
-    return FileAnalysis(path, text, infos, result, ordered, plan)
+    return FileAnalysis(
+        path, text, infos, result, ordered, plan,
+        front_end_complete=complete, source_diagnostics=source_diagnostics,
+    )  # fmt: skip
+
+
+def complete_front_end(first: FileAnalysis) -> tuple[Diagnostic, ...]:
+    """What the full front-end check reports that `first`, a first answer, lacks: what only the
+    end of the unit reports (`compile.first_answer`). Empty for a complete `first`."""
+    plan = first.plan
+    if first.front_end_complete or plan is None:
+        return ()
+    flat = tuple(dict.fromkeys(e for group in plan.wanted for e in group))
+    result = compile_cached(
+        plan.unit, plan.options, flat, syntax_only=True, timeout_s=plan.timeout_s
+    )
+    shown = set(first.diagnostics)
+    compiled = _compile_diagnostics(result, plan.unit, first.text, list(plan.kernels))
+    return tuple(d for d in compiled if d not in shown)
+
+
+def with_completion(analysis: FileAnalysis, extras: Sequence[Diagnostic]) -> FileAnalysis:
+    """`analysis` (a first answer, or it with code generation's figures) completed by
+    `complete_front_end`'s `extras`."""
+    if analysis.front_end_complete:
+        return analysis
+    ordered = tuple(sorted(dict.fromkeys([*analysis.diagnostics, *extras]), key=_position))
+    compile_result = analysis.compile
+    if compile_result is not None and any(d.severity == "error" for d in extras):
+        compile_result = replace(compile_result, ok=False)
+    return replace(analysis, diagnostics=ordered, compile=compile_result, front_end_complete=True)
+
+
+def _compile_diagnostics(
+    result: CompileResult, unit: DeviceUnit, text: str, kernels: list[Kernel]
+) -> list[Diagnostic]:
+    """The front end's diagnostics as the file shows them: a missing library's cascade folded,
+    each placed, and errors in code the unit rewrote said to be unsure (`honesty`)."""
+    shown = fold_missing_library_errors(result.diagnostics, unit)  # <cublas_v2.h>'s cascade
+    compiled = [_place(_soften_timeout(d), kernels) for d in shown]
+    if any(d.severity == "error" for d in compiled):  # what it cannot be sure of says so
+        compiled = be_honest(compiled, rewrites(text, unit))
+    return compiled
+
+
+def _stopped(result: CompileResult) -> bool:
+    """The compile did not finish (time limit, crash, interrupted): no code generation."""
+    return any(d.code in (TIMEOUT_CODE, CRASH_CODE, INTERRUPTED_CODE) for d in result.diagnostics)
 
 
 def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = None) -> FileAnalysis:
@@ -359,7 +417,8 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
         ordered = tuple(sorted([*ordered, _late_codegen(late, plan.timeout_s)], key=_position))
     return FileAnalysis(
         front.path, front.text, tuple(infos), compile_result, ordered,
-        header_kernels=header_kernels,
+        header_kernels=header_kernels, front_end_complete=front.front_end_complete,
+        source_diagnostics=front.source_diagnostics,
     )  # fmt: skip
 
 

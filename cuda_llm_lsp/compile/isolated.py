@@ -80,6 +80,9 @@ _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
 # `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB; a larger set is compiled plainly
 PCH_HEAP_MB = 512
 PRIME_MIN_CPU_S = 0.5  # headers parsed faster than this get no PCH (loading one costs ~0.1 s)
+# how long a front-end check waits for the busy process holding its headers' PCH (one check
+# with it: 0.1-0.6 s on 2 cores; without it, a plain parse: 1.5-2.5 s)
+HOLDER_WAIT_S = 2.0
 _PCH_STOP = "\nstruct cuda_llm_pch_stop_;\n"  # ends a header prefix compiled alone to make a PCH
 PCH_ENV = "CUDA_LLM_PCH"  # "0": no precompiled headers (compare, or a toolkit whose PCH fails)
 
@@ -294,6 +297,7 @@ class CompilePool:
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)  # a busy process came back idle
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
         self.compiles = 0  # requests answered by a child
@@ -465,8 +469,19 @@ class CompilePool:
 
     def _take(self, key: str | None = None, syntax_only: bool = False) -> _Worker:
         """An idle process (a new one if none): for a front-end check of `key`, the one holding
-        its PCH; for code generation, preferably one holding none (warm ones stay free)."""
+        its PCH, waited for up to `HOLDER_WAIT_S` while it is busy (another check of the same
+        headers: the editor's complete answer; without the PCH a check costs 3-5 times more);
+        for code generation, preferably one holding none (warm ones stay free)."""
+        deadline = time.monotonic() + HOLDER_WAIT_S
         with self._lock:
+            while (
+                key is not None
+                and not self._closed
+                and not any(key in w.prefixes for w in self._idle)
+                and any(key in w.prefixes for w in self._busy)
+                and self._returned.wait(max(0.0, deadline - time.monotonic()))
+            ):
+                pass  # woken by `_give_back` / `_drop`: look again
             if self._closed:
                 raise _closed_error()
             nice = 0 if syntax_only else self.background_nice
@@ -499,11 +514,13 @@ class CompilePool:
                 worker.kill()
             else:
                 self._idle.append(worker)
+            self._returned.notify_all()
 
     def _drop(self, worker: _Worker) -> None:
         worker.kill()
         with self._lock:
             self._busy.discard(worker)
+            self._returned.notify_all()
             self._tried.difference_update(worker.prefixes)  # its PCH may be created again
 
 

@@ -2,8 +2,10 @@
 
 `open_analysis` starts the compile processes (NVRTC loads while the first edit is debounced),
 `analyse_fast` and `add_codegen` are the server's two tiers (tree-sitter, the device unit and
-NVRTC's front end at once; resources and ptxas's problems in the background), `analyse` is both
-at once for the CLI, `close_analysis` ends the compile processes. The nvcc tier checks the whole
+NVRTC's front end at once; resources and ptxas's problems in the background); the server asks
+the fast tier for its first answer (`analyse_first`, the front end stopped before the end of
+the unit) and completes it once typing pauses (`complete_fast`); `analyse` is both at once
+for the CLI, `close_analysis` ends the compile processes. The nvcc tier checks the whole
 file (`check_nvcc`, `carry_nvcc`, `with_nvcc`). What a workspace may set (`Trust` and the rules
 on flags) is the compile layer's own policy, passed through as it is: one set of rules for the
 editor's settings and the CLI's options.
@@ -11,7 +13,7 @@ editor's settings and the CLI's options.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cuda_llm_lsp.compile import analysis as _analysis
@@ -33,6 +35,7 @@ from cuda_llm_lsp.compile.flags import (
 )
 from cuda_llm_lsp.compile.isolated import DEFAULT_TIMEOUT_S, TIMEOUT_CODE
 from cuda_llm_lsp.compile.nvcc import NvccResult, NvccUnavailable, nvcc_missing
+from cuda_llm_lsp.compile.types import Diagnostic
 from cuda_llm_lsp.config import Settings
 
 __all__ = [
@@ -52,15 +55,18 @@ __all__ = [
     "allowed_flags",
     "analyse",
     "analyse_fast",
+    "analyse_first",
     "carry_nvcc",
     "check_nvcc",
     "close_analysis",
+    "complete_fast",
     "define_problem",
     "include_dir_problem",
     "normalize_arch",
     "nvcc_missing",
     "open_analysis",
     "set_workspace",
+    "with_completion",
     "with_nvcc",
 ]
 
@@ -82,6 +88,23 @@ def open_analysis(*, editor: bool = False) -> None:
 def analyse_fast(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
     """The fast tier: kernels, specs and NVRTC's front-end diagnostics, resources pending."""
     return _analysis.analyze_syntax(text, path, settings)
+
+
+def analyse_first(text: str, path: Path | None, settings: Settings) -> FileAnalysis:
+    """The fast tier's first answer to an edit: NVRTC's front end without the end of the unit
+    (`compile.first_answer`); `front_end_complete` False until `complete_fast` has run."""
+    return _analysis.analyze_syntax(text, path, settings, first=True)
+
+
+def complete_fast(first: FileAnalysis) -> tuple[Diagnostic, ...]:
+    """What the full front-end check adds to a first answer: what only the end of the unit
+    reports; `with_completion` merges it into the first answer or its code generation's."""
+    return _analysis.complete_front_end(first)
+
+
+def with_completion(analysis: FileAnalysis, extras: Sequence[Diagnostic]) -> FileAnalysis:
+    """`analysis` completed by `complete_fast`'s diagnostics."""
+    return _analysis.with_completion(analysis, extras)
 
 
 def add_codegen(front: FileAnalysis, cancelled: Callable[[], bool] | None = None) -> FileAnalysis:

@@ -34,7 +34,7 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from cuda_llm_lsp import __version__
-from cuda_llm_lsp.compile.types import NvrtcUnavailable
+from cuda_llm_lsp.compile.types import Diagnostic, NvrtcUnavailable
 from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.engine import (
     GpuService,
@@ -50,9 +50,11 @@ from cuda_llm_lsp.engine.analysis import (
     FileAnalysis,
     Trust,
     add_codegen,
-    analyse_fast,
+    analyse_first,
     close_analysis,
+    complete_fast,
     open_analysis,
+    with_completion,
 )
 from cuda_llm_lsp.engine.build import Profiler
 from cuda_llm_lsp.engine.capture import CaptureRunner, run_capture
@@ -71,7 +73,12 @@ log = logging.getLogger(__name__)
 
 #: How long `window/showDocument` may go unanswered before the path is named in a message.
 SHOW_DOCUMENT_WAIT_S = 5.0
-Analyzer = Callable[[str, "Path | None", Settings], FileAnalysis]  # `analyse_fast`
+Analyzer = Callable[[str, "Path | None", Settings], FileAnalysis]  # `analyse_first`
+Completer = Callable[[FileAnalysis], tuple[Diagnostic, ...]]  # `complete_fast`
+# a first answer is completed once typing has paused this long: a completion started while the
+# user types would hold the compile process with the headers' PCH that the next edit's first
+# answer needs (benchmarks/lsp_heavy_headers.py, RESULTS.md)
+COMPLETE_AFTER_S = 0.5
 Codegen = Callable[[FileAnalysis, Callable[[], bool]], FileAnalysis]  # `add_codegen`
 #: the evaluator for the settings (`engine.evaluator_for`: `cudaLlm.gpus`, `cudaLlm.cluster`)
 EvaluatorFactory = Callable[[Settings], Evaluator]
@@ -92,6 +99,11 @@ class DocumentState:
     uri: str
     analysis: FileAnalysis | None = None  # of `version`'s text, the last one published
     fast: FileAnalysis | None = None  # the fast tier's own (`analysis` is it with nvcc's merged)
+    # the first answer `fast` grew from (code generation's figures and the complete check's
+    # diagnostics are merged into it, in whichever order they come), and the complete check's
+    # diagnostics once known
+    first: FileAnalysis | None = None
+    completion: tuple[Diagnostic, ...] | None = None
     version: int | None = None
     diagnostics: list[types.Diagnostic] = field(default_factory=list)  # compile + spec
     generation: int = 0  # bumped by every change; a debounced analysis runs only if still current
@@ -117,8 +129,9 @@ class CudaLlmServer(LanguageServer):
         self.settings = Settings()
         # what the client says of the workspace (lsp.settings): trusted unless told otherwise
         self.trust = Trust()
-        self.analyzer: Analyzer = analyzer or analyse_fast
-        # The background stage; an injected analyzer (tests) does the whole analysis itself.
+        self.analyzer: Analyzer = analyzer or analyse_first
+        # The later stages; an injected analyzer (tests) does the whole analysis itself.
+        self.completer: Completer | None = complete_fast if analyzer is None else None
         self.codegen: Codegen | None = add_codegen if analyzer is None else None
         self.evaluator_factory: EvaluatorFactory = evaluator_factory or evaluator_for
         self.llm_factory: LlmFactory = llm_factory or make_llm
@@ -277,7 +290,7 @@ class CudaLlmServer(LanguageServer):
         if doc.version != version or doc.source != text:
             log.debug("dropping the analysis of %s version %s: now %s", uri, version, doc.version)
             return
-        state.fast, state.version = analysis, version
+        state.fast, state.first, state.completion, state.version = analysis, analysis, None, version
         results.forget_changed(self.reports, uri, analysis)
         profile_results.forget_changed(self.profiles, uri, analysis)
         self.show_analysis(uri)
@@ -285,6 +298,46 @@ class CudaLlmServer(LanguageServer):
             self.spawn(
                 self._generate_code(uri, state, generation, analysis), f"code generation of {uri}"
             )
+        if self.completer is not None and not analysis.front_end_complete:
+            self.spawn(
+                self._complete_later(uri, state, generation, analysis), f"complete check of {uri}"
+            )
+
+    async def _complete_later(
+        self, uri: str, state: DocumentState, generation: int, first: FileAnalysis
+    ) -> None:
+        """The rest of the front end's answer (what only the end of the unit reports), once
+        typing has paused `COMPLETE_AFTER_S`, merged into what is shown (with or without code
+        generation's figures). Dropped when an edit or a settings change comes first."""
+        assert self.completer is not None
+
+        def superseded() -> bool:
+            return (
+                state.generation != generation
+                or self.documents.get(uri) is not state
+                or state.first is not first
+            )
+
+        await asyncio.sleep(COMPLETE_AFTER_S)
+        if superseded():
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            extras = await loop.run_in_executor(self.compile_pool, self.completer, first)
+        except NvrtcUnavailable as exc:
+            self._nvrtc_missing(str(exc))
+            return
+        except Exception as exc:
+            if self.compiles_stopped:
+                log.debug("complete check of %s dropped at shutdown: %s", uri, exc)
+                return
+            log.exception("complete check of %s failed", uri)
+            return
+        if superseded() or state.fast is None:
+            return
+        state.completion = extras
+        state.fast = with_completion(state.fast, extras)
+        self.show_analysis(uri)
 
     async def _generate_code(
         self, uri: str, state: DocumentState, generation: int, front: FileAnalysis
@@ -311,8 +364,10 @@ class CudaLlmServer(LanguageServer):
                 return
             log.exception("code generation for %s failed", uri)
             return
-        if superseded() or analysis is front or state.fast is not front:
+        if superseded() or analysis is front or state.first is not front:
             return  # a newer edit or settings change: its own analysis follows
+        if state.completion is not None:  # the complete check came first
+            analysis = with_completion(analysis, state.completion)
         state.fast = analysis
         self.show_analysis(uri)
 

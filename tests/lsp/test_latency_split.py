@@ -152,3 +152,32 @@ def test_exit_without_shutdown_ends_the_server_within_a_second_too(
     server.notify("exit")
     assert server.exit_status(timeout=5) == 1  # LSP: exit without shutdown
     assert time.monotonic() - started < 1.0 * slack()
+
+
+DYNAMIC_INIT = (
+    "__device__ int seed() { return 7; }\n"
+    "__device__ int state = seed();\n"  # an error only the end of the unit reports
+    "__global__ void k(int* p) { p[0] = state; }\n"
+)
+
+
+def test_the_first_answer_comes_first_and_the_end_of_the_units_errors_follow_a_pause(
+    server: RawServer, tmp_path: Path
+) -> None:
+    """The editor's first answer stops NVRTC's front end before the end of the unit (a
+    quarter of the time on heavy headers); once typing pauses, the rest of the check follows
+    for the same version: here the one error that only the end of the unit reports."""
+    server.initialize('{"cudaLlm": {"debounceMs": 0}}')
+    uri = server.open(tmp_path / "late.cu", DYNAMIC_INIT)
+    assert server.diagnostics(uri, 1, timeout=120) == []  # the first answer: nothing yet
+    deadline = time.monotonic() + 30 * slack()
+    while not any(p["diagnostics"] for p in publishes(server, uri, 1)):
+        assert time.monotonic() < deadline, publishes(server, uri, 1)
+        time.sleep(0.05)
+    (error,) = next(p["diagnostics"] for p in publishes(server, uri, 1) if p["diagnostics"])
+    assert "dynamic initialization" in error["message"] and error["range"]["start"]["line"] == 1
+    typo = DYNAMIC_INIT.replace("p[0] = state", "p[0] = stat")
+    server.change(uri, typo, 2)  # an error of the file's own: its first answer is all of it
+    shown = server.diagnostics(uri, 2, timeout=60)
+    assert [d["range"]["start"]["line"] for d in shown] == [2], shown
+    assert 'identifier "stat" is undefined' in shown[0]["message"]
