@@ -2,8 +2,10 @@
 
 Opening a document analyses it after `OPEN_DELAY_S` (a burst of opens and closes, as search
 previews and "Replace in files" send, costs no compile for a document closed that soon), saving
-at once, a change after the debounce (`cudaLlm.debounceMs`), closing clears its diagnostics and
-drops its queued work. The state runs the analysis and publishes only results that match the
+at once, a change after the debounce (`cudaLlm.debounceMs`) when it follows another change
+closer than that, else at once (a lone edit after a pause, the commonest wait for a squiggle,
+does not wait for keystrokes that are not coming), closing clears its diagnostics and drops its
+queued work. The state runs the analysis and publishes only results that match the
 document's current version (`CudaLlmServer.schedule_analysis`). Saves (and quiet spells, with
 `cudaLlm.nvccCheck` `pause`) also start the nvcc tier (`lsp.nvcc_check`). A change or save of a
 document that is not open is logged and ignored: the server never reads the file itself.
@@ -12,6 +14,7 @@ document that is not open is logged and ignored: the server never reads the file
 from __future__ import annotations
 
 import logging
+import time
 
 from lsprotocol import types
 
@@ -32,9 +35,14 @@ def register(server: CudaLlmServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CudaLlmServer, params: types.DidChangeTextDocumentParams) -> None:
-        if _is_open(ls, params.text_document.uri, "change"):
-            ls.schedule_analysis(params.text_document.uri, delay_s=ls.settings.debounce_ms / 1000)
-            ls.nvcc.changed(params.text_document.uri)
+        uri = params.text_document.uri
+        if _is_open(ls, uri, "change"):
+            state = ls.state(uri)
+            debounce_s, now = ls.settings.debounce_ms / 1000, time.monotonic()
+            typing = now - state.last_change < debounce_s  # else the first keystroke of a burst
+            state.last_change = now
+            ls.schedule_analysis(uri, delay_s=debounce_s if typing else 0.0)
+            ls.nvcc.changed(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CudaLlmServer, params: types.DidSaveTextDocumentParams) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ class DocumentState:
     version: int | None = None
     diagnostics: list[types.Diagnostic] = field(default_factory=list)  # compile + spec
     generation: int = 0  # bumped by every change; a debounced analysis runs only if still current
+    last_change: float = -math.inf  # time.monotonic() of the last didChange (the debounce's)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 

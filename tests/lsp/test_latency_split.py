@@ -181,3 +181,22 @@ def test_the_first_answer_comes_first_and_the_end_of_the_units_errors_follow_a_p
     shown = server.diagnostics(uri, 2, timeout=60)
     assert [d["range"]["start"]["line"] for d in shown] == [2], shown
     assert 'identifier "stat" is undefined' in shown[0]["message"]
+
+
+def test_an_edit_after_a_pause_is_checked_at_once_and_a_burst_after_the_debounce(
+    server: RawServer, tmp_path: Path
+) -> None:
+    """`debounceMs` coalesces keystrokes closer together than it; a lone edit after a pause
+    does not wait for keystrokes that are not coming."""
+    server.initialize('{"cudaLlm": {"debounceMs": 3000}}')
+    uri = server.open(tmp_path / "k.cu", GOOD)
+    server.diagnostics(uri, 1, timeout=120)
+    time.sleep(0.5)  # no change yet: the first one is after a pause
+    sent = time.monotonic()
+    server.change(uri, GOOD.replace("1.0f", "2.0f"), 2)
+    assert server.diagnostics(uri, 2, timeout=60) == []
+    assert time.monotonic() - sent < 3.0, "the lone edit waited for the debounce"
+    sent = time.monotonic()
+    server.change(uri, GOOD.replace("1.0f", "3.0f"), 3)  # within 3 s of the last: typing
+    assert server.diagnostics(uri, 3, timeout=60) == []
+    assert time.monotonic() - sent >= 3.0, "a keystroke in a burst did not wait"
