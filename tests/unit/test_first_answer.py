@@ -161,3 +161,48 @@ def test_the_heavy_header_benchmark_file_agrees_with_the_full_check(tmp_path: Pa
     first_edited = analyze_syntax(edited, path, SETTINGS, first=True)
     assert first_edited.front_end_complete
     assert first_edited.diagnostics == full_edited.diagnostics and full_edited.errors
+
+
+# Code NVRTC's front end objects to, of many kinds: what it reports at the end of the unit
+# comes with the completion, the rest with the first answer; never anything the full check
+# would not say.
+KINDS = {
+    "host call from a kernel": "__host__ int h(int);\n__global__ void k(int* p) { p[0] = h(1); }\n",
+    "throw in device code": "__device__ void f() { throw 1; }\n",
+    "constexpr host function": (
+        "constexpr int c(int x) { return 2 * x; }\n__global__ void k(int* p) { p[0] = c(p[0]); }\n"
+    ),
+    "variadic device function": "__device__ int f(int n, ...) { return n; }\n",
+    "shared with a constructor": (
+        "struct C { __device__ C() : v(1) {} int v; };\n"
+        "__global__ void k(int* p) { __shared__ C c; p[0] = c.v; }\n"
+    ),
+    "kernel returning a value": "__global__ int k(int* p) { return 1; }\n",
+    "variable-length array": "__global__ void k(int n) { int a[n]; a[0] = 1; }\n",
+    "host lambda in a kernel": (
+        "__global__ void k(int* p) { auto l = [] __host__ (int x) { return x; }; p[0] = l(1); }\n"
+    ),
+    "bad launch bounds": "__global__ void __launch_bounds__(2048) k(int* p) { }\n",
+    "grid constant pointer": "__global__ void k(__grid_constant__ int* p) { }\n",
+    "constexpr array size": (
+        "template <int N> __device__ int f() { int a[N - 5]; return sizeof(a); }\n"
+        "__global__ void k(int* p) { p[0] = f<3>(); }\n"
+    ),
+    "missing return": "__device__ int f(int x) { if (x) return 1; }\n",
+    "dynamic initialization": DYNAMIC_INIT,
+    "dynamic initialization and a typo": DYNAMIC_INIT + "__device__ int more = undeclared;\n",
+}
+
+
+@pytest.mark.parametrize("text", list(KINDS.values()), ids=list(KINDS))
+def test_the_first_answer_and_its_completion_say_what_the_full_check_says(
+    tmp_path: Path, text: str
+) -> None:
+    path = _write(tmp_path, text)
+    full = analyze_syntax(text, path, SETTINGS)
+    first, completed = _completed(text, path)
+    _no_stop(first.diagnostics, text)
+    assert set(first.diagnostics) <= set(full.diagnostics)
+    if first.front_end_complete:
+        assert first.diagnostics == full.diagnostics
+    assert completed.diagnostics == full.diagnostics
