@@ -132,9 +132,6 @@ class FileAnalysis:
     # False: the front end's first answer (`analyze_syntax(first=True)`), which lacks what only
     # the end of the unit reports; `complete_front_end` gives the rest
     front_end_complete: bool = True
-    # the diagnostics that are not the compile's (specs, includes, limits): kept when the
-    # complete front end replaces the first answer's
-    source_diagnostics: tuple[Diagnostic, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def resources_pending(self) -> bool:
@@ -289,7 +286,6 @@ def analyze_syntax(
         result, complete = answer.result, answer.complete
     else:
         result = compile_cached(unit, options, flat, syntax_only=True, timeout_s=timeout_s)
-    source_diagnostics = tuple(diagnostics)
     diagnostics.extend(_compile_diagnostics(result, unit, text, kernels))
     plan = None
     if not too_many and not _stopped(result):
@@ -305,7 +301,7 @@ def analyze_syntax(
     ordered = tuple(sorted(dict.fromkeys(diagnostics), key=_position))
     return FileAnalysis(
         path, text, infos, result, ordered, plan,
-        front_end_complete=complete, source_diagnostics=source_diagnostics,
+        front_end_complete=complete,
     )  # fmt: skip
 
 
@@ -418,7 +414,6 @@ def add_resources(front: FileAnalysis, cancelled: Callable[[], bool] | None = No
     return FileAnalysis(
         front.path, front.text, tuple(infos), compile_result, ordered,
         header_kernels=header_kernels, front_end_complete=front.front_end_complete,
-        source_diagnostics=front.source_diagnostics,
     )  # fmt: skip
 
 
