@@ -4,6 +4,9 @@
 #   PYTEST_ARGS="tests/gpu/test_x.py -k y" bash benchmarks/gpu_all.sh tests   # those tests only
 #   bash benchmarks/gpu_all.sh bench   # evaluator throughput, timing repeatability,
 #                                      # realistic sizes (evaluate, bench), 4 x 4 optimize
+#   bash benchmarks/gpu_all.sh repeat  # timing repeatability, 4 pairs of runs per kernel, with the
+#                                      # default plan and with one placement of the buffers (the
+#                                      # baseline, in the same call): timing_repeatability.py
 #   bash benchmarks/gpu_all.sh fsr     # the FSR loop on planted candidates (fsr_planted.py):
 #                                      # fsr, fsr with repairs, plan
 #   bash benchmarks/gpu_all.sh attacks # honest and adversarial candidates through optimize
@@ -70,6 +73,15 @@ bench)
   timeout 240 python3 benchmarks/realistic_optimize.py --out "$work/realistic_optimize.json" 2>&1 \
     | tee "$work/realistic_optimize.log"
   echo "realistic_optimize exit: ${PIPESTATUS[0]}" | tee -a "$work/realistic_optimize.log"
+  ;;
+repeat)
+  # issue 41: medians of two runs within 1 %; the rotation over placements against one placement
+  for plan in "" "placements=1"; do
+    timeout 270 python3 benchmarks/timing_repeatability.py --trials 4 --plan "$plan" 2>&1 \
+      | tee "$work/repeatability-${plan:-default}.log"
+    echo "timing_repeatability ${plan:-default} exit: ${PIPESTATUS[0]}" \
+      | tee -a "$work/repeatability-${plan:-default}.log"
+  done
   ;;
 fsr)
   # the loop against planted candidates: FSR, FSR with repairs, and the plan strategy

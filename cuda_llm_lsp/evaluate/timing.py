@@ -1,9 +1,10 @@
 """Kernel timing: the statistics (pure, CPU-testable) and the event loop the worker runs.
 
 Method (docs/design.md, evaluation rules): CUDA events around each launch; warm-up launches first;
-an L2 flush (a memset over a buffer at least twice the L2) before EVERY timed launch, outside the
-timed region; several kernels interleaved (A B A B ...) so drift in clocks or temperature hits
-them alike; batches of launches until the median is stable or the time budget is spent.
+an L2 flush (a read of a buffer at least twice the L2: a write would leave dirty lines for the
+timed kernel to write back) before EVERY timed launch, outside the timed region; several kernels
+interleaved (A B A B ...) so drift in clocks or temperature hits them alike; batches of launches
+until the median is stable or the time budget is spent.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ BUDGET_S = 1.5  # per kernel
 WARMUP = 3  # launches of each kernel at least ...
 WARMUP_S = 0.05  # ... and for at least this long: the clocks ramp up from idle
 BATCH = 10
+# copies of a timed kernel's buffers its launches rotate over: where buffers land in memory moves
+# a small kernel's time by ~1 % between placements (benchmarks/timing_placement.py), so one
+# placement per run made two runs disagree by as much; the median over several averages it
+PLACEMENTS = 4
 
 
 def _sorted(samples: Sequence[float]) -> list[float]:
@@ -95,6 +100,7 @@ class Plan:
     warmup: int = WARMUP
     warmup_s: float = WARMUP_S
     batch: int = BATCH
+    placements: int = PLACEMENTS  # at most; fewer where the copies would be large (worker)
 
 
 def done(per_kernel: Sequence[Sequence[float]], elapsed_s: float, plan: Plan) -> bool:

@@ -40,6 +40,7 @@ from cuda_llm_lsp.evaluate import device_checks, timing
 from cuda_llm_lsp.evaluate.compare import (
     GUARD_BYTE,
     GUARD_BYTES,
+    GuardSummary,
     guard_bytes,
     storage_dtype,
 )
@@ -97,6 +98,18 @@ OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY: the pool is freed and the allocat
 # median between two runs by more than 1 % (issue 41; benchmarks/RESULTS.md). Queuing more work
 # instead (bigger or overlapping batches) was measured too and made it worse.
 TIMING_POLL_S = 2e-4
+# A timed kernel's launches rotate over `Plan.placements` copies of its buffers while all of them
+# together stay within this: large buffers span many pages already, and the copies cost memory
+PLACEMENT_BYTES = 256 << 20
+
+
+def placements_for(buffers: Sequence[Buffer], wanted: int) -> int:
+    """How many copies of `buffers` (guards included) a timing rotates over: `wanted`, fewer
+    where they would pass `PLACEMENT_BYTES`, at least one."""
+    one = sum(
+        buf.offset + buf.nbytes + 2 * max(GUARD_BYTES, guard_bytes(buf.nbytes)) for buf in buffers
+    )
+    return max(1, min(wanted, PLACEMENT_BYTES // max(one, 1)))
 
 
 def helper_cubin(arch: str) -> bytes:
@@ -545,20 +558,13 @@ class CudaBackend(DeviceChecks):
                 launch = k.launch
                 fn = self._function(launch.key)
                 self._prepare(fn, int(launch.smem))
-                placed = self._place(launch.buffers, GUARD_BYTES, checked=False)
-                placements.append(placed)
-                params, keep = self._params(launch.params, placed.ptrs)
-                rotations.append(
-                    _Rotation(
-                        self,
-                        k,
-                        placed,
-                        partial(self._launch, fn, launch, params),
-                        keep,
-                        plan.batch,
-                        extra,
-                    )
-                )
+                places: list[tuple[Placed, Callable[[], None], Any]] = []
+                for _ in range(placements_for(launch.buffers, plan.placements)):
+                    placed = self._place(launch.buffers, GUARD_BYTES, checked=False)
+                    placements.append(placed)
+                    params, keep = self._params(launch.params, placed.ptrs)
+                    places.append((placed, partial(self._launch, fn, launch, params), keep))
+                rotations.append(_Rotation(self, k, places, plan.batch, extra))
             # the watchdog scales with the batch: every launch in it may take up to timeout_s
             batch_timeout = timeout_s * max(plan.batch, plan.warmup) * len(rotations)
             samples = timing.time_interleaved(
@@ -665,34 +671,37 @@ class CudaBackend(DeviceChecks):
 class _Rotation:
     """One timed kernel's inputs and checks across its launches (`CudaBackend.time`).
 
-    Fresh launches regenerate every generated input (`in` and `inout`: an `inout` is restored
-    as well) with a key no launch has had, and copy a hook's data from a rotation of sets;
-    sampled launches (one at a random position in each of the first `len(refs)` batches) copy
-    in reference set r, and their buffers are copied aside after the launch's end event, to be
-    checked once the timing is over. Every launch's `out` buffers are poisoned before it."""
+    The launches rotate over `places`, copies of the kernel's buffers (`Plan.placements`), so
+    the median averages where buffers land in memory. Fresh launches regenerate every generated
+    input (`in` and `inout`: an `inout` is restored as well) with a key no launch has had, and
+    copy a hook's data from a rotation of sets; sampled launches (one at a random position in
+    each of the first `len(refs)` batches) copy in reference set r, and their buffers are copied
+    aside after the launch's end event, to be checked once the timing is over. Every launch's
+    `out` buffers are poisoned before it."""
 
     def __init__(
         self,
         backend: CudaBackend,
         kernel: TimedKernel,
-        placed: Placed,
-        launch: Callable[[], None],
-        keep: Any,
+        places: list[tuple[Placed, Callable[[], None], Any]],
         batch: int,
         extra: list[tuple[int, int]],
     ) -> None:
-        self.b, self.k, self.placed, self.launch, self.keep = backend, kernel, placed, launch, keep
-        self.extra = extra
+        self.b, self.k, self.extra = backend, kernel, extra
+        self.places = [placed for placed, _, _ in places]
+        self.launchers = [launcher for _, launcher, _ in places]
+        self.keep = [keep for _, _, keep in places]  # the launches' parameters, alive
+        self.at = 0  # the place of the launch being prepared (and of the last one, at the end)
         buffers = kernel.launch.buffers
         self.inputs = [buf for buf in buffers if not buf.is_output]
-        self.poison: list[tuple[int, int, bytes, int | None]] = []
+        self.poison: list[tuple[str, int, bytes, int | None]] = []
         for buf in buffers:
             if buf.is_output and buf.poison is not None:
                 source = None
                 if buf.nbytes and len(buf.poison) not in (1, 2, 4):
                     source = self._alloc(buf.nbytes)
                     backend._fill(source, buf.nbytes, buf.poison)
-                self.poison.append((placed.ptrs[buf.name], buf.nbytes, buf.poison, source))
+                self.poison.append((buf.name, buf.nbytes, buf.poison, source))
         # reference sets: their inputs made once, into allocations of their own
         self.sets: list[dict[str, int]] = []
         for ref_buffers, _kept in kernel.refs:
@@ -710,7 +719,7 @@ class _Rotation:
         for buf in self.inputs:
             if buf.generated is None:
                 own = self._alloc(buf.nbytes)
-                backend._copy_async(own, placed.ptrs[buf.name], buf.nbytes)
+                backend._copy_async(own, self.places[0].ptrs[buf.name], buf.nbytes)
                 self.data_sources[buf.name] = [own] + [made[buf.name] for made in self.sets]
         self.positions = (
             {r * batch + secrets.randbelow(max(batch, 1)): r for r in range(len(self.sets))}
@@ -728,7 +737,7 @@ class _Rotation:
             for index in self.positions
         }
         self.snapshots: dict[int, dict[str, int]] = {}
-        self.launches = 0  # warm-up included: the fresh keys' counter
+        self.launches = 0  # warm-up included: the fresh keys' counter and the rotation's
         self.timed = 0
         self.sampled: int | None = None
 
@@ -738,7 +747,9 @@ class _Rotation:
         return ptr
 
     def prepare(self, timed: bool) -> None:
-        b, ptrs = self.b, self.placed.ptrs
+        b = self.b
+        self.at = self.launches % len(self.places)
+        ptrs = self.places[self.at].ptrs
         self.sampled = self.positions.get(self.timed) if timed else None
         self.launches += 1
         if self.sampled is not None:
@@ -754,17 +765,21 @@ class _Rotation:
                 else:
                     sources = self.data_sources[buf.name]
                     b._copy_async(ptrs[buf.name], sources[self.launches % len(sources)], buf.nbytes)
-        for ptr, nbytes, pattern, source in self.poison:
-            b._poison_async(ptr, nbytes, pattern, source)
+        for name, nbytes, pattern, source in self.poison:
+            b._poison_async(ptrs[name], nbytes, pattern, source)
+
+    def launch(self) -> None:
+        self.launchers[self.at]()
 
     def after(self, timed: bool) -> None:
         if not timed:
             return
         if self.sampled is not None:
             snap = self.spare[self.timed]
+            ptrs = self.places[self.at].ptrs
             for buf in self.k.launch.buffers:
                 if buf.name in snap:
-                    self.b._copy_async(snap[buf.name], self.placed.ptrs[buf.name], buf.nbytes)
+                    self.b._copy_async(snap[buf.name], ptrs[buf.name], buf.nbytes)
             self.snapshots[self.timed] = snap
         self.timed += 1
 
@@ -773,9 +788,10 @@ class _Rotation:
         if checks is None:
             return None
         b, buffers = self.b, self.k.launch.buffers
-        guards = b._check(buffers, self.placed, Checks())
+        guards = _worst_guards([b._check(buffers, placed, Checks()) for placed in self.places])
         outputs = [buf for buf in buffers if buf.name in checks.outputs]
-        last = b._check(outputs, replace(self.placed, guards={}), Checks(checks.outputs))
+        last_place = replace(self.places[self.at], guards={})  # the last launch's
+        last = b._check(outputs, last_place, Checks(checks.outputs))
         sampled = []
         for index, snap in sorted(self.snapshots.items()):
             r = self.positions[index]
@@ -795,6 +811,17 @@ class _Rotation:
             )
             sampled.append((index, b._check(buffers, placed, against)))
         return TimedChecks(guards, last, tuple(sampled))
+
+
+def _worst_guards(replies: Sequence[RunReply]) -> RunReply:
+    """One reply for the guards of every place: each buffer's first damaged band, if any."""
+    merged: dict[str, GuardSummary] = {}
+    for reply in replies:
+        for name, summary in reply.guards.items():
+            seen = merged.get(name)
+            if seen is None or not (seen.front_changed or seen.back_changed):
+                merged[name] = summary
+    return replace(replies[0], guards=merged)
 
 
 def _op(req: Request) -> str:
