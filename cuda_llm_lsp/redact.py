@@ -82,13 +82,19 @@ def redact_request_text(text: str) -> str:
 
 
 def redact_data(data: Any) -> Any:
-    """JSON-like `data` with every string (keys included) redacted; other values as they are."""
+    """JSON-like `data` with every string (keys included) redacted; other values as they are.
+    The secrets are looked up once for the whole of `data` (a compile result has dozens of
+    strings, and each lookup reads the environment)."""
+    return _redact_all(data, _pattern(secret_values()))
+
+
+def _redact_all(data: Any, pattern: re.Pattern[str] | None) -> Any:
     if isinstance(data, str):
-        return redact(data)
+        return pattern.sub(MARK, data) if pattern is not None and data else data
     if isinstance(data, Mapping):
-        return {redact_data(k): redact_data(v) for k, v in data.items()}
+        return {_redact_all(k, pattern): _redact_all(v, pattern) for k, v in data.items()}
     if isinstance(data, list | tuple):
-        return [redact_data(v) for v in data]
+        return [_redact_all(v, pattern) for v in data]
     return data
 
 
