@@ -312,7 +312,7 @@ class GpuEvaluator:
             60.0
             + plan.budget_s * len(keys) * 2
             + self.launch_timeout_s * (plan.batch + 1) * 2 * len(keys)
-            + nbytes_total * 8 / 2e9
+            + nbytes_total * 8 * max(plan.placements, 1) / 2e9  # each copy filled and checked
         )
         request = TimeRequest(tuple(kernels), plan, self.launch_timeout_s)
         start = time.perf_counter()
