@@ -33,14 +33,14 @@ Across sessions (`cudaLlm.persistentPch`, a trusted workspace's: `use_pch(persis
 an NVRTC PCH records its heap's address, which address-space randomization moves in every
 process. So the processes that front-end check the user's files (and only those: code
 generation, which compiles LLM candidates too, keeps randomization) start without it
-(`personality(ADDR_NO_RANDOMIZE)`, then a re-exec of themselves, `_fix_addresses`) and reserve
-the heap first thing, at the same address in every session. `_prime` then writes the prefix's
-PCH to the user's cache (`compile.pch_store`, `--create-pch`), and every later check of that
-prefix, in this session or the next, in any such process, reads it (`--use-pch`): the first
-diagnostics of a file opened in a new session no longer wait for its headers. A file NVRTC
-turns down is deleted and the check compiled plainly; a process where randomization could not
-be turned off (a container's seccomp rule) answers so, and the pool falls back to the
-in-session PCH, with a log line.
+(`compile.fixed_addresses`: `personality(ADDR_NO_RANDOMIZE)`, then it executes this module)
+and reserve the heap first thing, at the same address in every session. `_prime` then writes
+the prefix's PCH to the user's cache (`compile.pch_store`, `--create-pch`), and every later
+check of that prefix, in this session or the next, in any such process, reads it
+(`--use-pch`): the first diagnostics of a file opened in a new session no longer wait for its
+headers. A file NVRTC turns down is deleted and the check compiled plainly; a process where
+randomization could not be turned off (a container's seccomp rule) answers so, and the pool
+falls back to the in-session PCH, with a log line.
 """
 
 from __future__ import annotations
@@ -65,9 +65,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from cuda_llm_lsp.compile import pch_store
+from cuda_llm_lsp.compile import fixed_addresses, pch_store
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
+from cuda_llm_lsp.compile.fixed_addresses import ADDR_NO_RANDOMIZE
 from cuda_llm_lsp.compile.tools import neutral_cwd, python_command
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, NvrtcUnavailable
 
@@ -101,8 +102,6 @@ _PCH_STOP = "\nstruct cuda_llm_pch_stop_;\n"  # ends a header prefix compiled al
 PCH_ENV = "CUDA_LLM_PCH"  # "0": no precompiled headers (compare, or a toolkit whose PCH fails)
 # "1" in a compile process's environment: start without address-space randomization (`_Worker`)
 FIXED_ENV = "CUDA_LLM_COMPILE_FIXED_ADDRESSES"
-_REEXEC_ENV = "CUDA_LLM_COMPILE_REEXECUTED"  # set before the one re-exec: never a second
-ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 # What a compile process says of a request's PCH file (the third item of its reply)
 USED, CREATED, REFUSED, RANDOMIZED = "used", "created", "refused", "randomized"
 # the kept PCHs a pool's processes may turn down in a session before it keeps none (a loop of
@@ -159,6 +158,14 @@ def sweep_homes() -> None:
             continue
 
 
+def _command(fixed: bool) -> list[str]:
+    """A compile process's command: through `compile.fixed_addresses` (which turns
+    address-space randomization off and executes this module) when `fixed`."""
+    if fixed:
+        return python_command("cuda_llm_lsp.compile.fixed_addresses")
+    return python_command("cuda_llm_lsp.compile.isolated")
+
+
 class _Worker:
     """One child process and its two pipes."""
 
@@ -184,7 +191,7 @@ class _Worker:
         # run's pool), whose end would kill the processes it happened to start
         self.proc = _SPAWNER.submit(
             subprocess.Popen,
-            python_command("cuda_llm_lsp.compile.isolated"),
+            _command(fixed),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -830,48 +837,17 @@ def _prune_pch() -> None:
             old.unlink()
 
 
-def _fix_addresses() -> bool:
-    """Turn address-space randomization off for this process (`FIXED_ENV`): set the personality
-    flag and re-execute ourselves once (the flag applies from the next exec); True when
-    /proc/self/personality says it is off. False, with a line on stderr (the server's log),
-    where it cannot be (not Linux, a seccomp rule refusing `personality`): the process then
-    compiles as any other, and the pool keeps no PCH across sessions."""
-    if not sys.platform.startswith("linux"):
-        return False
-    if _personality() & ADDR_NO_RANDOMIZE:
+def _addresses_fixed() -> bool:
+    """Whether this process runs without address-space randomization, as `FIXED_ENV` asked
+    (`compile.fixed_addresses` started it); if not, a line on stderr (the server's log)."""
+    if fixed_addresses.personality() & ADDR_NO_RANDOMIZE:
         return True
-    if os.environ.get(_REEXEC_ENV):
-        print("compile process: address-space randomization stayed on", file=sys.stderr)
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.personality.restype = ctypes.c_int
-        libc.personality.argtypes = [ctypes.c_ulong]
-        current = libc.personality(0xFFFFFFFF)
-        if current == -1 or libc.personality(current | ADDR_NO_RANDOMIZE) == -1:
-            raise OSError(ctypes.get_errno(), "personality() refused")
-        os.environ[_REEXEC_ENV] = "1"
-        sys.stdout.flush()
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-    except (OSError, AttributeError) as exc:
-        print(f"compile process: randomization not turned off: {exc}", file=sys.stderr)
+    print("compile process: address-space randomization is on: no PCH kept", file=sys.stderr)
     return False
 
 
-def _personality() -> int:
-    """This process's personality flags (Linux's /proc/self/personality, hexadecimal); 0 if
-    unknown."""
-    try:
-        with open("/proc/self/personality", encoding="ascii") as flags:
-            return int(flags.read().strip(), 16)
-    except (OSError, ValueError):
-        return 0
-
-
 def main() -> None:
-    fixed = os.environ.get(FIXED_ENV) == "1" and _fix_addresses()
+    fixed = os.environ.get(FIXED_ENV) == "1" and _addresses_fixed()
     _limit_self()
     # Ctrl-C in a terminal reaches the whole process group: the parent decides what stops (a
     # compile killed by it would be reported, and cached, as a compiler crash)

@@ -231,9 +231,11 @@ def test_a_candidate_compile_never_gets_a_process_without_randomization(
 def test_where_randomization_stays_on_no_pch_is_kept(
     _private_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A container refusing `personality` (here: its re-exec as if it had not taken): the
-    process says so, and the pool falls back to the in-session PCH; no check fails for it."""
-    monkeypatch.setenv(isolated._REEXEC_ENV, "1")
+    """A container refusing `personality` (here: the compile process started without
+    `compile.fixed_addresses`, as if its call had failed): the process says so, and the pool
+    falls back to the in-session PCH; no check fails for it."""
+    plain = isolated._command(False)
+    monkeypatch.setattr(isolated, "_command", lambda fixed: plain)
     pool = server_pool(persistent=True)
     try:
         assert check(pool, HEAD + BODY.format(value="1.0f")).ok
@@ -249,6 +251,26 @@ def test_where_randomization_stays_on_no_pch_is_kept(
         assert all(randomized(w.proc.pid) for w in pool._idle if not w.fixed)
     finally:
         pool.close()
+
+
+def test_only_nvrtcs_own_words_about_the_pch_file_count() -> None:
+    """Its line of using the file is dropped from the log; any other of its words about a PCH
+    (not a located diagnostic, which may name a user's `PCH`) means it was turned down."""
+    from cuda_llm_lsp.compile import nvrtc
+
+    used = '"k.cu": using precompiled header file "/c/x.pch"\n'
+    located = 'k.cu(3): error: identifier "PCH" is undefined\n'
+    run = nvrtc._Run(False, used + located, None, {})
+    assert nvrtc._pch_checked(run, "/c/x.pch", create=False).log == located
+    refused = (
+        "Warning #20282-D: incompatible precompiled header (PCH) heap allocation address from PCH "
+        'file "/c/x.pch".\n'
+    )
+    for log in (refused + used, located, "Catastrophic error: invalid precompiled header file\n"):
+        with pytest.raises(nvrtc.PchRefused):
+            nvrtc._pch_checked(nvrtc._Run(False, log, None, {}), "/c/x.pch", create=False)
+    made = '"k.cu": creating precompiled header file "/c/t.tmp"\n'
+    assert nvrtc._pch_checked(nvrtc._Run(True, made, None, {}), "/c/t.tmp", create=True).log == ""
 
 
 def test_eviction_keeps_the_newest_used_within_the_caps(
