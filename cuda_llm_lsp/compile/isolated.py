@@ -91,8 +91,10 @@ _HEADER = struct.Struct(">Q")
 _PTXAS_ENTRY = "Compiling entry function"  # one line of `-Xptxas -v` per kernel generated
 _IN_HEADER = "in included file "  # what `nvrtc.parse_log` says of a header's message
 _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
-# NVRTC's PCH heap in a compile process (reserved when it first uses a PCH): the headers of
-# `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB; a larger set is compiled plainly
+# NVRTC's PCH heap in a compile process (reserved when it first uses a PCH; a fixed-address
+# one: at its start): the headers of `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB
+# (256 MB: NVRTC's warning #639-D, no PCH; 320 MB works); a larger set is compiled plainly. The
+# heap's size changes no PCH file's (303 MB with 320 or 512): it is address space, headroom
 PCH_HEAP_MB = 512
 PRIME_MIN_CPU_S = 0.5  # headers parsed faster than this get no PCH (loading one costs ~0.1 s)
 # how long a front-end check waits for the busy process holding its headers' PCH (one check

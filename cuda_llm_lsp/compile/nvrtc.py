@@ -85,9 +85,11 @@ def nvrtc_version() -> tuple[int, int]:
 
 SYNTAX_ONLY = "-fdevice-syntax-only"
 PCH_FLAGS = ("-pch", "--pch-messages=false")
-# NVRTC's messages about a PCH file (they name no line of a file: a located diagnostic, which
-# may quote a user's `PCH` identifier, is never one)
-_PCH_WORDS = re.compile(r"precompiled header|\bPCH\b", re.IGNORECASE)
+# NVRTC's words about a PCH file: "precompiled header" anywhere (a heap too small for it is a
+# warning located in a header), "PCH" outside a located diagnostic (which may quote a user's
+# identifier `PCH`)
+_PCH_WORDS = re.compile(r"precompiled header", re.IGNORECASE)
+_PCH_ABBREVIATION = re.compile(r"\bPCH\b", re.IGNORECASE)
 _LOCATED = re.compile(r"^\S.*?\(\d+\): ")
 
 
@@ -246,7 +248,9 @@ def _pch_checked(run: _Run, pch_file: str, create: bool) -> _Run:
     for line in run.log.splitlines(keepends=True):
         if said in line and not found:
             found = True
-        elif _PCH_WORDS.search(line) and not _LOCATED.match(line):
+        elif _PCH_WORDS.search(line) or (
+            _PCH_ABBREVIATION.search(line) and not _LOCATED.match(line)
+        ):
             raise PchRefused(line.strip()[:300])
         else:
             kept.append(line)

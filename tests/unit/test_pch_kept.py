@@ -255,7 +255,7 @@ def test_where_randomization_stays_on_no_pch_is_kept(
 
 def test_only_nvrtcs_own_words_about_the_pch_file_count() -> None:
     """Its line of using the file is dropped from the log; any other of its words about a PCH
-    (not a located diagnostic, which may name a user's `PCH`) means it was turned down."""
+    means it was turned down (but a located `PCH`: a user's identifier)."""
     from cuda_llm_lsp.compile import nvrtc
 
     used = '"k.cu": using precompiled header file "/c/x.pch"\n'
@@ -266,7 +266,16 @@ def test_only_nvrtcs_own_words_about_the_pch_file_count() -> None:
         "Warning #20282-D: incompatible precompiled header (PCH) heap allocation address from PCH "
         'file "/c/x.pch".\n'
     )
-    for log in (refused + used, located, "Catastrophic error: invalid precompiled header file\n"):
+    small = (
+        "cooperative_groups/reduce.h(63): warning #639-D: insufficient preallocated memory for "
+        "generation of precompiled header file (300163072 bytes required)\n"
+    )
+    for log in (
+        refused + used,
+        located,
+        "Catastrophic error: invalid precompiled header file\n",
+        used + small,
+    ):
         with pytest.raises(nvrtc.PchRefused):
             nvrtc._pch_checked(nvrtc._Run(False, log, None, {}), "/c/x.pch", create=False)
     made = '"k.cu": creating precompiled header file "/c/t.tmp"\n'
