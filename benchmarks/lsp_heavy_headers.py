@@ -198,8 +198,7 @@ async def measure(
     await stop_server(client)
     next_session_open_ms = None
     if persistent:  # a new session, the same cache: the file edited since in one constant
-        client = await start_server(options, cache)
-        await asyncio.sleep(pause_s)
+        client = await start_server(options, cache)  # opened at once, as the first session
         next_session_open_ms = await open_file(client, path, text_for(base, 1)[0])
         await stop_server(client)
     return {

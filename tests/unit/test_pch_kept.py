@@ -228,6 +228,33 @@ def test_a_candidate_compile_never_gets_a_process_without_randomization(
         isolated.close_shared_pool()
 
 
+def test_turned_off_the_next_check_runs_with_randomization(
+    _private_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settings change (or trust withdrawn) turns kept PCHs off: the next front-end check
+    goes to a process with randomization, and the cache is not read."""
+    pool = server_pool(persistent=True)
+    seen: list[tuple[bool, int]] = []
+    real = isolated._Worker.call
+
+    def spy(worker: isolated._Worker, request: isolated.Request, timeout_s: float):
+        seen.append((worker.fixed, worker.proc.pid))
+        return real(worker, request, timeout_s)
+
+    monkeypatch.setattr(isolated._Worker, "call", spy)
+    try:
+        check(pool, HEAD + BODY.format(value="1.0f"))
+        wait_primed(pool, 1)
+        assert seen[0][0] and len(kept(_private_cache)) == 1
+        pool.set_persistent(False)
+        seen.clear()
+        assert check(pool, HEAD + BODY.format(value="2.0f")).ok
+        ((fixed, pid),) = seen
+        assert not fixed and randomized(pid) and pool.stored_uses == 0
+    finally:
+        pool.close()
+
+
 def test_where_randomization_stays_on_no_pch_is_kept(
     _private_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
