@@ -176,7 +176,7 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
         # without address-space randomization: PCHs kept across sessions (front-end checks of
-        # the user's files alone, `CompilePool._kind`)
+        # the user's files alone, `CompilePool._fixed`)
         self.fixed = fixed
         if fixed:
             env[FIXED_ENV] = "1"
@@ -436,6 +436,7 @@ class CompilePool:
             request = Request(
                 unit, options, tuple(name_expressions), syntax_only, pch=warm, pch_file=kept
             )
+            crashed: _Gone | None = None
             try:
                 kind, value, note = worker.call(request, timeout_s)
             except _Gone as gone:
@@ -454,13 +455,23 @@ class CompilePool:
                     )
                     log.warning("compile process: %s", message)
                     return failed_result(options, message, INTERRUPTED_CODE)
-                message = f"the compiler crashed on this file: {gone}; not retried until it changes"
-                log.warning("compile process: %s", message)
-                return failed_result(options, message, CRASH_CODE)
+                if not kept:
+                    message = (
+                        f"the compiler crashed on this file: {gone}; not retried until it changes"
+                    )
+                    log.warning("compile process: %s", message)
+                    return failed_result(options, message, CRASH_CODE)
+                crashed = gone  # with a kept PCH: perhaps the file's doing, not the text's
             except BaseException:
                 self._drop(worker)
                 raise
-            self._give_back(worker)
+            else:
+                self._give_back(worker)
+        if crashed is not None and stored is not None:  # deleted, and the text compiled plainly
+            self._noted(f"{REFUSED}: the process died with it ({crashed})", stored, key)
+            return self.compile(
+                unit, options, name_expressions, syntax_only=syntax_only, timeout_s=timeout_s
+            )
         with self._lock:
             self.compiles += 1
             self.generations += 0 if syntax_only else 1
@@ -560,7 +571,14 @@ class CompilePool:
             prefix = replace(request.unit, text=text[: prefix_end(text)] + _PCH_STOP)
             store = self.store if worker.fixed else None
             final = store / pch_store.file_name(key, PCH_HEAP_MB) if store is not None else None
-            temp = pch_store.temp_path(final.parent, final.name) if final is not None else None
+            try:
+                temp = pch_store.temp_path(final.parent, final.name) if final else None
+            except OSError as exc:  # the cache refused a file (full, read-only): none kept
+                self._keep_none(f"the cache refused a file: {exc}")
+                with self._lock:
+                    self._tried.discard(key)  # the in-session PCH, at the next check
+                self._give_back(worker)
+                return
             started = _cpu_seconds(worker.proc.pid)
             try:
                 # creating costs ~1.5 x a plain check: the same limit, with that room

@@ -12,6 +12,7 @@ never a time.
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import sys
 import time
@@ -129,6 +130,38 @@ def test_a_corrupt_kept_pch_is_deleted_and_the_check_is_right(_private_cache: Pa
         assert planted.read_bytes()[: len(corrupt)] != corrupt
         assert check(pool, HEAD + BODY.format(value="2.0f")).ok
         assert pool.stored_uses == 1
+    finally:
+        pool.close()
+
+
+def test_a_process_dying_with_a_kept_pch_costs_the_pch_not_the_diagnostics(
+    _private_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PCH file that crashes NVRTC (here: the process killed by SIGSEGV as it gets one) must
+    not show as "the compiler crashed on this file" (cached until the text changes): the file
+    is deleted and the text compiled plainly."""
+    text = HEAD + BODY.format(value="undeclared_name")
+    folder = _private_cache / "pch"
+    folder.mkdir(parents=True, mode=0o700)
+    planted = folder / pch_store.file_name(pch_key(unit(text), OPTIONS), isolated.PCH_HEAP_MB)
+    corrupt = b"CPCH" + os.urandom(4096)
+    planted.write_bytes(corrupt)
+    real = isolated._Worker.call
+
+    def crash(worker: isolated._Worker, request: isolated.Request, timeout_s: float):
+        if request.pch_file and not request.create_pch:
+            os.kill(worker.proc.pid, signal.SIGSEGV)
+        return real(worker, request, timeout_s)
+
+    monkeypatch.setattr(isolated._Worker, "call", crash)
+    pool = server_pool(persistent=True)
+    try:
+        result = check(pool, text)
+        assert not any(d.code == isolated.CRASH_CODE for d in result.diagnostics)
+        assert result.diagnostics == plain_check(text).diagnostics
+        assert pool.refusals == 1
+        wait_primed(pool, 1)  # deleted, then made again from the headers
+        assert planted.read_bytes()[: len(corrupt)] != corrupt
     finally:
         pool.close()
 
