@@ -10,7 +10,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from cuda_llm_lsp.redact import redact_data
+
+CACHE_DIR_ENV = "CUDA_LLM_CACHE_DIR"  # overrides the platformdirs location (tests, benchmarks)
+
+
+def cache_base() -> Path:
+    """The user's cache folder of this package (`$CUDA_LLM_CACHE_DIR`, else platformdirs')."""
+    override = os.environ.get(CACHE_DIR_ENV)
+    return Path(override) if override else Path(platformdirs.user_cache_dir("cuda-llm-lsp"))
 
 
 def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> bool:

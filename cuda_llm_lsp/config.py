@@ -62,6 +62,10 @@ class Settings:
     # first workspace folder's; None: that folder). User settings only (`lsp.settings`).
     capture_command: tuple[str, ...] = ()
     capture_cwd: str | None = None
+    # Keep the header PCHs of front-end checks across sessions (issue 38): their compile
+    # processes run without address-space randomization, so only where the user trusts the
+    # code (the VS Code extension: true in a trusted workspace); the CLI never does.
+    persistent_pch: bool = False
 
 
 def nvcc_check_mode(settings: Settings) -> str:
@@ -126,6 +130,7 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("demo", "demo"),  # editors only: the shipped recordings answer
     Setting("captureCommand", "capture_command", restricted=True),  # editors only
     Setting("captureCwd", "capture_cwd", restricted=True),
+    Setting("persistentPch", "persistent_pch", restricted=True),  # editors only
 )
 BY_FIELD = {entry.field: entry for entry in SCHEMA}
 _KEYS = {entry.key: entry.field for entry in SCHEMA}  # "cudaLlm.<key>" -> Settings field

@@ -12,6 +12,10 @@
 -- The server starts in a directory of its own (never the project: `python -m` would import a
 -- repository's argparse.py from there) with PYTHONSAFEPATH=1.
 --   vim.g.cuda_llm_settings = { demo = true }  -- the demo: recorded answers, no GPU, no key
+--   vim.g.cuda_llm_settings = { persistentPch = true }  -- first diagnostics of a file with
+-- heavy headers (cooperative_groups) in ~0.5 s in a new session: their PCH is kept in your cache,
+-- and the processes checking your files run without address-space randomization. Your own code
+-- only (off by default; the server refuses it when vim.g.cuda_llm_trusted is false).
 -- In a CUDA buffer: K shows the hover (a kernel's resources and spec); code actions (Optimize,
 -- Benchmark, Accept, Reject, ...): :lua vim.lsp.buf.code_action()
 -- Progress shows in the command line and the server's messages in full, with no plugin.

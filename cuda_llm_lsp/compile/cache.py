@@ -21,7 +21,6 @@ import base64
 import functools
 import hashlib
 import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -29,10 +28,8 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from cuda_llm_lsp import __version__
-from cuda_llm_lsp.cachefiles import write_json_atomic
+from cuda_llm_lsp.cachefiles import cache_base, write_json_atomic
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import nvrtc
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
@@ -51,9 +48,7 @@ _FORMAT = 1
 
 
 def cache_dir() -> Path:
-    override = os.environ.get("CUDA_LLM_CACHE_DIR")
-    base = Path(override) if override else Path(platformdirs.user_cache_dir("cuda-llm-lsp"))
-    return base / "compile"
+    return cache_base() / "compile"
 
 
 def cache_key(

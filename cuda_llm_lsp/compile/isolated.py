@@ -28,6 +28,19 @@ plainly beside it: waiting could take longer than a plain check). Headers parsed
 file (headers that warn are never precompiled: a PCH would not repeat them); each process keeps
 one PCH at most (its folder pruned after each compile) in a heap of `PCH_HEAP_MB`. The server
 turns PCHs on (`use_pch`); a CLI run checks each file once, where creating one would only cost.
+
+Across sessions (`cudaLlm.persistentPch`, a trusted workspace's: `use_pch(persistent=True)`):
+an NVRTC PCH records its heap's address, which address-space randomization moves in every
+process. So the processes that front-end check the user's files (and only those: code
+generation, which compiles LLM candidates too, keeps randomization) start without it
+(`compile.fixed_addresses`: `personality(ADDR_NO_RANDOMIZE)`, then it executes this module)
+and reserve the heap first thing, at the same address in every session. `_prime` then writes
+the prefix's PCH to the user's cache (`compile.pch_store`, `--create-pch`), and every later
+check of that prefix, in this session or the next, in any such process, reads it
+(`--use-pch`): the first diagnostics of a file opened in a new session no longer wait for its
+headers. A file NVRTC turns down is deleted and the check compiled plainly; a process where
+randomization could not be turned off (a container's seccomp rule) answers so, and the pool
+falls back to the in-session PCH, with a log line.
 """
 
 from __future__ import annotations
@@ -52,8 +65,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from cuda_llm_lsp.compile import fixed_addresses, pch_store
 from cuda_llm_lsp.compile.child_env import child_env
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
+from cuda_llm_lsp.compile.fixed_addresses import ADDR_NO_RANDOMIZE
 from cuda_llm_lsp.compile.tools import neutral_cwd, python_command
 from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, NvrtcUnavailable
 
@@ -76,8 +91,10 @@ _HEADER = struct.Struct(">Q")
 _PTXAS_ENTRY = "Compiling entry function"  # one line of `-Xptxas -v` per kernel generated
 _IN_HEADER = "in included file "  # what `nvrtc.parse_log` says of a header's message
 _ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
-# NVRTC's PCH heap in a compile process (reserved when it first uses a PCH): the headers of
-# `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB; a larger set is compiled plainly
+# NVRTC's PCH heap in a compile process (reserved when it first uses a PCH; a fixed-address
+# one: at its start): the headers of `<cooperative_groups.h>` with `<cuda_bf16.h>` take ~300 MB
+# (256 MB: NVRTC's warning #639-D, no PCH; 320 MB works); a larger set is compiled plainly. The
+# heap's size changes no PCH file's (303 MB with 320 or 512): it is address space, headroom
 PCH_HEAP_MB = 512
 PRIME_MIN_CPU_S = 0.5  # headers parsed faster than this get no PCH (loading one costs ~0.1 s)
 # how long a front-end check waits for the busy process holding its headers' PCH (one check
@@ -85,6 +102,13 @@ PRIME_MIN_CPU_S = 0.5  # headers parsed faster than this get no PCH (loading one
 HOLDER_WAIT_S = 2.0
 _PCH_STOP = "\nstruct cuda_llm_pch_stop_;\n"  # ends a header prefix compiled alone to make a PCH
 PCH_ENV = "CUDA_LLM_PCH"  # "0": no precompiled headers (compare, or a toolkit whose PCH fails)
+# "1" in a compile process's environment: start without address-space randomization (`_Worker`)
+FIXED_ENV = "CUDA_LLM_COMPILE_FIXED_ADDRESSES"
+# What a compile process says of a request's PCH file (the third item of its reply)
+USED, CREATED, REFUSED, RANDOMIZED = "used", "created", "refused", "randomized"
+# the kept PCHs a pool's processes may turn down in a session before it keeps none (a loop of
+# writing a 300 MB file NVRTC then refuses helps nobody)
+MAX_REFUSALS = 2
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,8 @@ class Request:
     name_expressions: tuple[str, ...]
     syntax_only: bool = False
     pch: bool = False  # create or use an automatic precompiled header (front-end checks only)
+    pch_file: str = ""  # a PCH kept across sessions: use it (`create_pch`: write it)
+    create_pch: bool = False
 
 
 class _Gone(Exception):
@@ -134,13 +160,28 @@ def sweep_homes() -> None:
             continue
 
 
+def _command(fixed: bool) -> list[str]:
+    """A compile process's command: through `compile.fixed_addresses` (which turns
+    address-space randomization off and executes this module) when `fixed`."""
+    if fixed:
+        return python_command("cuda_llm_lsp.compile.fixed_addresses")
+    return python_command("cuda_llm_lsp.compile.isolated")
+
+
 class _Worker:
     """One child process and its two pipes."""
 
-    def __init__(self, memory_mb: int, nice: int = 0) -> None:
+    def __init__(self, memory_mb: int, nice: int = 0, fixed: bool = False) -> None:
         env = child_env()  # no API key: the child reads model-written code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env["CUDA_LLM_COMPILE_MEMORY_MB"] = str(memory_mb)
+        # without address-space randomization: PCHs kept across sessions (front-end checks of
+        # the user's files alone, `CompilePool._fixed`)
+        self.fixed = fixed
+        if fixed:
+            env[FIXED_ENV] = "1"
+        else:
+            env.pop(FIXED_ENV, None)
         self.nice = nice
         # its own empty folder, ours alone (0700), as its TMPDIR: where NVRTC keeps the automatic
         # PCH (never a shared /tmp name another user could plant); removed with the process
@@ -152,7 +193,7 @@ class _Worker:
         # run's pool), whose end would kill the processes it happened to start
         self.proc = _SPAWNER.submit(
             subprocess.Popen,
-            python_command("cuda_llm_lsp.compile.isolated"),
+            _command(fixed),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -165,7 +206,7 @@ class _Worker:
                 own = os.getpriority(os.PRIO_PROCESS, 0)
                 os.setpriority(os.PRIO_PROCESS, self.proc.pid, own + nice)
 
-    def call(self, request: Request, timeout_s: float) -> tuple[str, Any]:
+    def call(self, request: Request, timeout_s: float) -> tuple[str, Any, str]:
         payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         assert self.proc.stdin is not None
         try:
@@ -176,7 +217,7 @@ class _Worker:
         deadline = _Deadline(self.proc.pid, timeout_s)
         header = self._read(_HEADER.size, deadline)
         (size,) = _HEADER.unpack(header)
-        reply: tuple[str, Any] = pickle.loads(self._read(size, deadline))
+        reply: tuple[str, Any, str] = pickle.loads(self._read(size, deadline))
         return reply
 
     def _read(self, size: int, deadline: _Deadline) -> bytes:
@@ -316,13 +357,55 @@ class CompilePool:
         self._tried: set[str] = set()
         self.primed = 0  # PCHs created (tests count them)
         self.pch_compiles = 0  # front-end checks that used a process holding the prefix's PCH
+        # PCHs kept across sessions (`set_persistent`): their folder, None when off
+        self.store: Path | None = None
+        self.stored_uses = 0  # front-end checks that read a kept PCH (NVRTC said it used it)
+        self.refusals = 0  # kept PCHs NVRTC turned down (each deleted)
 
-    def use_pch(self) -> None:
+    @property
+    def persistent(self) -> bool:
+        return self.store is not None
+
+    def use_pch(self, persistent: bool = False) -> None:
         """Precompile the headers of the files checked again and again (the editor's), unless
-        `CUDA_LLM_PCH=0`; first remove what dead pools left."""
+        `CUDA_LLM_PCH=0`; first remove what dead pools left. `persistent`: `set_persistent`."""
         self.pch = os.environ.get(PCH_ENV, "1") != "0"
         if self.pch:
             sweep_homes()
+        self.set_persistent(persistent)
+
+    def set_persistent(self, on: bool) -> None:
+        """Keep the PCHs of front-end checks across sessions (`cudaLlm.persistentPch`, the
+        user trusting the workspace): the processes doing them run without address-space
+        randomization. Only a server's pool (PCHs on, code generation in processes of its own:
+        `background_nice`) and on Linux; front-end processes of the other kind are replaced as
+        they are taken. Off: nothing is written to, nor read from, the cache."""
+        wanted = (
+            on
+            and self.pch
+            and self.background_nice > 0
+            and sys.platform.startswith("linux")
+            and self.refusals < MAX_REFUSALS
+        )
+        store = pch_store.store_dir() if wanted else None
+        with self._lock:
+            was, self.store = self.store, store
+        if store is not None and was is None:
+            pch_store.evict(store)
+            log.info("precompiled headers kept across sessions in %s", store)
+
+    def _keep_none(self, why: str) -> None:
+        """Fall back to the in-session PCH for the rest of the session: `why`, logged once."""
+        with self._lock:
+            was, self.store = self.store, None
+        if was is not None:
+            log.warning("no precompiled header is kept across sessions: %s", why)
+
+    def _fixed(self, syntax_only: bool) -> bool:
+        """Whether a compile process of this kind runs without address-space randomization: a
+        front-end check of the user's file with kept PCHs on; never code generation (LLM
+        candidates' code, and every other compile, keep the randomization)."""
+        return syntax_only and self.store is not None
 
     def warm(self) -> None:
         """Start the processes now (they load NVRTC), so the first compile does not wait."""
@@ -331,9 +414,8 @@ class CompilePool:
                 background = self.background_nice and not any(
                     w.nice for w in (*self._idle, *self._busy)
                 )
-                self._idle.append(
-                    _Worker(self.memory_mb, self.background_nice if background else 0)
-                )
+                nice = self.background_nice if background else 0
+                self._idle.append(_Worker(self.memory_mb, nice, self._fixed(not background)))
 
     def compile(
         self,
@@ -346,12 +428,17 @@ class CompilePool:
     ) -> CompileResult:
         """`nvrtc.compile_unit` in a child; raises only NvrtcUnavailable."""
         key = pch_key(unit, options) if syntax_only and self.pch else None
+        stored = self._stored(key)
         with self._slots:
-            worker = self._take(key, syntax_only)
-            warm = key is not None and key in worker.prefixes
-            request = Request(unit, options, tuple(name_expressions), syntax_only, pch=warm)
+            worker = self._take(None if stored else key, syntax_only)
+            kept = str(stored) if stored is not None and worker.fixed else ""
+            warm = not kept and key is not None and key in worker.prefixes
+            request = Request(
+                unit, options, tuple(name_expressions), syntax_only, pch=warm, pch_file=kept
+            )
+            crashed: _Gone | None = None
             try:
-                kind, value = worker.call(request, timeout_s)
+                kind, value, note = worker.call(request, timeout_s)
             except _Gone as gone:
                 self._drop(worker)
                 if gone.timed_out:
@@ -368,17 +455,28 @@ class CompilePool:
                     )
                     log.warning("compile process: %s", message)
                     return failed_result(options, message, INTERRUPTED_CODE)
-                message = f"the compiler crashed on this file: {gone}; not retried until it changes"
-                log.warning("compile process: %s", message)
-                return failed_result(options, message, CRASH_CODE)
+                if not kept:
+                    message = (
+                        f"the compiler crashed on this file: {gone}; not retried until it changes"
+                    )
+                    log.warning("compile process: %s", message)
+                    return failed_result(options, message, CRASH_CODE)
+                crashed = gone  # with a kept PCH: perhaps the file's doing, not the text's
             except BaseException:
                 self._drop(worker)
                 raise
-            self._give_back(worker)
+            else:
+                self._give_back(worker)
+        if crashed is not None and stored is not None:  # deleted, and the text compiled plainly
+            self._noted(f"{REFUSED}: the process died with it ({crashed})", stored, key)
+            return self.compile(
+                unit, options, name_expressions, syntax_only=syntax_only, timeout_s=timeout_s
+            )
         with self._lock:
             self.compiles += 1
             self.generations += 0 if syntax_only else 1
-            self.pch_compiles += 1 if warm else 0
+            self.pch_compiles += 1 if warm or note == USED else 0
+            self.stored_uses += 1 if note == USED else 0
             if isinstance(value, CompileResult):
                 self.kernels_generated += value.log.count(_PTXAS_ENTRY)
             # a PCH would not repeat what its headers say (warnings, notes on an #include line)
@@ -387,8 +485,11 @@ class CompilePool:
                 and kind == "ok"
                 and isinstance(value, CompileResult)
                 and not any(d.message.startswith(_IN_HEADER) for d in value.diagnostics)
+                and note != USED
                 and self._wants_prime(key)
             )
+        if stored is not None:
+            self._noted(note, stored, key)
         if prime:
             assert key is not None
             threading.Thread(
@@ -410,6 +511,29 @@ class CompilePool:
         for worker in workers:
             worker.kill()
 
+    def _stored(self, key: str | None) -> Path | None:
+        """The kept PCH of `key`'s headers, when kept PCHs are on and it is there."""
+        store = self.store
+        if key is None or store is None:
+            return None
+        return pch_store.stored(store, pch_store.file_name(key, PCH_HEAP_MB))
+
+    def _noted(self, note: str, stored: Path, key: str | None) -> None:
+        """What a compile process said of the kept PCH `stored` it was given."""
+        if note == USED:
+            pch_store.touch(stored)  # eviction goes by last use
+        elif note.startswith(REFUSED):
+            pch_store.discard(stored)  # the check was compiled plainly; the prefix is primed again
+            log.info("a kept precompiled header was turned down and deleted: %s", note)
+            with self._lock:
+                self.refusals += 1
+                if key is not None:
+                    self._tried.discard(key)
+            if self.refusals >= MAX_REFUSALS:
+                self._keep_none(f"NVRTC turned down {self.refusals} of them ({note})")
+        elif note == RANDOMIZED:
+            self._keep_none("address-space randomization could not be turned off")
+
     def _wants_prime(self, key: str) -> bool:
         """Under the lock: no process holds or is creating a PCH of `key`."""
         if key in self._priming or key in self._tried or self._closed:
@@ -428,7 +552,12 @@ class CompilePool:
             with self._lock:
                 # an idle process with NVRTC loaded (a new one's start would count as the
                 # headers' CPU time); none idle: the next check tries again
-                idle = [w for w in self._idle if w.nice == 0 and w.proc.poll() is None]
+                fixed = self._fixed(True)
+                idle = [
+                    w
+                    for w in self._idle
+                    if w.nice == 0 and w.fixed == fixed and w.proc.poll() is None
+                ]
                 if not idle or not self._wants_prime(key):
                     return
                 worker = idle[-1]
@@ -440,21 +569,43 @@ class CompilePool:
                 self._tried.add(key)
             text = request.unit.text
             prefix = replace(request.unit, text=text[: prefix_end(text)] + _PCH_STOP)
+            store = self.store if worker.fixed else None
+            final = store / pch_store.file_name(key, PCH_HEAP_MB) if store is not None else None
+            try:
+                temp = pch_store.temp_path(final.parent, final.name) if final else None
+            except OSError as exc:  # the cache refused a file (full, read-only): none kept
+                self._keep_none(f"the cache refused a file: {exc}")
+                with self._lock:
+                    self._tried.discard(key)  # the in-session PCH, at the next check
+                self._give_back(worker)
+                return
             started = _cpu_seconds(worker.proc.pid)
             try:
                 # creating costs ~1.5 x a plain check: the same limit, with that room
-                alone = replace(request, unit=prefix, name_expressions=(), pch=True)
-                kind, _ = worker.call(alone, timeout_s * 2)
-            except _Gone:
+                alone = replace(request, unit=prefix, name_expressions=(), pch=temp is None)
+                if temp is not None:  # kept across sessions: written to the cache
+                    alone = replace(alone, pch_file=str(temp), create_pch=True)
+                kind, _, note = worker.call(alone, timeout_s * 2)
+            except BaseException as exc:
                 self._drop(worker)
-                return
-            except BaseException:
-                self._drop(worker)
+                if temp is not None:
+                    pch_store.discard(temp)
+                if isinstance(exc, _Gone):
+                    return
                 raise
             ended = _cpu_seconds(worker.proc.pid)
             heavy = started is None or ended is None or ended - started >= PRIME_MIN_CPU_S
-            made = any(Path(worker.home).glob("__nvrtc_auto_pch_*/*.pch"))
-            if kind == "ok" and heavy and made:
+            if temp is not None and final is not None:
+                if kind == "ok" and note == CREATED and heavy and pch_store.commit(temp, final):
+                    with self._lock:
+                        self.primed += 1
+                else:
+                    pch_store.discard(temp)
+                    if note == RANDOMIZED:  # the in-session PCH instead, at the next check
+                        self._keep_none("address-space randomization could not be turned off")
+                        with self._lock:
+                            self._tried.discard(key)
+            elif kind == "ok" and heavy and any(Path(worker.home).glob("__nvrtc_auto_pch_*/*.pch")):
                 with self._lock:
                     self._tried.difference_update(worker.prefixes)  # its older PCH is gone
                     worker.prefixes = {key}  # the child keeps the newest PCH alone
@@ -471,7 +622,9 @@ class CompilePool:
         """An idle process (a new one if none): for a front-end check of `key`, the one holding
         its PCH, waited for up to `HOLDER_WAIT_S` while it is busy (another check of the same
         headers: the editor's complete answer; without the PCH a check costs 3-5 times more);
-        for code generation, preferably one holding none (warm ones stay free)."""
+        for code generation, preferably one holding none (warm ones stay free). Of the kind the
+        compile needs: its niceness, and randomization off for a front-end check with kept PCHs
+        only (`_fixed`), never for code generation."""
         deadline = time.monotonic() + HOLDER_WAIT_S
         with self._lock:
             while (
@@ -485,14 +638,19 @@ class CompilePool:
             if self._closed:
                 raise _closed_error()
             nice = 0 if syntax_only else self.background_nice
-            others = [w for w in self._idle if w.proc.poll() is not None or w.nice != nice]
+            fixed = self._fixed(syntax_only)
+            others = [
+                w
+                for w in self._idle
+                if w.proc.poll() is not None or w.nice != nice or w.fixed != fixed
+            ]
             for other in sorted(others, key=lambda w: bool(w.prefixes)):  # warm ones last
                 # dead; or of the other kind, where one more process would pass `size`
                 if other.proc.poll() is not None or len(self._idle) + len(self._busy) >= self.size:
                     other.kill()
                     self._idle.remove(other)
                     self._tried.difference_update(other.prefixes)
-            alive = [w for w in self._idle if w.nice == nice]
+            alive = [w for w in self._idle if w.nice == nice and w.fixed == fixed]
             worker: _Worker | None = None
             if key is not None:
                 worker = next((w for w in reversed(alive) if key in w.prefixes), None)
@@ -501,7 +659,7 @@ class CompilePool:
             if worker is None and alive:
                 worker = alive[-1]
             if worker is None:
-                worker = _Worker(self.memory_mb, nice)
+                worker = _Worker(self.memory_mb, nice, fixed)
             else:
                 self._idle.remove(worker)
             self._busy.add(worker)
@@ -614,37 +772,64 @@ def _read_frame(stream: BinaryIO) -> bytes | None:
     return data if len(data) == size else None
 
 
-def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Answer requests until stdin closes: ("ok", CompileResult) | ("unavailable"|"error", str)."""
-    from cuda_llm_lsp.compile.nvrtc import compile_unit, nvrtc_module
+def serve(stdin: BinaryIO, stdout: BinaryIO, fixed: bool = False) -> None:
+    """Answer requests until stdin closes: ("ok", CompileResult, note) | ("unavailable"|"error",
+    str, note); the note says what became of the request's PCH file (USED, CREATED, "refused:
+    why", RANDOMIZED: this process has randomized addresses and did not try it), else "".
+    `fixed`: addresses are not randomized here, and the PCH heap is reserved first thing, at
+    the address it has in every such process (a kept PCH file records it)."""
+    from cuda_llm_lsp.compile.nvrtc import nvrtc_module
 
     with contextlib.suppress(NvrtcUnavailable):
         nvrtc_module()  # load libnvrtc before the first request
+        if fixed:
+            _pch_heap()
     while (frame := _read_frame(stdin)) is not None:
         request: Request = pickle.loads(frame)
-        reply: tuple[str, Any]
+        reply: tuple[str, Any, str]
+        note = ""
         try:
-            if request.pch:
+            if request.pch or (request.pch_file and fixed):
                 _pch_heap()
-            result = compile_unit(
-                request.unit,
-                request.options,
-                request.name_expressions,
-                syntax_only=request.syntax_only,
-                pch=request.pch,
-            )
-            reply = ("ok", result)
+            result, note = _compile(request, fixed)
+            reply = ("ok", result, note) if result is not None else ("error", note, note)
         except NvrtcUnavailable as exc:
-            reply = ("unavailable", str(exc))
+            reply = ("unavailable", str(exc), note)
         except MemoryError:
-            reply = ("error", "out of memory (the compile process's limit)")
+            reply = ("error", "out of memory (the compile process's limit)", note)
         except Exception as exc:  # a bug of ours must still answer
-            reply = ("error", f"{type(exc).__name__}: {exc}")
+            reply = ("error", f"{type(exc).__name__}: {exc}", note)
         if request.pch:
             _prune_pch()  # before the answer: the caller sees the folder as it stays
         payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.write(_HEADER.pack(len(payload)) + payload)
         stdout.flush()
+
+
+def _compile(request: Request, fixed: bool) -> tuple[CompileResult | None, str]:
+    """`request` compiled, and what became of its PCH file; None: a PCH to create was not."""
+    from cuda_llm_lsp.compile.nvrtc import PchRefused, compile_unit
+
+    def plain(pch_file: str = "") -> CompileResult:
+        return compile_unit(
+            request.unit,
+            request.options,
+            request.name_expressions,
+            syntax_only=request.syntax_only,
+            pch=request.pch,
+            pch_file=pch_file,
+            create_pch=request.create_pch,
+        )
+
+    if not request.pch_file:
+        return plain(), ""
+    if not fixed:  # a kept PCH cannot load at a randomized address: not tried
+        return (None if request.create_pch else plain()), RANDOMIZED
+    try:
+        return plain(request.pch_file), CREATED if request.create_pch else USED
+    except PchRefused as exc:
+        note = f"{REFUSED}: {exc}"
+        return (None if request.create_pch else plain()), note
 
 
 _heap_set = False
@@ -672,7 +857,17 @@ def _prune_pch() -> None:
             old.unlink()
 
 
+def _addresses_fixed() -> bool:
+    """Whether this process runs without address-space randomization, as `FIXED_ENV` asked
+    (`compile.fixed_addresses` started it); if not, a line on stderr (the server's log)."""
+    if fixed_addresses.personality() & ADDR_NO_RANDOMIZE:
+        return True
+    print("compile process: address-space randomization is on: no PCH kept", file=sys.stderr)
+    return False
+
+
 def main() -> None:
+    fixed = os.environ.get(FIXED_ENV) == "1" and _addresses_fixed()
     _limit_self()
     # Ctrl-C in a terminal reaches the whole process group: the parent decides what stops (a
     # compile killed by it would be reported, and cached, as a compiler crash)
@@ -680,7 +875,7 @@ def main() -> None:
     # The protocol gets a private copy of fd 1; anything NVRTC prints goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    serve(sys.stdin.buffer, out)
+    serve(sys.stdin.buffer, out, fixed)
 
 
 if __name__ == "__main__":

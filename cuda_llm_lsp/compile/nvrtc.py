@@ -85,6 +85,19 @@ def nvrtc_version() -> tuple[int, int]:
 
 SYNTAX_ONLY = "-fdevice-syntax-only"
 PCH_FLAGS = ("-pch", "--pch-messages=false")
+# NVRTC's words about a PCH file: "precompiled header" anywhere (a heap too small for it is a
+# warning located in a header), "PCH" outside a located diagnostic (which may quote a user's
+# identifier `PCH`)
+_PCH_WORDS = re.compile(r"precompiled header", re.IGNORECASE)
+_PCH_ABBREVIATION = re.compile(r"\bPCH\b", re.IGNORECASE)
+_LOCATED = re.compile(r"^\S.*?\(\d+\): ")
+
+
+class PchRefused(Exception):
+    """NVRTC did not use (or create) the PCH file it was given, and said why in its log (a file
+    from another process's heap address, a truncated file): the caller compiles plainly."""
+
+
 _BEFORE_CXX17 = frozenset({"c++03", "c++11", "c++14"})
 
 
@@ -138,20 +151,29 @@ def compile_unit(
     *,
     syntax_only: bool = False,
     pch: bool = False,
+    pch_file: str = "",
+    create_pch: bool = False,
 ) -> CompileResult:
-    """Compile `unit` for `options.arch`; never raises on bad source, only NvrtcUnavailable.
-    `pch`: NVRTC's automatic precompiled header, in the process's TMPDIR (`compile.isolated`)."""
+    """Compile `unit` for `options.arch`; never raises on bad source, only NvrtcUnavailable
+    (and PchRefused, with `pch_file`).
+    `pch`: NVRTC's automatic precompiled header, in the process's TMPDIR (`compile.isolated`).
+    `pch_file`: use that PCH file (`create_pch`: write it), one kept across sessions by a
+    process without address-space randomization (`compile.isolated`); NVRTC's one message of
+    using or creating it is left out of the log, and any other word about it raises PchRefused
+    (a result with a PCH NVRTC turned down could differ from a plain one: never returned)."""
     nvrtc = nvrtc_module()
     expressions = list(dict.fromkeys(e.strip() for e in name_expressions if e.strip()))
     headers = dict(unit.headers)
     flags = build_flags(unit, options, syntax_only=syntax_only)
     if pch:  # ours, after the allow-list (which refuses every PCH option from settings)
         flags.extend(PCH_FLAGS)
-    run = _run(nvrtc, unit, headers, flags, expressions)
+    if pch_file:  # ours too, after the allow-list
+        flags.append(f"--{'create' if create_pch else 'use'}-pch={pch_file}")
+    run = _pch_checked(_run(nvrtc, unit, headers, flags, expressions), pch_file, create_pch)
     bad = _bad_name_expressions(run.log, expressions)
     if bad:  # an unusable instantiation must not hide the file's own diagnostics
         expressions = [e for e in expressions if e not in bad]
-        run = _run(nvrtc, unit, headers, flags, expressions)
+        run = _pch_checked(_run(nvrtc, unit, headers, flags, expressions), pch_file, create_pch)
     diagnostics = parse_log(run.log, unit, run.lowered)
     resources = _resources_by_expression(parse_ptxas(run.log), run.lowered)
     ok = run.ok and not any(d.severity == "error" for d in diagnostics)
@@ -212,6 +234,29 @@ def _run(
         return _Run(True, log, _cubin(nvrtc, prog), lowered)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _pch_checked(run: _Run, pch_file: str, create: bool) -> _Run:
+    """`run` without NVRTC's line saying it used (created) `pch_file`; PchRefused when that line
+    is missing or any other line speaks of a PCH (a warning that it was not used, an invalid
+    file: NVRTC may have parsed the headers plainly, or stopped)."""
+    if not pch_file:
+        return run
+    said = f'{"creating" if create else "using"} precompiled header file "{pch_file}"'
+    kept: list[str] = []
+    found = False
+    for line in run.log.splitlines(keepends=True):
+        if said in line and not found:
+            found = True
+        elif _PCH_WORDS.search(line) or (
+            _PCH_ABBREVIATION.search(line) and not _LOCATED.match(line)
+        ):
+            raise PchRefused(line.strip()[:300])
+        else:
+            kept.append(line)
+    if not found:
+        raise PchRefused(f"NVRTC did not say it was {said}")
+    return replace(run, log="".join(kept))
 
 
 def _c_string(text: str) -> bytes:

@@ -62,6 +62,7 @@ __all__ = [
     "complete_fast",
     "define_problem",
     "include_dir_problem",
+    "keep_pch",
     "normalize_arch",
     "nvcc_missing",
     "open_analysis",
@@ -71,18 +72,24 @@ __all__ = [
 ]
 
 
-def open_analysis(*, editor: bool = False) -> None:
+def open_analysis(*, editor: bool = False, persistent_pch: bool = False) -> None:
     """Start the compile processes now, so NVRTC has loaded by the first analysis. Raises
     OSError when they cannot start (the first analysis then starts them, or says why).
 
     `editor`: a document is checked at every edit, so its headers are precompiled once per
     prefix, and code generation runs niced: it yields the cores to the checks the user waits
-    for. A CLI run checks each file once and gets neither."""
+    for. A CLI run checks each file once and gets neither. `persistent_pch`: `keep_pch`."""
     pool = _isolated.shared_pool()
     if editor:
         pool.background_nice = pool.BACKGROUND_NICE
-        pool.use_pch()
+        pool.use_pch(persistent=persistent_pch)
     pool.warm()
+
+
+def keep_pch(on: bool) -> None:
+    """`cudaLlm.persistentPch` in a trusted workspace: the editor's header PCHs kept across
+    sessions (`compile.isolated`); a pool not set up for the editor ignores it."""
+    _isolated.shared_pool().set_persistent(on)
 
 
 def analyse_fast(text: str, path: Path | None, settings: Settings) -> FileAnalysis:

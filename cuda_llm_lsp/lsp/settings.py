@@ -30,7 +30,13 @@ from lsprotocol import types
 from pygls import uris
 
 from cuda_llm_lsp.config import BY_FIELD, Settings, settings_from_mapping
-from cuda_llm_lsp.engine.analysis import Trust, allowed_flags, define_problem, set_workspace
+from cuda_llm_lsp.engine.analysis import (
+    Trust,
+    allowed_flags,
+    define_problem,
+    keep_pch,
+    set_workspace,
+)
 from cuda_llm_lsp.lsp.state import CudaLlmServer
 from cuda_llm_lsp.redact import register_secret
 
@@ -172,6 +178,8 @@ def apply(server: CudaLlmServer, data: Any, *, allow_api_key: bool, source: str)
         log.warning("settings left out (%s): %s", source, "; ".join(refused))
     problems.extend(refused)
     server.settings = settings
+    if server.compile_processes_started:
+        keep_pch(server.keeps_pch())  # on or off now: the next front-end check's process
     if problems:
         server.message(f"cuda-llm ({source}): " + "; ".join(problems), types.MessageType.Warning)
     if moved:  # trusted now, or other folders: what the open files may include changed
@@ -200,7 +208,9 @@ def anchored(settings: Settings, roots: tuple[str, ...]) -> Settings:
 
 def restrict(settings: Settings, trust: Trust) -> tuple[Settings, list[str]]:
     """`settings` without what `trust` does not allow: NVRTC options off the allow-list, bad
-    defines, include paths outside the workspace (untrusted) or in /proc, /sys, /dev."""
+    defines, include paths outside the workspace (untrusted) or in /proc, /sys, /dev, and kept
+    PCHs (untrusted: their processes would read the workspace's files without address-space
+    randomization)."""
     problems: list[str] = []
     rule = trust.include_dir_problem
     paths: list[str] = []
@@ -219,10 +229,21 @@ def restrict(settings: Settings, trust: Trust) -> tuple[Settings, list[str]]:
             problems.append(f"cudaLlm.defines {define[:80]!r} left out: {problem}")
     flags, refused = allowed_flags(settings.nvrtc_flags, rule)
     problems.extend(f"cudaLlm.nvrtcFlags {r} (left out)" for r in refused)
+    keep_pch = settings.persistent_pch
+    if keep_pch and not trust.trusted:
+        keep_pch = False
+        problems.append(
+            "cudaLlm.persistentPch left out: the workspace is not trusted (its files would be "
+            "compiled without address-space randomization)"
+        )
     if not problems:
         return settings, problems
     restricted = replace(
-        settings, include_paths=tuple(paths), defines=tuple(defines), nvrtc_flags=flags
+        settings,
+        include_paths=tuple(paths),
+        defines=tuple(defines),
+        nvrtc_flags=flags,
+        persistent_pch=keep_pch,
     )
     return restricted, problems
 

@@ -241,9 +241,19 @@ class CudaLlmServer(LanguageServer):
         if self.codegen is not None and not self._processes_started:
             self._processes_started = True
             try:  # the compile processes load NVRTC during the debounce of the first change
-                open_analysis(editor=True)
+                open_analysis(editor=True, persistent_pch=self.keeps_pch())
             except OSError as exc:
                 log.warning("could not start the compile processes: %s", exc)
+
+    @property
+    def compile_processes_started(self) -> bool:
+        return self._processes_started
+
+    def keeps_pch(self) -> bool:
+        """`cudaLlm.persistentPch`, and the workspace trusted (`lsp.settings.restrict` also
+        refuses it otherwise): the processes reading the user's files run without
+        address-space randomization to keep their PCHs across sessions."""
+        return self.settings.persistent_pch and self.trust.trusted
 
     def reanalyze_all(self) -> None:
         """After a settings change: every open document again, at once."""

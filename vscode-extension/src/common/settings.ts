@@ -13,6 +13,10 @@
  * (`inspect`: the global value, never a workspace or folder one), and the server is told
  * `workspaceTrusted: false` (in `initializationOptions` and with every settings change) so it
  * applies its own rules too (include paths inside the workspace only).
+ *
+ * `persistentPch` (keep header PCHs across sessions: the server's compile processes that read the
+ * user's files then run without address-space randomization) is sent true by default in a trusted
+ * workspace, the user may set it false, and it is false in Restricted Mode whatever is set.
  */
 
 /** Reads one key relative to the `cudaLlm` section (vscode.WorkspaceConfiguration satisfies it). */
@@ -51,6 +55,7 @@ export interface ServerSettings {
     demo?: boolean;
     captureCommand?: string[];
     captureCwd?: string;
+    persistentPch?: boolean;
     apiKey?: string;
 }
 
@@ -64,9 +69,11 @@ export const FRACTION_KEYS = ['temperature'] as const;
 export const LIST_KEYS = ['includePaths', 'defines', 'nvrtcFlags', 'captureCommand'] as const;
 /** Switches, always sent (false too): the server keeps a value it is not sent. */
 export const BOOLEAN_KEYS = ['demo'] as const;
+/** Switches on by default in a trusted workspace and off in Restricted Mode, whatever is set. */
+export const TRUSTED_ONLY_KEYS = ['persistentPch'] as const;
 /** Every setting forwarded to the server (the rest, `server.*` and `trace.*`, stay in the client). */
 export const FORWARDED_KEYS: readonly string[] = [...STRING_KEYS, ...NUMBER_KEYS, ...FRACTION_KEYS, ...LIST_KEYS,
-    ...BOOLEAN_KEYS];
+    ...BOOLEAN_KEYS, ...TRUSTED_ONLY_KEYS];
 /** Settings that change how the server is started: a change needs a restart. */
 export const LAUNCH_KEYS: readonly string[] = ['server.python', 'server.command', 'server.evaluator'];
 /**
@@ -188,6 +195,10 @@ export function serverSettings(
         if (typeof v === 'boolean') {
             out[key] = v;
         }
+    }
+    for (const key of TRUSTED_ONLY_KEYS) {
+        const v = raw.get<unknown>(key);
+        out[key] = trusted && (typeof v === 'boolean' ? v : true);
     }
     if (apiKey !== undefined && apiKey !== '') {
         out.apiKey = apiKey;

@@ -514,6 +514,8 @@ describe('the bundled extension and settings a workspace may not set', { timeout
         fake.workspaceSettings.set('cudaLlm.includePaths', ['/home/u/.ssh']);
         fake.workspaceSettings.set('cudaLlm.baseUrl', 'https://attacker.example/v1');
         fake.workspaceSettings.set('cudaLlm.model', 'ws-model');
+        fake.settings.set('cudaLlm.persistentPch', true);
+        fake.workspaceSettings.set('cudaLlm.persistentPch', true);
         const context = makeContext();
         try {
             await ext.activate(context);
@@ -524,6 +526,7 @@ describe('the bundled extension and settings a workspace may not set', { timeout
             assert.deepEqual(options.cudaLlm.includePaths ?? [], []);
             assert.equal(options.cudaLlm.baseUrl, undefined);
             assert.equal(options.cudaLlm.model, 'ws-model', 'a harmless setting still comes from the workspace');
+            assert.equal(options.cudaLlm.persistentPch, false, 'no PCH kept across sessions in Restricted Mode');
             const answer = await until('configuration answer', () => serverLog(logFile).find((m) => m.configurationAnswer));
             assert.ok(!JSON.stringify(answer).includes('create-pch') && !JSON.stringify(answer).includes('attacker'));
             assert.match(fake.output, /Restricted Mode: the workspace's cudaLlm\.includePaths, cudaLlm\.nvrtcFlags, cudaLlm\.baseUrl are ignored/);
@@ -534,6 +537,7 @@ describe('the bundled extension and settings a workspace may not set', { timeout
                 serverLog(logFile).find((m) => m.method === 'workspace/didChangeConfiguration' && m.params.settings.workspaceTrusted === true),
             );
             assert.deepEqual(change.params.settings.cudaLlm.nvrtcFlags, ['--create-pch=/home/u/.bashrc']);
+            assert.equal(change.params.settings.cudaLlm.persistentPch, true);
         } finally {
             await ext.deactivate();
             context.subscriptions.forEach((d: { dispose(): unknown }) => d.dispose());
@@ -560,6 +564,7 @@ describe('the bundled extension and settings a workspace may not set', { timeout
             'cudaLlm.compileCommandsDir',
             'cudaLlm.captureCommand',
             'cudaLlm.captureCwd',
+            'cudaLlm.persistentPch',
         ]);
         assert.ok(trust.description.length > 20);
         const gated = MANIFEST.contributes.menus.commandPalette.filter((m: any) => /optimizeKernel|benchmarkKernel/.test(m.command));

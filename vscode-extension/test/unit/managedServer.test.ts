@@ -72,7 +72,7 @@ describe('settings a workspace cannot set', () => {
 
     it('forwards the compile timeout, GPUs and cluster settings to the server', () => {
         const s = serverSettings(reader({ compileTimeoutS: 30.7, gpus: ' 0,2 ', cluster: 'ray://h:10001', strategy: 'plan' }));
-        assert.deepEqual(s, { compileTimeoutS: 30, gpus: '0,2', cluster: 'ray://h:10001', strategy: 'plan' });
+        assert.deepEqual(s, { compileTimeoutS: 30, gpus: '0,2', cluster: 'ray://h:10001', strategy: 'plan', persistentPch: true });
         assert.equal(changeKind((k) => k === 'cudaLlm.compileTimeoutS'), 'forward');
         assert.equal(changeKind((k) => k === 'cudaLlm.gpus'), 'forward');
     });

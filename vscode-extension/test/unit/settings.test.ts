@@ -40,6 +40,7 @@ describe('server settings', () => {
             includePaths: [],
             defines: [],
             nvrtcFlags: [],
+            persistentPch: true,
         });
     });
 
@@ -70,6 +71,7 @@ describe('server settings', () => {
             includePaths: ['/w/include', '/home/u/cutlass/include'],
             defines: ['TILE=32'],
             nvrtcFlags: ['--use_fast_math'],
+            persistentPch: true,
         });
         assert.ok(!('server.python' in s) && !('server' in s), 'launch settings stay in the client');
     });
@@ -196,6 +198,24 @@ describe('workspace trust', () => {
         assert.deepEqual(change.settings.cudaLlm.nvrtcFlags, ['--use_fast_math']);
         const answer = configurationAnswer([{ section: 'cudaLlm' }], () => config, [null], {}, false) as Array<Record<string, unknown>>;
         assert.deepEqual(answer[0].nvrtcFlags, ['--use_fast_math']);
+    });
+
+    it('keeps PCHs across sessions by default when trusted, never in Restricted Mode', () => {
+        // the server's processes reading the files then run without address-space randomization
+        assert.equal(serverSettings(reader(DEFAULTS)).persistentPch, true, 'trusted, unset: on');
+        assert.equal(serverSettings(reader({ ...DEFAULTS, persistentPch: false })).persistentPch, false);
+        const everywhere = layered({ ...user, persistentPch: true }, { persistentPch: true });
+        assert.equal(serverSettings(everywhere, undefined, {}, false).persistentPch, false);
+        assert.equal(serverSettings(reader(DEFAULTS), undefined, {}, false).persistentPch, false);
+        assert.equal(initializationOptions(everywhere, undefined, {}, false).cudaLlm.persistentPch, false);
+        assert.equal(didChangeConfigurationParams(everywhere, {}, false).settings.cudaLlm.persistentPch, false);
+        assert.equal(didChangeConfigurationParams(everywhere, {}, true).settings.cudaLlm.persistentPch, true);
+        const answer = configurationAnswer([{ section: 'cudaLlm.persistentPch' }], () => everywhere, [true], {}, false);
+        assert.deepEqual(answer, [false]);
+        assert.equal(changeKind((key) => key === 'cudaLlm.persistentPch'), 'forward');
+        const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'package.json'), 'utf8'));
+        assert.ok(pkg.capabilities.untrustedWorkspaces.restrictedConfigurations.includes('cudaLlm.persistentPch'));
+        assert.equal(pkg.contributes.configuration.properties['cudaLlm.persistentPch'].default, true);
     });
 
     it('names the workspace settings it ignores', () => {
