@@ -24,13 +24,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
 import tree_sitter
 
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import include_reads, std_names
-from cuda_llm_lsp.compile.types import Diagnostic
+from cuda_llm_lsp.compile.types import DeviceUnit, Diagnostic, IncludeProblem
 from cuda_llm_lsp.compile.unit.blanking import Blanked, blank_host_code
 from cuda_llm_lsp.compile.unit.common import ATTRIBUTE_KINDS
 from cuda_llm_lsp.compile.unit.includes import (
@@ -42,35 +41,9 @@ from cuda_llm_lsp.compile.unit.includes import (
     respell_includes,
 )
 from cuda_llm_lsp.compile.unit.masks import blank_line_directives, for_tree_sitter, parse_masked
-from cuda_llm_lsp.source.text import Span, normalized
+from cuda_llm_lsp.source.text import normalized
 
 _Parsed = tuple[tree_sitter.Tree, bytes]  # a tree and the bytes it was read from
-
-
-@dataclass(frozen=True)
-class IncludeProblem:
-    """An `#include "..."` that could not be resolved: reported on its line."""
-
-    span: Span
-    message: str
-    severity: Literal["error", "warning", "information"] = "error"
-
-
-@dataclass(frozen=True)
-class DeviceUnit:
-    text: str  # same line count as the source; host-only code replaced by spaces
-    name: str  # file name given to NVRTC (appears in its log)
-    include_dirs: tuple[str, ...]  # -I directories: the file's own directory, configured paths
-    # configured CUDA toolkit include directories: searched after our toolkit's, for the
-    # headers it lacks (`headers.split_include_dirs`)
-    toolkit_dirs: tuple[str, ...] = ()
-    headers: dict[str, str] = field(default_factory=dict)  # in-memory headers given to NVRTC
-    include_lines: dict[str, int] = field(default_factory=dict)  # header name -> 0-based line
-    problems: tuple[IncludeProblem, ...] = ()
-    # `#include <...>` files NVRTC reads itself from a configured include path: path ->
-    # (mtime_ns, size), so that editing one invalidates cached compiles (the toolkit's own
-    # headers are covered by the NVRTC version).
-    external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 # The file name NVRTC gets comes back in its log as `NAME(LINE): error: ...`: a line break or

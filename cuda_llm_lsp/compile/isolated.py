@@ -67,10 +67,15 @@ from typing import Any, BinaryIO
 
 from cuda_llm_lsp.compile import fixed_addresses, pch_store
 from cuda_llm_lsp.compile.child_env import child_env
-from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.fixed_addresses import ADDR_NO_RANDOMIZE
 from cuda_llm_lsp.compile.tools import neutral_cwd, python_command
-from cuda_llm_lsp.compile.types import CompileOptions, CompileResult, Diagnostic, NvrtcUnavailable
+from cuda_llm_lsp.compile.types import (
+    CompileOptions,
+    CompileResult,
+    DeviceUnit,
+    Diagnostic,
+    NvrtcUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -784,6 +789,7 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, fixed: bool = False) -> None:
         nvrtc_module()  # load libnvrtc before the first request
         if fixed:
             _pch_heap()
+        _warm_up(fixed)
     while (frame := _read_frame(stdin)) is not None:
         request: Request = pickle.loads(frame)
         reply: tuple[str, Any, str]
@@ -830,6 +836,26 @@ def _compile(request: Request, fixed: bool) -> tuple[CompileResult | None, str]:
     except PchRefused as exc:
         note = f"{REFUSED}: {exc}"
         return (None if request.create_pch else plain()), note
+
+
+_WARM_UP = "__device__ int cuda_llm_warm_up_;\n"
+
+
+def _warm_up(fixed: bool) -> None:
+    """Compile a one-line unit before the first request: NVRTC's first compile in a process
+    costs ~0.2 s more than the next (its own start), which the first check would wait for.
+    In a fixed-address process the compile uses a PCH, so NVRTC maps its PCH heap now, at the
+    same address in every such process: mapped later, after other compiles, it lands where
+    their allocations left room, and a PCH kept by another process is refused there."""
+    from cuda_llm_lsp.compile.nvrtc import compile_unit
+
+    with contextlib.suppress(Exception):  # a failure here is the first request's to report
+        compile_unit(
+            DeviceUnit(_WARM_UP, "warm_up.cu", ()), CompileOptions(), (), syntax_only=True,
+            pch=fixed,
+        )  # fmt: skip
+    if fixed:
+        _prune_pch()
 
 
 _heap_set = False

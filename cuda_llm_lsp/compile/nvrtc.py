@@ -23,11 +23,11 @@ from typing import Any
 
 from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import std_names
-from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.flags import NVCC_ONLY, allowed_flags
 from cuda_llm_lsp.compile.types import (
     CompileOptions,
     CompileResult,
+    DeviceUnit,
     Diagnostic,
     NvrtcUnavailable,
     Resources,

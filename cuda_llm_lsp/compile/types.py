@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cuda_llm_lsp.source.text import Span
+
 Severity = Literal["error", "warning", "information"]
 
 
@@ -63,3 +65,33 @@ class CompileResult:
 
 class NvrtcUnavailable(RuntimeError):
     """NVRTC (libnvrtc from the toolkit wheels) could not be loaded."""
+
+
+@dataclass(frozen=True)
+class IncludeProblem:
+    """An `#include "..."` that could not be resolved: reported on its line."""
+
+    span: Span
+    message: str
+    severity: Literal["error", "warning", "information"] = "error"
+
+
+@dataclass(frozen=True)
+class DeviceUnit:
+    """What NVRTC compiles for a file (`compile.device_unit` builds it). Defined here, with the
+    plain results, so that a compile process unpickling one does not import the builder (and
+    tree-sitter): ~90 ms of every compile process's start."""
+
+    text: str  # same line count as the source; host-only code replaced by spaces
+    name: str  # file name given to NVRTC (appears in its log)
+    include_dirs: tuple[str, ...]  # -I directories: the file's own directory, configured paths
+    # configured CUDA toolkit include directories: searched after our toolkit's, for the
+    # headers it lacks (`headers.split_include_dirs`)
+    toolkit_dirs: tuple[str, ...] = ()
+    headers: dict[str, str] = field(default_factory=dict)  # in-memory headers given to NVRTC
+    include_lines: dict[str, int] = field(default_factory=dict)  # header name -> 0-based line
+    problems: tuple[IncludeProblem, ...] = ()
+    # `#include <...>` files NVRTC reads itself from a configured include path: path ->
+    # (mtime_ns, size), so that editing one invalidates cached compiles (the toolkit's own
+    # headers are covered by the NVRTC version).
+    external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
