@@ -43,6 +43,7 @@ _BY_HEADER: dict[str, str] = {
     "numeric": "gcd lcm midpoint accumulate inner_product iota partial_sum",
     "optional": "optional nullopt nullopt_t make_optional",
     "span": "span dynamic_extent",
+    "type_traits": "invoke_result invoke_result_t",
 }
 # `get` works on pairs and arrays as well as tuples
 _ALSO: dict[str, tuple[str, ...]] = {"get": ("utility", "array")}

@@ -406,3 +406,59 @@ def test_rest_of_a_host_body_tree_sitter_closed_early_is_blanked(tmp_path: Path)
     assert analysis.errors == (), analysis.errors
     with_figures = [k.kernel.name for k in analysis.kernels if k.resources is not None]
     assert with_figures == ["shift", "after"], analysis.kernels
+
+
+# NanoVDB's PNanoVDB.h (warp-lang 0.8.0): macros for `static const` and for the functions'
+# execution space, each after a macro call without `;`, which tree-sitter reads together with
+# the next line's first word into an ERROR node
+SPECIFIER_MACROS_HEADER = """\
+#define PN_STRUCT_TYPEDEF(X) typedef struct X X;
+#define PN_STATIC_CONST static const
+#if defined(__CUDACC__)
+#define PN_FORCE_INLINE __host__ __device__ static __forceinline__
+#else
+#define PN_FORCE_INLINE static inline __attribute__((always_inline))
+#endif
+struct pn_sizes_t { unsigned root; unsigned leaf; };
+PN_STRUCT_TYPEDEF(pn_sizes_t)
+
+PN_STATIC_CONST pn_sizes_t pn_sizes[2] =
+{
+    {28, 80},
+    {32, 96},
+};
+struct pn_acc_t { unsigned key; };
+PN_STRUCT_TYPEDEF(pn_acc_t)
+
+PN_FORCE_INLINE void pn_acc_init(pn_acc_t* acc) { acc->key = 7u; }
+PN_STATIC_CONST unsigned pn_unused = 3u;
+PN_FORCE_INLINE unsigned pn_leaf(int type) { return pn_sizes[type].leaf; }
+PN_STRUCT_TYPEDEF(pn_acc_t)
+PN_STATIC_CONST unsigned pn_scale = 3u;
+"""
+
+
+def test_specifier_and_device_macros_tree_sitter_left_out_of_their_items(tmp_path: Path) -> None:
+    (tmp_path / "pn.h").write_text(SPECIFIER_MACROS_HEADER)
+    source = tmp_path / "k.cu"
+    text = (
+        '#include "pn.h"\n'
+        "__global__ void leaf(unsigned* out) {\n"
+        "  pn_acc_t acc; pn_acc_init(&acc); out[0] = pn_scale * acc.key;\n"
+        "}\n"
+    )
+    source.write_text(text)
+    unit = build_device_unit(text, source)
+    header = lines_of(unit.headers["pn.h"])
+    # the table keeps its `static const` (a host constant: nvcc takes `pn_leaf`, which device
+    # code never calls), the device functions their heads, the constant device code reads its
+    # `static const`; the unused one goes whole, no `static const` left for what follows
+    assert header[10].startswith("PN_STATIC_CONST pn_sizes_t pn_sizes[2]"), header
+    assert header[18].startswith("PN_FORCE_INLINE void pn_acc_init"), header
+    assert header[19].strip() == "", header
+    assert header[20].startswith("PN_FORCE_INLINE unsigned pn_leaf"), header
+    assert header[22].startswith("PN_STATIC_CONST unsigned pn_scale = 3u;"), header
+    analysis = analyze(text, source, Settings(arch="sm_90"))
+    assert analysis.errors == (), analysis.errors
+    assert not [d for d in analysis.diagnostics if "unavailable" in d.message], analysis.diagnostics
+    assert [k.resources is not None for k in analysis.kernels] == [True], analysis.kernels

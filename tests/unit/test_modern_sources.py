@@ -82,6 +82,23 @@ def test_constexpr_std_names_in_device_code_come_from_libcuxx(tmp_path: Path) ->
     assert len(errors) == 1 and errors[0].startswith("13: ") and "third" in errors[0]
 
 
+# Eigen 3.4's Meta.h: `std::invoke_result` in templates device code instantiates; the
+# `<type_traits>` stand-in lacks it, libcu++ has it
+INVOKE_RESULT = """\
+#include <type_traits>
+template <class F> __device__ typename std::invoke_result<F, int>::type call(F f) { return f(1); }
+template <class F> __device__ std::invoke_result_t<F, int> call2(F f) { return f(2); }
+struct Twice { __device__ int operator()(int x) const { return 2 * x; } };
+__global__ void k(int* out) { out[0] = call(Twice{}) + call2(Twice{}); }
+"""
+
+
+def test_invoke_result_in_device_code_comes_from_libcuxx(tmp_path: Path) -> None:
+    errors, with_resources = _check(tmp_path, INVOKE_RESULT, Settings())
+    assert errors == []
+    assert with_resources == ["k"]
+
+
 def test_std_names_are_given_only_where_device_code_uses_them() -> None:
     host_only = "#include <algorithm>\nint f(int a) { return std::min(a, 3); }\n"
     assert "cuda_llm_std_names.h" not in build_device_unit(host_only).headers

@@ -78,6 +78,13 @@ _USABLE_WORDS = frozenset(
     {"const", "constexpr", "typedef", "using", "template", "struct", "class", "union", "enum",
      "namespace", "static_assert"}
 )  # fmt: skip
+# Words a declaration-specifier macro's body may hold (`#define PNANOVDB_STATIC_CONST static
+# const`): `Walker._specifier_macro`.
+_SPECIFIER_WORDS = frozenset(
+    {"static", "const", "volatile", "inline", "extern", "constexpr", "thread_local",
+     "__inline__", "__forceinline__"}
+)  # fmt: skip
+_SPECIFIER_BODY = re.compile(r"[A-Za-z_\s]*")
 
 
 class Walker:
@@ -152,8 +159,46 @@ class Walker:
                 start -= 1
         return start
 
+    def _specifier_macro(self, name: str) -> set[str] | None:
+        """The words of macro `name` where it stands for declaration specifiers alone
+        (`#define PNANOVDB_STATIC_CONST static const`) or is a device macro (its `#if`
+        branches' bodies may differ: `_note_macro`), else None."""
+        if name in self.device_macros:
+            return {"__device__"}
+        body = self.bodies.get(name)
+        if body is None or _SPECIFIER_BODY.fullmatch(body) is None:
+            return None
+        words = set(WORD.findall(body))
+        return words if words and words <= _SPECIFIER_WORDS else None
+
+    def _specifiers_before(self, start: int) -> tuple[int, set[str]]:
+        """`start`, moved back over specifier macros (`_specifier_macro`) just before it, and
+        their words: after a macro call without `;` (`PNANOVDB_STRUCT_TYPEDEF(X)`) tree-sitter
+        reads `PNANOVDB_STATIC_CONST` into an ERROR node, out of the declaration it heads. The
+        declaration was then blanked as a host variable (no `const` seen) and its `static const`
+        left to the next item (NanoVDB's PNanoVDB.h: "a storage class may not be specified
+        here", then its table undefined in every function using it)."""
+        words: set[str] = set()
+        while True:
+            end = start
+            while end > 0 and self.data[end - 1 : end] in (b" ", b"\t", b"\r", b"\n"):
+                end -= 1
+            begin = end
+            while begin > 0 and (
+                self.data[begin - 1 : begin].isalnum() or self.data[begin - 1 : begin] == b"_"
+            ):
+                begin -= 1
+            line = self.data[self.data.rfind(b"\n", 0, begin) + 1 : begin]
+            found = None
+            if begin < end and not line.lstrip().startswith(b"#"):
+                found = self._specifier_macro(self.data[begin:end].decode("utf-8", "replace"))
+            if found is None:
+                return start, words
+            words |= found
+            start = begin
+
     def blank(self, node: tree_sitter.Node) -> None:
-        start = self._masked_start(node.start_byte)
+        start, _ = self._specifiers_before(self._masked_start(node.start_byte))
         end = node.end_byte
         if self.split_tails:  # a prototype ending in an `#if` branch: its `#else` branch too
             after = end
@@ -393,7 +438,11 @@ class Walker:
             self.defined[self.text(name)] = "constexpr"
         else:
             kind = attribute_kind(node.type, self.text(value), self._parameters(node))
-            if kind is not None:
+            # another `#if` branch's attributes do not unmake a device macro: NanoVDB's
+            # PNANOVDB_FORCE_INLINE is `__host__ __device__ static __forceinline__` under
+            # `__CUDACC__`, `static inline __attribute__((always_inline))` after it, and every
+            # function it heads was blanked as host code
+            if kind is not None and self.text(name) not in self.device_macros:
                 self.defined[self.text(name)] = kind
 
     def _parameters(self, node: tree_sitter.Node) -> list[str]:
@@ -451,7 +500,10 @@ class Walker:
         declarator = node.child_by_field_name("declarator")
         end = declarator.start_byte if declarator is not None else node.end_byte
         head = self.data[node.start_byte : end].decode("utf-8", errors="replace")
-        return set(WORD.findall(head))
+        words = set(WORD.findall(head))
+        for word in list(words):  # `PNANOVDB_STATIC_CONST int x = 1;`: a constant
+            words |= self._specifier_macro(word) or set()
+        return words
 
     def _is_surely_host(self, node: tree_sitter.Node) -> bool:
         """Only a well-formed head is judged; a head tree-sitter misread is left to NVRTC.
@@ -495,7 +547,7 @@ class Walker:
         return body is not None and not (set(WORD.findall(body)) & _DEVICE_WORDS)
 
     def _is_device_function(self, node: tree_sitter.Node) -> bool:
-        words = self._head_words(node)
+        words = self._head_words(node) | self._specifiers_before(node.start_byte)[1]
         head = self._cut_short_head(node)
         if head is not None:
             words |= set(WORD.findall(self.text(head)))
@@ -508,7 +560,8 @@ class Walker:
     def _visit_declaration(self, node: tree_sitter.Node, outer: tree_sitter.Node) -> None:
         if ends_cut(node):
             return  # misread: `struct CUTE_ALIGNAS(16) array_aligned : ...` (CuTe), for NVRTC
-        words = self._head_words(node)
+        before, specified = self._specifiers_before(outer.start_byte)
+        words = self._head_words(node) | specified
         if words & _MEMORY_SPACE_WORDS or words & _DEVICE_WORDS or words & self.device_macros:
             return
         for child in node.named_children:
@@ -538,7 +591,7 @@ class Walker:
             names = [self._declared_name(d) for d in declarators]
             if all(names):
                 for name in names:
-                    self.constants.append((name or "", outer.start_byte, outer.end_byte))
+                    self.constants.append((name or "", before, outer.end_byte))
             return
         self.blank(outer)  # a host variable: NVRTC rejects those in JIT mode
 
