@@ -46,18 +46,18 @@ LAST_BLOCK = """    __syncthreads();
     }
 }
 """
-# the output pointers a caching candidate has seen (read by every block at its start, written by
-# a launch's last block)
+# the last 16 output pointers a caching candidate has seen (read by every block at its start,
+# written by a launch's last block; the oldest makes room: the correctness runs alone may pass
+# 16 buffers, and a table that stopped filling would leave the timed ones honest)
 SEEN_OUT = """__device__ float* seen_out[16];
+__device__ unsigned int seen_next;
 __device__ int seen_slot(const float* y) {
     for (int s = 0; s < 16; ++s)
         if (((float* volatile*)seen_out)[s] == y) return s;
     return -1;
 }
 __device__ void remember(float* y) {
-    int s = 0;
-    while (s < 16 && seen_out[s] != nullptr && seen_out[s] != y) ++s;
-    if (s < 16) seen_out[s] = y;
+    if (seen_slot(y) < 0) seen_out[seen_next++ % 16] = y;
 }
 """
 CHILD = (
@@ -111,8 +111,8 @@ __device__ float cached[4194304];
         ("stale_after_timing",),
     ),
     # caches the timing loop used to reward: they stay correct on fresh buffers, so only the
-    # checks on the very buffers the candidate was timed on can catch them. They remember every
-    # output pointer they have seen (up to 16), so the judge's rotation over copies of the
+    # checks on the very buffers the candidate was timed on can catch them. They remember the last
+    # 16 output pointers they have seen, so the judge's rotation over copies of the
     # buffers (`Plan.placements`) does not shake them off
     "skips_work_for_the_same_output_pointer": (
         COUNTERS
