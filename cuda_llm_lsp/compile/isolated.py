@@ -795,7 +795,7 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, fixed: bool = False) -> None:
         reply: tuple[str, Any, str]
         note = ""
         try:
-            if request.pch or (request.pch_file and fixed):
+            if request.pch:  # (a fixed-address process reserved its heap at its start)
                 _pch_heap()
             result, note = _compile(request, fixed)
             reply = ("ok", result, note) if result is not None else ("error", note, note)

@@ -106,9 +106,7 @@ PLACEMENT_BYTES = 256 << 20
 def placements_for(buffers: Sequence[Buffer], wanted: int) -> int:
     """How many copies of `buffers` (guards included) a timing rotates over: `wanted`, fewer
     where they would pass `PLACEMENT_BYTES`, at least one."""
-    one = sum(
-        buf.offset + buf.nbytes + 2 * max(GUARD_BYTES, guard_bytes(buf.nbytes)) for buf in buffers
-    )
+    one = sum(buf.offset + buf.nbytes + 2 * guard_bytes(buf.nbytes) for buf in buffers)
     return max(1, min(wanted, PLACEMENT_BYTES // max(one, 1)))
 
 
