@@ -359,3 +359,24 @@ def test_editing_a_header_from_a_configured_path_invalidates_the_cache(
     assert not broken.from_cache and not broken.ok
     assert any("ops.cuh" in d.message and '"y"' in d.message for d in broken.diagnostics)
     assert compile_now().from_cache  # unchanged again: a hit
+
+
+_UNROLL_PROBE = (
+    "#include <cuda/std/type_traits>\n"
+    'static_assert(_CCCL_META_UNROLL_LIMIT == EXPECTED, "unroll limit");\n'
+    "__global__ void k(int* x) { x[0] = cuda::std::is_same_v<int, int>; }\n"
+)
+
+
+@pytest.mark.parametrize(("defines", "limit"), [((), 10), (("_CCCL_META_UNROLL_LIMIT=12",), 12)])
+def test_libcu_plus_plus_unrolls_as_under_nvcc_unless_the_project_says(
+    defines: tuple[str, ...], limit: int
+) -> None:
+    """CCCL picks 16 for any compiler but nvcc: 1.2 s of every cold parse of a libcu++ header
+    under NVRTC. The prelude gives NVRTC nvcc's 10; a project's own -D wins."""
+    text = _UNROLL_PROBE.replace("EXPECTED", str(limit))
+    options = CompileOptions(arch="sm_90", defines=defines)
+    result = compile_unit(build_device_unit(text), options, ("k",), syntax_only=True)
+    assert result.ok and not [d for d in result.diagnostics if d.severity == "error"], (
+        result.diagnostics
+    )
