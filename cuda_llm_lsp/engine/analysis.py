@@ -13,10 +13,12 @@ editor's settings and the CLI's options.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cuda_llm_lsp.compile import analysis as _analysis
+from cuda_llm_lsp.compile import headers as _std_headers
 from cuda_llm_lsp.compile import isolated as _isolated
 from cuda_llm_lsp.compile import nvcc_tier as _nvcc_tier
 from cuda_llm_lsp.compile.analysis import (
@@ -83,6 +85,11 @@ def open_analysis(*, editor: bool = False, persistent_pch: bool = False) -> None
     if editor:
         pool.background_nice = pool.BACKGROUND_NICE
         pool.use_pch(persistent=persistent_pch)
+        # the toolkit's header directories, found once (cuda.pathfinder: an import and a
+        # subprocess, 0.2 s) while the processes start, not in the first document's check
+        threading.Thread(
+            target=_std_headers.toolkit_include_dirs, daemon=True, name="toolkit-headers"
+        ).start()
     pool.warm()
 
 
