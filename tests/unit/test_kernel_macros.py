@@ -19,7 +19,10 @@ from cuda_llm_lsp.config import Settings
 from cuda_llm_lsp.source.kernels import find_kernels, kernel_macros
 
 ROOT = Path(__file__).resolve().parents[2]
-BODY = "(float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] *= 2.0f;\n}\n"
+BODY = (
+    "(float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) out[i] *= 2.0f;\n}\n"
+)
 PROJECT = {
     "k.h": '#define __kernel extern "C" __global__\n',
     "main.cu": f'#include "k.h"\n\n__kernel void scale{BODY}\n__global__ void plain{BODY}',
@@ -144,9 +147,7 @@ def test_check_without_nvcc_lists_the_macro_kernel_at_its_line(tmp_path: Path) -
     assert kernel_lines(check(tmp_path, "--no-nvcc")) == {"scale": (3, True), "plain": (8, True)}
 
 
-@pytest.mark.skipif(
-    find_nvcc() is None or shutil.which("g++") is None, reason="needs nvcc and g++"
-)
+@pytest.mark.skipif(find_nvcc() is None or shutil.which("g++") is None, reason="needs nvcc and g++")
 def test_check_with_nvcc_lists_the_macro_kernel_at_its_line_not_as_a_librarys(
     tmp_path: Path,
 ) -> None:
