@@ -304,10 +304,8 @@ def _kernel(
     children = node.children
     declarator = node.child_by_field_name("declarator")
     head = _head_words(node, declarator) if by_macro else []
-    macro_extern_c = any(by_macro[w] for w in (node_text(n, data) for n in head) if w in by_macro)
-    if not any(child.type == "__global__" for child in children) and not any(
-        node_text(n, data) in by_macro for n in head
-    ):
+    named = [by_macro[word] for word in (node_text(n, data) for n in head) if word in by_macro]
+    if not named and not any(child.type == "__global__" for child in children):
         return None
     while declarator is not None and declarator.type != "function_declarator":
         # e.g. attributes or parenthesised declarators wrapping the function declarator
@@ -323,7 +321,7 @@ def _kernel(
 
     outer = node
     template_params: tuple[str, ...] = ()
-    is_extern_c = macro_extern_c
+    is_extern_c = any(named)  # a macro's `extern "C"`
     parent = node.parent
     if parent is not None and parent.type == "template_declaration":
         template_params = _template_params(parent, data)
