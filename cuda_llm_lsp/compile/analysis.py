@@ -243,7 +243,9 @@ def analyze_syntax(
         return FileAnalysis(path, text, (), None, (too_long,))
     settings = with_project_flags(settings, path)
     parsed = parse_tree(text)  # one tree-sitter parse for the kernels and the device unit
-    kernels = find_kernels(text, parsed)
+    # first: its headers' macros may declare kernels (`#define __kernel extern "C" __global__`)
+    unit = build_device_unit(text, path, settings.include_paths, parsed)
+    kernels = find_kernels(text, parsed, unit.kernel_macros)
     diagnostics: list[Diagnostic] = []
     max_kernels = _limit("CUDA_LLM_MAX_KERNELS", DEFAULT_MAX_KERNELS)
     too_many = len(kernels) > max_kernels
@@ -267,7 +269,6 @@ def analyze_syntax(
         diagnostics.extend(
             _span_diagnostic(p.span, p.message, "spec", p.severity) for p in problems
         )
-    unit = build_device_unit(text, path, settings.include_paths, parsed)
     diagnostics.extend(
         _span_diagnostic(p.span, p.message, "include", p.severity) for p in unit.problems
     )
@@ -424,9 +425,9 @@ def _header_kernels(
     own = {k.qualified_name for k in kernels}
     found: list[HeaderKernel] = []
     for header, text in unit.headers.items():
-        if "__global__" not in text:
+        if "__global__" not in text and not any(m in text for m in unit.kernel_macros):
             continue
-        for kernel in find_kernels(text):
+        for kernel in find_kernels(text, macros=unit.kernel_macros):
             if kernel.qualified_name in own:
                 continue
             own.add(kernel.qualified_name)

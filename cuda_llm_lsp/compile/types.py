@@ -95,3 +95,7 @@ class DeviceUnit:
     # (mtime_ns, size), so that editing one invalidates cached compiles (the toolkit's own
     # headers are covered by the NVRTC version).
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # the object-like macros of the file and its headers that expand to `__global__` (a kernel's
+    # head may name one: `__kernel void f()`), each as `__global__` or `extern "C" __global__`
+    # (`kernels.find_kernels`'s `macros`)
+    kernel_macros: dict[str, str] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import tree_sitter_cuda
@@ -143,22 +144,74 @@ def _mask_unknown_attributes(data: bytes) -> bytes:
     return _UNKNOWN_ATTRIBUTES.sub(lambda m: b" " * len(m.group(0)), data)
 
 
-def find_kernels(text: str, parsed: tuple[Tree, bytes] | None = None) -> list[Kernel]:
+def find_kernels(
+    text: str,
+    parsed: tuple[Tree, bytes] | None = None,
+    macros: Mapping[str, str] | None = None,
+) -> list[Kernel]:
     """Every `__global__` function definition in `text`, in source order.
 
     `parsed`: `parse_tree(text)` when the caller already has it (one parse per analysis).
+    `macros`: object-like macro definitions (name -> replacement list) known for `text` (its
+    own `#define` lines and its headers'): a definition whose head, before its name, holds one
+    that expands to `__global__` (`#define __kernel extern "C" __global__`: LAMMPS's Geryon)
+    is a kernel too (`kernel_macros`). None: only a literal `__global__` makes a kernel.
     """
     tree, data = parsed or parse_tree(text)
     points = Offsets(text, data)
     instantiations = _instantiations(tree.root_node, data)
+    by_macro = kernel_macros(macros) if macros else {}
     kernels: list[Kernel] = []
     functions = QueryCursor(_FUNCTIONS).captures(tree.root_node).get("function", [])
     for node in sorted(functions, key=lambda node: node.start_byte):  # source order
-        kernel = _kernel(node, data, points, instantiations)
+        kernel = _kernel(node, data, points, instantiations, by_macro)
         if kernel is not None:
             kernels.append(kernel)
     kernels.sort(key=lambda k: k.span.start)
     return kernels
+
+
+# `extern "C"` in a replacement list (its string is what makes the linkage)
+_EXTERN_C = re.compile(r'\bextern\s*"C"')
+# what no word of a replacement list is read from: comments and string or character literals
+_NOT_WORDS = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def kernel_macros(definitions: Mapping[str, str]) -> dict[str, bool]:
+    """Of object-like macro `definitions` (name -> replacement list as written), those whose
+    expansion through the others holds `__global__`, each with whether it holds `extern "C"`
+    too: `#define A B` with `#define B extern "C" __global__` gives {A: True, B: True}.
+
+    Words in comments and string literals do not count. Linear in the definitions' size (a
+    project's headers define thousands): each word is followed back to the macros naming it.
+    Nothing is executed: the texts are only read."""
+    if not any("__global__" in body for body in definitions.values()):
+        return {}
+    used_by: dict[str, list[str]] = {}  # a word -> the macros whose replacement names it
+    extern_c: list[str] = []
+    for name, body in definitions.items():
+        kept = _NOT_WORDS.sub(lambda m: m.group(0) if m.group(0) == '"C"' else " ", body)
+        if _EXTERN_C.search(kept):
+            extern_c.append(name)
+        for word in set(_WORD.findall(_NOT_WORDS.sub(" ", body))):
+            used_by.setdefault(word, []).append(name)
+    is_global = _reaching(["__global__"], used_by)
+    is_global.discard("__global__")
+    linked = _reaching(extern_c, used_by)
+    return {name: name in linked for name in definitions if name in is_global}
+
+
+def _reaching(seeds: list[str], used_by: Mapping[str, list[str]]) -> set[str]:
+    """`seeds` and every macro whose expansion names one of them, through `used_by`."""
+    found = set(seeds)
+    todo = list(seeds)
+    while todo:
+        for name in used_by.get(todo.pop(), ()):
+            if name not in found:
+                found.add(name)
+                todo.append(name)
+    return found
 
 
 def launched_templates(text: str, parsed: tuple[Tree, bytes] | None = None) -> dict[str, list[str]]:
@@ -242,12 +295,18 @@ def node_text(node: Node, data: bytes) -> str:
 
 
 def _kernel(
-    node: Node, data: bytes, points: Offsets, instantiations: dict[str, list[str]]
+    node: Node,
+    data: bytes,
+    points: Offsets,
+    instantiations: dict[str, list[str]],
+    by_macro: Mapping[str, bool],
 ) -> Kernel | None:
     children = node.children
-    if not any(child.type == "__global__" for child in children):
-        return None
     declarator = node.child_by_field_name("declarator")
+    head = _head_words(node, declarator) if by_macro else []
+    named = [by_macro[word] for word in (node_text(n, data) for n in head) if word in by_macro]
+    if not named and not any(child.type == "__global__" for child in children):
+        return None
     while declarator is not None and declarator.type != "function_declarator":
         # e.g. attributes or parenthesised declarators wrapping the function declarator
         declarator = declarator.child_by_field_name("declarator")
@@ -262,7 +321,7 @@ def _kernel(
 
     outer = node
     template_params: tuple[str, ...] = ()
-    is_extern_c = False
+    is_extern_c = any(named)  # a macro's `extern "C"`
     parent = node.parent
     if parent is not None and parent.type == "template_declaration":
         template_params = _template_params(parent, data)
@@ -271,15 +330,18 @@ def _kernel(
     if parent is not None and parent.type == "declaration_list":
         linkage = parent.parent
         if linkage is not None and linkage.type == "linkage_specification":
-            is_extern_c = _is_extern_c(linkage, data)
+            is_extern_c = is_extern_c or _is_extern_c(linkage, data)
     elif parent is not None and parent.type == "linkage_specification":
-        is_extern_c = _is_extern_c(parent, data)
+        is_extern_c = is_extern_c or _is_extern_c(parent, data)
         outer = parent
 
     launch_bounds = next(
         (_launch_bounds_text(child, data) for child in children if child.type == "launch_bounds"),
         None,
     )
+    if launch_bounds is None and head:  # after a macro, tree-sitter reads it into an ERROR node
+        bounds = _MISREAD_BOUNDS.search(data, node.start_byte, declarator.start_byte)
+        launch_bounds = bounds.group(1).decode("utf-8", "replace").strip() if bounds else None
     return Kernel(
         name=name,
         params=tuple(_params(parameters, data)),
@@ -294,6 +356,27 @@ def _kernel(
         instantiations=tuple(instantiations.get(name, ())) if template_params else (),
         scope=_scope(node, data),
     )
+
+
+# `__launch_bounds__(128, 2)` in a head tree-sitter misread (no `launch_bounds` node)
+_MISREAD_BOUNDS = re.compile(rb"\b__launch_bounds__\s*\(([^()]*)\)")
+
+
+def _head_words(node: Node, declarator: Node | None) -> list[Node]:
+    """The identifiers of a function definition's head, before its declarator: the type, and
+    what tree-sitter read into an ERROR node there (`__kernel void f()` is a type `__kernel`,
+    then `void` in an ERROR node). Comments and strings hold no identifier node."""
+    if declarator is None:
+        return []
+    words: list[Node] = []
+    todo = [c for c in node.children if c.end_byte <= declarator.start_byte]
+    while todo:
+        child = todo.pop()
+        if child.type in ("identifier", "type_identifier"):
+            words.append(child)
+        elif child.type not in ("comment", "string_literal", "raw_string_literal"):
+            todo.extend(child.children)
+    return words
 
 
 def _is_extern_c(linkage: Node, data: bytes) -> bool:

@@ -7,7 +7,7 @@ treatment; the walker decides, this module turns its verdicts into text."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tree_sitter
 
@@ -39,6 +39,7 @@ class Blanked:
     host_templates: frozenset[str] = frozenset()  # host function templates it blanked
     decltype_calls: frozenset[str] = frozenset()  # names called inside its `decltype(...)`
     instantiated: frozenset[str] = frozenset()  # explicit instantiations kept: `template f<int>`
+    objects: dict[str, str] = field(default_factory=dict)  # its object-like macros' bodies
 
 
 def blank_host_code(
@@ -90,6 +91,7 @@ def blank_host_code(
         frozenset(walker.host_templates),
         _decltype_calls(data),
         frozenset(walker.instantiated),
+        walker.own_objects,
     )
 
 

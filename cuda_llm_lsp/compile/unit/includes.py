@@ -73,6 +73,7 @@ class IncludeState:
     # header name -> its `#include "x.h"` lines respelled (row, spelling, unit name)
     respelled: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)  # user macros: name -> replacement
+    objects: dict[str, str] = field(default_factory=dict)  # those of them that are object-like
     constants: dict[str, list[Constant]] = field(default_factory=dict)  # header -> its own
     host_templates: set[str] = field(default_factory=set)  # host function templates blanked
     # directories of host-library headers read (cuBLAS's): their `#include "driver_types.h"`
@@ -494,6 +495,7 @@ def _load_header(name: str, resolved: Path, state: IncludeState, depth: int) -> 
     state.macros.update(blanked.defined)
     state.note_decltype(blanked)
     state.bodies.update(blanked.bodies)
+    state.objects.update(blanked.objects)
     if blanked.constants:
         state.constants[name] = blanked.constants
     lines = body.split("\n")

@@ -124,6 +124,10 @@ class Walker:
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
         self.own_bodies: dict[str, str] = {}  # those this text defines
+        self.own_objects: dict[str, str] = {}  # its object-like ones (`kernels.kernel_macros`)
+        # macro -> the object-like macros whose replacement is that one name (`#define A B`):
+        # made device macros once it is one, whichever of the two is defined first
+        self.aliases: dict[str, list[str]] = {}
         self.invoked: set[str] = set()  # namespace-scope invocations of unknown macros
         self.host_functions: set[str] = set()  # names of host functions blanked so far
         self.host_templates: set[str] = set()  # those of them that are templates
@@ -427,9 +431,12 @@ class Walker:
             return
         self.bodies[self.text(name)] = self.own_bodies[self.text(name)] = self.text(value)
         words = set(WORD.findall(self.text(value)))
-        if words & _DEVICE_WORDS:
-            self.device_macros.add(self.text(name))
-            self.defined[self.text(name)] = "device"
+        if node.type == "preproc_def":
+            self.own_objects[self.text(name)] = self.text(value)
+            if len(words) == 1 and self.text(value).strip() in words:
+                self.aliases.setdefault(self.text(value).strip(), []).append(self.text(name))
+        if words & _DEVICE_WORDS or (node.type == "preproc_def" and words & self.device_macros):
+            self._note_device_macro(self.text(name))
         elif "__host__" in words:
             self.host_macros.add(self.text(name))
             self.defined[self.text(name)] = "host"
@@ -444,6 +451,18 @@ class Walker:
             # function it heads was blanked as host code
             if kind is not None and self.text(name) not in self.device_macros:
                 self.defined[self.text(name)] = kind
+
+    def _note_device_macro(self, name: str) -> None:
+        """`name` is a device macro, and so is each alias of it (`#define __kernel KERNEL`
+        read before `#define KERNEL extern "C" __global__`): its functions stay device code."""
+        todo = [name]
+        while todo:
+            macro = todo.pop()
+            if self.defined.get(macro) == "device":
+                continue
+            self.device_macros.add(macro)
+            self.defined[macro] = "device"
+            todo.extend(self.aliases.get(macro, ()))
 
     def _parameters(self, node: tree_sitter.Node) -> list[str]:
         params = node.child_by_field_name("parameters")

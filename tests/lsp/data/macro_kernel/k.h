@@ -1,0 +1,1 @@
+#define __kernel extern "C" __global__
