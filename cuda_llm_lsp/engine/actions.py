@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -79,7 +80,14 @@ async def _kernel_and_spec(text: str, name: str) -> tuple[Kernel, TestSpec]:
     found = await asyncio.to_thread(find_kernels, text)  # a large file must not hold the loop
     kernel = next((k for k in found if k.name == name), None)
     if kernel is None:
-        raise _Refused(Refusal("no_kernel", name, f"no kernel named {name} in the document"))
+        message = f"no kernel named {name} in the document"
+        if re.search(rf"\b{re.escape(name)}\s*\(", text):  # a kernel declared through a macro?
+            message += (
+                f" written with __global__ (one declared through a macro, such as `#define "
+                f"KERNEL __global__`, gets diagnostics and figures; benchmark, profile, tune "
+                f"and optimize need __global__ in front of {name})"
+            )
+        raise _Refused(Refusal("no_kernel", name, message))
     spec, problems = await asyncio.to_thread(parse_spec, kernel, text)
     if spec is not None:
         return kernel, spec

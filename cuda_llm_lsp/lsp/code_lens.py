@@ -89,6 +89,8 @@ def lenses(server: CudaLlmServer, uri: str, analysis: FileAnalysis) -> list[type
                 )
             )
             continue
+        if info.kernel.via_macro:
+            continue  # its `__global__` comes from a macro: figures, but no GPU job finds it
         if info.kernel.spec is None:  # nothing to run without a spec: the draft comes first
             found.append(
                 types.CodeLens(

@@ -58,6 +58,9 @@ class Kernel:
     scope: str = ""  # enclosing namespaces, "ns::inner::" ("" at global scope)
     # a candidate's `/* @cuda-llm launch ... */` block (source/spec/launch.py), never the spec
     launch_block: SpecBlock | None = None
+    # the macro its `__global__` came through (`__kernel`), "" where `__global__` is written:
+    # such a kernel gets diagnostics and figures; the GPU jobs find kernels in the text alone
+    via_macro: str = ""
 
     @property
     def is_template(self) -> bool:
@@ -304,8 +307,10 @@ def _kernel(
     children = node.children
     declarator = node.child_by_field_name("declarator")
     head = _head_words(node, declarator) if by_macro else []
-    named = [by_macro[word] for word in (node_text(n, data) for n in head) if word in by_macro]
-    if not named and not any(child.type == "__global__" for child in children):
+    words = [word for word in (node_text(n, data) for n in head) if word in by_macro]
+    named = [by_macro[word] for word in words]
+    written = any(child.type == "__global__" for child in children)
+    if not named and not written:
         return None
     while declarator is not None and declarator.type != "function_declarator":
         # e.g. attributes or parenthesised declarators wrapping the function declarator
@@ -355,6 +360,7 @@ def _kernel(
         launch_block=_spec_block(outer, data, points, launch=True),
         instantiations=tuple(instantiations.get(name, ())) if template_params else (),
         scope=_scope(node, data),
+        via_macro="" if written else words[0],
     )
 
 

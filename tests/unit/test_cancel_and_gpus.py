@@ -104,6 +104,20 @@ async def test_an_action_refuses_a_kernel_that_is_not_there() -> None:
     service = GpuService(_Gpu)  # type: ignore[arg-type]
     outcome = await benchmark_in_file("int x;\n", None, "nothing", Settings(), service)
     assert isinstance(outcome, Refusal) and outcome.kind == "no_kernel"
+    assert "macro" not in outcome.message
+
+
+async def test_an_action_says_why_a_kernel_declared_through_a_macro_is_not_run() -> None:
+    """The editor finds it (figures, no job lens); a job invoked by hand says what to change."""
+    from cuda_llm_lsp.config import Settings
+
+    service = GpuService(_Gpu)  # type: ignore[arg-type]
+    text = '#define KERNEL extern "C" __global__\nKERNEL void scale(float* x) { x[0] = 1.0f; }\n'
+    outcome = await benchmark_in_file(text, None, "scale", Settings(), service)
+    assert isinstance(outcome, Refusal) and outcome.kind == "no_kernel"
+    assert (
+        "through a macro" in outcome.message and "__global__ in front of scale" in outcome.message
+    )
 
 
 @pytest.mark.parametrize("action", ["benchmark", "tune", "optimize", "profile"])

@@ -39,8 +39,13 @@ def test_a_head_naming_a_global_macro_makes_a_kernel_with_its_linkage() -> None:
     macros = {"__kernel": 'extern "C" __global__', "KERNEL": "__global__",
               "GLOBAL_FN": "__global__ void"}  # fmt: skip
     assert names(text, macros) == {"scale": True, "local": False, "bare": False}
-    (scale,) = [k for k in find_kernels(text, macros=macros) if k.name == "scale"]
+    found = {k.name: k for k in find_kernels(text, macros=macros)}
+    scale = found["scale"]
     assert (scale.name_span.start.line, scale.span.start.column) == (0, 0)
+    assert [found[n].via_macro for n in ("scale", "local", "bare")] == [
+        "__kernel", "KERNEL", "GLOBAL_FN"
+    ]  # fmt: skip
+    assert find_kernels(f"__global__ void plain{BODY}", macros=macros)[0].via_macro == ""
     assert [p.name for p in scale.params] == ["out", "n"]
 
 
