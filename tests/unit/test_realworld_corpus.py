@@ -10,9 +10,9 @@ benchmarks/RESULTS.md) with the fast tier, in parallel within a bounded time. Th
 not part of the repository (other projects' code is not vendored): point
 `CUDA_LLM_REALWORLD_CORPUS` at a directory holding its `manifest.toml`; marked `slow`.
 
-`test_zero_false_errors_on_the_downloaded_corpus` needs no local corpus: it downloads the one
-pinned in tests/data/realworld/sources.toml (public Debian and PyPI packages, sha256 checked;
-benchmarks/realworld_fetch.py) into $CUDA_LLM_CORPUS_CACHE or its tmp dir and checks every
+`test_no_false_errors_on_the_downloaded_corpus` needs no local corpus: it downloads the one
+pinned in tests/data/realworld/sources.toml (public Debian binary and source packages and PyPI
+packages, sha256 checked; benchmarks/realworld_fetch.py) into $CUDA_LLM_CORPUS_CACHE or its tmp dir and checks every
 nvcc-clean file; it skips, saying why, when the packages cannot be downloaded. `test_fetch_*`
 run the fetcher against a package index (or a Debian archive's pool) on a local port.
 """
