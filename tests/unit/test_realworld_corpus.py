@@ -12,9 +12,10 @@ not part of the repository (other projects' code is not vendored): point
 
 `test_no_false_errors_on_the_downloaded_corpus` needs no local corpus: it downloads the one
 pinned in tests/data/realworld/sources.toml (public Debian binary and source packages and PyPI
-packages, sha256 checked; benchmarks/realworld_fetch.py) into $CUDA_LLM_CORPUS_CACHE or its tmp dir and checks every
-nvcc-clean file; it skips, saying why, when the packages cannot be downloaded. `test_fetch_*`
-run the fetcher against a package index (or a Debian archive's pool) on a local port.
+packages, sha256 checked; benchmarks/realworld_fetch.py) into $CUDA_LLM_CORPUS_CACHE or its tmp
+dir and checks every nvcc-clean file; it skips, saying why, when the packages cannot be
+downloaded. `test_fetch_*` run the fetcher against a package index (or a Debian archive's pool)
+on a local port.
 """
 
 from __future__ import annotations
@@ -449,7 +450,7 @@ def test_pack_carries_sources_headers_and_licences_not_binaries(tmp_path: Path) 
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # 141 files on 2 cores beside other slow tests: past the 300 s default
+@pytest.mark.timeout(1200)  # 222 files on 2 cores beside other slow tests: past the 300 s default
 def test_no_false_errors_on_the_downloaded_corpus(tmp_path: Path) -> None:
     """Every nvcc-clean file of tests/data/realworld/sources.toml (downloaded from its pinned
     packages) checked by the fast tier with its own build's flags: not one error that nvcc
