@@ -247,6 +247,27 @@ def test_fetch_refuses_an_archive_whose_sha256_changed(
     index.server.shutdown()
 
 
+def test_record_only_some_files_leaves_the_others_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--record --only TEXT` (repeatable): the runner records each TEXT's files in turn (a new
+    source's files, not the whole corpus again); sources.toml is rewritten from its manifest."""
+    archive = _wheel({"LICENSE": "MIT\n", "k.cu": "__global__ void k() {}\n"})
+    index = _Index({"proj-1.0-py3-none-any.whl": archive})
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
+    sources = _sources_file(tmp_path / "sources.toml", archive)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(corpus_fetch.realworld_corpus, "main", lambda argv: calls.append(argv))
+    argv = ["--cache", str(tmp_path / "cache"), "--sources", str(sources), "--record"]
+    assert corpus_fetch.main([*argv, "--only", "proj/", "--only", "other/"]) == 0
+    assert [c[c.index("--only") + 1] for c in calls] == ["proj/", "other/"]
+    assert all("--record" in c for c in calls)
+    assert corpus_fetch.load_sources(sources)[1][0].ptxas_registers == {"_Z1kPf": 8}
+    calls.clear()
+    assert corpus_fetch.main(argv) == 0 and calls[0][calls[0].index("--only") + 1] == ""  # all
+    index.server.shutdown()
+
+
 def test_fetch_offline_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No index to reach: one line naming the package, and the CLI's status 2, no traceback."""
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # the discard port
