@@ -247,7 +247,7 @@ def test_fetch_refuses_an_archive_whose_sha256_changed(
     index.server.shutdown()
 
 
-def test_record_only_some_files_leaves_the_others_verdicts(
+def test_record_only_passes_each_text_to_the_runner(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`--record --only TEXT` (repeatable): the runner records each TEXT's files in turn (a new
