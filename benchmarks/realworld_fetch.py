@@ -2,10 +2,12 @@
 
 Other projects' code is not vendored in this repository. `tests/data/realworld/sources.toml`
 pins each source instead: a public package (a Debian binary package, through `apt-get
-download`; a PyPI wheel or sdist, through the simple index pip itself uses), its version, its
-archive's file name and sha256, and its licence; then every file checked, with the include
-directories, defines and C++ standard its own build uses and nvcc's recorded verdict (the
-fields of `realworld_corpus.Entry`, paths starting with the source's name).
+download`; a Debian source package's orig tarball, from the Debian archive's pool; a PyPI wheel
+or sdist, through the simple index pip itself uses), its version, its archive's file name and
+sha256, its licence, and optionally the subtrees of it its files need (only those are extracted
+and packed: a large project's tarball stays out of the carried corpus); then every file
+checked, with the include directories, defines and C++ standard its own build uses and nvcc's
+recorded verdict (the fields of `realworld_corpus.Entry`, paths starting with the source's name).
 
 `fetch` downloads each archive (bounded in time, sha256 checked), extracts it under
 `CACHE/<source name>/` and writes the runner's `manifest.toml` into CACHE, so that
@@ -16,9 +18,14 @@ every source's C, C++ and CUDA files and licences, nothing of the archives' bina
 into one tarball: what a machine without network (the GPU machine) is carried, to be unpacked and
 checked there with `realworld_corpus.py` (`benchmarks/gpu_all.sh corpus`).
 
-    python benchmarks/realworld_fetch.py [--cache DIR] [--record] [--jobs N] [--pack FILE]
+    python benchmarks/realworld_fetch.py [--cache DIR] [--record [--only TEXT]...] [--jobs N]
+                                         [--pack FILE]
 
-The cache defaults to $CUDA_LLM_CORPUS_CACHE, else ~/.cache/cuda-llm-lsp/realworld.
+`--only TEXT` (repeatable) records only the files whose path contains TEXT (`--only lammps/`:
+one new source's files, not the whole corpus again). The cache defaults to
+$CUDA_LLM_CORPUS_CACHE, else ~/.cache/cuda-llm-lsp/realworld. Debian source archives come from
+$CUDA_LLM_DEBIAN_MIRROR, else the Debian mirror this machine's apt sources name, else
+deb.debian.org.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +45,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import tomllib
@@ -45,6 +53,8 @@ import tomllib
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE.parent / "tests" / "data" / "realworld" / "sources.toml"
 TIMEOUT_S = 180  # one archive's download
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+APT_SOURCES = Path("/etc/apt")  # where this machine's Debian mirror is named (read, not run)
 
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
@@ -58,14 +68,17 @@ class FetchError(Exception):
 @dataclass
 class Source:
     name: str  # the directory it is extracted into; files' paths start with it
-    kind: str  # "debian" (apt-get download) or "pypi" (the simple index)
-    package: str
+    kind: str  # "debian" (apt-get download), "debian-source" (the pool) or "pypi" (the index)
+    package: str  # a Debian source package's name for "debian-source"
     version: str
     archive: str  # the file name, as the archive serves it
     sha256: str
     licence: str
     licence_file: str  # inside the extracted tree
     note: str = ""
+    # the archive's paths (directories or files) extracted and packed, the licence file too;
+    # empty: all of it
+    subtrees: list[str] = field(default_factory=list)
 
 
 def load_sources(path: Path = SOURCES) -> tuple[list[Source], list[realworld_corpus.Entry]]:
@@ -92,7 +105,8 @@ def write_sources(path: Path, sources: list[Source], entries: list[realworld_cor
     lines = [_HEADER]
     for source in sources:
         lines.append("[[source]]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in asdict(source).items()]
+        fields = {k: v for k, v in asdict(source).items() if k != "subtrees" or v}
+        lines += [f"{key} = {json.dumps(value)}" for key, value in fields.items()]
         lines.append("")
     manifest = Path(tempfile.mkdtemp(prefix="sources-"))
     realworld_corpus.write_manifest(manifest, entries)
@@ -124,10 +138,12 @@ def fetch(cache: Path, sources_path: Path = SOURCES) -> list[realworld_corpus.En
                 )
         tree = cache / source.name
         stamp = tree / ".extracted"
-        if not (stamp.is_file() and stamp.read_text() == source.sha256):
+        extracted = " ".join([source.sha256, *source.subtrees])
+        if not (stamp.is_file() and stamp.read_text() == extracted):
             shutil.rmtree(tree, ignore_errors=True)
-            _extract(archive, tree)
-            stamp.write_text(source.sha256)
+            keep = [*source.subtrees, source.licence_file] if source.subtrees else []
+            _extract(archive, tree, keep)
+            stamp.write_text(extracted)
         if not (tree / source.licence_file).is_file():
             raise FetchError(f"{source.name}: no licence file {source.licence_file}")
     missing = [e.path for e in entries if not (cache / e.path).is_file()]
@@ -191,6 +207,9 @@ def _sha256(path: Path) -> str:
 def _download(source: Source, into: Path) -> None:
     if source.kind == "debian":
         _apt_download(source, into)
+    elif source.kind == "debian-source":
+        url = f"{_debian_mirror()}/{debian_pool_path(source.package, source.archive)}"
+        _http_download(source, url, into / source.archive)
     elif source.kind == "pypi":
         _pypi_download(source, into / source.archive)
     else:
@@ -219,6 +238,39 @@ def _apt_download(source: Source, into: Path) -> None:
         )
 
 
+def debian_pool_path(package: str, archive: str) -> str:
+    """Where Debian's archive keeps a source package's files: `pool/main/<prefix>/<package>/`,
+    the prefix `lib` and the next letter for a name starting with lib, else its first letter."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", package):
+        raise FetchError(f"{package!r}: not a Debian source package name")
+    if not re.fullmatch(r"[A-Za-z0-9+~_-][A-Za-z0-9+.~_-]*", archive):
+        raise FetchError(f"{package}: not an archive's file name: {archive!r}")
+    prefix = package[:4] if package.startswith("lib") and len(package) > 3 else package[0]
+    return f"pool/main/{prefix}/{package}/{archive}"
+
+
+def _debian_mirror() -> str:
+    """$CUDA_LLM_DEBIAN_MIRROR, else the first Debian mirror this machine's apt sources name
+    (`URIs:` of *.sources, `deb` lines of *.list: read as text), else deb.debian.org."""
+    if url := os.environ.get("CUDA_LLM_DEBIAN_MIRROR"):
+        return url.rstrip("/")
+    files = [APT_SOURCES / "sources.list", *sorted(APT_SOURCES.glob("sources.list.d/*.list"))]
+    files += sorted(APT_SOURCES.glob("sources.list.d/*.sources"))
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            words = line.split("#", 1)[0].split()
+            if words[:1] in (["URIs:"], ["deb"], ["deb-src"]):
+                for word in words[1:]:
+                    url = word.rstrip("/")
+                    if re.fullmatch(r"https?://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~-]+)*/debian", url):
+                        return url
+    return DEBIAN_MIRROR
+
+
 def _index_url() -> str:
     """The index pip uses here: $PIP_INDEX_URL, else pip's own default."""
     if url := os.environ.get("PIP_INDEX_URL"):
@@ -242,32 +294,56 @@ def _pypi_download(source: Source, target: Path) -> None:
         url = next((f["url"] for f in files if f.get("filename") == source.archive), None)
         if url is None:
             raise FetchError(f"{source.package}: the index has no {source.archive}")
-        url = urllib.parse.urljoin(page, url)
-        partial = target.with_suffix(target.suffix + ".part")
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        raise FetchError(f"{source.package}: cannot download {source.archive} ({exc})") from exc
+    _http_download(source, urllib.parse.urljoin(page, url), target)
+
+
+def _http_download(source: Source, url: str, target: Path) -> None:
+    """The archive at `url` into `target`, through a .part file (no half archive kept)."""
+    partial = target.with_suffix(target.suffix + ".part")
+    try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer, partial.open("wb") as out:
             shutil.copyfileobj(answer, out)
         partial.replace(target)
     except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        partial.unlink(missing_ok=True)
         raise FetchError(f"{source.package}: cannot download {source.archive} ({exc})") from exc
 
 
-def _extract(archive: Path, tree: Path) -> None:
+def _wanted(member: str, keep: list[str]) -> bool:
+    """A member of the archive inside one of `keep` (none: every member); unsafe names refused."""
+    parts = Path(member).parts
+    if member.startswith("/") or ".." in parts:
+        raise FetchError(f"unsafe member {member}")
+    return not keep or any(parts[: len(Path(k).parts)] == Path(k).parts for k in keep)
+
+
+def _extract(archive: Path, tree: Path, keep: list[str] | None = None) -> None:
+    """The archive's members (those under `keep`, if given) under `tree`: no absolute or escaping
+    names, no links out, no special files (tarfile's "data" filter)."""
     tree.mkdir(parents=True)
     name = archive.name
-    if name.endswith(".deb"):
-        with tarfile.open(fileobj=io.BytesIO(_deb_data(archive))) as tar:
-            tar.extractall(tree, filter="data")
-    elif name.endswith(".whl") or name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as zipped:
-            for member in zipped.namelist():  # no absolute or escaping names
-                if member.startswith("/") or ".." in Path(member).parts:
-                    raise FetchError(f"{name}: unsafe member {member}")
-            zipped.extractall(tree)
-    elif name.endswith((".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")):
-        with tarfile.open(archive) as tar:
-            tar.extractall(tree, filter="data")
-    else:
-        raise FetchError(f"{name}: unknown archive type")
+    keep = keep or []
+    try:
+        if name.endswith(".whl") or name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zipped:
+                members = [m for m in zipped.namelist() if _wanted(m, keep)]
+                zipped.extractall(tree, members)
+            return
+        if name.endswith(".deb"):
+            opened = tarfile.open(fileobj=io.BytesIO(_deb_data(archive)))  # noqa: SIM115
+        elif name.endswith((".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")):
+            opened = tarfile.open(archive)  # noqa: SIM115
+        else:
+            raise FetchError(f"{name}: unknown archive type")
+        with opened as tar:
+            chosen = [m for m in tar.getmembers() if _wanted(m.name, keep)]
+            tar.extractall(tree, chosen, filter="data")
+    except FetchError as exc:
+        raise FetchError(f"{name}: {exc}") from exc
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+        raise FetchError(f"{name}: cannot extract ({exc})") from exc
 
 
 def _deb_data(archive: Path) -> bytes:
@@ -291,6 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=None, help="where archives are kept")
     parser.add_argument("--sources", type=Path, default=SOURCES)
     parser.add_argument("--record", action="store_true", help="record nvcc's verdicts")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="--record only files whose path contains TEXT (repeatable)",
+    )
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--pack", type=Path, help="write the corpus into this .tar.gz too")
     args = parser.parse_args(argv)
@@ -302,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"corpus ready: {cache}")
     if args.record:
-        realworld_corpus.main([str(cache), "--record", "--jobs", str(args.jobs)])
+        for only in args.only or [""]:
+            argv_ = [str(cache), "--record", "--jobs", str(args.jobs), "--only", only]
+            realworld_corpus.main(argv_)
         sources, _ = load_sources(args.sources)
         write_sources(args.sources, sources, realworld_corpus.load_manifest(cache))
     if args.pack:
