@@ -319,9 +319,29 @@ def _wanted(member: str, keep: list[str]) -> bool:
     return not keep or any(parts[: len(Path(k).parts)] == Path(k).parts for k in keep)
 
 
+def _refuse_links_out(member: tarfile.TarInfo) -> None:
+    """A link whose target leaves the tree (absolute, or `..` past its root) or a device or
+    FIFO member: refused, as tarfile's "data" filter refuses them where it exists."""
+    if member.isdev():
+        raise FetchError(f"special file {member.name}")
+    if not (member.issym() or member.islnk()):
+        return
+    target = Path(member.linkname)
+    if member.issym():  # relative to the link's folder; a hard link names an archive member
+        target = Path(member.name).parent / target
+    depth = 0
+    for part in target.parts:
+        depth += -1 if part == ".." else 0 if part in ("", ".") else 1
+        if depth < 0:
+            break
+    if member.linkname.startswith("/") or depth < 0:
+        raise FetchError(f"link {member.name} -> {member.linkname} leaves the tree")
+
+
 def _extract(archive: Path, tree: Path, keep: list[str] | None = None) -> None:
     """The archive's members (those under `keep`, if given) under `tree`: no absolute or escaping
-    names, no links out, no special files (tarfile's "data" filter)."""
+    names, no links out, no special files (our checks, and tarfile's "data" filter where this
+    Python has it)."""
     tree.mkdir(parents=True)
     name = archive.name
     keep = keep or []
@@ -339,7 +359,12 @@ def _extract(archive: Path, tree: Path, keep: list[str] | None = None) -> None:
             raise FetchError(f"{name}: unknown archive type")
         with opened as tar:
             chosen = [m for m in tar.getmembers() if _wanted(m.name, keep)]
-            tar.extractall(tree, chosen, filter="data")
+            for member in chosen:
+                _refuse_links_out(member)
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+, 3.12: a second check
+                tar.extractall(tree, chosen, filter="data")
+            else:  # Debian 12's 3.11.2 has no filter: the checks above are the guard
+                tar.extractall(tree, chosen)
     except FetchError as exc:
         raise FetchError(f"{name}: {exc}") from exc
     except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
