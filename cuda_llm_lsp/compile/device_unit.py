@@ -91,17 +91,10 @@ def build_device_unit(
         include_lines=read.include_lines,
         problems=(*read.problems, *_skipped_notes(main)),
         external_headers=dict(state.external_headers),
-        kernel_macros=_kernel_macros({**state.objects, **main.objects}),
+        # of the object-like macros the walker read (the file's own and those of the headers
+        # `include_reads` let it read; none is executed)
+        kernel_macros=kernel_macros({**state.objects, **main.objects}),
     )
-
-
-def _kernel_macros(objects: dict[str, str]) -> dict[str, str]:
-    """`DeviceUnit.kernel_macros` of the object-like macros the walker read (the file's own
-    `#define` lines and those of the headers `include_reads` let it read; none is executed)."""
-    return {
-        name: 'extern "C" __global__' if extern_c else "__global__"
-        for name, extern_c in kernel_macros(objects).items()
-    }
 
 
 @dataclass

@@ -96,6 +96,6 @@ class DeviceUnit:
     # headers are covered by the NVRTC version).
     external_headers: dict[str, tuple[int, int]] = field(default_factory=dict)
     # the object-like macros of the file and its headers that expand to `__global__` (a kernel's
-    # head may name one: `__kernel void f()`), each as `__global__` or `extern "C" __global__`
-    # (`kernels.find_kernels`'s `macros`)
-    kernel_macros: dict[str, str] = field(default_factory=dict)
+    # head may name one: `__kernel void f()`), each with whether it holds `extern "C"`
+    # (`kernels.kernel_macros`; `kernels.find_kernels`'s `macros`)
+    kernel_macros: dict[str, bool] = field(default_factory=dict)

@@ -150,20 +150,21 @@ def _mask_unknown_attributes(data: bytes) -> bytes:
 def find_kernels(
     text: str,
     parsed: tuple[Tree, bytes] | None = None,
-    macros: Mapping[str, str] | None = None,
+    macros: Mapping[str, bool] | None = None,
 ) -> list[Kernel]:
     """Every `__global__` function definition in `text`, in source order.
 
     `parsed`: `parse_tree(text)` when the caller already has it (one parse per analysis).
-    `macros`: object-like macro definitions (name -> replacement list) known for `text` (its
-    own `#define` lines and its headers'): a definition whose head, before its name, holds one
-    that expands to `__global__` (`#define __kernel extern "C" __global__`: LAMMPS's Geryon)
-    is a kernel too (`kernel_macros`). None: only a literal `__global__` makes a kernel.
+    `macros`: the macros known for `text` that stand for `__global__`, each with whether it
+    makes the kernel `extern "C"` (`kernel_macros` of its own and its headers' `#define`s:
+    `DeviceUnit.kernel_macros`): a definition whose head, before its name, names one
+    (`#define __kernel extern "C" __global__`: LAMMPS's Geryon) is a kernel too. None: only a
+    literal `__global__` makes a kernel.
     """
     tree, data = parsed or parse_tree(text)
     points = Offsets(text, data)
     instantiations = _instantiations(tree.root_node, data)
-    by_macro = kernel_macros(macros) if macros else {}
+    by_macro = macros or {}
     kernels: list[Kernel] = []
     functions = QueryCursor(_FUNCTIONS).captures(tree.root_node).get("function", [])
     for node in sorted(functions, key=lambda node: node.start_byte):  # source order

@@ -3,11 +3,7 @@ LAMMPS's lib/gpu, Geryon): found, kept as device code, and given figures in both
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +12,9 @@ from cuda_llm_lsp.compile.analysis import analyze
 from cuda_llm_lsp.compile.device_unit import build_device_unit
 from cuda_llm_lsp.compile.nvcc import find_nvcc
 from cuda_llm_lsp.config import Settings
-from cuda_llm_lsp.source.kernels import find_kernels, kernel_macros
+from cuda_llm_lsp.source.kernels import Kernel, find_kernels, kernel_macros
+from tests.support.cli import check_json
 
-ROOT = Path(__file__).resolve().parents[2]
 BODY = (
     "(float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) out[i] *= 2.0f;\n}\n"
@@ -29,9 +25,15 @@ PROJECT = {
 }
 
 
-def names(text: str, macros: dict[str, str] | None) -> dict[str, bool]:
+def found(text: str, definitions: dict[str, str] | None) -> dict[str, Kernel]:
+    """The kernels found, by name, with these object-like macro definitions known."""
+    macros = None if definitions is None else kernel_macros(definitions)
+    return {k.name: k for k in find_kernels(text, macros=macros)}
+
+
+def names(text: str, definitions: dict[str, str] | None) -> dict[str, bool]:
     """The kernels found, by name, each with its `extern "C"` linkage."""
-    return {k.name: k.is_extern_c for k in find_kernels(text, macros=macros)}
+    return {name: k.is_extern_c for name, k in found(text, definitions).items()}
 
 
 def test_a_head_naming_a_global_macro_makes_a_kernel_with_its_linkage() -> None:
@@ -39,13 +41,13 @@ def test_a_head_naming_a_global_macro_makes_a_kernel_with_its_linkage() -> None:
     macros = {"__kernel": 'extern "C" __global__', "KERNEL": "__global__",
               "GLOBAL_FN": "__global__ void"}  # fmt: skip
     assert names(text, macros) == {"scale": True, "local": False, "bare": False}
-    found = {k.name: k for k in find_kernels(text, macros=macros)}
-    scale = found["scale"]
+    kernels = found(text, macros)
+    scale = kernels["scale"]
     assert (scale.name_span.start.line, scale.span.start.column) == (0, 0)
-    assert [found[n].via_macro for n in ("scale", "local", "bare")] == [
+    assert [kernels[n].via_macro for n in ("scale", "local", "bare")] == [
         "__kernel", "KERNEL", "GLOBAL_FN"
     ]  # fmt: skip
-    assert find_kernels(f"__global__ void plain{BODY}", macros=macros)[0].via_macro == ""
+    assert found(f"__global__ void plain{BODY}", macros)["plain"].via_macro == ""
     assert [p.name for p in scale.params] == ["out", "n"]
 
 
@@ -85,11 +87,11 @@ def test_launch_bounds_and_templates_after_a_macro_are_read() -> None:
         "template <typename T> KERNEL void typed(T* out) { out[0] = T(); }\n"
         f'extern "C" {{\nKERNEL void in_block{BODY}}}\nnamespace ns {{ KERNEL void inner{BODY}}}\n'
     )
-    found = {k.name: k for k in find_kernels(text, macros={"KERNEL": "__global__"})}
-    assert found["bounded"].launch_bounds == "128, 2"
-    assert found["typed"].template_params == ("T",)
-    assert found["in_block"].is_extern_c
-    assert found["inner"].qualified_name == "ns::inner"
+    kernels = found(text, {"KERNEL": "__global__"})
+    assert kernels["bounded"].launch_bounds == "128, 2"
+    assert kernels["typed"].template_params == ("T",)
+    assert kernels["in_block"].is_extern_c
+    assert kernels["inner"].qualified_name == "ns::inner"
 
 
 def test_the_device_unit_collects_the_macros_of_the_file_and_its_headers(tmp_path: Path) -> None:
@@ -99,7 +101,7 @@ def test_the_device_unit_collects_the_macros_of_the_file_and_its_headers(tmp_pat
         '#include "k.h"\n#define LOCAL __global__\n#define NOT_ONE __device__\n', encoding="utf-8"
     )
     unit = build_device_unit((tmp_path / "more.cu").read_text(), tmp_path / "more.cu")
-    assert unit.kernel_macros == {"__kernel": 'extern "C" __global__', "LOCAL": "__global__"}
+    assert unit.kernel_macros == {"__kernel": True, "LOCAL": False}
 
 
 def test_an_alias_defined_before_its_global_macro_keeps_the_kernel_device_code() -> None:
@@ -108,7 +110,7 @@ def test_an_alias_defined_before_its_global_macro_keeps_the_kernel_device_code()
     text = f"#define GLOBAL_FN KGLOBAL\n#define KGLOBAL __global__ void\nGLOBAL_FN scale{BODY}"
     unit = build_device_unit(text)
     assert unit.text.split("\n")[2] == "GLOBAL_FN scale(float* out, int n) {"
-    assert unit.kernel_macros == {"GLOBAL_FN": "__global__", "KGLOBAL": "__global__"}
+    assert unit.kernel_macros == {"GLOBAL_FN": False, "KGLOBAL": False}
 
 
 def test_the_fast_tier_gives_a_macro_kernel_its_figures_at_its_line(tmp_path: Path) -> None:
@@ -125,19 +127,9 @@ def test_the_fast_tier_gives_a_macro_kernel_its_figures_at_its_line(tmp_path: Pa
 
 
 def check(tmp_path: Path, *flags: str) -> dict:
-    for name, text in PROJECT.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["CUDA_LLM_CACHE_DIR"] = str(tmp_path / "cache")
-    done = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", "--format", "json",
-         "--compile-timeout", "300", *flags, "main.cu"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    status, report = check_json(tmp_path, PROJECT, *flags)
+    assert status == 0, report
+    return report
 
 
 def kernel_lines(report: dict) -> dict[str, tuple[int | None, bool]]:

@@ -7,37 +7,22 @@ template) are reported; a fast-tier error nvcc does not report is withdrawn.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cuda_llm_lsp.compile.nvcc import find_nvcc
+from tests.support.cli import check_json
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(
     find_nvcc() is None or shutil.which("g++") is None, reason="needs nvcc and g++"
 )
 
 
 def check(tmp_path: Path, files: dict[str, str], *flags: str) -> tuple[int, dict]:
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["CUDA_LLM_CACHE_DIR"] = str(tmp_path / "cache")
-    done = subprocess.run(
-        [sys.executable, "-m", "cuda_llm_lsp.cli", "check", "--format", "json",
-         "--compile-timeout", "300", *flags, "main.cu"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, json.loads(done.stdout)
+    return check_json(tmp_path, files, *flags)
 
 
 HOST_TEMPLATE = {
