@@ -151,23 +151,44 @@ _TOOLKIT_LIBRARIES: dict[str, tuple[str, str]] = {
 def toolkit_include_dirs() -> tuple[str, ...]:
     """Toolkit header directories: cudart (with crt/), CCCL, cuRAND, as cuda.pathfinder finds
     them in NVRTC's own environment; one it lacks (a PyTorch venv's wheels have no CCCL) from
-    the toolkit of the nvcc in use, where nvcc reads it (`borrowed_include_dirs`)."""
-    dirs: list[str] = []
+    the toolkit of the nvcc in use, where nvcc reads it (`borrowed_include_dirs`).
+
+    pathfinder's last resort, a Python subprocess that loads cudart to find the toolkit it came
+    from, is asked only where cudart's headers are found nowhere else (a toolkit the dynamic
+    loader reaches, and nothing names): it cost 0.3 s on a quiet machine and 0.7 s while the
+    compile processes start, inside the first document's check, for cuRAND's headers in a
+    wheel set without them, which it did not find either."""
+    found = {lib: _in_environment(lib) or _from_nvcc_toolkit(lib) for lib in _TOOLKIT_LIBRARIES}
+    if found["cudart"] is None:
+        found = {lib: where or _probed(lib) for lib, where in found.items()}
+    return tuple(dict.fromkeys(where for where in found.values() if where))
+
+
+def _in_environment(lib: str) -> str | None:
+    """`lib`'s header directory as cuda.pathfinder finds it without its subprocess probe:
+    wheels, conda, `CUDA_HOME`/`CUDA_PATH`. Where this version of pathfinder keeps its steps
+    elsewhere, its public lookup (`_probed`)."""
+    try:
+        from cuda.pathfinder._headers import find_nvidia_headers as lookup
+
+        quick = tuple(s for s in lookup.FIND_STEPS if s is not lookup.find_via_ctk_root_canary)
+        located = lookup.run_find_steps(lookup.HEADER_DESCRIPTORS[lib], quick)
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return _probed(lib)
+    except Exception:  # a missing wheel only loses those headers
+        return None
+    return str(located.abs_path) if located is not None else None
+
+
+def _probed(lib: str) -> str | None:
+    """`lib`'s header directory by pathfinder's whole lookup, its subprocess probe included."""
     try:
         from cuda import pathfinder
-    except ImportError:  # pragma: no cover - cuda-python is a dependency
-        pathfinder = None
-    for lib in _TOOLKIT_LIBRARIES:
-        found = None
-        if pathfinder is not None:
-            try:
-                found = pathfinder.find_nvidia_header_directory(lib)
-            except Exception:  # a missing wheel only loses those headers
-                found = None
-        found = str(found) if found else _from_nvcc_toolkit(lib)
-        if found and found not in dirs:
-            dirs.append(found)
-    return tuple(dirs)
+
+        found = pathfinder.find_nvidia_header_directory(lib)
+    except Exception:  # no pathfinder, or a missing wheel: only those headers are lost
+        return None
+    return str(found) if found else None
 
 
 @functools.lru_cache(maxsize=1)

@@ -77,14 +77,12 @@ def _fake_toolkit(root: Path, version: int) -> Path:
 def test_cccl_missing_from_nvrtcs_wheels_comes_from_the_nvcc_toolkit(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from cuda import pathfinder
-
     include = _fake_toolkit(tmp_path / "cuda-13.0", 13000)
     wheel = tmp_path / "wheel" / "include"
     wheel.mkdir(parents=True)
     (wheel / "cuda_runtime_api.h").write_text("#define CUDART_VERSION 13000\n")
     found = {"cudart": str(wheel)}
-    monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", found.get)
+    monkeypatch.setattr(headers, "_in_environment", found.get)
     monkeypatch.setenv("CUDA_LLM_NVCC", str(tmp_path / "cuda-13.0" / "bin" / "nvcc"))
     caches = (
         headers.toolkit_include_dirs,

@@ -130,3 +130,50 @@ def test_another_toolkits_directory_gives_only_what_ours_lacks(tmp_path: Path) -
     errors, with_resources = _check(tmp_path, text, other)
     assert errors == []
     assert with_resources == ["scale"]
+
+
+def test_finding_the_toolkit_headers_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuda.pathfinder's last resort for a library no wheel holds (cuRAND here) is a Python
+    subprocess loading cudart: 0.3-0.7 s inside the first document's check. With cudart's
+    headers found, it is never asked."""
+    import subprocess
+
+    started: list[object] = []
+
+    class NoProcess:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            started.append(args)
+            raise OSError("no process may start here")
+
+    headers.toolkit_include_dirs.cache_clear()
+    monkeypatch.setattr(subprocess, "Popen", NoProcess)
+    try:
+        dirs = headers.toolkit_include_dirs()
+    finally:
+        headers.toolkit_include_dirs.cache_clear()
+    if not any((Path(d) / "cuda_runtime_api.h").is_file() for d in dirs):
+        pytest.skip("no toolkit headers in this environment")
+    assert not started, started
+
+
+def test_the_probe_is_asked_where_cudart_is_found_nowhere_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A toolkit only the dynamic loader reaches (no wheel, no CUDA_HOME, no nvcc): pathfinder's
+    probe finds it, for every library still missing."""
+    probed: list[str] = []
+
+    def probe(lib: str) -> str | None:
+        probed.append(lib)
+        return f"/opt/cuda/include/{lib}"
+
+    monkeypatch.setattr(headers, "_in_environment", {"cccl": "/wheel/cccl"}.get)
+    monkeypatch.setattr(headers, "_from_nvcc_toolkit", lambda lib: None)
+    monkeypatch.setattr(headers, "_probed", probe)
+    headers.toolkit_include_dirs.cache_clear()
+    try:
+        dirs = headers.toolkit_include_dirs()
+    finally:
+        headers.toolkit_include_dirs.cache_clear()
+    assert dirs == ("/opt/cuda/include/cudart", "/wheel/cccl", "/opt/cuda/include/curand")
+    assert probed == ["cudart", "curand"]
