@@ -366,6 +366,7 @@ class CompilePool:
         self.store: Path | None = None
         self.stored_uses = 0  # front-end checks that read a kept PCH (NVRTC said it used it)
         self.refusals = 0  # kept PCHs NVRTC turned down (each deleted)
+        self._rest_pending = False  # `warm(first=True)` started one process: the rest to start
 
     @property
     def persistent(self) -> bool:
@@ -412,9 +413,18 @@ class CompilePool:
         candidates' code, and every other compile, keep the randomization)."""
         return syntax_only and self.store is not None
 
-    def warm(self) -> None:
-        """Start the processes now (they load NVRTC), so the first compile does not wait."""
+    def warm(self, *, first: bool = False) -> None:
+        """Start the processes now (they load NVRTC), so the first compile does not wait.
+        `first` (the editor's start): only the process the first front-end check takes, the
+        others at that check. Started together, on two cores, they held the first check up
+        by a third of a second: three Pythons importing and loading NVRTC at once."""
         with self._lock:
+            if first:
+                if not self._closed and not self._idle and not self._busy:
+                    self._idle.append(_Worker(self.memory_mb, 0, self._fixed(True)))
+                    self._rest_pending = True
+                return
+            self._rest_pending = False
             while not self._closed and len(self._idle) + len(self._busy) < self.size:
                 background = self.background_nice and not any(
                     w.nice for w in (*self._idle, *self._busy)
@@ -436,6 +446,8 @@ class CompilePool:
         stored = self._stored(key)
         with self._slots:
             worker = self._take(None if stored else key, syntax_only)
+            if self._rest_pending:  # they load while this compile runs
+                self.warm()
             kept = str(stored) if stored is not None and worker.fixed else ""
             warm = not kept and key is not None and key in worker.prefixes
             request = Request(

@@ -80,17 +80,19 @@ def open_analysis(*, editor: bool = False, persistent_pch: bool = False) -> None
 
     `editor`: a document is checked at every edit, so its headers are precompiled once per
     prefix, and code generation runs niced: it yields the cores to the checks the user waits
-    for. A CLI run checks each file once and gets neither. `persistent_pch`: `keep_pch`."""
+    for; the process the first check takes starts alone, the others during that check
+    (`CompilePool.warm`). A CLI run checks each file once and gets none of this.
+    `persistent_pch`: `keep_pch`."""
     pool = _isolated.shared_pool()
     if editor:
         pool.background_nice = pool.BACKGROUND_NICE
         pool.use_pch(persistent=persistent_pch)
-        # the toolkit's header directories, found once (cuda.pathfinder: an import and a
-        # subprocess, 0.2 s) while the processes start, not in the first document's check
+        # the toolkit's header directories, found once (cuda.pathfinder's import, 0.05 s)
+        # while the processes start, not in the first document's check
         threading.Thread(
             target=_std_headers.toolkit_include_dirs, daemon=True, name="toolkit-headers"
         ).start()
-    pool.warm()
+    pool.warm(first=editor)
 
 
 def keep_pch(on: bool) -> None:

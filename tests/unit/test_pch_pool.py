@@ -142,6 +142,28 @@ def test_no_pch_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
         pool.close()
 
 
+def test_the_editor_starts_one_process_then_the_rest_at_its_first_check() -> None:
+    """Three Pythons importing and loading NVRTC at once, on two cores, held the first check
+    up by a third of a second: the editor starts the front-end process its first check takes,
+    the others (a second check, code generation) while that check runs."""
+    pool = server_pool(size=3)
+    pool.background_nice = isolated.CompilePool.BACKGROUND_NICE
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        pool.warm(first=True)
+        (first,) = pool._idle
+        assert os.getpriority(os.PRIO_PROCESS, first.proc.pid) == own
+        pool.warm(first=True)  # asked again (a second `open_analysis`): nothing more
+        assert pool._idle == [first]
+        assert pool.compile(unit(HEAD + BODY.format(value="1.0f")), OPTIONS, [], syntax_only=True)
+        workers = [*pool._idle, *pool._busy]
+        assert first in workers and len(workers) == 3
+        niceness = sorted(os.getpriority(os.PRIO_PROCESS, w.proc.pid) - own for w in workers)
+        assert niceness == [0, 0, isolated.CompilePool.BACKGROUND_NICE]
+    finally:
+        pool.close()
+
+
 def test_the_servers_code_generation_runs_niced_and_its_checks_do_not() -> None:
     pool = server_pool(size=2)
     pool.background_nice = isolated.CompilePool.BACKGROUND_NICE
