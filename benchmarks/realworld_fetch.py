@@ -2,7 +2,8 @@
 
 Other projects' code is not vendored in this repository. `tests/data/realworld/sources.toml`
 pins each source instead: a public package (a Debian binary package, through `apt-get
-download`; a Debian source package's orig tarball, from the Debian archive's pool; a PyPI wheel
+download`; a file of a Debian source package's pool folder, its orig tarball or a binary .deb
+built from it, of any archive area (main, contrib: `component`); a PyPI wheel
 or sdist, through the simple index pip itself uses), its version, its archive's file name and
 sha256, its licence, and optionally the subtrees of it its files need (only those are extracted
 and packed: a large project's tarball stays out of the carried corpus); then every file
@@ -69,7 +70,7 @@ class FetchError(Exception):
 class Source:
     name: str  # the directory it is extracted into; files' paths start with it
     kind: str  # "debian" (apt-get download), "debian-source" (the pool) or "pypi" (the index)
-    package: str  # a Debian source package's name for "debian-source"
+    package: str  # a Debian source package's name for "debian-source" (its pool folder)
     version: str
     archive: str  # the file name, as the archive serves it
     sha256: str
@@ -79,6 +80,9 @@ class Source:
     # the archive's paths (directories or files) extracted and packed, the licence file too;
     # empty: all of it
     subtrees: list[str] = field(default_factory=list)
+    # a "debian-source" package's archive area: "main", or "contrib" / "non-free" (the pool's
+    # first folder: packages that build against or need software outside main)
+    component: str = "main"
 
 
 def load_sources(path: Path = SOURCES) -> tuple[list[Source], list[realworld_corpus.Entry]]:
@@ -105,7 +109,11 @@ def write_sources(path: Path, sources: list[Source], entries: list[realworld_cor
     lines = [_HEADER]
     for source in sources:
         lines.append("[[source]]")
-        fields = {k: v for k, v in asdict(source).items() if k != "subtrees" or v}
+        fields = {
+            k: v
+            for k, v in asdict(source).items()
+            if (k != "subtrees" or v) and (k != "component" or v != "main")
+        }
         lines += [f"{key} = {json.dumps(value)}" for key, value in fields.items()]
         lines.append("")
     manifest = Path(tempfile.mkdtemp(prefix="sources-"))
@@ -208,7 +216,8 @@ def _download(source: Source, into: Path) -> None:
     if source.kind == "debian":
         _apt_download(source, into)
     elif source.kind == "debian-source":
-        url = f"{_debian_mirror()}/{debian_pool_path(source.package, source.archive)}"
+        pool = debian_pool_path(source.package, source.archive, source.component)
+        url = f"{_debian_mirror()}/{pool}"
         _http_download(source, url, into / source.archive)
     elif source.kind == "pypi":
         _pypi_download(source, into / source.archive)
@@ -238,15 +247,21 @@ def _apt_download(source: Source, into: Path) -> None:
         )
 
 
-def debian_pool_path(package: str, archive: str) -> str:
-    """Where Debian's archive keeps a source package's files: `pool/main/<prefix>/<package>/`,
-    the prefix `lib` and the next letter for a name starting with lib, else its first letter."""
+def debian_pool_path(package: str, archive: str, component: str = "main") -> str:
+    """Where Debian's archive keeps a source package's files: `pool/<component>/<prefix>/
+    <package>/` (component main, contrib, non-free or non-free-firmware), the prefix `lib` and
+    the next letter for a name starting with lib, else its first letter."""
+    if component not in _COMPONENTS:
+        raise FetchError(f"{package}: not a Debian archive area: {component!r}")
     if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", package):
         raise FetchError(f"{package!r}: not a Debian source package name")
     if not re.fullmatch(r"[A-Za-z0-9+~_-][A-Za-z0-9+.~_-]*", archive):
         raise FetchError(f"{package}: not an archive's file name: {archive!r}")
     prefix = package[:4] if package.startswith("lib") and len(package) > 3 else package[0]
-    return f"pool/main/{prefix}/{package}/{archive}"
+    return f"pool/{component}/{prefix}/{package}/{archive}"
+
+
+_COMPONENTS = frozenset(["main", "contrib", "non-free", "non-free-firmware"])
 
 
 def _debian_mirror() -> str:

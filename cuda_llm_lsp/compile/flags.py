@@ -41,6 +41,39 @@ NVCC_ONLY: dict[str, str] = {
     "--extended-lambda": "--extended-lambda",
     "-extended-lambda": "--extended-lambda",
 }
+#: NVRTC options nvcc also takes, with the same meaning: the code the build generates (device
+#: code relocatable for device-side launches, a register limit, fast math, debug info). The nvcc
+#: tier passes them on in nvcc's spelling: without the build's `-rdc=true`, nvcc rejected every
+#: device-side launch ("requires separate compilation mode") that the build compiles.
+_SHARED_WITH_NVCC: dict[str, str] = {
+    "-rdc": "-rdc", "--relocatable-device-code": "-rdc",
+    "-dc": "-rdc=true", "--device-c": "-rdc=true",
+    "-maxrregcount": "-maxrregcount", "--maxrregcount": "-maxrregcount",
+    "--use_fast_math": "--use_fast_math", "-use_fast_math": "--use_fast_math",
+    "--use-fast-math": "--use_fast_math",
+    "-ftz": "-ftz", "--ftz": "-ftz", "-prec-div": "-prec-div", "--prec-div": "-prec-div",
+    "-prec-sqrt": "-prec-sqrt", "--prec-sqrt": "-prec-sqrt", "-fmad": "-fmad", "--fmad": "-fmad",
+    "-G": "-G", "--device-debug": "-G", "-lineinfo": "-lineinfo",
+    "--generate-line-info": "-lineinfo",
+}  # fmt: skip
+
+
+def nvcc_spellings(nvrtc_flags: Iterable[str]) -> tuple[str, ...]:
+    """What of `nvrtc_flags` (checked ones: `check_flag`) nvcc is given too, in its spelling:
+    the `NVCC_ONLY` dialect flags and the code-generation ones both compilers take."""
+    out: list[str] = []
+    for flag in nvrtc_flags:
+        if flag in NVCC_ONLY:
+            out.append(NVCC_ONLY[flag])
+            continue
+        name, equals, value = flag.partition("=")
+        spelled = _SHARED_WITH_NVCC.get(name)
+        if spelled is None or check_flag(flag) is not None:
+            continue
+        out.append(f"{spelled}={value}" if equals and "=" not in spelled else spelled)
+    return tuple(dict.fromkeys(out))
+
+
 #: Options taking no value, under every spelling NVRTC accepts.
 SWITCHES = std_headers.names(
     """

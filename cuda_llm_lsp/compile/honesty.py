@@ -38,9 +38,11 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cuda_llm_lsp.compile import headers as std_headers
 from cuda_llm_lsp.compile import std_names
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.nvcc import NVCC_ENV, nvcc_missing
+from cuda_llm_lsp.compile.nvcc_path import find_nvcc
 from cuda_llm_lsp.compile.types import Diagnostic
 from cuda_llm_lsp.source.text import normalized
 
@@ -91,9 +93,10 @@ def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
             continue
         lines.add(n)
         removed.update(set(_WORD.findall(before)) - set(_WORD.findall(after)))
-    changed = frozenset(
-        name for name, body in unit.headers.items() if _changed(name, body, unit.include_dirs)
-    )
+    # a project's directories first (as NVRTC searches), then the toolkits' that a library's
+    # header may have been read from (cuSPARSE's, blanked like a project header)
+    dirs = (*unit.include_dirs, *unit.toolkit_dirs, *_toolkit_dirs())
+    changed = frozenset(name for name, body in unit.headers.items() if _changed(name, body, dirs))
     ours = frozenset(
         name
         for name, body in unit.headers.items()
@@ -106,6 +109,12 @@ def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
 
 
 _MAX_HEADER_BYTES = 8 << 20
+
+
+def _toolkit_dirs() -> tuple[str, ...]:
+    """The include directories of the nvcc in use and of NVRTC's toolkit, where the unit reads
+    a host library's header (`headers.find_library_header`)."""
+    return (*std_headers.nvcc_include_dirs(find_nvcc()), *std_headers.toolkit_include_dirs())
 
 
 def _changed(name: str, body: str, dirs: tuple[str, ...]) -> bool:

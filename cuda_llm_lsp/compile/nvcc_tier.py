@@ -34,7 +34,7 @@ from cuda_llm_lsp.compile.analysis import (
     KernelInfo,
     compile_options,
 )
-from cuda_llm_lsp.compile.flags import NVCC_ONLY
+from cuda_llm_lsp.compile.flags import nvcc_spellings
 from cuda_llm_lsp.compile.mangled import base_name, display_names
 from cuda_llm_lsp.compile.nvcc import DEFAULT_TIMEOUT_S, NvccResult, compile_file, find_nvcc
 from cuda_llm_lsp.compile.project_config import apply as apply_project_flags
@@ -90,10 +90,9 @@ def nvcc_flags(settings: Settings, path: Path | None) -> NvccFlags:
         arch=options.arch,
         defines=tuple(options.defines),
         std=options.std,
-        # nvcc's own flags among the settings' (a project's --expt-relaxed-constexpr)
-        extra_flags=tuple(
-            dict.fromkeys(NVCC_ONLY[f] for f in settings.nvrtc_flags if f in NVCC_ONLY)
-        ),
+        # nvcc's own flags among the settings' (a project's --expt-relaxed-constexpr) and
+        # the code-generation ones both take (its -rdc=true, -maxrregcount=N)
+        extra_flags=nvcc_spellings(settings.nvrtc_flags),
         define_sources=sources,
     )
 

@@ -66,6 +66,7 @@ class ProjectFlags:
     arch: str | None = None  # "sm_XY": the newest real architecture the build targets
     relaxed_constexpr: bool = False
     extended_lambda: bool = False
+    relocatable: bool = False  # -rdc=true / -dc: device code linked later (device launches)
     ignored: tuple[str, ...] = ()  # flags that do not change the device check
     refused: tuple[str, ...] = ()  # include directories the workspace's trust does not allow
 
@@ -95,7 +96,10 @@ def apply(settings: Settings, flags: ProjectFlags | None) -> Settings:
     nvcc_flags = (
         *(("--expt-relaxed-constexpr",) if flags.relaxed_constexpr else ()),
         *(("--extended-lambda",) if flags.extended_lambda else ()),
-    )  # for the nvcc tier: NVRTC is not given them (`flags.NVCC_ONLY`)
+        # both compilers take it (`flags.nvcc_spellings`): without it, a device-side launch
+        # the build compiles "requires separate compilation mode"
+        *(("-rdc=true",) if flags.relocatable else ()),
+    )  # for the nvcc tier: NVRTC is not given NVCC_ONLY ones (`flags.NVCC_ONLY`)
     if any(f not in settings.nvrtc_flags for f in nvcc_flags):
         changes["nvrtc_flags"] = tuple(dict.fromkeys((*settings.nvrtc_flags, *nvcc_flags)))
     return replace(settings, **changes)
@@ -259,6 +263,7 @@ def _parse(arguments: list[str], directory: Path, source: str) -> ProjectFlags:
     archs: list[str] = []
     relaxed = False
     extended = False
+    relocatable = False
     ignored: list[str] = []
     args = list(arguments)
     if args and not args[0].startswith("-"):
@@ -291,6 +296,10 @@ def _parse(arguments: list[str], directory: Path, source: str) -> ProjectFlags:
         elif flag in ("--expt-extended-lambda", "-expt-extended-lambda", "--extended-lambda",
                       "-extended-lambda"):  # fmt: skip
             extended = True
+        elif flag in ("-rdc", "--relocatable-device-code") and value in ("true", "false"):
+            relocatable = value == "true"
+        elif flag in ("-dc", "--device-c"):
+            relocatable = True
         elif flag.startswith("-"):
             ignored.append(arg if value is None or arg != flag else f"{arg} {value}")
         # else: a source file, an object: not a flag
@@ -302,6 +311,7 @@ def _parse(arguments: list[str], directory: Path, source: str) -> ProjectFlags:
         arch=_newest(archs),
         relaxed_constexpr=relaxed,
         extended_lambda=extended,
+        relocatable=relocatable,
         ignored=tuple(ignored),
     )
 
@@ -314,7 +324,7 @@ def _split(arg: str) -> tuple[str, str | None]:
     for short in ("-isystem", "-I", "-D", "-U"):
         if arg.startswith(short) and len(arg) > len(short):
             return short, arg[len(short) :]
-    if arg.startswith(("-std=", "-arch=")):
+    if arg.startswith(("-std=", "-arch=", "-rdc=")):
         flag, value = arg.split("=", 1)
         return flag, value
     return arg, None

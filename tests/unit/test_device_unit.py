@@ -462,3 +462,40 @@ def test_specifier_and_device_macros_tree_sitter_left_out_of_their_items(tmp_pat
     assert analysis.errors == (), analysis.errors
     assert not [d for d in analysis.diagnostics if "unavailable" in d.message], analysis.diagnostics
     assert [k.resources is not None for k in analysis.kernels] == [True], analysis.kernels
+
+
+# cuSPARSE's opaque types: `typedef CUSPARSE_DEPRECATED_TYPE_MSVC struct info* info_t ...;`
+# where the MSVC macro is defined empty; `REAL` is empty in one branch, a type in the other
+EMPTY_MACRO_TYPEDEF = """\
+#if defined(_MSC_VER)
+#define REAL double
+#else
+#define REAL
+#endif
+#define LIB_DEPRECATED_MSVC
+struct info;
+typedef LIB_DEPRECATED_MSVC
+struct info* info_t;
+float REAL scale = 2.0f;
+"""
+
+
+@pytest.mark.parametrize("in_header", [False, True], ids=["file", "header"])
+def test_a_macro_defined_empty_is_read_as_nothing(tmp_path: Path, in_header: bool) -> None:
+    """`#define API` alone stands for nothing: `typedef API struct s* s_t;` stays whole, not
+    `typedef API struct` beside a host variable `s* s_t` blanked (NVRTC's "expected either a
+    definition or a tag name"); a name another branch defines as a type is not masked."""
+    kernel = "__global__ void k(info_t* p, float* o) { o[0] = p ? 1.0f : 0.0f; }\n"
+    if in_header:
+        (tmp_path / "lib.h").write_text(EMPTY_MACRO_TYPEDEF)
+        text = '#include "lib.h"\n' + kernel
+    else:
+        text = EMPTY_MACRO_TYPEDEF + kernel
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    unit = build_device_unit(text, source)
+    body = unit.headers["lib.h"] if in_header else unit.text
+    assert "struct info* info_t;" in body, body
+    analysis = analyze(text, source, Settings(arch="sm_90"))
+    assert analysis.errors == (), analysis.errors
+    assert [k.resources is not None for k in analysis.kernels] == [True], analysis.kernels

@@ -178,3 +178,32 @@ def test_a_class_deriving_from_a_host_class_of_another_header_is_blanked(tmp_pat
     )
     text = '#include "io_failure.h"\n__global__ void k(int* o) { o[0] = twice(o[0]); }\n'
     assert check(tmp_path, text) == (), check(tmp_path, text)
+
+
+def test_an_error_in_a_toolkit_library_header_the_unit_rewrote_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host library's header (`cusparse.h`) is read from a toolkit's directory, not the
+    project's, and blanked like a project header: an error in the blanked text is the
+    rewriting's, not the user's (it was an error: only the project's directories were compared)."""
+    from cuda_llm_lsp.compile import honesty
+    from cuda_llm_lsp.compile.types import DeviceUnit, Diagnostic
+
+    toolkit = tmp_path / "toolkit"  # the nvcc in use: its bin/ and its include/
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "include").mkdir()
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\nexit 1\n")
+    (toolkit / "bin" / "nvcc").chmod(0o755)
+    (toolkit / "include" / "cusparse.h").write_text("typedef int handle_t;\nvoid host_only();\n")
+    monkeypatch.setenv("CUDA_LLM_NVCC", str(toolkit / "bin" / "nvcc"))
+    unit = DeviceUnit(
+        text="__global__ void k() {}\n",
+        name="main.cu",
+        include_dirs=(str(tmp_path),),
+        headers={"cusparse.h": "typedef int handle_t;\n                  \n"},
+    )
+    changes = rewrites(unit.text, unit)
+    assert "cusparse.h" in changes.rewritten
+    error = Diagnostic(1, 1, 1, 2, "error", 'in included file "cusparse.h" line 2: x')
+    (d,) = honesty.be_honest([error], changes)
+    assert d.severity == "warning" and "which the fast check rewrote" in d.message, d

@@ -118,3 +118,17 @@ def test_cli_check_refuses_bad_defines_and_special_include_dirs(
     assert main(["check", "-I", "/proc/self", str(source)]) == 2
     err = capsys.readouterr().err
     assert "-D '1X'" in err and "/proc is never read" in err
+
+
+def test_the_nvcc_tier_gets_the_code_generation_flags_both_compilers_take() -> None:
+    """A build's `-rdc=true` (device-side launches), `-maxrregcount=N`, fast math reach nvcc
+    in its spelling beside the dialect flags; NVRTC-only and refused ones do not."""
+    from cuda_llm_lsp.compile.flags import nvcc_spellings
+
+    given = [
+        "-dc", "--relocatable-device-code=true", "--maxrregcount=64", "-use_fast_math",
+        "--expt-relaxed-constexpr", "-default-device", "-rdc=maybe", "--time=x.csv",
+    ]  # fmt: skip
+    assert nvcc_spellings(given) == (
+        "-rdc=true", "-maxrregcount=64", "--use_fast_math", "--expt-relaxed-constexpr"
+    )  # fmt: skip

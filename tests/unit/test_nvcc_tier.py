@@ -189,3 +189,25 @@ def test_a_kernel_only_a_host_launcher_template_launches_gets_nvccs_error_at_its
     assert status == 1
     errors = [d for d in full["diagnostics"] if d["severity"] == "error"]
     assert [(e["line"], "apply" in e["message"]) for e in errors] == [(3, True)], errors
+
+
+# dynamic parallelism: a kernel launching another, as its build compiles it (`-rdc=true`)
+DEVICE_LAUNCH = {
+    "main.cu": "__global__ void child(int* p) { p[threadIdx.x] = 1; }\n"
+    "__global__ void parent(int* p) { child<<<1, 32>>>(p); }\n"
+    "int main() { parent<<<1, 1>>>(nullptr); return 0; }\n",
+}
+
+
+@pytest.mark.parametrize("rdc", ["-rdc=true", "-dc", "--relocatable-device-code=true"])
+def test_a_projects_rdc_reaches_both_tiers_no_device_launch_error(tmp_path: Path, rdc: str) -> None:
+    """Was: the project's `-rdc=true` ignored (compile_flags.txt, compile_commands.json) and the
+    nvcc tier given NVRTC's flags' nvcc-only ones alone: nvcc said "kernel launch from
+    __device__ or __global__ functions requires separate compilation mode" where the build
+    compiles, and the fast tier's ptxas an unresolved extern. Both now compile it relocatable."""
+    files = {**DEVICE_LAUNCH, "compile_flags.txt": f"{rdc}\n"}
+    for tier in ("--nvcc", "--no-nvcc"):
+        status, report = check(tmp_path, files, "--arch", "sm_90", tier)
+        assert status == 0 and report["diagnostics"] == [], (tier, report["diagnostics"])
+        figures = {k["name"]: k["registers"] for k in report["kernels"]}
+        assert set(figures) == {"child", "parent"} and all(figures.values()), (tier, figures)

@@ -279,17 +279,17 @@ def test_fetch_offline_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     assert corpus_fetch.main(argv) == 2
 
 
-def test_fetch_reads_a_debian_package_without_dpkg(tmp_path: Path) -> None:
-    """A .deb is an `ar` archive holding data.tar.*: extracted by hand, so any machine can."""
+def _deb(files: dict[str, str]) -> bytes:
+    """A binary .deb as dpkg-deb writes it: an `ar` archive whose data.tar.xz holds `files`."""
     import io
     import tarfile
 
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:xz") as tar:
-        text = b"__global__ void k() {}\n"
-        info = tarfile.TarInfo("./usr/share/doc/p/k.cu")
-        info.size = len(text)
-        tar.addfile(info, io.BytesIO(text))
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
     members = [
         ("debian-binary", b"2.0\n"),
         ("control.tar.xz", b"c"),
@@ -299,9 +299,15 @@ def test_fetch_reads_a_debian_package_without_dpkg(tmp_path: Path) -> None:
     for name, blob in members:
         deb += f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(blob):<10}`\n".encode()
         deb += blob + (b"\n" if len(blob) % 2 else b"")
-    (tmp_path / "p.deb").write_bytes(deb)
+    return deb
+
+
+def test_fetch_reads_a_debian_package_without_dpkg(tmp_path: Path) -> None:
+    """A .deb is an `ar` archive holding data.tar.*: extracted by hand, so any machine can."""
+    text = "__global__ void k() {}\n"
+    (tmp_path / "p.deb").write_bytes(_deb({"./usr/share/doc/p/k.cu": text}))
     corpus_fetch._extract(tmp_path / "p.deb", tmp_path / "tree")
-    assert (tmp_path / "tree/usr/share/doc/p/k.cu").read_bytes() == text
+    assert (tmp_path / "tree/usr/share/doc/p/k.cu").read_text() == text
 
 
 def _tarball(members: dict[str, str], links: dict[str, str] | None = None) -> bytes:
@@ -374,6 +380,36 @@ def test_fetch_takes_a_debian_source_archive_from_the_pool_only_its_subtrees(
     pool.server.shutdown()
 
 
+def test_fetch_takes_a_contrib_package_from_the_contrib_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source package of Debian's contrib area (free code that needs software outside main)
+    lives under `pool/contrib/`, not `pool/main/`: its `component` names the area, and the
+    archive may be the binary .deb built from it (the files of its examples folder)."""
+    import hashlib
+
+    deb = _deb({"./usr/share/doc/foo/COPYING": "BSD\n", "./usr/share/doc/foo/ex/k.cu": ""})
+    name = "libfoo_1.0-1_all.deb"
+    pool = _Index({}, {f"/debian/pool/contrib/libf/libfoo/{name}": deb})
+    monkeypatch.setenv("CUDA_LLM_DEBIAN_MIRROR", pool.url.removesuffix("/simple") + "/debian")
+    source = corpus_fetch.Source(
+        "foo", "debian-source", "libfoo", "1.0-1", name, hashlib.sha256(deb).hexdigest(),
+        "BSD-3-Clause", "usr/share/doc/foo/COPYING", subtrees=["usr/share/doc/foo/ex"],
+        component="contrib",
+    )  # fmt: skip
+    entry = corpus_runner.Entry("foo/usr/share/doc/foo/ex/k.cu", "foo", [], [], "c++17")
+    sources = tmp_path / "sources.toml"
+    corpus_fetch.write_sources(sources, [source], [entry])
+    assert 'component = "contrib"' in sources.read_text()
+    assert corpus_fetch.load_sources(sources)[0] == [source]
+    assert corpus_fetch.fetch(tmp_path / "cache", sources) == [entry]
+    assert (tmp_path / "cache/foo/usr/share/doc/foo/ex/k.cu").is_file()
+    pool.server.shutdown()
+    main = corpus_fetch.Source(**{**source.__dict__, "component": "main"})
+    corpus_fetch.write_sources(sources, [main], [entry])
+    assert "component" not in sources.read_text()  # the default is not written
+
+
 def test_fetch_refuses_a_debian_source_archive_whose_sha256_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -426,7 +462,10 @@ def test_debian_pool_paths_and_the_mirror_this_machine_names(
     the environment's first; deb.debian.org without either."""
     assert corpus_fetch.debian_pool_path("eigen3", "e.tar.bz2") == "pool/main/e/eigen3/e.tar.bz2"
     assert corpus_fetch.debian_pool_path("libx11", "a.tar.xz") == "pool/main/libx/libx11/a.tar.xz"
-    for bad in [("../etc", "a.tar.xz"), ("eigen3", "../a.tar.xz"), ("eigen3", "a/b.tar.xz")]:
+    contrib = corpus_fetch.debian_pool_path("nvidia-x", "a_all.deb", "contrib")
+    assert contrib == "pool/contrib/n/nvidia-x/a_all.deb"
+    bads = [("../etc", "a.tar.xz"), ("eigen3", "../a.tar.xz"), ("eigen3", "a/b.tar.xz")]
+    for bad in [*bads, ("eigen3", "a.tar.xz", "../main"), ("eigen3", "a.tar.xz", "Main")]:
         with pytest.raises(corpus_fetch.FetchError):
             corpus_fetch.debian_pool_path(*bad)
     monkeypatch.delenv("CUDA_LLM_DEBIAN_MIRROR", raising=False)

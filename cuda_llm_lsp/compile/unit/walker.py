@@ -11,6 +11,7 @@ import re
 import tree_sitter
 
 from cuda_llm_lsp.compile.unit.common import (
+    ATTRIBUTE,
     DROPPED,
     EXTENDS,
     HIDDEN_FROM_NVRTC,
@@ -122,6 +123,7 @@ class Walker:
         self.host_aliases: set[str] = set()  # aliases and classes blanked as host-only
         self.swallowed_until = 0  # the end of a blanked host body tree-sitter closed early
         self.defined: dict[str, str] = {}  # execution-space macros this text defines
+        self._empty_macros: set[str] = set()  # `#define NAME` alone (see _note_macro)
         self.bodies = dict(bodies)  # macro replacement texts known so far (headers, this text)
         self.own_bodies: dict[str, str] = {}  # those this text defines
         self.own_objects: dict[str, str] = {}  # its object-like ones (`kernels.kernel_macros`)
@@ -427,6 +429,18 @@ class Walker:
     def _note_macro(self, node: tree_sitter.Node) -> None:
         name = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
+        if name is not None and value is None and node.type == "preproc_def":
+            # `#define API` stands for nothing, as the preprocessor reads it: masked for
+            # tree-sitter like an attribute macro. Unmasked, `typedef API struct s* s_t;` was
+            # read as `typedef API struct` and a host variable `s* s_t`, blanked (cuSPARSE's
+            # CUSPARSE_DEPRECATED_TYPE_MSVC). Not a reserved name (`#define __device__` of a
+            # host build) nor one another `#if` branch defines as something (`REAL float`);
+            # only one this text uses outside directives (not an include guard: no re-parse)
+            empty = self.text(name)
+            if not empty.startswith("__") and empty not in self.bodies and self._used(empty):
+                self._empty_macros.add(empty)
+                self.defined.setdefault(empty, ATTRIBUTE)
+            return
         if name is None or value is None:
             return
         self.bodies[self.text(name)] = self.own_bodies[self.text(name)] = self.text(value)
@@ -445,12 +459,19 @@ class Walker:
             self.defined[self.text(name)] = "constexpr"
         else:
             kind = attribute_kind(node.type, self.text(value), self._parameters(node))
+            if kind is None and self.text(name) in self._empty_macros:
+                self.defined.pop(self.text(name), None)  # empty here, something there
             # another `#if` branch's attributes do not unmake a device macro: NanoVDB's
             # PNANOVDB_FORCE_INLINE is `__host__ __device__ static __forceinline__` under
             # `__CUDACC__`, `static inline __attribute__((always_inline))` after it, and every
             # function it heads was blanked as host code
             if kind is not None and self.text(name) not in self.device_macros:
                 self.defined[self.text(name)] = kind
+
+    def _used(self, name: str) -> bool:
+        """Whether `name` appears in a line of this text that is no preprocessor directive."""
+        pattern = rb"^(?![ \t]*#)[^\n]*\b" + re.escape(name.encode()) + rb"\b"
+        return re.search(pattern, self.data, re.MULTILINE) is not None
 
     def _note_device_macro(self, name: str) -> None:
         """`name` is a device macro, and so is each alias of it (`#define __kernel KERNEL`
