@@ -104,7 +104,8 @@ class Rewrites:
 
 def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
     """Compare the file with its device unit, line by line (the unit keeps every line)."""
-    lines = _removed_words(normalized(text), unit.text, removed := set())
+    removed: set[str] = set()
+    lines = _removed_words(normalized(text), unit.text, removed)
     changed: set[str] = set()
     for name, body in unit.headers.items():
         original = _original(name, unit.include_dirs)
