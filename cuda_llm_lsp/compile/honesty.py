@@ -6,8 +6,9 @@ touched, NVRTC judged code nvcc never sees, so the error may be the rewriting's,
 user's. Three cases, each a *warning* that says so instead of an error:
 
 - the error's line was rewritten (part of it blanked): "the fast check rewrote this line";
-- the error names something the rewriting removed from the file (a declaration in blanked
-  host code: `identifier "f" is undefined` where `f` was declared in a blanked region);
+- the error names something the rewriting removed from the file or a project header (a
+  declaration in blanked host code: `identifier "f" is undefined` where `f` was declared in a
+  blanked region);
 - the error lies in a library's header (the toolkit's, a stand-in, or one NVRTC read from a
   configured include directory): those are compiled by nvcc with the host compiler's headers;
 - the error lies in a header of the project that the unit rewrote (its text differs from the
@@ -17,6 +18,9 @@ user's. Three cases, each a *warning* that says so instead of an error:
   from libcu++, a forwarding stand-in), or is an ambiguity naming a `cuda::std` name that header
   gave to `std` (CCCL 3.0's `cuda::std::move` beside NVRTC's own `std::move`): ours, not the
   user's;
+- the error says a C library name is undefined (`identifier "fprintf" is undefined`): the
+  unit's stand-ins for <stdio.h>, <stdlib.h> and <string.h> give NVRTC only what device code
+  has;
 - the error says `std` lacks a name (`namespace "std" has no member "ostream"`), in the file or
   in any header: NVRTC has no C++ standard library, the unit drops the host's standard headers
   and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing.
@@ -38,8 +42,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cuda_llm_lsp.compile import headers as std_headers
-from cuda_llm_lsp.compile import std_names
+from cuda_llm_lsp.compile import headers, std_names
 from cuda_llm_lsp.compile.device_unit import DeviceUnit
 from cuda_llm_lsp.compile.nvcc import NVCC_ENV, nvcc_missing
 from cuda_llm_lsp.compile.nvcc_path import find_nvcc
@@ -65,6 +68,24 @@ _CUDA_STD_NAME = re.compile(r"\bcuda::std::(?:__\w+::)*(?P<name>\w+)")
 _AMBIGUOUS = re.compile(r"more than one instance of|is ambiguous")
 # a header of ours that only includes another (`<cccl/cuda/std/cstdint>` -> `<cuda/std/cstdint>`)
 _FORWARDER = re.compile(r'(?:#pragma once\n)?#include [<"][^>"\n]+[>"]\n?')
+# the C library's names of the headers cuda-llm stands in for (<stdio.h>, <stdlib.h>,
+# <string.h> and their <c...> forms: C11's 7.21-7.24), of which the stand-ins give NVRTC only
+# the few device code has (printf, malloc, free, memcpy, memset): `fprintf(stderr, ...); abort();`
+# in host code the unit could not tell from device code (a macro expanding to a host function)
+_C_LIBRARY = headers.names(
+    """
+    remove rename tmpfile tmpnam fclose fflush fopen freopen setbuf setvbuf fprintf fscanf
+    scanf snprintf sprintf sscanf vfprintf vfscanf vprintf vscanf vsnprintf vsprintf vsscanf
+    fgetc fgets fputc fputs getc getchar putc putchar puts ungetc fread fwrite fgetpos fseek
+    fsetpos ftell rewind clearerr feof ferror perror stdin stdout stderr EOF BUFSIZ
+    atof atoi atol atoll strtod strtof strtold strtol strtoll strtoul strtoull rand srand
+    aligned_alloc calloc realloc abort atexit at_quick_exit exit _Exit getenv quick_exit system
+    bsearch qsort labs llabs div ldiv lldiv mblen mbtowc wctomb mbstowcs wcstombs EXIT_SUCCESS
+    EXIT_FAILURE RAND_MAX memmove strcpy strncpy strcat strncat memcmp strcmp strcoll strncmp
+    strxfrm memchr strchr strcspn strpbrk strrchr strspn strstr strtok strerror strlen
+    """
+)
+_UNDEFINED = re.compile(r'identifier "(?P<name>\w+)" is undefined')
 _NO_STD_MEMBER = re.compile(
     r'namespace "std" has no member (?:class |function )?"(?P<name>[^"\n]+)"'
 )
@@ -75,7 +96,7 @@ class Rewrites:
     """What the device unit changed of the user's file."""
 
     lines: frozenset[int]  # 1-based lines whose text the unit changed
-    removed: frozenset[str]  # words the unit removed from the file (blanked host code's)
+    removed: frozenset[str]  # words the unit removed from the file and its headers (host code)
     own_headers: frozenset[str]  # names of the headers the unit rewrote (the project's)
     rewritten: frozenset[str] = frozenset()  # of those, the ones whose text the unit changed
     ours: frozenset[str] = frozenset()  # headers cuda-llm wrote (`std_names.HEADER`, forwarders)
@@ -84,19 +105,19 @@ class Rewrites:
 
 def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
     """Compare the file with its device unit, line by line (the unit keeps every line)."""
-    lines: set[int] = set()
     removed: set[str] = set()
-    for n, (before, after) in enumerate(
-        zip(normalized(text).split("\n"), unit.text.split("\n"), strict=False), 1
-    ):
-        if before == after:
-            continue
-        lines.add(n)
-        removed.update(set(_WORD.findall(before)) - set(_WORD.findall(after)))
+    lines = _removed_words(normalized(text), unit.text, removed)
     # a project's directories first (as NVRTC searches), then the toolkits' that a library's
     # header may have been read from (cuSPARSE's, blanked like a project header)
     dirs = (*unit.include_dirs, *unit.toolkit_dirs, *_toolkit_dirs())
-    changed = frozenset(name for name, body in unit.headers.items() if _changed(name, body, dirs))
+    changed: set[str] = set()
+    for name, body in unit.headers.items():
+        original = _original(name, dirs)
+        if original is not None and original.rstrip("\n") != body.rstrip("\n"):
+            changed.add(name)
+            # a host declaration blanked in a header (`int getWarpSizeCurrentDevice();`) is
+            # removed as much as one in the file: what names it may be left without it
+            _removed_words(original, body, removed)
     ours = frozenset(
         name
         for name, body in unit.headers.items()
@@ -104,7 +125,12 @@ def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
     )
     given = std_names.given(unit.headers.get(std_names.HEADER, ""))
     return Rewrites(
-        frozenset(lines), frozenset(removed), frozenset(unit.headers), changed, ours, given
+        frozenset(lines),
+        frozenset(removed),
+        frozenset(unit.headers),
+        frozenset(changed),
+        ours,
+        given,
     )
 
 
@@ -114,22 +140,32 @@ _MAX_HEADER_BYTES = 8 << 20
 def _toolkit_dirs() -> tuple[str, ...]:
     """The include directories of the nvcc in use and of NVRTC's toolkit, where the unit reads
     a host library's header (`headers.find_library_header`)."""
-    return (*std_headers.nvcc_include_dirs(find_nvcc()), *std_headers.toolkit_include_dirs())
+    return (*headers.nvcc_include_dirs(find_nvcc()), *headers.toolkit_include_dirs())
 
 
-def _changed(name: str, body: str, dirs: tuple[str, ...]) -> bool:
-    """Whether the unit's text of header `name` differs from the file it was read from (the
-    first of `dirs` holding it, as NVRTC searches); False for one not on disk (a stand-in)."""
+def _removed_words(before: str, after: str, removed: set[str]) -> set[int]:
+    """The 1-based lines where `after` (the unit's text, every line kept) differs from `before`;
+    the words those lines lost are added to `removed`."""
+    lines: set[int] = set()
+    for n, (old, new) in enumerate(zip(before.split("\n"), after.split("\n"), strict=False), 1):
+        if old != new:
+            lines.add(n)
+            removed.update(set(_WORD.findall(old)) - set(_WORD.findall(new)))
+    return lines
+
+
+def _original(name: str, dirs: tuple[str, ...]) -> str | None:
+    """The text of header `name` as on disk (the first of `dirs` holding it, as NVRTC
+    searches), normalized; None for one not on disk (a stand-in)."""
     for directory in dirs:
         path = Path(directory) / name
         try:
             if not path.is_file() or path.stat().st_size > _MAX_HEADER_BYTES:
                 continue
-            original = path.read_text(encoding="utf-8", errors="replace")
+            return normalized(path.read_text(encoding="utf-8", errors="replace"))
         except OSError:
             continue
-        return normalized(original).rstrip("\n") != body.rstrip("\n")
-    return False
+    return None
 
 
 def be_honest(diagnostics: list[Diagnostic], changes: Rewrites) -> list[Diagnostic]:
@@ -173,6 +209,12 @@ def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
         return (
             f'"std::{std.group("name")}" is not in the part of the C++ library the fast check '
             "gives NVRTC (nvcc compiles with the host's)"
+        )
+    undefined = _UNDEFINED.search(d.message)
+    if undefined is not None and undefined.group("name") in _C_LIBRARY:
+        return (
+            f'"{undefined.group("name")}" is in the part of the C library the fast check does '
+            "not give NVRTC (nvcc compiles with the host's)"
         )
     header = _HEADER.match(d.message)
     if header is not None and header.group("file") in changes.ours:

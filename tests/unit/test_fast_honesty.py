@@ -207,3 +207,39 @@ def test_an_error_in_a_toolkit_library_header_the_unit_rewrote_is_a_warning(
     error = Diagnostic(1, 1, 1, 2, "error", 'in included file "cusparse.h" line 2: x')
     (d,) = honesty.be_honest([error], changes)
     assert d.severity == "warning" and "which the fast check rewrote" in d.message, d
+
+
+# faiss's BlockSelectImpl.cuh: a macro defining a host function, invoked in a namespace as
+# `BLOCK_SELECT_IMPL(float, true, 1, 1);` (tree-sitter reads a declaration with an ERROR: the
+# unit keeps it); its body calls a host
+# function its header declares (blanked) and the C library's fprintf(stderr, ...)
+SELECT_HEADER = (
+    "#pragma once\n#include <cstdio>\n#include <cstdlib>\n"
+    "int warpSizeCurrentDevice();\n"
+    "template <typename T> __global__ void select(T* x) { x[0] = T(1); }\n"
+    "#define SELECT_IMPL(T, DIR, Q)                              \\\n"
+    "  void runSelect_##T##_##DIR##_##Q(T* x, int k) {           \\\n"
+    "    constexpr int kThreads = 128;                           \\\n"
+    "    if (k > 32 && warpSizeCurrentDevice() == 32) {          \\\n"
+    '      fprintf(stderr, "k too large\\n");                     \\\n'
+    "    }                                                       \\\n"
+    "    select<T><<<1, kThreads>>>(x);                          \\\n"
+    "  }\n"
+)
+
+
+def test_names_a_header_lost_or_the_c_library_lacks_are_warnings(tmp_path: Path) -> None:
+    """Errors in host code the unit kept (a macro's expansion) naming a host function its
+    header's rewriting removed, or the C library's fprintf and stderr (the unit's
+    stand-ins give NVRTC only printf, malloc...): warnings saying so (were: errors on a line nvcc
+    accepts). An error in the file's own untouched code is still an error."""
+    (tmp_path / "select.cuh").write_text(SELECT_HEADER)
+    text = '#include "select.cuh"\nnamespace ns {\nSELECT_IMPL(float, true, 1);\n}\n'
+    diagnostics = check(tmp_path, text)
+    assert not [d for d in diagnostics if d.severity == "error"], diagnostics
+    warned = {d.message.split('"')[1] for d in diagnostics if d.severity == "warning"}
+    assert {"warpSizeCurrentDevice", "fprintf", "stderr"} <= warned, diagnostics
+    assert any("C library" in d.message for d in diagnostics)
+    planted = text + "__global__ void k(float* x) { x[0] = undefined_name; }\n"
+    errors = [d for d in check(tmp_path, planted) if d.severity == "error"]
+    assert len(errors) == 1 and "undefined_name" in errors[0].message, errors

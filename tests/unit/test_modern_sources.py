@@ -725,3 +725,65 @@ def test_extended_lambdas_and_narrowing_braces_read_as_nvcc_reads_them(tmp_path:
     warned = [d for d in analysis.diagnostics if "narrowing" in d.message]
     assert len(warned) == 2 and all(d.severity == "warning" and d.line == 4 for d in warned)
     assert analysis.kernels[0].resources is not None
+
+
+def test_host_only_member_prototypes_leave_the_unit(tmp_path: Path) -> None:
+    """faiss's Tensor.cuh: `__host__ void copyFrom(const Tensor& t, cudaStream_t stream);` and
+    `template <typename U> __host__ Tensor<U> cast() const;` declared in a class template
+    (was: "A function explicitly marked as a __host__ function is not allowed in JIT mode", an
+    error on lines nvcc accepts). A `__host__ __device__` one stays; an error in the kernel is
+    still found."""
+    text = (
+        "template <typename T> struct Tensor {\n"
+        "  __host__ __device__ Tensor(T* d) : data_(d) {}\n"
+        "  __host__ void copyFrom(const Tensor<T>& t, cudaStream_t stream);\n"
+        "  template <typename U>\n  __host__ Tensor<U> cast() const;\n"
+        "  __host__ __device__ T* data();\n  T* data_;\n};\n"
+        "template <typename T> __host__ __device__ T* Tensor<T>::data() { return data_; }\n"
+        "struct S {\n  __host__ static void reset();\n  __device__ int get() const { return v; }\n"
+        "  int v;\n};\n"
+        "__global__ void k(float* p, S s) {\n"
+        "  Tensor<float> t(p);\n  t.data()[0] = s.get();\n}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+    errors, _ = _check(tmp_path, text.replace("s.get()", "s.gets()"))
+    assert len(errors) == 1 and "gets" in errors[0], errors
+
+
+def test_a_member_taking_std_initializer_list_stays_with_its_definition(tmp_path: Path) -> None:
+    """faiss's `__host__ __device__ Tensor(DataPtrType data, std::initializer_list<IndexT>
+    sizes);`, defined outside the class: std::initializer_list is NVRTC's own (was: the
+    declaration blanked as host code, the definition kept, and the kernel's `Tensor<float>
+    t(p, {2, 3})` a false error, "no suitable constructor exists")."""
+    text = (
+        "#include <initializer_list>\n"
+        "template <typename T> struct Tensor {\n"
+        "  __host__ __device__ Tensor(T* data, std::initializer_list<int> sizes);\n"
+        "  T* data_;\n  int size_;\n};\n"
+        "template <typename T>\n"
+        "__host__ __device__ Tensor<T>::Tensor(T* data, std::initializer_list<int> sizes)\n"
+        "    : data_(data), size_(0) {\n  for (auto s : sizes) size_ += s;\n}\n"
+        "__global__ void k(float* p) {\n  Tensor<float> t(p, {2, 3});\n  t.data_[0] = t.size_;\n}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+
+
+def test_a_constexpr_constant_initialized_from_given_std_names_stays(tmp_path: Path) -> None:
+    """faiss's Limits.cuh: `constexpr float kFloatMax = std::numeric_limits<float>::max();`
+    read by a `__host__ __device__` function (was: blanked as host code for naming a std name,
+    "kFloatMax" undefined). A host constant naming what NVRTC lacks still goes."""
+    text = (
+        "#include <limits>\n#include <string>\n"
+        "constexpr float kFloatMax = std::numeric_limits<float>::max();\n"
+        'const std::string kName = "limits";\n'
+        "template <typename T> struct Limits {};\n"
+        "template <> struct Limits<float> {\n"
+        "  static __device__ __host__ inline float getMax() { return kFloatMax; }\n};\n"
+        "__global__ void k(float* p) { p[0] = Limits<float>::getMax(); }\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+    unit = build_device_unit(text, tmp_path / "k.cu")
+    assert "kFloatMax" in unit.text and "kName" not in unit.text

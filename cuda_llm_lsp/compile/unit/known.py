@@ -44,14 +44,15 @@ STD_PROVIDED = std_headers.names(
     remove_reference remove_reference_t remove_pointer remove_pointer_t remove_cvref
     remove_cvref_t decay decay_t is_pointer is_pointer_v is_const is_const_v is_integral
     is_integral_v is_floating_point is_floating_point_v is_arithmetic is_arithmetic_v is_signed
-    is_signed_v is_unsigned is_unsigned_v
+    is_signed_v is_unsigned is_unsigned_v initializer_list
     """
-)
-# what a constexpr function may use and stay device code (relaxed constexpr): those, the names
-# the unit gives from libcu++ (`std_names`) and NVRTC's built-in std::initializer_list (mamba's
-# `constexpr size_t custom_max(std::initializer_list<size_t> l) { return std::max(l); }`).
+)  # initializer_list: NVRTC's own, built in (faiss's `Tensor(T*, std::initializer_list<I>)`)
+# what a constexpr function or constant may use and stay device code (relaxed constexpr): those
+# and the names the unit gives from libcu++ (`std_names`; mamba's `constexpr size_t
+# custom_max(std::initializer_list<size_t> l) { return std::max(l); }`, faiss's `constexpr float
+# kFloatMax = std::numeric_limits<float>::max();`).
 # Not for aliases and members: a host `using pair = std::tuple<...>;` would cost a libcu++ header
-STD_FOR_CONSTEXPR = STD_PROVIDED | frozenset([*std_names.NAMES, "numbers", "initializer_list"])
+STD_FOR_CONSTEXPR = STD_PROVIDED | frozenset([*std_names.NAMES, "numbers"])
 #: Macros that define a host function around the body that follows them.
 HOST_DEFINITION_MACROS = frozenset(
     {"PYBIND11_MODULE", "TORCH_LIBRARY", "TORCH_LIBRARY_IMPL", "TORCH_LIBRARY_FRAGMENT",

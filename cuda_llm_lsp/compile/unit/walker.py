@@ -620,14 +620,17 @@ class Walker:
             # else `auto has_size(T*) -> bool_constant<...>;` (CuTe): a declaration only for
             # decltype to read, which nvcc accepts from device code whatever its space
             return
-        if self._needs_host_std(node):
+        constant = bool(words & {"const", "constexpr"}) and "extern" not in words
+        # a constexpr initializer is evaluated at compile time: the constexpr names serve it
+        constexpr = constant and "constexpr" in words
+        if self._needs_host_std(node, STD_FOR_CONSTEXPR if constexpr else STD_PROVIDED):
             self.blank(outer)
             return
         if not declarators:
             return  # `struct S {...};`, `enum {...};`
         if "typedef" in words:
             return
-        if words & {"const", "constexpr"} and "extern" not in words:
+        if constant:
             names = [self._declared_name(d) for d in declarators]
             if all(names):
                 for name in names:
@@ -675,7 +678,9 @@ class Walker:
                     if child.type in CLASS_TYPES and child.child_by_field_name("body"):
                         self._visit_class(child)
             elif target.type in ("field_declaration", "declaration") and (
-                self._needs_host_std(target) or self._names_host_type(target)
+                self._needs_host_std(target)
+                or self._names_host_type(target)
+                or self._is_host_prototype(target)
             ):
                 self.blank(member)
             elif target.type == "alias_declaration" and self._needs_host_std(target):
@@ -685,6 +690,19 @@ class Walker:
                 name = target.child_by_field_name("name")
                 if name is not None:
                     self.host_aliases.add(self.text(name))
+
+    def _is_host_prototype(self, node: tree_sitter.Node) -> bool:
+        """A member function declared `__host__` alone (`__host__ void copyFrom(...);`, faiss's
+        Tensor): NVRTC rejects an explicit `__host__` in JIT mode, nvcc never compiles it for
+        the device. An unmarked prototype stays (NVRTC accepts it, a device definition outside
+        the class may need it), and so does one a device word also marks."""
+        declarators = node.children_by_field_name("declarator")
+        if not any(self._is_function_declarator(d) for d in declarators):
+            return False
+        words = self._head_words(node)
+        if words & _DEVICE_WORDS or words & self.device_macros:
+            return False
+        return "__host__" in words or bool(words & self.host_macros)
 
     def _cut_short_head(self, node: tree_sitter.Node) -> tree_sitter.Node | None:
         """tree-sitter reads `MACRO explicit S(float x) {...}` or `MACRO friend bool f() {...}`
