@@ -19,11 +19,14 @@ every source's C, C++ and CUDA files and licences, nothing of the archives' bina
 into one tarball: what a machine without network (the GPU machine) is carried, to be unpacked and
 checked there with `realworld_corpus.py` (`benchmarks/gpu_all.sh corpus`).
 
-    python benchmarks/realworld_fetch.py [--cache DIR] [--record [--only TEXT]...] [--jobs N]
-                                         [--pack FILE]
+    python benchmarks/realworld_fetch.py [--cache DIR] [--record [--only TEXT]...
+                                         [--include DIR]...] [--jobs N] [--pack FILE]
 
 `--only TEXT` (repeatable) records only the files whose path contains TEXT (`--only lammps/`:
-one new source's files, not the whole corpus again). The cache defaults to
+one new source's files, not the whole corpus again). `--include DIR` (repeatable) gives the
+runner a directory of this machine's environment for recording (a library's headers the
+toolkit lacks: cuBLAS's for ggml), as `realworld_corpus.py --include` does; it is not written
+into sources.toml, so check with the same `--include`. The cache defaults to
 $CUDA_LLM_CORPUS_CACHE, else ~/.cache/cuda-llm-lsp/realworld. Debian source archives come from
 $CUDA_LLM_DEBIAN_MIRROR, else the Debian mirror this machine's apt sources name, else
 deb.debian.org.
@@ -415,6 +418,14 @@ def main(argv: list[str] | None = None) -> int:
         help="--record only files whose path contains TEXT (repeatable)",
     )
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="--record: an include directory of this machine for every file (cuBLAS's headers "
+        "where the toolkit has none); passed to the runner, never written into sources.toml",
+    )
     parser.add_argument("--pack", type=Path, help="write the corpus into this .tar.gz too")
     args = parser.parse_args(argv)
     cache = (args.cache or default_cache()).resolve()
@@ -427,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         for only in args.only or [""]:
             argv_ = [str(cache), "--record", "--jobs", str(args.jobs), "--only", only]
+            argv_ += [f"--include={d}" for d in args.include]
             realworld_corpus.main(argv_)
         sources, _ = load_sources(args.sources)
         write_sources(args.sources, sources, realworld_corpus.load_manifest(cache))

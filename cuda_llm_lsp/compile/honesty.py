@@ -3,7 +3,7 @@
 The fast tier compiles a device unit (`compile.device_unit`): the file with its host code
 blanked and its headers rewritten, for NVRTC. Where an error lies in what that rewriting
 touched, NVRTC judged code nvcc never sees, so the error may be the rewriting's, not the
-user's. Three cases, each a *warning* that says so instead of an error:
+user's. These cases each give a *warning* that says so instead of an error:
 
 - the error's line was rewritten (part of it blanked): "the fast check rewrote this line";
 - the error names something the rewriting removed from the file or a project header (a
@@ -21,6 +21,10 @@ user's. Three cases, each a *warning* that says so instead of an error:
 - the error says a C library name is undefined (`identifier "fprintf" is undefined`): the
   unit's stand-ins for <stdio.h>, <stdlib.h> and <string.h> give NVRTC only what device code
   has;
+- the error is about a `__device__` variable (`dynamic initialization is not supported for a
+  __device__ variable`) whose declaration carries no execution space: the unit is compiled with
+  `-default-device`, which makes every unannotated variable a device one, where nvcc makes it a
+  host variable (a class's `static inline const half alpha = 1.0;` in host-only traits);
 - the error says `std` lacks a name (`namespace "std" has no member "ostream"`), in the file or
   in any header: NVRTC has no C++ standard library, the unit drops the host's standard headers
   and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing.
@@ -39,7 +43,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cuda_llm_lsp.compile import headers, std_names
@@ -60,7 +65,11 @@ _MISSING = re.compile(
     r'|no instance of (?:overloaded )?function "(?P<c>[^"\n]+)"'
     r'|"(?P<d>[^"\n]+)" is not a (?:template|type name|class or struct)'
 )
-_HEADER = re.compile(r'^in included file "(?P<file>[^"]*)" line \d+: ')
+_HEADER = re.compile(r'^in included file "(?P<file>[^"]*)" line (?P<line>\d+): ')
+# an error about a device variable: one `-default-device` may have made of a host variable
+_DEVICE_VARIABLE = re.compile(r"__device__ variable")
+# what makes a declaration's variable a device one under nvcc too
+_SPACE = re.compile(r"\b__(?:device|constant|shared|managed)__\b")
 # `cuda::std::__4::move` in EDG's messages: a libcu++ name, its versioned namespace skipped
 _CUDA_STD_NAME = re.compile(r"\bcuda::std::(?:__\w+::)*(?P<name>\w+)")
 # what a using-declaration of ours beside another declaration of the name causes (a wrong call
@@ -101,6 +110,8 @@ class Rewrites:
     rewritten: frozenset[str] = frozenset()  # of those, the ones whose text the unit changed
     ours: frozenset[str] = frozenset()  # headers cuda-llm wrote (`std_names.HEADER`, forwarders)
     std_given: frozenset[str] = frozenset()  # names `std_names.HEADER` gives from libcu++
+    text: str = ""  # the user's file (normalized), where a declaration's annotation is read
+    headers: Mapping[str, str] = field(default_factory=dict)  # the unit's headers' texts
 
 
 def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
@@ -125,13 +136,9 @@ def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
     )
     given = std_names.given(unit.headers.get(std_names.HEADER, ""))
     return Rewrites(
-        frozenset(lines),
-        frozenset(removed),
-        frozenset(unit.headers),
-        frozenset(changed),
-        ours,
-        given,
-    )
+        frozenset(lines), frozenset(removed), frozenset(unit.headers), frozenset(changed), ours,
+        given, normalized(text), unit.headers,
+    )  # fmt: skip
 
 
 _MAX_HEADER_BYTES = 8 << 20
@@ -225,6 +232,15 @@ def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
                 f'"std::{used.group("name")}" is libcu++\'s here, given by cuda-llm for NVRTC '
                 "(nvcc compiles with the host's C++ library)"
             )
+    if _DEVICE_VARIABLE.search(d.message):
+        text, line = changes.text, d.line
+        if header is not None:
+            text, line = changes.headers.get(header.group("file"), ""), int(header.group("line"))
+        if text and _unannotated(text, line):
+            return (
+                "the fast check compiles a variable with no execution space as __device__ "
+                "(NVRTC's -default-device); nvcc makes it a host variable"
+            )
     if header is not None:
         file = header.group("file")
         if file.startswith("<") or file not in changes.own_headers:
@@ -241,6 +257,17 @@ def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
         if words and words[-1] in changes.removed:
             return f'the fast check removed host code that names "{words[-1]}"'
     return None
+
+
+def _unannotated(text: str, line: int) -> bool:
+    """Whether the declaration on 1-based `line` of `text` (from the last `;`, `{` or `}` before
+    the line to the line's end) names no execution space: nvcc's host variable."""
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        return False
+    head = "\n".join(lines[: line - 1])
+    start = max(head.rfind(c) for c in ";{}") + 1
+    return _SPACE.search(head[start:] + "\n" + lines[line - 1]) is None
 
 
 def _hint() -> str:

@@ -243,3 +243,36 @@ def test_names_a_header_lost_or_the_c_library_lacks_are_warnings(tmp_path: Path)
     planted = text + "__global__ void k(float* x) { x[0] = undefined_name; }\n"
     errors = [d for d in check(tmp_path, planted) if d.severity == "error"]
     assert len(errors) == 1 and "undefined_name" in errors[0].message, errors
+
+
+# ggml's cuBLAS traits: a class's `static inline const half alpha = 1.0;`, a host variable for
+# nvcc, a device one with dynamic initialization for NVRTC's -default-device
+HOST_TRAITS = (
+    "#include <cuda_fp16.h>\n"
+    "template <int N> struct traits;\n"
+    "template <> struct traits<1> {\n"
+    "    static inline const half alpha = 1.0;\n"
+    "    static const void* get() { static const half v = alpha; return &v; }\n"
+    "};\n"
+    "__global__ void k(float* o) { o[0] = 1.0f; }\n"
+)
+
+
+def test_a_device_variable_error_on_an_unannotated_variable_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    """nvcc compiles it (a host variable); the fast check says why it cannot be sure. The same
+    initialization of a variable declared `__device__` (over two lines) is still an error, in
+    the file and in a project header kept as it is."""
+    (d,) = [d for d in check(tmp_path, HOST_TRAITS) if d.line == 4]
+    assert d.severity == "warning", d
+    assert "dynamic initialization" in d.message and "-default-device" in d.message
+    planted = HOST_TRAITS + "__device__\nhalf h = 1.0;\n"
+    errors = [d for d in check(tmp_path, planted) if d.severity == "error"]
+    assert [d.line for d in errors] == [9], errors
+    (tmp_path / "traits.h").write_text(HOST_TRAITS.rsplit("__global__", 1)[0])
+    (tmp_path / "dev.h").write_text("#include <cuda_fp16.h>\n__device__ half h = 1.0;\n")
+    text = '#include "traits.h"\n#include "dev.h"\n__global__ void k(float* o) { o[0] = 1.0f; }\n'
+    found = check(tmp_path, text)
+    assert [d.line for d in found if d.severity == "error"] == [2], found
+    assert any(d.line == 1 and "-default-device" in d.message for d in found), found

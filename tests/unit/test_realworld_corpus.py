@@ -264,6 +264,9 @@ def test_record_only_passes_each_text_to_the_runner(
     assert [c[c.index("--only") + 1] for c in calls] == ["proj/", "other/"]
     assert all("--record" in c for c in calls)
     assert corpus_fetch.load_sources(sources)[1][0].ptxas_registers == {"_Z1kPf": 8}
+    calls.clear()  # a directory of this machine's environment reaches the runner, not the file
+    assert corpus_fetch.main([*argv, "--only", "proj/", "--include", "/opt/blas"]) == 0
+    assert "--include=/opt/blas" in calls[0] and "/opt/blas" not in sources.read_text()
     calls.clear()
     assert corpus_fetch.main(argv) == 0 and calls[0][calls[0].index("--only") + 1] == ""  # all
     index.server.shutdown()
@@ -310,13 +313,16 @@ def test_fetch_reads_a_debian_package_without_dpkg(tmp_path: Path) -> None:
     assert (tmp_path / "tree/usr/share/doc/p/k.cu").read_text() == text
 
 
-def _tarball(members: dict[str, str], links: dict[str, str] | None = None) -> bytes:
-    """A .tar.xz as Debian's orig tarballs are: these files, and symbolic links name -> target."""
+def _tarball(
+    members: dict[str, str], links: dict[str, str] | None = None, compression: str = "xz"
+) -> bytes:
+    """A .tar.xz as Debian's orig tarballs are (.tar.gz, as sdists are, with "gz"): these
+    files, and symbolic links name -> target."""
     import io
     import tarfile
 
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:xz") as tar:
+    with tarfile.open(fileobj=buffer, mode=f"w:{compression}") as tar:
         for name, text in members.items():
             info = tarfile.TarInfo(name)
             info.size = len(text.encode())
@@ -408,6 +414,44 @@ def test_fetch_takes_a_contrib_package_from_the_contrib_pool(
     main = corpus_fetch.Source(**{**source.__dict__, "component": "main"})
     corpus_fetch.write_sources(sources, [main], [entry])
     assert "component" not in sources.read_text()  # the default is not written
+
+
+def test_fetch_takes_only_the_subtrees_of_a_pypi_sdist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PyPI sdist (.tar.gz, one top folder) through the index, its pinned subtrees only: a
+    folder and single headers beside it, the licence deeper in the tree; nothing else."""
+    import hashlib
+
+    tree = {
+        "proj-1.0/vendor/lib/LICENSE": "MIT\n",
+        "proj-1.0/vendor/lib/src/gpu/k.cu": '#include "common.h"\n__global__ void k() {}\n',
+        "proj-1.0/vendor/lib/src/common.h": "#pragma once\n",
+        "proj-1.0/vendor/lib/src/common.hpp": "int not_pinned;\n",  # the prefix, another file
+        "proj-1.0/vendor/lib/src/cpu/big.c": "int big;\n",
+        "proj-1.0/setup.py": "",
+    }
+    archive = _tarball(tree, compression="gz")
+    index = _Index({"proj-1.0.tar.gz": archive})
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
+    source = corpus_fetch.Source(
+        "proj", "pypi", "proj", "1.0", "proj-1.0.tar.gz", hashlib.sha256(archive).hexdigest(),
+        "MIT", "proj-1.0/vendor/lib/LICENSE",
+        subtrees=["proj-1.0/vendor/lib/src/gpu", "proj-1.0/vendor/lib/src/common.h"],
+    )  # fmt: skip
+    entry = corpus_runner.Entry("proj/proj-1.0/vendor/lib/src/gpu/k.cu", "proj", [], [])
+    sources = tmp_path / "sources.toml"
+    corpus_fetch.write_sources(sources, [source], [entry])
+    cache = tmp_path / "cache"
+    assert [e.path for e in corpus_fetch.fetch(cache, sources)] == [entry.path]
+    got = sorted(
+        str(p.relative_to(cache / "proj")) for p in (cache / "proj").rglob("*") if p.is_file()
+    )
+    assert got == [
+        ".extracted", "proj-1.0/vendor/lib/LICENSE", "proj-1.0/vendor/lib/src/common.h",
+        "proj-1.0/vendor/lib/src/gpu/k.cu",
+    ]  # fmt: skip
+    index.server.shutdown()
 
 
 def test_fetch_refuses_a_debian_source_archive_whose_sha256_changed(
