@@ -380,3 +380,26 @@ def test_libcu_plus_plus_unrolls_as_under_nvcc_unless_the_project_says(
     assert result.ok and not [d for d in result.diagnostics if d.severity == "error"], (
         result.diagnostics
     )
+
+
+@pytest.mark.parametrize("header", ["cfloat", "float.h"])
+def test_float_limits_where_cccls_cfloat_defines_none_under_nvrtc(
+    tmp_path: Path, header: str
+) -> None:
+    """CCCL 3.0's <cuda/std/cfloat> (CUDA 13.0's toolkit, the GPU machine's) includes the host's
+    <cfloat> except under NVRTC, where it defines nothing: ggml's argmax.cu, nvcc-clean, had
+    "identifier FLT_MAX is undefined". The stand-in defines each limit still missing."""
+    cccl_3_0 = tmp_path / "cccl" / "cuda" / "std"
+    cccl_3_0.mkdir(parents=True)
+    (cccl_3_0 / "cfloat").write_text("#pragma once\n/* under NVRTC: nothing */\n")
+    text = (
+        f"#include <{header}>\n"
+        "__global__ void k(float* x, double* y) {\n"
+        "  x[0] = -FLT_MAX + FLT_EPSILON + FLT_MIN;\n"
+        "  y[0] = DBL_MAX - DBL_EPSILON + FLT_MANT_DIG + DBL_DIG;\n"
+        "}\n"
+    )
+    unit = build_device_unit(text, None, (str(tmp_path / "cccl"),))
+    options = CompileOptions(arch="sm_90", include_paths=(str(tmp_path / "cccl"),))
+    result = compile_unit(unit, options, ("k",))
+    assert result.ok, [d.message for d in result.diagnostics]
