@@ -463,14 +463,88 @@ def nvrtc_toolkit_version() -> tuple[str, str] | None:
 
 
 def version_mismatch(library: str, found: Path) -> str | None:
-    """One sentence naming both versions when `library`'s header at `found` is not of the
-    CUDA version NVRTC's headers are (cuBLAS 13.1 beside a 13.0 runtime), else None."""
+    """One sentence naming both versions when `library`'s headers at `found` use CUDA runtime
+    names NVRTC's runtime headers lack (cuBLAS 13.1's `cudaEmulation...` beside a 13.0
+    runtime), else None. The names decide, not the numbers: cuFFT, cuSPARSE and (since 13.x)
+    cuBLAS number their releases their own way, and a 13.8 cuBLAS is of CUDA 13.5."""
     ours = nvrtc_toolkit_version()
-    theirs = library_version(library, found)
-    if ours is None or theirs is None or theirs == ours[0]:
+    if ours is None:
         return None
+    used = library_runtime_names(library, found.parent)
+    missing = sorted(used - runtime_names() - declared_names(found.parent))
+    if not missing:
+        return None
+    theirs = library_version(library, found)
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
     return (
-        f"{library} {theirs} headers ({found.parent}) with CUDA {ours[0]} runtime headers "
-        f"({ours[1]}): its host API is left out of the device check; install matching "
-        f"versions if nvcc or the build disagree"
+        f"{library}{f' {theirs}' if theirs else ''} headers ({found.parent}) with CUDA "
+        f"{ours[0]} runtime headers ({ours[1]}), which lack what they use ({shown}): its host "
+        f"API is left out of the device check; install matching versions if nvcc or the build "
+        f"disagree"
     )
+
+
+_RUNTIME_NAME = re.compile(rb"\bcuda[A-Z]\w*")  # the runtime's names: cudaStream_t, cudaDataType
+_COMMENT = re.compile(rb"/\*.*?\*/|//[^\n]*", re.S)
+# a runtime-style name declared where it appears: `#define`, a tag, a typedef's or enum's name
+_DECLARED = re.compile(
+    rb"#\s*define\s+(cuda[A-Z]\w*)|\b(?:struct|enum|union|class)\s+(cuda[A-Z]\w*)"
+    rb"|\btypedef\b[^;{}]*?\b(cuda[A-Z]\w*)\s*;|}\s*(cuda[A-Z]\w*)\s*[;,]"
+)
+
+
+def _names_in(paths: Iterable[Path]) -> set[str]:
+    """The runtime-style names (`cuda` + a capital) in `paths`' code, comments left out."""
+    names: set[str] = set()
+    for path in paths:
+        try:
+            text = _COMMENT.sub(b"", path.read_bytes())
+        except OSError:
+            continue
+        names.update(m.decode() for m in _RUNTIME_NAME.findall(text))
+    return names
+
+
+@functools.lru_cache(maxsize=16)
+def library_runtime_names(library: str, directory: Path) -> frozenset[str]:
+    """The CUDA runtime names `library`'s headers in `directory` use."""
+    try:
+        paths = [p for p in directory.glob("*.h") if host_library(p.name) == library]
+    except OSError:
+        return frozenset()
+    return frozenset(_names_in(paths))
+
+
+@functools.lru_cache(maxsize=16)
+def declared_names(directory: Path) -> frozenset[str]:
+    """The runtime-style names the headers of `directory` declare themselves (cuFFT's
+    `cudaLibXtDesc` in its `cudalibxt.h`, cuSOLVER's `cudaLibMgGrid_t`): not the runtime's."""
+    names: set[str] = set()
+    try:
+        paths = list(directory.glob("*.h"))
+    except OSError:
+        return frozenset()
+    for path in paths:
+        try:
+            text = _COMMENT.sub(b"", path.read_bytes())
+        except OSError:
+            continue
+        for match in _DECLARED.finditer(text):
+            names.add(next(g for g in match.groups() if g).decode())
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_names() -> frozenset[str]:
+    """Every runtime name NVRTC's toolkit headers have (its include directories' headers and
+    `crt/`, host libraries' headers left out: a library sharing the wheel set's directory
+    does not declare what the runtime lacks)."""
+    paths: list[Path] = []
+    for directory in toolkit_include_dirs():
+        root = Path(directory)
+        try:
+            found = [*root.glob("*.h"), *root.glob("crt/*.h")]
+        except OSError:
+            continue
+        paths.extend(p for p in found if host_library(p.name) is None)
+    return frozenset(_names_in(paths))

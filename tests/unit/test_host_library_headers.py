@@ -6,7 +6,8 @@ types the 13.0 runtime lacks, and NVRTC, reading it raw from its own toolkit dir
 four errors in every file including cuBLAS (`check` and `bench`). Here a cuBLAS-shaped header
 beside NVRTC's toolkit names a runtime type no runtime has (`cudaEmulationFutureKind`), the
 same failure on any NVRTC version; its host API must be blanked, its own `"driver_types.h"`
-must be NVRTC's, it must come from the nvcc's toolkit first, and a version mismatch is one
+must be NVRTC's, it must come from the nvcc's toolkit first, and a version mismatch (runtime
+names the library uses that NVRTC's runtime lacks, not a version number unlike CUDA's) is one
 warning naming both versions. NVRTC runs in this process so the toolkit directories can be
 faked (`headers.toolkit_include_dirs`).
 """
@@ -37,9 +38,16 @@ void run(cublasHandle_t h, float* x) { cublasSscal(h, 32, nullptr, x, 1); }
 """
 
 
-def _cublas(directory: Path, minor: int, marker: str) -> Path:
+def _cublas(directory: Path, minor: int, marker: str, *, newer_runtime: bool = True) -> Path:
     """A cuBLAS 13.`minor` include directory shaped like the wheel's (a version header, host
-    declarations naming a runtime type NVRTC's runtime lacks, toolkit includes beside it)."""
+    declarations naming runtime types, toolkit includes beside it); `newer_runtime`: one of
+    them is a type no runtime has (the mismatch), else only types every runtime has."""
+    emulation = (
+        "cublasStatus_t cublasGetEmulationSpecialValuesSupport(cublasHandle_t h,\n"
+        "                                                     cudaEmulationFutureKind* mask);\n"
+        if newer_runtime
+        else ""
+    )
     directory.mkdir(parents=True)
     (directory / "cublas_v2.h").write_text('#pragma once\n#include "cublas_api.h"\n')
     (directory / "cublasLt.h").write_text('#pragma once\n#include "cublas_api.h"\n')
@@ -55,9 +63,8 @@ typedef enum {{ CUBLAS_STATUS_SUCCESS = 0 }} cublasStatus_t;
 struct cublasContext;
 typedef struct cublasContext* cublasHandle_t;
 cublasStatus_t cublasSscal(cublasHandle_t h, int n, const float* a, float* x, int incx);
-cublasStatus_t cublasGetEmulationSpecialValuesSupport(cublasHandle_t h,
-                                                     cudaEmulationFutureKind* mask);
-"""
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
+{emulation}"""
     )
     # a copy of another runtime's header beside it: never NVRTC's to read
     (directory / "driver_types.h").write_text('#error "the library directory\'s copy"\n')
@@ -75,8 +82,10 @@ def toolkit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no
         dirs = (*real, *map(str, extra))
         monkeypatch.setattr(headers, "toolkit_include_dirs", lambda: dirs)
         monkeypatch.setattr(includes, "_nvcc_include_dirs", lambda: tuple(map(str, nvcc)))
+        headers.runtime_names.cache_clear()
 
-    return use
+    yield use
+    headers.runtime_names.cache_clear()  # the names of the faked directories go with them
 
 
 def _compile(tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -98,13 +107,10 @@ def test_a_newer_cublas_beside_nvrtcs_runtime_builds_with_one_warning(
     assert result.ok and result.errors == (), [d.message for d in result.errors]
     assert result.cubin is not None
     ours, where = headers.nvrtc_toolkit_version() or ("", "")
-    warnings = [p.message for p in unit.problems]
-    if ours == "13.1":
-        assert warnings == []
-        return
-    (warning,) = warnings  # two cuBLAS headers: one warning
+    (warning,) = [p.message for p in unit.problems]  # two cuBLAS headers: one warning
     assert f"cuBLAS 13.1 headers ({wheels})" in warning
     assert f"CUDA {ours} runtime headers ({where})" in warning
+    assert "cudaEmulationFutureKind" in warning  # what the runtime lacks
     # its host API is blanked: the unknown type never reaches NVRTC
     assert "cudaEmulationFutureKind" not in unit.headers["cublas_api.h"]
 
@@ -113,12 +119,53 @@ def test_the_nvcc_toolkits_cublas_comes_before_nvrtcs_wheel_set(toolkit, tmp_pat
     ours, _ = headers.nvrtc_toolkit_version() or ("13.0", "")
     minor = int(ours.split(".")[1])
     wheels = _cublas(tmp_path / "wheels", minor + 1, "wheel")
-    system = _cublas(tmp_path / "cuda" / "include", minor, "system toolkit")
+    system = _cublas(tmp_path / "cuda" / "include", minor, "system", newer_runtime=False)
     toolkit(extra=(wheels,), nvcc=(system,))
     unit, result = _compile(tmp_path)
     assert result.ok, [d.message for d in result.errors]
-    assert "system toolkit" in unit.headers["cublas_api.h"]
-    assert [p.message for p in unit.problems] == []  # the same version: nothing to say
+    assert "system" in unit.headers["cublas_api.h"]
+    assert [p.message for p in unit.problems] == []  # NVRTC's runtime has what it uses
+
+
+def _cufft(directory: Path) -> Path:
+    """A cuFFT 12.5 include directory as CUDA 13's wheel has it: numbered its own way, with a
+    runtime-style type of its own (`cudaLibXtDesc`, declared in its `cudalibxt.h`)."""
+    directory.mkdir(parents=True)
+    (directory / "cudalibxt.h").write_text(
+        "#pragma once\nstruct cudaXtDesc_t;\n"
+        "typedef struct cudaLibXtDesc_t {\n  int version;\n  struct cudaXtDesc_t* descriptor;\n"
+        "} cudaLibXtDesc;\n"
+    )
+    (directory / "cufft.h").write_text(
+        '#pragma once\n#include "driver_types.h"\n#include "library_types.h"\n'
+        "#define CUFFT_VER_MAJOR 12\n#define CUFFT_VER_MINOR 5\n"
+        "typedef int cufftHandle;\ntypedef enum { CUFFT_SUCCESS = 0 } cufftResult;\n"
+        "cufftResult cufftSetStream(cufftHandle plan, cudaStream_t stream);\n"
+    )
+    (directory / "cufftXt.h").write_text(
+        '#pragma once\n#include "cudalibxt.h"\n#include "cufft.h"\n'
+        "cufftResult cufftXtFree(cudaLibXtDesc* descriptor);\n"
+        "cufftResult cufftXtMakePlanMany(cufftHandle plan, cudaDataType inputtype);\n"
+    )
+    return directory
+
+
+def test_libraries_numbered_their_own_way_get_no_warning(toolkit, tmp_path: Path) -> None:
+    """cuda-toolkit 13.5's wheels pin cuBLAS 13.8, cuFFT 12.4 and cuSPARSE 12.8: a version
+    number unlike CUDA's is no mismatch. Only runtime names the runtime lacks are."""
+    cublas = _cublas(tmp_path / "cublas", 10, "cuBLAS 13.10", newer_runtime=False)
+    cufft = _cufft(tmp_path / "cufft")
+    toolkit(nvcc=(cublas, cufft))  # found first, and not read as NVRTC's runtime
+    text = FILE.replace('#include "cublasLt.h"', "#include <cufftXt.h>")
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    unit = device_unit.build_device_unit(text, source, ())
+    assert "cufftXt.h" in unit.headers and "cublas_api.h" in unit.headers
+    assert [p.message for p in unit.problems] == []
+    assert headers.version_mismatch("cuFFT", cufft / "cufft.h") is None
+    assert "cudaLibXtDesc" in headers.declared_names(cufft)  # its own, not the runtime's
+    assert "cudaLibXtDesc" not in headers.runtime_names()
+    assert headers.version_mismatch("cuBLAS", cublas / "cublas_v2.h") is None
 
 
 def test_host_library_names() -> None:
