@@ -48,7 +48,7 @@ from cuda_llm_lsp.compile.include_reads import (
 from cuda_llm_lsp.compile.tools import inside, shell_inert, workspace_roots
 
 UNIT_NAME = "unit.cu"  # the name nvcc compiles the file under
-MAX_SCANNED_HEADERS = 4000  # headers followed to check what nvcc would read
+MAX_SCANNED_HEADERS = 20000  # headers followed (PyTorch's <torch/extension.h>: 4,990)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INCLUDE = re.compile(
     rb"^[ \t]*#[ \t]*(?:include|include_next|import)[ \t]*"

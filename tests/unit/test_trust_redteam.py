@@ -423,3 +423,34 @@ def test_a_probe_macro_called_with_literal_names_lets_nvcc_run(tmp_path: Path) -
 def test_a_probe_macro_naming_a_file_otherwise_stops_nvcc(tmp_path: Path, body: str) -> None:
     problem = _probe_macro_scan(tmp_path, body)
     assert problem is not None and "FMT_HAS_INCLUDE" in problem, problem
+
+
+# --- the scan's bound: PyTorch's headers are honest work ----------------------------------------
+
+
+def _header_tree(root: Path, count: int) -> str:
+    """`count` small headers, each including the next ten, as a library's umbrella header does."""
+    inc = root / "inc"
+    inc.mkdir()
+    for i in range(count):
+        nexts = "".join(f"#include <h{j}.h>\n" for j in range(i * 10 + 1, min(count, i * 10 + 11)))
+        (inc / f"h{i}.h").write_text(f"#pragma once\n{nexts}inline int f{i}() {{ return {i}; }}\n")
+    return str(inc)
+
+
+def test_a_pytorch_sized_include_graph_lets_nvcc_run(tmp_path: Path) -> None:
+    """`<torch/extension.h>` reaches 4,990 headers (PyTorch 2.13): under the old bound of 4,000,
+    nvcc never ran for any PyTorch extension, so none got nvcc's verdict or ptxas's figures."""
+    inc = _header_tree(tmp_path, 6000)
+    assert check_includes("#include <h0.h>\n", tmp_path / "k.cu", [inc]) is None
+
+
+def test_an_include_graph_past_the_bound_is_not_scanned_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cuda_llm_lsp.compile import nvcc_inputs
+
+    monkeypatch.setattr(nvcc_inputs, "MAX_SCANNED_HEADERS", 100)
+    inc = _header_tree(tmp_path, 300)
+    problem = check_includes("#include <h0.h>\n", tmp_path / "k.cu", [inc])
+    assert problem == "the file includes over 100 headers"
