@@ -627,3 +627,24 @@ def test_a_function_head_in_both_branches_of_an_if_is_blanked_whole(tmp_path: Pa
     })  # fmt: skip
     analysis = check(tmp_path / "main.cu")
     assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+def test_a_cxx11_file_gets_stdint_and_limits_without_libcuxx(tmp_path: Path) -> None:
+    """StarPU builds its kernels with -std=c++11; its headers include <stdint.h>. The stand-ins
+    forwarded to libcu++, which CUDA 13 stops below C++17 with `#error` (was: no figures for
+    any StarPU kernel). They give their own definitions there; an error is still reported."""
+    write(tmp_path, {
+        "main.cu": "#include <stdint.h>\n#include <climits>\n#include <cfloat>\n"
+        "__global__ void k(int64_t* o, float* f) {\n"
+        "  o[0] = INT64_MAX; o[1] = INT_MAX; f[0] = FLT_MAX;\n}\n",
+    })  # fmt: skip
+    for std in ("c++11", "c++14", "c++17"):
+        analysis = check(tmp_path / "main.cu", std=std)
+        assert analysis.diagnostics == (), std
+        assert analysis.kernels[0].resources is not None, std
+    write(
+        tmp_path,
+        {"main.cu": "#include <stdint.h>\n__global__ void k(int64_t* o) { o[0] = nope; }\n"},
+    )
+    (error,) = check(tmp_path / "main.cu", std="c++11").errors
+    assert error.line == 2 and 'identifier "nope" is undefined' in error.message
