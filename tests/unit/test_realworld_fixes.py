@@ -670,3 +670,31 @@ def test_a_host_function_behind_an_inline_macro_is_blanked(tmp_path: Path) -> No
     )
     (error,) = check(tmp_path / "main.cu").errors
     assert error.line == 2 and 'identifier "nope" is undefined' in error.message
+
+
+def test_sys_types_sizes_and_pthread_attribute_types_of_host_headers(tmp_path: Path) -> None:
+    """nvcc's host headers declare <sys/types.h> for every file: StarPU's starpu_config.h has
+    `typedef ssize_t starpu_ssize_t;` (device code may use it), starpu_disk.h `off_t`, and
+    starpu_thread.h aliases every pthread attribute type (host-only: blanked). Was: ssize_t,
+    pthread_mutexattr_t undefined. An error beside them is still reported."""
+    header = (
+        "#pragma once\n#include <sys/types.h>\n#include <pthread.h>\n"
+        "typedef ssize_t my_ssize_t;\ntypedef pthread_mutexattr_t my_mutexattr_t;\n"
+        "typedef pthread_key_t my_key_t;\ntypedef pthread_condattr_t my_condattr_t;\n"
+        "typedef pthread_rwlockattr_t my_rwlockattr_t;\n"
+        "typedef pthread_barrierattr_t my_barrierattr_t;\n"
+        "struct ops { int (*read)(void* obj, off_t offset, size_t size); };\n"
+    )
+    write(tmp_path, {
+        "types.h": header,
+        "main.cu": '#include "types.h"\n'
+        "__global__ void k(my_ssize_t* o, off_t* p) { o[0] = -1; p[0] = 2; }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert analysis.diagnostics == () and analysis.kernels[0].resources is not None
+    write(
+        tmp_path,
+        {"main.cu": '#include "types.h"\n__global__ void k(my_ssize_t* o) { o[0] = nope; }\n'},
+    )
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 2 and 'identifier "nope" is undefined' in error.message
