@@ -698,3 +698,23 @@ def test_sys_types_sizes_and_pthread_attribute_types_of_host_headers(tmp_path: P
     )
     (error,) = check(tmp_path / "main.cu").errors
     assert error.line == 2 and 'identifier "nope" is undefined' in error.message
+
+
+def test_runs_of_instantiation_macros_over_lines_go_with_their_host_template(
+    tmp_path: Path,
+) -> None:
+    """bitsandbytes' ops.cu after clang-format: several `MAKE_optimizer32bit(ADAM, half)` on a
+    line, one of them split over three, each expanding to an explicit instantiation of a host
+    template (was: "optimizer32bit is not a template" per invocation). A kernel's error after
+    them is still reported."""
+    head = (
+        "template <typename T, int N> __global__ void k(T* o) { o[0] = N; }\n"
+        "template <typename T, int N> void launch(T* o) { k<T, N><<<1, 1>>>(o); }\n"
+        "#define MAKE(n, T) template void launch<T, n>(T * o);\n"
+        "MAKE(1, float) MAKE((2), float) MAKE(\n    ((3)), float\n) MAKE(4, int)\n"
+    )
+    write(tmp_path, {"main.cu": head})
+    assert messages(check(tmp_path / "main.cu")) == []
+    write(tmp_path, {"main.cu": head + "__global__ void bad(float* o) { o[0] = nope; }\n"})
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 7 and 'identifier "nope" is undefined' in error.message
