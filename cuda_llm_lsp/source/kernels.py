@@ -524,7 +524,94 @@ def _instantiations(root: Node, data: bytes) -> dict[str, list[str]]:
             expression = _with_constants(expression, callee, data)
             if expression not in found.setdefault(name, []):
                 found[name].append(expression)
+    for name, expression in _macro_instantiations(data.decode("utf-8", errors="replace")):
+        if expression not in found.setdefault(name, []):
+            found[name].append(expression)
     return found
+
+
+# `#define MAKE(a, b) template __global__ void k<a, b>(...);` (its lines spliced)
+_FUNCTION_MACRO = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^()]*)\)((?:[^\n\\]|\\.)*)", re.M | re.S
+)
+_EXPLICIT_KERNEL = re.compile(r"\btemplate\s+(?:__global__\s+)?void\s+(\w+)\s*<")
+_MAX_MACRO_INSTANCES = 4096
+
+
+def _macro_instantiations(text: str) -> list[tuple[str, str]]:
+    """(kernel name, instance) of each explicit instantiation a function-like macro of `text`
+    writes where `text` invokes it at the start of a line: bitsandbytes' kernels.cu instantiates
+    its kernels by `MAKE_Optimizer32bit1State(MOMENTUM, half)` lines. Text only (the macro's
+    parameters replaced by the invocation's arguments); a body that pastes or stringizes
+    tokens (`#`, `##`) is not followed."""
+    found: list[tuple[str, str]] = []
+    for define in _FUNCTION_MACRO.finditer(text):
+        macro, body = define.group(1), define.group(3).replace("\\\n", " ")
+        if "#" in body or "template" not in body:
+            continue
+        parameters = [p.strip() for p in define.group(2).split(",")]
+        templates = []
+        for match in _EXPLICIT_KERNEL.finditer(body):
+            arguments = _angle_text(body, match.end() - 1)
+            if arguments is not None:
+                templates.append((match.group(1), arguments))
+        if not templates:
+            continue
+        invocation = re.compile(rf"^[ \t]*{re.escape(macro)}[ \t]*\(", re.M)
+        for call in invocation.finditer(text):
+            arguments = _call_arguments(text, call.end() - 1)
+            if arguments is None or len(arguments) != len(parameters):
+                continue
+            values = dict(zip(parameters, arguments, strict=True))
+            for kernel, template_arguments in templates:
+                replaced = _substituted(template_arguments, values)
+                found.append((kernel, re.sub(r"\s+", " ", f"{kernel}<{replaced}>")))
+                if len(found) >= _MAX_MACRO_INSTANCES:
+                    return found
+    return found
+
+
+def _substituted(text: str, values: Mapping[str, str]) -> str:
+    """`text` with each word that names a macro parameter replaced by its argument."""
+    return re.sub(r"[A-Za-z_]\w*", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def _angle_text(text: str, open_angle: int) -> str | None:
+    """What stands between the `<` at `open_angle` and its `>` (nested brackets kept)."""
+    depth = 0
+    for at in range(open_angle, min(len(text), open_angle + 2000)):
+        char = text[at]
+        if char in "<([":
+            depth += 1
+        elif char in ">)]":
+            depth -= 1
+            if depth == 0:
+                return text[open_angle + 1 : at] if char == ">" else None
+        elif char in ";{}":
+            return None
+    return None
+
+
+def _call_arguments(text: str, open_paren: int) -> list[str] | None:
+    """The top-level comma-separated arguments of the call whose `(` is at `open_paren`."""
+    depth = 0
+    start = open_paren + 1
+    arguments: list[str] = []
+    for at in range(open_paren, min(len(text), open_paren + 2000)):
+        char = text[at]
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+            if depth == 0:
+                arguments.append(text[start:at].strip())
+                return arguments
+        elif char == "," and depth == 1:
+            arguments.append(text[start:at].strip())
+            start = at + 1
+        elif char in ";{}":
+            return None
+    return None
 
 
 _ARGUMENT_WORD = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)(?![\w(<:])")

@@ -164,3 +164,24 @@ void launch(float* y, bool w) {
     found = find_kernels(source)
     assert [k.name for k in found] == ["k", "other"]
     assert found[0].instantiations == ("k<false>", "k<true>")
+
+
+def test_explicit_instantiations_written_by_a_macro_are_instantiations() -> None:
+    """bitsandbytes' kernels.cu: `MAKE_Optimizer32bit1State(MOMENTUM, half)` lines expand to
+    `template __global__ void kOptimizer32bit1State<half, MOMENTUM>(...);`. A macro pasting
+    tokens, one never invoked and an invocation inside another macro's body give none."""
+    source = (
+        "template <typename T, int OPT, int B> __global__ void k(T* g) { g[0] = T(OPT + B); }\n"
+        "#define MAKE(oname, gtype) \\\n"
+        "    template __global__ void k<gtype, oname, 4096>(gtype * g);\n"
+        "#define PASTE(n) template __global__ void k<float, n##0, 1>(float* g);\n"
+        "#define UNUSED(n) template __global__ void k<char, n, 2>(char* g);\n"
+        "#define BOTH MAKE(7, int)\n"
+        "MAKE(1, float)\nMAKE(2, (unsigned char))\n  MAKE(3,\n       double)\nPASTE(5)\n"
+    )
+    (kernel,) = find_kernels(source)
+    assert kernel.instantiations == (
+        "k<float, 1, 4096>",
+        "k<(unsigned char), 2, 4096>",
+        "k<double, 3, 4096>",
+    )

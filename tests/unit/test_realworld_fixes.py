@@ -627,3 +627,113 @@ def test_a_function_head_in_both_branches_of_an_if_is_blanked_whole(tmp_path: Pa
     })  # fmt: skip
     analysis = check(tmp_path / "main.cu")
     assert messages(analysis) == [] and analysis.kernels[0].resources is not None
+
+
+def test_a_cxx11_file_gets_stdint_and_limits_without_libcuxx(tmp_path: Path) -> None:
+    """StarPU builds its kernels with -std=c++11; its headers include <stdint.h>. The stand-ins
+    forwarded to libcu++, which CUDA 13 stops below C++17 with `#error` (was: no figures for
+    any StarPU kernel). They give their own definitions there; an error is still reported."""
+    write(tmp_path, {
+        "main.cu": "#include <stdint.h>\n#include <climits>\n#include <cfloat>\n"
+        "__global__ void k(int64_t* o, float* f) {\n"
+        "  o[0] = INT64_MAX; o[1] = INT_MAX; f[0] = FLT_MAX;\n}\n",
+    })  # fmt: skip
+    for std in ("c++11", "c++14", "c++17"):
+        analysis = check(tmp_path / "main.cu", std=std)
+        assert analysis.diagnostics == (), std
+        assert analysis.kernels[0].resources is not None, std
+    write(
+        tmp_path,
+        {"main.cu": "#include <stdint.h>\n__global__ void k(int64_t* o) { o[0] = nope; }\n"},
+    )
+    (error,) = check(tmp_path / "main.cu", std="c++11").errors
+    assert error.line == 2 and 'identifier "nope" is undefined' in error.message
+
+
+def test_a_host_function_behind_an_inline_macro_is_blanked(tmp_path: Path) -> None:
+    """StarPU's `static STARPU_INLINE int _starpu_pthread_mutex_trylock(starpu_pthread_mutex_t*
+    ...)`: a macro standing for `inline` (one per compiler) made tree-sitter misread the host
+    function, kept for NVRTC with its host types (was: no figures for any StarPU kernel). A
+    device function behind the same macro stays, and its errors are still reported."""
+    write(tmp_path, {
+        "util.h": "#pragma once\n#include <pthread.h>\n#if defined(__cplusplus)\n"
+        "#  define MY_INLINE inline\n#else\n#  define MY_INLINE __inline__\n#endif\n"
+        "typedef pthread_mutex_t my_mutex_t;\nstatic MY_INLINE\n"
+        "int my_trylock(my_mutex_t* m) { return pthread_mutex_trylock(m); }\n"
+        "static __device__ MY_INLINE float twice(float x) { return 2.0f * x; }\n",
+        "main.cu": '#include "util.h"\n' + KERNEL,
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert analysis.diagnostics == () and analysis.kernels[0].resources is not None
+    write(
+        tmp_path, {"main.cu": '#include "util.h"\n__global__ void k(float* o) { o[0] = nope; }\n'}
+    )
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 2 and 'identifier "nope" is undefined' in error.message
+
+
+def test_sys_types_sizes_and_pthread_attribute_types_of_host_headers(tmp_path: Path) -> None:
+    """nvcc's host headers declare <sys/types.h> for every file: StarPU's starpu_config.h has
+    `typedef ssize_t starpu_ssize_t;` (device code may use it), starpu_disk.h `off_t`, and
+    starpu_thread.h aliases every pthread attribute type (host-only: blanked). Was: ssize_t,
+    pthread_mutexattr_t undefined. An error beside them is still reported."""
+    header = (
+        "#pragma once\n#include <sys/types.h>\n#include <pthread.h>\n"
+        "typedef ssize_t my_ssize_t;\ntypedef pthread_mutexattr_t my_mutexattr_t;\n"
+        "typedef pthread_key_t my_key_t;\ntypedef pthread_condattr_t my_condattr_t;\n"
+        "typedef pthread_rwlockattr_t my_rwlockattr_t;\n"
+        "typedef pthread_barrierattr_t my_barrierattr_t;\n"
+        "struct ops { int (*read)(void* obj, off_t offset, size_t size); };\n"
+    )
+    write(tmp_path, {
+        "types.h": header,
+        "main.cu": '#include "types.h"\n'
+        "__global__ void k(my_ssize_t* o, off_t* p) { o[0] = -1; p[0] = 2; }\n",
+    })  # fmt: skip
+    analysis = check(tmp_path / "main.cu")
+    assert analysis.diagnostics == () and analysis.kernels[0].resources is not None
+    write(
+        tmp_path,
+        {"main.cu": '#include "types.h"\n__global__ void k(my_ssize_t* o) { o[0] = nope; }\n'},
+    )
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 2 and 'identifier "nope" is undefined' in error.message
+
+
+def test_runs_of_instantiation_macros_over_lines_go_with_their_host_template(
+    tmp_path: Path,
+) -> None:
+    """bitsandbytes' ops.cu after clang-format: several `MAKE_optimizer32bit(ADAM, half)` on a
+    line, one of them split over three, each expanding to an explicit instantiation of a host
+    template (was: "optimizer32bit is not a template" per invocation). A kernel's error after
+    them is still reported."""
+    head = (
+        "template <typename T, int N> __global__ void k(T* o) { o[0] = N; }\n"
+        "template <typename T, int N> void launch(T* o) { k<T, N><<<1, 1>>>(o); }\n"
+        "#define MAKE(n, T) template void launch<T, n>(T * o);\n"
+        "MAKE(1, float) MAKE((2), float) MAKE(\n    ((3)), float\n) MAKE(4, int)\n"
+    )
+    write(tmp_path, {"main.cu": head})
+    assert messages(check(tmp_path / "main.cu")) == []
+    write(tmp_path, {"main.cu": head + "__global__ void bad(float* o) { o[0] = nope; }\n"})
+    (error,) = check(tmp_path / "main.cu").errors
+    assert error.line == 7 and 'identifier "nope" is undefined' in error.message
+
+
+def test_kernels_instantiated_by_macro_lines_get_figures(tmp_path: Path) -> None:
+    """bitsandbytes' kernels.cu instantiates 126 of its 151 kernel instances by macro lines
+    (`MAKE_kQuantizeBlockwise(half, 4096, 4, 0, General8bit)`): each gets its figures (was:
+    none of them), and an instance that fails to compile is reported as nvcc reports it."""
+    head = (
+        "template <typename T, int N> __global__ void k(T* o) {\n"
+        '  static_assert(N % 2 == 0, "N must be even");\n  o[0] = T(N);\n}\n'
+        "#define MAKE(T, n) template __global__ void k<T, n>(T * o);\n"
+        "MAKE(float, 2)\nMAKE(int, 4)\n"
+    )
+    write(tmp_path, {"main.cu": head})
+    analysis = check(tmp_path / "main.cu")
+    assert analysis.diagnostics == ()
+    assert list(analysis.kernels[0].instances) == ["k<float, 2>", "k<int, 4>"]
+    write(tmp_path, {"main.cu": head + "MAKE(double, 3)\n"})
+    errors = check(tmp_path / "main.cu").errors
+    assert errors and 'static assertion failed with "N must be even"' in errors[0].message

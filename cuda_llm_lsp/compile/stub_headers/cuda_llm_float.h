@@ -2,7 +2,8 @@
  * present (it defines them under NVRTC from CCCL 3.1 on); CCCL 3.0's (CUDA 13.0's toolkit)
  * defines nothing under NVRTC, so each one still missing gets its IEEE value here. */
 #pragma once
-#if __has_include(<cuda/std/cfloat>)
+#include "cuda_llm_libcuxx.h"
+#if CUDA_LLM_LIBCUXX && __has_include(<cuda/std/cfloat>)
 #include <cuda/std/cfloat>
 #endif
 #ifndef FLT_RADIX

@@ -24,6 +24,11 @@ typedef unsigned long long uint64_t;
 typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned long ulong;
+#if defined(CUDA_LLM_HOST_LINUX)
+/* <sys/types.h>'s signed sizes (glibc, LP64): StarPU's `typedef ssize_t starpu_ssize_t;` */
+typedef long ssize_t;
+typedef long off_t;
+#endif
 
 /* nvcc's device pass declares the device runtime API for every file (cuda_runtime.h ->
  * cuda_runtime_api.h -> cuda_device_runtime_api.h, whole-program or -rdc); NVRTC declares it

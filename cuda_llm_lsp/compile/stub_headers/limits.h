@@ -1,6 +1,7 @@
 /* cuda-llm-lsp stand-in for <limits.h>: libcu++ (CCCL) where present, else the LP64 values. */
 #pragma once
-#if __has_include(<cuda/std/climits>)
+#include "cuda_llm_libcuxx.h"
+#if CUDA_LLM_LIBCUXX && __has_include(<cuda/std/climits>)
 #include <cuda/std/climits>
 #else
 #define CHAR_BIT 8

@@ -1,6 +1,7 @@
 /* cuda-llm-lsp stand-in for <stdint.h>: libcu++ (CCCL) where present, else the usual typedefs. */
 #pragma once
-#if __has_include(<cuda/std/cstdint>)
+#include "cuda_llm_libcuxx.h"
+#if CUDA_LLM_LIBCUXX && __has_include(<cuda/std/cstdint>)
 #include <cuda/std/cstdint>
 #else
 typedef signed char int8_t;

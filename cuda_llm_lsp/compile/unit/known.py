@@ -25,7 +25,8 @@ CALLING_CONVENTIONS = frozenset(
 HOST_TYPES = std_headers.names(
     """
     glob_t DIR dirent pthread_t pthread_mutex_t pthread_cond_t pthread_attr_t pthread_once_t
-    pthread_rwlock_t pthread_barrier_t pthread_spinlock_t sem_t timeval timespec timezone tm
+    pthread_rwlock_t pthread_barrier_t pthread_spinlock_t pthread_key_t pthread_mutexattr_t
+    pthread_condattr_t pthread_rwlockattr_t pthread_barrierattr_t sem_t timeval timespec timezone tm
     jmp_buf sigjmp_buf sigset_t va_list fpos_t mbstate_t locale_t stat rusage tms pid_t
     """
 )

@@ -519,9 +519,14 @@ class Walker:
             self.blank(outer)
 
     def blank_instantiation_macros(self) -> None:
-        """`INSTANTIATE(float)` lines, `;` or not, of a macro whose body is an explicit
+        """`INSTANTIATE(float)` invocations, `;` or not, of a macro whose body is an explicit
         instantiation (`template void launch<T>(...);`) of a host template: blanked with it
-        (DeepSpeed's inference kernels; tree-sitter reads a run of such lines as anything)."""
+        (DeepSpeed's inference kernels; tree-sitter reads a run of such lines as anything).
+
+        A run of them starts a line and ends one; clang-format may put several on a line and
+        split one over lines (bitsandbytes' ops.cu: `MAKE(ADAM, half) MAKE(\n  LION, half\n)`).
+        """
+        names: list[bytes] = []
         for macro, body in self.bodies.items():
             instantiated = _EXPLICIT_INSTANTIATION.search(body)
             if instantiated is None or set(WORD.findall(body)) & (
@@ -531,9 +536,26 @@ class Walker:
             if instantiated.group(1) not in self.host_functions:
                 self.instantiated.add(instantiated.group(1))  # a header's, maybe: walked again
                 continue
-            line = rb"^[ \t]*" + re.escape(macro.encode()) + rb"[ \t]*\([^;{}\n]*\)[ \t]*;?[ \t]*$"
-            for match in re.finditer(line, self.data, re.MULTILINE):
-                self.ranges.append((match.start(), match.end()))
+            names.append(re.escape(macro.encode()))
+        if not names:
+            return
+        head = re.compile(rb"(?:" + rb"|".join(names) + rb")[ \t]*\(")
+        starts = re.compile(rb"^[ \t]*(?=(?:" + rb"|".join(names) + rb")\b)", re.MULTILINE)
+        done = 0
+        for start in starts.finditer(self.data):
+            if start.start() < done:
+                continue
+            run: list[tuple[int, int]] = []
+            at = start.end()
+            while (found := head.match(self.data, at)) is not None:
+                end = _invocation_end(self.data, found.end() - 1)
+                if end < 0:
+                    break
+                run.append((found.start(), end))
+                at = _SPACE.match(self.data, end).end()  # type: ignore[union-attr]
+            if run and _LINE_END.match(self.data, run[-1][1]):  # nothing else on the last line
+                self.ranges.extend(run)
+                done = run[-1][1]
 
     def _head_words(self, node: tree_sitter.Node) -> set[str]:
         """Words before the declarator: specifiers, qualifiers, macros standing for them."""
@@ -926,3 +948,23 @@ _DEFINITION_TYPES = frozenset(
 
 # `template void launch<T>(...)` in a macro's body: an explicit instantiation, and its name
 _EXPLICIT_INSTANTIATION = re.compile(r"\btemplate\b(?!\s*<)[^;{}<(]*?\b(\w+)\s*[<(]")
+_SPACE = re.compile(rb"\s*")
+_LINE_END = re.compile(rb"[ \t]*(?:\r?\n|\Z)")
+_AFTER_INVOCATION = re.compile(rb"[ \t]*;?")
+
+
+def _invocation_end(data: bytes, open_paren: int) -> int:
+    """The end of the macro invocation whose `(` is at `open_paren` (its `;` included), or -1
+    where it does not close before a `;`, a brace or a line splice (a `#define`'s body)."""
+    depth = 0
+    for at in range(open_paren, min(len(data), open_paren + 20000)):
+        char = data[at : at + 1]
+        if char in (b";", b"{", b"}", b"\\"):
+            return -1
+        if char == b"(":
+            depth += 1
+        elif char == b")":
+            depth -= 1
+            if depth == 0:
+                return _AFTER_INVOCATION.match(data, at + 1).end()  # type: ignore[union-attr]
+    return -1
