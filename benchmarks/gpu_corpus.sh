@@ -49,6 +49,21 @@ print(found[0] if found else "")
 PY
 )
 [ -n "$nccl" ] && include+=(--include "$nccl")
+# PyTorch extensions' builds (torch.utils.cpp_extension) add torch's headers and Python's: the
+# venv's own, found without importing torch
+while IFS= read -r dir_; do
+  [ -n "$dir_" ] && include+=(--include "$dir_")
+done < <(python3 - <<'PY'
+import importlib.util, pathlib, sysconfig
+spec = importlib.util.find_spec("torch")
+if spec and spec.submodule_search_locations:
+    root = pathlib.Path(next(iter(spec.submodule_search_locations))) / "include"
+    for d in (root, root / "torch" / "csrc" / "api" / "include"):
+        if d.is_dir():
+            print(d)
+    print(sysconfig.get_paths()["include"])
+PY
+)
 echo "extra include directories: ${include[*]:-(none)}" | tee -a "$work/corpus-env.log"
 
 record() {
