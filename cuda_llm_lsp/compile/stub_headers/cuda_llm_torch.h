@@ -50,8 +50,49 @@ struct alignas(2) BFloat16 {
   __host__ __device__ operator float() const {
     return __bfloat162float(__ushort_as_bfloat16(x));
   }
-  __host__ __device__ operator __nv_bfloat16() const { return __ushort_as_bfloat16(x); }
+  /* explicit, as in c10 (torch/headeronly/util/BFloat16.h): implicit, it made every
+   * BFloat16 + BFloat16 ambiguous between float's + and cuda_bf16.h's */
+  __host__ __device__ explicit operator __nv_bfloat16() const { return __ushort_as_bfloat16(x); }
 };
+
+/* c10's arithmetic on Half and BFloat16 (torch/headeronly/util/Half.h, BFloat16.h): through
+ * float, the result of the type's own kind with itself and the integers, float or double with
+ * those. Without them `Half + Half` chose between float's built-in + and cuda_fp16.h's (where
+ * a build undefines __CUDA_NO_HALF_OPERATORS__), an ambiguity nvcc never sees. */
+#define CUDA_LLM_C10_ARITHMETIC(T)                                                           \
+  __host__ __device__ inline T operator-(const T& a) { return -static_cast<float>(a); }      \
+  CUDA_LLM_C10_OP(T, +) CUDA_LLM_C10_OP(T, -) CUDA_LLM_C10_OP(T, *) CUDA_LLM_C10_OP(T, /)
+#define CUDA_LLM_C10_OP(T, op)                                                               \
+  __host__ __device__ inline T operator op(const T& a, const T& b) {                         \
+    return static_cast<float>(a) op static_cast<float>(b);                                   \
+  }                                                                                          \
+  __host__ __device__ inline T& operator op##=(T& a, const T& b) { return a = a op b; }      \
+  __host__ __device__ inline float operator op(T a, float b) { return static_cast<float>(a) op b; } \
+  __host__ __device__ inline float operator op(float a, T b) { return a op static_cast<float>(b); } \
+  __host__ __device__ inline float& operator op##=(float& a, const T& b) {                   \
+    return a op##= static_cast<float>(b);                                                    \
+  }                                                                                          \
+  __host__ __device__ inline double operator op(T a, double b) {                             \
+    return static_cast<double>(a) op b;                                                      \
+  }                                                                                          \
+  __host__ __device__ inline double operator op(double a, T b) {                             \
+    return a op static_cast<double>(b);                                                      \
+  }                                                                                          \
+  __host__ __device__ inline T operator op(T a, int b) { return a op static_cast<T>(b); }    \
+  __host__ __device__ inline T operator op(int a, T b) { return static_cast<T>(a) op b; }    \
+  __host__ __device__ inline T operator op(T a, int64_t b) { return a op static_cast<T>(b); } \
+  __host__ __device__ inline T operator op(int64_t a, T b) { return static_cast<T>(a) op b; }
+CUDA_LLM_C10_ARITHMETIC(Half)
+CUDA_LLM_C10_ARITHMETIC(BFloat16)
+#undef CUDA_LLM_C10_OP
+#undef CUDA_LLM_C10_ARITHMETIC
+/* c10 compares BFloat16 lvalues itself (std::max and std::min use them) */
+__host__ __device__ inline bool operator>(BFloat16& lhs, BFloat16& rhs) {
+  return float(lhs) > float(rhs);
+}
+__host__ __device__ inline bool operator<(BFloat16& lhs, BFloat16& rhs) {
+  return float(lhs) < float(rhs);
+}
 
 /* c10::complex<T> as kernels use it (mamba's selective scan): public real_ and imag_, the
  * constructors and arithmetic of std::complex (constexpr, usable from device code under the
