@@ -661,6 +661,24 @@ def test_c10_half_and_bfloat16_arithmetic_is_c10s_own(tmp_path: Path) -> None:
     assert len(errors) == 1 and '"q"' in errors[0], errors
 
 
+def test_atens_tensor_info_comes_with_the_torch_stand_in(tmp_path: Path) -> None:
+    """torch-scatter's kernels take `at::cuda::detail::TensorInfo<int64_t, int>` by value and
+    call IndexToOffset (was: name followed by "::" must be a class or namespace name); its
+    members are ATen's, in ATen's order, so the kernel's parameters are nvcc's."""
+    text = (
+        "#include <ATen/cuda/detail/TensorInfo.cuh>\n"
+        "using at::cuda::detail::TensorInfo;\n"
+        "__global__ void k(const TensorInfo<int64_t, int> info, int64_t* out) {\n"
+        "  int offset = at::cuda::detail::IndexToOffset<int64_t, int, -1>::get(0, info);\n"
+        "  out[0] = info.data[offset + info.strides[info.dims - 1]] + info.isContiguous();\n"
+        "}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+    errors, _ = _check(tmp_path, text.replace("info.dims - 1", "info.ndims - 1"))
+    assert len(errors) == 1 and "ndims" in errors[0], errors
+
+
 def test_two_headers_of_one_relative_name_are_both_read(tmp_path: Path) -> None:
     """ThunderKittens' include/common/common.cuh and prototype/common/common.cuh, each
     `#include "common/common.cuh"` from beside it with -I include -I prototype: NVRTC knows

@@ -348,6 +348,45 @@ template <typename T> __device__ __forceinline__ T doLdg(const T* p) { return __
 namespace at {
 using namespace ::c10;
 }
+
+/* <ATen/cuda/detail/TensorInfo.cuh>'s device side (torch-scatter's kernels take a TensorInfo by
+ * value): the same members in the same order, so a kernel's parameter space is nvcc's; its
+ * host-only members (the sizes/strides constructor, reduceDim, collapseDims) are host code */
+#ifndef MAX_TENSORINFO_DIMS
+#define MAX_TENSORINFO_DIMS 25
+#endif
+namespace at { namespace cuda { namespace detail {
+template <typename T, typename IndexType> struct TensorInfo {
+  __host__ __device__ TensorInfo() : data(nullptr), dims(0) {}  /* (NVRTC: no __host__ ones) */
+  __host__ __device__ inline bool isContiguous() const { return dims == 1 && strides[0] == 1; }
+  T* data;
+  IndexType sizes[MAX_TENSORINFO_DIMS];
+  IndexType strides[MAX_TENSORINFO_DIMS];
+  int dims;
+};
+template <typename T, typename IndexType, int Dims> struct IndexToOffset {
+  static __host__ __device__ IndexType get(IndexType linearId,
+                                           const TensorInfo<T, IndexType>& info) {
+    IndexType offset = 0;
+    for (int i = Dims - 1; i > 0; --i) {
+      offset += (linearId % info.sizes[i]) * info.strides[i];
+      linearId /= info.sizes[i];
+    }
+    return offset + linearId * info.strides[0];
+  }
+};
+template <typename T, typename IndexType> struct IndexToOffset<T, IndexType, -1> {
+  static inline __host__ __device__ IndexType get(IndexType linearId,
+                                                  const TensorInfo<T, IndexType>& info) {
+    IndexType offset = 0;
+    for (int i = info.dims - 1; i > 0; --i) {
+      offset += (linearId % info.sizes[i]) * info.strides[i];
+      linearId /= info.sizes[i];
+    }
+    return offset + linearId * info.strides[0];
+  }
+};
+}}}  // namespace at::cuda::detail
 namespace torch {
 using namespace ::at;
 }
