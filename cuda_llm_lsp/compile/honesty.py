@@ -27,7 +27,12 @@ user's. These cases each give a *warning* that says so instead of an error:
   host variable (a class's `static inline const half alpha = 1.0;` in host-only traits);
 - the error says `std` lacks a name (`namespace "std" has no member "ostream"`), in the file or
   in any header: NVRTC has no C++ standard library, the unit drops the host's standard headers
-  and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing.
+  and declares only part of `std` for device code, so a name nvcc's libstdc++ has may be missing;
+- the error says a namespace that a stand-in of cuda-llm's declares lacks a name (`namespace
+  "at" has no member "opmath_type"`, where <ATen/OpMathType.h> was read as the PyTorch
+  stand-in): a stand-in declares only what device code most often uses of the headers it
+  replaces, so a name the real ones have may be missing (what follows from it on the line,
+  "expected a ;" at `opmath_type<`, stays an error, as after a missing `std` name).
 
 When the file's first error is such a one and errors are many (`UNAVAILABLE_AT`), what follows
 it is most likely its consequence: the file gets one warning, "fast check unavailable", and the
@@ -76,7 +81,7 @@ _CUDA_STD_NAME = re.compile(r"\bcuda::std::(?:__\w+::)*(?P<name>\w+)")
 # of `std::min` says "no instance ...": the user's, still an error)
 _AMBIGUOUS = re.compile(r"more than one instance of|is ambiguous")
 # a header of ours that only includes another (`<cccl/cuda/std/cstdint>` -> `<cuda/std/cstdint>`)
-_FORWARDER = re.compile(r'(?:#pragma once\n)?#include [<"][^>"\n]+[>"]\n?')
+_FORWARDER = re.compile(r'(?:#pragma once\n)?#include [<"](?P<target>[^>"\n]+)[>"]\n?')
 # the C library's names of the headers cuda-llm stands in for (<stdio.h>, <stdlib.h>,
 # <string.h> and their <c...> forms: C11's 7.21-7.24), of which the stand-ins give NVRTC only
 # the few device code has (printf, malloc, free, memcpy, memset): `fprintf(stderr, ...); abort();`
@@ -98,6 +103,11 @@ _UNDEFINED = re.compile(r'identifier "(?P<name>\w+)" is undefined')
 _NO_STD_MEMBER = re.compile(
     r'namespace "std" has no member (?:class |function )?"(?P<name>[^"\n]+)"'
 )
+_NO_MEMBER = re.compile(
+    r'namespace "(?P<ns>\w+)(?:::[\w:]+)?" has no member (?:class |function )?"(?P<name>[^"\n]+)"'
+)
+# a namespace a stand-in opens at its top level (`namespace at {`, `namespace c10 {`)
+_TOP_NAMESPACE = re.compile(r"^namespace\s+(\w+)\s*\{", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,8 @@ class Rewrites:
     std_given: frozenset[str] = frozenset()  # names `std_names.HEADER` gives from libcu++
     text: str = ""  # the user's file (normalized), where a declaration's annotation is read
     headers: Mapping[str, str] = field(default_factory=dict)  # the unit's headers' texts
+    # namespace -> the header its stand-in replaced (`at` -> `ATen/OpMathType.h`)
+    stood_in: Mapping[str, str] = field(default_factory=dict)
 
 
 def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
@@ -135,10 +147,25 @@ def rewrites(text: str, unit: DeviceUnit) -> Rewrites:
         if name == std_names.HEADER or _FORWARDER.fullmatch(body.strip() + "\n")
     )
     given = std_names.given(unit.headers.get(std_names.HEADER, ""))
+    stood_in: dict[str, str] = {}
+    for name in sorted(ours):
+        target = _FORWARDER.fullmatch(unit.headers[name].strip() + "\n")
+        for namespace in _stand_in_namespaces(target.group("target") if target else ""):
+            stood_in.setdefault(namespace, name)
     return Rewrites(
         frozenset(lines), frozenset(removed), frozenset(unit.headers), frozenset(changed), ours,
-        given, normalized(text), unit.headers,
+        given, normalized(text), unit.headers, stood_in,
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=32)
+def _stand_in_namespaces(include: str) -> frozenset[str]:
+    """The namespaces stand-in `include` (a name in `headers.STUB_DIR`) opens at its top level;
+    none for any other header."""
+    path = headers.STUB_DIR / include
+    if not include or ".." in include or not path.is_file():
+        return frozenset()
+    return frozenset(_TOP_NAMESPACE.findall(path.read_text(encoding="utf-8", errors="replace")))
 
 
 _MAX_HEADER_BYTES = 8 << 20
@@ -216,6 +243,13 @@ def _doubt(d: Diagnostic, changes: Rewrites) -> str | None:
         return (
             f'"std::{std.group("name")}" is not in the part of the C++ library the fast check '
             "gives NVRTC (nvcc compiles with the host's)"
+        )
+    member = _NO_MEMBER.search(d.message)
+    if member is not None and member.group("ns") in changes.stood_in:
+        return (
+            f'"{member.group("name")}" is not in the part of namespace {member.group("ns")} '
+            f"that cuda-llm's stand-in for <{changes.stood_in[member.group('ns')]}> declares "
+            "(nvcc compiles with the real header)"
         )
     undefined = _UNDEFINED.search(d.message)
     if undefined is not None and undefined.group("name") in _C_LIBRARY:

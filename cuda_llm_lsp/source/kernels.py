@@ -103,7 +103,25 @@ def parse_tree(text: str) -> tuple[Tree, bytes]:
     if parser is None:
         parser = _local.parser = Parser(_LANGUAGE)
     data = normalized(text).encode("utf-8", errors="surrogatepass")
-    return parser.parse(_mask_instantiation_lines(_mask_unknown_attributes(data))), data
+    masked = _mask_instantiation_lines(_mask_unknown_attributes(_mask_empty_define_tails(data)))
+    return parser.parse(masked), data
+
+
+# `#define ROCM_ONLY(x) ` / `#define EMPTY \t`: a macro with no body and blanks before the line's
+# end. tree-sitter-cuda then reads the next line as its body: causal-conv1d's `#else` after one
+# was lost (its `#include <hipcub/hipcub.hpp>` taken as unconditional), and a kernel on the next
+# line went unlisted. (A `/* comment */` before the blanks is left alone.)
+_EMPTY_DEFINE_TAIL = re.compile(
+    rb"^([ \t]*#[ \t]*define[ \t]+\w+(?:\([^()\n]*\))?)([ \t]+)(\r?\n)", re.MULTILINE
+)
+
+
+def _mask_empty_define_tails(data: bytes) -> bytes:
+    """`data` with those blanks moved past the line break (same length, rows unchanged; only
+    tree-sitter's columns on the next line move, never a byte offset)."""
+    if b"define" not in data:
+        return data
+    return _EMPTY_DEFINE_TAIL.sub(lambda m: m.group(1) + m.group(3) + m.group(2), data)
 
 
 # Attributes tree-sitter-cuda does not know; blanked (same length) before parsing so the kernel
@@ -260,7 +278,9 @@ class Offsets:
         return Point(row, self._column(row, byte_column))
 
     def span(self, node: Node) -> Span:
-        return Span(self.point_of(*node.start_point), self.point_of(*node.end_point))
+        # from its bytes, not tree-sitter's points: a mask may move a line's blanks to the next
+        # line's start (`_mask_empty_define_tails`), which shifts the points' columns there
+        return Span(self.point(node.start_byte), self.point(node.end_byte))
 
     def offset(self, byte: int) -> int:
         """The character offset in `text` of the byte offset `byte` of `data`."""

@@ -537,7 +537,7 @@ class _Scan:
         statement = node.parent.parent if node.parent else None
         assert statement is not None
         start = statement.start_byte
-        line_start = start - statement.start_point[1]  # the point's column counts bytes
+        line_start = self.data.rfind(b"\n", 0, start) + 1
         indent = self.data[line_start:start].decode("utf-8", errors="replace")
         if indent.strip():
             indent = " "

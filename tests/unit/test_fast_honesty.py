@@ -128,6 +128,30 @@ def test_a_std_name_missing_in_a_project_header_is_a_warning_too(tmp_path: Path)
     assert any(d.severity == "warning" and "std::ostream" in d.message for d in found), found
 
 
+def test_a_name_the_torch_stand_in_lacks_is_a_warning(tmp_path: Path) -> None:
+    """`at::opmath_type<T>` (<ATen/OpMathType.h>, read as the PyTorch stand-in, which does not
+    declare it): "namespace "at" has no member" is a warning, as for a missing `std` name;
+    what follows from it on the line ("expected a ;" at its `<`) stays an error, as there.
+    A name missing from the file's own namespace stays an error."""
+    text = (
+        "#include <ATen/OpMathType.h>\n#include <c10/util/Half.h>\n"
+        "namespace mine { __device__ float twice(float x) { return 2 * x; } }\n"
+        "template <typename T> __global__ void k(T* x) {\n"
+        "  using acc_t = at::opmath_type<T>;\n"
+        "  x[0] = static_cast<T>(static_cast<acc_t>(x[0]) * 2);\n"
+        "}\n"
+        "template __global__ void k<c10::Half>(c10::Half*);\n"
+    )
+    found = check(tmp_path, text)
+    named = [d for d in found if "opmath_type" in d.message]
+    assert [(d.severity, d.line) for d in named] == [("warning", 5)], found
+    assert "not in the part of namespace at that cuda-llm's stand-in for" in named[0].message
+    assert "<ATen/OpMathType.h>" in named[0].message
+    planted = text.replace("* 2);", "* 2) + mine::thrice(1.0f);")
+    errors = [(d.line, d.message) for d in check(tmp_path, planted) if d.severity == "error"]
+    assert (6, 'namespace "mine" has no member "thrice"') in errors, errors
+
+
 def test_an_error_in_a_project_header_the_unit_rewrote_is_a_warning(tmp_path: Path) -> None:
     """A `__host__ __device__` function calling a host function the unit blanked (nvcc only
     warns while no device code calls it): "undefined" in a header the fast check rewrote is a

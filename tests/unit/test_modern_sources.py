@@ -639,6 +639,46 @@ def test_atens_warp_helpers_come_with_the_torch_stand_in(tmp_path: Path) -> None
     assert errors == [] and with_resources == ["k"]
 
 
+def test_c10_half_and_bfloat16_arithmetic_is_c10s_own(tmp_path: Path) -> None:
+    """torch-scatter's atomics: `c10::BFloat16 + c10::BFloat16` (and `*`, `/`) in device code
+    (was: more than one operator "+" matches, float's built-in against cuda_bf16.h's, since the
+    stand-in converted to __nv_bfloat16 implicitly and declared none of c10's operators), and
+    `c10::Half` the same where a build undefines __CUDA_NO_HALF_OPERATORS__ (causal-conv1d)."""
+    text = (
+        "#include <c10/util/Half.h>\n#include <c10/util/BFloat16.h>\n"
+        "template <typename T> __device__ T mix(T a, T b) {\n"
+        "  T s = a + b;\n  s *= a / b;\n  s = s - 2 * a + b * int64_t(3);\n"
+        "  float f = a + 1.0f;\n  f += b;\n  return -s + T(f);\n}\n"
+        "__global__ void k(c10::Half* h, c10::BFloat16* b) {\n"
+        "  h[0] = mix(h[1], h[2]);\n  b[0] = mix(b[1], b[2]);\n"
+        "  if (b[1] < b[2]) b[3] = static_cast<__nv_bfloat16>(b[2]);\n"
+        "}\n"
+    )
+    settings = Settings(defines=("__CUDA_NO_HALF2_OPERATORS__",))
+    errors, with_resources = _check(tmp_path, text, settings)
+    assert errors == [] and with_resources == ["k"]
+    errors, _ = _check(tmp_path, text.replace("T s = a + b;", "T s = a + b + q;"), settings)
+    assert len(errors) == 1 and '"q"' in errors[0], errors
+
+
+def test_atens_tensor_info_comes_with_the_torch_stand_in(tmp_path: Path) -> None:
+    """torch-scatter's kernels take `at::cuda::detail::TensorInfo<int64_t, int>` by value and
+    call IndexToOffset (was: name followed by "::" must be a class or namespace name); its
+    members are ATen's, in ATen's order, so the kernel's parameters are nvcc's."""
+    text = (
+        "#include <ATen/cuda/detail/TensorInfo.cuh>\n"
+        "using at::cuda::detail::TensorInfo;\n"
+        "__global__ void k(const TensorInfo<int64_t, int> info, int64_t* out) {\n"
+        "  int offset = at::cuda::detail::IndexToOffset<int64_t, int, -1>::get(0, info);\n"
+        "  out[0] = info.data[offset + info.strides[info.dims - 1]] + info.isContiguous();\n"
+        "}\n"
+    )
+    errors, with_resources = _check(tmp_path, text)
+    assert errors == [] and with_resources == ["k"]
+    errors, _ = _check(tmp_path, text.replace("info.dims - 1", "info.ndims - 1"))
+    assert len(errors) == 1 and "ndims" in errors[0], errors
+
+
 def test_two_headers_of_one_relative_name_are_both_read(tmp_path: Path) -> None:
     """ThunderKittens' include/common/common.cuh and prototype/common/common.cuh, each
     `#include "common/common.cuh"` from beside it with -I include -I prototype: NVRTC knows

@@ -737,3 +737,32 @@ def test_kernels_instantiated_by_macro_lines_get_figures(tmp_path: Path) -> None
     write(tmp_path, {"main.cu": head + "MAKE(double, 3)\n"})
     errors = check(tmp_path / "main.cu").errors
     assert errors and 'static assertion failed with "N must be even"' in errors[0].message
+
+
+EMPTY_DEFINES = (
+    "#include <unistd.h>\n"
+    "#ifndef USE_ROCM\n#define ROCM_ONLY(x) \n#else\n#include <hipcub/hipcub.hpp>\n#endif\n"
+    "#define EMPTY \n"
+    "__global__ void k(int* o) { o[0] = 1; }\n"
+    "#define HOST_ONLY(x)\t\n"
+    "void pause_host() { sleep(1); }\n"
+    "__global__ void k2(int* o) { o[0] = 2; }\n"
+)
+
+
+def test_an_empty_define_with_trailing_blanks_leaves_the_next_line_alone(tmp_path: Path) -> None:
+    """causal-conv1d's `#define ROCM_ONLY(x) ` (a blank before the line's end): tree-sitter
+    read the next line as the macro's body, so its `#else` was lost (was: "cannot find
+    <hipcub/hipcub.hpp>" on the branch nvcc skips), a kernel after such a define went
+    unlisted, and a host function after one was not blanked (was: "sleep" is undefined)."""
+    write(tmp_path, {"main.cu": EMPTY_DEFINES})
+    analysis = check(tmp_path / "main.cu")
+    assert not analysis.diagnostics, analysis.diagnostics
+    assert [(k.kernel.name, k.resources is not None) for k in analysis.kernels] == [
+        ("k", True),
+        ("k2", True),
+    ]
+    name = analysis.kernels[0].kernel.name_span  # from bytes: the mask moved no column
+    assert (name.start.line, name.start.column, name.end.column) == (7, 16, 17)
+    write(tmp_path, {"main.cu": EMPTY_DEFINES.replace("o[0] = 2;", "o[0] = 2 + nope;")})
+    assert messages(check(tmp_path / "main.cu")) == ['11: identifier "nope" is undefined']

@@ -50,8 +50,49 @@ struct alignas(2) BFloat16 {
   __host__ __device__ operator float() const {
     return __bfloat162float(__ushort_as_bfloat16(x));
   }
-  __host__ __device__ operator __nv_bfloat16() const { return __ushort_as_bfloat16(x); }
+  /* explicit, as in c10 (torch/headeronly/util/BFloat16.h): implicit, it made every
+   * BFloat16 + BFloat16 ambiguous between float's + and cuda_bf16.h's */
+  __host__ __device__ explicit operator __nv_bfloat16() const { return __ushort_as_bfloat16(x); }
 };
+
+/* c10's arithmetic on Half and BFloat16 (torch/headeronly/util/Half.h, BFloat16.h): through
+ * float, the result of the type's own kind with itself and the integers, float or double with
+ * those. Without them `Half + Half` chose between float's built-in + and cuda_fp16.h's (where
+ * a build undefines __CUDA_NO_HALF_OPERATORS__), an ambiguity nvcc never sees. */
+#define CUDA_LLM_C10_ARITHMETIC(T)                                                           \
+  __host__ __device__ inline T operator-(const T& a) { return -static_cast<float>(a); }      \
+  CUDA_LLM_C10_OP(T, +) CUDA_LLM_C10_OP(T, -) CUDA_LLM_C10_OP(T, *) CUDA_LLM_C10_OP(T, /)
+#define CUDA_LLM_C10_OP(T, op)                                                               \
+  __host__ __device__ inline T operator op(const T& a, const T& b) {                         \
+    return static_cast<float>(a) op static_cast<float>(b);                                   \
+  }                                                                                          \
+  __host__ __device__ inline T& operator op##=(T& a, const T& b) { return a = a op b; }      \
+  __host__ __device__ inline float operator op(T a, float b) { return static_cast<float>(a) op b; } \
+  __host__ __device__ inline float operator op(float a, T b) { return a op static_cast<float>(b); } \
+  __host__ __device__ inline float& operator op##=(float& a, const T& b) {                   \
+    return a op##= static_cast<float>(b);                                                    \
+  }                                                                                          \
+  __host__ __device__ inline double operator op(T a, double b) {                             \
+    return static_cast<double>(a) op b;                                                      \
+  }                                                                                          \
+  __host__ __device__ inline double operator op(double a, T b) {                             \
+    return a op static_cast<double>(b);                                                      \
+  }                                                                                          \
+  __host__ __device__ inline T operator op(T a, int b) { return a op static_cast<T>(b); }    \
+  __host__ __device__ inline T operator op(int a, T b) { return static_cast<T>(a) op b; }    \
+  __host__ __device__ inline T operator op(T a, int64_t b) { return a op static_cast<T>(b); } \
+  __host__ __device__ inline T operator op(int64_t a, T b) { return static_cast<T>(a) op b; }
+CUDA_LLM_C10_ARITHMETIC(Half)
+CUDA_LLM_C10_ARITHMETIC(BFloat16)
+#undef CUDA_LLM_C10_OP
+#undef CUDA_LLM_C10_ARITHMETIC
+/* c10 compares BFloat16 lvalues itself (std::max and std::min use them) */
+__host__ __device__ inline bool operator>(BFloat16& lhs, BFloat16& rhs) {
+  return float(lhs) > float(rhs);
+}
+__host__ __device__ inline bool operator<(BFloat16& lhs, BFloat16& rhs) {
+  return float(lhs) < float(rhs);
+}
 
 /* c10::complex<T> as kernels use it (mamba's selective scan): public real_ and imag_, the
  * constructors and arithmetic of std::complex (constexpr, usable from device code under the
@@ -307,6 +348,45 @@ template <typename T> __device__ __forceinline__ T doLdg(const T* p) { return __
 namespace at {
 using namespace ::c10;
 }
+
+/* <ATen/cuda/detail/TensorInfo.cuh>'s device side (torch-scatter's kernels take a TensorInfo by
+ * value): the same members in the same order, so a kernel's parameter space is nvcc's; its
+ * host-only members (the sizes/strides constructor, reduceDim, collapseDims) are host code */
+#ifndef MAX_TENSORINFO_DIMS
+#define MAX_TENSORINFO_DIMS 25
+#endif
+namespace at { namespace cuda { namespace detail {
+template <typename T, typename IndexType> struct TensorInfo {
+  __host__ __device__ TensorInfo() : data(nullptr), dims(0) {}  /* (NVRTC: no __host__ ones) */
+  __host__ __device__ inline bool isContiguous() const { return dims == 1 && strides[0] == 1; }
+  T* data;
+  IndexType sizes[MAX_TENSORINFO_DIMS];
+  IndexType strides[MAX_TENSORINFO_DIMS];
+  int dims;
+};
+template <typename T, typename IndexType, int Dims> struct IndexToOffset {
+  static __host__ __device__ IndexType get(IndexType linearId,
+                                           const TensorInfo<T, IndexType>& info) {
+    IndexType offset = 0;
+    for (int i = Dims - 1; i > 0; --i) {
+      offset += (linearId % info.sizes[i]) * info.strides[i];
+      linearId /= info.sizes[i];
+    }
+    return offset + linearId * info.strides[0];
+  }
+};
+template <typename T, typename IndexType> struct IndexToOffset<T, IndexType, -1> {
+  static inline __host__ __device__ IndexType get(IndexType linearId,
+                                                  const TensorInfo<T, IndexType>& info) {
+    IndexType offset = 0;
+    for (int i = info.dims - 1; i > 0; --i) {
+      offset += (linearId % info.sizes[i]) * info.strides[i];
+      linearId /= info.sizes[i];
+    }
+    return offset + linearId * info.strides[0];
+  }
+};
+}}}  // namespace at::cuda::detail
 namespace torch {
 using namespace ::at;
 }

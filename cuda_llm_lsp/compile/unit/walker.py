@@ -819,7 +819,8 @@ class Walker:
                 continue  # an overload in the library's namespace (CuPy's `thrust::atanh`)
             self.dropped.setdefault(name, library)
             self.defined.setdefault(name, DROPPED + library)
-        row, column = outer.start_point
+        row = outer.start_point[0]  # the byte column from the text: a mask may move points'
+        column = outer.start_byte - (self.data.rfind(b"\n", 0, outer.start_byte) + 1)
         line = self.data[outer.start_byte : outer.end_byte].split(b"\n", 1)[0]
         end = len(line.decode("utf-8", errors="replace").rstrip())
         self.skipped.append((Span.of(row, column, row, column + end), named, library))
