@@ -151,10 +151,8 @@ def mask_split_declarators(text: str) -> str:
 
 
 # The words a declaration-attribute macro's body may hold besides attributes (GGML_API):
-# storage, linkage and `inline` (StarPU's STARPU_INLINE, `inline` or `__inline__` by compiler).
-_ATTRIBUTE_WORDS = (
-    "extern", "static", "inline", "_Noreturn", "__inline__", "__inline", "__extension__"
-)  # fmt: skip
+# storage and linkage.
+_ATTRIBUTE_WORDS = ("extern", "static", "inline", "_Noreturn", "__inline__", "__extension__")
 
 
 def attribute_kind(node_type: str, body: str, parameters: list[str]) -> str | None:
@@ -166,9 +164,7 @@ def attribute_kind(node_type: str, body: str, parameters: list[str]) -> str | No
     masked for tree-sitter (`_mask_device_macros`), never for NVRTC.
     """
     body = body.strip()
-    if not body or not any(
-        w in body for w in ("extern", "attribute", "[[", "declspec", "oreturn", "inline")
-    ):
+    if not body or not any(w in body for w in ("extern", "attribute", "[[", "declspec", "oreturn")):
         return None
     if node_type == "preproc_def":
         return ATTRIBUTE if _only_attributes(body) else None
