@@ -572,9 +572,9 @@ def _macro_instantiations(text: str) -> list[tuple[str, str]]:
         parameters = [p.strip() for p in define.group(2).split(",")]
         templates = []
         for match in _EXPLICIT_KERNEL.finditer(body):
-            arguments = _angle_text(body, match.end() - 1)
-            if arguments is not None:
-                templates.append((match.group(1), arguments))
+            written = _angle_text(body, match.end() - 1)
+            if written is not None:
+                templates.append((match.group(1), written))
         if not templates:
             continue
         invocation = re.compile(rf"^[ \t]*{re.escape(macro)}[ \t]*\(", re.M)
