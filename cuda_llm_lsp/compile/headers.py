@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from cuda_llm_lsp.compile.nvcc_path import find_nvcc
@@ -493,16 +493,18 @@ _DECLARED = re.compile(
 )
 
 
-def _names_in(paths: Iterable[Path]) -> set[str]:
-    """The runtime-style names (`cuda` + a capital) in `paths`' code, comments left out."""
-    names: set[str] = set()
+def _code(paths: Iterable[Path]) -> Iterator[bytes]:
+    """Each readable file of `paths`, comments left out."""
     for path in paths:
         try:
-            text = _COMMENT.sub(b"", path.read_bytes())
+            yield _COMMENT.sub(b"", path.read_bytes())
         except OSError:
             continue
-        names.update(m.decode() for m in _RUNTIME_NAME.findall(text))
-    return names
+
+
+def _names_in(paths: Iterable[Path]) -> set[str]:
+    """The runtime-style names (`cuda` + a capital) in `paths`' code."""
+    return {m.decode() for text in _code(paths) for m in _RUNTIME_NAME.findall(text)}
 
 
 @functools.lru_cache(maxsize=16)
@@ -519,19 +521,15 @@ def library_runtime_names(library: str, directory: Path) -> frozenset[str]:
 def declared_names(directory: Path) -> frozenset[str]:
     """The runtime-style names the headers of `directory` declare themselves (cuFFT's
     `cudaLibXtDesc` in its `cudalibxt.h`, cuSOLVER's `cudaLibMgGrid_t`): not the runtime's."""
-    names: set[str] = set()
     try:
         paths = list(directory.glob("*.h"))
     except OSError:
         return frozenset()
-    for path in paths:
-        try:
-            text = _COMMENT.sub(b"", path.read_bytes())
-        except OSError:
-            continue
-        for match in _DECLARED.finditer(text):
-            names.add(next(g for g in match.groups() if g).decode())
-    return frozenset(names)
+    return frozenset(
+        next(g for g in m.groups() if g).decode()
+        for text in _code(paths)
+        for m in _DECLARED.finditer(text)
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
+from cuda_llm_lsp.source.brackets import ANGLES, close_index, split_top
 from cuda_llm_lsp.source.text import Point, Span, normalized
 
 SPEC_MARKER = "@cuda-llm"
@@ -569,7 +570,7 @@ def _macro_instantiations(text: str) -> list[tuple[str, str]]:
         macro, body = define.group(1), define.group(3).replace("\\\n", " ")
         if "#" in body or "template" not in body:
             continue
-        parameters = [p.strip() for p in define.group(2).split(",")]
+        parameters = split_top(define.group(2))
         templates = []
         for match in _EXPLICIT_KERNEL.finditer(body):
             written = _angle_text(body, match.end() - 1)
@@ -598,40 +599,16 @@ def _substituted(text: str, values: Mapping[str, str]) -> str:
 
 def _angle_text(text: str, open_angle: int) -> str | None:
     """What stands between the `<` at `open_angle` and its `>` (nested brackets kept)."""
-    depth = 0
-    for at in range(open_angle, min(len(text), open_angle + 2000)):
-        char = text[at]
-        if char in "<([":
-            depth += 1
-        elif char in ">)]":
-            depth -= 1
-            if depth == 0:
-                return text[open_angle + 1 : at] if char == ">" else None
-        elif char in ";{}":
-            return None
-    return None
+    close = close_index(text, open_angle + 1, *ANGLES, limit=2000)
+    return text[open_angle + 1 : close] if close >= 0 and text[close] == ">" else None
 
 
 def _call_arguments(text: str, open_paren: int) -> list[str] | None:
     """The top-level comma-separated arguments of the call whose `(` is at `open_paren`."""
-    depth = 0
-    start = open_paren + 1
-    arguments: list[str] = []
-    for at in range(open_paren, min(len(text), open_paren + 2000)):
-        char = text[at]
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-            if depth == 0:
-                arguments.append(text[start:at].strip())
-                return arguments
-        elif char == "," and depth == 1:
-            arguments.append(text[start:at].strip())
-            start = at + 1
-        elif char in ";{}":
-            return None
-    return None
+    close = close_index(text, open_paren + 1, limit=2000)
+    if close < 0 or text[close] != ")":
+        return None
+    return split_top(text[open_paren + 1 : close])
 
 
 _ARGUMENT_WORD = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)(?![\w(<:])")
